@@ -1,0 +1,1 @@
+//! Kafka record batches (placeholder, replaced by the crate implementation).
