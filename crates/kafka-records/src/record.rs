@@ -1,0 +1,503 @@
+//! Records inside a batch: the lazy iterator over the (decompressed) records section, the
+//! decoded [`Record`], its [`Headers`], and control markers.
+//!
+//! ```text
+//! Record:
+//!   length          varint   bytes after this field
+//!   attributes      i8       unused, 0
+//!   timestampDelta  varlong  against the batch's baseTimestamp
+//!   offsetDelta     varint   against the batch's baseOffset
+//!   keyLength       varint   -1 = null key
+//!   key             bytes
+//!   valueLength     varint   -1 = null value
+//!   value           bytes
+//!   headerCount     varint
+//!   headers         [Header]
+//!
+//! Header:
+//!   keyLength       varint   >= 0: header keys are never null
+//!   key             bytes    a string; names may repeat
+//!   valueLength     varint   -1 = null value
+//!   value           bytes
+//!
+//! Control record key (control batches only):
+//!   version         i16      0 today
+//!   type            i16      0 = abort, 1 = commit, others are KRaft metadata
+//! ```
+//!
+//! Every field is read inside the record's declared length, and the fields must use all
+//! of it, as Kafka's `DefaultRecord.readFrom` requires.
+
+use bytes::Bytes;
+
+use crate::batch::{BatchHeader, TimestampType};
+use crate::varint::{VarintError, read_varint, read_varlong};
+use crate::{RecordsError, Result};
+
+/// One header of a record. Keys are strings in Kafka; they are kept as bytes here so
+/// decoding never fails or copies on a key that is not UTF-8.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Header {
+    /// Header name (Kafka treats it as UTF-8).
+    pub key: Bytes,
+    /// Header value; `None` is distinct from empty.
+    pub value: Option<Bytes>,
+}
+
+impl Header {
+    /// Builds a header.
+    pub fn new(key: impl Into<Bytes>, value: Option<Bytes>) -> Self {
+        Self {
+            key: key.into(),
+            value,
+        }
+    }
+
+    /// The key as a string, if it is UTF-8.
+    pub fn key_str(&self) -> Option<&str> {
+        std::str::from_utf8(&self.key).ok()
+    }
+}
+
+/// The headers of a decoded record, validated but not yet split: iterating yields
+/// [`Header`]s that slice the batch, in wire order, repeated names and null values kept.
+#[derive(Clone, Default)]
+pub struct Headers {
+    raw: Bytes,
+    count: usize,
+}
+
+impl Headers {
+    /// Number of headers.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The headers in wire order.
+    pub fn iter(&self) -> HeadersIter<'_> {
+        HeadersIter {
+            raw: &self.raw,
+            pos: 0,
+            left: self.count,
+        }
+    }
+
+    /// The headers collected into a vector.
+    pub fn to_vec(&self) -> Vec<Header> {
+        self.iter().collect()
+    }
+}
+
+impl std::fmt::Debug for Headers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for Headers {
+    // Compares what the headers say, not how their varints happened to be written.
+    fn eq(&self, other: &Self) -> bool {
+        self.count == other.count && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Headers {}
+
+impl<'a> IntoIterator for &'a Headers {
+    type Item = Header;
+    type IntoIter = HeadersIter<'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// Iterator over [`Headers`].
+#[derive(Clone, Debug)]
+pub struct HeadersIter<'a> {
+    raw: &'a Bytes,
+    pos: usize,
+    left: usize,
+}
+
+impl Iterator for HeadersIter<'_> {
+    type Item = Header;
+
+    fn next(&mut self) -> Option<Header> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // The bytes were validated when the record was decoded; a failure here can only
+        // mean a bug, and ending the iteration is the harmless answer to it.
+        let mut pos = self.pos;
+        let key_len = usize::try_from(read_varint(self.raw, &mut pos).ok()?).ok()?;
+        let key_end = pos.checked_add(key_len).filter(|&e| e <= self.raw.len())?;
+        let key = self.raw.slice(pos..key_end);
+        pos = key_end;
+        let value_len = read_varint(self.raw, &mut pos).ok()?;
+        let value = if value_len < 0 {
+            None
+        } else {
+            let end = pos
+                .checked_add(value_len as usize)
+                .filter(|&e| e <= self.raw.len())?;
+            let v = self.raw.slice(pos..end);
+            pos = end;
+            Some(v)
+        };
+        self.pos = pos;
+        Some(Header { key, value })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left))
+    }
+}
+
+/// Type of a control record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ControlRecordType {
+    /// Transaction aborted (type 0).
+    Abort,
+    /// Transaction committed (type 1).
+    Commit,
+    /// Any other type (KRaft uses 2 and up for its own metadata).
+    Other(i16),
+}
+
+impl ControlRecordType {
+    /// The type id on the wire.
+    pub fn id(self) -> i16 {
+        match self {
+            Self::Abort => 0,
+            Self::Commit => 1,
+            Self::Other(id) => id,
+        }
+    }
+
+    /// The type for an id.
+    pub fn from_id(id: i16) -> Self {
+        match id {
+            0 => Self::Abort,
+            1 => Self::Commit,
+            other => Self::Other(other),
+        }
+    }
+}
+
+/// The key of a record in a control batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ControlRecord {
+    /// Key version; Kafka reads the type of any non-negative version.
+    pub version: i16,
+    /// Abort, commit or other.
+    pub kind: ControlRecordType,
+}
+
+impl ControlRecord {
+    /// Parses a control key the way Kafka's `ControlRecordType.parse` does: at least four
+    /// bytes, non-negative version, extra bytes allowed for later versions.
+    pub fn parse(key: &[u8]) -> Option<Self> {
+        let [v0, v1, t0, t1, ..] = *key else {
+            return None;
+        };
+        let version = i16::from_be_bytes([v0, v1]);
+        if version < 0 {
+            return None;
+        }
+        Some(Self {
+            version,
+            kind: ControlRecordType::from_id(i16::from_be_bytes([t0, t1])),
+        })
+    }
+
+    /// The four key bytes of this control record.
+    pub fn to_key(self) -> [u8; 4] {
+        let [v0, v1] = self.version.to_be_bytes();
+        let [t0, t1] = self.kind.id().to_be_bytes();
+        [v0, v1, t0, t1]
+    }
+}
+
+/// A decoded record. Keys, values and headers slice the batch (or its decompressed
+/// records), so a record keeps that buffer alive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Absolute offset: `baseOffset + offsetDelta`.
+    pub offset: i64,
+    /// Absolute timestamp: `baseTimestamp + timestampDelta` under CreateTime, the batch's
+    /// `maxTimestamp` under LogAppendTime (as Kafka consumers read it).
+    pub timestamp: i64,
+    /// Offset delta as on the wire.
+    pub offset_delta: i32,
+    /// Timestamp delta as on the wire.
+    pub timestamp_delta: i64,
+    /// Record attributes byte (unused by Kafka, kept as read).
+    pub attributes: i8,
+    /// Key; `None` (length -1) is distinct from empty.
+    pub key: Option<Bytes>,
+    /// Value; `None` (a tombstone) is distinct from empty.
+    pub value: Option<Bytes>,
+    /// Headers in wire order.
+    pub headers: Headers,
+    /// The parsed key, when the batch is a control batch.
+    pub control: Option<ControlRecord>,
+}
+
+/// Lazy iterator over the records of a batch, from [`crate::RecordBatch::records`].
+///
+/// Yields exactly `recordCount` records, then checks that nothing is left over. After the
+/// first error it yields nothing more.
+#[derive(Clone, Debug)]
+pub struct Records {
+    data: Bytes,
+    pos: usize,
+    read: usize,
+    expected: i32,
+    base_offset: i64,
+    base_timestamp: i64,
+    log_append_time: Option<i64>,
+    control: bool,
+    done: bool,
+}
+
+impl Records {
+    pub(crate) fn new(data: Bytes, header: &BatchHeader) -> Self {
+        let log_append_time = match header.attributes.timestamp_type() {
+            TimestampType::LogAppendTime => Some(header.max_timestamp),
+            TimestampType::CreateTime => None,
+        };
+        Self {
+            data,
+            pos: 0,
+            read: 0,
+            expected: header.record_count,
+            base_offset: header.base_offset,
+            base_timestamp: header.base_timestamp,
+            log_append_time,
+            control: header.attributes.is_control(),
+            done: false,
+        }
+    }
+
+    /// Size of the (decompressed) records section.
+    pub fn section_len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Records not yet yielded, per `recordCount`.
+    pub fn remaining(&self) -> usize {
+        (self.expected.max(0) as usize).saturating_sub(self.read)
+    }
+
+    fn decode_next(&mut self) -> Result<Record> {
+        let data = &self.data[..];
+        let start = self.pos;
+        let mut pos = start;
+        let length = varint(data, &mut pos, "record length")?;
+        let body_len = usize::try_from(length).map_err(|_| RecordsError::InvalidLength {
+            what: "record length",
+            found: i64::from(length),
+            offset: start,
+        })?;
+        let body_start = pos;
+        let end = body_start
+            .checked_add(body_len)
+            .filter(|&e| e <= data.len())
+            .ok_or(RecordsError::InvalidLength {
+                what: "record length",
+                found: i64::from(length),
+                offset: start,
+            })?;
+        // Every read below stays inside the record.
+        let body = &data[..end];
+
+        let Some(&attributes) = body.get(pos) else {
+            return Err(RecordsError::InvalidLength {
+                what: "record length",
+                found: i64::from(length),
+                offset: start,
+            });
+        };
+        pos += 1;
+        let timestamp_at = pos;
+        let timestamp_delta = read_varlong(body, &mut pos)
+            .map_err(|e| varint_error(e, "timestamp delta", timestamp_at))?;
+        let offset_delta = varint(body, &mut pos, "offset delta")?;
+        let key = nullable(body, &mut pos, "key length")?;
+        let value = nullable(body, &mut pos, "value length")?;
+        let header_count_at = pos;
+        let header_count = varint(body, &mut pos, "header count")?;
+        let header_count =
+            usize::try_from(header_count).map_err(|_| RecordsError::InvalidLength {
+                what: "header count",
+                found: i64::from(header_count),
+                offset: header_count_at,
+            })?;
+        let headers_start = pos;
+        for _ in 0..header_count {
+            let at = pos;
+            let key_len = varint(body, &mut pos, "header key length")?;
+            if key_len < 0 {
+                return Err(RecordsError::InvalidLength {
+                    what: "header key length",
+                    found: i64::from(key_len),
+                    offset: at,
+                });
+            }
+            skip(
+                body,
+                &mut pos,
+                key_len as usize,
+                "header key length",
+                key_len,
+                at,
+            )?;
+            nullable(body, &mut pos, "header value length")?;
+        }
+        if pos != end {
+            return Err(RecordsError::RecordSizeMismatch {
+                offset: start,
+                expected: body_len,
+                found: pos - body_start,
+            });
+        }
+
+        let key = key.map(|(s, e)| self.data.slice(s..e));
+        let value = value.map(|(s, e)| self.data.slice(s..e));
+        let headers = if header_count == 0 {
+            Headers::default()
+        } else {
+            Headers {
+                raw: self.data.slice(headers_start..end),
+                count: header_count,
+            }
+        };
+        let control = if self.control {
+            let parsed = key.as_deref().and_then(ControlRecord::parse);
+            if parsed.is_none() {
+                return Err(RecordsError::InvalidControlRecord {
+                    offset: start,
+                    reason: "key is not a version i16 >= 0 and a type i16",
+                });
+            }
+            parsed
+        } else {
+            None
+        };
+        self.pos = end;
+        Ok(Record {
+            offset: self.base_offset.wrapping_add(i64::from(offset_delta)),
+            timestamp: self
+                .log_append_time
+                .unwrap_or_else(|| self.base_timestamp.wrapping_add(timestamp_delta)),
+            offset_delta,
+            timestamp_delta,
+            attributes: attributes as i8,
+            key,
+            value,
+            headers,
+            control,
+        })
+    }
+}
+
+fn varint_error(_e: VarintError, what: &'static str, offset: usize) -> RecordsError {
+    RecordsError::InvalidVarint { what, offset }
+}
+
+#[inline]
+fn varint(body: &[u8], pos: &mut usize, what: &'static str) -> Result<i32> {
+    let at = *pos;
+    read_varint(body, pos).map_err(|e| varint_error(e, what, at))
+}
+
+#[inline]
+fn skip(
+    body: &[u8],
+    pos: &mut usize,
+    len: usize,
+    what: &'static str,
+    found: i32,
+    at: usize,
+) -> Result<(usize, usize)> {
+    let start = *pos;
+    let end =
+        start
+            .checked_add(len)
+            .filter(|&e| e <= body.len())
+            .ok_or(RecordsError::InvalidLength {
+                what,
+                found: i64::from(found),
+                offset: at,
+            })?;
+    *pos = end;
+    Ok((start, end))
+}
+
+/// Reads a nullable byte field, returning its range, or `None` for length -1.
+#[inline]
+fn nullable(body: &[u8], pos: &mut usize, what: &'static str) -> Result<Option<(usize, usize)>> {
+    let at = *pos;
+    let len = varint(body, pos, what)?;
+    match len {
+        -1 => Ok(None),
+        len if len < -1 => Err(RecordsError::InvalidLength {
+            what,
+            found: i64::from(len),
+            offset: at,
+        }),
+        len => skip(body, pos, len as usize, what, len, at).map(Some),
+    }
+}
+
+impl Iterator for Records {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.remaining() == 0 {
+            self.done = true;
+            if self.pos < self.data.len() {
+                return Some(Err(RecordsError::TrailingRecordBytes {
+                    base_offset: self.base_offset,
+                    expected: self.expected,
+                    extra: self.data.len() - self.pos,
+                }));
+            }
+            return None;
+        }
+        if self.pos >= self.data.len() {
+            self.done = true;
+            return Some(Err(RecordsError::RecordCountMismatch {
+                base_offset: self.base_offset,
+                expected: self.expected,
+                found: self.read,
+            }));
+        }
+        match self.decode_next() {
+            Ok(record) => {
+                self.read += 1;
+                Some(Ok(record))
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        // One more for a possible trailing-bytes error.
+        (0, Some(self.remaining().saturating_add(1)))
+    }
+}
+
+impl std::iter::FusedIterator for Records {}
