@@ -427,3 +427,187 @@ pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) -> Result<()> {
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+
+    use super::*;
+    use crate::{BatchOptions, NewRecord, encode_batch};
+
+    fn sample(options: &BatchOptions) -> BytesMut {
+        let records: Vec<NewRecord> = (0..3)
+            .map(|i| NewRecord {
+                timestamp: 1_000 + i,
+                key: Some(Bytes::from(format!("k{i}"))),
+                value: Some(Bytes::from_static(b"v")),
+                headers: vec![],
+            })
+            .collect();
+        let mut out = BytesMut::new();
+        encode_batch(options, &records, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn header_fields_are_where_the_layout_says() {
+        let options = BatchOptions {
+            base_offset: 77,
+            partition_leader_epoch: 5,
+            producer_id: 9,
+            producer_epoch: 2,
+            base_sequence: 11,
+            transactional: true,
+            ..BatchOptions::default()
+        };
+        let bytes = sample(&options).freeze();
+        let batch = RecordBatch::decode(&bytes, &DecodeLimits::default()).unwrap();
+        let h = batch.header();
+        assert_eq!(h.base_offset, 77);
+        assert_eq!(h.batch_length as usize + LOG_OVERHEAD, bytes.len());
+        assert_eq!(h.partition_leader_epoch, 5);
+        assert_eq!(h.magic, 2);
+        assert_eq!(h.last_offset_delta, 2);
+        assert_eq!(h.base_timestamp, 1_000);
+        assert_eq!(h.max_timestamp, 1_002);
+        assert_eq!(h.producer_id, 9);
+        assert_eq!(h.producer_epoch, 2);
+        assert_eq!(h.base_sequence, 11);
+        assert_eq!(h.record_count, 3);
+        assert_eq!(h.next_offset(), 80);
+        assert!(batch.is_transactional());
+        assert!(!batch.is_control());
+        assert_eq!(batch.timestamp_type(), TimestampType::CreateTime);
+    }
+
+    #[test]
+    fn base_offset_rewrite_keeps_crc_and_records() {
+        let mut bytes = sample(&BatchOptions::default());
+        let before = bytes.clone();
+        set_base_offset(&mut bytes, 1 << 40).unwrap();
+        set_partition_leader_epoch(&mut bytes, 3).unwrap();
+        assert_eq!(
+            bytes[16..],
+            before[16..],
+            "only fields outside the CRC change"
+        );
+        let batch = RecordBatch::decode(&bytes.freeze(), &DecodeLimits::default()).unwrap();
+        assert_eq!(batch.header().partition_leader_epoch, 3);
+        let offsets: Vec<i64> = batch
+            .records()
+            .unwrap()
+            .map(|r| r.unwrap().offset)
+            .collect();
+        assert_eq!(offsets, vec![1 << 40, (1 << 40) + 1, (1 << 40) + 2]);
+    }
+
+    #[test]
+    fn log_append_time_rewrite_recomputes_crc_without_touching_records() {
+        for compression in [Compression::None, Compression::Gzip] {
+            let mut bytes = sample(&BatchOptions {
+                compression,
+                ..BatchOptions::default()
+            });
+            let records_before = bytes[BATCH_HEADER_LEN..].to_vec();
+            set_log_append_time(&mut bytes, 5_000).unwrap();
+            assert_eq!(bytes[BATCH_HEADER_LEN..], records_before[..]);
+            let batch = RecordBatch::decode(&bytes.freeze(), &DecodeLimits::default()).unwrap();
+            assert_eq!(batch.timestamp_type(), TimestampType::LogAppendTime);
+            assert_eq!(batch.header().max_timestamp, 5_000);
+            assert_eq!(batch.compression(), compression);
+            for record in batch.records().unwrap() {
+                assert_eq!(record.unwrap().timestamp, 5_000);
+            }
+        }
+    }
+
+    #[test]
+    fn log_append_time_rewrite_refuses_a_corrupt_batch() {
+        let mut bytes = sample(&BatchOptions::default());
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        let err = set_log_append_time(&mut bytes, 5_000).unwrap_err();
+        assert!(matches!(err, RecordsError::CrcMismatch { .. }), "{err}");
+    }
+
+    #[test]
+    fn rewrites_refuse_non_batches() {
+        let mut short = [0u8; 20];
+        assert!(set_base_offset(&mut short, 1).is_err());
+        let mut bytes = sample(&BatchOptions::default());
+        bytes[MAGIC_OFFSET] = 1;
+        let err = set_base_offset(&mut bytes, 1).unwrap_err();
+        assert_eq!(err.kafka_error_code(), crate::INVALID_RECORD);
+    }
+
+    #[test]
+    fn magic_other_than_two_is_invalid_record() {
+        let mut bytes = sample(&BatchOptions::default());
+        bytes[MAGIC_OFFSET] = 1;
+        let err = RecordBatch::decode(&bytes.freeze(), &DecodeLimits::default()).unwrap_err();
+        assert!(matches!(
+            err,
+            RecordsError::UnsupportedMagic { found: 1, .. }
+        ));
+        assert_eq!(err.kafka_error_code(), crate::INVALID_RECORD);
+    }
+
+    /// Sets attribute bits and fixes the CRC so only the attribute is wrong.
+    fn with_attributes(mut bytes: BytesMut, attributes: i16) -> Bytes {
+        bytes[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+        let crc = crc32c::crc32c(&bytes[ATTRIBUTES_OFFSET..]);
+        bytes[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        bytes.freeze()
+    }
+
+    #[test]
+    fn unknown_codecs_are_unsupported_compression() {
+        for id in 5..=7 {
+            let bytes = with_attributes(sample(&BatchOptions::default()), id);
+            let err = RecordBatch::decode(&bytes, &DecodeLimits::default()).unwrap_err();
+            assert!(
+                matches!(err, RecordsError::UnsupportedCompression { .. }),
+                "{err}"
+            );
+            assert_eq!(err.kafka_error_code(), crate::UNSUPPORTED_COMPRESSION_TYPE);
+        }
+    }
+
+    #[test]
+    fn record_count_limits() {
+        let bytes = sample(&BatchOptions::default()).freeze();
+        let limits = DecodeLimits {
+            max_records_per_batch: 2,
+            ..DecodeLimits::default()
+        };
+        let err = RecordBatch::decode(&bytes, &limits).unwrap_err();
+        assert!(matches!(err, RecordsError::TooManyRecords { found: 3, .. }));
+        assert_eq!(err.kafka_error_code(), crate::MESSAGE_TOO_LARGE);
+
+        // A count the bytes cannot hold is refused before any record is read.
+        let mut bytes = sample(&BatchOptions::default());
+        bytes[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+        let crc = crc32c::crc32c(&bytes[ATTRIBUTES_OFFSET..]);
+        bytes[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        let limits = DecodeLimits {
+            max_records_per_batch: usize::MAX,
+            ..DecodeLimits::default()
+        };
+        let err = RecordBatch::decode(&bytes.freeze(), &limits).unwrap_err();
+        assert!(
+            matches!(err, RecordsError::InvalidRecordCount { .. }),
+            "{err}"
+        );
+        assert_eq!(err.kafka_error_code(), crate::INVALID_RECORD);
+    }
+
+    #[test]
+    fn attribute_bits() {
+        let a = Attributes(0x3b);
+        assert_eq!(a.compression_id(), 3);
+        assert_eq!(a.timestamp_type(), TimestampType::LogAppendTime);
+        assert!(a.is_transactional());
+        assert!(a.is_control());
+        assert!(!a.has_delete_horizon());
+    }
+}

@@ -227,3 +227,59 @@ fn encode_into(
     out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DecodeLimits, RecordBatch};
+
+    #[test]
+    fn empty_batch_round_trips() {
+        let mut out = BytesMut::new();
+        encode_batch(&BatchOptions::default(), &[], &mut out).unwrap();
+        assert_eq!(out.len(), BATCH_HEADER_LEN);
+        let batch = RecordBatch::decode(&out.freeze(), &DecodeLimits::default()).unwrap();
+        assert_eq!(batch.header().record_count, 0);
+        assert_eq!(batch.header().max_timestamp, NO_TIMESTAMP);
+        assert_eq!(batch.records().unwrap().count(), 0);
+    }
+
+    #[test]
+    fn appends_after_existing_bytes() {
+        let mut out = BytesMut::from(&b"prefix"[..]);
+        encode_batch(&BatchOptions::default(), &[NewRecord::default()], &mut out).unwrap();
+        assert!(out.starts_with(b"prefix"));
+        let batch =
+            RecordBatch::decode(&out.split_off(6).freeze(), &DecodeLimits::default()).unwrap();
+        assert_eq!(batch.header().record_count, 1);
+    }
+
+    #[test]
+    fn explicit_base_timestamp_and_extreme_deltas() {
+        let records = vec![
+            NewRecord {
+                timestamp: i64::MAX,
+                ..NewRecord::default()
+            },
+            NewRecord {
+                timestamp: i64::MIN,
+                ..NewRecord::default()
+            },
+        ];
+        let options = BatchOptions {
+            base_timestamp: Some(0),
+            ..BatchOptions::default()
+        };
+        let mut out = BytesMut::new();
+        encode_batch(&options, &records, &mut out).unwrap();
+        let batch = RecordBatch::decode(&out.freeze(), &DecodeLimits::default()).unwrap();
+        assert_eq!(batch.header().base_timestamp, 0);
+        assert_eq!(batch.header().max_timestamp, i64::MAX);
+        let ts: Vec<i64> = batch
+            .records()
+            .unwrap()
+            .map(|r| r.unwrap().timestamp)
+            .collect();
+        assert_eq!(ts, vec![i64::MAX, i64::MIN]);
+    }
+}

@@ -501,3 +501,206 @@ impl Iterator for Records {
 }
 
 impl std::iter::FusedIterator for Records {}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+
+    use super::*;
+    use crate::{BatchOptions, DecodeLimits, NewRecord, RecordBatch, encode_batch};
+
+    fn decode_all(bytes: Bytes) -> Result<Vec<Record>> {
+        let batch = RecordBatch::decode(&bytes, &DecodeLimits::default())?;
+        batch.records()?.collect()
+    }
+
+    #[test]
+    fn null_and_empty_are_distinct_and_headers_keep_order() {
+        let records = vec![
+            NewRecord {
+                timestamp: 10,
+                key: None,
+                value: Some(Bytes::new()),
+                headers: vec![
+                    Header::new("a", Some(Bytes::from_static(b"1"))),
+                    Header::new("a", None),
+                    Header::new("b", Some(Bytes::new())),
+                ],
+            },
+            NewRecord {
+                timestamp: 5,
+                key: Some(Bytes::new()),
+                value: None,
+                headers: vec![],
+            },
+        ];
+        let mut out = BytesMut::new();
+        encode_batch(&BatchOptions::default(), &records, &mut out).unwrap();
+        let decoded = decode_all(out.freeze()).unwrap();
+        assert_eq!(decoded.len(), 2);
+        assert_eq!(decoded[0].key, None);
+        assert_eq!(decoded[0].value, Some(Bytes::new()));
+        assert_eq!(decoded[0].headers.to_vec(), records[0].headers);
+        assert_eq!(
+            decoded[0].headers.iter().next().unwrap().key_str(),
+            Some("a")
+        );
+        assert_eq!(decoded[1].key, Some(Bytes::new()));
+        assert_eq!(decoded[1].value, None);
+        assert!(decoded[1].headers.is_empty());
+        assert_eq!(decoded[1].timestamp, 5);
+        assert_eq!(decoded[1].timestamp_delta, -5);
+        assert_eq!(decoded[1].offset_delta, 1);
+    }
+
+    #[test]
+    fn uncompressed_values_slice_the_input() {
+        let records = vec![NewRecord {
+            timestamp: 0,
+            key: None,
+            value: Some(Bytes::from(vec![7u8; 100])),
+            headers: vec![],
+        }];
+        let mut out = BytesMut::new();
+        encode_batch(&BatchOptions::default(), &records, &mut out).unwrap();
+        let input = out.freeze();
+        let record = decode_all(input.clone()).unwrap().remove(0);
+        let value = record.value.unwrap();
+        let range = input.as_ptr_range();
+        assert!(
+            range.contains(&value.as_ptr()),
+            "value must point into the input"
+        );
+    }
+
+    #[test]
+    fn control_records_are_recognized() {
+        let options = BatchOptions {
+            control: true,
+            transactional: true,
+            producer_id: 4,
+            ..BatchOptions::default()
+        };
+        let markers = [ControlRecordType::Abort, ControlRecordType::Commit];
+        let records: Vec<NewRecord> = markers
+            .iter()
+            .map(|&kind| NewRecord {
+                timestamp: 1,
+                key: Some(Bytes::copy_from_slice(
+                    &ControlRecord { version: 0, kind }.to_key(),
+                )),
+                // EndTransactionMarker value: version 0, coordinator epoch 3.
+                value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 3])),
+                headers: vec![],
+            })
+            .collect();
+        let mut out = BytesMut::new();
+        encode_batch(&options, &records, &mut out).unwrap();
+        let batch = RecordBatch::decode(&out.freeze(), &DecodeLimits::default()).unwrap();
+        assert!(batch.is_control());
+        let kinds: Vec<_> = batch
+            .records()
+            .unwrap()
+            .map(|r| r.unwrap().control.unwrap().kind)
+            .collect();
+        assert_eq!(kinds, markers);
+    }
+
+    #[test]
+    fn control_batch_with_a_bad_key_is_invalid() {
+        let options = BatchOptions {
+            control: true,
+            ..BatchOptions::default()
+        };
+        for key in [
+            None,
+            Some(Bytes::from_static(&[0, 0, 0])),
+            Some(Bytes::from_static(&[0xff, 0xff, 0, 1])),
+        ] {
+            let mut out = BytesMut::new();
+            let record = NewRecord {
+                key,
+                ..NewRecord::default()
+            };
+            encode_batch(&options, &[record], &mut out).unwrap();
+            let err = decode_all(out.freeze()).unwrap_err();
+            assert!(
+                matches!(err, RecordsError::InvalidControlRecord { .. }),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            ControlRecord::parse(&[0, 1, 0, 1, 9, 9]),
+            Some(ControlRecord {
+                version: 1,
+                kind: ControlRecordType::Commit
+            })
+        );
+        assert_eq!(ControlRecordType::from_id(3), ControlRecordType::Other(3));
+    }
+
+    /// Builds an uncompressed batch around hand-written record bytes.
+    fn batch_with(records_section: &[u8], count: i32) -> Bytes {
+        let mut out = BytesMut::new();
+        encode_batch(&BatchOptions::default(), &[], &mut out).unwrap();
+        out.extend_from_slice(records_section);
+        let len = (out.len() - 12) as i32;
+        out[8..12].copy_from_slice(&len.to_be_bytes());
+        out[57..61].copy_from_slice(&count.to_be_bytes());
+        let crc = crc32c::crc32c(&out[21..]);
+        out[17..21].copy_from_slice(&crc.to_be_bytes());
+        out.freeze()
+    }
+
+    #[test]
+    fn malformed_records_are_invalid_record() {
+        // length 7: attrs 0, ts 0, offset 0, key -1, value -1, headers 0 ... valid is 6 bytes.
+        let valid = [0x0c, 0, 0, 0, 0x01, 0x01, 0];
+        assert!(decode_all(batch_with(&valid, 1)).is_ok());
+        let cases: &[(&[u8], i32, &str)] = &[
+            // Declared length one byte longer than the fields.
+            (&[0x0e, 0, 0, 0, 0x01, 0x01, 0, 0], 1, "size mismatch"),
+            // Negative record length.
+            (&[0x01, 0, 0, 0, 0x01, 0x01, 0], 1, "negative length"),
+            // Key length -2.
+            (&[0x0c, 0, 0, 0, 0x03, 0x01, 0], 1, "key -2"),
+            // Key length runs past the record.
+            (&[0x0c, 0, 0, 0, 0x10, 0x01, 0], 1, "key too long"),
+            // Negative header count.
+            (&[0x0c, 0, 0, 0, 0x01, 0x01, 0x01], 1, "header count -1"),
+            // Header key length -1 (null header key).
+            (
+                &[0x10, 0, 0, 0, 0x01, 0x01, 0x02, 0x01, 0x01],
+                1,
+                "null header key",
+            ),
+            // Varint with six continuation bytes.
+            (
+                &[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00],
+                1,
+                "long varint",
+            ),
+            // Two records declared, one present.
+            (&valid, 2, "count mismatch"),
+        ];
+        for &(section, count, name) in cases {
+            let result = decode_all(batch_with(section, count));
+            let err = result.expect_err(name);
+            assert_eq!(
+                err.kafka_error_code(),
+                crate::INVALID_RECORD,
+                "{name}: {err}"
+            );
+        }
+        // Zero records declared, bytes present.
+        let mut records = RecordBatch::decode(&batch_with(&valid, 0), &DecodeLimits::default())
+            .unwrap()
+            .records()
+            .unwrap();
+        assert!(matches!(
+            records.next(),
+            Some(Err(RecordsError::TrailingRecordBytes { extra: 7, .. }))
+        ));
+        assert!(records.next().is_none());
+    }
+}
