@@ -1,0 +1,54 @@
+//! A sans-IO codec for the Apache Kafka wire protocol.
+//!
+//! No sockets, no async runtime: bytes in, typed messages out, and back.
+//!
+//! ```text
+//! bytes --frame::split_frame--> frame --api::decode_request--> RequestFrame
+//!                                                               (header + RequestBody)
+//! ResponseBody --api::encode_response--> EncodedFrame (segments for a vectored write)
+//! ```
+//!
+//! - [`frame`]: size-prefixed framing with a caller-given maximum.
+//! - [`api`]: request/response headers, version checks, whole-frame encode and decode.
+//! - [`messages`]: every supported message at every supported version, generated from
+//!   Kafka's JSON message specs by `kafka-codegen` (`tools/kafka-codegen`).
+//! - [`wire`]: the primitives (`nom` parsers and the segmenting [`Encoder`]).
+//! - [`ErrorCode`], [`ApiKey`]: the protocol's error codes and API keys.
+//!
+//! Decoding is zero-copy for payloads: record data, SASL tokens and group member
+//! metadata/assignments are [`bytes::Bytes`] slices of the frame, and strings are
+//! [`bytestring::ByteString`]s over it. Untrusted lengths are checked against the bytes
+//! actually present before anything is allocated. A version outside the supported table is
+//! an error value ([`ProtocolError::UnsupportedVersion`]), never a panic.
+
+pub mod api;
+pub mod error;
+pub mod error_code;
+pub mod frame;
+#[rustfmt::skip]
+mod generated;
+pub mod types;
+pub mod wire;
+
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
+
+pub use api::{
+    EncodedFrame, HeaderPrefix, RequestFrame, decode_request, decode_response, encode_request,
+    encode_response,
+};
+pub use error::ProtocolError;
+pub use error_code::ErrorCode;
+pub use generated::{ApiKey, RequestBody, ResponseBody};
+pub use types::{RawTaggedField, Uuid, VersionRange};
+pub use wire::{Decode, Encode, Encoder, Message, Request};
+
+/// Re-exported so users can build string fields without naming the dependency.
+pub use bytestring::ByteString;
+
+/// Every generated message module (one per spec file: `messages::produce_request`, ...).
+pub mod messages {
+    pub use crate::generated::*;
+}

@@ -1,0 +1,277 @@
+//! Crate-level tests: property tests over every generated message and version, and
+//! hand-written checks of the behaviour the broker relies on.
+
+use crate::api::{HeaderPrefix, decode_request, encode_request, encode_response};
+use crate::generated::ALL_MESSAGES;
+use crate::messages::api_versions_request::ApiVersionsRequest;
+use crate::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
+use crate::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
+use crate::messages::request_header::RequestHeader;
+use crate::{ApiKey, ByteString, ErrorCode, Message, ProtocolError, RequestBody, ResponseBody};
+use bytes::Bytes;
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_message_round_trips_at_every_version(seed: u64) {
+        for h in ALL_MESSAGES {
+            for v in h.versions.min..=h.versions.max {
+                (h.roundtrip)(seed, v).map_err(TestCaseError::fail)?;
+            }
+        }
+    }
+
+    #[test]
+    fn every_prefix_of_every_message_is_an_error(seed: u64) {
+        for h in ALL_MESSAGES {
+            for v in h.versions.min..=h.versions.max {
+                (h.prefixes)(seed, v).map_err(TestCaseError::fail)?;
+            }
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(key in 0i16..80, version in -1i16..20, body in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&key.to_be_bytes());
+        frame.extend_from_slice(&version.to_be_bytes());
+        frame.extend_from_slice(&7i32.to_be_bytes());
+        frame.extend_from_slice(&body);
+        let _ = decode_request(&Bytes::from(frame));
+    }
+}
+
+#[test]
+fn all_messages_are_registered() {
+    // 33 request/response pairs plus the two headers and two consumer-protocol structures.
+    assert_eq!(ALL_MESSAGES.len(), 70);
+    let names: std::collections::HashSet<_> = ALL_MESSAGES.iter().map(|h| h.name).collect();
+    assert_eq!(names.len(), 70);
+}
+
+fn header(key: ApiKey, version: i16) -> RequestHeader {
+    RequestHeader {
+        request_api_key: key.as_i16(),
+        request_api_version: version,
+        correlation_id: 42,
+        client_id: Some(ByteString::from_static("tester")),
+        ..RequestHeader::default()
+    }
+}
+
+#[test]
+fn request_frames_round_trip_with_headers() {
+    for v in 0..=13 {
+        let body = RequestBody::Metadata(MetadataRequest {
+            topics: Some(vec![MetadataRequestTopic {
+                name: Some(ByteString::from_static("orders")),
+                ..MetadataRequestTopic::default()
+            }]),
+            allow_auto_topic_creation: true,
+            ..MetadataRequest::default()
+        });
+        let bytes = encode_request(&header(ApiKey::Metadata, v), &body).expect("encodes");
+        let frame = bytes.slice(4..);
+        let back = decode_request(&frame).expect("decodes");
+        assert_eq!(back.body, body, "v{v}");
+        assert_eq!(back.header.correlation_id, 42);
+        assert_eq!(back.header.client_id.as_deref(), Some("tester"));
+    }
+}
+
+#[test]
+fn unsupported_version_and_unknown_key_are_error_values() {
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&18i16.to_be_bytes());
+    frame.extend_from_slice(&99i16.to_be_bytes());
+    frame.extend_from_slice(&5i32.to_be_bytes());
+    let err = decode_request(&Bytes::from(frame.clone())).unwrap_err();
+    assert_eq!(
+        err,
+        ProtocolError::UnsupportedVersion {
+            api_key: 18,
+            version: 99,
+            min: 0,
+            max: 4
+        }
+    );
+    // The correlation id is still readable, so the broker can answer.
+    assert_eq!(
+        HeaderPrefix::peek(&frame).expect("prefix").correlation_id,
+        5
+    );
+
+    frame[..2].copy_from_slice(&1000i16.to_be_bytes());
+    assert_eq!(
+        decode_request(&Bytes::from(frame)).unwrap_err(),
+        ProtocolError::UnknownApiKey { api_key: 1000 }
+    );
+}
+
+#[test]
+fn produce_v0_to_v2_decode_so_they_can_be_refused() {
+    assert_eq!(ApiKey::Produce.versions().map(|r| r.min), Some(0));
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&0i16.to_be_bytes()); // Produce
+    frame.extend_from_slice(&2i16.to_be_bytes()); // v2
+    frame.extend_from_slice(&1i32.to_be_bytes());
+    frame.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
+    frame.extend_from_slice(&1i16.to_be_bytes()); // acks
+    frame.extend_from_slice(&1000i32.to_be_bytes()); // timeout
+    frame.extend_from_slice(&0i32.to_be_bytes()); // no topics
+    let req = decode_request(&Bytes::from(frame)).expect("decodes");
+    assert!(matches!(req.body, RequestBody::Produce(ref p) if p.acks == 1 && p.timeout_ms == 1000));
+}
+
+#[test]
+fn api_versions_response_header_is_always_v0() {
+    let body = ResponseBody::ApiVersions(ApiVersionsResponse {
+        error_code: ErrorCode::NONE.0,
+        api_keys: vec![ApiVersion {
+            api_key: 18,
+            min_version: 0,
+            max_version: 4,
+            ..ApiVersion::default()
+        }],
+        ..ApiVersionsResponse::default()
+    });
+    let frame = encode_response(9, 3, &body).expect("encodes").to_bytes();
+    // size | correlation id | error code | compact array (1 entry => 2) ...
+    assert_eq!(&frame[4..8], &9i32.to_be_bytes());
+    assert_eq!(&frame[8..10], &0i16.to_be_bytes());
+    assert_eq!(frame[10], 2);
+    // Default-valued tagged fields (supported/finalized features) are not written: the
+    // body ends with throttle time and an empty tagged section.
+    let tail = &frame[frame.len() - 5..];
+    assert_eq!(tail, &[0, 0, 0, 0, 0]);
+}
+
+#[test]
+fn forged_array_lengths_do_not_allocate() {
+    // ApiVersions v3 request, then a Metadata v1 request claiming 2^31-1 topics.
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&3i16.to_be_bytes());
+    frame.extend_from_slice(&1i16.to_be_bytes());
+    frame.extend_from_slice(&1i32.to_be_bytes());
+    frame.extend_from_slice(&(-1i16).to_be_bytes());
+    frame.extend_from_slice(&i32::MAX.to_be_bytes());
+    let err = decode_request(&Bytes::from(frame)).unwrap_err();
+    assert!(
+        matches!(err, ProtocolError::ArrayTooLong { found, .. } if found == i32::MAX as u64),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn forged_string_and_bytes_lengths_are_refused() {
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&18i16.to_be_bytes());
+    frame.extend_from_slice(&1i16.to_be_bytes());
+    frame.extend_from_slice(&1i32.to_be_bytes());
+    frame.extend_from_slice(&30000i16.to_be_bytes()); // client id claims 30000 bytes
+    frame.extend_from_slice(b"abc");
+    let err = decode_request(&Bytes::from(frame)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProtocolError::InvalidLength {
+                found: 30000,
+                max: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&18i16.to_be_bytes());
+    frame.extend_from_slice(&1i16.to_be_bytes());
+    frame.extend_from_slice(&1i32.to_be_bytes());
+    frame.extend_from_slice(&(-7i16).to_be_bytes());
+    let err = decode_request(&Bytes::from(frame)).unwrap_err();
+    assert!(
+        matches!(err, ProtocolError::InvalidLength { found: -7, .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn unknown_tagged_fields_are_preserved() {
+    let req = ApiVersionsRequest {
+        client_software_name: ByteString::from_static("x"),
+        client_software_version: ByteString::from_static("1"),
+        unknown_tagged_fields: vec![crate::RawTaggedField {
+            tag: 77,
+            data: Bytes::from_static(b"hello"),
+        }],
+    };
+    let bytes = req.encode_to_bytes(3).expect("encodes");
+    let back = ApiVersionsRequest::decode_from(&bytes, 3).expect("decodes");
+    assert_eq!(back, req);
+}
+
+#[test]
+fn fields_a_version_cannot_carry_are_refused_on_encode() {
+    use crate::messages::join_group_request::JoinGroupRequest;
+    // group_instance_id exists from v5 and is not ignorable: a static member id cannot be
+    // silently dropped. topic_id in Metadata is ignorable: older versions just omit it.
+    let join = JoinGroupRequest {
+        group_id: ByteString::from_static("g"),
+        group_instance_id: Some(ByteString::from_static("static-1")),
+        ..JoinGroupRequest::default()
+    };
+    assert!(join.encode_to_bytes(5).is_ok());
+    assert_eq!(
+        join.encode_to_bytes(4),
+        Err(ProtocolError::FieldNotInVersion {
+            field: "JoinGroupRequest.group_instance_id",
+            version: 4
+        })
+    );
+    let meta = MetadataRequest {
+        topics: Some(vec![MetadataRequestTopic {
+            topic_id: crate::Uuid::from_u128(1),
+            name: Some(ByteString::from_static("a")),
+            ..MetadataRequestTopic::default()
+        }]),
+        ..MetadataRequest::default()
+    };
+    assert!(meta.encode_to_bytes(9).is_ok());
+}
+
+#[test]
+fn payloads_are_zero_copy_slices_of_the_frame() {
+    use crate::messages::produce_request::{
+        PartitionProduceData, ProduceRequest, TopicProduceData,
+    };
+    let records = Bytes::from(vec![7u8; 10_000]);
+    let body = RequestBody::Produce(ProduceRequest {
+        acks: -1,
+        timeout_ms: 30_000,
+        topic_data: vec![TopicProduceData {
+            name: ByteString::from_static("t"),
+            partition_data: vec![PartitionProduceData {
+                index: 0,
+                records: Some(records.clone()),
+                ..PartitionProduceData::default()
+            }],
+            ..TopicProduceData::default()
+        }],
+        ..ProduceRequest::default()
+    });
+    let bytes = encode_request(&header(ApiKey::Produce, 9), &body).expect("encodes");
+    let frame = bytes.slice(4..);
+    let req = decode_request(&frame).expect("decodes");
+    let RequestBody::Produce(p) = req.body else {
+        panic!("not a produce request")
+    };
+    let got = p.topic_data[0].partition_data[0]
+        .records
+        .clone()
+        .expect("records");
+    assert_eq!(got, records);
+    let start = got.as_ptr() as usize - frame.as_ptr() as usize;
+    assert!(start < frame.len(), "records point into the frame");
+}

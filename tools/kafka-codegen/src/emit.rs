@@ -1,0 +1,954 @@
+//! Renders parsed specs as Rust source.
+//!
+//! Every struct gets: the struct itself, `Default` (spec defaults), `Decode`, `Encode`, a
+//! `MIN_LEN` (the fewest bytes one instance can occupy, used to refuse array counts the
+//! input cannot hold), and under `cfg(test)` a generator of random, version-valid values
+//! for the round-trip property tests.
+
+use crate::CodegenError;
+use crate::config::MessageConfig;
+use crate::spec::{Field, Range, Spec, StructDef, Ty};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+const RUST_KEYWORDS: &[&str] = &[
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
+    "self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
+    "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro",
+    "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
+];
+
+pub fn snake(name: &str) -> String {
+    let mut out = String::new();
+    let chars: Vec<char> = name.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_uppercase() {
+            let prev_lower =
+                i > 0 && (chars[i - 1].is_ascii_lowercase() || chars[i - 1].is_ascii_digit());
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+            let prev_upper = i > 0 && chars[i - 1].is_ascii_uppercase();
+            if i > 0 && (prev_lower || (prev_upper && next_lower)) {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn field_ident(name: &str) -> String {
+    let s = snake(name);
+    if RUST_KEYWORDS.contains(&s.as_str()) {
+        format!("{s}_")
+    } else {
+        s
+    }
+}
+
+/// Context of the message being rendered.
+struct Msg<'a> {
+    cfg: &'a MessageConfig,
+    spec: &'a Spec,
+    structs: BTreeMap<String, StructDef>,
+    /// Min encoded length per struct, computed lazily.
+    min_len: BTreeMap<String, usize>,
+}
+
+fn intersect(a: Range, b: Range) -> Option<Range> {
+    let min = a.min.max(b.min);
+    let max = a.max.min(b.max);
+    (min <= max).then_some(Range { min, max })
+}
+
+impl Msg<'_> {
+    fn range(&self) -> Range {
+        Range {
+            min: self.cfg.min,
+            max: self.cfg.max,
+        }
+    }
+
+    fn any_flexible(&self) -> bool {
+        self.spec
+            .flexible
+            .is_some_and(|f| intersect(f, self.range()).is_some())
+    }
+
+    fn is_flexible(&self, v: i16) -> bool {
+        self.spec.flexible.is_some_and(|f| f.contains(v))
+    }
+
+    /// A boolean Rust expression over `v` for "v is in r", simplified against the
+    /// message's generated range.
+    fn cond(&self, r: Option<Range>) -> String {
+        let whole = self.range();
+        let Some(r) = r else { return "false".into() };
+        let Some(r) = intersect(r, whole) else {
+            return "false".into();
+        };
+        let lo = r.min > whole.min;
+        let hi = r.max < whole.max;
+        match (lo, hi) {
+            (false, false) => "true".into(),
+            (true, false) => format!("v >= {}", r.min),
+            (false, true) => format!("v <= {}", r.max),
+            (true, true) if r.min == r.max => format!("v == {}", r.min),
+            (true, true) => format!("(v >= {} && v <= {})", r.min, r.max),
+        }
+    }
+
+    fn flexible_expr(&self) -> String {
+        self.cond(self.spec.flexible)
+    }
+
+    /// Whether the field uses compact encodings: flexible, unless the field opts out.
+    fn compact_expr(&self, f: &Field) -> String {
+        match f.flexible_override {
+            Some(r) => self.cond(r),
+            None => "flexible".into(),
+        }
+    }
+
+    fn field_present(&self, f: &Field) -> Option<Range> {
+        f.versions.and_then(|r| intersect(r, self.range()))
+    }
+
+    /// Versions in which the field sits in the fixed (non-tagged) part.
+    fn fixed_cond(&self, f: &Field) -> String {
+        match (f.versions, f.tagged) {
+            (Some(v), None) => self.cond(Some(v)),
+            (Some(v), Some(t)) => {
+                // Fixed where present and not tagged; specs only tag whole ranges, so a
+                // field is either always tagged or tagged from some version on.
+                if t.min <= v.min {
+                    "false".into()
+                } else {
+                    self.cond(Some(Range {
+                        min: v.min,
+                        max: v.max.min(t.min - 1),
+                    }))
+                }
+            }
+            (None, _) => "false".into(),
+        }
+    }
+
+    fn tagged_cond(&self, f: &Field) -> String {
+        match (f.versions, f.tagged) {
+            (Some(v), Some(t)) => self.cond(intersect(v, t)),
+            _ => "false".into(),
+        }
+    }
+
+    fn struct_min_len(&mut self, name: &str) -> usize {
+        if let Some(&n) = self.min_len.get(name) {
+            return n;
+        }
+        let Some(def) = self.structs.get(name).cloned() else {
+            return 1;
+        };
+        let mut best = usize::MAX;
+        for v in self.cfg.min..=self.cfg.max {
+            let flexible = self.is_flexible(v);
+            let mut n = if flexible { 1 } else { 0 };
+            for f in &def.fields {
+                let present = f.versions.is_some_and(|r| r.contains(v));
+                let tagged = f.tagged.is_some_and(|r| r.contains(v));
+                if !present || tagged {
+                    continue;
+                }
+                let compact = match f.flexible_override {
+                    Some(r) => r.is_some_and(|r| r.contains(v)),
+                    None => flexible,
+                };
+                let nullable = f.nullable.is_some_and(|r| r.contains(v));
+                n += self.ty_min_len(&f.ty, compact, nullable);
+            }
+            best = best.min(n);
+        }
+        let best = if best == usize::MAX { 0 } else { best };
+        self.min_len.insert(name.to_string(), best);
+        best
+    }
+
+    fn ty_min_len(&mut self, ty: &Ty, compact: bool, nullable: bool) -> usize {
+        match ty {
+            Ty::Bool | Ty::Int8 => 1,
+            Ty::Int16 | Ty::Uint16 => 2,
+            Ty::Int32 | Ty::Uint32 => 4,
+            Ty::Int64 | Ty::Float64 => 8,
+            Ty::Uuid => 16,
+            Ty::String => {
+                if compact {
+                    1
+                } else {
+                    2
+                }
+            }
+            Ty::Bytes | Ty::Records | Ty::Array(_) => {
+                if compact {
+                    1
+                } else {
+                    4
+                }
+            }
+            Ty::Struct(name) => {
+                if nullable {
+                    1
+                } else {
+                    self.struct_min_len(name)
+                }
+            }
+        }
+    }
+}
+
+fn collect_structs(fields: &[Field], out: &mut BTreeMap<String, StructDef>) {
+    for f in fields {
+        let inner = match &f.ty {
+            Ty::Array(t) => match t.as_ref() {
+                Ty::Struct(n) => Some(n),
+                _ => None,
+            },
+            Ty::Struct(n) => Some(n),
+            _ => None,
+        };
+        if let Some(n) = inner
+            && !f.fields.is_empty()
+        {
+            out.insert(
+                n.clone(),
+                StructDef {
+                    name: n.clone(),
+                    fields: f.fields.clone(),
+                },
+            );
+            collect_structs(&f.fields, out);
+        }
+    }
+}
+
+fn base_ty(ty: &Ty) -> String {
+    match ty {
+        Ty::Bool => "bool".into(),
+        Ty::Int8 => "i8".into(),
+        Ty::Int16 => "i16".into(),
+        Ty::Uint16 => "u16".into(),
+        Ty::Int32 => "i32".into(),
+        Ty::Uint32 => "u32".into(),
+        Ty::Int64 => "i64".into(),
+        Ty::Float64 => "f64".into(),
+        Ty::String => "ByteString".into(),
+        Ty::Bytes | Ty::Records => "Bytes".into(),
+        Ty::Uuid => "Uuid".into(),
+        Ty::Array(t) => format!("Vec<{}>", base_ty(t)),
+        Ty::Struct(n) => n.clone(),
+    }
+}
+
+fn rust_ty(f: &Field) -> String {
+    if f.nullable.is_some() {
+        format!("Option<{}>", base_ty(&f.ty))
+    } else {
+        base_ty(&f.ty)
+    }
+}
+
+fn parse_int_default(d: &str) -> Result<i128, CodegenError> {
+    let d = d.trim();
+    let parsed = if let Some(h) = d.strip_prefix("0x").or_else(|| d.strip_prefix("0X")) {
+        i128::from_str_radix(h, 16).ok()
+    } else {
+        d.parse().ok()
+    };
+    parsed.ok_or_else(|| CodegenError::Spec(format!("bad integer default {d:?}")))
+}
+
+fn base_default(ty: &Ty, d: Option<&str>) -> Result<String, CodegenError> {
+    let int = |suffix: &str| -> Result<String, CodegenError> {
+        match d {
+            Some(d) if !d.is_empty() => Ok(format!("{}{suffix}", parse_int_default(d)?)),
+            _ => Ok(format!("0{suffix}")),
+        }
+    };
+    Ok(match ty {
+        Ty::Bool => match d {
+            Some("true") => "true".into(),
+            _ => "false".into(),
+        },
+        Ty::Int8 => int("i8")?,
+        Ty::Int16 => int("i16")?,
+        Ty::Uint16 => int("u16")?,
+        Ty::Int32 => int("i32")?,
+        Ty::Uint32 => int("u32")?,
+        Ty::Int64 => int("i64")?,
+        Ty::Float64 => match d {
+            Some(d) if !d.is_empty() => {
+                let x: f64 = d
+                    .parse()
+                    .map_err(|_| CodegenError::Spec(format!("bad float default {d:?}")))?;
+                format!("{x:?}f64")
+            }
+            _ => "0.0f64".into(),
+        },
+        Ty::String => match d {
+            Some(s) if !s.is_empty() => format!("ByteString::from_static({s:?})"),
+            _ => "ByteString::new()".into(),
+        },
+        Ty::Bytes | Ty::Records => "Bytes::new()".into(),
+        Ty::Uuid => "Uuid::ZERO".into(),
+        Ty::Array(_) => "Vec::new()".into(),
+        Ty::Struct(n) => format!("{n}::default()"),
+    })
+}
+
+/// A boolean expression: whether the place `x` holds the field's default.
+fn is_default_expr(f: &Field, x: &str) -> Result<String, CodegenError> {
+    let d = default_expr(f)?;
+    Ok(match (&f.ty, d.as_str()) {
+        (_, "None") => format!("{x}.is_none()"),
+        (Ty::Array(_), _) if f.nullable.is_some() => {
+            format!("{x}.as_ref().is_some_and(|a| a.is_empty())")
+        }
+        (Ty::Array(_), _) => format!("{x}.is_empty()"),
+        _ => format!("{x} == {d}"),
+    })
+}
+
+fn default_expr(f: &Field) -> Result<String, CodegenError> {
+    let d = f.default.as_deref();
+    if f.nullable.is_some() {
+        if d == Some("null") || matches!(f.ty, Ty::Records) {
+            return Ok("None".into());
+        }
+        return Ok(format!("Some({})", base_default(&f.ty, d)?));
+    }
+    base_default(&f.ty, d)
+}
+
+/// Decode expression over cursor `i` yielding `R<'_, T>`.
+fn decode_expr(
+    msg: &mut Msg<'_>,
+    ty: &Ty,
+    nullable: Option<&str>,
+    compact: &str,
+    path: &str,
+) -> String {
+    let p = format!("{path:?}");
+    match (ty, nullable) {
+        (Ty::Bool, _) => format!("de::bool(i, {p})"),
+        (Ty::Int8, _) => format!("de::i8(i, {p})"),
+        (Ty::Int16, _) => format!("de::i16(i, {p})"),
+        (Ty::Uint16, _) => format!("de::u16(i, {p})"),
+        (Ty::Int32, _) => format!("de::i32(i, {p})"),
+        (Ty::Uint32, _) => format!("de::u32(i, {p})"),
+        (Ty::Int64, _) => format!("de::i64(i, {p})"),
+        (Ty::Float64, _) => format!("de::f64(i, {p})"),
+        (Ty::Uuid, _) => format!("de::uuid(i, {p})"),
+        (Ty::String, None) => format!("de::string(i, cx, {compact}, {p})"),
+        (Ty::String, Some(n)) => format!("de::nullable_string(i, cx, {compact}, {n}, {p})"),
+        (Ty::Bytes | Ty::Records, None) => format!("de::bytes(i, cx, {compact}, {p})"),
+        (Ty::Bytes | Ty::Records, Some(n)) => {
+            format!("de::nullable_bytes(i, cx, {compact}, {n}, {p})")
+        }
+        (Ty::Array(elem), n) => {
+            let min = match elem.as_ref() {
+                Ty::Struct(s) => msg.struct_min_len(s).max(1),
+                // Compact sizes are the smaller ones: a safe lower bound either way.
+                other => msg.ty_min_len(other, true, false).max(1),
+            };
+            let inner = decode_expr(msg, elem, None, compact, path);
+            match n {
+                None => format!("de::array(i, {compact}, {min}, {p}, |i| {inner})"),
+                Some(n) => {
+                    format!("de::nullable_array(i, {compact}, {n}, {min}, {p}, |i| {inner})")
+                }
+            }
+        }
+        (Ty::Struct(s), None) => format!("{s}::decode(i, cx, v)"),
+        (Ty::Struct(s), Some(n)) => {
+            format!("de::nullable_struct(i, {n}, {p}, |i| {s}::decode(i, cx, v))")
+        }
+    }
+}
+
+/// Encode statements for the place expression `x` (a field, or `(*it)` in a loop).
+fn encode_stmt(ty: &Ty, nullable: Option<&str>, compact: &str, path: &str, x: &str) -> String {
+    let p = format!("{path:?}");
+    match (ty, nullable) {
+        (Ty::Bool, _) => format!("e.put_bool({x});"),
+        (Ty::Int8, _) => format!("e.put_i8({x});"),
+        (Ty::Int16, _) => format!("e.put_i16({x});"),
+        (Ty::Uint16, _) => format!("e.put_u16({x});"),
+        (Ty::Int32, _) => format!("e.put_i32({x});"),
+        (Ty::Uint32, _) => format!("e.put_u32({x});"),
+        (Ty::Int64, _) => format!("e.put_i64({x});"),
+        (Ty::Float64, _) => format!("e.put_f64({x});"),
+        (Ty::Uuid, _) => format!("e.put_uuid(&{x});"),
+        (Ty::String, None) => format!("e.put_string(&{x}, {compact}, {p})?;"),
+        (Ty::String, Some(n)) => {
+            format!("e.put_nullable_string({x}.as_deref(), {compact}, {n}, {p})?;")
+        }
+        (Ty::Bytes | Ty::Records, None) => format!("e.put_bytes(&{x}, {compact}, {p})?;"),
+        (Ty::Bytes | Ty::Records, Some(n)) => {
+            format!("e.put_nullable_bytes({x}.as_ref(), {compact}, {n}, {p})?;")
+        }
+        (Ty::Array(elem), n) => {
+            let inner = encode_stmt(elem, None, compact, path, "(*it)");
+            match n {
+                None => format!(
+                    "e.put_array_len({x}.len(), {compact}, {p})?; for it in {x}.iter() {{ {inner} }}"
+                ),
+                Some(n) => format!(
+                    "match &{x} {{ Some(a) => {{ e.put_array_len(a.len(), {compact}, {p})?; for it in a.iter() {{ {inner} }} }} None => e.put_null_array({compact}, {n}, {p})?, }}"
+                ),
+            }
+        }
+        (Ty::Struct(_), None) => format!("{x}.encode(e, v)?;"),
+        (Ty::Struct(_), Some(n)) => format!(
+            "match &{x} {{ Some(s) => {{ e.put_i8(1); s.encode(e, v)?; }} None => e.put_null_struct({n}, {p})?, }}"
+        ),
+    }
+}
+
+fn arb_expr(ty: &Ty, nullable: Option<&str>) -> String {
+    let base = match ty {
+        Ty::Bool => "g.bool()".to_string(),
+        Ty::Int8 => "g.next() as i8".into(),
+        Ty::Int16 => "g.next() as i16".into(),
+        Ty::Uint16 => "g.next() as u16".into(),
+        Ty::Int32 => "g.next() as i32".into(),
+        Ty::Uint32 => "g.next() as u32".into(),
+        Ty::Int64 => "g.next() as i64".into(),
+        Ty::Float64 => "g.f64()".into(),
+        Ty::Uuid => "g.uuid()".into(),
+        Ty::String => "g.string()".into(),
+        Ty::Bytes | Ty::Records => "g.bytes()".into(),
+        Ty::Array(elem) => format!("g.vec(|g| {})", arb_expr(elem, None)),
+        Ty::Struct(s) => format!("{s}::arbitrary(g, v)"),
+    };
+    match nullable {
+        None => base,
+        Some(n) => format!("if {n} && g.bool() {{ None }} else {{ Some({base}) }}"),
+    }
+}
+
+fn nullable_arg(msg: &Msg<'_>, f: &Field) -> Option<String> {
+    f.nullable.map(|r| msg.cond(Some(r)))
+}
+
+fn render_struct(
+    msg: &mut Msg<'_>,
+    name: &str,
+    fields: &[Field],
+    top: bool,
+    out: &mut String,
+) -> Result<(), CodegenError> {
+    let flexible_any = msg.any_flexible();
+    let min_len = if top { 0 } else { msg.struct_min_len(name) };
+
+    // Struct definition.
+    if top {
+        let _ = writeln!(
+            out,
+            "/// `{name}`, versions {}-{}.",
+            msg.cfg.min, msg.cfg.max
+        );
+    } else {
+        let _ = writeln!(out, "/// `{name}`, part of `{}`.", msg.spec.name);
+    }
+    out.push_str("#[derive(Debug, Clone, PartialEq)]\n#[non_exhaustive]\npub struct ");
+    out.push_str(name);
+    out.push_str(" {\n");
+    let mut live: Vec<&Field> = Vec::new();
+    for f in fields {
+        if msg.field_present(f).is_none() {
+            continue;
+        }
+        live.push(f);
+        let vr = f.versions.unwrap_or(Range::ALL);
+        let range = if vr.max == i16::MAX {
+            format!("{}+", vr.min)
+        } else {
+            format!("{}-{}", vr.min, vr.max)
+        };
+        let mut doc = format!("Versions {range}");
+        if let Some(t) = f.tagged {
+            let _ = write!(doc, ", tagged (tag {}) from {}", f.tag.unwrap_or(0), t.min);
+        }
+        if let Some(n) = f.nullable {
+            let _ = write!(doc, ", nullable from {}", n.min);
+        }
+        let _ = writeln!(out, "    /// `{}`: {doc}.", f.name);
+        let _ = writeln!(out, "    pub {}: {},", field_ident(&f.name), rust_ty(f));
+    }
+    if flexible_any {
+        out.push_str("    /// Tagged fields this version does not know, kept as raw bytes.\n");
+        out.push_str("    pub unknown_tagged_fields: Vec<RawTaggedField>,\n");
+    }
+    out.push_str("}\n\n");
+
+    // Default.
+    let _ = writeln!(
+        out,
+        "impl Default for {name} {{\n    fn default() -> Self {{\n        Self {{"
+    );
+    for f in &live {
+        let _ = writeln!(
+            out,
+            "            {}: {},",
+            field_ident(&f.name),
+            default_expr(f)?
+        );
+    }
+    if flexible_any {
+        out.push_str("            unknown_tagged_fields: Vec::new(),\n");
+    }
+    out.push_str("        }\n    }\n}\n\n");
+
+    let _ = writeln!(
+        out,
+        "impl {name} {{\n    /// The fewest bytes one encoded instance occupies at any generated version.\n    pub const MIN_LEN: usize = {min_len};\n}}\n"
+    );
+
+    // Decode.
+    let _ = writeln!(
+        out,
+        "impl Decode for {name} {{\n    fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {{"
+    );
+    let _ = writeln!(
+        out,
+        "        let _ = cx;\n        let mut i = i;\n        let mut this = Self::default();"
+    );
+    if flexible_any {
+        let _ = writeln!(out, "        let flexible = {};", msg.flexible_expr());
+    }
+    for f in &live {
+        let cond = msg.fixed_cond(f);
+        if cond == "false" {
+            continue;
+        }
+        let path = format!("{name}.{}", field_ident(&f.name));
+        let compact = if flexible_any {
+            msg.compact_expr(f)
+        } else {
+            "false".into()
+        };
+        let n = nullable_arg(msg, f);
+        let expr = decode_expr(msg, &f.ty, n.as_deref(), &compact, &path);
+        let stmt = format!("(i, this.{}) = {expr}?;", field_ident(&f.name));
+        if cond == "true" {
+            let _ = writeln!(out, "        {stmt}");
+        } else {
+            let _ = writeln!(out, "        if {cond} {{ {stmt} }}");
+        }
+    }
+    if flexible_any {
+        out.push_str("        if flexible {\n");
+        let _ = writeln!(
+            out,
+            "            let n;\n            (i, n) = de::tag_count(i, {:?})?;",
+            format!("{name}._tagged")
+        );
+        out.push_str("            for _ in 0..n {\n                let (tag, data);\n");
+        let _ = writeln!(
+            out,
+            "                (i, (tag, data)) = de::tagged_field(i, {:?})?;",
+            format!("{name}._tagged")
+        );
+        out.push_str("                match tag {\n");
+        for f in &live {
+            let cond = msg.tagged_cond(f);
+            if cond == "false" {
+                continue;
+            }
+            let tag = f.tag.ok_or_else(|| {
+                CodegenError::Spec(format!(
+                    "{}: tagged field {} has no tag",
+                    msg.spec.name, f.name
+                ))
+            })?;
+            let path = format!("{name}.{}", field_ident(&f.name));
+            let n = nullable_arg(msg, f);
+            let expr = decode_expr(msg, &f.ty, n.as_deref(), "true", &path);
+            let guard = if cond == "true" {
+                String::new()
+            } else {
+                format!(" if {cond}")
+            };
+            let _ = writeln!(
+                out,
+                "                    {tag}{guard} => {{ let i = data; this.{} = ({expr})?.1; }}",
+                field_ident(&f.name)
+            );
+        }
+        out.push_str("                    _ => this.unknown_tagged_fields.push(RawTaggedField { tag, data: cx.bytes(data) }),\n");
+        out.push_str("                }\n            }\n        }\n");
+    }
+    out.push_str("        Ok((i, this))\n    }\n}\n\n");
+
+    // Encode.
+    let _ = writeln!(
+        out,
+        "impl Encode for {name} {{\n    fn encode(&self, e: &mut Encoder, v: i16) -> Result<(), ProtocolError> {{"
+    );
+    if flexible_any {
+        let _ = writeln!(out, "        let flexible = {};", msg.flexible_expr());
+    }
+    for f in &live {
+        let id = field_ident(&f.name);
+        let path = format!("{name}.{id}");
+        let fixed = msg.fixed_cond(f);
+        let tagged = msg.tagged_cond(f);
+        let present = msg.cond(f.versions);
+        // A field the version cannot carry must hold its default, unless ignorable.
+        if !f.ignorable && present != "true" {
+            let d = is_default_expr(f, &format!("self.{id}"))?;
+            let _ = writeln!(
+                out,
+                "        if !({present}) && !({d}) {{ return Err(ProtocolError::FieldNotInVersion {{ field: {path:?}, version: v }}); }}"
+            );
+        }
+        if fixed == "false" {
+            continue;
+        }
+        let compact = if flexible_any {
+            msg.compact_expr(f)
+        } else {
+            "false".into()
+        };
+        let n = nullable_arg(msg, f);
+        let stmt = encode_stmt(&f.ty, n.as_deref(), &compact, &path, &format!("self.{id}"));
+        let _ = tagged;
+        if fixed == "true" {
+            let _ = writeln!(out, "        {stmt}");
+        } else {
+            let _ = writeln!(out, "        if {fixed} {{ {stmt} }}");
+        }
+    }
+    if flexible_any {
+        out.push_str("        if flexible {\n            let mut tagged = TaggedWriter::new();\n");
+        for f in &live {
+            let cond = msg.tagged_cond(f);
+            if cond == "false" {
+                continue;
+            }
+            let id = field_ident(&f.name);
+            let path = format!("{name}.{id}");
+            let tag = f.tag.unwrap_or(0);
+            let d = is_default_expr(f, &format!("self.{id}"))?;
+            let n = nullable_arg(msg, f);
+            let stmt = encode_stmt(&f.ty, n.as_deref(), "true", &path, &format!("self.{id}"));
+            let _ = writeln!(
+                out,
+                "            if {cond} && !({d}) {{ let e = tagged.begin({tag}); {stmt} }}"
+            );
+        }
+        out.push_str("            tagged.finish(e, &self.unknown_tagged_fields)?;\n        }\n");
+    }
+    out.push_str("        Ok(())\n    }\n}\n\n");
+
+    // Random values for property tests.
+    let _ = writeln!(
+        out,
+        "#[cfg(test)]\nimpl crate::testkit::Arbitrary for {name} {{\n    fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {{\n        let _ = &g;\n        #[allow(unused_mut)]\n        let mut this = Self::default();"
+    );
+    let mut known_tags = Vec::new();
+    for f in &live {
+        let present = msg.cond(f.versions);
+        let id = field_ident(&f.name);
+        let n = nullable_arg(msg, f);
+        let expr = arb_expr(&f.ty, n.as_deref());
+        if msg.tagged_cond(f) != "false" {
+            known_tags.push(f.tag.unwrap_or(0));
+        }
+        if present == "true" {
+            let _ = writeln!(out, "        this.{id} = {expr};");
+        } else {
+            let _ = writeln!(out, "        if {present} {{ this.{id} = {expr}; }}");
+        }
+    }
+    if flexible_any {
+        let tags: Vec<String> = known_tags.iter().map(|t| t.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "        if {} {{ this.unknown_tagged_fields = g.unknown_tags(&[{}]); }}",
+            msg.flexible_expr(),
+            tags.join(", ")
+        );
+    }
+    out.push_str("        this\n    }\n}\n\n");
+    Ok(())
+}
+
+fn module_name(spec: &str) -> String {
+    snake(spec)
+}
+
+fn render_message(cfg: &MessageConfig, spec: &Spec) -> Result<String, CodegenError> {
+    let mut structs = BTreeMap::new();
+    collect_structs(&spec.fields, &mut structs);
+    for cs in &spec.common_structs {
+        structs.insert(cs.name.clone(), cs.clone());
+        collect_structs(&cs.fields, &mut structs);
+    }
+    let mut msg = Msg {
+        cfg,
+        spec,
+        structs,
+        min_len: BTreeMap::new(),
+    };
+    let mut out = String::new();
+    let flex = match spec.flexible.and_then(|f| intersect(f, msg.range())) {
+        Some(f) => format!(", flexible from version {}", f.min),
+        None => ", never flexible".into(),
+    };
+    let key = match spec.api_key {
+        Some(k) => format!(" (API key {k})"),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "//! `{}`{key}: versions {}-{}{flex}.\n//!\n//! Generated by `kafka-codegen` from `{}.json`. Do not edit by hand.\n",
+        spec.name, cfg.min, cfg.max, cfg.spec
+    );
+    out.push_str("#![allow(clippy::all, clippy::pedantic, unused_parens, unused_assignments, unused_variables, unused_mut, dead_code)]\n\n");
+    out.push_str("use crate::wire::prelude::*;\n#[cfg(test)]\n#[allow(unused_imports)]\nuse crate::testkit::Arbitrary;\n\n");
+
+    let top_fields = spec.fields.clone();
+    render_struct(&mut msg, &spec.name, &top_fields, true, &mut out)?;
+    let names: Vec<String> = msg.structs.keys().cloned().collect();
+    for n in names {
+        let Some(def) = msg.structs.get(&n).cloned() else {
+            continue;
+        };
+        render_struct(&mut msg, &def.name, &def.fields, false, &mut out)?;
+    }
+
+    let flexible_min = match spec.flexible.and_then(|f| intersect(f, msg.range())) {
+        Some(f) => format!("Some({})", f.min),
+        None => "None".into(),
+    };
+    let _ = writeln!(
+        out,
+        "impl Message for {} {{\n    const NAME: &'static str = {:?};\n    const VERSIONS: VersionRange = VersionRange::new({}, {});\n    const FLEXIBLE_FROM: Option<i16> = {flexible_min};\n}}",
+        spec.name, spec.name, cfg.min, cfg.max
+    );
+    Ok(out)
+}
+
+struct Api {
+    key: i16,
+    name: String,
+    min: i16,
+    max: i16,
+    flexible_from: Option<i16>,
+    req_mod: String,
+    resp_mod: String,
+}
+
+fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> {
+    let mut apis: Vec<Api> = Vec::new();
+    let mut out = String::new();
+    out.push_str("//! Every generated message, the `ApiKey` table and the request/response enums.\n//!\n//! Generated by `kafka-codegen`. Do not edit by hand.\n\n");
+    out.push_str("#![allow(clippy::all, clippy::pedantic)]\n\n");
+    for (cfg, _) in specs {
+        let _ = writeln!(out, "pub mod {};", module_name(cfg.spec));
+    }
+    out.push('\n');
+    for (cfg, spec) in specs {
+        if spec.kind != "request" {
+            continue;
+        }
+        let Some(key) = spec.api_key else { continue };
+        let base = spec.name.trim_end_matches("Request").to_string();
+        let flexible_from = spec.flexible.and_then(|f| {
+            intersect(
+                f,
+                Range {
+                    min: cfg.min,
+                    max: cfg.max,
+                },
+            )
+            .map(|r| r.min)
+        });
+        apis.push(Api {
+            key,
+            name: base.clone(),
+            min: cfg.min,
+            max: cfg.max,
+            flexible_from,
+            req_mod: module_name(cfg.spec),
+            resp_mod: module_name(&format!("{base}Response")),
+        });
+    }
+    apis.sort_by_key(|a| a.key);
+
+    out.push_str("use crate::wire::prelude::*;\n\n");
+
+    // ApiKey.
+    out.push_str(
+        "/// A Kafka API key. Keys this crate has no messages for are kept as `Unknown`.\n",
+    );
+    out.push_str("#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]\n#[non_exhaustive]\npub enum ApiKey {\n");
+    for a in &apis {
+        let _ = writeln!(out, "    /// Key {}.\n    {},", a.key, a.name);
+    }
+    out.push_str("    /// A key without generated messages.\n    Unknown(i16),\n}\n\n");
+    out.push_str("impl ApiKey {\n");
+    out.push_str("    /// Every key with generated messages, in key order.\n    pub const ALL: &'static [ApiKey] = &[");
+    for a in &apis {
+        let _ = write!(out, "ApiKey::{}, ", a.name);
+    }
+    out.push_str("];\n\n");
+    out.push_str("    /// The key for a wire value.\n    pub const fn from_i16(key: i16) -> ApiKey {\n        match key {\n");
+    for a in &apis {
+        let _ = writeln!(out, "            {} => ApiKey::{},", a.key, a.name);
+    }
+    out.push_str("            other => ApiKey::Unknown(other),\n        }\n    }\n\n");
+    out.push_str(
+        "    /// The wire value.\n    pub const fn as_i16(self) -> i16 {\n        match self {\n",
+    );
+    for a in &apis {
+        let _ = writeln!(out, "            ApiKey::{} => {},", a.name, a.key);
+    }
+    out.push_str("            ApiKey::Unknown(k) => k,\n        }\n    }\n\n");
+    out.push_str("    /// The API's name as Kafka spells it.\n    pub const fn name(self) -> &'static str {\n        match self {\n");
+    for a in &apis {
+        let _ = writeln!(out, "            ApiKey::{} => {:?},", a.name, a.name);
+    }
+    out.push_str("            ApiKey::Unknown(_) => \"Unknown\",\n        }\n    }\n\n");
+    out.push_str("    /// The versions this crate can decode and encode, `None` for unknown keys.\n    pub const fn versions(self) -> Option<VersionRange> {\n        match self {\n");
+    for a in &apis {
+        let _ = writeln!(
+            out,
+            "            ApiKey::{} => Some(VersionRange::new({}, {})),",
+            a.name, a.min, a.max
+        );
+    }
+    out.push_str("            ApiKey::Unknown(_) => None,\n        }\n    }\n\n");
+    out.push_str("    /// The first flexible version (compact encodings and tagged fields), if any.\n    pub const fn flexible_from(self) -> Option<i16> {\n        match self {\n");
+    for a in &apis {
+        let v = match a.flexible_from {
+            Some(v) => format!("Some({v})"),
+            None => "None".into(),
+        };
+        let _ = writeln!(out, "            ApiKey::{} => {v},", a.name);
+    }
+    out.push_str("            ApiKey::Unknown(_) => None,\n        }\n    }\n}\n\n");
+
+    // Request and response enums.
+    for (kind, field) in [("Request", "req_mod"), ("Response", "resp_mod")] {
+        let _ = writeln!(
+            out,
+            "/// Any {} body this crate knows, tagged by API.\n#[derive(Debug, Clone, PartialEq)]\n#[non_exhaustive]\npub enum {kind}Body {{",
+            kind.to_lowercase()
+        );
+        for a in &apis {
+            let m = if field == "req_mod" {
+                &a.req_mod
+            } else {
+                &a.resp_mod
+            };
+            let _ = writeln!(
+                out,
+                "    /// {} {}.\n    {}({m}::{}{kind}),",
+                a.name,
+                kind.to_lowercase(),
+                a.name,
+                a.name
+            );
+        }
+        out.push_str("}\n\n");
+        let _ = writeln!(out, "impl {kind}Body {{");
+        out.push_str("    /// The API this body belongs to.\n    pub fn api_key(&self) -> ApiKey {\n        match self {\n");
+        for a in &apis {
+            let _ = writeln!(
+                out,
+                "            {kind}Body::{}(_) => ApiKey::{},",
+                a.name, a.name
+            );
+        }
+        out.push_str("        }\n    }\n\n");
+        out.push_str(
+            "    /// Decodes the body of `api_key` at `version`; the version must be in range.\n",
+        );
+        out.push_str("    pub(crate) fn decode_body<'a>(api_key: ApiKey, version: i16, i: &'a [u8], cx: &Cx<'_>) -> R<'a, Self> {\n        match api_key {\n");
+        for a in &apis {
+            let m = if field == "req_mod" {
+                &a.req_mod
+            } else {
+                &a.resp_mod
+            };
+            let _ = writeln!(
+                out,
+                "            ApiKey::{} => {m}::{}{kind}::decode(i, cx, version).map(|(i, b)| (i, {kind}Body::{}(b))),",
+                a.name, a.name, a.name
+            );
+        }
+        out.push_str("            ApiKey::Unknown(k) => Err(nom::Err::Error(ProtocolError::UnknownApiKey { api_key: k })),\n        }\n    }\n\n");
+        out.push_str("    /// Encodes the body at `version` (the caller checks the range).\n");
+        out.push_str("    pub(crate) fn encode_body(&self, e: &mut Encoder, version: i16) -> Result<(), ProtocolError> {\n        match self {\n");
+        for a in &apis {
+            let _ = writeln!(
+                out,
+                "            {kind}Body::{}(b) => b.encode(e, version),",
+                a.name
+            );
+        }
+        out.push_str("        }\n    }\n}\n\n");
+        for a in &apis {
+            let m = if field == "req_mod" {
+                &a.req_mod
+            } else {
+                &a.resp_mod
+            };
+            let _ = writeln!(
+                out,
+                "impl From<{m}::{n}{kind}> for {kind}Body {{\n    fn from(b: {m}::{n}{kind}) -> Self {{\n        {kind}Body::{n}(b)\n    }}\n}}\n",
+                n = a.name
+            );
+        }
+    }
+
+    // Request -> response type link.
+    for a in &apis {
+        let _ = writeln!(
+            out,
+            "impl Request for {}::{n}Request {{\n    const API_KEY: ApiKey = ApiKey::{n};\n    type Response = {}::{n}Response;\n}}\n",
+            a.req_mod,
+            a.resp_mod,
+            n = a.name
+        );
+    }
+
+    // Property-test registry.
+    out.push_str("/// Round-trip hooks for every message, used by the property tests.\n#[cfg(test)]\npub(crate) const ALL_MESSAGES: &[crate::testkit::MessageHooks] = &[\n");
+    for (cfg, spec) in specs {
+        let _ = writeln!(
+            out,
+            "    crate::testkit::hooks::<{}::{}>(),",
+            module_name(cfg.spec),
+            spec.name
+        );
+    }
+    out.push_str("];\n");
+    Ok(out)
+}
+
+/// Renders every module and the `mod.rs` that ties them together.
+pub fn render(specs: &[(&MessageConfig, Spec)]) -> Result<Vec<(PathBuf, String)>, CodegenError> {
+    let mut files = Vec::new();
+    for (cfg, spec) in specs {
+        files.push((
+            PathBuf::from(format!("{}.rs", module_name(cfg.spec))),
+            render_message(cfg, spec)?,
+        ));
+    }
+    files.push((PathBuf::from("mod.rs"), render_mod(specs)?));
+    Ok(files)
+}
