@@ -1,0 +1,1 @@
+//! The embedded in-memory store (implementation in progress).

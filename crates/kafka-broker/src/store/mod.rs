@@ -1,0 +1,336 @@
+//! The storage seam: what the broker needs from a backend, and nothing about Kafka framing.
+//!
+//! Two traits, owned here and implemented by the embedded in-memory store
+//! ([`memory::MemoryStore`]) and by the Iggy bridge:
+//!
+//! - [`LogStore`]: topics, partitions, appending record batches, reading them back by
+//!   offset, watermarks, timestamp lookups, topic configuration, record deletion.
+//! - [`OffsetStore`]: committed consumer-group offsets.
+//!
+//! Batches cross this seam in Kafka's record batch v2 format (already CRC-checked and
+//! validated by the Produce handler). The store assigns offsets: it rewrites the base
+//! offset of each appended batch, so a batch produced with base offset 0 comes back from
+//! [`LogStore::read`] carrying its real offsets. Every method takes `&self`; stores are
+//! shared by all connections behind an `Arc`.
+
+pub mod memory;
+#[cfg(any(test, feature = "test-suite"))]
+pub mod suite;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use kafka_protocol::ErrorCode;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Per-topic settings the gateway understands (`retention.ms`, `retention.bytes`,
+/// `max.message.bytes`, `cleanup.policy=delete`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicConfig {
+    /// `retention.ms`: records older than this are deleted; -1 keeps them forever.
+    pub retention_ms: i64,
+    /// `retention.bytes`: per-partition size cap; -1 means no cap.
+    pub retention_bytes: i64,
+    /// `max.message.bytes`: largest record batch accepted for the topic.
+    pub max_message_bytes: i32,
+}
+
+impl TopicConfig {
+    /// Kafka's defaults: 7 days, unbounded size, 1 MiB batches (1048588 bytes).
+    pub const KAFKA_DEFAULT: TopicConfig = TopicConfig {
+        retention_ms: 604_800_000,
+        retention_bytes: -1,
+        max_message_bytes: 1_048_588,
+    };
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        Self::KAFKA_DEFAULT
+    }
+}
+
+/// A topic to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopic {
+    /// Topic name (already validated by the broker).
+    pub name: String,
+    /// Partition count, at least 1.
+    pub partitions: i32,
+    /// Settings.
+    pub config: TopicConfig,
+}
+
+/// A topic as the store knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    /// Topic name.
+    pub name: String,
+    /// Stable, non-zero topic id (Kafka's topic UUID) as a 128-bit integer.
+    pub id: u128,
+    /// Partition count.
+    pub partitions: i32,
+    /// Settings.
+    pub config: TopicConfig,
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Offset assigned to the first record of the first batch.
+    pub base_offset: i64,
+    /// Log-append time when the topic uses it, else -1.
+    pub log_append_time: i64,
+    /// The partition's log start offset after the append.
+    pub log_start_offset: i64,
+}
+
+/// A partition's offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watermarks {
+    /// First offset still stored (Kafka's log start offset).
+    pub log_start_offset: i64,
+    /// Offset the next appended record will get (Kafka's high watermark; there is no
+    /// replication, so everything appended is committed).
+    pub high_watermark: i64,
+}
+
+/// What a read returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// Offsets at the time of the read.
+    pub watermarks: Watermarks,
+    /// Whole record batches, in offset order, the first one containing the requested
+    /// offset (it may start before it, as in Kafka; clients skip the earlier records).
+    /// Their total size stays within `max_bytes`, except that the first batch is always
+    /// returned whole so a consumer can make progress (KIP-74).
+    pub batches: Vec<Bytes>,
+}
+
+impl ReadOutcome {
+    /// Total bytes of the batches.
+    pub fn len(&self) -> usize {
+        self.batches.iter().map(Bytes::len).sum()
+    }
+
+    /// Whether no batch was returned.
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+}
+
+/// A record found by timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampHit {
+    /// The record's offset.
+    pub offset: i64,
+    /// Its timestamp.
+    pub timestamp: i64,
+}
+
+/// A committed consumer-group offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    /// Next offset the group will read.
+    pub offset: i64,
+    /// Leader epoch the consumer saw, -1 when unknown.
+    pub leader_epoch: i32,
+    /// Free-form metadata the client attached (nullable in Kafka; `None` here).
+    pub metadata: Option<String>,
+    /// When it was committed, in milliseconds since the epoch.
+    pub commit_timestamp: i64,
+}
+
+/// Failures a store reports; each maps to the Kafka error code a broker would answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The topic or partition does not exist.
+    #[error("unknown topic or partition: {topic}/{partition}")]
+    UnknownTopicOrPartition { topic: String, partition: i32 },
+    /// The topic id does not exist.
+    #[error("unknown topic id {id:032x}")]
+    UnknownTopicId { id: u128 },
+    /// The topic exists already.
+    #[error("topic {0} already exists")]
+    TopicAlreadyExists(String),
+    /// A partition count that is not allowed (not above the current one, or over a limit).
+    #[error("invalid partitions: {0}")]
+    InvalidPartitions(String),
+    /// A configuration value out of range or not supported.
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    /// The requested offset is outside the stored range.
+    #[error("offset {offset} out of range [{log_start_offset}, {high_watermark}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        high_watermark: i64,
+    },
+    /// A batch larger than the topic's `max.message.bytes`.
+    #[error("batch of {size} bytes exceeds max.message.bytes {max}")]
+    MessageTooLarge { size: usize, max: usize },
+    /// The batch bytes are not a valid record batch.
+    #[error("corrupt batch: {0}")]
+    CorruptBatch(String),
+    /// A bound of the store is reached (topics, partitions, memory); retry later or
+    /// raise the limit.
+    #[error("store limit reached: {0}")]
+    LimitReached(String),
+    /// The backend is unreachable or busy; the client should retry.
+    #[error("backend unavailable: {0}")]
+    Unavailable(String),
+    /// The backend did not answer in time; the write may or may not have landed.
+    #[error("backend timed out: {0}")]
+    Timeout(String),
+    /// The backend refused the credentials or the operation.
+    #[error("not authorized: {0}")]
+    Unauthorized(String),
+    /// Anything else.
+    #[error("internal store error: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    /// The Kafka error code for this failure.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            StoreError::UnknownTopicOrPartition { .. } => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            StoreError::UnknownTopicId { .. } => ErrorCode::UNKNOWN_TOPIC_ID,
+            StoreError::TopicAlreadyExists(_) => ErrorCode::TOPIC_ALREADY_EXISTS,
+            StoreError::InvalidPartitions(_) => ErrorCode::INVALID_PARTITIONS,
+            StoreError::InvalidConfig(_) => ErrorCode::INVALID_CONFIG,
+            StoreError::OffsetOutOfRange { .. } => ErrorCode::OFFSET_OUT_OF_RANGE,
+            StoreError::MessageTooLarge { .. } => ErrorCode::MESSAGE_TOO_LARGE,
+            StoreError::CorruptBatch(_) => ErrorCode::CORRUPT_MESSAGE,
+            StoreError::LimitReached(_) => ErrorCode::POLICY_VIOLATION,
+            StoreError::Unavailable(_) => ErrorCode::LEADER_NOT_AVAILABLE,
+            StoreError::Timeout(_) => ErrorCode::REQUEST_TIMED_OUT,
+            StoreError::Unauthorized(_) => ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+            StoreError::Internal(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
+        }
+    }
+}
+
+/// Result alias for store calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The log: topics, partitions and their record batches.
+#[async_trait]
+pub trait LogStore: Send + Sync + 'static {
+    /// A short name for logs ("memory", "iggy").
+    fn name(&self) -> &'static str;
+
+    /// Creates a topic; with `validate_only` checks everything and changes nothing.
+    async fn create_topic(&self, topic: NewTopic, validate_only: bool) -> StoreResult<TopicInfo>;
+
+    /// Deletes a topic and its records.
+    async fn delete_topic(&self, name: &str) -> StoreResult<()>;
+
+    /// Looks a topic up by name.
+    async fn topic(&self, name: &str) -> StoreResult<Option<TopicInfo>>;
+
+    /// Looks a topic up by id.
+    async fn topic_by_id(&self, id: u128) -> StoreResult<Option<TopicInfo>>;
+
+    /// Every topic, sorted by name.
+    async fn topics(&self) -> StoreResult<Vec<TopicInfo>>;
+
+    /// Raises the partition count to `total`; with `validate_only` changes nothing.
+    async fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        validate_only: bool,
+    ) -> StoreResult<()>;
+
+    /// Replaces a topic's settings.
+    async fn set_topic_config(&self, name: &str, config: TopicConfig) -> StoreResult<()>;
+
+    /// Appends whole record batches (v2, CRC already verified) to one partition, in order,
+    /// assigning consecutive offsets. `now_ms` is the broker's clock, used for retention
+    /// and log-append time.
+    async fn append(
+        &self,
+        topic: &str,
+        partition: i32,
+        batches: Vec<Bytes>,
+        now_ms: i64,
+    ) -> StoreResult<AppendOutcome>;
+
+    /// Reads whole batches from `offset` (which must be within
+    /// `[log_start_offset, high_watermark]`; at the high watermark the result is empty),
+    /// up to about `max_bytes` (see [`ReadOutcome::batches`]).
+    async fn read(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> StoreResult<ReadOutcome>;
+
+    /// The partition's log start offset and high watermark.
+    async fn watermarks(&self, topic: &str, partition: i32) -> StoreResult<Watermarks>;
+
+    /// The first record whose timestamp is at least `timestamp`, if any.
+    async fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+    ) -> StoreResult<Option<TimestampHit>>;
+
+    /// The record with the largest timestamp (the first such one), if any.
+    async fn max_timestamp(&self, topic: &str, partition: i32)
+    -> StoreResult<Option<TimestampHit>>;
+
+    /// Deletes records below `before_offset` (-1: up to the high watermark) and returns
+    /// the new log start offset.
+    async fn delete_records(
+        &self,
+        topic: &str,
+        partition: i32,
+        before_offset: i64,
+    ) -> StoreResult<i64>;
+
+    /// A receiver of the partition's high watermark, changed on every append, for long
+    /// polls. `None` when the backend cannot notify; the broker then re-reads at
+    /// [`LogStore::poll_interval`].
+    fn watch(&self, topic: &str, partition: i32) -> Option<watch::Receiver<i64>>;
+
+    /// How often a waiting fetch re-reads a backend that cannot notify.
+    fn poll_interval(&self) -> Duration {
+        Duration::from_millis(50)
+    }
+}
+
+/// Committed consumer-group offsets. Offsets outlive group membership.
+#[async_trait]
+pub trait OffsetStore: Send + Sync + 'static {
+    /// Stores offsets for one group (all or nothing for one call).
+    async fn commit(
+        &self,
+        group: &str,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+    ) -> StoreResult<()>;
+
+    /// The committed offset of one partition.
+    async fn fetch(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+    ) -> StoreResult<Option<CommittedOffset>>;
+
+    /// Every committed offset of a group, sorted by topic and partition.
+    async fn fetch_all(&self, group: &str) -> StoreResult<Vec<(String, i32, CommittedOffset)>>;
+
+    /// Deletes the committed offsets of the given partitions.
+    async fn delete(&self, group: &str, partitions: &[(String, i32)]) -> StoreResult<()>;
+
+    /// Deletes every offset of a group.
+    async fn delete_group(&self, group: &str) -> StoreResult<()>;
+
+    /// Groups that have committed offsets, sorted.
+    async fn groups(&self) -> StoreResult<Vec<String>>;
+}

@@ -1,0 +1,1 @@
+//! Storage behaviour suite (in progress).
