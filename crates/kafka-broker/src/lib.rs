@@ -9,11 +9,15 @@
 //! - [`store`]: the [`store::LogStore`] and [`store::OffsetStore`] traits this layer owns,
 //!   and the embedded in-memory backend ([`store::memory::MemoryStore`]).
 //! - [`server::run`]: serves Kafka clients on a listener until a shutdown future resolves.
-//! - [`handlers`]: one module per Kafka API; handlers see typed requests and stores,
+//! - `handlers`: one module per Kafka API; handlers see typed requests and stores,
 //!   never sockets.
 //! - [`config::BrokerConfig`]: every limit and timeout, with defaults.
 
+mod broker;
 pub mod config;
+mod connection;
+mod dispatch;
+mod handlers;
 pub mod store;
 
 pub use config::{BrokerConfig, Limits, Timeouts};

@@ -461,7 +461,7 @@ fn render_struct(
     } else {
         let _ = writeln!(out, "/// `{name}`, part of `{}`.", msg.spec.name);
     }
-    out.push_str("#[derive(Debug, Clone, PartialEq)]\n#[non_exhaustive]\npub struct ");
+    out.push_str("#[derive(Debug, Clone, PartialEq)]\npub struct ");
     out.push_str(name);
     out.push_str(" {\n");
     let mut live: Vec<&Field> = Vec::new();

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `AlterConfigsRequest`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct AlterConfigsRequest {
     /// `Resources`: Versions 0+.
     pub resources: Vec<AlterConfigsResource>,
@@ -109,7 +108,6 @@ impl crate::testkit::Arbitrary for AlterConfigsRequest {
 
 /// `AlterConfigsResource`, part of `AlterConfigsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct AlterConfigsResource {
     /// `ResourceType`: Versions 0+.
     pub resource_type: i8,
@@ -206,7 +204,6 @@ impl crate::testkit::Arbitrary for AlterConfigsResource {
 
 /// `AlterableConfig`, part of `AlterConfigsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct AlterableConfig {
     /// `Name`: Versions 0+.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `AlterConfigsResponse`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct AlterConfigsResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -109,7 +108,6 @@ impl crate::testkit::Arbitrary for AlterConfigsResponse {
 
 /// `AlterConfigsResourceResponse`, part of `AlterConfigsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct AlterConfigsResourceResponse {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,

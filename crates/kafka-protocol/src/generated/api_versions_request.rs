@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ApiVersionsRequest`, versions 0-4.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ApiVersionsRequest {
     /// `ClientSoftwareName`: Versions 3+.
     pub client_software_name: ByteString,

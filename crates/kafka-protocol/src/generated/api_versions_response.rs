@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ApiVersionsResponse`, versions 0-4.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ApiVersionsResponse {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,
@@ -207,7 +206,6 @@ impl crate::testkit::Arbitrary for ApiVersionsResponse {
 
 /// `ApiVersion`, part of `ApiVersionsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ApiVersion {
     /// `ApiKey`: Versions 0+.
     pub api_key: i16,
@@ -294,7 +292,6 @@ impl crate::testkit::Arbitrary for ApiVersion {
 
 /// `FinalizedFeatureKey`, part of `ApiVersionsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct FinalizedFeatureKey {
     /// `Name`: Versions 3+.
     pub name: ByteString,
@@ -417,7 +414,6 @@ impl crate::testkit::Arbitrary for FinalizedFeatureKey {
 
 /// `SupportedFeatureKey`, part of `ApiVersionsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct SupportedFeatureKey {
     /// `Name`: Versions 3+.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ConsumerGroupDescribeRequest`, versions 0-0.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ConsumerGroupDescribeRequest {
     /// `GroupIds`: Versions 0+.
     pub group_ids: Vec<ByteString>,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ConsumerGroupDescribeResponse`, versions 0-0.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ConsumerGroupDescribeResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -113,7 +112,6 @@ impl crate::testkit::Arbitrary for ConsumerGroupDescribeResponse {
 
 /// `Assignment`, part of `ConsumerGroupDescribeResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct Assignment {
     /// `TopicPartitions`: Versions 0+.
     pub topic_partitions: Vec<TopicPartitions>,
@@ -198,7 +196,6 @@ impl crate::testkit::Arbitrary for Assignment {
 
 /// `DescribedGroup`, part of `ConsumerGroupDescribeResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribedGroup {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,
@@ -340,7 +337,6 @@ impl crate::testkit::Arbitrary for DescribedGroup {
 
 /// `Member`, part of `ConsumerGroupDescribeResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct Member {
     /// `MemberId`: Versions 0+.
     pub member_id: ByteString,
@@ -502,7 +498,6 @@ impl crate::testkit::Arbitrary for Member {
 
 /// `TopicPartitions`, part of `ConsumerGroupDescribeResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct TopicPartitions {
     /// `TopicId`: Versions 0+.
     pub topic_id: Uuid,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ConsumerGroupHeartbeatRequest`, versions 0-1.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ConsumerGroupHeartbeatRequest {
     /// `GroupId`: Versions 0+.
     pub group_id: ByteString,
@@ -295,7 +294,6 @@ impl crate::testkit::Arbitrary for ConsumerGroupHeartbeatRequest {
 
 /// `TopicPartitions`, part of `ConsumerGroupHeartbeatRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct TopicPartitions {
     /// `TopicId`: Versions 0+.
     pub topic_id: Uuid,

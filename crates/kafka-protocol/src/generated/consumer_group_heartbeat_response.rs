@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ConsumerGroupHeartbeatResponse`, versions 0-1.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ConsumerGroupHeartbeatResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -174,7 +173,6 @@ impl crate::testkit::Arbitrary for ConsumerGroupHeartbeatResponse {
 
 /// `Assignment`, part of `ConsumerGroupHeartbeatResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct Assignment {
     /// `TopicPartitions`: Versions 0+.
     pub topic_partitions: Vec<TopicPartitions>,
@@ -259,7 +257,6 @@ impl crate::testkit::Arbitrary for Assignment {
 
 /// `TopicPartitions`, part of `ConsumerGroupHeartbeatResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct TopicPartitions {
     /// `TopicId`: Versions 0+.
     pub topic_id: Uuid,

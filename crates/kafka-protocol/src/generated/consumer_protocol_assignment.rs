@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ConsumerProtocolAssignment`, versions 0-3.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ConsumerProtocolAssignment {
     /// `AssignedPartitions`: Versions 0+.
     pub assigned_partitions: Vec<TopicPartition>,
@@ -97,7 +96,6 @@ impl crate::testkit::Arbitrary for ConsumerProtocolAssignment {
 
 /// `TopicPartition`, part of `ConsumerProtocolAssignment`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct TopicPartition {
     /// `Topic`: Versions 0+.
     pub topic: ByteString,

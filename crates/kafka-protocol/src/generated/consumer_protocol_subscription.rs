@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ConsumerProtocolSubscription`, versions 0-3.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ConsumerProtocolSubscription {
     /// `Topics`: Versions 0+.
     pub topics: Vec<ByteString>,
@@ -152,7 +151,6 @@ impl crate::testkit::Arbitrary for ConsumerProtocolSubscription {
 
 /// `TopicPartition`, part of `ConsumerProtocolSubscription`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct TopicPartition {
     /// `Topic`: Versions 1+.
     pub topic: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `CreatePartitionsRequest`, versions 0-3.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreatePartitionsRequest {
     /// `Topics`: Versions 0+.
     pub topics: Vec<CreatePartitionsTopic>,
@@ -115,7 +114,6 @@ impl crate::testkit::Arbitrary for CreatePartitionsRequest {
 
 /// `CreatePartitionsAssignment`, part of `CreatePartitionsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreatePartitionsAssignment {
     /// `BrokerIds`: Versions 0+.
     pub broker_ids: Vec<i32>,
@@ -203,7 +201,6 @@ impl crate::testkit::Arbitrary for CreatePartitionsAssignment {
 
 /// `CreatePartitionsTopic`, part of `CreatePartitionsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreatePartitionsTopic {
     /// `Name`: Versions 0+.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `CreatePartitionsResponse`, versions 0-3.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreatePartitionsResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -109,7 +108,6 @@ impl crate::testkit::Arbitrary for CreatePartitionsResponse {
 
 /// `CreatePartitionsTopicResult`, part of `CreatePartitionsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreatePartitionsTopicResult {
     /// `Name`: Versions 0+.
     pub name: ByteString,

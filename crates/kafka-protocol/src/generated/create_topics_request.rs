@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `CreateTopicsRequest`, versions 2-7.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreateTopicsRequest {
     /// `Topics`: Versions 0+.
     pub topics: Vec<CreatableTopic>,
@@ -111,7 +110,6 @@ impl crate::testkit::Arbitrary for CreateTopicsRequest {
 
 /// `CreatableReplicaAssignment`, part of `CreateTopicsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreatableReplicaAssignment {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -205,7 +203,6 @@ impl crate::testkit::Arbitrary for CreatableReplicaAssignment {
 
 /// `CreatableTopic`, part of `CreateTopicsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreatableTopic {
     /// `Name`: Versions 0+.
     pub name: ByteString,
@@ -318,7 +315,6 @@ impl crate::testkit::Arbitrary for CreatableTopic {
 
 /// `CreatableTopicConfig`, part of `CreateTopicsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreatableTopicConfig {
     /// `Name`: Versions 0+.
     pub name: ByteString,

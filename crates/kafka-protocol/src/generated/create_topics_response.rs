@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `CreateTopicsResponse`, versions 2-7.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreateTopicsResponse {
     /// `ThrottleTimeMs`: Versions 2+.
     pub throttle_time_ms: i32,
@@ -105,7 +104,6 @@ impl crate::testkit::Arbitrary for CreateTopicsResponse {
 
 /// `CreatableTopicConfigs`, part of `CreateTopicsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreatableTopicConfigs {
     /// `Name`: Versions 5+.
     pub name: ByteString,
@@ -268,7 +266,6 @@ impl crate::testkit::Arbitrary for CreatableTopicConfigs {
 
 /// `CreatableTopicResult`, part of `CreateTopicsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CreatableTopicResult {
     /// `Name`: Versions 0+.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DeleteGroupsRequest`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteGroupsRequest {
     /// `GroupsNames`: Versions 0+.
     pub groups_names: Vec<ByteString>,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DeleteGroupsResponse`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteGroupsResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -105,7 +104,6 @@ impl crate::testkit::Arbitrary for DeleteGroupsResponse {
 
 /// `DeletableGroupResult`, part of `DeleteGroupsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeletableGroupResult {
     /// `GroupId`: Versions 0+.
     pub group_id: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DeleteRecordsRequest`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteRecordsRequest {
     /// `Topics`: Versions 0+.
     pub topics: Vec<DeleteRecordsTopic>,
@@ -105,7 +104,6 @@ impl crate::testkit::Arbitrary for DeleteRecordsRequest {
 
 /// `DeleteRecordsPartition`, part of `DeleteRecordsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteRecordsPartition {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -186,7 +184,6 @@ impl crate::testkit::Arbitrary for DeleteRecordsPartition {
 
 /// `DeleteRecordsTopic`, part of `DeleteRecordsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteRecordsTopic {
     /// `Name`: Versions 0+.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DeleteRecordsResponse`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteRecordsResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -105,7 +104,6 @@ impl crate::testkit::Arbitrary for DeleteRecordsResponse {
 
 /// `DeleteRecordsPartitionResult`, part of `DeleteRecordsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteRecordsPartitionResult {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -192,7 +190,6 @@ impl crate::testkit::Arbitrary for DeleteRecordsPartitionResult {
 
 /// `DeleteRecordsTopicResult`, part of `DeleteRecordsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteRecordsTopicResult {
     /// `Name`: Versions 0+.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DeleteTopicsRequest`, versions 1-6.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteTopicsRequest {
     /// `Topics`: Versions 6+.
     pub topics: Vec<DeleteTopicState>,
@@ -139,7 +138,6 @@ impl crate::testkit::Arbitrary for DeleteTopicsRequest {
 
 /// `DeleteTopicState`, part of `DeleteTopicsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteTopicState {
     /// `Name`: Versions 6+, nullable from 6.
     pub name: Option<ByteString>,

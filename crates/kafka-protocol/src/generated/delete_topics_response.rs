@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DeleteTopicsResponse`, versions 1-6.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeleteTopicsResponse {
     /// `ThrottleTimeMs`: Versions 1+.
     pub throttle_time_ms: i32,
@@ -109,7 +108,6 @@ impl crate::testkit::Arbitrary for DeleteTopicsResponse {
 
 /// `DeletableTopicResult`, part of `DeleteTopicsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DeletableTopicResult {
     /// `Name`: Versions 0+, nullable from 6.
     pub name: Option<ByteString>,

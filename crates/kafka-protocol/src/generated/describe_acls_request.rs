@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeAclsRequest`, versions 1-3.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeAclsRequest {
     /// `ResourceTypeFilter`: Versions 0+.
     pub resource_type_filter: i8,

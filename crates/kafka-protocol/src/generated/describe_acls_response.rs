@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeAclsResponse`, versions 1-3.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeAclsResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -131,7 +130,6 @@ impl crate::testkit::Arbitrary for DescribeAclsResponse {
 
 /// `AclDescription`, part of `DescribeAclsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct AclDescription {
     /// `Principal`: Versions 0+.
     pub principal: ByteString,
@@ -224,7 +222,6 @@ impl crate::testkit::Arbitrary for AclDescription {
 
 /// `DescribeAclsResource`, part of `DescribeAclsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeAclsResource {
     /// `ResourceType`: Versions 0+.
     pub resource_type: i8,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeClusterRequest`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeClusterRequest {
     /// `IncludeClusterAuthorizedOperations`: Versions 0+.
     pub include_cluster_authorized_operations: bool,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeClusterResponse`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeClusterResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -177,7 +176,6 @@ impl crate::testkit::Arbitrary for DescribeClusterResponse {
 
 /// `DescribeClusterBroker`, part of `DescribeClusterResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeClusterBroker {
     /// `BrokerId`: Versions 0+.
     pub broker_id: i32,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeConfigsRequest`, versions 1-4.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeConfigsRequest {
     /// `Resources`: Versions 0+.
     pub resources: Vec<DescribeConfigsResource>,
@@ -128,7 +127,6 @@ impl crate::testkit::Arbitrary for DescribeConfigsRequest {
 
 /// `DescribeConfigsResource`, part of `DescribeConfigsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeConfigsResource {
     /// `ResourceType`: Versions 0+.
     pub resource_type: i8,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeConfigsResponse`, versions 1-4.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeConfigsResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -109,7 +108,6 @@ impl crate::testkit::Arbitrary for DescribeConfigsResponse {
 
 /// `DescribeConfigsResourceResult`, part of `DescribeConfigsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeConfigsResourceResult {
     /// `Name`: Versions 0+.
     pub name: ByteString,
@@ -276,7 +274,6 @@ impl crate::testkit::Arbitrary for DescribeConfigsResourceResult {
 
 /// `DescribeConfigsResult`, part of `DescribeConfigsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeConfigsResult {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,
@@ -399,7 +396,6 @@ impl crate::testkit::Arbitrary for DescribeConfigsResult {
 
 /// `DescribeConfigsSynonym`, part of `DescribeConfigsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeConfigsSynonym {
     /// `Name`: Versions 1+.
     pub name: ByteString,

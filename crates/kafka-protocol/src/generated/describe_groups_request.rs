@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeGroupsRequest`, versions 0-6.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeGroupsRequest {
     /// `Groups`: Versions 0+.
     pub groups: Vec<ByteString>,

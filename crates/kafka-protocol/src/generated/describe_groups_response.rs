@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeGroupsResponse`, versions 0-6.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeGroupsResponse {
     /// `ThrottleTimeMs`: Versions 1+.
     pub throttle_time_ms: i32,
@@ -111,7 +110,6 @@ impl crate::testkit::Arbitrary for DescribeGroupsResponse {
 
 /// `DescribedGroup`, part of `DescribeGroupsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribedGroup {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,
@@ -275,7 +273,6 @@ impl crate::testkit::Arbitrary for DescribedGroup {
 
 /// `DescribedGroupMember`, part of `DescribeGroupsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribedGroupMember {
     /// `MemberId`: Versions 0+.
     pub member_id: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeProducersRequest`, versions 0-0.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeProducersRequest {
     /// `Topics`: Versions 0+.
     pub topics: Vec<TopicRequest>,
@@ -103,7 +102,6 @@ impl crate::testkit::Arbitrary for DescribeProducersRequest {
 
 /// `TopicRequest`, part of `DescribeProducersRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct TopicRequest {
     /// `Name`: Versions 0+.
     pub name: ByteString,

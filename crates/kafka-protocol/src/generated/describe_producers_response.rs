@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeProducersResponse`, versions 0-0.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeProducersResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -109,7 +108,6 @@ impl crate::testkit::Arbitrary for DescribeProducersResponse {
 
 /// `PartitionResponse`, part of `DescribeProducersResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct PartitionResponse {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -222,7 +220,6 @@ impl crate::testkit::Arbitrary for PartitionResponse {
 
 /// `ProducerState`, part of `DescribeProducersResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ProducerState {
     /// `ProducerId`: Versions 0+.
     pub producer_id: i64,
@@ -327,7 +324,6 @@ impl crate::testkit::Arbitrary for ProducerState {
 
 /// `TopicResponse`, part of `DescribeProducersResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct TopicResponse {
     /// `Name`: Versions 0+.
     pub name: ByteString,

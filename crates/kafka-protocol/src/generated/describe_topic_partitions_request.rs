@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeTopicPartitionsRequest`, versions 0-0.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeTopicPartitionsRequest {
     /// `Topics`: Versions 0+.
     pub topics: Vec<TopicRequest>,
@@ -133,7 +132,6 @@ impl crate::testkit::Arbitrary for DescribeTopicPartitionsRequest {
 
 /// `Cursor`, part of `DescribeTopicPartitionsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct Cursor {
     /// `TopicName`: Versions 0+.
     pub topic_name: ByteString,
@@ -214,7 +212,6 @@ impl crate::testkit::Arbitrary for Cursor {
 
 /// `TopicRequest`, part of `DescribeTopicPartitionsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct TopicRequest {
     /// `Name`: Versions 0+.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `DescribeTopicPartitionsResponse`, versions 0-0.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeTopicPartitionsResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -135,7 +134,6 @@ impl crate::testkit::Arbitrary for DescribeTopicPartitionsResponse {
 
 /// `Cursor`, part of `DescribeTopicPartitionsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct Cursor {
     /// `TopicName`: Versions 0+.
     pub topic_name: ByteString,
@@ -216,7 +214,6 @@ impl crate::testkit::Arbitrary for Cursor {
 
 /// `DescribeTopicPartitionsResponsePartition`, part of `DescribeTopicPartitionsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeTopicPartitionsResponsePartition {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,
@@ -447,7 +444,6 @@ impl crate::testkit::Arbitrary for DescribeTopicPartitionsResponsePartition {
 
 /// `DescribeTopicPartitionsResponseTopic`, part of `DescribeTopicPartitionsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct DescribeTopicPartitionsResponseTopic {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `FetchRequest`, versions 4-18.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct FetchRequest {
     /// `ClusterId`: Versions 12+, tagged (tag 0) from 12, nullable from 12.
     pub cluster_id: Option<ByteString>,
@@ -250,7 +249,6 @@ impl crate::testkit::Arbitrary for FetchRequest {
 
 /// `FetchPartition`, part of `FetchRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct FetchPartition {
     /// `Partition`: Versions 0+.
     pub partition: i32,
@@ -408,7 +406,6 @@ impl crate::testkit::Arbitrary for FetchPartition {
 
 /// `FetchTopic`, part of `FetchRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct FetchTopic {
     /// `Topic`: Versions 0-12.
     pub topic: ByteString,
@@ -512,7 +509,6 @@ impl crate::testkit::Arbitrary for FetchTopic {
 
 /// `ForgottenTopic`, part of `FetchRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ForgottenTopic {
     /// `Topic`: Versions 7-12.
     pub topic: ByteString,
@@ -628,7 +624,6 @@ impl crate::testkit::Arbitrary for ForgottenTopic {
 
 /// `ReplicaState`, part of `FetchRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ReplicaState {
     /// `ReplicaId`: Versions 15+.
     pub replica_id: i32,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `FetchResponse`, versions 4-18.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct FetchResponse {
     /// `ThrottleTimeMs`: Versions 1+.
     pub throttle_time_ms: i32,
@@ -166,7 +165,6 @@ impl crate::testkit::Arbitrary for FetchResponse {
 
 /// `AbortedTransaction`, part of `FetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct AbortedTransaction {
     /// `ProducerId`: Versions 4+.
     pub producer_id: i64,
@@ -247,7 +245,6 @@ impl crate::testkit::Arbitrary for AbortedTransaction {
 
 /// `EpochEndOffset`, part of `FetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct EpochEndOffset {
     /// `Epoch`: Versions 12+.
     pub epoch: i32,
@@ -352,7 +349,6 @@ impl crate::testkit::Arbitrary for EpochEndOffset {
 
 /// `FetchableTopicResponse`, part of `FetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct FetchableTopicResponse {
     /// `Topic`: Versions 0-12.
     pub topic: ByteString,
@@ -461,7 +457,6 @@ impl crate::testkit::Arbitrary for FetchableTopicResponse {
 
 /// `LeaderIdAndEpoch`, part of `FetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct LeaderIdAndEpoch {
     /// `LeaderId`: Versions 12+.
     pub leader_id: i32,
@@ -566,7 +561,6 @@ impl crate::testkit::Arbitrary for LeaderIdAndEpoch {
 
 /// `NodeEndpoint`, part of `FetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct NodeEndpoint {
     /// `NodeId`: Versions 16+.
     pub node_id: i32,
@@ -711,7 +705,6 @@ impl crate::testkit::Arbitrary for NodeEndpoint {
 
 /// `PartitionData`, part of `FetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct PartitionData {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -934,7 +927,6 @@ impl crate::testkit::Arbitrary for PartitionData {
 
 /// `SnapshotId`, part of `FetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct SnapshotId {
     /// `EndOffset`: Versions 0+.
     pub end_offset: i64,

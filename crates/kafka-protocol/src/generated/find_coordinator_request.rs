@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `FindCoordinatorRequest`, versions 0-6.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct FindCoordinatorRequest {
     /// `Key`: Versions 0-3.
     pub key: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `FindCoordinatorResponse`, versions 0-6.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct FindCoordinatorResponse {
     /// `ThrottleTimeMs`: Versions 1+.
     pub throttle_time_ms: i32,
@@ -230,7 +229,6 @@ impl crate::testkit::Arbitrary for FindCoordinatorResponse {
 
 /// `Coordinator`, part of `FindCoordinatorResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct Coordinator {
     /// `Key`: Versions 4+.
     pub key: ByteString,

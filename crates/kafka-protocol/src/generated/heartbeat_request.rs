@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `HeartbeatRequest`, versions 0-4.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct HeartbeatRequest {
     /// `GroupId`: Versions 0+.
     pub group_id: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `HeartbeatResponse`, versions 0-4.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct HeartbeatResponse {
     /// `ThrottleTimeMs`: Versions 1+.
     pub throttle_time_ms: i32,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `IncrementalAlterConfigsRequest`, versions 0-1.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct IncrementalAlterConfigsRequest {
     /// `Resources`: Versions 0+.
     pub resources: Vec<AlterConfigsResource>,
@@ -113,7 +112,6 @@ impl crate::testkit::Arbitrary for IncrementalAlterConfigsRequest {
 
 /// `AlterConfigsResource`, part of `IncrementalAlterConfigsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct AlterConfigsResource {
     /// `ResourceType`: Versions 0+.
     pub resource_type: i8,
@@ -210,7 +208,6 @@ impl crate::testkit::Arbitrary for AlterConfigsResource {
 
 /// `AlterableConfig`, part of `IncrementalAlterConfigsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct AlterableConfig {
     /// `Name`: Versions 0+.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `IncrementalAlterConfigsResponse`, versions 0-1.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct IncrementalAlterConfigsResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,
@@ -114,7 +113,6 @@ impl crate::testkit::Arbitrary for IncrementalAlterConfigsResponse {
 
 /// `AlterConfigsResourceResponse`, part of `IncrementalAlterConfigsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct AlterConfigsResourceResponse {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `InitProducerIdRequest`, versions 0-5.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct InitProducerIdRequest {
     /// `TransactionalId`: Versions 0+, nullable from 0.
     pub transactional_id: Option<ByteString>,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `InitProducerIdResponse`, versions 0-5.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct InitProducerIdResponse {
     /// `ThrottleTimeMs`: Versions 0+.
     pub throttle_time_ms: i32,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `JoinGroupRequest`, versions 0-9.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct JoinGroupRequest {
     /// `GroupId`: Versions 0+.
     pub group_id: ByteString,
@@ -194,7 +193,6 @@ impl crate::testkit::Arbitrary for JoinGroupRequest {
 
 /// `JoinGroupRequestProtocol`, part of `JoinGroupRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct JoinGroupRequestProtocol {
     /// `Name`: Versions 0+.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `JoinGroupResponse`, versions 0-9.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct JoinGroupResponse {
     /// `ThrottleTimeMs`: Versions 2+.
     pub throttle_time_ms: i32,
@@ -191,7 +190,6 @@ impl crate::testkit::Arbitrary for JoinGroupResponse {
 
 /// `JoinGroupResponseMember`, part of `JoinGroupResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct JoinGroupResponseMember {
     /// `MemberId`: Versions 0+.
     pub member_id: ByteString,

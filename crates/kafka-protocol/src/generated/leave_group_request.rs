@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `LeaveGroupRequest`, versions 0-5.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct LeaveGroupRequest {
     /// `GroupId`: Versions 0+.
     pub group_id: ByteString,
@@ -135,7 +134,6 @@ impl crate::testkit::Arbitrary for LeaveGroupRequest {
 
 /// `MemberIdentity`, part of `LeaveGroupRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct MemberIdentity {
     /// `MemberId`: Versions 3+.
     pub member_id: ByteString,

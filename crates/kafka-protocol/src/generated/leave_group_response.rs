@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `LeaveGroupResponse`, versions 0-5.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct LeaveGroupResponse {
     /// `ThrottleTimeMs`: Versions 1+.
     pub throttle_time_ms: i32,
@@ -129,7 +128,6 @@ impl crate::testkit::Arbitrary for LeaveGroupResponse {
 
 /// `MemberResponse`, part of `LeaveGroupResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct MemberResponse {
     /// `MemberId`: Versions 3+.
     pub member_id: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ListGroupsRequest`, versions 0-5.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ListGroupsRequest {
     /// `StatesFilter`: Versions 4+.
     pub states_filter: Vec<ByteString>,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ListGroupsResponse`, versions 0-5.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ListGroupsResponse {
     /// `ThrottleTimeMs`: Versions 1+.
     pub throttle_time_ms: i32,
@@ -117,7 +116,6 @@ impl crate::testkit::Arbitrary for ListGroupsResponse {
 
 /// `ListedGroup`, part of `ListGroupsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ListedGroup {
     /// `GroupId`: Versions 0+.
     pub group_id: ByteString,

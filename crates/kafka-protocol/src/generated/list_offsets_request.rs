@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ListOffsetsRequest`, versions 1-10.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ListOffsetsRequest {
     /// `ReplicaId`: Versions 0+.
     pub replica_id: i32,
@@ -135,7 +134,6 @@ impl crate::testkit::Arbitrary for ListOffsetsRequest {
 
 /// `ListOffsetsPartition`, part of `ListOffsetsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ListOffsetsPartition {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -229,7 +227,6 @@ impl crate::testkit::Arbitrary for ListOffsetsPartition {
 
 /// `ListOffsetsTopic`, part of `ListOffsetsRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ListOffsetsTopic {
     /// `Name`: Versions 0+.
     pub name: ByteString,

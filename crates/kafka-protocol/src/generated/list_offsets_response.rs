@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ListOffsetsResponse`, versions 1-10.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ListOffsetsResponse {
     /// `ThrottleTimeMs`: Versions 2+.
     pub throttle_time_ms: i32,
@@ -111,7 +110,6 @@ impl crate::testkit::Arbitrary for ListOffsetsResponse {
 
 /// `ListOffsetsPartitionResponse`, part of `ListOffsetsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ListOffsetsPartitionResponse {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -222,7 +220,6 @@ impl crate::testkit::Arbitrary for ListOffsetsPartitionResponse {
 
 /// `ListOffsetsTopicResponse`, part of `ListOffsetsResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ListOffsetsTopicResponse {
     /// `Name`: Versions 0+.
     pub name: ByteString,

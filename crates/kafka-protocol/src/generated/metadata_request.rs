@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `MetadataRequest`, versions 0-13.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct MetadataRequest {
     /// `Topics`: Versions 0+, nullable from 1.
     pub topics: Option<Vec<MetadataRequestTopic>>,
@@ -166,7 +165,6 @@ impl crate::testkit::Arbitrary for MetadataRequest {
 
 /// `MetadataRequestTopic`, part of `MetadataRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct MetadataRequestTopic {
     /// `TopicId`: Versions 10+.
     pub topic_id: Uuid,

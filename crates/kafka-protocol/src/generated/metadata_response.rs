@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `MetadataResponse`, versions 0-13.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct MetadataResponse {
     /// `ThrottleTimeMs`: Versions 3+.
     pub throttle_time_ms: i32,
@@ -187,7 +186,6 @@ impl crate::testkit::Arbitrary for MetadataResponse {
 
 /// `MetadataResponseBroker`, part of `MetadataResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct MetadataResponseBroker {
     /// `NodeId`: Versions 0+.
     pub node_id: i32,
@@ -296,7 +294,6 @@ impl crate::testkit::Arbitrary for MetadataResponseBroker {
 
 /// `MetadataResponsePartition`, part of `MetadataResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct MetadataResponsePartition {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,
@@ -455,7 +452,6 @@ impl crate::testkit::Arbitrary for MetadataResponsePartition {
 
 /// `MetadataResponseTopic`, part of `MetadataResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct MetadataResponseTopic {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,

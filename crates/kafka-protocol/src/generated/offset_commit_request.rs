@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `OffsetCommitRequest`, versions 2-9.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetCommitRequest {
     /// `GroupId`: Versions 0+.
     pub group_id: ByteString,
@@ -163,7 +162,6 @@ impl crate::testkit::Arbitrary for OffsetCommitRequest {
 
 /// `OffsetCommitRequestPartition`, part of `OffsetCommitRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetCommitRequestPartition {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -278,7 +276,6 @@ impl crate::testkit::Arbitrary for OffsetCommitRequestPartition {
 
 /// `OffsetCommitRequestTopic`, part of `OffsetCommitRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetCommitRequestTopic {
     /// `Name`: Versions 0-9.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `OffsetCommitResponse`, versions 2-9.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetCommitResponse {
     /// `ThrottleTimeMs`: Versions 3+.
     pub throttle_time_ms: i32,
@@ -111,7 +110,6 @@ impl crate::testkit::Arbitrary for OffsetCommitResponse {
 
 /// `OffsetCommitResponsePartition`, part of `OffsetCommitResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetCommitResponsePartition {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -192,7 +190,6 @@ impl crate::testkit::Arbitrary for OffsetCommitResponsePartition {
 
 /// `OffsetCommitResponseTopic`, part of `OffsetCommitResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetCommitResponseTopic {
     /// `Name`: Versions 0-9.
     pub name: ByteString,

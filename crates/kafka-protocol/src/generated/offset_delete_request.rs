@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `OffsetDeleteRequest`, versions 0-0.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetDeleteRequest {
     /// `GroupId`: Versions 0+.
     pub group_id: ByteString,
@@ -79,7 +78,6 @@ impl crate::testkit::Arbitrary for OffsetDeleteRequest {
 
 /// `OffsetDeleteRequestPartition`, part of `OffsetDeleteRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetDeleteRequestPartition {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -128,7 +126,6 @@ impl crate::testkit::Arbitrary for OffsetDeleteRequestPartition {
 
 /// `OffsetDeleteRequestTopic`, part of `OffsetDeleteRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetDeleteRequestTopic {
     /// `Name`: Versions 0+.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `OffsetDeleteResponse`, versions 0-0.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetDeleteResponse {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,
@@ -85,7 +84,6 @@ impl crate::testkit::Arbitrary for OffsetDeleteResponse {
 
 /// `OffsetDeleteResponsePartition`, part of `OffsetDeleteResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetDeleteResponsePartition {
     /// `PartitionIndex`: Versions 0+.
     pub partition_index: i32,
@@ -140,7 +138,6 @@ impl crate::testkit::Arbitrary for OffsetDeleteResponsePartition {
 
 /// `OffsetDeleteResponseTopic`, part of `OffsetDeleteResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetDeleteResponseTopic {
     /// `Name`: Versions 0+.
     pub name: ByteString,

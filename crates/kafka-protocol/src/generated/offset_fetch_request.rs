@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `OffsetFetchRequest`, versions 1-9.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetFetchRequest {
     /// `GroupId`: Versions 0-7.
     pub group_id: ByteString,
@@ -186,7 +185,6 @@ impl crate::testkit::Arbitrary for OffsetFetchRequest {
 
 /// `OffsetFetchRequestGroup`, part of `OffsetFetchRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetFetchRequestGroup {
     /// `GroupId`: Versions 8+.
     pub group_id: ByteString,
@@ -344,7 +342,6 @@ impl crate::testkit::Arbitrary for OffsetFetchRequestGroup {
 
 /// `OffsetFetchRequestTopic`, part of `OffsetFetchRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetFetchRequestTopic {
     /// `Name`: Versions 0-7.
     pub name: ByteString,
@@ -462,7 +459,6 @@ impl crate::testkit::Arbitrary for OffsetFetchRequestTopic {
 
 /// `OffsetFetchRequestTopics`, part of `OffsetFetchRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetFetchRequestTopics {
     /// `Name`: Versions 8-9.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `OffsetFetchResponse`, versions 1-9.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetFetchResponse {
     /// `ThrottleTimeMs`: Versions 3+.
     pub throttle_time_ms: i32,
@@ -158,7 +157,6 @@ impl crate::testkit::Arbitrary for OffsetFetchResponse {
 
 /// `OffsetFetchResponseGroup`, part of `OffsetFetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetFetchResponseGroup {
     /// `GroupId`: Versions 8+.
     pub group_id: ByteString,
@@ -294,7 +292,6 @@ impl crate::testkit::Arbitrary for OffsetFetchResponseGroup {
 
 /// `OffsetFetchResponsePartition`, part of `OffsetFetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetFetchResponsePartition {
     /// `PartitionIndex`: Versions 0-7.
     pub partition_index: i32,
@@ -464,7 +461,6 @@ impl crate::testkit::Arbitrary for OffsetFetchResponsePartition {
 
 /// `OffsetFetchResponsePartitions`, part of `OffsetFetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetFetchResponsePartitions {
     /// `PartitionIndex`: Versions 8+.
     pub partition_index: i32,
@@ -635,7 +631,6 @@ impl crate::testkit::Arbitrary for OffsetFetchResponsePartitions {
 
 /// `OffsetFetchResponseTopic`, part of `OffsetFetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetFetchResponseTopic {
     /// `Name`: Versions 0-7.
     pub name: ByteString,
@@ -750,7 +745,6 @@ impl crate::testkit::Arbitrary for OffsetFetchResponseTopic {
 
 /// `OffsetFetchResponseTopics`, part of `OffsetFetchResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetFetchResponseTopics {
     /// `Name`: Versions 8-9.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `OffsetForLeaderEpochRequest`, versions 2-4.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetForLeaderEpochRequest {
     /// `ReplicaId`: Versions 3+.
     pub replica_id: i32,
@@ -115,7 +114,6 @@ impl crate::testkit::Arbitrary for OffsetForLeaderEpochRequest {
 
 /// `OffsetForLeaderPartition`, part of `OffsetForLeaderEpochRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetForLeaderPartition {
     /// `Partition`: Versions 0+.
     pub partition: i32,
@@ -203,7 +201,6 @@ impl crate::testkit::Arbitrary for OffsetForLeaderPartition {
 
 /// `OffsetForLeaderTopic`, part of `OffsetForLeaderEpochRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetForLeaderTopic {
     /// `Topic`: Versions 0+.
     pub topic: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `OffsetForLeaderEpochResponse`, versions 2-4.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetForLeaderEpochResponse {
     /// `ThrottleTimeMs`: Versions 2+.
     pub throttle_time_ms: i32,
@@ -109,7 +108,6 @@ impl crate::testkit::Arbitrary for OffsetForLeaderEpochResponse {
 
 /// `EpochEndOffset`, part of `OffsetForLeaderEpochResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct EpochEndOffset {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,
@@ -202,7 +200,6 @@ impl crate::testkit::Arbitrary for EpochEndOffset {
 
 /// `OffsetForLeaderTopicResult`, part of `OffsetForLeaderEpochResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct OffsetForLeaderTopicResult {
     /// `Topic`: Versions 0+.
     pub topic: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ProduceRequest`, versions 0-13.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ProduceRequest {
     /// `TransactionalId`: Versions 3+, nullable from 3.
     pub transactional_id: Option<ByteString>,
@@ -139,7 +138,6 @@ impl crate::testkit::Arbitrary for ProduceRequest {
 
 /// `PartitionProduceData`, part of `ProduceRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct PartitionProduceData {
     /// `Index`: Versions 0+.
     pub index: i32,
@@ -230,7 +228,6 @@ impl crate::testkit::Arbitrary for PartitionProduceData {
 
 /// `TopicProduceData`, part of `ProduceRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct TopicProduceData {
     /// `Name`: Versions 0-12.
     pub name: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ProduceResponse`, versions 0-13.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ProduceResponse {
     /// `Responses`: Versions 0+.
     pub responses: Vec<TopicProduceResponse>,
@@ -142,7 +141,6 @@ impl crate::testkit::Arbitrary for ProduceResponse {
 
 /// `BatchIndexAndErrorMessage`, part of `ProduceResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct BatchIndexAndErrorMessage {
     /// `BatchIndex`: Versions 8+.
     pub batch_index: i32,
@@ -262,7 +260,6 @@ impl crate::testkit::Arbitrary for BatchIndexAndErrorMessage {
 
 /// `LeaderIdAndEpoch`, part of `ProduceResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct LeaderIdAndEpoch {
     /// `LeaderId`: Versions 10+.
     pub leader_id: i32,
@@ -367,7 +364,6 @@ impl crate::testkit::Arbitrary for LeaderIdAndEpoch {
 
 /// `NodeEndpoint`, part of `ProduceResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct NodeEndpoint {
     /// `NodeId`: Versions 10+.
     pub node_id: i32,
@@ -512,7 +508,6 @@ impl crate::testkit::Arbitrary for NodeEndpoint {
 
 /// `PartitionProduceResponse`, part of `ProduceResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct PartitionProduceResponse {
     /// `Index`: Versions 0+.
     pub index: i32,
@@ -696,7 +691,6 @@ impl crate::testkit::Arbitrary for PartitionProduceResponse {
 
 /// `TopicProduceResponse`, part of `ProduceResponse`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct TopicProduceResponse {
     /// `Name`: Versions 0-12.
     pub name: ByteString,

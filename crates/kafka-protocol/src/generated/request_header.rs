@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `RequestHeader`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct RequestHeader {
     /// `RequestApiKey`: Versions 0+.
     pub request_api_key: i16,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `ResponseHeader`, versions 0-1.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct ResponseHeader {
     /// `CorrelationId`: Versions 0+.
     pub correlation_id: i32,

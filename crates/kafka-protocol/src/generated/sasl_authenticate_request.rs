@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `SaslAuthenticateRequest`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct SaslAuthenticateRequest {
     /// `AuthBytes`: Versions 0+.
     pub auth_bytes: Bytes,

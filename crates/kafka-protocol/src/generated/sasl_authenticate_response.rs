@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `SaslAuthenticateResponse`, versions 0-2.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct SaslAuthenticateResponse {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,

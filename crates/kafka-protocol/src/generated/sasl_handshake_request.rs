@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `SaslHandshakeRequest`, versions 0-1.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct SaslHandshakeRequest {
     /// `Mechanism`: Versions 0+.
     pub mechanism: ByteString,

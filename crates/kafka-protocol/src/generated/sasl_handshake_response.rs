@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `SaslHandshakeResponse`, versions 0-1.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct SaslHandshakeResponse {
     /// `ErrorCode`: Versions 0+.
     pub error_code: i16,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `SyncGroupRequest`, versions 0-5.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct SyncGroupRequest {
     /// `GroupId`: Versions 0+.
     pub group_id: ByteString,
@@ -198,7 +197,6 @@ impl crate::testkit::Arbitrary for SyncGroupRequest {
 
 /// `SyncGroupRequestAssignment`, part of `SyncGroupRequest`.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct SyncGroupRequestAssignment {
     /// `MemberId`: Versions 0+.
     pub member_id: ByteString,

@@ -19,7 +19,6 @@ use crate::wire::prelude::*;
 
 /// `SyncGroupResponse`, versions 0-5.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct SyncGroupResponse {
     /// `ThrottleTimeMs`: Versions 1+.
     pub throttle_time_ms: i32,

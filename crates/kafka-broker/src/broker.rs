@@ -1,0 +1,40 @@
+//! Shared broker state: configuration, stores, and the producer-id allocator.
+
+use crate::config::BrokerConfig;
+use crate::server::Stores;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub(crate) struct Broker {
+    pub(crate) config: BrokerConfig,
+    pub(crate) stores: Stores,
+    next_producer_id: AtomicI64,
+}
+
+impl Broker {
+    pub(crate) fn new(config: BrokerConfig, stores: Stores) -> Self {
+        // Producer ids: the instance id in the high 16 bits (below the sign bit), a
+        // counter below, so gateways fronting one store never hand out the same id.
+        let base = i64::from(config.instance_id & 0x7fff) << 48;
+        Broker {
+            config,
+            stores,
+            next_producer_id: AtomicI64::new(base),
+        }
+    }
+
+    /// A fresh producer id.
+    pub(crate) fn allocate_producer_id(&self) -> i64 {
+        self.next_producer_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Wall-clock milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,192 @@
+//! One client connection: framing, timeouts, and in-order responses.
+//!
+//! Three parts run concurrently for a connection:
+//!
+//! ```text
+//! reader --frames (bounded queue)--> processor --responses (bounded queue)--> writer
+//! ```
+//!
+//! The reader splits size-prefixed frames (refusing sizes over the limit before buffering
+//! them), the processor handles requests one at a time in arrival order — as Kafka does,
+//! which keeps a producer's pipelined batches in order — and the writer sends responses
+//! while the next request is processed. The queues bound how far a client can pipeline.
+//!
+//! Timeouts: `idle` between frames, `read` from the first byte of a frame to its last,
+//! `write` per response. Any violation, a malformed frame, an unknown API or an unsupported
+//! version closes the connection with a log line.
+
+use crate::broker::Broker;
+use crate::dispatch::{self, Outcome};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::EncodedFrame;
+use kafka_protocol::frame::{Framed, split_frame};
+use std::io::IoSlice;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+/// Serves one connection until the client leaves, a limit is hit, or shutdown.
+pub(crate) async fn serve(
+    socket: TcpStream,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    stop: watch::Receiver<bool>,
+) {
+    let _ = socket.set_nodelay(true);
+    let (rd, wr) = socket.into_split();
+    let depth = broker.config.limits.max_in_flight_per_connection;
+    let (frames_tx, frames_rx) = mpsc::channel::<Bytes>(depth);
+    let (resp_tx, resp_rx) = mpsc::channel::<EncodedFrame>(depth);
+
+    let reader = read_frames(rd, peer, broker.clone(), frames_tx, stop);
+    let processor = process(peer, broker.clone(), frames_rx, resp_tx);
+    let writer = write_responses(wr, peer, broker.clone(), resp_rx);
+    // The reader ends first (EOF, error, shutdown); the processor then drains the queued
+    // requests and the writer sends their responses before the socket closes.
+    let _ = tokio::join!(reader, processor, writer);
+    debug!(%peer, "connection closed");
+}
+
+async fn read_frames(
+    mut rd: OwnedReadHalf,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    frames: mpsc::Sender<Bytes>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let limits = &broker.config.limits;
+    let timeouts = &broker.config.timeouts;
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    loop {
+        match split_frame(&mut buf, limits.max_frame_size) {
+            Framed::Frame(frame) => {
+                if frames.send(frame).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Framed::TooLarge { size, max } => {
+                warn!(%peer, size, max, "frame larger than the maximum, closing connection");
+                return;
+            }
+            Framed::Negative { size } => {
+                warn!(%peer, size, "negative frame size, closing connection");
+                return;
+            }
+            Framed::NeedMore { needed } => {
+                // Grow only by what the announced frame still needs (bounded above).
+                buf.reserve(needed.min(64 * 1024));
+            }
+        }
+        let at_boundary = buf.is_empty();
+        let limit = if at_boundary {
+            timeouts.idle
+        } else {
+            timeouts.read
+        };
+        let read = tokio::select! {
+            r = tokio::time::timeout(limit, rd.read_buf(&mut buf)) => r,
+            _ = stop.wait_for(|s| *s) => {
+                debug!(%peer, "shutdown: no more requests read from this connection");
+                return;
+            }
+        };
+        match read {
+            Ok(Ok(0)) => {
+                if !at_boundary {
+                    info!(%peer, buffered = buf.len(), "connection closed inside a frame");
+                }
+                return;
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                debug!(%peer, error = %e, "read failed");
+                return;
+            }
+            Err(_) if at_boundary => {
+                info!(%peer, timeout = ?limit, "idle timeout, closing connection");
+                return;
+            }
+            Err(_) => {
+                warn!(%peer, timeout = ?limit, buffered = buf.len(), "frame not completed within the read timeout, closing connection");
+                return;
+            }
+        }
+    }
+}
+
+async fn process(
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    mut frames: mpsc::Receiver<Bytes>,
+    responses: mpsc::Sender<EncodedFrame>,
+) {
+    while let Some(frame) = frames.recv().await {
+        match dispatch::handle(&broker, peer, frame).await {
+            Outcome::Respond(r) => {
+                if responses.send(r).await.is_err() {
+                    return;
+                }
+            }
+            Outcome::NoResponse => {}
+            Outcome::Close => return,
+        }
+    }
+}
+
+async fn write_responses(
+    mut wr: OwnedWriteHalf,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    mut responses: mpsc::Receiver<EncodedFrame>,
+) {
+    let limit = broker.config.timeouts.write;
+    while let Some(frame) = responses.recv().await {
+        match tokio::time::timeout(limit, write_segments(&mut wr, &frame.segments)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                debug!(%peer, error = %e, "write failed");
+                return;
+            }
+            Err(_) => {
+                warn!(%peer, timeout = ?limit, "response not written within the write timeout, closing connection");
+                return;
+            }
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// Writes every segment with vectored writes, so large record payloads go out without
+/// being copied into one buffer first.
+async fn write_segments(wr: &mut OwnedWriteHalf, segments: &[Bytes]) -> std::io::Result<()> {
+    let mut idx = 0;
+    let mut off = 0;
+    while idx < segments.len() {
+        let slices: Vec<IoSlice<'_>> = std::iter::once(&segments[idx][off..])
+            .chain(segments[idx + 1..].iter().map(|s| &s[..]))
+            .take(64)
+            .map(IoSlice::new)
+            .collect();
+        let mut n = wr.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while idx < segments.len() && n > 0 {
+            let left = segments[idx].len() - off;
+            if n >= left {
+                n -= left;
+                idx += 1;
+                off = 0;
+            } else {
+                off += n;
+                n = 0;
+            }
+        }
+    }
+    wr.flush().await
+}

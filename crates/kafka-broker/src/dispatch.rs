@@ -1,0 +1,89 @@
+//! The version firewall and the route from a frame to its handler.
+//!
+//! - ApiVersions at a version this gateway does not know: answered with the v0 body shape,
+//!   error `UNSUPPORTED_VERSION` and the full key list, so the client retries lower.
+//! - Any other API at an unsupported version, an API this gateway does not implement, or
+//!   a frame that does not decode: the connection is closed with a log line, as Kafka does.
+
+use crate::broker::Broker;
+use crate::handlers::{self, Ctx};
+use bytes::Bytes;
+use kafka_protocol::api::{
+    HeaderPrefix, decode_request, encode_api_versions_fallback, encode_response,
+};
+use kafka_protocol::{ApiKey, EncodedFrame, ErrorCode};
+use std::net::SocketAddr;
+use tracing::{error, warn};
+
+/// What to do after one request.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Send this response.
+    Respond(EncodedFrame),
+    /// Send nothing (Produce with acks=0).
+    NoResponse,
+    /// Close the connection.
+    Close,
+}
+
+pub(crate) async fn handle(broker: &Broker, peer: SocketAddr, frame: Bytes) -> Outcome {
+    let prefix = match HeaderPrefix::peek(&frame) {
+        Ok(p) => p,
+        Err(e) => {
+            warn!(%peer, error = %e, "request header unreadable, closing connection");
+            return Outcome::Close;
+        }
+    };
+    let key = ApiKey::from_i16(prefix.api_key);
+    let Some(range) = handlers::advertised(key) else {
+        warn!(%peer, api_key = prefix.api_key, "unsupported API key, closing connection");
+        return Outcome::Close;
+    };
+    if !range.contains(prefix.api_version) {
+        if key == ApiKey::ApiVersions {
+            let body = handlers::api_versions::response(ErrorCode::UNSUPPORTED_VERSION);
+            return match encode_api_versions_fallback(prefix.correlation_id, &body) {
+                Ok(f) => Outcome::Respond(f),
+                Err(e) => {
+                    error!(%peer, error = %e, "could not encode the ApiVersions fallback");
+                    Outcome::Close
+                }
+            };
+        }
+        warn!(
+            %peer,
+            api = key.name(),
+            version = prefix.api_version,
+            min = range.min,
+            max = range.max,
+            "unsupported API version, closing connection"
+        );
+        return Outcome::Close;
+    }
+    let request = match decode_request(&frame) {
+        Ok(r) => r,
+        Err(e) => {
+            warn!(%peer, api = key.name(), version = prefix.api_version, error = %e, "malformed request, closing connection");
+            return Outcome::Close;
+        }
+    };
+    let ctx = Ctx {
+        broker,
+        version: prefix.api_version,
+        peer,
+    };
+    let body = match handlers::handle(&ctx, request.body).await {
+        handlers::Reply::Body(b) => b,
+        handlers::Reply::Nothing => return Outcome::NoResponse,
+        handlers::Reply::Close => return Outcome::Close,
+    };
+    match encode_response(prefix.correlation_id, prefix.api_version, &body) {
+        Ok(f) => Outcome::Respond(f),
+        Err(e) => {
+            // A handler filled a field the negotiated version cannot carry: a bug here,
+            // not the client's fault; the connection cannot continue in order.
+            error!(%peer, api = key.name(), version = prefix.api_version, error = %e, "response encoding failed, closing connection");
+            Outcome::Close
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! DescribeCluster (key 60): this gateway is the whole cluster: one broker, also the
+//! controller.
+
+use super::{Ctx, bs};
+use kafka_protocol::ErrorCode;
+use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
+use kafka_protocol::messages::describe_cluster_response::{
+    DescribeClusterBroker, DescribeClusterResponse,
+};
+
+pub(crate) fn handle(ctx: &Ctx<'_>, req: DescribeClusterRequest) -> DescribeClusterResponse {
+    let c = &ctx.broker.config;
+    // Endpoint type 1 is "brokers"; 2 asks for controllers, which are not exposed.
+    if ctx.version >= 1 && req.endpoint_type != 1 {
+        return DescribeClusterResponse {
+            error_code: ErrorCode::UNSUPPORTED_ENDPOINT_TYPE.code(),
+            error_message: Some(bs("only the broker endpoint type is served")),
+            endpoint_type: req.endpoint_type,
+            ..DescribeClusterResponse::default()
+        };
+    }
+    DescribeClusterResponse {
+        error_code: ErrorCode::NONE.code(),
+        endpoint_type: req.endpoint_type,
+        cluster_id: bs(c.cluster_id.clone()),
+        controller_id: c.node_id,
+        brokers: vec![DescribeClusterBroker {
+            broker_id: c.node_id,
+            host: bs(c.advertised_host.clone()),
+            port: i32::from(c.advertised_port),
+            rack: None,
+            ..DescribeClusterBroker::default()
+        }],
+        ..DescribeClusterResponse::default()
+    }
+}

@@ -1,0 +1,243 @@
+//! Fetch (key 1): read record batches, waiting for data up to `max_wait_ms`.
+//!
+//! Sizes: `partition_max_bytes` per partition and `max_bytes` for the response (capped by
+//! the broker's own limit), except that the first batch of the first partition with data
+//! is returned whole even when larger, so a consumer can always make progress (KIP-74).
+//!
+//! Long poll: when fewer than `min_bytes` are available, the handler waits on the store's
+//! per-partition watermark notifications (no sleeping loop), re-reading on each append,
+//! until `min_bytes` is reached or the wait ends. Backends that cannot notify are re-read
+//! at their poll interval.
+//!
+//! Fetch sessions (KIP-227) are declined: responses carry session id 0, so clients keep
+//! sending full fetch requests; an incremental request gets `FETCH_SESSION_ID_NOT_FOUND`,
+//! which makes the client start over with a full one.
+
+use super::Ctx;
+use crate::store::{StoreError, TopicInfo};
+use bytes::Bytes;
+use futures_util::future::select_all;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
+use kafka_protocol::messages::fetch_response::{
+    FetchResponse, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::{ErrorCode, Uuid};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+struct Target {
+    name: bytestring::ByteString,
+    id: Uuid,
+    info: Result<TopicInfo, ErrorCode>,
+    partitions: Vec<FetchPartition>,
+}
+
+pub(crate) async fn handle(ctx: &Ctx<'_>, req: FetchRequest) -> FetchResponse {
+    let limits = &ctx.broker.config.limits;
+    if ctx.version >= 7 && req.session_epoch > 0 {
+        return FetchResponse {
+            error_code: ErrorCode::FETCH_SESSION_ID_NOT_FOUND.code(),
+            session_id: 0,
+            ..FetchResponse::default()
+        };
+    }
+    let log = &ctx.broker.stores.log;
+    let by_id = ctx.version >= 13;
+    let mut targets = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let found = if by_id {
+            log.topic_by_id(t.topic_id.as_u128()).await
+        } else {
+            log.topic(&t.topic).await
+        };
+        let info = match found {
+            Ok(Some(i)) => Ok(i),
+            Ok(None) if by_id => Err(ErrorCode::UNKNOWN_TOPIC_ID),
+            Ok(None) => Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+            Err(e) => Err(e.error_code()),
+        };
+        targets.push(Target {
+            name: t.topic,
+            id: t.topic_id,
+            info,
+            partitions: t.partitions,
+        });
+    }
+
+    let wait = Duration::from_millis(u64::try_from(req.max_wait_ms).unwrap_or(0))
+        .min(limits.max_fetch_wait);
+    let deadline = Instant::now() + wait;
+    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
+    let max_bytes = usize::try_from(req.max_bytes)
+        .unwrap_or(0)
+        .min(limits.max_fetch_response_bytes);
+
+    // Subscribe before reading, so an append between the read and the wait is not missed.
+    let mut watchers: Vec<watch::Receiver<i64>> = Vec::new();
+    for t in &targets {
+        if let Ok(info) = &t.info {
+            for p in &t.partitions {
+                if let Some(mut rx) = log.watch(&info.name, p.partition) {
+                    rx.borrow_and_update();
+                    watchers.push(rx);
+                }
+            }
+        }
+    }
+    loop {
+        let (responses, total, errors) =
+            read_all(ctx, &targets, max_bytes, req.isolation_level).await;
+        let now = Instant::now();
+        if total >= min_bytes.max(1) || errors || wait.is_zero() || now >= deadline {
+            return FetchResponse {
+                error_code: ErrorCode::NONE.code(),
+                session_id: 0,
+                responses,
+                ..FetchResponse::default()
+            };
+        }
+        let remaining = deadline - now;
+        if watchers.is_empty() {
+            tokio::time::sleep(log.poll_interval().min(remaining)).await;
+            continue;
+        }
+        let closed = {
+            let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
+            match tokio::time::timeout(remaining, changed).await {
+                // A sender went away (topic deleted): stop waiting on that channel.
+                Ok((Err(_), idx, _)) => Some(idx),
+                Ok((Ok(()), _, _)) | Err(_) => None,
+            }
+        };
+        if let Some(idx) = closed {
+            watchers.swap_remove(idx);
+        }
+    }
+}
+
+/// One pass over every requested partition. Returns the responses, the bytes gathered,
+/// and whether any partition reported an error (which ends the wait, as in Kafka).
+async fn read_all(
+    ctx: &Ctx<'_>,
+    targets: &[Target],
+    max_bytes: usize,
+    isolation_level: i8,
+) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    let log = &ctx.broker.stores.log;
+    let mut total = 0usize;
+    let mut errors = false;
+    let mut out = Vec::with_capacity(targets.len());
+    for t in targets {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let mut data = PartitionData {
+                partition_index: p.partition,
+                error_code: ErrorCode::NONE.code(),
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                aborted_transactions: (isolation_level == 1).then(Vec::new),
+                preferred_read_replica: -1,
+                records: Some(Bytes::new()),
+                ..PartitionData::default()
+            };
+            let result: Result<(), ErrorCode> = async {
+                let info = t.info.as_ref().map_err(|e| *e)?;
+                if p.partition < 0 || p.partition >= info.partitions {
+                    return Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+                }
+                if ctx.version >= 9 && p.current_leader_epoch > 0 {
+                    return Err(ErrorCode::UNKNOWN_LEADER_EPOCH);
+                }
+                let budget = max_bytes.saturating_sub(total);
+                let part_max = usize::try_from(p.partition_max_bytes).unwrap_or(0);
+                let limit = part_max.min(budget);
+                if total > 0 && limit == 0 {
+                    let w = log
+                        .watermarks(&info.name, p.partition)
+                        .await
+                        .map_err(|e| e.error_code())?;
+                    data.high_watermark = w.high_watermark;
+                    data.last_stable_offset = w.high_watermark;
+                    data.log_start_offset = w.log_start_offset;
+                    return Ok(());
+                }
+                let read = match log
+                    .read(&info.name, p.partition, p.fetch_offset, limit.max(1))
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(StoreError::OffsetOutOfRange {
+                        log_start_offset,
+                        high_watermark,
+                        ..
+                    }) => {
+                        data.high_watermark = high_watermark;
+                        data.last_stable_offset = high_watermark;
+                        data.log_start_offset = log_start_offset;
+                        return Err(ErrorCode::OFFSET_OUT_OF_RANGE);
+                    }
+                    Err(e) => return Err(e.error_code()),
+                };
+                data.high_watermark = read.watermarks.high_watermark;
+                data.last_stable_offset = read.watermarks.high_watermark;
+                data.log_start_offset = read.watermarks.log_start_offset;
+                let mut batches = read.batches;
+                // Only the very first data of the response may exceed the limits.
+                if total > 0 {
+                    let mut used = 0;
+                    batches.retain(|b| {
+                        used += b.len();
+                        used <= limit
+                    });
+                }
+                if ctx.version < 10 && batches.iter().any(|b| is_zstd(b)) {
+                    return Err(ErrorCode::UNSUPPORTED_COMPRESSION_TYPE);
+                }
+                let size: usize = batches.iter().map(Bytes::len).sum();
+                total += size;
+                data.records = Some(join(batches));
+                Ok(())
+            }
+            .await;
+            if let Err(code) = result {
+                errors = true;
+                data.error_code = code.code();
+                data.records = Some(Bytes::new());
+            }
+            partitions.push(data);
+        }
+        out.push(FetchableTopicResponse {
+            topic: if ctx.version >= 13 {
+                Default::default()
+            } else {
+                t.name.clone()
+            },
+            topic_id: if ctx.version >= 13 { t.id } else { Uuid::ZERO },
+            partitions,
+            ..FetchableTopicResponse::default()
+        });
+    }
+    (out, total, errors)
+}
+
+fn is_zstd(batch: &Bytes) -> bool {
+    // attributes: int16 at byte 21, codec in the low three bits.
+    batch.get(22).is_some_and(|a| a & 0x07 == 4)
+}
+
+/// One batch is passed through as is; several are joined into one buffer.
+fn join(mut batches: Vec<Bytes>) -> Bytes {
+    match batches.len() {
+        0 => Bytes::new(),
+        1 => batches.pop().unwrap_or_default(),
+        _ => {
+            let mut v = Vec::with_capacity(batches.iter().map(Bytes::len).sum());
+            for b in &batches {
+                v.extend_from_slice(b);
+            }
+            Bytes::from(v)
+        }
+    }
+}

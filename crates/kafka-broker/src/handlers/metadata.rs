@@ -1,0 +1,144 @@
+//! Metadata (key 3): brokers, topics and partitions.
+//!
+//! One broker (this gateway) leads every partition with leader epoch 0. A null topic list
+//! (v1+) or an empty one (v0) means every topic. Unknown topics named in the request are
+//! created when auto-creation is enabled and the request allows it (always before v4,
+//! `allow_auto_topic_creation` from v4); otherwise they are reported
+//! `UNKNOWN_TOPIC_OR_PARTITION`. Topics can be named by id from v10.
+
+use super::{Ctx, bs, valid_topic_name};
+use crate::store::{NewTopic, TopicInfo};
+use kafka_protocol::messages::metadata_request::MetadataRequest;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::{ErrorCode, Uuid};
+use tracing::info;
+
+/// The partition list of a topic as Metadata shows it.
+pub(crate) fn partitions(node_id: i32, count: i32) -> Vec<MetadataResponsePartition> {
+    (0..count)
+        .map(|p| MetadataResponsePartition {
+            error_code: ErrorCode::NONE.code(),
+            partition_index: p,
+            leader_id: node_id,
+            leader_epoch: 0,
+            replica_nodes: vec![node_id],
+            isr_nodes: vec![node_id],
+            offline_replicas: Vec::new(),
+            ..MetadataResponsePartition::default()
+        })
+        .collect()
+}
+
+fn topic_entry(ctx: &Ctx<'_>, t: &TopicInfo) -> MetadataResponseTopic {
+    MetadataResponseTopic {
+        error_code: ErrorCode::NONE.code(),
+        name: Some(bs(t.name.clone())),
+        topic_id: Uuid::from_u128(t.id),
+        is_internal: false,
+        partitions: partitions(ctx.broker.config.node_id, t.partitions),
+        ..MetadataResponseTopic::default()
+    }
+}
+
+fn error_entry(name: Option<&str>, id: Uuid, code: ErrorCode) -> MetadataResponseTopic {
+    MetadataResponseTopic {
+        error_code: code.code(),
+        name: name.map(|n| bs(n)),
+        topic_id: id,
+        ..MetadataResponseTopic::default()
+    }
+}
+
+pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataResponse {
+    let c = &ctx.broker.config;
+    let log = &ctx.broker.stores.log;
+    let all = match &req.topics {
+        None => true,
+        Some(t) => t.is_empty() && ctx.version == 0,
+    };
+    let mut topics = Vec::new();
+    if all {
+        match log.topics().await {
+            Ok(list) => topics.extend(list.iter().map(|t| topic_entry(ctx, t))),
+            Err(e) => {
+                return MetadataResponse {
+                    error_code: e.error_code().code(),
+                    ..base(ctx)
+                };
+            }
+        }
+    } else {
+        let may_create = c.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
+        for t in req.topics.iter().flatten() {
+            let name = t.name.as_deref();
+            let found = match name {
+                Some(n) => log.topic(n).await,
+                None => log.topic_by_id(t.topic_id.as_u128()).await,
+            };
+            let entry = match (found, name) {
+                (Ok(Some(info)), _) => topic_entry(ctx, &info),
+                (Ok(None), None) => error_entry(None, t.topic_id, ErrorCode::UNKNOWN_TOPIC_ID),
+                (Ok(None), Some(n)) => {
+                    if let Err(why) = valid_topic_name(n) {
+                        info!(topic = n, why, "metadata for an invalid topic name");
+                        error_entry(Some(n), Uuid::ZERO, ErrorCode::INVALID_TOPIC_EXCEPTION)
+                    } else if may_create {
+                        let new = NewTopic {
+                            name: n.to_string(),
+                            partitions: c.auto_create_partitions,
+                            config: c.default_topic_config.clone(),
+                        };
+                        match log.create_topic(new, false).await {
+                            Ok(info) => {
+                                info!(
+                                    topic = n,
+                                    partitions = info.partitions,
+                                    "topic auto-created"
+                                );
+                                topic_entry(ctx, &info)
+                            }
+                            // Lost a race with another creator: report what exists now.
+                            Err(crate::store::StoreError::TopicAlreadyExists(_)) => {
+                                match log.topic(n).await {
+                                    Ok(Some(info)) => topic_entry(ctx, &info),
+                                    _ => error_entry(
+                                        Some(n),
+                                        Uuid::ZERO,
+                                        ErrorCode::LEADER_NOT_AVAILABLE,
+                                    ),
+                                }
+                            }
+                            Err(e) => error_entry(Some(n), Uuid::ZERO, e.error_code()),
+                        }
+                    } else {
+                        error_entry(Some(n), Uuid::ZERO, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+                    }
+                }
+                (Err(e), n) => error_entry(n, t.topic_id, e.error_code()),
+            };
+            topics.push(entry);
+        }
+    }
+    MetadataResponse {
+        topics,
+        ..base(ctx)
+    }
+}
+
+fn base(ctx: &Ctx<'_>) -> MetadataResponse {
+    let c = &ctx.broker.config;
+    MetadataResponse {
+        brokers: vec![MetadataResponseBroker {
+            node_id: c.node_id,
+            host: bs(c.advertised_host.clone()),
+            port: i32::from(c.advertised_port),
+            rack: None,
+            ..MetadataResponseBroker::default()
+        }],
+        cluster_id: Some(bs(c.cluster_id.clone())),
+        controller_id: c.node_id,
+        ..MetadataResponse::default()
+    }
+}
