@@ -26,3 +26,6 @@ pub mod server;
 
 pub use error::BrokerError;
 pub use server::{Stores, run};
+
+#[cfg(test)]
+mod tests;

@@ -267,7 +267,7 @@ pub(crate) async fn describe(
 }
 
 /// Validates and (unless `validate_only`) stores new settings for one resource.
-async fn alter_one<'a>(
+async fn alter_one(
     ctx: &Ctx<'_>,
     resource_type: i8,
     name: &str,

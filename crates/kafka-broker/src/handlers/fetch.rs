@@ -192,7 +192,7 @@ async fn read_all(
                         used <= limit
                     });
                 }
-                if ctx.version < 10 && batches.iter().any(|b| is_zstd(b)) {
+                if ctx.version < 10 && batches.iter().any(is_zstd) {
                     return Err(ErrorCode::UNSUPPORTED_COMPRESSION_TYPE);
                 }
                 let size: usize = batches.iter().map(Bytes::len).sum();

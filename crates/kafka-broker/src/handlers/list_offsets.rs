@@ -69,7 +69,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffset
                     error_code: ErrorCode::NONE.code(),
                     timestamp,
                     offset,
-                    leader_epoch: 0,
+                    leader_epoch: if ctx.version >= 4 { 0 } else { -1 },
                     ..ListOffsetsPartitionResponse::default()
                 },
                 Err(code) => ListOffsetsPartitionResponse {

@@ -45,7 +45,7 @@ fn topic_entry(ctx: &Ctx<'_>, t: &TopicInfo) -> MetadataResponseTopic {
 fn error_entry(name: Option<&str>, id: Uuid, code: ErrorCode) -> MetadataResponseTopic {
     MetadataResponseTopic {
         error_code: code.code(),
-        name: name.map(|n| bs(n)),
+        name: name.map(bs),
         topic_id: id,
         ..MetadataResponseTopic::default()
     }
