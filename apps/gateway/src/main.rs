@@ -161,8 +161,8 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     if let Some(path) = &config.config_file {
         info!(file = %path.display(), "configuration file read");
     }
-    for name in &config.ignored {
-        warn!("{name} has no effect: the Iggy bridge is disabled");
+    for warning in &config.warnings {
+        warn!("{warning}");
     }
 
     let store = match config.backend {
