@@ -1,1 +1,1537 @@
-//! Storage behaviour suite (in progress).
+//! The storage behaviour suite: what every [`LogStore`] and [`OffsetStore`] backend must
+//! do, written once against the traits so the embedded store and the Iggy bridge are held
+//! to the same tests.
+//!
+//! Each check is a `pub async fn(&Harness) -> Result<(), String>`; the error names what
+//! was expected and what came back. Checks create their topics and groups under the
+//! harness prefix, so they may share one backend (a real Iggy server) as long as each
+//! gets a distinct prefix. [`store_suite!`](crate::store_suite) turns every check into a
+//! separate `#[tokio::test]`:
+//!
+//! ```ignore
+//! async fn harness(test: &'static str) -> kafka_broker::store::suite::Harness {
+//!     let store = std::sync::Arc::new(MyStore::connect().await);
+//!     kafka_broker::store::suite::Harness::new(store, format!("{test}-{}", run_id()))
+//! }
+//! kafka_broker::store_suite!(harness);
+//! ```
+//!
+//! Backends differ in how retention is triggered, so the retention checks run only when
+//! the harness carries a [`RetentionDriver`]; without one they pass vacuously. Likewise
+//! the long-poll check needs [`LogStore::watch`] to return a receiver for an existing
+//! partition, and is skipped for backends that can only be polled.
+
+use super::memory::MemoryStore;
+use super::{
+    CommittedOffset, LogStore, NewTopic, OffsetStore, StoreError, StoreResult, TopicConfig,
+};
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use kafka_records::{
+    BatchHeader, BatchOptions, Compression, DecodeLimits, Header, NewRecord, RecordBatch,
+    encode_batch,
+};
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::task::JoinSet;
+
+/// How a backend applies retention on demand, as of a given clock.
+#[async_trait]
+pub trait RetentionDriver: Send + Sync {
+    /// Applies `retention.ms` and `retention.bytes` to every partition as of `now_ms`.
+    async fn apply_retention(&self, now_ms: i64);
+}
+
+#[async_trait]
+impl RetentionDriver for MemoryStore {
+    async fn apply_retention(&self, now_ms: i64) {
+        MemoryStore::apply_retention(self, now_ms);
+    }
+}
+
+/// A backend under test and the name prefix its checks create things under.
+#[derive(Clone)]
+pub struct Harness {
+    /// The log backend.
+    pub log: Arc<dyn LogStore>,
+    /// The offset backend.
+    pub offsets: Arc<dyn OffsetStore>,
+    /// Applies retention on demand; `None` skips the retention checks.
+    pub retention: Option<Arc<dyn RetentionDriver>>,
+    /// Prefix of every topic and group name the checks create.
+    pub prefix: String,
+}
+
+impl Debug for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("log", &self.log.name())
+            .field("retention", &self.retention.is_some())
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl Harness {
+    /// A harness over one store serving both traits, without a retention driver.
+    pub fn new<S: LogStore + OffsetStore>(store: Arc<S>, prefix: impl Into<String>) -> Self {
+        Self {
+            log: store.clone(),
+            offsets: store,
+            retention: None,
+            prefix: prefix.into(),
+        }
+    }
+
+    /// A harness over separate log and offset backends.
+    pub fn from_parts(
+        log: Arc<dyn LogStore>,
+        offsets: Arc<dyn OffsetStore>,
+        prefix: impl Into<String>,
+    ) -> Self {
+        Self {
+            log,
+            offsets,
+            retention: None,
+            prefix: prefix.into(),
+        }
+    }
+
+    /// Enables the retention checks.
+    pub fn with_retention(mut self, driver: Arc<dyn RetentionDriver>) -> Self {
+        self.retention = Some(driver);
+        self
+    }
+
+    /// A topic or group name under the prefix. Only `[a-zA-Z0-9._-]`, as Kafka allows.
+    pub fn name(&self, suffix: &str) -> String {
+        format!("{}-{suffix}", self.prefix)
+    }
+
+    async fn create(
+        &self,
+        suffix: &str,
+        partitions: i32,
+        config: TopicConfig,
+    ) -> Result<String, String> {
+        let name = self.name(suffix);
+        self.log
+            .create_topic(
+                NewTopic {
+                    name: name.clone(),
+                    partitions,
+                    config,
+                },
+                false,
+            )
+            .await
+            .ctx(&format!("create topic {name}"))?;
+        Ok(name)
+    }
+}
+
+/// Runs every check in turn against one harness, stopping at the first failure.
+pub async fn run_all(h: &Harness) -> Result<(), String> {
+    macro_rules! run {
+        ($($check:ident),*) => {
+            $( $check(h).await.map_err(|e| format!("{}: {e}", stringify!($check)))?; )*
+        };
+    }
+    run!(
+        topic_lifecycle,
+        topic_admin,
+        append_assigns_consecutive_offsets,
+        read_back_byte_exact,
+        watermarks_and_read_bounds,
+        read_honours_max_bytes,
+        message_too_large,
+        timestamps,
+        delete_records,
+        retention_by_time,
+        retention_by_size,
+        concurrent_producers,
+        long_poll_wakeup,
+        offsets_commit_and_fetch,
+        offsets_delete_and_groups
+    );
+    Ok(())
+}
+
+/// Instantiates every suite check as a separate `#[tokio::test]` (multi-threaded).
+///
+/// `$make` is an `async fn(&'static str) -> Harness`, called with the check's name for
+/// each test; it should build a fresh backend or at least a prefix no other test uses.
+/// The calling crate needs `tokio` with the `macros` and `rt-multi-thread` features.
+#[macro_export]
+macro_rules! store_suite {
+    ($make:path) => {
+        $crate::store_suite!(@checks $make;
+            topic_lifecycle,
+            topic_admin,
+            append_assigns_consecutive_offsets,
+            read_back_byte_exact,
+            watermarks_and_read_bounds,
+            read_honours_max_bytes,
+            message_too_large,
+            timestamps,
+            delete_records,
+            retention_by_time,
+            retention_by_size,
+            concurrent_producers,
+            long_poll_wakeup,
+            offsets_commit_and_fetch,
+            offsets_delete_and_groups,
+        );
+    };
+    (@checks $make:path; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let harness = $make(stringify!($check)).await;
+                if let Err(e) = $crate::store::suite::$check(&harness).await {
+                    panic!("store suite check {} failed: {e}", stringify!($check));
+                }
+            }
+        )*
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+macro_rules! ensure_eq {
+    ($left:expr, $right:expr, $($fmt:tt)+) => {{
+        let (left, right) = (&$left, &$right);
+        if left != right {
+            return Err(format!(
+                "{}: expected {:?}, got {:?}",
+                format_args!($($fmt)+),
+                right,
+                left
+            ));
+        }
+    }};
+}
+
+/// Turns a store error into a message naming the call that failed.
+trait Ctx<T> {
+    fn ctx(self, what: &str) -> Result<T, String>;
+}
+
+impl<T> Ctx<T> for StoreResult<T> {
+    fn ctx(self, what: &str) -> Result<T, String> {
+        self.map_err(|e| format!("{what}: unexpected error {e:?}"))
+    }
+}
+
+/// Checks that `result` failed with an error `matches` accepts.
+fn expect_err<T: Debug>(
+    result: StoreResult<T>,
+    matches: impl Fn(&StoreError) -> bool,
+    what: &str,
+) -> Result<StoreError, String> {
+    match result {
+        Err(e) if matches(&e) => Ok(e),
+        other => Err(format!("{what}: got {other:?}")),
+    }
+}
+
+fn is_unknown(e: &StoreError) -> bool {
+    matches!(e, StoreError::UnknownTopicOrPartition { .. })
+}
+
+fn is_out_of_range(e: &StoreError) -> bool {
+    matches!(e, StoreError::OffsetOutOfRange { .. })
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Settings that keep records forever, so only the checks that test retention see any.
+fn keep_forever() -> TopicConfig {
+    TopicConfig {
+        retention_ms: -1,
+        retention_bytes: -1,
+        ..TopicConfig::KAFKA_DEFAULT
+    }
+}
+
+/// A producer's base offset: anything but what the store will assign, so the checks see
+/// the store rewrite it.
+const PRODUCER_BASE_OFFSET: i64 = 1_000_000;
+
+fn record(timestamp: i64, key: Option<&str>, value: Option<&str>) -> NewRecord {
+    NewRecord {
+        timestamp,
+        key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
+        value: value.map(|v| Bytes::copy_from_slice(v.as_bytes())),
+        headers: vec![],
+    }
+}
+
+fn encode_with(options: &BatchOptions, records: &[NewRecord]) -> Result<Bytes, String> {
+    let mut out = BytesMut::new();
+    encode_batch(options, records, &mut out).map_err(|e| format!("encode batch: {e}"))?;
+    Ok(out.freeze())
+}
+
+fn encode(records: &[NewRecord]) -> Result<Bytes, String> {
+    encode_with(
+        &BatchOptions {
+            base_offset: PRODUCER_BASE_OFFSET,
+            ..BatchOptions::default()
+        },
+        records,
+    )
+}
+
+/// A batch of `count` records at `timestamp` whose values start with `tag`.
+fn batch(count: usize, timestamp: i64, tag: &str) -> Result<Bytes, String> {
+    let records: Vec<NewRecord> = (0..count)
+        .map(|i| record(timestamp, None, Some(&format!("{tag}-{i}"))))
+        .collect();
+    encode(&records)
+}
+
+/// A one-record batch whose value is `size` bytes, so batch sizes are easy to reason about.
+fn sized_batch(size: usize, timestamp: i64) -> Result<Bytes, String> {
+    encode(&[NewRecord {
+        timestamp,
+        key: None,
+        value: Some(Bytes::from(vec![b'x'; size])),
+        headers: vec![],
+    }])
+}
+
+fn header(bytes: &Bytes) -> Result<BatchHeader, String> {
+    BatchHeader::parse(bytes).map_err(|e| format!("parse stored batch header: {e}"))
+}
+
+/// The records of a stored batch as (offset, timestamp, key, value).
+type Rec = (i64, i64, Option<Bytes>, Option<Bytes>);
+
+fn records_of(bytes: &Bytes) -> Result<Vec<Rec>, String> {
+    let batch = RecordBatch::decode(bytes, &DecodeLimits::default())
+        .map_err(|e| format!("stored batch no longer decodes: {e}"))?;
+    let records = batch.records().map_err(|e| format!("records: {e}"))?;
+    records
+        .map(|r| {
+            r.map(|r| (r.offset, r.timestamp, r.key, r.value))
+                .map_err(|e| format!("record: {e}"))
+        })
+        .collect()
+}
+
+async fn append(
+    h: &Harness,
+    topic: &str,
+    partition: i32,
+    batches: Vec<Bytes>,
+) -> Result<i64, String> {
+    h.log
+        .append(topic, partition, batches, now_ms())
+        .await
+        .map(|o| o.base_offset)
+        .ctx(&format!("append to {topic}/{partition}"))
+}
+
+async fn watermarks(h: &Harness, topic: &str, partition: i32) -> Result<(i64, i64), String> {
+    let w = h
+        .log
+        .watermarks(topic, partition)
+        .await
+        .ctx(&format!("watermarks of {topic}/{partition}"))?;
+    Ok((w.log_start_offset, w.high_watermark))
+}
+
+/// Every batch from `offset` to the high watermark, in as many reads as it takes.
+async fn read_all(h: &Harness, topic: &str, mut offset: i64) -> Result<Vec<Bytes>, String> {
+    let mut out = Vec::new();
+    loop {
+        let read = h
+            .log
+            .read(topic, 0, offset, 1 << 20)
+            .await
+            .ctx(&format!("read {topic}/0 at {offset}"))?;
+        let Some(last) = read.batches.last() else {
+            ensure_eq!(
+                offset,
+                read.watermarks.high_watermark,
+                "an empty read ends at the high watermark"
+            );
+            return Ok(out);
+        };
+        offset = header(last)?.next_offset();
+        out.extend(read.batches);
+    }
+}
+
+async fn partition_count(h: &Harness, name: &str) -> Result<i32, String> {
+    h.log
+        .topic(name)
+        .await
+        .ctx("topic")?
+        .map(|t| t.partitions)
+        .ok_or_else(|| format!("topic {name} missing"))
+}
+
+/// `offset_for_timestamp`, with the timestamp of the hit relative to `t`.
+async fn lookup(h: &Harness, name: &str, t: i64, ts: i64) -> Result<Option<(i64, i64)>, String> {
+    h.log
+        .offset_for_timestamp(name, 0, ts)
+        .await
+        .map(|hit| hit.map(|hit| (hit.offset, hit.timestamp - t)))
+        .ctx(&format!("offset_for_timestamp(t{:+})", ts - t))
+}
+
+/// `max_timestamp`, with the timestamp of the hit relative to `t`.
+async fn max_timestamp(h: &Harness, name: &str, t: i64) -> Result<Option<(i64, i64)>, String> {
+    h.log
+        .max_timestamp(name, 0)
+        .await
+        .map(|hit| hit.map(|hit| (hit.offset, hit.timestamp - t)))
+        .ctx("max_timestamp")
+}
+
+fn committed(offset: i64, metadata: Option<&str>) -> CommittedOffset {
+    CommittedOffset {
+        offset,
+        leader_epoch: 3,
+        metadata: metadata.map(str::to_owned),
+        commit_timestamp: 1_700_000_000_000 + offset,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Checks
+// ---------------------------------------------------------------------------------------
+
+/// Create, describe (by name, by id, in the listing) and delete topics; ids are non-zero
+/// and distinct, and a recreated topic starts empty with a new id.
+pub async fn topic_lifecycle(h: &Harness) -> Result<(), String> {
+    let config = TopicConfig {
+        retention_ms: 3_600_000,
+        retention_bytes: 1 << 20,
+        max_message_bytes: 500_000,
+    };
+    let name = h.name("lifecycle-b");
+    let info = h
+        .log
+        .create_topic(
+            NewTopic {
+                name: name.clone(),
+                partitions: 3,
+                config: config.clone(),
+            },
+            false,
+        )
+        .await
+        .ctx("create topic")?;
+    ensure_eq!(info.name, name, "created topic name");
+    ensure_eq!(info.partitions, 3, "created partition count");
+    ensure_eq!(info.config, config, "created config");
+    ensure!(info.id != 0, "topic id must not be zero");
+
+    let by_name = h.log.topic(&name).await.ctx("topic by name")?;
+    ensure_eq!(by_name, Some(info.clone()), "topic by name");
+    let by_id = h.log.topic_by_id(info.id).await.ctx("topic by id")?;
+    ensure_eq!(by_id, Some(info.clone()), "topic by id");
+
+    let other = h.create("lifecycle-a", 1, keep_forever()).await?;
+    let other_info = h
+        .log
+        .topic(&other)
+        .await
+        .ctx("second topic")?
+        .ok_or("second topic missing")?;
+    ensure!(
+        other_info.id != info.id && other_info.id != 0,
+        "topic ids must be distinct and non-zero: {:032x} vs {:032x}",
+        other_info.id,
+        info.id
+    );
+    let listed: Vec<String> = h
+        .log
+        .topics()
+        .await
+        .ctx("topics")?
+        .into_iter()
+        .map(|t| t.name)
+        .filter(|n| n.starts_with(&h.name("lifecycle-")))
+        .collect();
+    ensure_eq!(
+        listed,
+        vec![other.clone(), name.clone()],
+        "topics sorted by name"
+    );
+
+    h.log.delete_topic(&name).await.ctx("delete topic")?;
+    ensure_eq!(
+        h.log.topic(&name).await.ctx("topic after delete")?,
+        None,
+        "deleted topic by name"
+    );
+    ensure_eq!(
+        h.log.topic_by_id(info.id).await.ctx("id after delete")?,
+        None,
+        "deleted topic by id"
+    );
+    expect_err(
+        h.log.delete_topic(&name).await,
+        is_unknown,
+        "deleting a deleted topic",
+    )?;
+    expect_err(
+        h.log.watermarks(&name, 0).await,
+        is_unknown,
+        "watermarks of a deleted topic",
+    )?;
+    ensure!(
+        h.log.watch(&name, 0).is_none(),
+        "watch of a deleted topic must be None"
+    );
+
+    let recreated = h.create("lifecycle-b", 1, keep_forever()).await?;
+    let again = h
+        .log
+        .topic(&recreated)
+        .await
+        .ctx("recreated topic")?
+        .ok_or("recreated topic missing")?;
+    ensure!(
+        again.id != info.id,
+        "a recreated topic gets a new id, got the old {:032x}",
+        info.id
+    );
+    ensure_eq!(
+        watermarks(h, &recreated, 0).await?,
+        (0, 0),
+        "a recreated topic starts empty"
+    );
+    Ok(())
+}
+
+/// Duplicate and invalid creates, `validate_only`, `create_partitions` and
+/// `set_topic_config`, and unknown topics or partitions.
+pub async fn topic_admin(h: &Harness) -> Result<(), String> {
+    let name = h.create("admin", 2, keep_forever()).await?;
+    let new = |name: &str, partitions| NewTopic {
+        name: name.to_owned(),
+        partitions,
+        config: keep_forever(),
+    };
+    expect_err(
+        h.log.create_topic(new(&name, 2), false).await,
+        |e| matches!(e, StoreError::TopicAlreadyExists(_)),
+        "creating an existing topic",
+    )?;
+    expect_err(
+        h.log.create_topic(new(&name, 2), true).await,
+        |e| matches!(e, StoreError::TopicAlreadyExists(_)),
+        "validating the creation of an existing topic",
+    )?;
+    for partitions in [0, -1] {
+        let bad = h.name(&format!("admin-bad{}", -partitions));
+        expect_err(
+            h.log.create_topic(new(&bad, partitions), false).await,
+            |e| matches!(e, StoreError::InvalidPartitions(_)),
+            &format!("creating a topic with {partitions} partitions"),
+        )?;
+        ensure_eq!(
+            h.log.topic(&bad).await.ctx("refused topic")?,
+            None,
+            "a refused topic must not exist"
+        );
+    }
+
+    let dry = h.name("admin-dry");
+    let info = h
+        .log
+        .create_topic(new(&dry, 4), true)
+        .await
+        .ctx("validate-only create")?;
+    ensure_eq!(
+        (info.name.as_str(), info.partitions),
+        (dry.as_str(), 4),
+        "validate-only create describes the topic"
+    );
+    ensure_eq!(
+        h.log.topic(&dry).await.ctx("validate-only topic")?,
+        None,
+        "validate-only create must not create"
+    );
+
+    for total in [2, 1, 0] {
+        expect_err(
+            h.log.create_partitions(&name, total, false).await,
+            |e| matches!(e, StoreError::InvalidPartitions(_)),
+            &format!("create_partitions to {total} from 2"),
+        )?;
+    }
+    h.log
+        .create_partitions(&name, 4, true)
+        .await
+        .ctx("validate-only create_partitions")?;
+    ensure_eq!(
+        partition_count(h, &name).await?,
+        2,
+        "validate-only create_partitions must not add partitions"
+    );
+    h.log
+        .create_partitions(&name, 4, false)
+        .await
+        .ctx("create_partitions")?;
+    ensure_eq!(
+        partition_count(h, &name).await?,
+        4,
+        "partitions after create_partitions"
+    );
+    ensure_eq!(
+        watermarks(h, &name, 3).await?,
+        (0, 0),
+        "a new partition is empty"
+    );
+    ensure_eq!(
+        append(h, &name, 3, vec![batch(2, now_ms(), "p3")?]).await?,
+        0,
+        "first offset in a new partition"
+    );
+    expect_err(
+        h.log
+            .create_partitions(&h.name("admin-missing"), 4, false)
+            .await,
+        is_unknown,
+        "create_partitions of an unknown topic",
+    )?;
+
+    let config = TopicConfig {
+        retention_ms: 1_000,
+        retention_bytes: 4_096,
+        max_message_bytes: 2_048,
+    };
+    h.log
+        .set_topic_config(&name, config.clone())
+        .await
+        .ctx("set_topic_config")?;
+    let info = h
+        .log
+        .topic(&name)
+        .await
+        .ctx("topic after set_topic_config")?
+        .ok_or("topic missing after set_topic_config")?;
+    ensure_eq!(info.config, config, "config after set_topic_config");
+    expect_err(
+        h.log
+            .set_topic_config(&h.name("admin-missing"), config)
+            .await,
+        is_unknown,
+        "set_topic_config of an unknown topic",
+    )?;
+
+    for partition in [4, -1, i32::MAX] {
+        expect_err(
+            h.log.watermarks(&name, partition).await,
+            is_unknown,
+            &format!("watermarks of partition {partition}"),
+        )?;
+        expect_err(
+            h.log
+                .append(&name, partition, vec![batch(1, now_ms(), "x")?], now_ms())
+                .await,
+            is_unknown,
+            &format!("append to partition {partition}"),
+        )?;
+        expect_err(
+            h.log.read(&name, partition, 0, 1024).await,
+            is_unknown,
+            &format!("read of partition {partition}"),
+        )?;
+    }
+    expect_err(
+        h.log.read(&h.name("admin-missing"), 0, 0, 1024).await,
+        is_unknown,
+        "read of an unknown topic",
+    )?;
+    Ok(())
+}
+
+/// Offsets are consecutive across the batches of one call and across calls, the
+/// producer's base offset is replaced, and partitions count separately.
+pub async fn append_assigns_consecutive_offsets(h: &Harness) -> Result<(), String> {
+    let name = h.create("offsets", 2, keep_forever()).await?;
+    let ts = now_ms();
+    let outcome = h
+        .log
+        .append(
+            &name,
+            0,
+            vec![batch(3, ts, "a")?, batch(1, ts, "b")?, batch(2, ts, "c")?],
+            ts,
+        )
+        .await
+        .ctx("append three batches")?;
+    ensure_eq!(outcome.base_offset, 0, "base offset of the first append");
+    ensure_eq!(
+        outcome.log_start_offset,
+        0,
+        "log start after the first append"
+    );
+    ensure_eq!(
+        outcome.log_append_time,
+        -1,
+        "log append time under CreateTime"
+    );
+    ensure_eq!(
+        watermarks(h, &name, 0).await?,
+        (0, 6),
+        "watermarks after 6 records"
+    );
+    ensure_eq!(
+        append(h, &name, 0, vec![batch(2, ts, "d")?]).await?,
+        6,
+        "base offset of the second append"
+    );
+    ensure_eq!(
+        watermarks(h, &name, 1).await?,
+        (0, 0),
+        "the other partition"
+    );
+    ensure_eq!(
+        append(h, &name, 1, vec![batch(1, ts, "e")?]).await?,
+        0,
+        "first offset of the other partition"
+    );
+    ensure_eq!(
+        watermarks(h, &name, 0).await?,
+        (0, 8),
+        "partition 0 unaffected"
+    );
+
+    let batches = read_all(h, &name, 0).await?;
+    let bases: Vec<i64> = batches
+        .iter()
+        .map(|b| header(b).map(|h| h.base_offset))
+        .collect::<Result<_, _>>()?;
+    ensure_eq!(bases, vec![0, 3, 4, 6], "stored base offsets");
+    let offsets: Vec<i64> = batches
+        .iter()
+        .map(records_of)
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .map(|r| r.0)
+        .collect();
+    ensure_eq!(offsets, (0..8).collect::<Vec<_>>(), "record offsets");
+    Ok(())
+}
+
+/// Batches come back byte for byte (bar the rewritten base offset), compressed or not,
+/// with keys, values, null fields and headers intact.
+pub async fn read_back_byte_exact(h: &Harness) -> Result<(), String> {
+    let name = h.create("exact", 1, keep_forever()).await?;
+    let ts = now_ms() - 5_000;
+    let records = vec![
+        NewRecord {
+            timestamp: ts,
+            key: Some(Bytes::from_static(b"key-1")),
+            value: Some(Bytes::from_static(b"value-1")),
+            headers: vec![
+                Header::new(Bytes::from_static(b"h1"), Some(Bytes::from_static(b"v1"))),
+                Header::new(Bytes::from_static(b"h1"), None),
+            ],
+        },
+        record(ts + 7, None, Some("no key")),
+        record(ts - 3, Some("tombstone"), None),
+        record(ts + 1, Some(""), Some("")),
+    ];
+    let plain = encode(&records)?;
+    let gzip = encode_with(
+        &BatchOptions {
+            base_offset: PRODUCER_BASE_OFFSET,
+            compression: Compression::Gzip,
+            producer_id: 42,
+            producer_epoch: 1,
+            base_sequence: 0,
+            ..BatchOptions::default()
+        },
+        &records,
+    )?;
+    let sent = vec![plain, gzip];
+    append(h, &name, 0, sent.clone()).await?;
+    let got = read_all(h, &name, 0).await?;
+    ensure_eq!(got.len(), 2, "batches read back");
+    for (i, (sent, got)) in sent.iter().zip(&got).enumerate() {
+        let base = (i * records.len()) as i64;
+        ensure_eq!(header(got)?.base_offset, base, "base offset of batch {i}");
+        ensure!(
+            got.len() == sent.len() && got[8..] == sent[8..],
+            "batch {i} must come back byte for byte after the base offset"
+        );
+        let decoded = records_of(got)?;
+        let expected: Vec<Rec> = records
+            .iter()
+            .enumerate()
+            .map(|(j, r)| (base + j as i64, r.timestamp, r.key.clone(), r.value.clone()))
+            .collect();
+        ensure_eq!(decoded, expected, "records of batch {i}");
+    }
+    Ok(())
+}
+
+/// Watermarks move with appends; reads at the high watermark are empty, beyond it or
+/// below the log start they are out of range; a read starts with the batch holding the
+/// offset.
+pub async fn watermarks_and_read_bounds(h: &Harness) -> Result<(), String> {
+    let name = h.create("bounds", 1, keep_forever()).await?;
+    ensure_eq!(watermarks(h, &name, 0).await?, (0, 0), "empty partition");
+    let empty = h
+        .log
+        .read(&name, 0, 0, 1024)
+        .await
+        .ctx("read empty partition")?;
+    ensure!(
+        empty.is_empty(),
+        "reading an empty partition returns nothing"
+    );
+    ensure_eq!(
+        (
+            empty.watermarks.log_start_offset,
+            empty.watermarks.high_watermark
+        ),
+        (0, 0),
+        "watermarks of an empty read"
+    );
+    for offset in [1, -1] {
+        expect_err(
+            h.log.read(&name, 0, offset, 1024).await,
+            is_out_of_range,
+            &format!("read at {offset} of an empty partition"),
+        )?;
+    }
+
+    let ts = now_ms();
+    append(h, &name, 0, vec![batch(2, ts, "a")?, batch(2, ts, "b")?]).await?;
+    ensure_eq!(watermarks(h, &name, 0).await?, (0, 4), "after 4 records");
+    let at_hw = h.log.read(&name, 0, 4, 1 << 20).await.ctx("read at HW")?;
+    ensure!(
+        at_hw.is_empty(),
+        "a read at the high watermark returns nothing"
+    );
+    ensure_eq!(at_hw.watermarks.high_watermark, 4, "HW reported by a read");
+    expect_err(
+        h.log.read(&name, 0, 5, 1 << 20).await,
+        is_out_of_range,
+        "read beyond the high watermark",
+    )?;
+    let mid = h.log.read(&name, 0, 3, 1 << 20).await.ctx("read at 3")?;
+    ensure_eq!(mid.batches.len(), 1, "batches from offset 3");
+    ensure_eq!(
+        header(&mid.batches[0])?.base_offset,
+        2,
+        "a read starts with the batch holding the offset"
+    );
+
+    h.log
+        .delete_records(&name, 0, 2)
+        .await
+        .ctx("delete_records")?;
+    let err = expect_err(
+        h.log.read(&name, 0, 1, 1 << 20).await,
+        is_out_of_range,
+        "read below the log start",
+    )?;
+    if let StoreError::OffsetOutOfRange {
+        offset,
+        log_start_offset,
+        high_watermark,
+    } = err
+    {
+        ensure_eq!(
+            (offset, log_start_offset, high_watermark),
+            (1, 2, 4),
+            "fields of OffsetOutOfRange"
+        );
+    }
+    Ok(())
+}
+
+/// `max_bytes` bounds a read, yet the first batch always comes back whole (KIP-74).
+pub async fn read_honours_max_bytes(h: &Harness) -> Result<(), String> {
+    let name = h.create("maxbytes", 1, keep_forever()).await?;
+    let ts = now_ms();
+    let batches = vec![
+        sized_batch(200, ts)?,
+        sized_batch(200, ts)?,
+        sized_batch(200, ts)?,
+    ];
+    let size = batches[0].len();
+    append(h, &name, 0, batches).await?;
+    for (max_bytes, expected) in [
+        (0, 1),
+        (1, 1),
+        (size, 1),
+        (2 * size - 1, 1),
+        (2 * size, 2),
+        (3 * size - 1, 2),
+        (3 * size, 3),
+        (usize::MAX, 3),
+    ] {
+        let read = h
+            .log
+            .read(&name, 0, 0, max_bytes)
+            .await
+            .ctx(&format!("read with max_bytes {max_bytes}"))?;
+        ensure_eq!(
+            read.batches.len(),
+            expected,
+            "batches read with max_bytes {max_bytes} (batch size {size})"
+        );
+        ensure!(
+            expected == 1 || read.len() <= max_bytes,
+            "{} bytes read with max_bytes {max_bytes}",
+            read.len()
+        );
+    }
+    let read = h.log.read(&name, 0, 2, 1).await.ctx("read at 2")?;
+    ensure_eq!(read.batches.len(), 1, "a read from the last batch");
+    ensure_eq!(header(&read.batches[0])?.base_offset, 2, "the last batch");
+    Ok(())
+}
+
+/// A batch above the topic's `max.message.bytes` is refused, and with it the whole call.
+pub async fn message_too_large(h: &Harness) -> Result<(), String> {
+    let config = TopicConfig {
+        max_message_bytes: 512,
+        ..keep_forever()
+    };
+    let name = h.create("toolarge", 1, config).await?;
+    let ts = now_ms();
+    let small = sized_batch(10, ts)?;
+    let big = sized_batch(1_000, ts)?;
+    expect_err(
+        h.log.append(&name, 0, vec![big.clone()], ts).await,
+        |e| matches!(e, StoreError::MessageTooLarge { .. }),
+        "appending a batch over max.message.bytes",
+    )?;
+    expect_err(
+        h.log.append(&name, 0, vec![small.clone(), big], ts).await,
+        |e| matches!(e, StoreError::MessageTooLarge { .. }),
+        "appending a small and a too large batch",
+    )?;
+    ensure_eq!(
+        watermarks(h, &name, 0).await?,
+        (0, 0),
+        "nothing of a refused append lands"
+    );
+    ensure_eq!(
+        append(h, &name, 0, vec![small]).await?,
+        0,
+        "a small batch still fits"
+    );
+    Ok(())
+}
+
+/// `offset_for_timestamp` finds the exact first record at or after a timestamp, even
+/// when timestamps are out of order and when the log start falls inside a batch;
+/// `max_timestamp` finds the first record with the largest timestamp.
+pub async fn timestamps(h: &Harness) -> Result<(), String> {
+    let name = h.create("timestamps", 1, keep_forever()).await?;
+    ensure_eq!(
+        h.log
+            .offset_for_timestamp(&name, 0, 0)
+            .await
+            .ctx("lookup in empty")?,
+        None,
+        "timestamp lookup in an empty partition"
+    );
+    ensure_eq!(
+        h.log.max_timestamp(&name, 0).await.ctx("max in empty")?,
+        None,
+        "max timestamp of an empty partition"
+    );
+
+    let t = now_ms() - 60_000;
+    let at = |deltas: &[i64]| -> Result<Bytes, String> {
+        let records: Vec<NewRecord> = deltas
+            .iter()
+            .map(|d| record(t + d, None, Some("v")))
+            .collect();
+        encode(&records)
+    };
+    // offsets:  0    1    2  | 3    4  | 5    6
+    // times:  100  300  200  | 250  400 | 400  150
+    append(h, &name, 0, vec![at(&[100, 300, 200])?, at(&[250, 400])?]).await?;
+    append(h, &name, 0, vec![at(&[400, 150])?]).await?;
+
+    for (delta, expected) in [
+        (-1_000_000, Some((0, 100))),
+        (100, Some((0, 100))),
+        (101, Some((1, 300))),
+        (250, Some((1, 300))),
+        (301, Some((4, 400))),
+        (400, Some((4, 400))),
+        (401, None),
+    ] {
+        ensure_eq!(
+            lookup(h, &name, t, t + delta).await?,
+            expected,
+            "offset_for_timestamp(t+{delta})"
+        );
+    }
+    ensure_eq!(
+        max_timestamp(h, &name, t).await?,
+        Some((4, 400)),
+        "max_timestamp"
+    );
+
+    // The log start inside the first batch hides offsets 0 and 1.
+    h.log
+        .delete_records(&name, 0, 2)
+        .await
+        .ctx("delete_records(2)")?;
+    ensure_eq!(
+        lookup(h, &name, t, t + 100).await?,
+        Some((2, 200)),
+        "lookup after delete_records(2)"
+    );
+    ensure_eq!(
+        lookup(h, &name, t, t + 201).await?,
+        Some((3, 250)),
+        "lookup after delete_records(2)"
+    );
+    ensure_eq!(
+        max_timestamp(h, &name, t).await?,
+        Some((4, 400)),
+        "max after delete_records(2)"
+    );
+    // The log start inside the last batch hides offsets up to 4.
+    h.log
+        .delete_records(&name, 0, 5)
+        .await
+        .ctx("delete_records(5)")?;
+    ensure_eq!(
+        lookup(h, &name, t, t + 100).await?,
+        Some((5, 400)),
+        "lookup after delete_records(5)"
+    );
+    ensure_eq!(
+        max_timestamp(h, &name, t).await?,
+        Some((5, 400)),
+        "max after delete_records(5)"
+    );
+    h.log
+        .delete_records(&name, 0, 6)
+        .await
+        .ctx("delete_records(6)")?;
+    ensure_eq!(
+        lookup(h, &name, t, t + 100).await?,
+        Some((6, 150)),
+        "lookup after delete_records(6)"
+    );
+    ensure_eq!(
+        max_timestamp(h, &name, t).await?,
+        Some((6, 150)),
+        "max after delete_records(6)"
+    );
+    h.log
+        .delete_records(&name, 0, -1)
+        .await
+        .ctx("delete_records(-1)")?;
+    ensure_eq!(
+        lookup(h, &name, t, t).await?,
+        None,
+        "lookup with every record deleted"
+    );
+    ensure_eq!(
+        max_timestamp(h, &name, t).await?,
+        None,
+        "max with every record deleted"
+    );
+    Ok(())
+}
+
+/// `delete_records` moves the log start (also into a batch), never backwards, -1 means
+/// the high watermark, and beyond the high watermark is out of range.
+pub async fn delete_records(h: &Harness) -> Result<(), String> {
+    let name = h.create("delete", 1, keep_forever()).await?;
+    let ts = now_ms();
+    append(
+        h,
+        &name,
+        0,
+        vec![batch(2, ts, "a")?, batch(2, ts, "b")?, batch(2, ts, "c")?],
+    )
+    .await?;
+    ensure_eq!(
+        h.log
+            .delete_records(&name, 0, 3)
+            .await
+            .ctx("delete_records(3)")?,
+        3,
+        "new log start"
+    );
+    ensure_eq!(
+        watermarks(h, &name, 0).await?,
+        (3, 6),
+        "watermarks after delete_records(3)"
+    );
+    expect_err(
+        h.log.read(&name, 0, 2, 1 << 20).await,
+        is_out_of_range,
+        "read below the new log start",
+    )?;
+    let read = h
+        .log
+        .read(&name, 0, 3, 1 << 20)
+        .await
+        .ctx("read at the log start")?;
+    ensure_eq!(
+        header(read.batches.first().ok_or("no batch at the log start")?)?.base_offset,
+        2,
+        "the batch holding the log start is still served whole"
+    );
+    ensure_eq!(
+        h.log
+            .delete_records(&name, 0, 1)
+            .await
+            .ctx("delete_records(1)")?,
+        3,
+        "the log start never moves back"
+    );
+    for bad in [7, -2] {
+        expect_err(
+            h.log.delete_records(&name, 0, bad).await,
+            is_out_of_range,
+            &format!("delete_records({bad})"),
+        )?;
+    }
+    ensure_eq!(
+        watermarks(h, &name, 0).await?,
+        (3, 6),
+        "refused deletes change nothing"
+    );
+    ensure_eq!(
+        h.log
+            .delete_records(&name, 0, -1)
+            .await
+            .ctx("delete_records(-1)")?,
+        6,
+        "-1 deletes up to the high watermark"
+    );
+    ensure_eq!(
+        watermarks(h, &name, 0).await?,
+        (6, 6),
+        "after deleting everything"
+    );
+    let read = h.log.read(&name, 0, 6, 1 << 20).await.ctx("read at 6")?;
+    ensure!(read.is_empty(), "nothing left to read");
+    ensure_eq!(
+        append(h, &name, 0, vec![batch(1, ts, "d")?]).await?,
+        6,
+        "offsets continue after a full delete"
+    );
+    expect_err(
+        h.log.delete_records(&h.name("delete-missing"), 0, 0).await,
+        is_unknown,
+        "delete_records of an unknown topic",
+    )?;
+    Ok(())
+}
+
+/// `retention.ms` drops whole batches from the front whose newest record is too old
+/// (all of them once everything expired); `retention.ms=-1` keeps everything.
+pub async fn retention_by_time(h: &Harness) -> Result<(), String> {
+    let Some(driver) = h.retention.clone() else {
+        return Ok(());
+    };
+    let config = TopicConfig {
+        retention_ms: 60_000,
+        ..keep_forever()
+    };
+    let timed = h.create("time", 1, config).await?;
+    let forever = h.create("time-forever", 1, keep_forever()).await?;
+    let now = now_ms();
+    let old = now - 600_000;
+    let mixed = encode(&[
+        record(old, None, Some("old")),
+        record(now - 1_000, None, Some("new")),
+    ])?;
+    for name in [&timed, &forever] {
+        append(
+            h,
+            name,
+            0,
+            vec![
+                batch(2, old, "expired")?,
+                mixed.clone(),
+                batch(2, old - 100_000, "behind")?,
+            ],
+        )
+        .await?;
+    }
+    driver.apply_retention(now).await;
+    ensure_eq!(
+        watermarks(h, &timed, 0).await?,
+        (2, 6),
+        "only the expired front batch goes; the old batch behind a recent one stays"
+    );
+    expect_err(
+        h.log.read(&timed, 0, 0, 1 << 20).await,
+        is_out_of_range,
+        "read of an expired offset",
+    )?;
+    let read = h
+        .log
+        .read(&timed, 0, 2, 1 << 20)
+        .await
+        .ctx("read after retention")?;
+    ensure_eq!(read.batches.len(), 2, "batches left after retention");
+    ensure_eq!(
+        watermarks(h, &forever, 0).await?,
+        (0, 6),
+        "retention.ms=-1 keeps everything"
+    );
+
+    driver.apply_retention(now + 3_600_000).await;
+    ensure_eq!(
+        watermarks(h, &timed, 0).await?,
+        (6, 6),
+        "everything expired"
+    );
+    ensure!(
+        h.log
+            .read(&timed, 0, 6, 1 << 20)
+            .await
+            .ctx("read at HW")?
+            .is_empty(),
+        "nothing left after everything expired"
+    );
+    ensure_eq!(
+        append(h, &timed, 0, vec![batch(1, now_ms(), "later")?]).await?,
+        6,
+        "offsets continue after retention emptied the partition"
+    );
+    ensure_eq!(
+        watermarks(h, &forever, 0).await?,
+        (0, 6),
+        "retention.ms=-1 keeps everything"
+    );
+    Ok(())
+}
+
+/// `retention.bytes` drops whole batches from the front until the partition fits (give or
+/// take one batch, as backends round to their segments), but never the last batch.
+pub async fn retention_by_size(h: &Harness) -> Result<(), String> {
+    let Some(driver) = h.retention.clone() else {
+        return Ok(());
+    };
+    let ts = now_ms();
+    let one = sized_batch(300, ts)?;
+    let size = one.len();
+    let limit = 2 * size + size / 2;
+    let config = TopicConfig {
+        retention_bytes: i64::try_from(limit).map_err(|e| e.to_string())?,
+        ..keep_forever()
+    };
+    let name = h.create("size", 1, config).await?;
+    append(h, &name, 0, vec![one.clone(); 5]).await?;
+    driver.apply_retention(ts).await;
+    let (start, hw) = watermarks(h, &name, 0).await?;
+    ensure_eq!(hw, 5, "high watermark after size retention");
+    ensure!(
+        (2..=3).contains(&start),
+        "5 batches of {size} bytes with retention.bytes {limit}: expected 2 or 3 dropped, \
+         log start is {start}"
+    );
+    let left = read_all(h, &name, start).await?;
+    ensure_eq!(
+        left.len() as i64,
+        5 - start,
+        "batches left after size retention"
+    );
+
+    let zero = TopicConfig {
+        retention_bytes: 0,
+        ..keep_forever()
+    };
+    let active = h.create("size-active", 1, zero).await?;
+    append(h, &active, 0, vec![one.clone()]).await?;
+    driver.apply_retention(ts).await;
+    ensure_eq!(
+        watermarks(h, &active, 0).await?,
+        (0, 1),
+        "size retention never drops the last batch"
+    );
+    append(h, &active, 0, vec![one.clone(), one]).await?;
+    driver.apply_retention(ts).await;
+    ensure_eq!(
+        watermarks(h, &active, 0).await?,
+        (2, 3),
+        "retention.bytes=0 keeps only the last batch"
+    );
+    Ok(())
+}
+
+/// Eight producers appending to one partition at once get unique, contiguous offsets,
+/// each producer's batches in its own order, and every batch reads back intact.
+pub async fn concurrent_producers(h: &Harness) -> Result<(), String> {
+    const PRODUCERS: usize = 8;
+    const APPENDS: usize = 200;
+    let name = h.create("concurrent", 1, keep_forever()).await?;
+    let mut tasks = JoinSet::new();
+    for producer in 0..PRODUCERS {
+        let log = Arc::clone(&h.log);
+        let name = name.clone();
+        tasks.spawn(async move {
+            let mut landed = Vec::with_capacity(APPENDS);
+            for i in 0..APPENDS {
+                let count = 1 + (producer + i) % 3;
+                let bytes = batch(count, now_ms(), &format!("p{producer}-{i}"))?;
+                let base = log
+                    .append(&name, 0, vec![bytes], now_ms())
+                    .await
+                    .map(|o| o.base_offset)
+                    .ctx(&format!("producer {producer} append {i}"))?;
+                landed.push((base, count as i64, format!("p{producer}-{i}-0")));
+            }
+            Ok::<_, String>(landed)
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let landed = joined.map_err(|e| format!("producer task failed: {e}"))??;
+        ensure!(
+            landed.windows(2).all(|w| w[0].0 < w[1].0),
+            "one producer's appends must land in order"
+        );
+        all.extend(landed);
+    }
+    all.sort();
+    let mut next = 0;
+    for (base, count, _) in &all {
+        ensure_eq!(*base, next, "offsets must be unique and contiguous");
+        next += count;
+    }
+    ensure_eq!(
+        watermarks(h, &name, 0).await?,
+        (0, next),
+        "HW after concurrent appends"
+    );
+
+    let batches = read_all(h, &name, 0).await?;
+    ensure_eq!(batches.len(), PRODUCERS * APPENDS, "batches read back");
+    for (bytes, (base, count, first_value)) in batches.iter().zip(&all) {
+        let records = records_of(bytes)?;
+        ensure_eq!(
+            records.len() as i64,
+            *count,
+            "records in the batch at {base}"
+        );
+        ensure_eq!(
+            records.first().map(|r| (r.0, r.3.clone())),
+            Some((*base, Some(Bytes::from(first_value.clone())))),
+            "first record of the batch at {base}"
+        );
+    }
+    Ok(())
+}
+
+/// A task waiting on [`LogStore::watch`] wakes when another appends, with the new high
+/// watermark; other partitions are not woken. Skipped when the backend cannot notify.
+pub async fn long_poll_wakeup(h: &Harness) -> Result<(), String> {
+    let name = h.create("watch", 2, keep_forever()).await?;
+    let Some(mut rx) = h.log.watch(&name, 0) else {
+        return Ok(());
+    };
+    ensure!(
+        h.log.watch(&name, 2).is_none(),
+        "watch of an unknown partition must be None"
+    );
+    ensure!(
+        h.log.watch(&h.name("watch-missing"), 0).is_none(),
+        "watch of an unknown topic must be None"
+    );
+    let mut other = h.log.watch(&name, 1).ok_or("watch of partition 1")?;
+    ensure_eq!(*rx.borrow_and_update(), 0, "initial high watermark");
+    other.borrow_and_update();
+
+    let waiter = tokio::spawn(async move {
+        // Generous: this bounds a hang, it does not measure latency.
+        tokio::time::timeout(Duration::from_secs(5), rx.changed())
+            .await
+            .map_err(|_| "the waiter was not woken within 5 s".to_owned())?
+            .map_err(|_| "the watch sender was dropped".to_owned())?;
+        Ok::<_, String>(*rx.borrow_and_update())
+    });
+    append(h, &name, 0, vec![batch(3, now_ms(), "wake")?]).await?;
+    let hw = waiter
+        .await
+        .map_err(|e| format!("waiter task failed: {e}"))??;
+    ensure_eq!(hw, 3, "high watermark seen by the woken waiter");
+    ensure_eq!(
+        other
+            .has_changed()
+            .map_err(|_| "partition 1 sender dropped")?,
+        false,
+        "an append to partition 0 must not wake partition 1"
+    );
+    let late = h.log.watch(&name, 0).ok_or("watch after the append")?;
+    ensure_eq!(
+        *late.borrow(),
+        3,
+        "a new receiver starts at the current high watermark"
+    );
+    Ok(())
+}
+
+/// Commit and fetch one group's offsets: fetch_all sorted, overwrites, metadata and
+/// epochs kept, groups isolated.
+pub async fn offsets_commit_and_fetch(h: &Harness) -> Result<(), String> {
+    let group = h.name("group");
+    let other_group = h.name("group-other");
+    let (t1, t2) = (h.name("t1"), h.name("t2"));
+    ensure_eq!(
+        h.offsets
+            .fetch(&group, &t1, 0)
+            .await
+            .ctx("fetch before commit")?,
+        None,
+        "nothing committed yet"
+    );
+    ensure_eq!(
+        h.offsets
+            .fetch_all(&group)
+            .await
+            .ctx("fetch_all before commit")?,
+        vec![],
+        "nothing committed yet"
+    );
+    h.offsets
+        .commit(
+            &group,
+            vec![
+                (t2.clone(), 1, committed(30, None)),
+                (t1.clone(), 1, committed(20, Some("meta"))),
+                (t1.clone(), 0, committed(10, Some(""))),
+            ],
+        )
+        .await
+        .ctx("commit")?;
+    ensure_eq!(
+        h.offsets.fetch(&group, &t1, 1).await.ctx("fetch")?,
+        Some(committed(20, Some("meta"))),
+        "fetched offset"
+    );
+    ensure_eq!(
+        h.offsets
+            .fetch(&group, &t1, 2)
+            .await
+            .ctx("fetch uncommitted")?,
+        None,
+        "uncommitted partition"
+    );
+    ensure_eq!(
+        h.offsets
+            .fetch(&other_group, &t1, 1)
+            .await
+            .ctx("fetch other group")?,
+        None,
+        "another group's offsets"
+    );
+    h.offsets
+        .commit(&group, vec![(t1.clone(), 0, committed(11, None))])
+        .await
+        .ctx("second commit")?;
+    ensure_eq!(
+        h.offsets.fetch_all(&group).await.ctx("fetch_all")?,
+        vec![
+            (t1.clone(), 0, committed(11, None)),
+            (t1.clone(), 1, committed(20, Some("meta"))),
+            (t2, 1, committed(30, None)),
+        ],
+        "fetch_all sorted by topic and partition, with the overwrite"
+    );
+    Ok(())
+}
+
+/// Delete some partitions' offsets, delete whole groups, list groups sorted.
+pub async fn offsets_delete_and_groups(h: &Harness) -> Result<(), String> {
+    let (a, b) = (h.name("groups-a"), h.name("groups-b"));
+    let t = h.name("t");
+    for group in [&b, &a] {
+        h.offsets
+            .commit(
+                group,
+                vec![
+                    (t.clone(), 0, committed(1, None)),
+                    (t.clone(), 1, committed(2, None)),
+                ],
+            )
+            .await
+            .ctx("commit")?;
+    }
+    let prefix = h.name("groups-");
+    let ours = |groups: Vec<String>| -> Vec<String> {
+        groups
+            .into_iter()
+            .filter(|g| g.starts_with(&prefix))
+            .collect()
+    };
+    ensure_eq!(
+        ours(h.offsets.groups().await.ctx("groups")?),
+        vec![a.clone(), b.clone()],
+        "groups sorted"
+    );
+    h.offsets
+        .delete(&a, &[(t.clone(), 0), (h.name("never-committed"), 5)])
+        .await
+        .ctx("delete")?;
+    ensure_eq!(
+        h.offsets
+            .fetch_all(&a)
+            .await
+            .ctx("fetch_all after delete")?,
+        vec![(t.clone(), 1, committed(2, None))],
+        "offsets left after delete"
+    );
+    ensure_eq!(
+        h.offsets
+            .fetch(&b, &t, 0)
+            .await
+            .ctx("other group after delete")?,
+        Some(committed(1, None)),
+        "delete touches one group only"
+    );
+    h.offsets.delete_group(&b).await.ctx("delete_group")?;
+    ensure_eq!(
+        h.offsets
+            .fetch_all(&b)
+            .await
+            .ctx("fetch_all of a deleted group")?,
+        vec![],
+        "a deleted group has no offsets"
+    );
+    ensure_eq!(
+        ours(h.offsets.groups().await.ctx("groups after delete_group")?),
+        vec![a.clone()],
+        "groups after delete_group"
+    );
+    h.offsets
+        .delete_group(&h.name("groups-missing"))
+        .await
+        .ctx("delete_group of an unknown group")?;
+    Ok(())
+}
