@@ -1,0 +1,606 @@
+//! Hostile and broken peers against the gateway binary, over raw TCP (no Kafka client).
+//!
+//! Every test starts its own gateway on `127.0.0.1:0` (the port comes from the listen line on
+//! its stdout), abuses one connection, checks the gateway's reaction (mostly: the connection
+//! is closed), then checks that a fresh connection still gets a proper ApiVersions answer at
+//! v0, v1, v2 and v3: the server keeps serving.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs::{self, File};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long a test waits for the gateway to react before calling it a failure (a bound so a
+/// broken gateway cannot hang the test run, not a performance expectation).
+const PATIENCE: Duration = Duration::from_secs(20);
+
+const API_VERSIONS: i16 = 18;
+const METADATA: i16 = 3;
+const UNSUPPORTED_VERSION: i16 = 35;
+
+// ---- the gateway process ---------------------------------------------------------------
+
+fn read_lossy(path: &Path) -> String {
+    let mut buf = Vec::new();
+    if let Ok(mut f) = File::open(path) {
+        let _ = f.read_to_end(&mut buf);
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// `listening on <BOUND_ADDR> advertised <HOST>:<PORT>`, the first stdout line
+/// (apps/gateway/src/main.rs); `None` until that line is complete.
+fn parse_listen_line(stdout: &str) -> Option<Result<SocketAddr, String>> {
+    let (line, _) = stdout.split_once('\n')?;
+    let parsed = line
+        .strip_prefix("listening on ")
+        .and_then(|rest| rest.split_once(" advertised "))
+        .and_then(|(bound, _)| bound.parse::<SocketAddr>().ok())
+        .filter(|a| a.port() != 0);
+    Some(parsed.ok_or_else(|| format!("unexpected first stdout line: {line:?}")))
+}
+
+struct Gateway {
+    child: Child,
+    addr: SocketAddr,
+    dir: PathBuf,
+}
+
+impl Gateway {
+    fn start(extra_env: &[(&str, &str)]) -> Gateway {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "iggy-gateway-kafka-adversarial-{}-{nanos}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir_all(&dir).expect("create scratch dir");
+        let out = File::create(dir.join("stdout")).expect("create stdout file");
+        let err = File::create(dir.join("stderr")).expect("create stderr file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_iggy-gateway-kafka"));
+        cmd.current_dir(&dir)
+            .env("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")
+            .env(
+                "RUST_LOG",
+                std::env::var("IGGY_KAFKA_TEST_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err));
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn the gateway binary");
+        let mut gw = Gateway {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match parse_listen_line(&read_lossy(&gw.dir.join("stdout"))) {
+                Some(Ok(addr)) => {
+                    gw.addr = addr;
+                    return gw;
+                }
+                Some(Err(e)) => panic!("gateway listen line: {e}\n{}", gw.output()),
+                None => {}
+            }
+            if let Ok(Some(status)) = gw.child.try_wait() {
+                panic!(
+                    "the gateway exited ({status}) before writing its listen line\n{}",
+                    gw.output()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gateway wrote no listen line within 30 s\n{}",
+                gw.output()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn output(&self) -> String {
+        format!(
+            "--- gateway stdout ---\n{}\n--- gateway stderr (last lines) ---\n{}",
+            tail(&read_lossy(&self.dir.join("stdout")), 5),
+            tail(&read_lossy(&self.dir.join("stderr")), 40)
+        )
+    }
+
+    fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect_timeout(&self.addr, PATIENCE)
+            .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.addr, self.output()));
+        s.set_read_timeout(Some(PATIENCE))
+            .expect("set read timeout");
+        s.set_write_timeout(Some(PATIENCE))
+            .expect("set write timeout");
+        s.set_nodelay(true).expect("set nodelay");
+        s
+    }
+
+    /// The gateway is still alive and a fresh connection gets proper ApiVersions answers at
+    /// v0 to v3.
+    fn assert_still_serving(&mut self, after: &str) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "the gateway died ({status}) after {after}\n{}",
+                self.output()
+            );
+        }
+        let mut s = self.connect();
+        for version in 0..=3 {
+            let corr = 1000 + i32::from(version);
+            send(&mut s, &api_versions_request(version, corr));
+            let Some(body) = read_response(&mut s) else {
+                panic!(
+                    "after {after}: a fresh connection got no ApiVersions v{version} answer\n{}",
+                    self.output()
+                )
+            };
+            let r = parse_api_versions(&body, version)
+                .unwrap_or_else(|e| panic!("after {after}: ApiVersions v{version}: {e}"));
+            assert_eq!(
+                r.correlation_id, corr,
+                "after {after}: ApiVersions v{version}"
+            );
+            assert_eq!(
+                r.error_code, 0,
+                "after {after}: ApiVersions v{version} error"
+            );
+            r.assert_core_keys(&format!("after {after}: ApiVersions v{version}"));
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ---- hand-built requests and responses ---------------------------------------------------
+
+/// A request frame: size prefix, header v1 (api key, version, correlation id, client id),
+/// plus the header's empty tagged-field section when `flexible` (header v2), then `body`.
+fn request(key: i16, version: i16, corr: i32, flexible: bool, body: &[u8]) -> Vec<u8> {
+    let client_id = b"adversarial";
+    let mut payload = Vec::new();
+    payload.extend_from_slice(&key.to_be_bytes());
+    payload.extend_from_slice(&version.to_be_bytes());
+    payload.extend_from_slice(&corr.to_be_bytes());
+    payload.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    payload.extend_from_slice(client_id);
+    if flexible {
+        payload.push(0); // no tagged fields
+    }
+    payload.extend_from_slice(body);
+    let mut frame = (payload.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&payload);
+    frame
+}
+
+/// ApiVersions at `version`: v0-v2 have an empty body; v3+ are flexible (header v2) with
+/// client_software_name and client_software_version (compact strings) and no tagged fields.
+fn api_versions_request(version: i16, corr: i32) -> Vec<u8> {
+    if version >= 3 {
+        let mut body = Vec::new();
+        for s in [&b"adversarial-test"[..], b"1.0"] {
+            body.push(s.len() as u8 + 1);
+            body.extend_from_slice(s);
+        }
+        body.push(0);
+        request(API_VERSIONS, version, corr, true, &body)
+    } else {
+        request(API_VERSIONS, version, corr, false, &[])
+    }
+}
+
+fn send(s: &mut TcpStream, bytes: &[u8]) {
+    s.write_all(bytes).expect("write to the gateway");
+    s.flush().expect("flush");
+}
+
+/// One response frame (without its size prefix), or `None` when the connection ends first.
+fn read_response(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut size = [0u8; 4];
+    match s.read_exact(&mut size) {
+        Ok(()) => {}
+        Err(e) if is_closed(&e) => return None,
+        Err(e) => panic!("reading a response size: {e}"),
+    }
+    let size = i32::from_be_bytes(size);
+    assert!(
+        (0..=16 * 1024 * 1024).contains(&size),
+        "response size {size} out of range"
+    );
+    let mut body = vec![0u8; size as usize];
+    match s.read_exact(&mut body) {
+        Ok(()) => Some(body),
+        Err(e) if is_closed(&e) => None,
+        Err(e) => panic!("reading a response of {size} bytes: {e}"),
+    }
+}
+
+fn is_closed(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::UnexpectedEof
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+    )
+}
+
+/// Waits until the gateway closes the connection; returns whatever it sent before that.
+/// Fails when the connection is still open after PATIENCE.
+fn expect_closed(s: &mut TcpStream, what: &str, gw: &Gateway) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return seen,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(e) if is_closed(&e) => return seen,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => panic!("{what}: reading from the gateway: {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the gateway did not close the connection within {PATIENCE:?} \
+             (received {} bytes)\n{}",
+            seen.len(),
+            gw.output()
+        );
+    }
+}
+
+struct ApiVersionsResponse {
+    correlation_id: i32,
+    error_code: i16,
+    /// (api key, min version, max version)
+    keys: Vec<(i16, i16, i16)>,
+}
+
+impl ApiVersionsResponse {
+    fn assert_core_keys(&self, what: &str) {
+        let find = |k: i16| self.keys.iter().find(|(key, _, _)| *key == k);
+        let av = find(API_VERSIONS).unwrap_or_else(|| panic!("{what}: no ApiVersions key"));
+        assert!(
+            av.1 == 0 && av.2 >= 3,
+            "{what}: ApiVersions range {}..={}",
+            av.1,
+            av.2
+        );
+        for key in [0, 1, 2, METADATA] {
+            let k = find(key).unwrap_or_else(|| panic!("{what}: api key {key} not listed"));
+            assert!(k.1 <= k.2, "{what}: api key {key} range {}..={}", k.1, k.2);
+        }
+    }
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        let end = self.at + n;
+        if end > self.buf.len() {
+            return Err(format!(
+                "truncated at byte {} (wanted {n} more of {})",
+                self.at,
+                self.buf.len()
+            ));
+        }
+        let out = &self.buf[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+    fn i16(&mut self) -> Result<i16, String> {
+        Ok(i16::from_be_bytes(self.take(2)?.try_into().unwrap()))
+    }
+    fn i32(&mut self) -> Result<i32, String> {
+        Ok(i32::from_be_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn uvarint(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..35).step_by(7) {
+            let b = self.take(1)?[0];
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("unsigned varint too long".into())
+    }
+    fn skip_tags(&mut self) -> Result<(), String> {
+        for _ in 0..self.uvarint()? {
+            let _tag = self.uvarint()?;
+            let size = self.uvarint()? as usize;
+            self.take(size)?;
+        }
+        Ok(())
+    }
+}
+
+/// An ApiVersions response body (after the size prefix) shaped as `version` (header v0
+/// always); every byte must be accounted for.
+fn parse_api_versions(buf: &[u8], version: i16) -> Result<ApiVersionsResponse, String> {
+    let mut c = Cursor { buf, at: 0 };
+    let correlation_id = c.i32()?;
+    let error_code = c.i16()?;
+    let mut keys = Vec::new();
+    if version >= 3 {
+        let n = c.uvarint()?;
+        if n == 0 {
+            return Err("null api_keys array".into());
+        }
+        for _ in 0..n - 1 {
+            keys.push((c.i16()?, c.i16()?, c.i16()?));
+            c.skip_tags()?;
+        }
+        let _throttle = c.i32()?;
+        c.skip_tags()?;
+    } else {
+        let n = c.i32()?;
+        if n < 0 {
+            return Err(format!("api_keys count {n}"));
+        }
+        for _ in 0..n {
+            keys.push((c.i16()?, c.i16()?, c.i16()?));
+        }
+        if version >= 1 {
+            let _throttle = c.i32()?;
+        }
+    }
+    if c.at != buf.len() {
+        return Err(format!(
+            "{} trailing bytes after a v{version} body",
+            buf.len() - c.at
+        ));
+    }
+    Ok(ApiVersionsResponse {
+        correlation_id,
+        error_code,
+        keys,
+    })
+}
+
+// ---- the tests ---------------------------------------------------------------------------
+
+#[test]
+fn fresh_gateway_answers_api_versions_v0_to_v3() {
+    let mut gw = Gateway::start(&[]);
+    gw.assert_still_serving("start-up");
+}
+
+#[test]
+fn oversized_frame_size_is_closed() {
+    let mut gw = Gateway::start(&[("IGGY_KAFKA_MAX_FRAME_SIZE", "4096")]);
+    for size in [4097i32, 64 * 1024 * 1024, i32::MAX] {
+        let mut s = gw.connect();
+        send(&mut s, &size.to_be_bytes());
+        let what = format!("size prefix {size} > IGGY_KAFKA_MAX_FRAME_SIZE=4096");
+        let seen = expect_closed(&mut s, &what, &gw);
+        assert!(
+            seen.is_empty(),
+            "{what}: got {} bytes before the close",
+            seen.len()
+        );
+        gw.assert_still_serving(&what);
+    }
+    // a frame of exactly the maximum is not refused for its size
+    let mut s = gw.connect();
+    let mut frame = api_versions_request(0, 7);
+    let pad = 4096 - (frame.len() - 4);
+    frame.extend(std::iter::repeat_n(0u8, pad));
+    frame[..4].copy_from_slice(&4096i32.to_be_bytes());
+    send(&mut s, &frame);
+    // ApiVersions v0 with trailing bytes may be answered or refused; only the size matters
+    // here: the gateway must have read the whole frame and still be serving.
+    let _ = read_response(&mut s);
+    drop(s);
+    gw.assert_still_serving("a frame of exactly IGGY_KAFKA_MAX_FRAME_SIZE");
+}
+
+#[test]
+fn negative_frame_size_is_closed() {
+    let mut gw = Gateway::start(&[]);
+    for size in [-1i32, i32::MIN] {
+        let mut s = gw.connect();
+        send(&mut s, &size.to_be_bytes());
+        let what = format!("negative size prefix {size}");
+        let seen = expect_closed(&mut s, &what, &gw);
+        assert!(
+            seen.is_empty(),
+            "{what}: got {} bytes before the close",
+            seen.len()
+        );
+        gw.assert_still_serving(&what);
+    }
+}
+
+#[test]
+fn truncated_frame_then_silence_is_closed_after_read_timeout() {
+    let mut gw = Gateway::start(&[("IGGY_KAFKA_READ_TIMEOUT_SECS", "1")]);
+    // a size prefix announcing 100 bytes, then only the start of an ApiVersions header
+    let mut s = gw.connect();
+    let frame = api_versions_request(0, 1);
+    let mut partial = 100i32.to_be_bytes().to_vec();
+    partial.extend_from_slice(&frame[4..14]);
+    send(&mut s, &partial);
+    let what = "a truncated frame (10 of 100 bytes) then silence";
+    let seen = expect_closed(&mut s, what, &gw);
+    assert!(
+        seen.is_empty(),
+        "{what}: got {} bytes before the close",
+        seen.len()
+    );
+    // half a size prefix is a truncated frame too
+    let mut s = gw.connect();
+    send(&mut s, &[0, 0]);
+    expect_closed(&mut s, "half a size prefix then silence", &gw);
+    gw.assert_still_serving(what);
+}
+
+#[test]
+fn unknown_api_key_is_closed() {
+    let mut gw = Gateway::start(&[]);
+    for key in [9999i16, i16::MAX, -1] {
+        let mut s = gw.connect();
+        send(&mut s, &request(key, 0, 42, false, &[0, 0, 0, 0]));
+        let what = format!("unknown api key {key}");
+        let seen = expect_closed(&mut s, &what, &gw);
+        assert!(seen.is_empty(), "{what}: got a {}-byte answer", seen.len());
+        gw.assert_still_serving(&what);
+    }
+}
+
+#[test]
+fn unsupported_version_of_a_known_api_is_closed() {
+    let mut gw = Gateway::start(&[]);
+    for (key, name) in [(METADATA, "Metadata"), (0, "Produce"), (1, "Fetch")] {
+        let mut s = gw.connect();
+        send(&mut s, &request(key, 99, 43, true, &[0, 0, 0, 0]));
+        let what = format!("{name} v99");
+        let seen = expect_closed(&mut s, &what, &gw);
+        assert!(seen.is_empty(), "{what}: got a {}-byte answer", seen.len());
+        gw.assert_still_serving(&what);
+    }
+    let mut s = gw.connect();
+    send(&mut s, &request(METADATA, -1, 44, false, &[]));
+    expect_closed(&mut s, "Metadata v-1", &gw);
+    gw.assert_still_serving("Metadata v-1");
+}
+
+#[test]
+fn api_versions_v99_gets_a_v0_shaped_unsupported_version_answer() {
+    let mut gw = Gateway::start(&[]);
+    let mut s = gw.connect();
+    // as a client from the future would send it: flexible header and a v3-like body
+    let mut body = Vec::new();
+    for part in [&b"future-client"[..], b"9.9"] {
+        body.push(part.len() as u8 + 1);
+        body.extend_from_slice(part);
+    }
+    body.push(0);
+    send(&mut s, &request(API_VERSIONS, 99, 4242, true, &body));
+    let Some(resp) = read_response(&mut s) else {
+        panic!(
+            "ApiVersions v99: connection closed without an answer\n{}",
+            gw.output()
+        )
+    };
+    let r = parse_api_versions(&resp, 0).unwrap_or_else(|e| {
+        panic!(
+            "ApiVersions v99: the answer is not a v0-shaped ApiVersions body: {e}; bytes {:02x?}",
+            resp
+        )
+    });
+    assert_eq!(r.correlation_id, 4242, "ApiVersions v99: correlation id");
+    assert_eq!(
+        r.error_code, UNSUPPORTED_VERSION,
+        "ApiVersions v99: error code"
+    );
+    assert!(!r.keys.is_empty(), "ApiVersions v99: empty api key list");
+    r.assert_core_keys("ApiVersions v99");
+    // the client then retries on the same connection at a version both know
+    send(&mut s, &api_versions_request(3, 4243));
+    let resp = read_response(&mut s)
+        .unwrap_or_else(|| panic!("ApiVersions v3 after v99: connection closed"));
+    let r =
+        parse_api_versions(&resp, 3).unwrap_or_else(|e| panic!("ApiVersions v3 after v99: {e}"));
+    assert_eq!(
+        (r.correlation_id, r.error_code),
+        (4243, 0),
+        "ApiVersions v3 after v99"
+    );
+    r.assert_core_keys("ApiVersions v3 after v99");
+    drop(s);
+    gw.assert_still_serving("ApiVersions v99");
+}
+
+#[test]
+fn connections_past_max_connections_are_closed() {
+    const MAX: usize = 4;
+    let mut gw = Gateway::start(&[("IGGY_KAFKA_MAX_CONNECTIONS", "4")]);
+    // MAX connections, each proven live (and so counted) by an ApiVersions round trip
+    let mut held = Vec::new();
+    for i in 0..MAX {
+        let mut s = gw.connect();
+        send(&mut s, &api_versions_request(0, i as i32));
+        let body = read_response(&mut s)
+            .unwrap_or_else(|| panic!("connection {} of {MAX} was closed\n{}", i + 1, gw.output()));
+        let r = parse_api_versions(&body, 0).unwrap();
+        assert_eq!((r.correlation_id, r.error_code), (i as i32, 0));
+        held.push(s);
+    }
+    // every further connection is closed (it may be accepted first), without an answer
+    for extra in 0..MAX {
+        let Ok(mut s) = TcpStream::connect_timeout(&gw.addr, PATIENCE) else {
+            continue; // refused outright: also fine
+        };
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        s.set_write_timeout(Some(PATIENCE)).unwrap();
+        // the request may fail to go out if the gateway already closed the socket
+        let _ = s.write_all(&api_versions_request(0, 100 + extra as i32));
+        let what = format!(
+            "connection {} with IGGY_KAFKA_MAX_CONNECTIONS=4",
+            MAX + extra + 1
+        );
+        let seen = expect_closed(&mut s, &what, &gw);
+        assert!(seen.is_empty(), "{what}: got a {}-byte answer", seen.len());
+    }
+    // the held connections still work
+    for (i, s) in held.iter_mut().enumerate() {
+        send(s, &api_versions_request(1, 200 + i as i32));
+        let body = read_response(s).unwrap_or_else(|| {
+            panic!(
+                "held connection {} closed by the flood\n{}",
+                i + 1,
+                gw.output()
+            )
+        });
+        let r = parse_api_versions(&body, 1).unwrap();
+        assert_eq!((r.correlation_id, r.error_code), (200 + i as i32, 0));
+    }
+    // once they are gone, new connections are served again (the count drops as the gateway
+    // notices the closes: retry for a while)
+    drop(held);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let mut s = gw.connect();
+        send(&mut s, &api_versions_request(0, 300));
+        if read_response(&mut s).is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no connection served after the held ones closed\n{}",
+            gw.output()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    gw.assert_still_serving("a connection flood");
+}
