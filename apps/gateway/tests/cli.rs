@@ -1,0 +1,402 @@
+//! The binary as an operator meets it: command line, configuration errors, the listen line
+//! and signals.
+//!
+//! Every gateway is started with a cleared environment, so `IGGY_KAFKA_*` variables of the
+//! shell running the tests cannot change the outcome.
+
+// Helpers outside `#[test]` functions are test code too; clippy.toml's test allowance does
+// not reach them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_iggy-gateway-kafka");
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+fn gateway() -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs a gateway expected to stop on its own (bad configuration, `--help`).
+fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut child = gateway()
+        .args(args)
+        .envs(env.iter().copied())
+        .spawn()
+        .unwrap();
+    let status = wait_with_timeout(&mut child).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("gateway with {args:?} {env:?} did not exit within {TIMEOUT:?}");
+    });
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+fn wait_with_timeout(child: &mut Child) -> Option<ExitStatus> {
+    let deadline = Instant::now() + TIMEOUT;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Asserts a configuration error: exit code 2, one line on stderr containing `needles`.
+fn assert_config_error(args: &[&str], env: &[(&str, &str)], needles: &[&str]) {
+    let out = run_to_end(args, env);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{env:?}: {stderr}");
+    assert!(out.stdout.is_empty(), "nothing may reach stdout: {out:?}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "not one line: {stderr}"
+    );
+    assert!(
+        stderr.starts_with("iggy-gateway-kafka: invalid configuration: "),
+        "{stderr}"
+    );
+    for needle in needles {
+        assert!(stderr.contains(needle), "{needle:?} missing from: {stderr}");
+    }
+}
+
+/// A gateway that is serving.
+struct Running {
+    child: Child,
+    stdout: Receiver<String>,
+    stderr: Option<JoinHandle<String>>,
+}
+
+impl Running {
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
+        let mut child = gateway()
+            .args(args)
+            .envs(env.iter().copied())
+            .spawn()
+            .unwrap();
+        let (tx, stdout) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut err = child.stderr.take().unwrap();
+        let stderr = Some(thread::spawn(move || {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text);
+            text
+        }));
+        Running {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Reads the listen line: `listening on <BOUND_ADDR> advertised <HOST>:<PORT>`.
+    fn listen_line(&mut self) -> (SocketAddr, String) {
+        let line = match self.stdout.recv_timeout(TIMEOUT) {
+            Ok(line) => line,
+            Err(e) => {
+                let _ = self.child.kill();
+                panic!("no listen line ({e}); stderr:\n{}", self.stderr_text());
+            }
+        };
+        let rest = line
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first stdout line: {line:?}"));
+        let (bound, advertised) = rest
+            .split_once(" advertised ")
+            .unwrap_or_else(|| panic!("unexpected listen line: {line:?}"));
+        assert!(!advertised.contains(' '), "{line:?}");
+        (bound.parse().unwrap(), advertised.to_string())
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Waits for the exit and returns the status with everything logged to stderr.
+    fn wait(&mut self) -> (ExitStatus, String) {
+        let status = wait_with_timeout(&mut self.child).unwrap_or_else(|| {
+            let _ = self.child.kill();
+            panic!("gateway did not exit within {TIMEOUT:?}");
+        });
+        (status, self.stderr_text())
+    }
+
+    fn stderr_text(&mut self) -> String {
+        self.stderr
+            .take()
+            .map(|h| h.join().unwrap())
+            .unwrap_or_default()
+    }
+
+    /// Lines written to stdout after the listen line (there must be none).
+    fn more_stdout(&self) -> Vec<String> {
+        self.stdout.try_iter().collect()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn write_toml(dir: &Path, contents: &str) -> String {
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, contents).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn help_exits_zero() {
+    let out = run_to_end(&["--help"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Usage: iggy-gateway-kafka"), "{stdout}");
+    assert!(stdout.contains("--config <FILE>"), "{stdout}");
+    assert!(stdout.contains("IGGY_KAFKA_CONFIG"), "{stdout}");
+}
+
+#[test]
+fn version_exits_zero() {
+    let out = run_to_end(&["--version"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("iggy-gateway-kafka {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn unknown_option_is_a_usage_error() {
+    let out = run_to_end(&["--no-such-option"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+#[test]
+fn non_numeric_value_names_the_variable() {
+    assert_config_error(
+        &[],
+        &[("IGGY_KAFKA_MAX_CONNECTIONS", "abc")],
+        &["IGGY_KAFKA_MAX_CONNECTIONS=\"abc\"", "invalid digit"],
+    );
+}
+
+#[test]
+fn out_of_range_value_names_the_variable() {
+    assert_config_error(
+        &[],
+        &[("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "0")],
+        &["IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS=\"0\""],
+    );
+}
+
+#[test]
+fn wildcard_bind_needs_an_advertised_host() {
+    assert_config_error(
+        &[],
+        &[("IGGY_KAFKA_BIND_ADDR", "0.0.0.0:0")],
+        &["IGGY_KAFKA_BIND_ADDR", "IGGY_KAFKA_ADVERTISED_HOST"],
+    );
+}
+
+#[test]
+fn enabling_the_bridge_is_refused() {
+    assert_config_error(
+        &[],
+        &[
+            ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+            ("IGGY_KAFKA_IGGY_ADDR", "127.0.0.1:8090"),
+            ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+        ],
+        &["IGGY_KAFKA_BRIDGE_ENABLED", "not available in this build"],
+    );
+}
+
+#[test]
+fn missing_config_file_is_refused() {
+    assert_config_error(
+        &["--config", "/nonexistent/iggy-gateway-kafka.toml"],
+        &[],
+        &["cannot read config file /nonexistent/iggy-gateway-kafka.toml"],
+    );
+}
+
+#[test]
+fn bad_file_value_names_key_and_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_toml(dir.path(), "max_connections = 0\n");
+    assert_config_error(
+        &[],
+        &[("IGGY_KAFKA_CONFIG", &path)],
+        &[&format!("max_connections in {path}"), "at least 1"],
+    );
+}
+
+#[test]
+fn file_is_read_and_environment_overrides_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_toml(
+        dir.path(),
+        r#"
+        bind_addr = "127.0.0.1:0"
+        advertised_host = "file.example"
+        advertised_port = 19999
+        "#,
+    );
+
+    // From the file alone, named on the command line.
+    let mut gw = Running::start(&["--config", &path], &[]);
+    let (bound, advertised) = gw.listen_line();
+    assert_eq!(bound.ip().to_string(), "127.0.0.1");
+    assert_ne!(bound.port(), 0);
+    assert_eq!(advertised, "file.example:19999");
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("configuration file read"), "{stderr}");
+
+    // The file named by IGGY_KAFKA_CONFIG, one value overridden from the environment.
+    let mut gw = Running::start(
+        &[],
+        &[
+            ("IGGY_KAFKA_CONFIG", &path),
+            ("IGGY_KAFKA_ADVERTISED_HOST", "env.example"),
+        ],
+    );
+    let (_, advertised) = gw.listen_line();
+    assert_eq!(advertised, "env.example:19999");
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert!(status.success(), "{status}: {stderr}");
+}
+
+#[test]
+fn listens_on_a_picked_port_and_stops_on_sigterm() {
+    let mut gw = Running::start(&[], &[("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")]);
+    let (bound, advertised) = gw.listen_line();
+    assert_eq!(bound.ip().to_string(), "127.0.0.1");
+    assert_ne!(bound.port(), 0);
+    // The real port is what clients are told.
+    assert_eq!(advertised, bound.to_string());
+    TcpStream::connect_timeout(&bound, TIMEOUT).expect("the announced port accepts");
+
+    let sent = Instant::now();
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "slow shutdown: {:?}",
+        sent.elapsed()
+    );
+    assert!(stderr.contains("data is kept in memory only"), "{stderr}");
+    assert!(stderr.contains("WARN"), "{stderr}");
+    assert!(
+        gw.more_stdout().is_empty(),
+        "stdout holds only the listen line"
+    );
+}
+
+#[test]
+fn stops_on_sigint() {
+    let mut gw = Running::start(&[], &[("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")]);
+    gw.listen_line();
+    gw.signal("INT");
+    let (status, stderr) = gw.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
+
+#[test]
+fn listen_line_does_not_depend_on_the_log_filter() {
+    let mut gw = Running::start(
+        &[],
+        &[("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"), ("RUST_LOG", "off")],
+    );
+    let (bound, _) = gw.listen_line();
+    assert_ne!(bound.port(), 0);
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn unknown_variables_are_logged_not_fatal() {
+    let mut gw = Running::start(
+        &[],
+        &[
+            ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+            // What Kubernetes injects for a Service named `iggy-kafka`.
+            ("IGGY_KAFKA_PORT", "tcp://10.0.0.1:9093"),
+        ],
+    );
+    gw.listen_line();
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("IGGY_KAFKA_PORT is not a setting of this gateway"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn port_in_use_exits_one() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = run_to_end(&[], &[("IGGY_KAFKA_BIND_ADDR", &addr)]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot bind IGGY_KAFKA_BIND_ADDR={addr}")),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no listen line without a listener");
+}
