@@ -1,6 +1,7 @@
 //! Shared broker state: configuration, stores, and the producer-id allocator.
 
 use crate::config::BrokerConfig;
+use crate::producers::Producers;
 use crate::server::Stores;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -10,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub(crate) struct Broker {
     pub(crate) config: BrokerConfig,
     pub(crate) stores: Stores,
+    pub(crate) producers: Producers,
     next_producer_id: AtomicI64,
 }
 
@@ -21,6 +23,7 @@ impl Broker {
         Broker {
             config,
             stores,
+            producers: Producers::default(),
             next_producer_id: AtomicI64::new(base),
         }
     }

@@ -18,6 +18,7 @@ pub mod config;
 mod connection;
 mod dispatch;
 mod handlers;
+mod producers;
 pub mod store;
 
 pub use config::{BrokerConfig, Limits, Timeouts};

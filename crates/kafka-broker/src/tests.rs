@@ -218,3 +218,141 @@ async fn unknown_keys_and_versions_close_the_connection() {
         );
     }
 }
+
+fn produce_frame(version: i16, records: Bytes, acks: i16) -> Bytes {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let header = RequestHeader {
+        request_api_key: ApiKey::Produce.as_i16(),
+        request_api_version: version,
+        correlation_id: 7,
+        client_id: None,
+        ..Default::default()
+    };
+    let body = ProduceRequest {
+        acks,
+        timeout_ms: 1000,
+        topic_data: vec![TopicProduceData {
+            name: ByteString::from_static("t"),
+            partition_data: vec![PartitionProduceData {
+                index: 0,
+                records: Some(records),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    encode_request(&header, &body.into())
+        .expect("encodes")
+        .slice(4..)
+}
+
+fn batch(opts: kafka_records::BatchOptions, n: usize) -> Bytes {
+    let records: Vec<kafka_records::NewRecord> = (0..n)
+        .map(|i| kafka_records::NewRecord {
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from_static(b"v")),
+            headers: vec![],
+        })
+        .collect();
+    let mut out = bytes::BytesMut::new();
+    kafka_records::encode_batch(&opts, &records, &mut out).expect("batch");
+    out.freeze()
+}
+
+async fn produce(broker: &Broker, version: i16, records: Bytes) -> (i16, i64) {
+    let Outcome::Respond(r) =
+        dispatch::handle(broker, peer(), produce_frame(version, records, 1)).await
+    else {
+        panic!("no produce response")
+    };
+    let (_, body) =
+        decode_response(ApiKey::Produce, version, &r.to_bytes().slice(4..)).expect("decodes");
+    let ResponseBody::Produce(p) = body else {
+        panic!("not produce")
+    };
+    let part = &p.responses[0].partition_responses[0];
+    (part.error_code, part.base_offset)
+}
+
+#[tokio::test]
+async fn idempotent_retries_are_not_appended_twice() {
+    let (broker, _) = broker().await;
+    let opts = kafka_records::BatchOptions {
+        producer_id: 42,
+        producer_epoch: 0,
+        base_sequence: 0,
+        ..Default::default()
+    };
+    assert_eq!(produce(&broker, 9, batch(opts, 3)).await, (0, 0));
+    // The same batch again (a retry after a lost response): same offset, nothing appended.
+    assert_eq!(produce(&broker, 9, batch(opts, 3)).await, (0, 0));
+    let next = kafka_records::BatchOptions {
+        base_sequence: 3,
+        ..opts
+    };
+    assert_eq!(produce(&broker, 9, batch(next, 2)).await, (0, 3));
+    let gap = kafka_records::BatchOptions {
+        base_sequence: 9,
+        ..opts
+    };
+    assert_eq!(
+        produce(&broker, 9, batch(gap, 1)).await.0,
+        ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER.code()
+    );
+    let w = broker
+        .stores
+        .log
+        .watermarks("t", 0)
+        .await
+        .expect("watermarks");
+    assert_eq!(w.high_watermark, 5);
+}
+
+#[tokio::test]
+async fn produce_refuses_what_it_cannot_store_faithfully() {
+    let (broker, _) = broker().await;
+    let plain = kafka_records::BatchOptions::default();
+    // Legacy versions, transactional batches and zstd before v7.
+    assert_eq!(
+        produce(&broker, 2, batch(plain, 1)).await.0,
+        ErrorCode::UNSUPPORTED_VERSION.code()
+    );
+    let tx = kafka_records::BatchOptions {
+        transactional: true,
+        producer_id: 1,
+        producer_epoch: 0,
+        base_sequence: 0,
+        ..plain
+    };
+    assert_eq!(
+        produce(&broker, 9, batch(tx, 1)).await.0,
+        ErrorCode::UNSUPPORTED_VERSION.code()
+    );
+    let zstd = kafka_records::BatchOptions {
+        compression: kafka_records::Compression::Zstd,
+        ..plain
+    };
+    assert_eq!(
+        produce(&broker, 6, batch(zstd, 1)).await.0,
+        ErrorCode::UNSUPPORTED_COMPRESSION_TYPE.code()
+    );
+    assert_eq!(produce(&broker, 7, batch(zstd, 1)).await, (0, 0));
+    // A flipped bit fails the CRC; a cut batch is corrupt.
+    let mut bad = batch(plain, 2).to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    assert_eq!(
+        produce(&broker, 9, Bytes::from(bad)).await.0,
+        ErrorCode::CORRUPT_MESSAGE.code()
+    );
+    let cut = batch(plain, 2).slice(..30);
+    assert_eq!(
+        produce(&broker, 9, cut).await.0,
+        ErrorCode::CORRUPT_MESSAGE.code()
+    );
+    // acks=0: nothing comes back.
+    let out = dispatch::handle(&broker, peer(), produce_frame(9, batch(plain, 1), 0)).await;
+    assert!(matches!(out, Outcome::NoResponse));
+}

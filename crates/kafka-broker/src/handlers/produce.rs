@@ -11,6 +11,7 @@
 
 use super::{Ctx, bs};
 use crate::broker::now_ms;
+use crate::producers::{BatchId, Verdict};
 use crate::store::{AppendOutcome, TopicInfo};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::ProduceRequest;
@@ -135,24 +136,61 @@ async fn append_partition(
     if records.is_empty() {
         return Err(fail(ErrorCode::INVALID_RECORD, "no record batch"));
     }
-    let batches = validate(ctx, topic, &records)?;
-    let append = ctx
-        .broker
-        .stores
-        .log
-        .append(&topic.name, partition, batches, now);
-    match tokio::time::timeout(timeout, append).await {
-        Ok(Ok(a)) => Ok(a),
-        Ok(Err(e)) => Err(fail(e.error_code(), e.to_string())),
-        Err(_) => Err(fail(
-            ErrorCode::REQUEST_TIMED_OUT,
-            "the store did not confirm the append in time",
-        )),
+    let validated = validate(ctx, topic, &records)?;
+    let producers = &ctx.broker.producers;
+    let log = &ctx.broker.stores.log;
+    for (i, (_, id)) in validated.iter().enumerate() {
+        match producers.check(&topic.name, partition, *id) {
+            Ok(Verdict::Append) => {}
+            // A retry of a write that already landed: answer with its offset.
+            Ok(Verdict::Duplicate(base_offset)) if validated.len() == 1 && i == 0 => {
+                let w = log
+                    .watermarks(&topic.name, partition)
+                    .await
+                    .map_err(|e| fail(e.error_code(), e.to_string()))?;
+                return Ok(AppendOutcome {
+                    base_offset,
+                    log_append_time: -1,
+                    log_start_offset: w.log_start_offset,
+                });
+            }
+            Ok(Verdict::Duplicate(_)) => {
+                return Err(fail(
+                    ErrorCode::DUPLICATE_SEQUENCE_NUMBER,
+                    "a retried batch sent together with new ones",
+                ));
+            }
+            Err(code) => return Err((code, None)),
+        }
     }
+    let ids: Vec<BatchId> = validated.iter().map(|(_, id)| *id).collect();
+    let batches = validated.into_iter().map(|(b, _)| b).collect();
+    let append = log.append(&topic.name, partition, batches, now);
+    let outcome = match tokio::time::timeout(timeout, append).await {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => return Err(fail(e.error_code(), e.to_string())),
+        Err(_) => {
+            return Err(fail(
+                ErrorCode::REQUEST_TIMED_OUT,
+                "the store did not confirm the append in time",
+            ));
+        }
+    };
+    let mut offset = outcome.base_offset;
+    for id in ids {
+        producers.record(&topic.name, partition, id, offset);
+        offset += i64::from(id.records);
+    }
+    Ok(outcome)
 }
 
-/// Checks every batch and returns them, each stamped with leader epoch 0, ready to append.
-fn validate(ctx: &Ctx<'_>, topic: &TopicInfo, records: &Bytes) -> Result<Vec<Bytes>, Failure> {
+/// Checks every batch and returns them, each stamped with leader epoch 0, ready to append,
+/// with their producer identity.
+fn validate(
+    ctx: &Ctx<'_>,
+    topic: &TopicInfo,
+    records: &Bytes,
+) -> Result<Vec<(Bytes, BatchId)>, Failure> {
     let limits = &ctx.broker.config.limits;
     let decode_limits = DecodeLimits {
         max_decompressed_bytes: limits.max_decompressed_batch_bytes,
@@ -208,7 +246,16 @@ fn validate(ctx: &Ctx<'_>, topic: &TopicInfo, records: &Bytes) -> Result<Vec<Byt
         let mut bytes = BytesMut::from(&batch.as_bytes()[..]);
         set_partition_leader_epoch(&mut bytes, 0)
             .map_err(|e| fail(ErrorCode(e.kafka_error_code()), e.to_string()))?;
-        out.push(bytes.freeze());
+        let h = batch.header();
+        out.push((
+            bytes.freeze(),
+            BatchId {
+                producer_id: h.producer_id,
+                epoch: h.producer_epoch,
+                first_seq: h.base_sequence,
+                records: h.record_count,
+            },
+        ));
     }
     Ok(out)
 }
