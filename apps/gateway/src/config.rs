@@ -63,7 +63,9 @@ impl ConfigError {
 
 /// Settings as read from the layers, before validation. Field names are the TOML keys;
 /// upper-cased with [`ENV_PREFIX`] they are the environment variables.
-#[derive(Debug, Clone, Deserialize)]
+// No `Debug`: it would print the Iggy password.
+#[derive(Clone, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(default)]
 struct RawConfig {
     #[serde(deserialize_with = "parsed")]
@@ -873,6 +875,31 @@ mod tests {
                 "docs/configuration.md lacks the row {row}"
             );
         }
+    }
+
+    #[test]
+    fn documented_defaults_are_the_real_ones() {
+        let docs = include_str!("../../../docs/configuration.md");
+        let defaults = Value::serialize(RawConfig::default()).unwrap();
+        let defaults = defaults.as_dict().unwrap();
+        let mut checked = 0;
+        for key in keys() {
+            let text = match defaults.get(*key) {
+                Some(Value::String(_, s)) => s.clone(),
+                Some(Value::Num(_, n)) => n
+                    .to_u128()
+                    .map(|n| n.to_string())
+                    .or_else(|| n.to_i128().map(|n| n.to_string()))
+                    .unwrap_or_else(|| panic!("{key}: {n:?}")),
+                Some(Value::Bool(_, b)) => b.to_string(),
+                // Unset options are described in words.
+                _ => continue,
+            };
+            let row = format!("| `{}` | `{key}` | `{text}`", env_name(key));
+            assert!(docs.contains(&row), "docs/configuration.md lacks {row}");
+            checked += 1;
+        }
+        assert!(checked >= 25, "{checked}");
     }
 
     #[test]
