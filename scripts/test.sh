@@ -91,9 +91,9 @@ section "cargo build --workspace --all-targets"
 cargo build --workspace --all-targets
 
 # ---- 4. tests ------------------------------------------------------------------------------
-section "cargo test --workspace (KAFKA_CLIENTS_REQUIRED=1 KAFKA_FIXTURES_REQUIRED=1)"
+section "cargo test --workspace --no-fail-fast (KAFKA_CLIENTS_REQUIRED=1 KAFKA_FIXTURES_REQUIRED=1)"
 export KAFKA_CLIENTS_REQUIRED=1 KAFKA_FIXTURES_REQUIRED=1
-cargo test --workspace
+cargo test --workspace --no-fail-fast
 
 # ---- 5. cargo deny -------------------------------------------------------------------------
 if [[ "${SKIP_CARGO_DENY:-}" == 1 ]]; then

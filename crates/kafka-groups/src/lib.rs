@@ -1,0 +1,122 @@
+//! Kafka's classic consumer-group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//! and the group checks of OffsetCommit) as a deterministic, sans-IO state machine, after
+//! Kafka's `GroupCoordinator` and `GroupMetadata`.
+//!
+//! No sockets, no runtime, no clock: every input carries `now` as [`Millis`], answers come
+//! out of [`Coordinator::poll_response`], and [`Coordinator::poll_timeout`] says when the
+//! driver must next call [`Coordinator::handle_timeout`]. The broker maps wire messages to
+//! the domain types in [`types`] and back; this crate does not know wire versions.
+//!
+//! # Call order
+//!
+//! ```text
+//! loop {
+//!     on a request:  coordinator.join / sync / heartbeat / leave (now, RequestId, request)
+//!     on a deadline: coordinator.handle_timeout(now)
+//!     then:          while let Some((id, response)) = coordinator.poll_response() { send }
+//!                    sleep until coordinator.poll_timeout() or the next request
+//! }
+//! ```
+//!
+//! A JoinGroup or SyncGroup may be answered much later than it arrived (when a rebalance
+//! completes or the leader's assignment arrives), from any later input or timeout; the
+//! [`RequestId`] the caller chose routes it back. Every request gets exactly one answer: a
+//! parked request whose member is removed, fenced or superseded by a newer request is
+//! answered with an error. The synchronous calls ([`Coordinator::describe`],
+//! [`Coordinator::list`], [`Coordinator::delete`], [`Coordinator::validate_commit`]) answer
+//! directly.
+//!
+//! # Group states
+//!
+//! ```text
+//!                 first JoinGroup (waits initial_rebalance_delay, extended while members arrive)
+//!   +-------+ -------------------------------------------------------> +--------------------+
+//!   | Empty |                                                          | PreparingRebalance |
+//!   +-------+ <--- rebalance completes with no members --------------- +--------------------+
+//!     ^  |                                                              ^    |           ^
+//!     |  | DeleteGroups                   every member rejoined, or the |    | all known |
+//!     |  v                                rebalance timeout: stragglers |    | members   |
+//!   +------+                              removed, JoinGroups answered  |    | rejoined  |
+//!   | Dead |   (forgotten at once)                                      |    v           |
+//!   +------+                                      +---------------------+  +---------------------+
+//!                                                 |  member joins, leaves, | CompletingRebalance |
+//!                                                 |  expires, changes its  +---------------------+
+//!                                                 |  protocols; the leader        |
+//!                                                 |  rejoins; a SyncGroup         | leader's SyncGroup:
+//!                                                 |  never arrives                | assignments handed out
+//!                                                 |                               v
+//!                                                 +------------------------- +--------+
+//!                                                                            | Stable |
+//!                                                                            +--------+
+//! ```
+//!
+//! - **Empty**: no members. A JoinGroup without a member id creates the group; the first
+//!   rebalance of an empty group waits `initial_rebalance_delay` and extends by that much
+//!   (within the rebalance timeout) while new members keep arriving, so a fleet of consumers
+//!   starting together produces one rebalance rather than one each.
+//! - **PreparingRebalance**: JoinGroups are parked. It completes early once every member
+//!   has rejoined (and no KIP-394 id is outstanding), otherwise at the rebalance timeout (the
+//!   largest of the members'), when dynamic members that did not rejoin are removed. The
+//!   generation increments; the leader (the first member, re-elected among those that
+//!   rejoined if needed) gets every member's metadata for the protocol all members support,
+//!   chosen by vote in preference order.
+//! - **CompletingRebalance**: followers' SyncGroups are parked until the leader's SyncGroup
+//!   brings the assignments. A member that has not sent SyncGroup within the rebalance
+//!   timeout is removed and the group rebalances.
+//! - **Stable**: Heartbeats keep members alive; a member without one for its session timeout
+//!   is removed and the group rebalances. Heartbeats during a rebalance answer
+//!   `REBALANCE_IN_PROGRESS` so members rejoin.
+//! - **Dead**: a deleted group. It is forgotten at once; queries answer `None`.
+//!
+//! KIP-394 (JoinGroup v4+): a dynamic member without an id gets `MEMBER_ID_REQUIRED` and an
+//! id, remembered for one session timeout, and must rejoin with it. KIP-345 (static
+//! membership): a member with a `group.instance.id` that restarts within its session timeout
+//! takes over its old incarnation's place and assignment, without a rebalance when the group
+//! is Stable and the selected protocol would not change; the old member id is fenced
+//! (`FENCED_INSTANCE_ID`).
+//!
+//! Every collection grown by input is capped by [`GroupConfig`]: groups, members per group,
+//! outstanding KIP-394 ids, protocols and metadata bytes per member, assignment bytes per
+//! SyncGroup.
+//!
+//! ```
+//! use std::time::Duration;
+//! use bytes::Bytes;
+//! use kafka_groups::*;
+//!
+//! let mut c = Coordinator::new(GroupConfig::default());
+//! let now = Millis(0);
+//! c.join(now, RequestId(1), JoinGroup {
+//!     group_id: "g".into(),
+//!     member_id: String::new(),
+//!     group_instance_id: None,
+//!     session_timeout: Duration::from_secs(10),
+//!     rebalance_timeout: Duration::from_secs(60),
+//!     protocol_type: "consumer".into(),
+//!     protocols: vec![Protocol::new("range", Bytes::from_static(b"sub"))],
+//!     client_id: "app".into(),
+//!     client_host: "/127.0.0.1".into(),
+//!     reason: None,
+//!     require_known_member_id: false,
+//! });
+//! assert!(c.poll_response().is_none()); // parked for the initial rebalance delay
+//! let deadline = c.poll_timeout().unwrap();
+//! c.handle_timeout(deadline);
+//! let (id, Response::Join(join)) = c.poll_response().unwrap() else { panic!() };
+//! assert_eq!((id, join.error, join.generation_id), (RequestId(1), ErrorCode::None, 1));
+//! assert_eq!(join.leader, join.member_id);
+//! ```
+
+mod coordinator;
+mod group;
+mod member_id;
+mod timers;
+pub mod types;
+
+pub use coordinator::Coordinator;
+pub use types::{
+    ErrorCode, GroupConfig, GroupDescription, GroupListing, GroupState, Heartbeat,
+    HeartbeatResponse, JoinGroup, JoinResponse, JoinedMember, LeaveGroup, LeaveResponse,
+    LeavingMember, MemberAssignment, MemberDescription, MemberLeaveResult, Millis, Protocol,
+    RequestId, Response, SyncGroup, SyncResponse,
+};

@@ -1,0 +1,1332 @@
+//! Scenarios of the classic group protocol, driven through the public API with virtual time.
+//!
+//! `Harness` plays the driver (clock, timers, response routing); `Client` plays a consumer
+//! that remembers its member id and generation, so each test reads as the conversation it
+//! checks.
+
+// The harness panics on purpose when a conversation goes wrong.
+#![allow(clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_groups::*;
+
+const SESSION_MS: u64 = 10_000;
+const REBALANCE_MS: u64 = 30_000;
+const DELAY_MS: u64 = 3_000;
+
+struct Harness {
+    c: Coordinator,
+    now: Millis,
+    next_id: u64,
+    answers: HashMap<RequestId, Response>,
+}
+
+impl Harness {
+    fn new() -> Self {
+        Self::with(GroupConfig::default())
+    }
+
+    fn with(config: GroupConfig) -> Self {
+        Self {
+            c: Coordinator::new(config),
+            now: Millis(0),
+            next_id: 0,
+            answers: HashMap::new(),
+        }
+    }
+
+    fn id(&mut self) -> RequestId {
+        self.next_id += 1;
+        RequestId(self.next_id)
+    }
+
+    /// Collects answers; each request id may be answered once.
+    fn drain(&mut self) {
+        while let Some((id, r)) = self.c.poll_response() {
+            assert!(
+                self.answers.insert(id, r).is_none(),
+                "{id:?} answered twice"
+            );
+        }
+    }
+
+    /// Moves the clock, firing deadlines on the way as a driver would.
+    fn advance(&mut self, ms: u64) {
+        let target = Millis(self.now.0 + ms);
+        while let Some(at) = self.c.poll_timeout() {
+            if at > target {
+                break;
+            }
+            self.now = self.now.max(at);
+            self.c.handle_timeout(self.now);
+            self.drain();
+        }
+        self.now = target;
+        if let Some(at) = self.c.poll_timeout() {
+            assert!(at >= self.now, "deadline in the past");
+        }
+    }
+
+    fn answered(&mut self, id: RequestId) -> bool {
+        self.drain();
+        self.answers.contains_key(&id)
+    }
+
+    fn take(&mut self, id: RequestId) -> Response {
+        self.drain();
+        self.answers
+            .remove(&id)
+            .unwrap_or_else(|| panic!("{id:?} not answered"))
+    }
+
+    fn take_join(&mut self, id: RequestId) -> JoinResponse {
+        match self.take(id) {
+            Response::Join(r) => r,
+            other => panic!("expected a join answer, got {other:?}"),
+        }
+    }
+
+    fn take_sync(&mut self, id: RequestId) -> SyncResponse {
+        match self.take(id) {
+            Response::Sync(r) => r,
+            other => panic!("expected a sync answer, got {other:?}"),
+        }
+    }
+
+    fn state(&self, group: &str) -> Option<GroupState> {
+        self.c.group_state(group)
+    }
+
+    // ----- client actions -------------------------------------------------------------
+
+    fn join(&mut self, cl: &Client) -> RequestId {
+        let id = self.id();
+        self.c.join(self.now, id, cl.join_request());
+        self.drain();
+        id
+    }
+
+    /// Applies a successful join answer to the client.
+    fn joined(&mut self, cl: &mut Client, id: RequestId) -> JoinResponse {
+        let r = self.take_join(id);
+        assert_eq!(r.error, ErrorCode::None, "{} join: {r:?}", cl.client_id);
+        cl.member_id = r.member_id.clone();
+        cl.generation = r.generation_id;
+        r
+    }
+
+    fn sync(&mut self, cl: &Client, assignments: Vec<MemberAssignment>) -> RequestId {
+        let id = self.id();
+        self.c.sync(
+            self.now,
+            id,
+            SyncGroup {
+                group_id: cl.group.clone(),
+                generation_id: cl.generation,
+                member_id: cl.member_id.clone(),
+                group_instance_id: cl.instance.clone(),
+                protocol_type: Some("consumer".into()),
+                protocol_name: None,
+                assignments,
+            },
+        );
+        self.drain();
+        id
+    }
+
+    fn heartbeat(&mut self, cl: &Client) -> ErrorCode {
+        let id = self.id();
+        self.c.heartbeat(
+            self.now,
+            id,
+            Heartbeat {
+                group_id: cl.group.clone(),
+                generation_id: cl.generation,
+                member_id: cl.member_id.clone(),
+                group_instance_id: cl.instance.clone(),
+            },
+        );
+        self.take(id).error()
+    }
+
+    fn leave(&mut self, group: &str, members: &[(&str, Option<&str>)]) -> LeaveResponse {
+        let id = self.id();
+        self.c.leave(
+            self.now,
+            id,
+            LeaveGroup {
+                group_id: group.into(),
+                members: members
+                    .iter()
+                    .map(|(m, i)| LeavingMember {
+                        member_id: (*m).into(),
+                        group_instance_id: i.map(Into::into),
+                    })
+                    .collect(),
+            },
+        );
+        match self.take(id) {
+            Response::Leave(r) => r,
+            other => panic!("expected a leave answer, got {other:?}"),
+        }
+    }
+
+    /// Joins every client (already rejoining or new), waits out the initial delay, has the
+    /// leader assign `"{member_id}"` to each member and everyone sync: the group is Stable.
+    fn drive_to_stable(&mut self, clients: &mut [Client]) {
+        let joins: Vec<RequestId> = clients.iter().map(|cl| self.join(cl)).collect();
+        // Each member arriving during the initial delay extends it once more.
+        for _ in 0..=clients.len() {
+            if joins.iter().all(|j| self.answered(*j)) {
+                break;
+            }
+            self.advance(DELAY_MS);
+        }
+        let mut leader = None;
+        for (cl, id) in clients.iter_mut().zip(joins) {
+            let r = self.joined(cl, id);
+            if r.leader == r.member_id {
+                leader = Some(r);
+            }
+        }
+        let leader = leader.expect("a leader");
+        let assignments = leader
+            .members
+            .iter()
+            .map(|m| MemberAssignment {
+                member_id: m.member_id.clone(),
+                assignment: Bytes::from(format!("for {}", m.member_id)),
+            })
+            .collect();
+        let leader_at = clients
+            .iter()
+            .position(|cl| cl.member_id == leader.member_id)
+            .expect("leader client");
+        // Followers first, so their SyncGroups are parked until the leader's arrives.
+        let mut syncs = vec![RequestId(0); clients.len()];
+        for (i, cl) in clients.iter().enumerate() {
+            if i != leader_at {
+                syncs[i] = self.sync(cl, Vec::new());
+                assert!(!self.answered(syncs[i]));
+            }
+        }
+        syncs[leader_at] = self.sync(&clients[leader_at], assignments);
+        for (cl, id) in clients.iter().zip(syncs) {
+            let r = self.take_sync(id);
+            assert_eq!(r.error, ErrorCode::None);
+            assert_eq!(r.assignment, Bytes::from(format!("for {}", cl.member_id)));
+        }
+        assert_eq!(self.state(&clients[0].group), Some(GroupState::Stable));
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Client {
+    group: String,
+    client_id: String,
+    instance: Option<String>,
+    member_id: String,
+    generation: i32,
+    session_ms: u64,
+    rebalance_ms: u64,
+    protocols: Vec<Protocol>,
+    require_known_member_id: bool,
+}
+
+impl Client {
+    fn new(client_id: &str) -> Self {
+        Self {
+            group: "g".into(),
+            client_id: client_id.into(),
+            instance: None,
+            member_id: String::new(),
+            generation: -1,
+            session_ms: SESSION_MS,
+            rebalance_ms: REBALANCE_MS,
+            protocols: vec![Protocol::new("range", format!("sub-{client_id}"))],
+            require_known_member_id: false,
+        }
+    }
+
+    fn static_(client_id: &str, instance: &str) -> Self {
+        Self {
+            instance: Some(instance.into()),
+            ..Self::new(client_id)
+        }
+    }
+
+    fn join_request(&self) -> JoinGroup {
+        JoinGroup {
+            group_id: self.group.clone(),
+            member_id: self.member_id.clone(),
+            group_instance_id: self.instance.clone(),
+            session_timeout: Duration::from_millis(self.session_ms),
+            rebalance_timeout: Duration::from_millis(self.rebalance_ms),
+            protocol_type: "consumer".into(),
+            protocols: self.protocols.clone(),
+            client_id: self.client_id.clone(),
+            client_host: format!("/10.0.0.1:{}", self.client_id.len()),
+            reason: None,
+            require_known_member_id: self.require_known_member_id,
+        }
+    }
+}
+
+/// Two dynamic members, `a` (the first joiner, so the leader) and `b`, Stable at generation 1.
+fn stable_pair(h: &mut Harness) -> (Client, Client) {
+    let mut cl = [Client::new("a"), Client::new("b")];
+    h.drive_to_stable(&mut cl);
+    let [a, b] = cl;
+    (a, b)
+}
+
+// ----- tests ---------------------------------------------------------------------------------
+
+#[test]
+fn two_members_join_and_share_generation_and_leader() {
+    let mut h = Harness::new();
+    let (mut a, mut b) = (Client::new("a"), Client::new("b"));
+    let ja = h.join(&a);
+    let jb = h.join(&b);
+    assert!(
+        !h.answered(ja) && !h.answered(jb),
+        "parked for the initial delay"
+    );
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+
+    h.advance(DELAY_MS);
+    assert!(
+        !h.answered(ja),
+        "b arrived during the delay: it is extended once"
+    );
+    h.advance(DELAY_MS - 1);
+    assert!(!h.answered(ja));
+    h.advance(1);
+    let ra = h.joined(&mut a, ja);
+    let rb = h.joined(&mut b, jb);
+    assert_eq!(ra.generation_id, 1);
+    assert_eq!(ra.generation_id, rb.generation_id);
+    assert_eq!(ra.leader, rb.leader);
+    assert_eq!(ra.leader, a.member_id, "the first joiner leads");
+    assert_eq!(ra.protocol_name.as_deref(), Some("range"));
+    assert_eq!(ra.protocol_type.as_deref(), Some("consumer"));
+    assert!(a.member_id.starts_with("a-") && b.member_id.starts_with("b-"));
+    assert_ne!(a.member_id, b.member_id);
+    // The leader sees everyone's metadata, the follower nothing.
+    let mut seen: Vec<_> = ra
+        .members
+        .iter()
+        .map(|m| (m.member_id.clone(), m.metadata.clone()))
+        .collect();
+    seen.sort();
+    let mut want = vec![
+        (a.member_id.clone(), Bytes::from("sub-a")),
+        (b.member_id.clone(), Bytes::from("sub-b")),
+    ];
+    want.sort();
+    assert_eq!(seen, want);
+    assert!(rb.members.is_empty());
+    assert_eq!(h.state("g"), Some(GroupState::CompletingRebalance));
+
+    // The follower's SyncGroup waits for the leader's.
+    let sb = h.sync(&b, vec![]);
+    assert!(!h.answered(sb));
+    let sa = h.sync(
+        &a,
+        vec![MemberAssignment {
+            member_id: b.member_id.clone(),
+            assignment: Bytes::from_static(b"p0"),
+        }],
+    );
+    let (ra, rb) = (h.take_sync(sa), h.take_sync(sb));
+    assert_eq!(rb.assignment, Bytes::from_static(b"p0"));
+    assert_eq!(
+        ra.assignment,
+        Bytes::new(),
+        "missing members get an empty assignment"
+    );
+    assert_eq!(ra.protocol_name.as_deref(), Some("range"));
+    assert_eq!(h.state("g"), Some(GroupState::Stable));
+    assert_eq!(h.heartbeat(&a), ErrorCode::None);
+
+    let d = h.c.describe("g").unwrap();
+    assert_eq!(d.state, GroupState::Stable);
+    assert_eq!(d.protocol, "range");
+    assert_eq!(d.members.len(), 2);
+    let db = d
+        .members
+        .iter()
+        .find(|m| m.member_id == b.member_id)
+        .unwrap();
+    assert_eq!(db.client_id, "b");
+    assert_eq!(db.metadata, Bytes::from("sub-b"));
+    assert_eq!(db.assignment, Bytes::from_static(b"p0"));
+}
+
+#[test]
+fn kip394_member_id_required_round() {
+    let mut h = Harness::new();
+    let mut a = Client::new("a");
+    a.require_known_member_id = true;
+    let j = h.join(&a);
+    let r = h.take_join(j);
+    assert_eq!(r.error, ErrorCode::MemberIdRequired);
+    assert!(r.member_id.starts_with("a-"));
+    assert_eq!(r.generation_id, -1);
+    assert_eq!(
+        h.state("g"),
+        Some(GroupState::Empty),
+        "group exists, nobody in it"
+    );
+
+    a.member_id = r.member_id.clone();
+    let j = h.join(&a);
+    h.advance(DELAY_MS);
+    let r2 = h.joined(&mut a, j);
+    assert_eq!(r2.member_id, r.member_id, "the handed-out id is used");
+    assert_eq!(r2.leader, r.member_id);
+    assert_eq!(r2.generation_id, 1);
+}
+
+#[test]
+fn kip394_unused_member_id_expires_after_session_timeout() {
+    let mut h = Harness::new();
+    let mut a = Client::new("a");
+    a.require_known_member_id = true;
+    let r = {
+        let j = h.join(&a);
+        h.take_join(j)
+    };
+    assert_eq!(r.error, ErrorCode::MemberIdRequired);
+    assert_eq!(h.c.poll_timeout(), Some(Millis(SESSION_MS)));
+    h.advance(SESSION_MS);
+    assert_eq!(
+        h.state("g"),
+        None,
+        "a group that only held the pending id is dropped"
+    );
+    a.member_id = r.member_id;
+    let j = h.join(&a);
+    assert_eq!(h.take_join(j).error, ErrorCode::UnknownMemberId);
+}
+
+#[test]
+fn pending_member_id_holds_up_the_rebalance_until_it_expires() {
+    let mut h = Harness::new();
+    let (mut a, mut b) = stable_pair(&mut h);
+    // A third consumer got its id but never comes back; a rebalance must not wait forever.
+    let mut c = Client::new("c");
+    c.require_known_member_id = true;
+    let jc = h.join(&c);
+    assert_eq!(h.take_join(jc).error, ErrorCode::MemberIdRequired);
+    b.protocols = vec![Protocol::new("range", "sub-b-v2")];
+    let jb = h.join(&b);
+    let ja = h.join(&a);
+    assert!(!h.answered(ja), "waits for the pending member");
+    h.advance(SESSION_MS);
+    let ra = h.joined(&mut a, ja);
+    let rb = h.joined(&mut b, jb);
+    assert_eq!(ra.generation_id, 2);
+    assert_eq!(rb.generation_id, 2);
+}
+
+#[test]
+fn member_that_never_syncs_is_removed_at_session_timeout() {
+    let mut h = Harness::new();
+    let (mut a, mut b) = (Client::new("a"), Client::new("b"));
+    let (ja, jb) = (h.join(&a), h.join(&b));
+    h.advance(2 * DELAY_MS);
+    h.joined(&mut a, ja);
+    h.joined(&mut b, jb);
+    // The leader syncs and heartbeats; b goes silent after its JoinGroup answer.
+    let sa = h.sync(&a, vec![]);
+    assert_eq!(h.take_sync(sa).error, ErrorCode::None);
+    assert_eq!(h.state("g"), Some(GroupState::Stable));
+    for _ in 0..3 {
+        h.advance(SESSION_MS / 3);
+        assert_eq!(h.heartbeat(&a), ErrorCode::None);
+    }
+    h.advance(SESSION_MS / 3);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+    assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+    let ja = h.join(&a);
+    let r = h.joined(&mut a, ja);
+    assert_eq!(r.generation_id, 2);
+    assert_eq!(r.members.len(), 1);
+    assert_eq!(h.heartbeat(&b), ErrorCode::UnknownMemberId);
+}
+
+#[test]
+fn member_that_heartbeats_but_never_syncs_is_removed_at_rebalance_timeout() {
+    let mut h = Harness::new();
+    let (mut a, mut b) = (Client::new("a"), Client::new("b"));
+    a.rebalance_ms = 8_000;
+    b.rebalance_ms = 8_000;
+    let (ja, jb) = (h.join(&a), h.join(&b));
+    h.advance(2 * DELAY_MS);
+    h.joined(&mut a, ja);
+    h.joined(&mut b, jb);
+    let sa = h.sync(&a, vec![]);
+    assert_eq!(h.take_sync(sa).error, ErrorCode::None);
+    for _ in 0..3 {
+        h.advance(2_000);
+        assert_eq!(h.heartbeat(&a), ErrorCode::None);
+        assert_eq!(h.heartbeat(&b), ErrorCode::None);
+    }
+    h.advance(2_000);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+    assert_eq!(h.heartbeat(&b), ErrorCode::UnknownMemberId);
+}
+
+#[test]
+fn heartbeat_during_rebalance_asks_to_rejoin() {
+    let mut h = Harness::new();
+    let (a, mut b) = stable_pair(&mut h);
+    b.protocols = vec![Protocol::new("range", "new-subscription")];
+    let jb = h.join(&b);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+    assert!(!h.answered(jb));
+    assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+    // SyncGroup is refused too until the rebalance is over.
+    let s = h.sync(&a, vec![]);
+    assert_eq!(h.take_sync(s).error, ErrorCode::RebalanceInProgress);
+    // A wrong generation is a wrong generation, whatever the state.
+    let mut stale = a.clone();
+    stale.generation = 0;
+    assert_eq!(h.heartbeat(&stale), ErrorCode::IllegalGeneration);
+}
+
+#[test]
+fn leader_leaving_mid_rebalance_hands_leadership_to_a_rejoined_member() {
+    let mut h = Harness::new();
+    let (a, mut b) = stable_pair(&mut h);
+    assert_eq!(h.c.describe("g").unwrap().members.len(), 2);
+    b.protocols = vec![Protocol::new("range", "new-subscription")];
+    let jb = h.join(&b);
+    let left = h.leave("g", &[(&a.member_id, None)]);
+    assert_eq!(left.error, ErrorCode::None);
+    assert_eq!(left.members[0].error, ErrorCode::None);
+    // b was the only one left and had rejoined: the rebalance completes at once.
+    let r = h.joined(&mut b, jb);
+    assert_eq!(r.generation_id, 2);
+    assert_eq!(r.leader, b.member_id);
+    assert_eq!(r.members.len(), 1);
+    assert_eq!(r.members[0].metadata, Bytes::from("new-subscription"));
+}
+
+#[test]
+fn leader_not_rejoining_is_replaced_by_a_member_that_did() {
+    let mut h = Harness::new();
+    let (mut a, mut b) = stable_pair(&mut h);
+    b.protocols = vec![Protocol::new("range", "new-subscription")];
+    let jb = h.join(&b);
+    // The leader stays alive (heartbeats) but does not rejoin.
+    for _ in 0..6 {
+        h.advance(REBALANCE_MS / 6 - 1);
+        assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+    }
+    h.advance(6);
+    let r = h.joined(&mut b, jb);
+    assert_eq!(r.leader, b.member_id);
+    assert_eq!(r.members.len(), 1);
+    assert_eq!(h.heartbeat(&a), ErrorCode::UnknownMemberId);
+    // The old leader rejoins as a new member and the group grows again.
+    a.member_id.clear();
+    let ja = h.join(&a);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+    let s = h.sync(&b, vec![]);
+    assert_eq!(h.take_sync(s).error, ErrorCode::RebalanceInProgress);
+    let jb = h.join(&b);
+    let ra = h.joined(&mut a, ja);
+    let rb = h.joined(&mut b, jb);
+    assert_eq!((ra.generation_id, rb.generation_id), (3, 3));
+    assert_eq!(rb.leader, b.member_id);
+}
+
+#[test]
+fn all_members_expire_then_group_is_empty_and_can_be_rejoined() {
+    let mut h = Harness::new();
+    let (mut a, mut b) = stable_pair(&mut h);
+    h.advance(SESSION_MS);
+    assert_eq!(h.state("g"), Some(GroupState::Empty));
+    assert_eq!(h.c.generation("g"), Some(2), "emptying is a generation too");
+    assert_eq!(h.c.poll_timeout(), None);
+    assert_eq!(h.heartbeat(&a), ErrorCode::UnknownMemberId);
+    let d = h.c.describe("g").unwrap();
+    assert_eq!(d.protocol_type, "consumer");
+    assert!(d.members.is_empty());
+
+    a.member_id.clear();
+    b.member_id.clear();
+    let mut cl = [a, b];
+    h.drive_to_stable(&mut cl);
+    assert_eq!(cl[0].generation, 3);
+}
+
+#[test]
+fn static_member_restart_keeps_assignment_without_rebalance() {
+    let mut h = Harness::new();
+    let mut cl = [Client::static_("a", "inst-a"), Client::new("b")];
+    h.drive_to_stable(&mut cl);
+    let [a, b] = cl;
+    let generation = h.c.generation("g").unwrap();
+    let old = a.clone();
+
+    // The process restarts: no member id, same instance id, within the session timeout.
+    h.advance(SESSION_MS / 2);
+    let mut a2 = Client {
+        member_id: String::new(),
+        ..a.clone()
+    };
+    let j = h.join(&a2);
+    let r = h.joined(&mut a2, j);
+    assert_ne!(a2.member_id, old.member_id);
+    assert!(a2.member_id.starts_with("inst-a-"));
+    assert_eq!(r.generation_id, generation);
+    assert_eq!(
+        r.leader, old.member_id,
+        "the old leader id, so it does not assign"
+    );
+    assert!(r.members.is_empty());
+    assert_eq!(h.state("g"), Some(GroupState::Stable), "no rebalance");
+
+    let s = h.sync(&a2, vec![]);
+    let s = h.take_sync(s);
+    assert_eq!(s.error, ErrorCode::None);
+    assert_eq!(s.assignment, Bytes::from(format!("for {}", old.member_id)));
+    assert_eq!(h.heartbeat(&b), ErrorCode::None, "others are undisturbed");
+    assert_eq!(h.heartbeat(&a2), ErrorCode::None);
+
+    // The old incarnation is fenced.
+    assert_eq!(h.heartbeat(&old), ErrorCode::FencedInstanceId);
+    let s = h.sync(&old, vec![]);
+    assert_eq!(h.take_sync(s).error, ErrorCode::FencedInstanceId);
+    let j = h.join(&old);
+    assert_eq!(h.take_join(j).error, ErrorCode::FencedInstanceId);
+    assert_eq!(
+        h.c.validate_commit(h.now, "g", generation, &old.member_id, Some("inst-a")),
+        Err(ErrorCode::FencedInstanceId)
+    );
+    let left = h.leave("g", &[(&old.member_id, Some("inst-a"))]);
+    assert_eq!(left.members[0].error, ErrorCode::FencedInstanceId);
+    assert_eq!(h.c.generation("g"), Some(generation));
+}
+
+#[test]
+fn static_member_restart_with_other_protocol_rebalances() {
+    let mut h = Harness::new();
+    let mut cl = [Client::static_("a", "inst-a")];
+    h.drive_to_stable(&mut cl);
+    let [a] = cl;
+    let mut a2 = Client {
+        member_id: String::new(),
+        protocols: vec![Protocol::new("sticky", "x"), Protocol::new("range", "y")],
+        ..a.clone()
+    };
+    let j = h.join(&a2);
+    // Alone, it now votes for `sticky`: the selected protocol changes, so it rebalances
+    // (and completes at once: it is the only member and has rejoined).
+    let r = h.joined(&mut a2, j);
+    assert_eq!(r.generation_id, 2);
+    assert_eq!(r.protocol_name.as_deref(), Some("sticky"));
+    assert_eq!(r.leader, a2.member_id);
+}
+
+#[test]
+fn static_member_not_rejoining_stays_until_its_session_expires() {
+    let mut h = Harness::new();
+    let mut cl = [Client::new("a"), Client::static_("s", "inst-s")];
+    cl[1].session_ms = 60_000;
+    h.drive_to_stable(&mut cl);
+    let [mut a, s] = cl;
+    a.protocols = vec![Protocol::new("range", "v2")];
+    let ja = h.join(&a);
+    h.advance(REBALANCE_MS);
+    let r = h.joined(&mut a, ja);
+    assert_eq!(r.generation_id, 2);
+    assert_eq!(
+        r.members.len(),
+        2,
+        "the absent static member keeps its place"
+    );
+    let mut s = s;
+    s.generation = 2;
+    assert_eq!(h.heartbeat(&s), ErrorCode::None);
+}
+
+#[test]
+fn static_member_restart_during_completing_rebalance_fences_and_rebalances() {
+    let mut h = Harness::new();
+    let (mut s, mut b) = (Client::static_("s", "inst-s"), Client::new("b"));
+    let (js, jb) = (h.join(&s), h.join(&b));
+    h.advance(2 * DELAY_MS);
+    h.joined(&mut s, js);
+    h.joined(&mut b, jb);
+    let sb = h.sync(&b, vec![]);
+    let old_sync = h.sync(&s, vec![]); // s leads; its sync completes the round at once
+    assert_eq!(h.take_sync(old_sync).error, ErrorCode::None);
+    assert_eq!(h.take_sync(sb).error, ErrorCode::None);
+
+    // Now a rebalance, and during CompletingRebalance s restarts.
+    b.protocols = vec![Protocol::new("range", "v2")];
+    let jb = h.join(&b);
+    let js = h.join(&s);
+    h.joined(&mut b, jb);
+    h.joined(&mut s, js);
+    let s_follower_sync = h.sync(&b, vec![]);
+    let mut s2 = Client {
+        member_id: String::new(),
+        ..s.clone()
+    };
+    let j2 = h.join(&s2);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+    assert_eq!(
+        h.take_sync(s_follower_sync).error,
+        ErrorCode::RebalanceInProgress
+    );
+    assert_eq!(h.heartbeat(&s), ErrorCode::FencedInstanceId);
+    let jb = h.join(&b);
+    let r = h.joined(&mut s2, j2);
+    h.joined(&mut b, jb);
+    assert_eq!(r.generation_id, 3);
+}
+
+#[test]
+fn session_timeout_of_one_member_rebalances_the_survivor() {
+    let mut h = Harness::new();
+    let (mut a, b) = stable_pair(&mut h);
+    for _ in 0..4 {
+        h.advance(SESSION_MS / 4 - 1);
+        assert_eq!(h.heartbeat(&a), ErrorCode::None);
+    }
+    h.advance(4);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+    assert_eq!(h.heartbeat(&b), ErrorCode::UnknownMemberId);
+    assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+    let j = h.join(&a);
+    let r = h.joined(&mut a, j);
+    assert_eq!(r.generation_id, 2);
+    assert_eq!(r.leader, a.member_id);
+    assert_eq!(r.members.len(), 1);
+}
+
+#[test]
+fn rebalance_timeout_removes_members_that_do_not_rejoin() {
+    let mut h = Harness::new();
+    let mut cl = [Client::new("a"), Client::new("b"), Client::new("c")];
+    h.drive_to_stable(&mut cl);
+    let [mut a, b, c] = cl;
+    // The leader rejoining forces a rebalance even with unchanged metadata.
+    let ja = h.join(&a);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+    for _ in 0..5 {
+        h.advance(REBALANCE_MS / 5 - 1);
+        assert_eq!(h.heartbeat(&b), ErrorCode::RebalanceInProgress);
+        assert!(!h.answered(ja));
+    }
+    h.advance(5);
+    let r = h.joined(&mut a, ja);
+    assert_eq!(r.generation_id, 2);
+    assert_eq!(r.members.len(), 1);
+    assert_eq!(h.heartbeat(&b), ErrorCode::UnknownMemberId);
+    assert_eq!(h.heartbeat(&c), ErrorCode::UnknownMemberId);
+}
+
+#[test]
+fn follower_rejoining_stable_group_unchanged_gets_current_generation() {
+    let mut h = Harness::new();
+    let (_a, b) = stable_pair(&mut h);
+    let j = h.join(&b);
+    let r = h.take_join(j);
+    assert_eq!(r.error, ErrorCode::None);
+    assert_eq!(r.generation_id, 1);
+    assert_eq!(h.state("g"), Some(GroupState::Stable));
+}
+
+#[test]
+fn superseded_requests_are_answered() {
+    let mut h = Harness::new();
+    let (a, mut b) = stable_pair(&mut h);
+    b.protocols = vec![Protocol::new("range", "v2")];
+    let first = h.join(&b);
+    let second = h.join(&b);
+    assert_eq!(h.take_join(first).error, ErrorCode::RebalanceInProgress);
+    let mut a = a;
+    let ja = h.join(&a);
+    h.joined(&mut a, ja);
+    h.joined(&mut b, second);
+    // A follower's repeated SyncGroup replaces the parked one.
+    let s1 = h.sync(&b, vec![]);
+    let s2 = h.sync(&b, vec![]);
+    assert_eq!(h.take_sync(s1).error, ErrorCode::RebalanceInProgress);
+    let sa = h.sync(&a, vec![]);
+    assert_eq!(h.take_sync(sa).error, ErrorCode::None);
+    assert_eq!(h.take_sync(s2).error, ErrorCode::None);
+}
+
+#[test]
+fn new_member_parked_too_long_is_dropped() {
+    let config = GroupConfig {
+        new_member_join_timeout: Duration::from_secs(20),
+        ..GroupConfig::default()
+    };
+    let mut h = Harness::with(config);
+    let (mut a, mut b) = stable_pair(&mut h);
+    // A new member arrives; the others stay alive but are slow to rejoin, and the
+    // rebalance timeout (60 s) is longer than the new-member timeout (20 s).
+    let mut c = Client::new("c");
+    c.rebalance_ms = 60_000;
+    let jc = h.join(&c);
+    for _ in 0..4 {
+        h.advance(5_000);
+        assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+        assert_eq!(h.heartbeat(&b), ErrorCode::RebalanceInProgress);
+    }
+    let r = h.take_join(jc);
+    assert_eq!(r.error, ErrorCode::UnknownMemberId);
+    assert_eq!(r.member_id, "");
+    let (ja, jb) = (h.join(&a), h.join(&b));
+    assert_eq!(h.joined(&mut a, ja).members.len(), 2);
+    assert_eq!(h.joined(&mut b, jb).generation_id, 2);
+}
+
+#[test]
+fn initial_delay_extends_while_members_arrive_up_to_the_rebalance_timeout() {
+    let mut h = Harness::new();
+    let mut clients: Vec<Client> = (0..6).map(|i| Client::new(&format!("c{i}"))).collect();
+    for cl in &mut clients {
+        cl.rebalance_ms = 10_000;
+    }
+    // Joins at 0, 2.5, 5, 7.5 and 9.5 s. The 3 s delay fires at 3 s, sees a newcomer and
+    // waits 3 s more; likewise at 6 s; at 9 s only 1 s of the rebalance timeout remains.
+    let mut joins = vec![h.join(&clients[0])];
+    for (cl, at) in clients[1..5].iter().zip([2_500, 5_000, 7_500, 9_500]) {
+        h.advance(at - h.now.0);
+        joins.push(h.join(cl));
+    }
+    h.advance(10_000 - 1 - h.now.0);
+    assert!(!h.answered(joins[0]));
+    h.advance(1);
+    let ids: Vec<_> = joins.iter().map(|j| h.take_join(*j)).collect();
+    assert!(
+        ids.iter()
+            .all(|r| r.error == ErrorCode::None && r.generation_id == 1)
+    );
+    assert_eq!(ids[0].members.len(), 5);
+    // A latecomer after completion starts the next rebalance instead.
+    h.join(&clients[5]);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+}
+
+#[test]
+fn initial_delay_without_more_members_completes_after_one_delay() {
+    let mut h = Harness::new();
+    let a = Client::new("a");
+    let j = h.join(&a);
+    assert_eq!(h.c.poll_timeout(), Some(Millis(DELAY_MS)));
+    h.advance(DELAY_MS);
+    assert_eq!(h.take_join(j).generation_id, 1);
+}
+
+#[test]
+fn zero_initial_delay_answers_a_lone_member_at_once() {
+    let config = GroupConfig {
+        initial_rebalance_delay: Duration::ZERO,
+        ..GroupConfig::default()
+    };
+    let mut h = Harness::with(config);
+    let j = h.join(&Client::new("a"));
+    assert_eq!(h.take_join(j).generation_id, 1);
+}
+
+#[test]
+fn protocol_is_chosen_by_vote_among_common_protocols() {
+    let mut h = Harness::new();
+    let mut a = Client::new("a");
+    a.protocols = vec![
+        Protocol::new("sticky", "a"),
+        Protocol::new("range", "a"),
+        Protocol::new("roundrobin", "a"),
+    ];
+    let mut b = Client::new("b");
+    b.protocols = vec![
+        Protocol::new("roundrobin", "b"),
+        Protocol::new("range", "b"),
+    ];
+    let mut c = Client::new("c");
+    c.protocols = vec![
+        Protocol::new("range", "c"),
+        Protocol::new("roundrobin", "c"),
+    ];
+    let mut d = Client::new("d");
+    d.protocols = vec![
+        Protocol::new("range", "d"),
+        Protocol::new("roundrobin", "d"),
+    ];
+    // Common: range, roundrobin. Votes: a range, b roundrobin, c range, d range.
+    let js: Vec<_> = [&a, &b, &c, &d].iter().map(|cl| h.join(cl)).collect();
+    h.advance(2 * DELAY_MS);
+    let r = h.joined(&mut a, js[0]);
+    assert_eq!(r.protocol_name.as_deref(), Some("range"));
+    assert!(r.members.iter().all(|m| m.metadata.len() == 1));
+    // A newcomer without a common protocol is refused.
+    let mut e = Client::new("e");
+    e.protocols = vec![Protocol::new("sticky", "e")];
+    let je = h.join(&e);
+    assert_eq!(h.take_join(je).error, ErrorCode::InconsistentGroupProtocol);
+    let mut f = Client::new("f");
+    f.protocols = vec![Protocol::new("range", "f")];
+    let jf = h.join(&Client { ..f.clone() });
+    assert!(!h.answered(jf), "a common protocol is enough");
+    f.protocols.clear();
+}
+
+#[test]
+fn bad_joins_are_refused() {
+    let mut h = Harness::new();
+    let mut a = Client::new("a");
+    a.session_ms = 5_999;
+    let j = h.join(&a);
+    assert_eq!(h.take_join(j).error, ErrorCode::InvalidSessionTimeout);
+    a.session_ms = 30 * 60 * 1000 + 1;
+    let j = h.join(&a);
+    assert_eq!(h.take_join(j).error, ErrorCode::InvalidSessionTimeout);
+    a.session_ms = SESSION_MS;
+    a.group.clear();
+    let j = h.join(&a);
+    assert_eq!(h.take_join(j).error, ErrorCode::InvalidGroupId);
+    a.group = "g".into();
+    a.protocols.clear();
+    let j = h.join(&a);
+    assert_eq!(h.take_join(j).error, ErrorCode::InconsistentGroupProtocol);
+    a.protocols = vec![Protocol::new("range", "x")];
+    a.member_id = "made-up".into();
+    let j = h.join(&a);
+    assert_eq!(h.take_join(j).error, ErrorCode::UnknownMemberId);
+    assert!(
+        h.c.list(&[]).is_empty(),
+        "failed joins leave no groups behind"
+    );
+
+    // A different protocol type than the group's.
+    let a = Client::new("a");
+    h.join(&a);
+    let mut b = Client::new("b");
+    let mut req = b.join_request();
+    req.protocol_type = "connect".into();
+    let id = h.id();
+    h.c.join(h.now, id, req);
+    assert_eq!(h.take_join(id).error, ErrorCode::InconsistentGroupProtocol);
+    b.member_id = "nope".into();
+    let j = h.join(&b);
+    assert_eq!(h.take_join(j).error, ErrorCode::UnknownMemberId);
+}
+
+#[test]
+fn metadata_above_the_cap_is_refused() {
+    let config = GroupConfig {
+        max_metadata_bytes: 100,
+        max_protocols_per_member: 2,
+        ..GroupConfig::default()
+    };
+    let mut h = Harness::with(config);
+    let mut a = Client::new("a");
+    a.protocols = vec![Protocol::new("range", vec![0u8; 96])];
+    let j = h.join(&a);
+    assert_eq!(h.take_join(j).error, ErrorCode::UnknownServerError);
+    a.protocols = vec![
+        Protocol::new("a", "x"),
+        Protocol::new("b", "x"),
+        Protocol::new("c", "x"),
+    ];
+    let j = h.join(&a);
+    assert_eq!(h.take_join(j).error, ErrorCode::UnknownServerError);
+    a.protocols = vec![Protocol::new("range", vec![0u8; 95])];
+    let j = h.join(&a);
+    h.advance(DELAY_MS);
+    assert_eq!(h.take_join(j).error, ErrorCode::None);
+}
+
+#[test]
+fn oversized_assignment_fails_the_round_and_rebalances() {
+    let config = GroupConfig {
+        max_assignment_bytes: 10,
+        ..GroupConfig::default()
+    };
+    let mut h = Harness::with(config);
+    let (mut a, mut b) = (Client::new("a"), Client::new("b"));
+    let (ja, jb) = (h.join(&a), h.join(&b));
+    h.advance(2 * DELAY_MS);
+    h.joined(&mut a, ja);
+    h.joined(&mut b, jb);
+    let sb = h.sync(&b, vec![]);
+    let sa = h.sync(
+        &a,
+        vec![MemberAssignment {
+            member_id: b.member_id.clone(),
+            assignment: Bytes::from(vec![0u8; 11]),
+        }],
+    );
+    assert_eq!(h.take_sync(sa).error, ErrorCode::UnknownServerError);
+    assert_eq!(h.take_sync(sb).error, ErrorCode::UnknownServerError);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+}
+
+#[test]
+fn group_max_size_is_enforced() {
+    let config = GroupConfig {
+        max_members_per_group: 2,
+        max_pending_members_per_group: 1,
+        ..GroupConfig::default()
+    };
+    let mut h = Harness::with(config);
+    let (a, b) = stable_pair(&mut h);
+    let c = Client::new("c");
+    let j = h.join(&c);
+    let r = h.take_join(j);
+    assert_eq!(r.error, ErrorCode::GroupMaxSizeReached);
+    assert_eq!(r.member_id, "");
+    assert_eq!(h.c.describe("g").unwrap().members.len(), 2);
+    assert_eq!(h.state("g"), Some(GroupState::Stable));
+
+    // Existing members still rejoin fine.
+    let j = h.join(&a);
+    assert!(!h.answered(j));
+    let _ = b;
+
+    // KIP-394 ids handed out but not used yet are capped too.
+    let mut d = Client::new("d");
+    d.group = "other".into();
+    d.require_known_member_id = true;
+    let j = h.join(&d);
+    assert_eq!(h.take_join(j).error, ErrorCode::MemberIdRequired);
+    let j = h.join(&d);
+    assert_eq!(h.take_join(j).error, ErrorCode::GroupMaxSizeReached);
+}
+
+#[test]
+fn group_max_size_counts_rejoined_members_while_preparing() {
+    let config = GroupConfig {
+        max_members_per_group: 2,
+        ..GroupConfig::default()
+    };
+    let mut h = Harness::with(config);
+    let (mut a, mut b) = stable_pair(&mut h);
+    // a rejoins (leader: forces a rebalance); a newcomer takes the second seat before b
+    // rejoins; b, arriving last, is turned away and dropped, as in Kafka.
+    let ja = h.join(&a);
+    let mut c = Client::new("c");
+    let jc = h.join(&c);
+    let jb = h.join(&b);
+    let r = h.take_join(jb);
+    assert_eq!(r.error, ErrorCode::GroupMaxSizeReached);
+    let ra = h.joined(&mut a, ja);
+    h.joined(&mut c, jc);
+    assert_eq!(ra.members.len(), 2);
+    b.generation = ra.generation_id;
+    assert_eq!(h.heartbeat(&b), ErrorCode::UnknownMemberId);
+}
+
+#[test]
+fn max_groups_evicts_the_longest_empty_group_or_refuses() {
+    let config = GroupConfig {
+        max_groups: 2,
+        ..GroupConfig::default()
+    };
+    let mut h = Harness::with(config);
+    let mut x = Client::new("x");
+    x.group = "x".into();
+    let mut y = Client::new("y");
+    y.group = "y".into();
+    h.drive_to_stable(std::slice::from_mut(&mut x));
+    h.drive_to_stable(std::slice::from_mut(&mut y));
+    let mut z = Client::new("z");
+    z.group = "z".into();
+    let j = h.join(&z);
+    assert_eq!(h.take_join(j).error, ErrorCode::CoordinatorNotAvailable);
+
+    let left = h.leave("x", &[(&x.member_id, None)]);
+    assert_eq!(left.members[0].error, ErrorCode::None);
+    assert_eq!(h.state("x"), Some(GroupState::Empty));
+    let j = h.join(&z);
+    assert!(!h.answered(j));
+    assert_eq!(h.state("x"), None, "the empty group made room");
+    assert_eq!(h.c.list(&[]).len(), 2);
+}
+
+#[test]
+fn leave_group_single_batched_and_by_instance_id() {
+    let mut h = Harness::new();
+    let mut cl = [
+        Client::new("a"),
+        Client::new("b"),
+        Client::static_("s", "inst-s"),
+    ];
+    h.drive_to_stable(&mut cl);
+    let [a, b, s] = cl;
+    let r = h.leave(
+        "g",
+        &[
+            (&b.member_id, None),
+            ("unknown", None),
+            ("", Some("inst-s")),
+            ("", Some("inst-unknown")),
+        ],
+    );
+    assert_eq!(r.error, ErrorCode::None);
+    let errors: Vec<_> = r.members.iter().map(|m| m.error).collect();
+    assert_eq!(
+        errors,
+        [
+            ErrorCode::None,
+            ErrorCode::UnknownMemberId,
+            ErrorCode::None,
+            ErrorCode::UnknownMemberId
+        ]
+    );
+    assert_eq!(r.members[2].group_instance_id.as_deref(), Some("inst-s"));
+    assert_eq!(h.heartbeat(&s), ErrorCode::UnknownMemberId);
+    assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+
+    let r = h.leave("nope", &[(&a.member_id, None)]);
+    assert_eq!(r.error, ErrorCode::None);
+    assert_eq!(r.members[0].error, ErrorCode::UnknownMemberId);
+    let r = h.leave("", &[(&a.member_id, None)]);
+    assert_eq!(r.error, ErrorCode::InvalidGroupId);
+}
+
+#[test]
+fn leaving_member_with_parked_join_gets_an_answer() {
+    let mut h = Harness::new();
+    let a = Client::new("a");
+    let j = h.join(&a);
+    let d = h.c.describe("g").unwrap();
+    let member_id = d.members[0].member_id.clone();
+    assert_eq!(d.state, GroupState::PreparingRebalance);
+    assert_eq!(d.protocol, "", "no protocol before Stable");
+    assert_eq!(d.members[0].metadata, Bytes::new());
+    let r = h.leave("g", &[(&member_id, None)]);
+    assert_eq!(r.members[0].error, ErrorCode::None);
+    assert_eq!(h.take_join(j).error, ErrorCode::UnknownMemberId);
+    h.advance(DELAY_MS);
+    assert_eq!(h.state("g"), Some(GroupState::Empty));
+}
+
+#[test]
+fn sync_validation() {
+    let mut h = Harness::new();
+    let (a, _b) = stable_pair(&mut h);
+    let mut stale = a.clone();
+    stale.generation = 7;
+    let s = h.sync(&stale, vec![]);
+    assert_eq!(h.take_sync(s).error, ErrorCode::IllegalGeneration);
+    let mut unknown = a.clone();
+    unknown.member_id = "who".into();
+    let s = h.sync(&unknown, vec![]);
+    assert_eq!(h.take_sync(s).error, ErrorCode::UnknownMemberId);
+    let id = h.id();
+    h.c.sync(
+        h.now,
+        id,
+        SyncGroup {
+            group_id: "g".into(),
+            generation_id: a.generation,
+            member_id: a.member_id.clone(),
+            group_instance_id: None,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("roundrobin".into()),
+            assignments: vec![],
+        },
+    );
+    assert_eq!(h.take_sync(id).error, ErrorCode::InconsistentGroupProtocol);
+    let mut elsewhere = a.clone();
+    elsewhere.group = "other".into();
+    let s = h.sync(&elsewhere, vec![]);
+    assert_eq!(h.take_sync(s).error, ErrorCode::UnknownMemberId);
+    // In Stable, a SyncGroup just returns the member's assignment again.
+    let s = h.sync(&a, vec![]);
+    let s = h.take_sync(s);
+    assert_eq!(s.assignment, Bytes::from(format!("for {}", a.member_id)));
+}
+
+#[test]
+fn validate_commit_follows_kafka_rules() {
+    let mut h = Harness::new();
+    let now = h.now;
+    // Unknown group: simple commits only.
+    assert_eq!(h.c.validate_commit(now, "free", -1, "", None), Ok(()));
+    assert_eq!(
+        h.c.validate_commit(now, "free", 1, "m", None),
+        Err(ErrorCode::IllegalGeneration)
+    );
+    assert_eq!(
+        h.c.validate_commit(now, "free", -1, "m", None),
+        Err(ErrorCode::UnknownMemberId)
+    );
+    assert_eq!(
+        h.c.validate_commit(now, "", -1, "", None),
+        Err(ErrorCode::InvalidGroupId)
+    );
+
+    let (a, b) = stable_pair(&mut h);
+    let now = h.now;
+    assert_eq!(h.c.validate_commit(now, "g", 1, &a.member_id, None), Ok(()));
+    assert_eq!(
+        h.c.validate_commit(now, "g", -1, "", None),
+        Err(ErrorCode::UnknownMemberId),
+        "no simple commits into a group with members"
+    );
+    assert_eq!(
+        h.c.validate_commit(now, "g", 1, "stranger", None),
+        Err(ErrorCode::UnknownMemberId)
+    );
+    assert_eq!(
+        h.c.validate_commit(now, "g", 0, &a.member_id, None),
+        Err(ErrorCode::IllegalGeneration)
+    );
+
+    // PreparingRebalance: members of the current generation may still commit.
+    let mut b2 = b.clone();
+    b2.protocols = vec![Protocol::new("range", "v2")];
+    let jb = h.join(&b2);
+    assert_eq!(
+        h.c.validate_commit(h.now, "g", 1, &a.member_id, None),
+        Ok(())
+    );
+    // CompletingRebalance: the member must finish the rebalance first.
+    let mut a = a;
+    let ja = h.join(&a);
+    h.joined(&mut a, ja);
+    let mut b2 = b2;
+    h.joined(&mut b2, jb);
+    assert_eq!(
+        h.c.validate_commit(h.now, "g", 2, &a.member_id, None),
+        Err(ErrorCode::RebalanceInProgress)
+    );
+    // A commit counts as a heartbeat.
+    let sa = h.sync(&a, vec![]);
+    let sb = h.sync(&b2, vec![]);
+    h.take_sync(sa);
+    h.take_sync(sb);
+    for _ in 0..4 {
+        h.advance(SESSION_MS / 2);
+        assert_eq!(
+            h.c.validate_commit(h.now, "g", 2, &a.member_id, None),
+            Ok(())
+        );
+        assert_eq!(h.heartbeat(&b2), ErrorCode::None);
+    }
+    // Empty again: simple commits are allowed.
+    h.leave("g", &[(&a.member_id, None), (&b2.member_id, None)]);
+    assert_eq!(h.state("g"), Some(GroupState::Empty));
+    assert_eq!(h.c.validate_commit(h.now, "g", -1, "", None), Ok(()));
+    assert_eq!(
+        h.c.validate_commit(h.now, "g", 3, "", None),
+        Err(ErrorCode::UnknownMemberId)
+    );
+}
+
+#[test]
+fn delete_only_empty_groups() {
+    let mut h = Harness::new();
+    assert_eq!(h.c.delete("g"), Err(ErrorCode::GroupIdNotFound));
+    let (a, b) = stable_pair(&mut h);
+    assert_eq!(h.c.delete("g"), Err(ErrorCode::NonEmptyGroup));
+    h.leave("g", &[(&a.member_id, None)]);
+    assert_eq!(h.c.delete("g"), Err(ErrorCode::NonEmptyGroup));
+    h.leave("g", &[(&b.member_id, None)]);
+    assert_eq!(h.state("g"), Some(GroupState::Empty));
+    assert_eq!(h.c.delete("g"), Ok(()));
+    assert_eq!(h.state("g"), None);
+    assert_eq!(h.c.describe("g"), None);
+    assert_eq!(h.c.delete("g"), Err(ErrorCode::GroupIdNotFound));
+    assert_eq!(h.c.poll_timeout(), None);
+}
+
+#[test]
+fn delete_forgets_outstanding_member_ids() {
+    let mut h = Harness::new();
+    let mut a = Client::new("a");
+    a.require_known_member_id = true;
+    let j = h.join(&a);
+    let r = h.take_join(j);
+    assert_eq!(h.c.delete("g"), Ok(()));
+    assert_eq!(h.c.poll_timeout(), None);
+    a.member_id = r.member_id;
+    let j = h.join(&a);
+    assert_eq!(h.take_join(j).error, ErrorCode::UnknownMemberId);
+}
+
+#[test]
+fn list_filters_by_state() {
+    let mut h = Harness::new();
+    let mut x = Client::new("x");
+    x.group = "stable".into();
+    h.drive_to_stable(std::slice::from_mut(&mut x));
+    let mut z = Client::new("z");
+    z.group = "empty".into();
+    h.drive_to_stable(std::slice::from_mut(&mut z));
+    h.leave("empty", &[(&z.member_id, None)]);
+    let mut y = Client::new("y");
+    y.group = "preparing".into();
+    h.join(&y);
+
+    let all = h.c.list(&[]);
+    let names: Vec<_> = all.iter().map(|g| g.group_id.as_str()).collect();
+    assert_eq!(names, ["empty", "preparing", "stable"]);
+    assert!(all.iter().all(|g| g.protocol_type == "consumer"));
+    let stable = h.c.list(&[GroupState::Stable]);
+    assert_eq!(stable.len(), 1);
+    assert_eq!(stable[0].group_id, "stable");
+    let some =
+        h.c.list(&[GroupState::Empty, GroupState::PreparingRebalance]);
+    assert_eq!(some.len(), 2);
+    assert!(h.c.list(&[GroupState::Dead]).is_empty());
+    assert_eq!(
+        GroupState::parse("preparingrebalance"),
+        Some(GroupState::PreparingRebalance)
+    );
+    assert_eq!(GroupState::parse("Asleep"), None);
+}
+
+#[test]
+fn error_codes_are_kafkas() {
+    let codes = [
+        (ErrorCode::None, 0),
+        (ErrorCode::UnknownServerError, -1),
+        (ErrorCode::CoordinatorNotAvailable, 15),
+        (ErrorCode::IllegalGeneration, 22),
+        (ErrorCode::InconsistentGroupProtocol, 23),
+        (ErrorCode::InvalidGroupId, 24),
+        (ErrorCode::UnknownMemberId, 25),
+        (ErrorCode::InvalidSessionTimeout, 26),
+        (ErrorCode::RebalanceInProgress, 27),
+        (ErrorCode::NonEmptyGroup, 68),
+        (ErrorCode::GroupIdNotFound, 69),
+        (ErrorCode::MemberIdRequired, 79),
+        (ErrorCode::GroupMaxSizeReached, 81),
+        (ErrorCode::FencedInstanceId, 82),
+    ];
+    for (e, code) in codes {
+        assert_eq!(e.code(), code, "{e:?}");
+    }
+}
+
+#[test]
+fn member_ids_are_reproducible_from_the_seed() {
+    let run = |seed| {
+        let config = GroupConfig {
+            member_id_seed: seed,
+            ..GroupConfig::default()
+        };
+        let mut h = Harness::with(config);
+        let j = h.join(&Client::new("a"));
+        h.advance(DELAY_MS);
+        h.take_join(j).member_id
+    };
+    assert_eq!(run(1), run(1));
+    assert_ne!(run(1), run(2));
+}
