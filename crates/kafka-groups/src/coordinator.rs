@@ -319,6 +319,108 @@ impl Coordinator {
             self.groups.remove(group_id);
         }
     }
+
+    /// Internal consistency, for tests: returns the first violated invariant.
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        use crate::timers::TimerKind;
+        let config = &self.ctx.config;
+        if self.groups.len() > config.max_groups {
+            return Err("too many groups".into());
+        }
+        let mut armed = std::collections::BTreeSet::new();
+        for g in self.groups.values() {
+            let gid = &g.id;
+            let fail = |what: &str| Err(format!("group {gid}: {what}"));
+            if g.members.len() > 2 * config.max_members_per_group.max(1) {
+                return fail("too many members");
+            }
+            if g.pending.len() > config.max_pending_members_per_group {
+                return fail("too many pending members");
+            }
+            match &g.leader {
+                Some(l) if !g.members.contains_key(l) => return fail("leader is not a member"),
+                None if !g.members.is_empty() => return fail("members but no leader"),
+                _ => {}
+            }
+            let settled = matches!(
+                g.state,
+                GroupState::CompletingRebalance | GroupState::Stable
+            );
+            if g.state == GroupState::Empty && !g.members.is_empty() {
+                return fail("Empty with members");
+            }
+            if settled {
+                if g.members.is_empty() {
+                    return fail("settled without members");
+                }
+                let Some(p) = &g.protocol_name else {
+                    return fail("settled without protocol");
+                };
+                for m in g.members.values() {
+                    if m.generation != g.generation {
+                        return fail("member of another generation");
+                    }
+                    if m.awaiting_join.is_some() {
+                        return fail("awaiting join while settled");
+                    }
+                    if !g.pending_sync.is_empty() && g.sync_deadline.is_none() {
+                        return fail("pending syncs without deadline");
+                    }
+                    let _ = p;
+                }
+            } else if g.sync_deadline.is_some() || !g.pending_sync.is_empty() {
+                return fail("sync deadline outside a settled state");
+            }
+            if g.state != GroupState::CompletingRebalance
+                && g.members.values().any(|m| m.awaiting_sync.is_some())
+            {
+                return fail("awaiting sync outside CompletingRebalance");
+            }
+            if (g.state == GroupState::PreparingRebalance) != g.join_deadline.is_some() {
+                return fail("join deadline iff PreparingRebalance");
+            }
+            if g.pending_sync.iter().any(|m| !g.members.contains_key(m)) {
+                return fail("pending sync of a non-member");
+            }
+            let statics: HashSet<(&String, &String)> = g
+                .members
+                .values()
+                .filter_map(|m| m.instance_id.as_ref().map(|i| (i, &m.id)))
+                .collect();
+            if statics.len() != g.static_members.len()
+                || g.static_members.iter().any(|kv| !statics.contains(&kv))
+            {
+                return fail("static member map out of step");
+            }
+            let mut push = |at: Option<Millis>, kind: TimerKind| {
+                if let Some(at) = at {
+                    armed.insert((at, gid.clone(), kind));
+                }
+            };
+            push(g.join_deadline, TimerKind::Join);
+            push(g.sync_deadline, TimerKind::Sync);
+            for (id, at) in &g.pending {
+                if at.is_none() {
+                    return fail("pending member without expiry");
+                }
+                push(*at, TimerKind::Pending(id.clone()));
+            }
+            for (id, m) in &g.members {
+                push(m.session_deadline, TimerKind::Session(id.clone()));
+            }
+        }
+        let set: std::collections::BTreeSet<_> = self
+            .ctx
+            .timers
+            .entries()
+            .map(|(at, k)| (*at, k.group.clone(), k.kind.clone()))
+            .collect();
+        if set != armed {
+            return Err(format!("timer set out of step: {set:?} vs {armed:?}"));
+        }
+        Ok(())
+    }
 }
 
 /// Keeps the first occurrence of each protocol name, as Kafka's keyed collection does.

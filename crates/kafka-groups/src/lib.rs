@@ -113,6 +113,9 @@ mod member_id;
 mod timers;
 pub mod types;
 
+#[cfg(test)]
+mod proptests;
+
 pub use coordinator::Coordinator;
 pub use types::{
     ErrorCode, GroupConfig, GroupDescription, GroupListing, GroupState, Heartbeat,

@@ -78,4 +78,9 @@ impl Timers {
     pub(crate) fn remove(&mut self, entry: &(Millis, TimerKey)) -> bool {
         self.set.remove(entry)
     }
+
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &(Millis, TimerKey)> {
+        self.set.iter()
+    }
 }
