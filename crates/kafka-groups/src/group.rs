@@ -702,7 +702,18 @@ impl Group {
         req: JoinGroup,
         protocols: Vec<Protocol>,
     ) {
-        if !self.accept_joining_member(&req.member_id, ctx.config.max_members_per_group) {
+        // A static member restarting takes its old incarnation's seat rather than a new one,
+        // so a full group still lets it back in. (Kafka counts it as a newcomer and refuses
+        // it with GROUP_MAX_SIZE_REACHED, which defeats KIP-345 exactly when the group is
+        // full.)
+        let replacing_static = req.member_id.is_empty()
+            && req
+                .group_instance_id
+                .as_ref()
+                .is_some_and(|i| self.static_members.contains_key(i));
+        if !replacing_static
+            && !self.accept_joining_member(&req.member_id, ctx.config.max_members_per_group)
+        {
             // As Kafka: a known member that no longer fits is dropped, so the group shrinks
             // back under the cap at the next rebalance.
             self.remove_member(ctx, &req.member_id);

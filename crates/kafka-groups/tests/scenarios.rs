@@ -1008,6 +1008,29 @@ fn group_max_size_is_enforced() {
 }
 
 #[test]
+fn full_group_still_takes_back_a_restarting_static_member() {
+    let config = GroupConfig {
+        max_members_per_group: 2,
+        ..GroupConfig::default()
+    };
+    let mut h = Harness::with(config);
+    let mut cl = [Client::new("a"), Client::static_("s", "inst-s")];
+    h.drive_to_stable(&mut cl);
+    let [_a, s] = cl;
+    let mut s2 = Client {
+        member_id: String::new(),
+        ..s.clone()
+    };
+    let j = h.join(&s2);
+    let r = h.joined(&mut s2, j);
+    assert_eq!(r.generation_id, 1);
+    assert_eq!(h.c.describe("g").unwrap().members.len(), 2);
+    // A genuinely new static member is still refused.
+    let j = h.join(&Client::static_("t", "inst-t"));
+    assert_eq!(h.take_join(j).error, ErrorCode::GroupMaxSizeReached);
+}
+
+#[test]
 fn group_max_size_counts_rejoined_members_while_preparing() {
     let config = GroupConfig {
         max_members_per_group: 2,
