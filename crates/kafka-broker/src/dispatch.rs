@@ -64,9 +64,13 @@ pub(crate) async fn handle(broker: &Broker, peer: SocketAddr, frame: Bytes) -> O
         Ok(r) => r,
         Err(e) => {
             warn!(%peer, api = key.name(), version = prefix.api_version, error = %e, "malformed request, closing connection");
+            tracing::debug!(%peer, frame = %hex_prefix(&frame, 512), "malformed request bytes");
             return Outcome::Close;
         }
     };
+    if request.trailing_bytes > 0 {
+        tracing::debug!(%peer, api = key.name(), version = prefix.api_version, trailing = request.trailing_bytes, "ignoring bytes after the request body");
+    }
     let ctx = Ctx {
         broker,
         version: prefix.api_version,
@@ -86,4 +90,17 @@ pub(crate) async fn handle(broker: &Broker, peer: SocketAddr, frame: Bytes) -> O
             Outcome::Close
         }
     }
+}
+
+/// The first `max` bytes of a frame in hex, for debug logs of malformed requests.
+fn hex_prefix(frame: &[u8], max: usize) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(2 * max.min(frame.len()) + 16);
+    for b in frame.iter().take(max) {
+        let _ = write!(s, "{b:02x}");
+    }
+    if frame.len() > max {
+        let _ = write!(s, "... ({} bytes)", frame.len());
+    }
+    s
 }

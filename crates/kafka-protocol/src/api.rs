@@ -89,6 +89,10 @@ pub struct RequestFrame {
     pub header: RequestHeader,
     /// The typed body.
     pub body: RequestBody,
+    /// Bytes after the body that no field of this version covers. Kafka brokers ignore
+    /// them, and some clients send them (librdkafka 2.16 with Metadata v13), so they are
+    /// tolerated and only counted here.
+    pub trailing_bytes: usize,
 }
 
 impl RequestFrame {
@@ -99,7 +103,8 @@ impl RequestFrame {
 }
 
 /// Decodes a request frame (without its size prefix). Byte payloads in the body are
-/// slices of `frame`.
+/// slices of `frame`. Bytes after the body are tolerated, as Kafka does, and counted in
+/// [`RequestFrame::trailing_bytes`].
 pub fn decode_request(frame: &Bytes) -> Result<RequestFrame, ProtocolError> {
     let prefix = HeaderPrefix::peek(frame)?;
     let key = prefix.check()?;
@@ -107,13 +112,11 @@ pub fn decode_request(frame: &Bytes) -> Result<RequestFrame, ProtocolError> {
     let hv = request_header_version(key, prefix.api_version);
     let (rest, header) = RequestHeader::decode(frame, &cx, hv)?;
     let (rest, body) = RequestBody::decode_body(key, prefix.api_version, rest, &cx)?;
-    if !rest.is_empty() {
-        return Err(ProtocolError::TrailingBytes {
-            message: key.name(),
-            remaining: rest.len(),
-        });
-    }
-    Ok(RequestFrame { header, body })
+    Ok(RequestFrame {
+        header,
+        body,
+        trailing_bytes: rest.len(),
+    })
 }
 
 fn check_version(key: ApiKey, version: i16) -> Result<(), ProtocolError> {

@@ -275,3 +275,21 @@ fn payloads_are_zero_copy_slices_of_the_frame() {
     let start = got.as_ptr() as usize - frame.as_ptr() as usize;
     assert!(start < frame.len(), "records point into the frame");
 }
+
+#[test]
+fn trailing_bytes_after_a_request_body_are_tolerated_like_kafka() {
+    // Metadata v13 for all topics as confluent-kafka 2.16.1 (librdkafka 2.16.0) sends it:
+    // three bytes follow the body. Kafka brokers ignore them, so must we.
+    let frame = hex::decode(concat!(
+        "0003000d00000004001d",
+        "636c69656e74732d73756974652d636f6e666c75656e742d6b61666b61",
+        "0000000000010000"
+    ))
+    .expect("hex");
+    let req = decode_request(&Bytes::from(frame)).expect("decodes");
+    assert_eq!(req.trailing_bytes, 3);
+    let RequestBody::Metadata(m) = req.body else {
+        panic!("not metadata")
+    };
+    assert_eq!(m.topics, None);
+}

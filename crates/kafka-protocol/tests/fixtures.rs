@@ -61,6 +61,7 @@ fn real_client_requests_round_trip_byte_for_byte() {
                 }
                 Err(e) => panic!("{client}/{name}: {e}"),
             };
+            assert_eq!(req.trailing_bytes, 0, "{client}/{name}: trailing bytes");
             let again = encode_request(&req.header, &req.body)
                 .unwrap_or_else(|e| panic!("{client}/{name}: re-encode failed: {e}"));
             assert_eq!(
