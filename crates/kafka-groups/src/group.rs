@@ -419,15 +419,20 @@ impl Group {
         if self.leader.is_none() {
             self.leader = Some(member.id.clone());
         }
-        if let Some(mut slot) = self.pending.remove(&member.id) {
-            ctx.timers.set(
-                &mut slot,
-                &self.id,
-                TimerKind::Pending(member.id.clone()),
-                None,
-            );
-        }
+        self.forget_pending(ctx, &member.id);
         self.members.insert(member.id.clone(), member);
+    }
+
+    /// Drops a KIP-394 id and its expiry; `false` if it was not outstanding.
+    fn forget_pending(&mut self, ctx: &mut Ctx, member_id: &str) -> bool {
+        match self.pending.remove(member_id) {
+            Some(mut slot) => {
+                let kind = TimerKind::Pending(member_id.to_owned());
+                ctx.timers.set(&mut slot, &self.id, kind, None);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Removes a member and answers whatever it is waiting for: it is no longer a member,
@@ -717,14 +722,7 @@ impl Group {
             // As Kafka: a known member that no longer fits is dropped, so the group shrinks
             // back under the cap at the next rebalance.
             self.remove_member(ctx, &req.member_id);
-            if let Some(mut slot) = self.pending.remove(&req.member_id) {
-                ctx.timers.set(
-                    &mut slot,
-                    &self.id,
-                    TimerKind::Pending(req.member_id.clone()),
-                    None,
-                );
-            }
+            self.forget_pending(ctx, &req.member_id);
             ctx.join_error(id, String::new(), ErrorCode::GroupMaxSizeReached);
         } else if req.member_id.is_empty() {
             self.join_new_member(ctx, now, id, req, protocols);
@@ -803,10 +801,11 @@ impl Group {
             self.protocol_type = Some(req.protocol_type.clone());
         }
         log!(
-            "group {}: member {} joins in {}",
+            "group {}: member {} joins in {} (reason: {:?})",
             self.id,
             member_id,
-            self.state
+            self.state,
+            req.reason
         );
         let member = Member {
             id: member_id.clone(),
@@ -1166,13 +1165,7 @@ impl Group {
                 None => ErrorCode::UnknownMemberId,
             };
         }
-        if let Some(mut slot) = self.pending.remove(&l.member_id) {
-            ctx.timers.set(
-                &mut slot,
-                &self.id,
-                TimerKind::Pending(l.member_id.clone()),
-                None,
-            );
+        if self.forget_pending(ctx, &l.member_id) {
             if self.state == GroupState::PreparingRebalance {
                 self.maybe_complete_join(ctx, now);
             }

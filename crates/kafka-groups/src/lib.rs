@@ -29,25 +29,28 @@
 //! # Group states
 //!
 //! ```text
-//!                 first JoinGroup (waits initial_rebalance_delay, extended while members arrive)
-//!   +-------+ -------------------------------------------------------> +--------------------+
-//!   | Empty |                                                          | PreparingRebalance |
-//!   +-------+ <--- rebalance completes with no members --------------- +--------------------+
-//!     ^  |                                                              ^    |           ^
-//!     |  | DeleteGroups                   every member rejoined, or the |    | all known |
-//!     |  v                                rebalance timeout: stragglers |    | members   |
-//!   +------+                              removed, JoinGroups answered  |    | rejoined  |
-//!   | Dead |   (forgotten at once)                                      |    v           |
-//!   +------+                                      +---------------------+  +---------------------+
-//!                                                 |  member joins, leaves, | CompletingRebalance |
-//!                                                 |  expires, changes its  +---------------------+
-//!                                                 |  protocols; the leader        |
-//!                                                 |  rejoins; a SyncGroup         | leader's SyncGroup:
-//!                                                 |  never arrives                | assignments handed out
-//!                                                 |                               v
-//!                                                 +------------------------- +--------+
-//!                                                                            | Stable |
-//!                                                                            +--------+
+//!                  JoinGroup (first member)
+//!     +---------+ ------------------------------------------> +--------------------+
+//!     |  Empty  |                                             | PreparingRebalance | <--+
+//!     +---------+ <------------------------------------------ +--------------------+    |
+//!        |          rebalance completes and nobody is left          |                   |
+//!        |                                                          | every member      |
+//!        | DeleteGroups                                             | rejoined, or the  |
+//!        v                                                          | rebalance timeout |
+//!     +---------+                                                   v                   |
+//!     |  Dead   |                                         +---------------------+       |
+//!     +---------+                                         | CompletingRebalance | ------+
+//!   (forgotten at once)                                   +---------------------+       |
+//!                                                                   |                   |
+//!                                                                   | leader's          |
+//!                                                                   | SyncGroup         |
+//!                                                                   v                   |
+//!                                                         +---------------------+       |
+//!                                                         |       Stable        | ------+
+//!                                                         +---------------------+
+//!
+//!   back to PreparingRebalance: a member joins, leaves, changes its protocols or fails its
+//!   session; the leader rejoins; a member does not send SyncGroup in time (Completing/Stable)
 //! ```
 //!
 //! - **Empty**: no members. A JoinGroup without a member id creates the group; the first

@@ -214,8 +214,9 @@ pub struct GroupConfig {
     /// `NewMemberJoinTimeoutMs`): a client that gave up and retried would otherwise leave a
     /// defunct member holding up every rebalance. Default 5 min.
     pub new_member_join_timeout: Duration,
-    /// Groups held at once. At the cap the Empty group that has been empty longest is
-    /// forgotten to make room; if none is Empty, a new group gets `COORDINATOR_NOT_AVAILABLE`.
+    /// Groups held at once. At the cap the Empty group (with no outstanding KIP-394 ids)
+    /// that has been empty longest is forgotten to make room; if there is none, a JoinGroup
+    /// that would create a group gets `COORDINATOR_NOT_AVAILABLE`.
     /// Default 10 000.
     pub max_groups: usize,
     /// `group.max.size`: members per group (`GROUP_MAX_SIZE_REACHED`). Default 1000.
