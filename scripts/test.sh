@@ -72,7 +72,9 @@ if ! have_cmd cargo; then
 fi
 # rust-toolchain.toml pins the version and the rustfmt/clippy components; this installs
 # them on first use
-rustup show active-toolchain >/dev/null 2>&1 || rustup toolchain install
+if have_cmd rustup; then
+  rustup show active-toolchain >/dev/null 2>&1 || rustup toolchain install
+fi
 cargo --version
 rustc --version
 
