@@ -1,0 +1,1152 @@
+//! [`IggyBridge`]: `LogStore` and `OffsetStore` over the Iggy SDK.
+//!
+//! Every SDK call runs under `call_timeout`, so no Kafka request waits on Iggy forever.
+//! The bridge opens `sessions` Iggy connections; appends to one partition always go
+//! through the same session and hold that partition's async mutex, so one append's
+//! messages land contiguously and appends land in call order, while other partitions
+//! proceed at the same time. A semaphore bounds the sends in flight.
+
+use crate::config::{BridgeConfig, IggyTopicRef, TopicMap};
+use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
+use crate::mapping::{self, BatchFrame, MappedRecord};
+use crate::meta::{Meta, TopicKey, TopicMeta, ensure_stream};
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use iggy::prelude::{
+    AutoLogin, Client, Consumer, Credentials, Identifier, IggyByteSize, IggyClient, IggyDuration,
+    IggyError, IggyExpiry, IggyMessage, MaxTopicSize, MessageClient, PartitionClient, Partitioning,
+    PollingStrategy, TopicClient, TopicCreateOptions, TopicUpdateOptions,
+};
+use kafka_broker::store::{
+    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, ReadOutcome, StoreError,
+    StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
+};
+use kafka_records::{NewRecord, RecordBatch};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Semaphore, watch};
+
+/// A Kafka log and offset store backed by an Iggy server. Cheap to clone.
+#[derive(Clone)]
+pub struct IggyBridge {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for IggyBridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IggyBridge")
+            .field("config", &self.inner.config)
+            .field("map", &self.inner.map)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    config: BridgeConfig,
+    map: TopicMap,
+    sessions: Vec<IggyClient>,
+    next_session: AtomicUsize,
+    sends: Semaphore,
+    partition_locks: Mutex<HashMap<(IggyTopicRef, u32), PartitionLock>>,
+    /// Highest high watermark seen per partition incarnation: Iggy reports an empty
+    /// partition and one whose only message expired alike, and a watermark must never
+    /// go back.
+    high_watermarks: Mutex<HashMap<(TopicKey, u32), i64>>,
+    meta: Meta,
+}
+
+/// Serializes the appends of one partition.
+type PartitionLock = Arc<tokio::sync::Mutex<()>>;
+
+/// A resolved Kafka topic: where it lives and what Iggy says about it.
+struct Resolved {
+    target: IggyTopicRef,
+    key: TopicKey,
+    partitions: Vec<iggy::prelude::Partition>,
+    partitions_count: u32,
+    message_expiry: IggyExpiry,
+    max_topic_size: MaxTopicSize,
+}
+
+fn named(name: &str, topic: &str) -> StoreResult<Identifier> {
+    // A name Iggy cannot hold cannot exist there either.
+    Identifier::named(name).map_err(|_| StoreError::UnknownTopicOrPartition {
+        topic: topic.to_owned(),
+        partition: -1,
+    })
+}
+
+fn poisoned<T>(_: T) -> StoreError {
+    StoreError::Internal("bridge lock poisoned".into())
+}
+
+/// FNV-1a, 128 bits: a stable Kafka topic id from the Iggy topic's identity. It must not
+/// change between gateway runs, so no per-process hasher is used.
+fn topic_id(key: &TopicKey) -> u128 {
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013B;
+    let mut hash: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    let created = key.created_at.to_be_bytes();
+    for part in [
+        key.stream.as_bytes(),
+        &[0],
+        key.topic.as_bytes(),
+        &[0],
+        &created[..],
+    ] {
+        for byte in part {
+            hash ^= u128::from(*byte);
+            hash = hash.wrapping_mul(PRIME);
+        }
+    }
+    hash.max(1)
+}
+
+fn expiry_of(retention_ms: i64) -> IggyExpiry {
+    match u64::try_from(retention_ms) {
+        Ok(ms) if ms > 0 => {
+            IggyExpiry::ExpireDuration(IggyDuration::new(Duration::from_millis(ms)))
+        }
+        _ => IggyExpiry::NeverExpire,
+    }
+}
+
+fn topic_size_of(retention_bytes: i64, partitions: u32) -> MaxTopicSize {
+    match u64::try_from(retention_bytes) {
+        // Kafka's cap is per partition, Iggy's per topic.
+        Ok(bytes) => MaxTopicSize::Custom(IggyByteSize::from(
+            bytes.saturating_mul(u64::from(partitions.max(1))),
+        )),
+        Err(_) => MaxTopicSize::Unlimited,
+    }
+}
+
+fn validate_config(config: &TopicConfig) -> StoreResult<()> {
+    if config.retention_ms < -1 || config.retention_ms == 0 {
+        return Err(StoreError::InvalidConfig(format!(
+            "retention.ms {} (must be -1 or positive)",
+            config.retention_ms
+        )));
+    }
+    if config.retention_bytes < -1 {
+        return Err(StoreError::InvalidConfig(format!(
+            "retention.bytes {}",
+            config.retention_bytes
+        )));
+    }
+    if config.max_message_bytes < 0 {
+        return Err(StoreError::InvalidConfig(format!(
+            "max.message.bytes {}",
+            config.max_message_bytes
+        )));
+    }
+    Ok(())
+}
+
+impl IggyBridge {
+    /// Validates `config`, connects and signs in (bounded retries), and loads the
+    /// bridge's metadata. Fails with a clear error; never falls back to anything.
+    pub async fn connect(config: BridgeConfig) -> Result<IggyBridge, BridgeError> {
+        config.validate()?;
+        let map = TopicMap::load(&config)?;
+        let mut sessions = Vec::with_capacity(config.sessions);
+        for _ in 0..config.sessions {
+            sessions.push(open_session(&config).await?);
+        }
+        let meta = match sessions.first() {
+            Some(client) => Meta::open(client, &config.meta_stream, config.call_timeout)
+                .await
+                .map_err(|e| BridgeError::Setup(e.to_string()))?,
+            None => return Err(BridgeError::Config("sessions must be at least 1".into())),
+        };
+        Ok(IggyBridge {
+            inner: Arc::new(Inner {
+                sends: Semaphore::new(config.max_in_flight_sends),
+                config,
+                map,
+                sessions,
+                next_session: AtomicUsize::new(0),
+                partition_locks: Mutex::new(HashMap::new()),
+                high_watermarks: Mutex::new(HashMap::new()),
+                meta,
+            }),
+        })
+    }
+
+    /// The topic map in use.
+    pub fn topic_map(&self) -> &TopicMap {
+        &self.inner.map
+    }
+
+    /// Closes every session.
+    pub async fn close(&self) {
+        for client in &self.inner.sessions {
+            let _ = tokio::time::timeout(self.inner.config.call_timeout, client.shutdown()).await;
+        }
+    }
+
+    /// Makes sure Kafka topic `name` exists with `partitions` partitions (auto-creation):
+    /// creates it with Kafka's default settings if missing. A concurrent creator is
+    /// success when its partition count matches; a different count is
+    /// `TopicAlreadyExists`.
+    pub async fn ensure_topic(&self, name: &str, partitions: i32) -> StoreResult<TopicInfo> {
+        let new = NewTopic {
+            name: name.to_owned(),
+            partitions,
+            config: TopicConfig::default(),
+        };
+        match self.create_topic(new, false).await {
+            Ok(info) => Ok(info),
+            Err(StoreError::TopicAlreadyExists(_)) => match self.topic(name).await? {
+                Some(info) if info.partitions == partitions => Ok(info),
+                _ => Err(StoreError::TopicAlreadyExists(name.to_owned())),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    fn any_session(&self) -> &IggyClient {
+        let n = self.inner.sessions.len();
+        let i = self.inner.next_session.fetch_add(1, Ordering::Relaxed) % n.max(1);
+        &self.inner.sessions[i.min(n.saturating_sub(1))]
+    }
+
+    fn session_for(&self, target: &IggyTopicRef, partition: u32) -> &IggyClient {
+        let n = self.inner.sessions.len().max(1);
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in target.stream.bytes().chain(target.topic.bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        let i = (h ^ u64::from(partition)) as usize % n;
+        &self.inner.sessions[i.min(self.inner.sessions.len().saturating_sub(1))]
+    }
+
+    async fn call<T>(
+        &self,
+        op: Op,
+        topic: &str,
+        partition: i32,
+        fut: impl Future<Output = Result<T, IggyError>>,
+    ) -> StoreResult<T> {
+        let limit = self.inner.config.call_timeout;
+        match tokio::time::timeout(limit, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(map_iggy_error(&e, op, topic, partition)),
+            Err(_) => Err(timeout(
+                op,
+                &format!("iggy call for {topic}/{partition}: no answer within {limit:?}"),
+            )),
+        }
+    }
+
+    async fn resolve(&self, name: &str) -> StoreResult<Option<Resolved>> {
+        let target = self.inner.map.resolve(name);
+        let (s, t) = (named(&target.stream, name)?, named(&target.topic, name)?);
+        let details = match self
+            .call(Op::Read, name, -1, self.any_session().get_topic(&s, &t))
+            .await
+        {
+            Ok(d) => d,
+            Err(StoreError::UnknownTopicOrPartition { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        Ok(details.map(|d| Resolved {
+            key: TopicKey {
+                stream: target.stream.clone(),
+                topic: target.topic.clone(),
+                created_at: d.created_at.as_micros(),
+            },
+            target,
+            partitions: d.partitions,
+            partitions_count: d.partitions_count,
+            message_expiry: d.message_expiry,
+            max_topic_size: d.max_topic_size,
+        }))
+    }
+
+    async fn require(&self, name: &str, partition: i32) -> StoreResult<Resolved> {
+        let unknown = || StoreError::UnknownTopicOrPartition {
+            topic: name.to_owned(),
+            partition,
+        };
+        let resolved = self.resolve(name).await?.ok_or_else(unknown)?;
+        if partition < 0
+            || u32::try_from(partition).map_or(true, |p| p >= resolved.partitions_count)
+        {
+            return Err(unknown());
+        }
+        Ok(resolved)
+    }
+
+    fn config_of(
+        &self,
+        key: &TopicKey,
+        expiry: IggyExpiry,
+        size: MaxTopicSize,
+        partitions: u32,
+    ) -> StoreResult<TopicMeta> {
+        if let Some(meta) = self.inner.meta.topic(key)? {
+            return Ok(meta);
+        }
+        // A topic made by a native Iggy client: describe what Iggy enforces.
+        let retention_ms = match expiry {
+            IggyExpiry::ExpireDuration(d) => {
+                i64::try_from(d.as_micros() / 1000).unwrap_or(i64::MAX)
+            }
+            _ => -1,
+        };
+        let retention_bytes = match size {
+            MaxTopicSize::Custom(b) => {
+                i64::try_from(b.as_bytes_u64() / u64::from(partitions.max(1))).unwrap_or(i64::MAX)
+            }
+            _ => -1,
+        };
+        Ok(TopicMeta {
+            config: TopicConfig {
+                retention_ms,
+                retention_bytes,
+                ..TopicConfig::default()
+            },
+            log_start: Default::default(),
+        })
+    }
+
+    fn info(&self, name: &str, r: &Resolved) -> StoreResult<TopicInfo> {
+        let meta = self.config_of(
+            &r.key,
+            r.message_expiry,
+            r.max_topic_size,
+            r.partitions_count,
+        )?;
+        Ok(TopicInfo {
+            name: name.to_owned(),
+            id: topic_id(&r.key),
+            partitions: i32::try_from(r.partitions_count).unwrap_or(i32::MAX),
+            config: meta.config,
+        })
+    }
+
+    fn watermarks_of(&self, r: &Resolved, partition: u32) -> StoreResult<Watermarks> {
+        let p = r
+            .partitions
+            .iter()
+            .find(|p| p.id == partition)
+            .ok_or_else(|| StoreError::UnknownTopicOrPartition {
+                topic: r.target.topic.clone(),
+                partition: i32::try_from(partition).unwrap_or(-1),
+            })?;
+        let count = i64::try_from(p.messages_count).unwrap_or(i64::MAX);
+        let current = i64::try_from(p.current_offset).unwrap_or(i64::MAX);
+        // Iggy reports the offset of the last message; 0 both for "empty" and for "one
+        // message at 0", told apart by the count (see `high_watermarks` for the rest).
+        let reported = if count > 0 || current > 0 {
+            current + 1
+        } else {
+            0
+        };
+        let high_watermark = {
+            let mut seen = self.inner.high_watermarks.lock().map_err(poisoned)?;
+            let entry = seen.entry((r.key.clone(), partition)).or_insert(0);
+            *entry = (*entry).max(reported);
+            *entry
+        };
+        let physical_start = (high_watermark - count).max(0);
+        let logical_start = self
+            .inner
+            .meta
+            .topic(&r.key)?
+            .and_then(|m| m.log_start.get(&partition).copied())
+            .unwrap_or(0);
+        Ok(Watermarks {
+            log_start_offset: physical_start.max(logical_start).min(high_watermark),
+            high_watermark,
+        })
+    }
+
+    fn partition_lock(&self, target: &IggyTopicRef, partition: u32) -> StoreResult<PartitionLock> {
+        let mut locks = self.inner.partition_locks.lock().map_err(poisoned)?;
+        Ok(locks
+            .entry((target.clone(), partition))
+            .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(())))
+            .clone())
+    }
+
+    async fn poll(
+        &self,
+        r: &Resolved,
+        name: &str,
+        partition: u32,
+        offset: u64,
+        count: u32,
+    ) -> StoreResult<Vec<MappedRecord>> {
+        let kafka_partition = i32::try_from(partition).unwrap_or(-1);
+        let (s, t) = (
+            named(&r.target.stream, name)?,
+            named(&r.target.topic, name)?,
+        );
+        let consumer =
+            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
+        let polled = self
+            .call(
+                Op::Read,
+                name,
+                kafka_partition,
+                self.any_session().poll_messages(
+                    &s,
+                    &t,
+                    Some(partition),
+                    &consumer,
+                    &PollingStrategy::offset(offset),
+                    count.max(1),
+                    false,
+                ),
+            )
+            .await?;
+        polled
+            .messages
+            .iter()
+            .filter(|m| m.header.offset >= offset)
+            .map(|m| {
+                mapping::from_message(m).map_err(|e| {
+                    StoreError::Internal(format!(
+                        "{name}/{partition} offset {}: {e}",
+                        m.header.offset
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    async fn apply_iggy_settings(
+        &self,
+        r: &Resolved,
+        name: &str,
+        config: &TopicConfig,
+        partitions: u32,
+    ) -> StoreResult<()> {
+        let (s, t) = (
+            named(&r.target.stream, name)?,
+            named(&r.target.topic, name)?,
+        );
+        let mut options = TopicUpdateOptions {
+            message_expiry: Some(expiry_of(config.retention_ms)),
+            max_topic_size: Some(topic_size_of(config.retention_bytes, partitions)),
+            ..TopicUpdateOptions::default()
+        };
+        let session = self.any_session();
+        let first = tokio::time::timeout(
+            self.inner.config.call_timeout,
+            session.update_topic(&s, &t, &r.target.topic, &options),
+        )
+        .await;
+        match first {
+            Ok(Ok(())) => Ok(()),
+            // Iggy cannot cap a topic below one segment; it enforces retention.bytes at
+            // segment granularity anyway, so raise the cap to its floor.
+            Ok(Err(IggyError::InvalidTopicSize(_, floor))) => {
+                options.max_topic_size = Some(MaxTopicSize::Custom(floor));
+                self.call(
+                    Op::Admin,
+                    name,
+                    -1,
+                    session.update_topic(&s, &t, &r.target.topic, &options),
+                )
+                .await
+            }
+            Ok(Err(e)) => Err(map_iggy_error(&e, Op::Admin, name, -1)),
+            Err(_) => Err(timeout(Op::Admin, "update_topic")),
+        }
+    }
+
+    /// Scans the partition from its log start; `visit` returns `true` to stop.
+    async fn scan(
+        &self,
+        name: &str,
+        partition: i32,
+        mut visit: impl FnMut(&MappedRecord) -> bool,
+    ) -> StoreResult<()> {
+        let r = self.require(name, partition).await?;
+        let p = u32::try_from(partition).unwrap_or(0);
+        let w = self.watermarks_of(&r, p)?;
+        let mut offset = u64::try_from(w.log_start_offset).unwrap_or(0);
+        let end = u64::try_from(w.high_watermark).unwrap_or(0);
+        while offset < end {
+            let records = self
+                .poll(&r, name, p, offset, self.inner.config.poll_batch_messages)
+                .await?;
+            let Some(last) = records.last().map(|m| m.offset) else {
+                break;
+            };
+            for m in &records {
+                if m.offset < end && visit(m) {
+                    return Ok(());
+                }
+            }
+            offset = last + 1;
+        }
+        Ok(())
+    }
+}
+
+async fn open_session(config: &BridgeConfig) -> Result<IggyClient, BridgeError> {
+    let credentials = Credentials::UsernamePassword(
+        config.username.clone(),
+        secrecy::SecretString::from(config.password.clone()),
+    );
+    let client = IggyClient::builder()
+        .with_tcp()
+        .with_server_address(config.address.clone())
+        .with_auto_sign_in(AutoLogin::Enabled(credentials))
+        // Bounded: the SDK's default retries forever, which would hang a Kafka request
+        // (the per-call timeout still caps each call).
+        .with_reconnection_max_retries(Some(config.connect_retries))
+        .with_reconnection_interval(IggyDuration::new(config.retry_interval))
+        .build()
+        .map_err(|e| BridgeError::Config(format!("iggy client: {e}")))?;
+    let mut last = String::new();
+    for attempt in 1..=config.connect_retries {
+        match tokio::time::timeout(config.call_timeout, client.connect()).await {
+            Ok(Ok(())) => return Ok(client),
+            Ok(Err(
+                e @ (IggyError::InvalidCredentials
+                | IggyError::InvalidUsername
+                | IggyError::InvalidPassword
+                | IggyError::Unauthenticated
+                | IggyError::Unauthorized),
+            )) => {
+                return Err(BridgeError::Credentials {
+                    username: config.username.clone(),
+                    reason: e.to_string(),
+                });
+            }
+            Ok(Err(e)) => last = e.to_string(),
+            Err(_) => last = format!("no answer within {:?}", config.call_timeout),
+        }
+        tracing::warn!(attempt, address = %config.address, error = %last, "cannot connect to Iggy");
+        if attempt < config.connect_retries {
+            tokio::time::sleep(config.retry_interval).await;
+        }
+    }
+    Err(BridgeError::Unreachable {
+        address: config.address.clone(),
+        attempts: config.connect_retries,
+        last,
+    })
+}
+
+/// One run of consecutive records read back as one Kafka batch.
+struct Run {
+    base: i64,
+    frame: Option<BatchFrame>,
+    records: Vec<NewRecord>,
+}
+
+impl Run {
+    fn encode(&self) -> StoreResult<Bytes> {
+        let mut out = BytesMut::new();
+        mapping::encode_run(self.base, self.frame.as_ref(), &self.records, &mut out).map_err(
+            |e| StoreError::Internal(format!("re-encoding the batch at {}: {e}", self.base)),
+        )?;
+        Ok(out.freeze())
+    }
+}
+
+#[async_trait]
+impl LogStore for IggyBridge {
+    fn name(&self) -> &'static str {
+        "iggy"
+    }
+
+    async fn create_topic(&self, topic: NewTopic, validate_only: bool) -> StoreResult<TopicInfo> {
+        if topic.partitions < 1 {
+            return Err(StoreError::InvalidPartitions(format!(
+                "{} partitions (at least 1)",
+                topic.partitions
+            )));
+        }
+        validate_config(&topic.config)?;
+        let partitions = u32::try_from(topic.partitions).unwrap_or(1);
+        if self.resolve(&topic.name).await?.is_some() {
+            return Err(StoreError::TopicAlreadyExists(topic.name));
+        }
+        let target = self.inner.map.resolve(&topic.name);
+        if validate_only {
+            let key = TopicKey {
+                stream: target.stream,
+                topic: target.topic,
+                created_at: 0,
+            };
+            return Ok(TopicInfo {
+                id: topic_id(&key),
+                name: topic.name,
+                partitions: topic.partitions,
+                config: topic.config,
+            });
+        }
+        let session = self.any_session();
+        ensure_stream(session, &target.stream, self.inner.config.call_timeout).await?;
+        let s = named(&target.stream, &topic.name)?;
+        let mut options = TopicCreateOptions {
+            partitions_count: Some(partitions),
+            message_expiry: Some(expiry_of(topic.config.retention_ms)),
+            max_topic_size: Some(topic_size_of(topic.config.retention_bytes, partitions)),
+            ..TopicCreateOptions::default()
+        };
+        let created = match tokio::time::timeout(
+            self.inner.config.call_timeout,
+            session.create_topic(&s, &target.topic, &options),
+        )
+        .await
+        {
+            Ok(Err(IggyError::InvalidTopicSize(_, floor))) => {
+                options.max_topic_size = Some(MaxTopicSize::Custom(floor));
+                self.call(
+                    Op::Admin,
+                    &topic.name,
+                    -1,
+                    session.create_topic(&s, &target.topic, &options),
+                )
+                .await
+            }
+            Ok(other) => other.map_err(|e| map_iggy_error(&e, Op::Admin, &topic.name, -1)),
+            Err(_) => Err(timeout(Op::Admin, "create_topic")),
+        }?;
+        let key = TopicKey {
+            stream: target.stream.clone(),
+            topic: target.topic.clone(),
+            created_at: created.created_at.as_micros(),
+        };
+        self.inner
+            .meta
+            .put_topic(
+                session,
+                &key,
+                TopicMeta {
+                    config: topic.config.clone(),
+                    log_start: Default::default(),
+                },
+            )
+            .await?;
+        Ok(TopicInfo {
+            id: topic_id(&key),
+            name: topic.name,
+            partitions: i32::try_from(created.partitions_count).unwrap_or(topic.partitions),
+            config: topic.config,
+        })
+    }
+
+    async fn delete_topic(&self, name: &str) -> StoreResult<()> {
+        let r = self
+            .require(name, 0)
+            .await
+            .map_err(|_| StoreError::UnknownTopicOrPartition {
+                topic: name.to_owned(),
+                partition: -1,
+            })?;
+        let (s, t) = (
+            named(&r.target.stream, name)?,
+            named(&r.target.topic, name)?,
+        );
+        let session = self.any_session();
+        self.call(Op::Admin, name, -1, session.delete_topic(&s, &t))
+            .await?;
+        self.inner.meta.forget_topic(session, &r.key).await?;
+        Ok(())
+    }
+
+    async fn topic(&self, name: &str) -> StoreResult<Option<TopicInfo>> {
+        match self.resolve(name).await? {
+            Some(r) => self.info(name, &r).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn topic_by_id(&self, id: u128) -> StoreResult<Option<TopicInfo>> {
+        Ok(self.topics().await?.into_iter().find(|t| t.id == id))
+    }
+
+    async fn topics(&self) -> StoreResult<Vec<TopicInfo>> {
+        let mut out = Vec::new();
+        for stream in self.inner.map.streams() {
+            let s = named(&stream, &stream)?;
+            let listed = match self
+                .call(Op::Read, &stream, -1, self.any_session().get_topics(&s))
+                .await
+            {
+                Ok(t) => t,
+                Err(StoreError::UnknownTopicOrPartition { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            for t in listed {
+                let target = IggyTopicRef {
+                    stream: stream.clone(),
+                    topic: t.name.clone(),
+                };
+                let Some(name) = self.inner.map.reverse(&target) else {
+                    continue;
+                };
+                let key = TopicKey {
+                    stream: stream.clone(),
+                    topic: t.name.clone(),
+                    created_at: t.created_at.as_micros(),
+                };
+                let meta =
+                    self.config_of(&key, t.message_expiry, t.max_topic_size, t.partitions_count)?;
+                out.push(TopicInfo {
+                    name,
+                    id: topic_id(&key),
+                    partitions: i32::try_from(t.partitions_count).unwrap_or(i32::MAX),
+                    config: meta.config,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    async fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        validate_only: bool,
+    ) -> StoreResult<()> {
+        let r = self.require(name, 0).await?;
+        let current = i32::try_from(r.partitions_count).unwrap_or(i32::MAX);
+        if total <= current {
+            return Err(StoreError::InvalidPartitions(format!(
+                "topic {name} has {current} partitions, asked for {total}"
+            )));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let add = u32::try_from(total - current).unwrap_or(0);
+        let (s, t) = (
+            named(&r.target.stream, name)?,
+            named(&r.target.topic, name)?,
+        );
+        self.call(
+            Op::Admin,
+            name,
+            -1,
+            self.any_session().create_partitions(&s, &t, add),
+        )
+        .await?;
+        let meta = self.config_of(
+            &r.key,
+            r.message_expiry,
+            r.max_topic_size,
+            r.partitions_count,
+        )?;
+        if meta.config.retention_bytes >= 0 {
+            let total = u32::try_from(total).unwrap_or(u32::MAX);
+            self.apply_iggy_settings(&r, name, &meta.config, total)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn set_topic_config(&self, name: &str, config: TopicConfig) -> StoreResult<()> {
+        validate_config(&config)?;
+        let r = self.require(name, 0).await?;
+        self.apply_iggy_settings(&r, name, &config, r.partitions_count)
+            .await?;
+        let mut meta = self.config_of(
+            &r.key,
+            r.message_expiry,
+            r.max_topic_size,
+            r.partitions_count,
+        )?;
+        meta.config = config;
+        self.inner
+            .meta
+            .put_topic(self.any_session(), &r.key, meta)
+            .await
+    }
+
+    async fn append(
+        &self,
+        topic: &str,
+        partition: i32,
+        batches: Vec<Bytes>,
+        _now_ms: i64,
+    ) -> StoreResult<AppendOutcome> {
+        let r = self.require(topic, partition).await?;
+        let p = u32::try_from(partition).unwrap_or(0);
+        let meta = self.config_of(
+            &r.key,
+            r.message_expiry,
+            r.max_topic_size,
+            r.partitions_count,
+        )?;
+        let max = usize::try_from(meta.config.max_message_bytes).unwrap_or(0);
+        // Refuse the whole call before anything is sent.
+        if let Some(big) = batches.iter().find(|b| b.len() > max) {
+            return Err(StoreError::MessageTooLarge {
+                size: big.len(),
+                max,
+            });
+        }
+        let mut messages: Vec<IggyMessage> = Vec::new();
+        for bytes in &batches {
+            let batch = RecordBatch::decode(bytes, &self.inner.config.decode_limits)
+                .map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
+            let frame = mapping::frame_of(batch.header());
+            let records = batch
+                .records()
+                .map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
+            for (i, record) in records.enumerate() {
+                let record = record.map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
+                let delta = i32::try_from(i)
+                    .map_err(|_| StoreError::CorruptBatch("too many records".into()))?;
+                let first = (i == 0).then_some(&frame);
+                let message = mapping::to_message(&NewRecord::from(record), delta, first)
+                    .map_err(|e| StoreError::LimitReached(e.to_string()))?;
+                messages.push(message);
+            }
+        }
+        let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+        let (s, t) = (
+            named(&r.target.stream, topic)?,
+            named(&r.target.topic, topic)?,
+        );
+        let _permit = self
+            .inner
+            .sends
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Unavailable("bridge closed".into()))?;
+        let lock = self.partition_lock(&r.target, p)?;
+        let _ordered = lock.lock().await;
+        if messages.is_empty() {
+            let fresh = self.require(topic, partition).await?;
+            let w = self.watermarks_of(&fresh, p)?;
+            return Ok(AppendOutcome {
+                base_offset: w.high_watermark,
+                log_append_time: -1,
+                log_start_offset: w.log_start_offset,
+            });
+        }
+        let session = self.session_for(&r.target, p);
+        let response = self
+            .call(
+                Op::Write,
+                topic,
+                partition,
+                session.send_messages(&s, &t, &Partitioning::partition_id(p), &mut messages),
+            )
+            .await?;
+        // The partition lock makes "high watermark after minus what we sent" exact for
+        // this gateway; Iggy's confirmation, when it sends one, is used first.
+        let fresh = self.require(topic, partition).await?;
+        let w = self.watermarks_of(&fresh, p)?;
+        let base_offset = response
+            .confirmations
+            .first()
+            .and_then(|c| i64::try_from(c.base_offset).ok())
+            .unwrap_or(w.high_watermark - count);
+        Ok(AppendOutcome {
+            base_offset,
+            log_append_time: -1,
+            log_start_offset: w.log_start_offset,
+        })
+    }
+
+    async fn read(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> StoreResult<ReadOutcome> {
+        let r = self.require(topic, partition).await?;
+        let p = u32::try_from(partition).unwrap_or(0);
+        let w = self.watermarks_of(&r, p)?;
+        if offset < w.log_start_offset || offset > w.high_watermark {
+            return Err(StoreError::OffsetOutOfRange {
+                offset,
+                log_start_offset: w.log_start_offset,
+                high_watermark: w.high_watermark,
+            });
+        }
+        let mut out = ReadOutcome {
+            watermarks: w,
+            batches: Vec::new(),
+        };
+        if offset == w.high_watermark {
+            return Ok(out);
+        }
+        let chunk = self.inner.config.poll_batch_messages;
+        let start = u64::try_from(offset).unwrap_or(0);
+        let end = u64::try_from(w.high_watermark).unwrap_or(0);
+        let mut buf: VecDeque<MappedRecord> = self.poll(&r, topic, p, start, chunk).await?.into();
+        // A read starts with the batch holding the offset, as in Kafka.
+        if let Some(first) = buf.front()
+            && let Some(delta) = first.offset_delta
+            && delta > 0
+        {
+            let physical_start = u64::try_from(w.high_watermark).unwrap_or(0).saturating_sub(
+                r.partitions
+                    .iter()
+                    .find(|x| x.id == p)
+                    .map_or(0, |x| x.messages_count),
+            );
+            let base = first
+                .offset
+                .saturating_sub(u64::from(delta.unsigned_abs()))
+                .max(physical_start);
+            if base < first.offset {
+                let head_len = u32::try_from(first.offset - base).unwrap_or(u32::MAX);
+                let head = self.poll(&r, topic, p, base, head_len).await?;
+                for m in head.into_iter().rev().filter(|m| m.offset < start) {
+                    buf.push_front(m);
+                }
+            }
+        }
+        let mut size = 0usize;
+        let mut next = buf.back().map_or(start, |m| m.offset + 1);
+        loop {
+            let Some(first) = buf.pop_front() else {
+                if next >= end {
+                    break;
+                }
+                let more = self.poll(&r, topic, p, next, chunk).await?;
+                let Some(last) = more.last() else { break };
+                next = last.offset + 1;
+                buf.extend(more);
+                continue;
+            };
+            let base = first.offset_delta.map_or(first.offset, |d| {
+                first.offset.saturating_sub(u64::from(d.unsigned_abs()))
+            });
+            let mut run = Run {
+                base: i64::try_from(first.offset).unwrap_or(i64::MAX),
+                frame: None,
+                records: vec![],
+            };
+            let frame = first.batch.filter(|_| first.offset_delta == Some(0));
+            let belongs = |m: &MappedRecord| {
+                m.offset_delta.is_some()
+                    && m.batch.is_none()
+                    && m.offset_delta
+                        .map(|d| m.offset.saturating_sub(u64::from(d.unsigned_abs())))
+                        == Some(base)
+            };
+            let native = first.offset_delta.is_none();
+            let last_offset_seen = first.offset;
+            run.records.push(first.record);
+            let mut last_offset = last_offset_seen;
+            if !native {
+                loop {
+                    if buf.is_empty() && next < end {
+                        let more = self.poll(&r, topic, p, next, chunk).await?;
+                        let Some(last) = more.last() else { break };
+                        next = last.offset + 1;
+                        buf.extend(more);
+                    }
+                    match buf.front() {
+                        Some(m) if m.offset == last_offset + 1 && belongs(m) => {
+                            if let Some(m) = buf.pop_front() {
+                                last_offset = m.offset;
+                                run.records.push(m.record);
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+            }
+            run.frame =
+                frame.filter(|f| usize::try_from(f.record_count).ok() == Some(run.records.len()));
+            let bytes = run.encode()?;
+            if !out.batches.is_empty() && size + bytes.len() > max_bytes {
+                break;
+            }
+            size += bytes.len();
+            out.batches.push(bytes);
+            if size >= max_bytes {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn watermarks(&self, topic: &str, partition: i32) -> StoreResult<Watermarks> {
+        let r = self.require(topic, partition).await?;
+        self.watermarks_of(&r, u32::try_from(partition).unwrap_or(0))
+    }
+
+    async fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+    ) -> StoreResult<Option<TimestampHit>> {
+        // Kafka timestamps are the producer's and need not grow with offsets, so Iggy's
+        // own timestamp index cannot answer this; the partition is scanned instead.
+        let mut hit = None;
+        self.scan(topic, partition, |m| {
+            if m.record.timestamp >= timestamp {
+                hit = Some(TimestampHit {
+                    offset: i64::try_from(m.offset).unwrap_or(i64::MAX),
+                    timestamp: m.record.timestamp,
+                });
+                return true;
+            }
+            false
+        })
+        .await?;
+        Ok(hit)
+    }
+
+    async fn max_timestamp(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> StoreResult<Option<TimestampHit>> {
+        let mut best: Option<TimestampHit> = None;
+        self.scan(topic, partition, |m| {
+            if best.is_none_or(|b| m.record.timestamp > b.timestamp) {
+                best = Some(TimestampHit {
+                    offset: i64::try_from(m.offset).unwrap_or(i64::MAX),
+                    timestamp: m.record.timestamp,
+                });
+            }
+            false
+        })
+        .await?;
+        Ok(best)
+    }
+
+    async fn delete_records(
+        &self,
+        topic: &str,
+        partition: i32,
+        before_offset: i64,
+    ) -> StoreResult<i64> {
+        let r = self.require(topic, partition).await?;
+        let p = u32::try_from(partition).unwrap_or(0);
+        let w = self.watermarks_of(&r, p)?;
+        let target = if before_offset == -1 {
+            w.high_watermark
+        } else {
+            before_offset
+        };
+        if target < 0 || target > w.high_watermark {
+            return Err(StoreError::OffsetOutOfRange {
+                offset: before_offset,
+                log_start_offset: w.log_start_offset,
+                high_watermark: w.high_watermark,
+            });
+        }
+        if target <= w.log_start_offset {
+            return Ok(w.log_start_offset);
+        }
+        // Iggy deletes whole segments only, so the log start is kept by the gateway
+        // (see docs/bridge.md): Kafka clients no longer see the records below it.
+        let mut meta = self.config_of(
+            &r.key,
+            r.message_expiry,
+            r.max_topic_size,
+            r.partitions_count,
+        )?;
+        meta.log_start.insert(p, target);
+        self.inner
+            .meta
+            .put_topic(self.any_session(), &r.key, meta)
+            .await?;
+        Ok(target)
+    }
+
+    fn watch(&self, _topic: &str, _partition: i32) -> Option<watch::Receiver<i64>> {
+        None
+    }
+
+    fn poll_interval(&self) -> Duration {
+        self.inner.config.poll_interval
+    }
+}
+
+#[async_trait]
+impl OffsetStore for IggyBridge {
+    async fn commit(
+        &self,
+        group: &str,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+    ) -> StoreResult<()> {
+        self.inner
+            .meta
+            .commit(self.any_session(), group, offsets)
+            .await
+    }
+
+    async fn fetch(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+    ) -> StoreResult<Option<CommittedOffset>> {
+        self.inner.meta.fetch(group, topic, partition)
+    }
+
+    async fn fetch_all(&self, group: &str) -> StoreResult<Vec<(String, i32, CommittedOffset)>> {
+        self.inner.meta.fetch_all(group)
+    }
+
+    async fn delete(&self, group: &str, partitions: &[(String, i32)]) -> StoreResult<()> {
+        self.inner
+            .meta
+            .delete(self.any_session(), group, partitions)
+            .await
+    }
+
+    async fn delete_group(&self, group: &str) -> StoreResult<()> {
+        self.inner
+            .meta
+            .delete_group(self.any_session(), group)
+            .await
+    }
+
+    async fn groups(&self) -> StoreResult<Vec<String>> {
+        self.inner.meta.groups()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_ids_are_stable_distinct_and_non_zero() {
+        let key = |c| TopicKey {
+            stream: "kafka".into(),
+            topic: "orders".into(),
+            created_at: c,
+        };
+        assert_eq!(topic_id(&key(1)), topic_id(&key(1)));
+        assert_ne!(topic_id(&key(1)), topic_id(&key(2)));
+        assert_ne!(topic_id(&key(0)), 0);
+    }
+
+    #[test]
+    fn retention_maps_to_iggy_settings() {
+        assert_eq!(expiry_of(-1), IggyExpiry::NeverExpire);
+        assert_eq!(
+            expiry_of(1500),
+            IggyExpiry::ExpireDuration(IggyDuration::new(Duration::from_millis(1500)))
+        );
+        assert_eq!(topic_size_of(-1, 3), MaxTopicSize::Unlimited);
+        assert_eq!(
+            topic_size_of(100, 3),
+            MaxTopicSize::Custom(IggyByteSize::from(300))
+        );
+        assert!(
+            validate_config(&TopicConfig {
+                retention_ms: 0,
+                ..TopicConfig::default()
+            })
+            .is_err()
+        );
+        validate_config(&TopicConfig::default()).unwrap();
+    }
+}

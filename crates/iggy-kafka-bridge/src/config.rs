@@ -1,0 +1,371 @@
+//! Bridge configuration and the topic map (Kafka topic -> Iggy stream and topic).
+//!
+//! Topic map file (TOML). `default_stream` is required; `[topics.*]` is optional. A Kafka
+//! topic name with dots must be quoted, or TOML reads it as nested tables:
+//!
+//! ```toml
+//! default_stream = "kafka"
+//!
+//! [topics.orders]
+//! stream = "billing"
+//! topic = "orders_v2"
+//!
+//! [topics."org.apache.events"]
+//! stream = "billing"          # topic defaults to the Kafka name
+//! ```
+//!
+//! When a file is given, its `default_stream` wins over [`BridgeConfig::stream`]: the file
+//! is a complete mapping, not an overlay.
+
+use crate::errors::BridgeError;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the bridge reaches Iggy and what it may use.
+#[derive(Clone)]
+pub struct BridgeConfig {
+    /// Iggy TCP address.
+    pub address: String,
+    /// Iggy user.
+    pub username: String,
+    /// Iggy password; required (Iggy generates a random root password unless started
+    /// with development credentials, so no default can be right).
+    pub password: String,
+    /// Default Iggy stream of Kafka topics.
+    pub stream: String,
+    /// Optional topic map file.
+    pub topic_map_path: Option<PathBuf>,
+    /// Stream holding the bridge's own records (committed offsets, topic settings).
+    pub meta_stream: String,
+    /// Connection attempts at start (and per reconnect inside the SDK), at least 1.
+    pub connect_retries: u32,
+    /// Pause between connection attempts.
+    pub retry_interval: Duration,
+    /// Upper bound of every single Iggy call.
+    pub call_timeout: Duration,
+    /// Iggy connections (sessions) the bridge opens, at least 1. Appends to one
+    /// partition always use the same session.
+    pub sessions: usize,
+    /// Sends in flight at once over all partitions.
+    pub max_in_flight_sends: usize,
+    /// Messages per poll when reading.
+    pub poll_batch_messages: u32,
+    /// Bounds for decoding produced batches.
+    pub decode_limits: kafka_records::DecodeLimits,
+    /// How often the broker re-reads a partition for a waiting fetch.
+    pub poll_interval: Duration,
+}
+
+impl std::fmt::Debug for BridgeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BridgeConfig")
+            .field("address", &self.address)
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .field("stream", &self.stream)
+            .field("topic_map_path", &self.topic_map_path)
+            .field("meta_stream", &self.meta_stream)
+            .field("connect_retries", &self.connect_retries)
+            .field("retry_interval", &self.retry_interval)
+            .field("call_timeout", &self.call_timeout)
+            .field("sessions", &self.sessions)
+            .field("max_in_flight_sends", &self.max_in_flight_sends)
+            .field("poll_batch_messages", &self.poll_batch_messages)
+            .field("decode_limits", &self.decode_limits)
+            .field("poll_interval", &self.poll_interval)
+            .finish()
+    }
+}
+
+impl Default for BridgeConfig {
+    /// Defaults for everything but the password, which stays empty and fails
+    /// [`BridgeConfig::validate`] until set.
+    fn default() -> Self {
+        Self {
+            address: "127.0.0.1:8090".into(),
+            username: "iggy".into(),
+            password: String::new(),
+            stream: "kafka".into(),
+            topic_map_path: None,
+            meta_stream: "__kafka_gateway".into(),
+            connect_retries: 3,
+            retry_interval: Duration::from_secs(1),
+            call_timeout: Duration::from_secs(15),
+            sessions: 4,
+            max_in_flight_sends: 256,
+            poll_batch_messages: 1000,
+            decode_limits: kafka_records::DecodeLimits::default(),
+            poll_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+impl BridgeConfig {
+    /// A configuration with defaults and the given credentials.
+    pub fn new(username: impl Into<String>, password: impl Into<String>) -> Self {
+        Self {
+            username: username.into(),
+            password: password.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Checks every field; `connect` calls this first.
+    pub fn validate(&self) -> Result<(), BridgeError> {
+        let bad = |m: &str| Err(BridgeError::Config(m.to_owned()));
+        if self.address.trim().is_empty() {
+            return bad("address is empty");
+        }
+        if self.username.is_empty() {
+            return bad("username is empty");
+        }
+        if self.password.is_empty() {
+            return bad("password is required (no default)");
+        }
+        for (what, name) in [("stream", &self.stream), ("meta_stream", &self.meta_stream)] {
+            if !valid_iggy_name(name) {
+                return Err(BridgeError::Config(format!(
+                    "{what} {name:?} is not a valid Iggy name (1..=255 bytes)"
+                )));
+            }
+        }
+        if self.stream == self.meta_stream {
+            return bad("stream and meta_stream must differ");
+        }
+        if !(1..=100).contains(&self.connect_retries) {
+            return bad("connect_retries must be within 1..=100");
+        }
+        if self.call_timeout.is_zero() || self.call_timeout > Duration::from_secs(600) {
+            return bad("call_timeout must be within (0, 600s]");
+        }
+        if !(1..=64).contains(&self.sessions) {
+            return bad("sessions must be within 1..=64");
+        }
+        if self.max_in_flight_sends == 0 {
+            return bad("max_in_flight_sends must be at least 1");
+        }
+        if !(1..=100_000).contains(&self.poll_batch_messages) {
+            return bad("poll_batch_messages must be within 1..=100000");
+        }
+        if self.poll_interval.is_zero() {
+            return bad("poll_interval must be above zero");
+        }
+        Ok(())
+    }
+}
+
+fn valid_iggy_name(name: &str) -> bool {
+    (1..=255).contains(&name.len()) && !name.trim().is_empty()
+}
+
+/// Where one Kafka topic lives in Iggy.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IggyTopicRef {
+    /// Iggy stream name.
+    pub stream: String,
+    /// Iggy topic name.
+    pub topic: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicMapFile {
+    default_stream: String,
+    #[serde(default)]
+    topics: BTreeMap<String, TopicOverride>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicOverride {
+    stream: Option<String>,
+    topic: Option<String>,
+}
+
+/// The Kafka topic -> Iggy stream/topic rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicMap {
+    default_stream: String,
+    overrides: BTreeMap<String, IggyTopicRef>,
+}
+
+impl TopicMap {
+    /// Only the default rule: every Kafka topic `t` is Iggy `stream`/`t`.
+    pub fn with_default(stream: impl Into<String>) -> Self {
+        Self {
+            default_stream: stream.into(),
+            overrides: BTreeMap::new(),
+        }
+    }
+
+    /// Parses a topic map file's text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: TopicMapFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        if !valid_iggy_name(&file.default_stream) {
+            return Err("default_stream must be a non-empty Iggy name".into());
+        }
+        let mut overrides = BTreeMap::new();
+        let mut targets = BTreeMap::new();
+        for (kafka, o) in file.topics {
+            let target = IggyTopicRef {
+                stream: o.stream.unwrap_or_else(|| file.default_stream.clone()),
+                topic: o.topic.unwrap_or_else(|| kafka.clone()),
+            };
+            if !valid_iggy_name(&target.stream) || !valid_iggy_name(&target.topic) {
+                return Err(format!(
+                    "topics.{kafka:?}: stream and topic must be non-empty"
+                ));
+            }
+            // Two Kafka topics sharing one Iggy topic would interleave their records.
+            if let Some(other) = targets.insert(target.clone(), kafka.clone()) {
+                return Err(format!(
+                    "topics {other:?} and {kafka:?} both map to {}/{}",
+                    target.stream, target.topic
+                ));
+            }
+            overrides.insert(kafka, target);
+        }
+        let map = Self {
+            default_stream: file.default_stream,
+            overrides,
+        };
+        // A default-rule topic can collide with an override target too.
+        for (kafka, target) in &map.overrides {
+            if target.stream == map.default_stream
+                && target.topic != *kafka
+                && !map.overrides.contains_key(&target.topic)
+            {
+                return Err(format!(
+                    "topics.{kafka:?} maps to {}/{}, which is where Kafka topic {:?} \
+                     lives by the default rule; give that topic an override too",
+                    target.stream, target.topic, target.topic
+                ));
+            }
+        }
+        Ok(map)
+    }
+
+    /// Loads the map from the config: the file if one is given, else the default rule.
+    pub fn load(config: &BridgeConfig) -> Result<Self, BridgeError> {
+        let Some(path) = &config.topic_map_path else {
+            return Ok(Self::with_default(config.stream.clone()));
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| BridgeError::TopicMap {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let map = Self::parse(&text).map_err(|reason| BridgeError::TopicMap {
+            path: path.display().to_string(),
+            reason,
+        })?;
+        let streams: Vec<&String> = std::iter::once(&map.default_stream)
+            .chain(map.overrides.values().map(|t| &t.stream))
+            .collect();
+        if streams.contains(&&config.meta_stream) {
+            return Err(BridgeError::TopicMap {
+                path: path.display().to_string(),
+                reason: format!("stream {:?} is reserved for the bridge", config.meta_stream),
+            });
+        }
+        Ok(map)
+    }
+
+    /// The default stream.
+    pub fn default_stream(&self) -> &str {
+        &self.default_stream
+    }
+
+    /// Where Kafka topic `kafka` lives.
+    pub fn resolve(&self, kafka: &str) -> IggyTopicRef {
+        self.overrides
+            .get(kafka)
+            .cloned()
+            .unwrap_or_else(|| IggyTopicRef {
+                stream: self.default_stream.clone(),
+                topic: kafka.to_owned(),
+            })
+    }
+
+    /// The Kafka name of an Iggy topic, if the map routes one to it.
+    pub fn reverse(&self, target: &IggyTopicRef) -> Option<String> {
+        if let Some((kafka, _)) = self.overrides.iter().find(|(_, t)| *t == target) {
+            return Some(kafka.clone());
+        }
+        (target.stream == self.default_stream && !self.overrides.contains_key(&target.topic))
+            .then(|| target.topic.clone())
+    }
+
+    /// Every stream the map routes to, sorted, without duplicates.
+    pub fn streams(&self) -> Vec<String> {
+        let mut streams: Vec<String> = std::iter::once(self.default_stream.clone())
+            .chain(self.overrides.values().map(|t| t.stream.clone()))
+            .collect();
+        streams.sort();
+        streams.dedup();
+        streams
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_need_a_password() {
+        let mut config = BridgeConfig::default();
+        assert!(config.validate().is_err());
+        config.password = "secret".into();
+        config.validate().unwrap();
+        assert!(!format!("{config:?}").contains("secret"));
+        config.connect_retries = 0;
+        assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn parses_overrides_and_dotted_names() {
+        let map = TopicMap::parse(
+            r#"
+            default_stream = "main"
+            [topics.orders]
+            stream = "billing"
+            topic = "orders_v2"
+            [topics."org.apache.events"]
+            stream = "billing"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(map.resolve("orders").stream, "billing");
+        assert_eq!(map.resolve("orders").topic, "orders_v2");
+        assert_eq!(map.resolve("org.apache.events").topic, "org.apache.events");
+        assert_eq!(map.resolve("other").stream, "main");
+        assert_eq!(map.resolve("other").topic, "other");
+        let billing = IggyTopicRef {
+            stream: "billing".into(),
+            topic: "orders_v2".into(),
+        };
+        assert_eq!(map.reverse(&billing).as_deref(), Some("orders"));
+        let shadowed = IggyTopicRef {
+            stream: "main".into(),
+            topic: "orders".into(),
+        };
+        assert_eq!(map.reverse(&shadowed), None);
+        assert_eq!(map.streams(), vec!["billing", "main"]);
+    }
+
+    #[test]
+    fn rejects_bad_files() {
+        for text in [
+            "",
+            "[topics.a]\nstream = \"x\"",
+            "default_stream = \"\"",
+            "default_stream = \"k\"\nextra = 1",
+            "default_stream = \"k\"\n[topics.a]\nstream = \"x\"\ntopic = \"t\"\n[topics.b]\nstream = \"x\"\ntopic = \"t\"",
+            "default_stream = \"k\"\n[topics.a]\ntopic = \"b\"",
+            "default_stream = \"k\"\n[topics.a]\nstreem = \"x\"",
+        ] {
+            assert!(TopicMap::parse(text).is_err(), "{text}");
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The Iggy bridge: Kafka's log and committed offsets stored in Apache Iggy.
+//!
+//! [`IggyBridge`] implements the broker's [`kafka_broker::store::LogStore`] and
+//! [`kafka_broker::store::OffsetStore`] on the Iggy Rust SDK, so every Kafka record lives in
+//! Iggy and native Iggy clients see the same data:
+//!
+//! ```text
+//! config     BridgeConfig (validated) and the TopicMap (Kafka topic -> Iggy stream/topic)
+//! mapping    one Kafka record <-> one Iggy message (value = payload, key and headers as
+//!            user headers when lossless, else an envelope), batch framing, re-encoding
+//! errors     the one table from Iggy errors to StoreError, and BridgeError
+//! meta       the bridge's durable state in Iggy: committed offsets, topic settings
+//! bridge     IggyBridge: sessions, per-call timeouts, per-partition append ordering
+//! ```
+//!
+//! Wiring it into a gateway:
+//!
+//! ```no_run
+//! # async fn wire() -> Result<(), iggy_kafka_bridge::BridgeError> {
+//! use iggy_kafka_bridge::{BridgeConfig, IggyBridge};
+//! let config = BridgeConfig::new("kafka-gateway", "secret");
+//! let bridge = std::sync::Arc::new(IggyBridge::connect(config).await?);
+//! let log: std::sync::Arc<dyn kafka_broker::store::LogStore> = bridge.clone();
+//! let offsets: std::sync::Arc<dyn kafka_broker::store::OffsetStore> = bridge;
+//! # let _ = (log, offsets); Ok(()) }
+//! ```
+//!
+//! See `docs/bridge.md` for the byte-level mapping, the error table and the limits.
+
+mod bridge;
+pub mod config;
+pub mod errors;
+pub mod mapping;
+mod meta;
+
+pub use bridge::IggyBridge;
+pub use config::{BridgeConfig, IggyTopicRef, TopicMap};
+pub use errors::{BridgeError, Op, map_iggy_error};

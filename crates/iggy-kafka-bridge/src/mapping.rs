@@ -1,0 +1,652 @@
+//! Kafka record <-> Iggy message mapping. Pure: no I/O, no SDK client.
+//!
+//! One Kafka record is one Iggy message, so a Kafka offset is the Iggy offset. The Kafka
+//! value is the Iggy payload and the key and headers are Iggy user headers whenever that
+//! is lossless ("native" form); otherwise the payload is an envelope that holds the
+//! record whole ("envelope" form). Every message written by the bridge also carries the
+//! framing needed to rebuild the producer's batch on read.
+//!
+//! User headers of a message written by the bridge:
+//!
+//! ```text
+//! kafka.record     Raw     framing, always present (layout below)
+//! kafka.timestamp  Int64   the Kafka record timestamp in ms, always present
+//! kafka.key        Raw     the Kafka key (native form, non-null key only)
+//! <header name>    Raw     one per Kafka header (native form only)
+//!
+//! kafka.record, big-endian:
+//!   u8  version (1)
+//!   u8  flags: 0x01 payload is an envelope, 0x02 first record of its batch
+//!   i32 offset delta of the record inside its batch
+//!   -- only with flag 0x02, the producer's batch header fields --
+//!   i16 attributes   i32 partition leader epoch   i64 base timestamp
+//!   i64 producer id  i16 producer epoch           i32 base sequence
+//!   i32 record count
+//!
+//! envelope payload, big-endian (lengths -1 = null):
+//!   i32 key length,   key bytes
+//!   i32 value length, value bytes
+//!   i32 header count
+//!   per header: i32 name length, name bytes, i32 value length, value bytes
+//! ```
+//!
+//! Native form is used when all of these hold (Iggy limits: payloads are non-empty,
+//! header values are 1..=255 bytes, user headers are a map sorted by name): the value is
+//! non-null and non-empty; the key is null or 1..=255 bytes; every header name is UTF-8,
+//! 1..=255 bytes, does not start with `kafka.`, and the names are strictly increasing in
+//! byte order (so the map's order is the producer's order and no name repeats); every
+//! header value is 1..=255 bytes; and all user headers fit Iggy's 100 KB cap.
+//!
+//! A message without `kafka.record` (sent by a native Iggy producer) reads as a one-record
+//! batch: value = payload, key = `kafka.key` if present, timestamp = `kafka.timestamp` if
+//! present else the producer's origin timestamp, headers = the other user headers in map
+//! order with their raw value bytes.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use iggy::prelude::{HeaderKey, HeaderKind, HeaderValue, IggyMessage};
+use kafka_records::{
+    Attributes, BatchOptions, Compression, Header, NewRecord, RecordsError, TimestampType,
+    encode_batch,
+};
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+/// User header holding the framing.
+pub const RECORD_HEADER: &str = "kafka.record";
+/// User header holding the Kafka timestamp (ms).
+pub const TIMESTAMP_HEADER: &str = "kafka.timestamp";
+/// User header holding the Kafka key in native form.
+pub const KEY_HEADER: &str = "kafka.key";
+/// Header names with this prefix are reserved for the bridge; records using them go
+/// into the envelope.
+pub const RESERVED_PREFIX: &str = "kafka.";
+
+const FORMAT_VERSION: u8 = 1;
+const FLAG_ENVELOPE: u8 = 0x01;
+const FLAG_FIRST: u8 = 0x02;
+const MAX_HEADER_FIELD: usize = 255;
+const FRAME_LEN: usize = 2 + 4;
+const BATCH_FIELDS_LEN: usize = 2 + 4 + 8 + 8 + 2 + 4 + 4;
+
+/// A message that cannot be read back as a Kafka record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MappingError {
+    /// The `kafka.record` header is malformed or of an unknown version.
+    #[error("bad kafka.record header: {0}")]
+    BadFrame(String),
+    /// The envelope payload is malformed.
+    #[error("bad envelope: {0}")]
+    BadEnvelope(String),
+    /// Iggy refused to build the message (payload or headers over its limits).
+    #[error("message not representable in iggy: {0}")]
+    Unrepresentable(String),
+}
+
+/// The producer's batch header fields, kept on the first record of each batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchFrame {
+    /// `attributes` (codec, timestamp type, transactional and control bits).
+    pub attributes: i16,
+    /// `partitionLeaderEpoch`.
+    pub partition_leader_epoch: i32,
+    /// `baseTimestamp`.
+    pub base_timestamp: i64,
+    /// `producerId`.
+    pub producer_id: i64,
+    /// `producerEpoch`.
+    pub producer_epoch: i16,
+    /// `baseSequence`.
+    pub base_sequence: i32,
+    /// `recordCount`.
+    pub record_count: i32,
+}
+
+impl BatchFrame {
+    /// Batch options that re-encode a batch with these fields at `base_offset`.
+    pub fn options(&self, base_offset: i64) -> Result<BatchOptions, RecordsError> {
+        let attributes = Attributes(self.attributes);
+        Ok(BatchOptions {
+            base_offset,
+            partition_leader_epoch: self.partition_leader_epoch,
+            compression: attributes.compression()?,
+            timestamp_type: attributes.timestamp_type(),
+            transactional: attributes.is_transactional(),
+            control: attributes.is_control(),
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: self.base_sequence,
+            base_timestamp: Some(self.base_timestamp),
+        })
+    }
+
+    fn put(&self, out: &mut BytesMut) {
+        out.put_i16(self.attributes);
+        out.put_i32(self.partition_leader_epoch);
+        out.put_i64(self.base_timestamp);
+        out.put_i64(self.producer_id);
+        out.put_i16(self.producer_epoch);
+        out.put_i32(self.base_sequence);
+        out.put_i32(self.record_count);
+    }
+
+    fn get(mut b: &[u8]) -> Self {
+        Self {
+            attributes: b.get_i16(),
+            partition_leader_epoch: b.get_i32(),
+            base_timestamp: b.get_i64(),
+            producer_id: b.get_i64(),
+            producer_epoch: b.get_i16(),
+            base_sequence: b.get_i32(),
+            record_count: b.get_i32(),
+        }
+    }
+}
+
+/// A Kafka record read back from one Iggy message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MappedRecord {
+    /// The Iggy (= Kafka) offset.
+    pub offset: u64,
+    /// The record.
+    pub record: NewRecord,
+    /// Offset delta inside its batch; `None` for a message from a native Iggy producer.
+    pub offset_delta: Option<i32>,
+    /// Batch header fields, on the first record of a batch only.
+    pub batch: Option<BatchFrame>,
+    /// Whether the message was stored in envelope form.
+    pub envelope: bool,
+}
+
+fn key(name: &str) -> Result<HeaderKey, MappingError> {
+    HeaderKey::from_str(name).map_err(|e| MappingError::Unrepresentable(e.to_string()))
+}
+
+fn raw_value(bytes: &[u8]) -> Result<HeaderValue, MappingError> {
+    HeaderValue::try_from(bytes).map_err(|e| MappingError::Unrepresentable(e.to_string()))
+}
+
+fn fits(bytes: &[u8]) -> bool {
+    (1..=MAX_HEADER_FIELD).contains(&bytes.len())
+}
+
+/// Whether `record` can be stored natively (see the module docs for the rules).
+pub fn is_native(record: &NewRecord) -> bool {
+    let value_ok = record.value.as_ref().is_some_and(|v| !v.is_empty());
+    let key_ok = record.key.as_ref().is_none_or(|k| fits(k));
+    let headers_ok = record.headers.iter().all(|h| {
+        fits(&h.key)
+            && !h.key.starts_with(RESERVED_PREFIX.as_bytes())
+            && std::str::from_utf8(&h.key).is_ok()
+            && h.value.as_ref().is_some_and(|v| fits(v))
+    }) && record.headers.windows(2).all(|w| w[0].key < w[1].key);
+    value_ok && key_ok && headers_ok
+}
+
+fn put_nullable(out: &mut BytesMut, field: Option<&[u8]>) -> Result<(), MappingError> {
+    match field {
+        None => out.put_i32(-1),
+        Some(b) => {
+            let len = i32::try_from(b.len())
+                .map_err(|_| MappingError::Unrepresentable("field over 2 GiB".into()))?;
+            out.put_i32(len);
+            out.put_slice(b);
+        }
+    }
+    Ok(())
+}
+
+/// The envelope payload of `record` (key, value and headers; see the module docs).
+pub fn envelope(record: &NewRecord) -> Result<Bytes, MappingError> {
+    let size = 12
+        + record.key.as_ref().map_or(0, Bytes::len)
+        + record.value.as_ref().map_or(0, Bytes::len)
+        + record
+            .headers
+            .iter()
+            .map(|h| 8 + h.key.len() + h.value.as_ref().map_or(0, Bytes::len))
+            .sum::<usize>();
+    let mut out = BytesMut::with_capacity(size);
+    put_nullable(&mut out, record.key.as_deref())?;
+    put_nullable(&mut out, record.value.as_deref())?;
+    let count = i32::try_from(record.headers.len())
+        .map_err(|_| MappingError::Unrepresentable("too many headers".into()))?;
+    out.put_i32(count);
+    for h in &record.headers {
+        put_nullable(&mut out, Some(&h.key))?;
+        put_nullable(&mut out, h.value.as_deref())?;
+    }
+    Ok(out.freeze())
+}
+
+fn get_nullable(payload: &Bytes, pos: &mut usize) -> Result<Option<Bytes>, MappingError> {
+    let bad = |what: &str| MappingError::BadEnvelope(what.to_owned());
+    let len_bytes = payload
+        .get(*pos..*pos + 4)
+        .ok_or_else(|| bad("truncated length"))?;
+    let len = i32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]);
+    *pos += 4;
+    if len == -1 {
+        return Ok(None);
+    }
+    let len = usize::try_from(len).map_err(|_| bad("negative length"))?;
+    let end = pos
+        .checked_add(len)
+        .filter(|end| *end <= payload.len())
+        .ok_or_else(|| bad("length past the end"))?;
+    let field = payload.slice(*pos..end);
+    *pos = end;
+    Ok(Some(field))
+}
+
+/// Key, value and headers of an envelope.
+pub type EnvelopeParts = (Option<Bytes>, Option<Bytes>, Vec<Header>);
+
+/// Parses an envelope payload back into key, value and headers.
+pub fn parse_envelope(payload: &Bytes) -> Result<EnvelopeParts, MappingError> {
+    let mut pos = 0;
+    let key = get_nullable(payload, &mut pos)?;
+    let value = get_nullable(payload, &mut pos)?;
+    let count_bytes = payload
+        .get(pos..pos + 4)
+        .ok_or_else(|| MappingError::BadEnvelope("truncated header count".into()))?;
+    let count = i32::from_be_bytes([
+        count_bytes[0],
+        count_bytes[1],
+        count_bytes[2],
+        count_bytes[3],
+    ]);
+    pos += 4;
+    let count = usize::try_from(count)
+        .map_err(|_| MappingError::BadEnvelope("negative header count".into()))?;
+    // Each header takes at least 8 bytes, so the count cannot make us allocate more
+    // than the payload already occupies.
+    if count > (payload.len() - pos) / 8 {
+        return Err(MappingError::BadEnvelope(
+            "header count past the end".into(),
+        ));
+    }
+    let mut headers = Vec::with_capacity(count);
+    for _ in 0..count {
+        let name = get_nullable(payload, &mut pos)?
+            .ok_or_else(|| MappingError::BadEnvelope("null header name".into()))?;
+        let value = get_nullable(payload, &mut pos)?;
+        headers.push(Header::new(name, value));
+    }
+    if pos != payload.len() {
+        return Err(MappingError::BadEnvelope("trailing bytes".into()));
+    }
+    Ok((key, value, headers))
+}
+
+/// The Iggy message for one Kafka record: `offset_delta` is its position in the batch,
+/// `batch` is given for the first record of the batch only.
+pub fn to_message(
+    record: &NewRecord,
+    offset_delta: i32,
+    batch: Option<&BatchFrame>,
+) -> Result<IggyMessage, MappingError> {
+    let native = is_native(record);
+    if native {
+        match build(record, offset_delta, batch, true) {
+            Ok(message) => return Ok(message),
+            // Headers that pass the per-field rules can still exceed Iggy's total cap;
+            // the envelope has no such cap short of the payload limit.
+            Err(MappingError::Unrepresentable(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    build(record, offset_delta, batch, false)
+}
+
+fn build(
+    record: &NewRecord,
+    offset_delta: i32,
+    batch: Option<&BatchFrame>,
+    native: bool,
+) -> Result<IggyMessage, MappingError> {
+    let mut frame = BytesMut::with_capacity(FRAME_LEN + BATCH_FIELDS_LEN);
+    frame.put_u8(FORMAT_VERSION);
+    let mut flags = 0;
+    if !native {
+        flags |= FLAG_ENVELOPE;
+    }
+    if batch.is_some() {
+        flags |= FLAG_FIRST;
+    }
+    frame.put_u8(flags);
+    frame.put_i32(offset_delta);
+    if let Some(batch) = batch {
+        batch.put(&mut frame);
+    }
+    let mut headers: BTreeMap<HeaderKey, HeaderValue> = BTreeMap::new();
+    headers.insert(key(RECORD_HEADER)?, raw_value(&frame)?);
+    headers.insert(key(TIMESTAMP_HEADER)?, HeaderValue::from(record.timestamp));
+    let payload = if native {
+        if let Some(k) = &record.key {
+            headers.insert(key(KEY_HEADER)?, raw_value(k)?);
+        }
+        for h in &record.headers {
+            let name = std::str::from_utf8(&h.key)
+                .map_err(|e| MappingError::Unrepresentable(e.to_string()))?;
+            let value = h
+                .value
+                .as_deref()
+                .ok_or_else(|| MappingError::Unrepresentable("null header value".into()))?;
+            headers.insert(key(name)?, raw_value(value)?);
+        }
+        record.value.clone().unwrap_or_default()
+    } else {
+        envelope(record)?
+    };
+    IggyMessage::builder()
+        .payload(payload)
+        .user_headers(headers)
+        .build()
+        .map_err(|e| MappingError::Unrepresentable(e.to_string()))
+}
+
+/// Reads a Kafka record back from an Iggy message (written by the bridge or not).
+pub fn from_message(message: &IggyMessage) -> Result<MappedRecord, MappingError> {
+    let offset = message.header.offset;
+    let headers = message
+        .user_headers_map()
+        .map_err(|e| MappingError::BadFrame(format!("user headers: {e}")))?
+        .unwrap_or_default();
+    let timestamp = match headers.get(&key(TIMESTAMP_HEADER)?) {
+        Some(v) if v.kind() == HeaderKind::Int64 => v
+            .as_int64()
+            .map_err(|e| MappingError::BadFrame(e.to_string()))?,
+        // Iggy timestamps are microseconds since the epoch.
+        _ => i64::try_from(message.header.origin_timestamp / 1000).unwrap_or(i64::MAX),
+    };
+    let Some(frame) = headers.get(&key(RECORD_HEADER)?) else {
+        return Ok(MappedRecord {
+            offset,
+            record: native_record(message, &headers, timestamp),
+            offset_delta: None,
+            batch: None,
+            envelope: false,
+        });
+    };
+    let frame = frame.as_bytes();
+    if frame.len() < FRAME_LEN || frame[0] != FORMAT_VERSION {
+        return Err(MappingError::BadFrame(format!(
+            "{} bytes, version {:?}",
+            frame.len(),
+            frame.first()
+        )));
+    }
+    let flags = frame[1];
+    let offset_delta = i32::from_be_bytes([frame[2], frame[3], frame[4], frame[5]]);
+    let batch = if flags & FLAG_FIRST != 0 {
+        let fields = frame
+            .get(FRAME_LEN..FRAME_LEN + BATCH_FIELDS_LEN)
+            .ok_or_else(|| MappingError::BadFrame("truncated batch fields".into()))?;
+        Some(BatchFrame::get(fields))
+    } else {
+        None
+    };
+    let envelope = flags & FLAG_ENVELOPE != 0;
+    let record = if envelope {
+        let (key, value, headers) = parse_envelope(&message.payload)?;
+        NewRecord {
+            timestamp,
+            key,
+            value,
+            headers,
+        }
+    } else {
+        let mut record = native_record(message, &headers, timestamp);
+        // In native form the bridge owns every `kafka.` name; the rest are the
+        // producer's headers.
+        record
+            .headers
+            .retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
+        record
+    };
+    Ok(MappedRecord {
+        offset,
+        record,
+        offset_delta: Some(offset_delta),
+        batch,
+        envelope,
+    })
+}
+
+fn native_record(
+    message: &IggyMessage,
+    headers: &BTreeMap<HeaderKey, HeaderValue>,
+    timestamp: i64,
+) -> NewRecord {
+    let key_name = HeaderKey::from_str(KEY_HEADER).ok();
+    let mut record = NewRecord {
+        timestamp,
+        key: None,
+        value: Some(message.payload.clone()),
+        headers: Vec::new(),
+    };
+    for (name, value) in headers {
+        if key_name.as_ref() == Some(name) {
+            record.key = Some(value.value());
+            continue;
+        }
+        let name = match name.kind() {
+            HeaderKind::String | HeaderKind::Raw => name.value(),
+            _ => Bytes::from(name.to_string_value()),
+        };
+        if name.as_ref() == RECORD_HEADER.as_bytes() || name.as_ref() == TIMESTAMP_HEADER.as_bytes()
+        {
+            continue;
+        }
+        record.headers.push(Header::new(name, Some(value.value())));
+    }
+    record
+}
+
+/// The batch frame of a decoded producer batch.
+pub fn frame_of(header: &kafka_records::BatchHeader) -> BatchFrame {
+    BatchFrame {
+        attributes: header.attributes.0,
+        partition_leader_epoch: header.partition_leader_epoch,
+        base_timestamp: header.base_timestamp,
+        producer_id: header.producer_id,
+        producer_epoch: header.producer_epoch,
+        base_sequence: header.base_sequence,
+        record_count: header.record_count,
+    }
+}
+
+/// Encodes one run of records read back from Iggy as a Kafka batch at `base_offset`.
+///
+/// With the producer's frame (the run is the whole batch) the batch is rebuilt with its
+/// header fields and codec; otherwise (a message from a native producer, or a batch whose
+/// front was removed by Iggy retention) it is a plain uncompressed CreateTime batch.
+pub fn encode_run(
+    base_offset: i64,
+    frame: Option<&BatchFrame>,
+    records: &[NewRecord],
+    out: &mut BytesMut,
+) -> Result<(), RecordsError> {
+    let options = match frame {
+        Some(frame) => frame.options(base_offset)?,
+        None => BatchOptions {
+            base_offset,
+            compression: Compression::None,
+            timestamp_type: TimestampType::CreateTime,
+            ..BatchOptions::default()
+        },
+    };
+    encode_batch(&options, records, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn with_offset(mut message: IggyMessage, offset: u64) -> IggyMessage {
+        message.header.offset = offset;
+        message
+    }
+
+    fn roundtrip(record: &NewRecord, delta: i32, frame: Option<&BatchFrame>) -> MappedRecord {
+        let message = to_message(record, delta, frame).unwrap();
+        // Through the wire form, as a poll would deliver it.
+        let message = IggyMessage::from_bytes(message.to_bytes()).unwrap();
+        from_message(&with_offset(message, 7)).unwrap()
+    }
+
+    fn rec(key: Option<&[u8]>, value: Option<&[u8]>, headers: Vec<Header>) -> NewRecord {
+        NewRecord {
+            timestamp: 1_700_000_000_123,
+            key: key.map(Bytes::copy_from_slice),
+            value: value.map(Bytes::copy_from_slice),
+            headers,
+        }
+    }
+
+    fn h(name: &str, value: Option<&str>) -> Header {
+        Header::new(
+            Bytes::copy_from_slice(name.as_bytes()),
+            value.map(|v| Bytes::copy_from_slice(v.as_bytes())),
+        )
+    }
+
+    #[test]
+    fn simple_record_is_native_with_value_as_payload() {
+        let record = rec(
+            Some(b"k"),
+            Some(b"hello"),
+            vec![h("a", Some("1")), h("b", Some("2"))],
+        );
+        let message = to_message(&record, 0, None).unwrap();
+        assert_eq!(message.payload.as_ref(), b"hello");
+        let headers = message.user_headers_map().unwrap().unwrap();
+        assert_eq!(
+            headers.get(&key(KEY_HEADER).unwrap()).unwrap().as_bytes(),
+            b"k"
+        );
+        assert_eq!(headers.get(&key("a").unwrap()).unwrap().as_bytes(), b"1");
+        assert_eq!(
+            headers
+                .get(&key(TIMESTAMP_HEADER).unwrap())
+                .unwrap()
+                .as_int64()
+                .unwrap(),
+            1_700_000_000_123
+        );
+        let back = roundtrip(&record, 0, None);
+        assert!(!back.envelope);
+        assert_eq!(back.record, record);
+        assert_eq!(back.offset, 7);
+    }
+
+    #[test]
+    fn lossy_cases_use_the_envelope() {
+        let cases = vec![
+            rec(None, None, vec![]),
+            rec(Some(b""), Some(b""), vec![]),
+            rec(None, Some(b"v"), vec![h("x", Some("1")), h("x", None)]),
+            rec(None, Some(b"v"), vec![h("b", Some("1")), h("a", Some("2"))]),
+            rec(None, Some(b"v"), vec![h("kafka.key", Some("1"))]),
+            rec(Some(&[7u8; 300]), Some(b"v"), vec![]),
+            rec(None, Some(b"v"), vec![h("e", Some(""))]),
+        ];
+        for record in cases {
+            assert!(!is_native(&record), "{record:?}");
+            let back = roundtrip(&record, 3, None);
+            assert!(back.envelope);
+            assert_eq!(back.record, record);
+            assert_eq!(back.offset_delta, Some(3));
+        }
+    }
+
+    #[test]
+    fn batch_frame_survives() {
+        let frame = BatchFrame {
+            attributes: 1,
+            partition_leader_epoch: 4,
+            base_timestamp: -1,
+            producer_id: 42,
+            producer_epoch: 1,
+            base_sequence: 9,
+            record_count: 3,
+        };
+        let back = roundtrip(&rec(None, Some(b"v"), vec![]), 0, Some(&frame));
+        assert_eq!(back.batch, Some(frame));
+        assert_eq!(back.offset_delta, Some(0));
+    }
+
+    #[test]
+    fn native_iggy_message_reads_as_a_record() {
+        let mut headers = BTreeMap::new();
+        headers.insert(key("trace").unwrap(), raw_value(b"abc").unwrap());
+        headers.insert(key(KEY_HEADER).unwrap(), raw_value(b"id-1").unwrap());
+        let message = IggyMessage::builder()
+            .payload(Bytes::from_static(b"payload"))
+            .user_headers(headers)
+            .build()
+            .unwrap();
+        let origin = message.header.origin_timestamp;
+        let back = from_message(&with_offset(message, 3)).unwrap();
+        assert_eq!(back.offset_delta, None);
+        assert_eq!(back.record.key.as_deref(), Some(&b"id-1"[..]));
+        assert_eq!(back.record.value.as_deref(), Some(&b"payload"[..]));
+        assert_eq!(back.record.headers, vec![h("trace", Some("abc"))]);
+        assert_eq!(back.record.timestamp, (origin / 1000) as i64);
+    }
+
+    #[test]
+    fn bad_envelopes_are_errors_not_panics() {
+        for bytes in [
+            &b""[..],
+            &[0, 0, 0, 9, 1][..],
+            &[
+                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0,
+            ][..],
+            &[0xff, 0xff, 0xff, 0xfe][..],
+        ] {
+            assert!(parse_envelope(&Bytes::copy_from_slice(bytes)).is_err());
+        }
+    }
+
+    fn arb_bytes(max: usize) -> impl Strategy<Value = Option<Bytes>> {
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..max).prop_map(Bytes::from))
+    }
+
+    fn arb_record() -> impl Strategy<Value = NewRecord> {
+        let name = prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..8),
+            "[a-d]{1,3}".prop_map(String::into_bytes),
+            Just(b"kafka.key".to_vec()),
+        ];
+        let header = (name, arb_bytes(300)).prop_map(|(n, v)| Header::new(Bytes::from(n), v));
+        (
+            any::<i64>(),
+            arb_bytes(300),
+            arb_bytes(600),
+            proptest::collection::vec(header, 0..5),
+        )
+            .prop_map(|(timestamp, key, value, headers)| NewRecord {
+                timestamp,
+                key,
+                value,
+                headers,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn any_record_round_trips(record in arb_record(), delta in 0i32..1000) {
+            let back = roundtrip(&record, delta, None);
+            prop_assert_eq!(back.record, record);
+            prop_assert_eq!(back.offset_delta, Some(delta));
+        }
+
+        #[test]
+        fn envelope_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = parse_envelope(&Bytes::from(bytes));
+        }
+    }
+}

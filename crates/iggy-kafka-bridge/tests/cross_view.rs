@@ -1,0 +1,294 @@
+//! What a native Iggy client sees of records produced through the bridge and the other
+//! way round, and what survives restarts of the bridge and of the Iggy server.
+//! Skipped (with a printed notice) without `IGGY_SERVER_BIN`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bytes::{Bytes, BytesMut};
+use iggy::prelude::{
+    AutoLogin, Client, Consumer, Credentials, HeaderKey, HeaderValue, Identifier, IggyClient,
+    IggyMessage, MessageClient, Partitioning, PollingStrategy,
+};
+use iggy_kafka_bridge::mapping::{KEY_HEADER, RECORD_HEADER};
+use kafka_broker::store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig};
+use kafka_records::{BatchOptions, DecodeLimits, Header, NewRecord, RecordBatch, encode_batch};
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+use support::Server;
+
+fn batch(records: &[NewRecord]) -> Bytes {
+    let mut out = BytesMut::new();
+    encode_batch(&BatchOptions::default(), records, &mut out).unwrap();
+    out.freeze()
+}
+
+async fn native_client(server: &Server) -> IggyClient {
+    let client = IggyClient::builder()
+        .with_tcp()
+        .with_server_address(server.address.clone())
+        .with_auto_sign_in(AutoLogin::Enabled(Credentials::UsernamePassword(
+            support::USER.into(),
+            secrecy::SecretString::from(support::PASSWORD.to_owned()),
+        )))
+        .build()
+        .unwrap();
+    client.connect().await.unwrap();
+    client
+}
+
+async fn create(bridge: &impl LogStore, name: &str, partitions: i32) {
+    bridge
+        .create_topic(
+            NewTopic {
+                name: name.into(),
+                partitions,
+                config: TopicConfig {
+                    retention_ms: -1,
+                    ..TopicConfig::default()
+                },
+            },
+            false,
+        )
+        .await
+        .unwrap();
+}
+
+fn records_of(bytes: &Bytes) -> Vec<kafka_records::Record> {
+    RecordBatch::decode(bytes, &DecodeLimits::default())
+        .unwrap()
+        .records()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_iggy_view_of_kafka_records() {
+    let Some(bin) = support::server_bin() else {
+        return;
+    };
+    let server = Server::start(bin);
+    let bridge = server.bridge().await;
+    let topic = format!("xview-{}", support::run_id());
+    create(&bridge, &topic, 1).await;
+    let native = NewRecord {
+        timestamp: 1_700_000_000_000,
+        key: Some(Bytes::from_static(b"k")),
+        value: Some(Bytes::from_static(b"value")),
+        headers: vec![Header::new(
+            Bytes::from_static(b"a"),
+            Some(Bytes::from_static(b"1")),
+        )],
+    };
+    let tombstone = NewRecord {
+        timestamp: 1_700_000_000_001,
+        key: Some(Bytes::from_static(b"k")),
+        value: None,
+        headers: vec![],
+    };
+    bridge
+        .append(&topic, 0, vec![batch(&[native, tombstone])], 0)
+        .await
+        .unwrap();
+
+    let client = native_client(&server).await;
+    let polled = client
+        .poll_messages(
+            &Identifier::named("kafka").unwrap(),
+            &Identifier::named(&topic).unwrap(),
+            Some(0),
+            &Consumer::new(Identifier::numeric(0).unwrap()),
+            &PollingStrategy::offset(0),
+            10,
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(polled.messages.len(), 2);
+    let first = &polled.messages[0];
+    assert_eq!(first.payload.as_ref(), b"value");
+    let headers = first.user_headers_map().unwrap().unwrap();
+    let key = |s: &str| HeaderKey::from_str(s).unwrap();
+    assert_eq!(headers[&key(KEY_HEADER)].as_bytes(), b"k");
+    assert_eq!(headers[&key("a")].as_bytes(), b"1");
+    assert!(headers.contains_key(&key(RECORD_HEADER)));
+    // The tombstone has no payload Iggy could hold, so it is an envelope.
+    let second = polled.messages[1].user_headers_map().unwrap().unwrap();
+    assert_eq!(second[&key(RECORD_HEADER)].as_bytes()[1] & 0x01, 0x01);
+
+    // And the other way: a message from a native producer reads as a Kafka record.
+    let mut user = BTreeMap::new();
+    user.insert(key("trace"), HeaderValue::try_from("t-1").unwrap());
+    let mut messages = vec![
+        IggyMessage::builder()
+            .payload(Bytes::from_static(b"from iggy"))
+            .user_headers(user)
+            .build()
+            .unwrap(),
+    ];
+    client
+        .send_messages(
+            &Identifier::named("kafka").unwrap(),
+            &Identifier::named(&topic).unwrap(),
+            &Partitioning::partition_id(0),
+            &mut messages,
+        )
+        .await
+        .unwrap();
+    let read = bridge.read(&topic, 0, 2, 1 << 20).await.unwrap();
+    assert_eq!(read.watermarks.high_watermark, 3);
+    let records = records_of(&read.batches[0]);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].offset, 2);
+    assert_eq!(records[0].value.as_deref(), Some(&b"from iggy"[..]));
+    assert_eq!(records[0].key, None);
+    let headers = records[0].headers.to_vec();
+    assert_eq!(headers.len(), 1);
+    assert_eq!(headers[0].key.as_ref(), b"trace");
+    assert_eq!(headers[0].value.as_deref(), Some(&b"t-1"[..]));
+    bridge.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_offsets_survive_a_bridge_restart() {
+    let Some(bin) = support::server_bin() else {
+        return;
+    };
+    let server = Server::start(bin);
+    let bridge = server.bridge().await;
+    let topic = format!("restart-{}", support::run_id());
+    create(&bridge, &topic, 2).await;
+    let committed = CommittedOffset {
+        offset: 42,
+        leader_epoch: 1,
+        metadata: Some("m".into()),
+        commit_timestamp: 1_700_000_000_000,
+    };
+    bridge
+        .commit("g1", vec![(topic.clone(), 1, committed.clone())])
+        .await
+        .unwrap();
+    bridge
+        .set_topic_config(
+            &topic,
+            TopicConfig {
+                retention_ms: 3_600_000,
+                retention_bytes: -1,
+                max_message_bytes: 4_096,
+            },
+        )
+        .await
+        .unwrap();
+    bridge.close().await;
+    drop(bridge);
+
+    let again = server.bridge().await;
+    assert_eq!(again.fetch("g1", &topic, 1).await.unwrap(), Some(committed));
+    assert_eq!(again.groups().await.unwrap(), vec!["g1".to_owned()]);
+    let info = again.topic(&topic).await.unwrap().unwrap();
+    assert_eq!(info.config.max_message_bytes, 4_096);
+    assert_eq!(info.config.retention_ms, 3_600_000);
+    again.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_recovers_after_an_iggy_restart() {
+    let Some(bin) = support::server_bin() else {
+        return;
+    };
+    let mut server = Server::start(bin);
+    let bridge = server.bridge().await;
+    let topic = format!("recover-{}", support::run_id());
+    create(&bridge, &topic, 1).await;
+    let one = NewRecord {
+        timestamp: 1,
+        key: None,
+        value: Some(Bytes::from_static(b"before")),
+        headers: vec![],
+    };
+    bridge
+        .append(&topic, 0, vec![batch(&[one])], 0)
+        .await
+        .unwrap();
+
+    tokio::task::block_in_place(|| server.restart());
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let w = loop {
+        match bridge.watermarks(&topic, 0).await {
+            Ok(w) => break w,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no recovery: {e}; {}",
+                    server.log_tail()
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    };
+    assert_eq!(w.high_watermark, 1, "the record survives the restart");
+    let two = NewRecord {
+        timestamp: 2,
+        key: None,
+        value: Some(Bytes::from_static(b"after")),
+        headers: vec![],
+    };
+    let outcome = bridge
+        .append(&topic, 0, vec![batch(&[two])], 0)
+        .await
+        .unwrap();
+    assert_eq!(outcome.base_offset, 1);
+    let read = bridge.read(&topic, 0, 0, 1 << 20).await.unwrap();
+    let values: Vec<_> = read
+        .batches
+        .iter()
+        .flat_map(records_of)
+        .map(|r| r.value.unwrap())
+        .collect();
+    assert_eq!(
+        values,
+        vec![Bytes::from_static(b"before"), Bytes::from_static(b"after")]
+    );
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn connect_fails_clearly_without_a_server() {
+    // Runs without a server: a closed port must fail in bounded time, not hang.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = iggy_kafka_bridge::BridgeConfig {
+        address: format!("127.0.0.1:{port}"),
+        connect_retries: 2,
+        retry_interval: Duration::from_millis(50),
+        call_timeout: Duration::from_secs(5),
+        ..iggy_kafka_bridge::BridgeConfig::new("iggy", "x")
+    };
+    let started = Instant::now();
+    let err = iggy_kafka_bridge::IggyBridge::connect(config)
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(err, iggy_kafka_bridge::BridgeError::Unreachable { .. }),
+        "{err}"
+    );
+    let missing = iggy_kafka_bridge::BridgeConfig::default();
+    assert!(matches!(
+        iggy_kafka_bridge::IggyBridge::connect(missing)
+            .await
+            .unwrap_err(),
+        iggy_kafka_bridge::BridgeError::Config(_)
+    ));
+}
