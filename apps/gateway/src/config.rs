@@ -26,7 +26,7 @@ use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use kafka_broker::store::TopicConfig;
 use kafka_broker::store::memory::MemoryStoreConfig;
-use kafka_broker::{BrokerConfig, Limits, Timeouts};
+use kafka_broker::{BrokerConfig, GroupConfig, Limits, Timeouts};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use std::collections::BTreeSet;
@@ -121,6 +121,17 @@ struct RawConfig {
     default_max_message_bytes: i32,
 
     #[serde(deserialize_with = "parsed")]
+    group_min_session_timeout_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    group_max_session_timeout_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    group_initial_rebalance_delay_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    group_max_groups: usize,
+    #[serde(deserialize_with = "parsed")]
+    group_max_members: usize,
+
+    #[serde(deserialize_with = "parsed")]
     memory_max_total_bytes: usize,
     #[serde(deserialize_with = "parsed")]
     memory_max_topics: usize,
@@ -158,6 +169,7 @@ impl Default for RawConfig {
         let timeouts = broker.timeouts;
         let topic = broker.default_topic_config;
         let memory = MemoryStoreConfig::default();
+        let groups = broker.groups;
         RawConfig {
             bind_addr: "127.0.0.1:9093".into(),
             advertised_host: None,
@@ -183,6 +195,11 @@ impl Default for RawConfig {
             default_retention_ms: topic.retention_ms,
             default_retention_bytes: topic.retention_bytes,
             default_max_message_bytes: topic.max_message_bytes,
+            group_min_session_timeout_ms: duration_ms(groups.min_session_timeout),
+            group_max_session_timeout_ms: duration_ms(groups.max_session_timeout),
+            group_initial_rebalance_delay_ms: duration_ms(groups.initial_rebalance_delay),
+            group_max_groups: groups.max_groups,
+            group_max_members: groups.max_members_per_group,
             memory_max_total_bytes: memory.max_total_bytes,
             memory_max_topics: memory.max_topics,
             memory_retention_check_interval_ms: duration_ms(memory.retention_check_interval),
@@ -519,7 +536,19 @@ fn validate(raw: RawConfig, names: &Names<'_>) -> Result<GatewayConfig, ConfigEr
         );
     }
 
-    let at_least_one: [(&str, u64); 8] = [
+    if raw.group_min_session_timeout_ms > raw.group_max_session_timeout_ms {
+        return fail(
+            "group_min_session_timeout_ms",
+            "must not exceed group_max_session_timeout_ms",
+        );
+    }
+    let at_least_one: [(&str, u64); 11] = [
+        (
+            "group_max_session_timeout_ms",
+            raw.group_max_session_timeout_ms,
+        ),
+        ("group_max_groups", raw.group_max_groups as u64),
+        ("group_max_members", raw.group_max_members as u64),
         ("max_connections", raw.max_connections as u64),
         (
             "max_in_flight_per_connection",
@@ -674,6 +703,14 @@ fn validate(raw: RawConfig, names: &Names<'_>) -> Result<GatewayConfig, ConfigEr
             read: Duration::from_secs(raw.read_timeout_secs),
             write: Duration::from_secs(raw.write_timeout_secs),
             shutdown_drain: Duration::from_secs(raw.shutdown_drain_timeout_secs),
+        },
+        groups: GroupConfig {
+            min_session_timeout: Duration::from_millis(raw.group_min_session_timeout_ms),
+            max_session_timeout: Duration::from_millis(raw.group_max_session_timeout_ms),
+            initial_rebalance_delay: Duration::from_millis(raw.group_initial_rebalance_delay_ms),
+            max_groups: raw.group_max_groups,
+            max_members_per_group: raw.group_max_members,
+            ..BrokerConfig::default().groups
         },
     };
     // The checks above name the variable; this one is the broker's own last word, so a

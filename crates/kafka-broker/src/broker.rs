@@ -1,6 +1,7 @@
 //! Shared broker state: configuration, stores, and the producer-id allocator.
 
 use crate::config::BrokerConfig;
+use crate::groups::Groups;
 use crate::producers::Producers;
 use crate::server::Stores;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -12,6 +13,7 @@ pub(crate) struct Broker {
     pub(crate) config: BrokerConfig,
     pub(crate) stores: Stores,
     pub(crate) producers: Producers,
+    pub(crate) groups: Groups,
     next_producer_id: AtomicI64,
 }
 
@@ -20,10 +22,12 @@ impl Broker {
         // Producer ids: the instance id in the high 16 bits (below the sign bit), a
         // counter below, so gateways fronting one store never hand out the same id.
         let base = i64::from(config.instance_id & 0x7fff) << 48;
+        let groups = Groups::spawn(config.groups.clone());
         Broker {
             config,
             stores,
             producers: Producers::default(),
+            groups,
             next_producer_id: AtomicI64::new(base),
         }
     }

@@ -29,6 +29,9 @@ pub struct BrokerConfig {
     pub limits: Limits,
     /// Connection timeouts.
     pub timeouts: Timeouts,
+    /// Consumer-group coordinator settings (session timeout bounds, initial rebalance
+    /// delay, group and member limits).
+    pub groups: kafka_groups::GroupConfig,
 }
 
 impl Default for BrokerConfig {
@@ -44,6 +47,14 @@ impl Default for BrokerConfig {
             default_topic_config: TopicConfig::default(),
             limits: Limits::default(),
             timeouts: Timeouts::default(),
+            groups: kafka_groups::GroupConfig {
+                // Member ids must not repeat across restarts of the gateway.
+                member_id_seed: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(0),
+                ..kafka_groups::GroupConfig::default()
+            },
         }
     }
 }

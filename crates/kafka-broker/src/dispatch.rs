@@ -75,6 +75,12 @@ pub(crate) async fn handle(broker: &Broker, peer: SocketAddr, frame: Bytes) -> O
         broker,
         version: prefix.api_version,
         peer,
+        client_id: request
+            .header
+            .client_id
+            .as_deref()
+            .unwrap_or_default()
+            .to_string(),
     };
     let body = match handlers::handle(&ctx, request.body).await {
         handlers::Reply::Body(b) => b,

@@ -17,11 +17,13 @@ mod broker;
 pub mod config;
 mod connection;
 mod dispatch;
+mod groups;
 mod handlers;
 mod producers;
 pub mod store;
 
 pub use config::{BrokerConfig, Limits, Timeouts};
+pub use kafka_groups::GroupConfig;
 pub mod error;
 pub mod server;
 

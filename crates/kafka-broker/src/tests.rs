@@ -47,7 +47,7 @@ async fn broker() -> (Broker, u128) {
     (Broker::new(BrokerConfig::default(), stores), info.id)
 }
 
-fn request_for(key: ApiKey, topic_id: u128) -> RequestBody {
+fn request_for(key: ApiKey, topic_id: u128, v: i16) -> RequestBody {
     let t = ByteString::from_static("t");
     match key {
         ApiKey::Metadata => MetadataRequest {
@@ -137,6 +137,106 @@ fn request_for(key: ApiKey, topic_id: u128) -> RequestBody {
         ApiKey::DescribeCluster => {
             describe_cluster_request::DescribeClusterRequest::default().into()
         }
+        ApiKey::FindCoordinator if v >= 4 => find_coordinator_request::FindCoordinatorRequest {
+            coordinator_keys: vec![ByteString::from_static("g")],
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::FindCoordinator => find_coordinator_request::FindCoordinatorRequest {
+            key: ByteString::from_static("g"),
+            ..Default::default()
+        }
+        .into(),
+        // Unknown members and generations: answered at once with an error, no waiting.
+        ApiKey::JoinGroup => join_group_request::JoinGroupRequest {
+            group_id: ByteString::from_static("g"),
+            session_timeout_ms: 10,
+            rebalance_timeout_ms: 10,
+            member_id: ByteString::from_static("nobody"),
+            protocol_type: ByteString::from_static("consumer"),
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::SyncGroup => sync_group_request::SyncGroupRequest {
+            group_id: ByteString::from_static("g"),
+            generation_id: 3,
+            member_id: ByteString::from_static("nobody"),
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::Heartbeat => heartbeat_request::HeartbeatRequest {
+            group_id: ByteString::from_static("g"),
+            generation_id: 3,
+            member_id: ByteString::from_static("nobody"),
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::LeaveGroup if v >= 3 => leave_group_request::LeaveGroupRequest {
+            group_id: ByteString::from_static("g"),
+            members: vec![leave_group_request::MemberIdentity {
+                member_id: ByteString::from_static("nobody"),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::LeaveGroup => leave_group_request::LeaveGroupRequest {
+            group_id: ByteString::from_static("g"),
+            member_id: ByteString::from_static("nobody"),
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::DescribeGroups => describe_groups_request::DescribeGroupsRequest {
+            groups: vec![ByteString::from_static("g")],
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::ListGroups => list_groups_request::ListGroupsRequest::default().into(),
+        ApiKey::DeleteGroups => delete_groups_request::DeleteGroupsRequest {
+            groups_names: vec![ByteString::from_static("g")],
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::OffsetCommit => offset_commit_request::OffsetCommitRequest {
+            group_id: ByteString::from_static("g"),
+            generation_id_or_member_epoch: -1,
+            topics: vec![offset_commit_request::OffsetCommitRequestTopic {
+                name: ByteString::from_static("t"),
+                partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
+                    partition_index: 0,
+                    committed_offset: 5,
+                    committed_metadata: Some(ByteString::from_static("m")),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::OffsetFetch if v >= 8 => offset_fetch_request::OffsetFetchRequest {
+            groups: vec![offset_fetch_request::OffsetFetchRequestGroup {
+                group_id: ByteString::from_static("g"),
+                topics: None,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::OffsetFetch => offset_fetch_request::OffsetFetchRequest {
+            group_id: ByteString::from_static("g"),
+            topics: Some(vec![offset_fetch_request::OffsetFetchRequestTopic {
+                name: ByteString::from_static("t"),
+                partition_indexes: vec![0, 1],
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::OffsetDelete => offset_delete_request::OffsetDeleteRequest {
+            group_id: ByteString::from_static("g"),
+            ..Default::default()
+        }
+        .into(),
         other => panic!("no sample request for {other:?}"),
     }
 }
@@ -154,7 +254,7 @@ async fn every_advertised_api_answers_at_every_version() {
                 client_id: Some(ByteString::from_static("test")),
                 ..Default::default()
             };
-            let frame = encode_request(&header, &request_for(key, id)).expect("request encodes");
+            let frame = encode_request(&header, &request_for(key, id, v)).expect("request encodes");
             let out = dispatch::handle(&broker, peer(), frame.slice(4..)).await;
             let Outcome::Respond(resp) = out else {
                 panic!("{key:?} v{v}: no response ({out:?})");
@@ -197,15 +297,20 @@ async fn api_versions_at_an_unknown_version_gets_the_v0_error_answer() {
             .any(|k| k.api_key == 0 && k.min_version == 0)
     );
     assert!(
-        body.api_keys.iter().all(|k| k.api_key != 11),
-        "groups are not advertised yet"
+        body.api_keys
+            .iter()
+            .any(|k| k.api_key == 11 && k.max_version == 9)
+    );
+    assert!(
+        body.api_keys.iter().all(|k| k.api_key != 17),
+        "SASL is not advertised"
     );
 }
 
 #[tokio::test]
 async fn unknown_keys_and_versions_close_the_connection() {
     let (broker, _) = broker().await;
-    for (key, version) in [(3i16, 99i16), (11, 5), (999, 0)] {
+    for (key, version) in [(3i16, 99i16), (11, 10), (17, 0), (999, 0)] {
         let mut frame = Vec::new();
         frame.extend_from_slice(&key.to_be_bytes());
         frame.extend_from_slice(&version.to_be_bytes());

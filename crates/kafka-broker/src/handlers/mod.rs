@@ -5,10 +5,12 @@ pub(crate) mod api_versions;
 pub(crate) mod configs;
 pub(crate) mod describe_cluster;
 pub(crate) mod fetch;
+pub(crate) mod groups;
 pub(crate) mod init_producer_id;
 pub(crate) mod leader_epoch;
 pub(crate) mod list_offsets;
 pub(crate) mod metadata;
+pub(crate) mod offsets;
 pub(crate) mod produce;
 pub(crate) mod records;
 pub(crate) mod topics;
@@ -24,6 +26,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) broker: &'a Broker,
     pub(crate) version: i16,
     pub(crate) peer: SocketAddr,
+    /// The client id from the request header (empty when null).
+    pub(crate) client_id: String,
 }
 
 /// The APIs this gateway implements: only these are advertised and accepted.
@@ -43,6 +47,17 @@ const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::CreatePartitions,
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeCluster,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::SyncGroup,
+    ApiKey::DescribeGroups,
+    ApiKey::ListGroups,
+    ApiKey::DeleteGroups,
+    ApiKey::OffsetDelete,
 ];
 
 /// The version range advertised for a key, `None` when the key is not served.
@@ -93,6 +108,17 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, body: RequestBody) -> Reply {
         RequestBody::DeleteRecords(r) => records::delete_records(ctx, r).await.into(),
         RequestBody::InitProducerId(r) => init_producer_id::handle(ctx, r).into(),
         RequestBody::DescribeCluster(r) => describe_cluster::handle(ctx, r).into(),
+        RequestBody::FindCoordinator(r) => groups::find_coordinator(ctx, r).into(),
+        RequestBody::JoinGroup(r) => groups::join_group(ctx, r).await.into(),
+        RequestBody::SyncGroup(r) => groups::sync_group(ctx, r).await.into(),
+        RequestBody::Heartbeat(r) => groups::heartbeat(ctx, r).await.into(),
+        RequestBody::LeaveGroup(r) => groups::leave_group(ctx, r).await.into(),
+        RequestBody::DescribeGroups(r) => groups::describe_groups(ctx, r).await.into(),
+        RequestBody::ListGroups(r) => groups::list_groups(ctx, r).await.into(),
+        RequestBody::DeleteGroups(r) => groups::delete_groups(ctx, r).await.into(),
+        RequestBody::OffsetCommit(r) => offsets::offset_commit(ctx, r).await.into(),
+        RequestBody::OffsetFetch(r) => offsets::offset_fetch(ctx, r).await.into(),
+        RequestBody::OffsetDelete(r) => offsets::offset_delete(ctx, r).await.into(),
         // The firewall admits only implemented keys; anything else cannot reach here, but
         // answering nothing would desynchronise the connection, so close it instead.
         other => {

@@ -1,0 +1,348 @@
+//! Committed offsets: OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47).
+//!
+//! Commits are checked against the group's membership first (generation, member id,
+//! static instance; the rules live in `kafka-groups`), then per partition (the topic and
+//! partition must exist, metadata at most [`MAX_METADATA_BYTES`]), then stored in the
+//! offset store, where they outlive the group's members.
+
+use super::{Ctx, bs};
+use crate::broker::now_ms;
+use crate::store::CommittedOffset;
+use bytes::Bytes;
+use kafka_groups::GroupState;
+use kafka_protocol::messages::consumer_protocol_subscription::ConsumerProtocolSubscription;
+use kafka_protocol::messages::offset_commit_request::OffsetCommitRequest;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_request::OffsetDeleteRequest;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponse, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::wire::{Cx, Decode};
+use kafka_protocol::{ErrorCode, Message};
+use std::collections::{BTreeMap, HashSet};
+
+/// Largest metadata string accepted with a commit (Kafka's `offset.metadata.max.bytes`).
+pub(crate) const MAX_METADATA_BYTES: usize = 4096;
+
+pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> OffsetCommitResponse {
+    let group = req.group_id.to_string();
+    let generation = req.generation_id_or_member_epoch;
+    let member = req.member_id.to_string();
+    let instance = req.group_instance_id.as_deref().map(str::to_string);
+    let check = {
+        let group = group.clone();
+        ctx.broker
+            .groups
+            .with(move |c, now| {
+                c.validate_commit(now, &group, generation, &member, instance.as_deref())
+            })
+            .await
+    };
+    let group_error = match check {
+        Err(_) => Some(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+        Ok(Err(e)) => Some(ErrorCode(e.code())),
+        Ok(Ok(())) => None,
+    };
+    let log = &ctx.broker.stores.log;
+    let now = now_ms();
+    let mut to_store = Vec::new();
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let info = log.topic(&t.name).await;
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let error = if let Some(e) = group_error {
+                e
+            } else {
+                match &info {
+                    Ok(Some(i)) if p.partition_index >= 0 && p.partition_index < i.partitions => {
+                        if p.committed_metadata
+                            .as_ref()
+                            .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+                        {
+                            ErrorCode::OFFSET_METADATA_TOO_LARGE
+                        } else {
+                            to_store.push((
+                                t.name.to_string(),
+                                p.partition_index,
+                                CommittedOffset {
+                                    offset: p.committed_offset,
+                                    leader_epoch: if ctx.version >= 6 {
+                                        p.committed_leader_epoch
+                                    } else {
+                                        -1
+                                    },
+                                    metadata: p.committed_metadata.as_deref().map(str::to_string),
+                                    commit_timestamp: now,
+                                },
+                            ));
+                            ErrorCode::NONE
+                        }
+                    }
+                    Ok(_) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                    Err(e) => e.error_code(),
+                }
+            };
+            partitions.push(OffsetCommitResponsePartition {
+                partition_index: p.partition_index,
+                error_code: error.code(),
+                ..OffsetCommitResponsePartition::default()
+            });
+        }
+        topics.push(OffsetCommitResponseTopic {
+            name: t.name.clone(),
+            partitions,
+            ..OffsetCommitResponseTopic::default()
+        });
+    }
+    if !to_store.is_empty()
+        && let Err(e) = ctx.broker.stores.offsets.commit(&group, to_store).await
+    {
+        // Nothing of this call was stored: every partition that was about to be reports it.
+        for t in &mut topics {
+            for p in &mut t.partitions {
+                if p.error_code == ErrorCode::NONE.code() {
+                    p.error_code = e.error_code().code();
+                }
+            }
+        }
+    }
+    OffsetCommitResponse {
+        topics,
+        ..OffsetCommitResponse::default()
+    }
+}
+
+/// One group's committed offsets for the requested topics (`None`: every committed one).
+async fn fetch_group(
+    ctx: &Ctx<'_>,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> Result<Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>, ErrorCode> {
+    let offsets = &ctx.broker.stores.offsets;
+    match topics {
+        None => {
+            let all = offsets.fetch_all(group).await.map_err(|e| e.error_code())?;
+            let mut by_topic: BTreeMap<String, Vec<(i32, Option<CommittedOffset>)>> =
+                BTreeMap::new();
+            for (t, p, o) in all {
+                by_topic.entry(t).or_default().push((p, Some(o)));
+            }
+            Ok(by_topic.into_iter().collect())
+        }
+        Some(list) => {
+            let mut out = Vec::with_capacity(list.len());
+            for (t, parts) in list {
+                let mut ps = Vec::with_capacity(parts.len());
+                for p in parts {
+                    ps.push((
+                        p,
+                        offsets
+                            .fetch(group, &t, p)
+                            .await
+                            .map_err(|e| e.error_code())?,
+                    ));
+                }
+                out.push((t, ps));
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn epoch_for(v: i16, o: &Option<CommittedOffset>) -> i32 {
+    if v >= 5 {
+        o.as_ref().map_or(-1, |o| o.leader_epoch)
+    } else {
+        -1
+    }
+}
+
+pub(crate) async fn offset_fetch(ctx: &Ctx<'_>, req: OffsetFetchRequest) -> OffsetFetchResponse {
+    let v = ctx.version;
+    if v >= 8 {
+        let mut groups = Vec::with_capacity(req.groups.len());
+        for g in &req.groups {
+            let topics = g.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                    .collect()
+            });
+            groups.push(match fetch_group(ctx, &g.group_id, topics).await {
+                Ok(found) => OffsetFetchResponseGroup {
+                    group_id: g.group_id.clone(),
+                    topics: found
+                        .into_iter()
+                        .map(|(t, ps)| OffsetFetchResponseTopics {
+                            name: bs(t),
+                            partitions: ps
+                                .into_iter()
+                                .map(|(p, o)| OffsetFetchResponsePartitions {
+                                    partition_index: p,
+                                    committed_offset: o.as_ref().map_or(-1, |o| o.offset),
+                                    committed_leader_epoch: epoch_for(v, &o),
+                                    metadata: Some(bs(o
+                                        .and_then(|o| o.metadata)
+                                        .unwrap_or_default())),
+                                    error_code: ErrorCode::NONE.code(),
+                                    ..OffsetFetchResponsePartitions::default()
+                                })
+                                .collect(),
+                            ..OffsetFetchResponseTopics::default()
+                        })
+                        .collect(),
+                    error_code: ErrorCode::NONE.code(),
+                    ..OffsetFetchResponseGroup::default()
+                },
+                Err(code) => OffsetFetchResponseGroup {
+                    group_id: g.group_id.clone(),
+                    error_code: code.code(),
+                    ..OffsetFetchResponseGroup::default()
+                },
+            });
+        }
+        return OffsetFetchResponse {
+            groups,
+            ..OffsetFetchResponse::default()
+        };
+    }
+    let topics = req.topics.as_ref().map(|ts| {
+        ts.iter()
+            .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    match fetch_group(ctx, &req.group_id, topics).await {
+        Ok(found) => OffsetFetchResponse {
+            topics: found
+                .into_iter()
+                .map(|(t, ps)| OffsetFetchResponseTopic {
+                    name: bs(t),
+                    partitions: ps
+                        .into_iter()
+                        .map(|(p, o)| OffsetFetchResponsePartition {
+                            partition_index: p,
+                            committed_offset: o.as_ref().map_or(-1, |o| o.offset),
+                            committed_leader_epoch: epoch_for(v, &o),
+                            metadata: Some(bs(o.and_then(|o| o.metadata).unwrap_or_default())),
+                            error_code: ErrorCode::NONE.code(),
+                            ..OffsetFetchResponsePartition::default()
+                        })
+                        .collect(),
+                    ..OffsetFetchResponseTopic::default()
+                })
+                .collect(),
+            error_code: ErrorCode::NONE.code(),
+            ..OffsetFetchResponse::default()
+        },
+        Err(code) => OffsetFetchResponse {
+            error_code: if v >= 2 {
+                code.code()
+            } else {
+                ErrorCode::NONE.code()
+            },
+            ..OffsetFetchResponse::default()
+        },
+    }
+}
+
+/// Topics a consumer-protocol member subscribes to, from its JoinGroup metadata
+/// (`version: int16` then the subscription at that version; newer versions are read as
+/// the newest known one, as Kafka does for forward compatibility).
+pub(crate) fn subscribed_topics(metadata: &Bytes) -> Option<Vec<String>> {
+    let version = i16::from_be_bytes([*metadata.first()?, *metadata.get(1)?]);
+    if version < 0 {
+        return None;
+    }
+    let v = version.min(ConsumerProtocolSubscription::VERSIONS.max);
+    let cx = Cx::new(metadata);
+    let (_, sub) = ConsumerProtocolSubscription::decode(&metadata[2..], &cx, v).ok()?;
+    Some(sub.topics.iter().map(|t| t.to_string()).collect())
+}
+
+pub(crate) async fn offset_delete(ctx: &Ctx<'_>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let group = req.group_id.to_string();
+    let offsets = &ctx.broker.stores.offsets;
+    let desc = {
+        let g = group.clone();
+        ctx.broker.groups.with(move |c, _| c.describe(&g)).await
+    };
+    let Ok(desc) = desc else {
+        return OffsetDeleteResponse {
+            error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.code(),
+            ..OffsetDeleteResponse::default()
+        };
+    };
+    let has_offsets = offsets
+        .fetch_all(&group)
+        .await
+        .map(|o| !o.is_empty())
+        .unwrap_or(false);
+    if desc.is_none() && !has_offsets {
+        return OffsetDeleteResponse {
+            error_code: ErrorCode::GROUP_ID_NOT_FOUND.code(),
+            ..OffsetDeleteResponse::default()
+        };
+    }
+    // Offsets of topics the active members subscribe to cannot be deleted. When the group
+    // is mid-rebalance the subscriptions are not settled: every topic counts as in use.
+    let subscribed: Option<HashSet<String>> = match &desc {
+        Some(d)
+            if d.state != GroupState::Empty
+                && d.state != GroupState::Dead
+                && d.protocol_type == "consumer" =>
+        {
+            let mut all = HashSet::new();
+            let mut known = true;
+            for m in &d.members {
+                match subscribed_topics(&m.metadata) {
+                    Some(ts) => all.extend(ts),
+                    None => known = false,
+                }
+            }
+            if known && !d.members.is_empty() {
+                Some(all)
+            } else {
+                None
+            }
+        }
+        _ => Some(HashSet::new()),
+    };
+    let mut topics = Vec::with_capacity(req.topics.len());
+    let mut deletable = Vec::new();
+    for t in &req.topics {
+        let in_use = subscribed.as_ref().is_none_or(|s| s.contains(&*t.name));
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let error = if in_use {
+                ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC
+            } else {
+                deletable.push((t.name.to_string(), p.partition_index));
+                ErrorCode::NONE
+            };
+            partitions.push(OffsetDeleteResponsePartition {
+                partition_index: p.partition_index,
+                error_code: error.code(),
+            });
+        }
+        topics.push(OffsetDeleteResponseTopic {
+            name: t.name.clone(),
+            partitions,
+        });
+    }
+    let error = match offsets.delete(&group, &deletable).await {
+        Ok(()) => ErrorCode::NONE,
+        Err(e) => e.error_code(),
+    };
+    OffsetDeleteResponse {
+        error_code: error.code(),
+        topics,
+        ..OffsetDeleteResponse::default()
+    }
+}
