@@ -554,10 +554,11 @@ fn render_struct(
             "            let n;\n            (i, n) = de::tag_count(i, {:?})?;",
             format!("{name}._tagged")
         );
-        out.push_str("            for _ in 0..n {\n                let (tag, data);\n");
+        out.push_str("            let mut last = None;\n            for _ in 0..n {\n                let (tag, data);\n");
         let _ = writeln!(
             out,
-            "                (i, (tag, data)) = de::tagged_field(i, {:?})?;",
+            "                (i, (tag, data)) = de::tagged_field(i, {:?})?;\n                de::tag_order(&mut last, tag, {:?})?;",
+            format!("{name}._tagged"),
             format!("{name}._tagged")
         );
         out.push_str("                match tag {\n");

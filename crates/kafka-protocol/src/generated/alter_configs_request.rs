@@ -56,9 +56,11 @@ impl Decode for AlterConfigsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "AlterConfigsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "AlterConfigsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "AlterConfigsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -150,9 +152,11 @@ impl Decode for AlterConfigsResource {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "AlterConfigsResource._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "AlterConfigsResource._tagged")?;
+                de::tag_order(&mut last, tag, "AlterConfigsResource._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -239,9 +243,11 @@ impl Decode for AlterableConfig {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "AlterableConfig._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "AlterableConfig._tagged")?;
+                de::tag_order(&mut last, tag, "AlterableConfig._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -56,9 +56,11 @@ impl Decode for AlterConfigsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "AlterConfigsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "AlterConfigsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "AlterConfigsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -162,9 +164,11 @@ impl Decode for AlterConfigsResourceResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "AlterConfigsResourceResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "AlterConfigsResourceResponse._tagged")?;
+                de::tag_order(&mut last, tag, "AlterConfigsResourceResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

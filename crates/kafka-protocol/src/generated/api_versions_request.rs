@@ -64,9 +64,11 @@ impl Decode for ApiVersionsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ApiVersionsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ApiVersionsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "ApiVersionsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

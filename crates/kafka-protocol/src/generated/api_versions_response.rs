@@ -74,9 +74,11 @@ impl Decode for ApiVersionsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ApiVersionsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ApiVersionsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "ApiVersionsResponse._tagged")?;
                 match tag {
                     0 if v >= 3 => {
                         let i = data;
@@ -245,9 +247,11 @@ impl Decode for ApiVersion {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ApiVersion._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ApiVersion._tagged")?;
+                de::tag_order(&mut last, tag, "ApiVersion._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -337,9 +341,11 @@ impl Decode for FinalizedFeatureKey {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "FinalizedFeatureKey._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "FinalizedFeatureKey._tagged")?;
+                de::tag_order(&mut last, tag, "FinalizedFeatureKey._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -459,9 +465,11 @@ impl Decode for SupportedFeatureKey {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "SupportedFeatureKey._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "SupportedFeatureKey._tagged")?;
+                de::tag_order(&mut last, tag, "SupportedFeatureKey._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

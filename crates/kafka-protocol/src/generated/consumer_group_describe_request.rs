@@ -63,9 +63,11 @@ impl Decode for ConsumerGroupDescribeRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ConsumerGroupDescribeRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ConsumerGroupDescribeRequest._tagged")?;
+                de::tag_order(&mut last, tag, "ConsumerGroupDescribeRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -60,9 +60,11 @@ impl Decode for ConsumerGroupDescribeResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ConsumerGroupDescribeResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ConsumerGroupDescribeResponse._tagged")?;
+                de::tag_order(&mut last, tag, "ConsumerGroupDescribeResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -146,9 +148,11 @@ impl Decode for Assignment {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "Assignment._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "Assignment._tagged")?;
+                de::tag_order(&mut last, tag, "Assignment._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -262,9 +266,11 @@ impl Decode for DescribedGroup {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribedGroup._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribedGroup._tagged")?;
+                de::tag_order(&mut last, tag, "DescribedGroup._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -408,9 +414,11 @@ impl Decode for Member {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "Member._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "Member._tagged")?;
+                de::tag_order(&mut last, tag, "Member._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -539,9 +547,11 @@ impl Decode for TopicPartitions {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "TopicPartitions._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "TopicPartitions._tagged")?;
+                de::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -135,9 +135,11 @@ impl Decode for ConsumerGroupHeartbeatRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ConsumerGroupHeartbeatRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ConsumerGroupHeartbeatRequest._tagged")?;
+                de::tag_order(&mut last, tag, "ConsumerGroupHeartbeatRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -331,9 +333,11 @@ impl Decode for TopicPartitions {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "TopicPartitions._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "TopicPartitions._tagged")?;
+                de::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

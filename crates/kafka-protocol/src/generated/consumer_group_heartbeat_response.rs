@@ -90,9 +90,11 @@ impl Decode for ConsumerGroupHeartbeatResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ConsumerGroupHeartbeatResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ConsumerGroupHeartbeatResponse._tagged")?;
+                de::tag_order(&mut last, tag, "ConsumerGroupHeartbeatResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -207,9 +209,11 @@ impl Decode for Assignment {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "Assignment._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "Assignment._tagged")?;
+                de::tag_order(&mut last, tag, "Assignment._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -294,9 +298,11 @@ impl Decode for TopicPartitions {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "TopicPartitions._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "TopicPartitions._tagged")?;
+                de::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -60,9 +60,11 @@ impl Decode for CreatePartitionsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreatePartitionsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreatePartitionsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "CreatePartitionsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -151,9 +153,11 @@ impl Decode for CreatePartitionsAssignment {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreatePartitionsAssignment._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreatePartitionsAssignment._tagged")?;
+                de::tag_order(&mut last, tag, "CreatePartitionsAssignment._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -247,9 +251,11 @@ impl Decode for CreatePartitionsTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreatePartitionsTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreatePartitionsTopic._tagged")?;
+                de::tag_order(&mut last, tag, "CreatePartitionsTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

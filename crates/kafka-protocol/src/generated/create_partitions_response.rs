@@ -56,9 +56,11 @@ impl Decode for CreatePartitionsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreatePartitionsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreatePartitionsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "CreatePartitionsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -153,9 +155,11 @@ impl Decode for CreatePartitionsTopicResult {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreatePartitionsTopicResult._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreatePartitionsTopicResult._tagged")?;
+                de::tag_order(&mut last, tag, "CreatePartitionsTopicResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -60,9 +60,11 @@ impl Decode for CreateTopicsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreateTopicsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreateTopicsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "CreateTopicsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -151,9 +153,11 @@ impl Decode for CreatableReplicaAssignment {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreatableReplicaAssignment._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreatableReplicaAssignment._tagged")?;
+                de::tag_order(&mut last, tag, "CreatableReplicaAssignment._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -254,9 +258,11 @@ impl Decode for CreatableTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreatableTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreatableTopic._tagged")?;
+                de::tag_order(&mut last, tag, "CreatableTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -350,9 +356,11 @@ impl Decode for CreatableTopicConfig {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreatableTopicConfig._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreatableTopicConfig._tagged")?;
+                de::tag_order(&mut last, tag, "CreatableTopicConfig._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

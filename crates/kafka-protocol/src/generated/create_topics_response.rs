@@ -56,9 +56,11 @@ impl Decode for CreateTopicsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreateTopicsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreateTopicsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "CreateTopicsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -162,9 +164,11 @@ impl Decode for CreatableTopicConfigs {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreatableTopicConfigs._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreatableTopicConfigs._tagged")?;
+                de::tag_order(&mut last, tag, "CreatableTopicConfigs._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -340,9 +344,11 @@ impl Decode for CreatableTopicResult {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "CreatableTopicResult._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "CreatableTopicResult._tagged")?;
+                de::tag_order(&mut last, tag, "CreatableTopicResult._tagged")?;
                 match tag {
                     0 if v >= 5 => {
                         let i = data;

@@ -53,9 +53,11 @@ impl Decode for DeleteGroupsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteGroupsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteGroupsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteGroupsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

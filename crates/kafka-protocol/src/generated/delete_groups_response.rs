@@ -56,9 +56,11 @@ impl Decode for DeleteGroupsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteGroupsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteGroupsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteGroupsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -139,9 +141,11 @@ impl Decode for DeletableGroupResult {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeletableGroupResult._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeletableGroupResult._tagged")?;
+                de::tag_order(&mut last, tag, "DeletableGroupResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -56,9 +56,11 @@ impl Decode for DeleteRecordsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteRecordsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteRecordsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -139,9 +141,11 @@ impl Decode for DeleteRecordsPartition {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteRecordsPartition._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsPartition._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteRecordsPartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -221,9 +225,11 @@ impl Decode for DeleteRecordsTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteRecordsTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsTopic._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteRecordsTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

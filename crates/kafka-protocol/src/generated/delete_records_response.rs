@@ -56,9 +56,11 @@ impl Decode for DeleteRecordsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteRecordsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteRecordsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -143,9 +145,11 @@ impl Decode for DeleteRecordsPartitionResult {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteRecordsPartitionResult._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsPartitionResult._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteRecordsPartitionResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -231,9 +235,11 @@ impl Decode for DeleteRecordsTopicResult {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteRecordsTopicResult._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsTopicResult._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteRecordsTopicResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

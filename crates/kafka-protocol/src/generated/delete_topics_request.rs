@@ -67,9 +67,11 @@ impl Decode for DeleteTopicsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteTopicsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteTopicsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteTopicsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -177,9 +179,11 @@ impl Decode for DeleteTopicState {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteTopicState._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteTopicState._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteTopicState._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -56,9 +56,11 @@ impl Decode for DeleteTopicsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeleteTopicsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeleteTopicsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "DeleteTopicsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -161,9 +163,11 @@ impl Decode for DeletableTopicResult {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DeletableTopicResult._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DeletableTopicResult._tagged")?;
+                de::tag_order(&mut last, tag, "DeletableTopicResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

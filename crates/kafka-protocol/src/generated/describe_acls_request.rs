@@ -87,9 +87,11 @@ impl Decode for DescribeAclsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeAclsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeAclsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeAclsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -65,9 +65,11 @@ impl Decode for DescribeAclsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeAclsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeAclsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeAclsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -173,9 +175,11 @@ impl Decode for AclDescription {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "AclDescription._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "AclDescription._tagged")?;
+                de::tag_order(&mut last, tag, "AclDescription._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -268,9 +272,11 @@ impl Decode for DescribeAclsResource {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeAclsResource._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeAclsResource._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeAclsResource._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

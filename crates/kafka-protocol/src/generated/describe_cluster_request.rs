@@ -66,9 +66,11 @@ impl Decode for DescribeClusterRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeClusterRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeClusterRequest._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeClusterRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -89,9 +89,11 @@ impl Decode for DescribeClusterResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeClusterResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeClusterResponse._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeClusterResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -225,9 +227,11 @@ impl Decode for DescribeClusterBroker {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeClusterBroker._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeClusterBroker._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeClusterBroker._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -63,9 +63,11 @@ impl Decode for DescribeConfigsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeConfigsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeConfigsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -181,9 +183,11 @@ impl Decode for DescribeConfigsResource {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeConfigsResource._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsResource._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeConfigsResource._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -56,9 +56,11 @@ impl Decode for DescribeConfigsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeConfigsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeConfigsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -184,9 +186,11 @@ impl Decode for DescribeConfigsResourceResult {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeConfigsResourceResult._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsResourceResult._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeConfigsResourceResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -325,9 +329,11 @@ impl Decode for DescribeConfigsResult {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeConfigsResult._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsResult._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeConfigsResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -436,9 +442,11 @@ impl Decode for DescribeConfigsSynonym {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeConfigsSynonym._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsSynonym._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeConfigsSynonym._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -59,9 +59,11 @@ impl Decode for DescribeGroupsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeGroupsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeGroupsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeGroupsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

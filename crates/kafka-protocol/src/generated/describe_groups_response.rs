@@ -58,9 +58,11 @@ impl Decode for DescribeGroupsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeGroupsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeGroupsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeGroupsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -176,9 +178,11 @@ impl Decode for DescribedGroup {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribedGroup._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribedGroup._tagged")?;
+                de::tag_order(&mut last, tag, "DescribedGroup._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -334,9 +338,11 @@ impl Decode for DescribedGroupMember {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribedGroupMember._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribedGroupMember._tagged")?;
+                de::tag_order(&mut last, tag, "DescribedGroupMember._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -52,9 +52,11 @@ impl Decode for DescribeProducersRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeProducersRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeProducersRequest._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeProducersRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -140,9 +142,11 @@ impl Decode for TopicRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "TopicRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "TopicRequest._tagged")?;
+                de::tag_order(&mut last, tag, "TopicRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

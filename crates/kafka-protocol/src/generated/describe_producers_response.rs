@@ -56,9 +56,11 @@ impl Decode for DescribeProducersResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeProducersResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeProducersResponse._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeProducersResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -155,9 +157,11 @@ impl Decode for PartitionResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "PartitionResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "PartitionResponse._tagged")?;
+                de::tag_order(&mut last, tag, "PartitionResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -271,9 +275,11 @@ impl Decode for ProducerState {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ProducerState._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ProducerState._tagged")?;
+                de::tag_order(&mut last, tag, "ProducerState._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -361,9 +367,11 @@ impl Decode for TopicResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "TopicResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "TopicResponse._tagged")?;
+                de::tag_order(&mut last, tag, "TopicResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

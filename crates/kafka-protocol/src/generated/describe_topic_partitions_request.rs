@@ -68,9 +68,11 @@ impl Decode for DescribeTopicPartitionsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeTopicPartitionsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeTopicPartitionsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeTopicPartitionsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -167,9 +169,11 @@ impl Decode for Cursor {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "Cursor._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "Cursor._tagged")?;
+                de::tag_order(&mut last, tag, "Cursor._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -243,9 +247,11 @@ impl Decode for TopicRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "TopicRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "TopicRequest._tagged")?;
+                de::tag_order(&mut last, tag, "TopicRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

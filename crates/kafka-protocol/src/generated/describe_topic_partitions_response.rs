@@ -70,9 +70,11 @@ impl Decode for DescribeTopicPartitionsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeTopicPartitionsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "DescribeTopicPartitionsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "DescribeTopicPartitionsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -169,9 +171,11 @@ impl Decode for Cursor {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "Cursor._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "Cursor._tagged")?;
+                de::tag_order(&mut last, tag, "Cursor._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -323,10 +327,16 @@ impl Decode for DescribeTopicPartitionsResponsePartition {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) =
                     de::tagged_field(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
+                de::tag_order(
+                    &mut last,
+                    tag,
+                    "DescribeTopicPartitionsResponsePartition._tagged",
+                )?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -510,10 +520,16 @@ impl Decode for DescribeTopicPartitionsResponseTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) =
                     de::tagged_field(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
+                de::tag_order(
+                    &mut last,
+                    tag,
+                    "DescribeTopicPartitionsResponseTopic._tagged",
+                )?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

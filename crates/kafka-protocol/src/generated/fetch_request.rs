@@ -107,9 +107,11 @@ impl Decode for FetchRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "FetchRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "FetchRequest._tagged")?;
+                de::tag_order(&mut last, tag, "FetchRequest._tagged")?;
                 match tag {
                     0 if v >= 12 => {
                         let i = data;
@@ -312,9 +314,11 @@ impl Decode for FetchPartition {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "FetchPartition._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "FetchPartition._tagged")?;
+                de::tag_order(&mut last, tag, "FetchPartition._tagged")?;
                 match tag {
                     0 if v >= 17 => {
                         let i = data;
@@ -451,9 +455,11 @@ impl Decode for FetchTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "FetchTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "FetchTopic._tagged")?;
+                de::tag_order(&mut last, tag, "FetchTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -556,9 +562,11 @@ impl Decode for ForgottenTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ForgottenTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ForgottenTopic._tagged")?;
+                de::tag_order(&mut last, tag, "ForgottenTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -663,9 +671,11 @@ impl Decode for ReplicaState {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ReplicaState._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ReplicaState._tagged")?;
+                de::tag_order(&mut last, tag, "ReplicaState._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

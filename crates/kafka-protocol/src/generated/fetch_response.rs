@@ -71,9 +71,11 @@ impl Decode for FetchResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "FetchResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "FetchResponse._tagged")?;
+                de::tag_order(&mut last, tag, "FetchResponse._tagged")?;
                 match tag {
                     0 if v >= 16 => {
                         let i = data;
@@ -200,9 +202,11 @@ impl Decode for AbortedTransaction {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "AbortedTransaction._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "AbortedTransaction._tagged")?;
+                de::tag_order(&mut last, tag, "AbortedTransaction._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -284,9 +288,11 @@ impl Decode for EpochEndOffset {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "EpochEndOffset._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "EpochEndOffset._tagged")?;
+                de::tag_order(&mut last, tag, "EpochEndOffset._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -395,9 +401,11 @@ impl Decode for FetchableTopicResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "FetchableTopicResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "FetchableTopicResponse._tagged")?;
+                de::tag_order(&mut last, tag, "FetchableTopicResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -496,9 +504,11 @@ impl Decode for LeaderIdAndEpoch {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "LeaderIdAndEpoch._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
+                de::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -612,9 +622,11 @@ impl Decode for NodeEndpoint {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "NodeEndpoint._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "NodeEndpoint._tagged")?;
+                de::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -784,9 +796,11 @@ impl Decode for PartitionData {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "PartitionData._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "PartitionData._tagged")?;
+                de::tag_order(&mut last, tag, "PartitionData._tagged")?;
                 match tag {
                     0 if v >= 12 => {
                         let i = data;
@@ -962,9 +976,11 @@ impl Decode for SnapshotId {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "SnapshotId._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "SnapshotId._tagged")?;
+                de::tag_order(&mut last, tag, "SnapshotId._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

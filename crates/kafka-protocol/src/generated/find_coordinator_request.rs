@@ -70,9 +70,11 @@ impl Decode for FindCoordinatorRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "FindCoordinatorRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "FindCoordinatorRequest._tagged")?;
+                de::tag_order(&mut last, tag, "FindCoordinatorRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -100,9 +100,11 @@ impl Decode for FindCoordinatorResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "FindCoordinatorResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "FindCoordinatorResponse._tagged")?;
+                de::tag_order(&mut last, tag, "FindCoordinatorResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -293,9 +295,11 @@ impl Decode for Coordinator {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "Coordinator._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "Coordinator._tagged")?;
+                de::tag_order(&mut last, tag, "Coordinator._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -70,9 +70,11 @@ impl Decode for HeartbeatRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "HeartbeatRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "HeartbeatRequest._tagged")?;
+                de::tag_order(&mut last, tag, "HeartbeatRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -56,9 +56,11 @@ impl Decode for HeartbeatResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "HeartbeatResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "HeartbeatResponse._tagged")?;
+                de::tag_order(&mut last, tag, "HeartbeatResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

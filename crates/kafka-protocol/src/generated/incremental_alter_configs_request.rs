@@ -60,9 +60,11 @@ impl Decode for IncrementalAlterConfigsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "IncrementalAlterConfigsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "IncrementalAlterConfigsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "IncrementalAlterConfigsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -154,9 +156,11 @@ impl Decode for AlterConfigsResource {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "AlterConfigsResource._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "AlterConfigsResource._tagged")?;
+                de::tag_order(&mut last, tag, "AlterConfigsResource._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -247,9 +251,11 @@ impl Decode for AlterableConfig {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "AlterableConfig._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "AlterableConfig._tagged")?;
+                de::tag_order(&mut last, tag, "AlterableConfig._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

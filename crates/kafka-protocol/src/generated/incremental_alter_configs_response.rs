@@ -61,9 +61,11 @@ impl Decode for IncrementalAlterConfigsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "IncrementalAlterConfigsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "IncrementalAlterConfigsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "IncrementalAlterConfigsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -167,9 +169,11 @@ impl Decode for AlterConfigsResourceResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "AlterConfigsResourceResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "AlterConfigsResourceResponse._tagged")?;
+                de::tag_order(&mut last, tag, "AlterConfigsResourceResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -73,9 +73,11 @@ impl Decode for InitProducerIdRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "InitProducerIdRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "InitProducerIdRequest._tagged")?;
+                de::tag_order(&mut last, tag, "InitProducerIdRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

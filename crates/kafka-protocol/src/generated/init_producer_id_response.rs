@@ -62,9 +62,11 @@ impl Decode for InitProducerIdResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "InitProducerIdResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "InitProducerIdResponse._tagged")?;
+                de::tag_order(&mut last, tag, "InitProducerIdResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

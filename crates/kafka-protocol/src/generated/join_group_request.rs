@@ -93,9 +93,11 @@ impl Decode for JoinGroupRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "JoinGroupRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "JoinGroupRequest._tagged")?;
+                de::tag_order(&mut last, tag, "JoinGroupRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -228,9 +230,11 @@ impl Decode for JoinGroupRequestProtocol {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "JoinGroupRequestProtocol._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "JoinGroupRequestProtocol._tagged")?;
+                de::tag_order(&mut last, tag, "JoinGroupRequestProtocol._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -92,9 +92,11 @@ impl Decode for JoinGroupResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "JoinGroupResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "JoinGroupResponse._tagged")?;
+                de::tag_order(&mut last, tag, "JoinGroupResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -237,9 +239,11 @@ impl Decode for JoinGroupResponseMember {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "JoinGroupResponseMember._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "JoinGroupResponseMember._tagged")?;
+                de::tag_order(&mut last, tag, "JoinGroupResponseMember._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

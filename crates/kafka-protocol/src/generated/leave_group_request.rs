@@ -64,9 +64,11 @@ impl Decode for LeaveGroupRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "LeaveGroupRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "LeaveGroupRequest._tagged")?;
+                de::tag_order(&mut last, tag, "LeaveGroupRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -181,9 +183,11 @@ impl Decode for MemberIdentity {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "MemberIdentity._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "MemberIdentity._tagged")?;
+                de::tag_order(&mut last, tag, "MemberIdentity._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

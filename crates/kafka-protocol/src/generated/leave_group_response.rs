@@ -64,9 +64,11 @@ impl Decode for LeaveGroupResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "LeaveGroupResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "LeaveGroupResponse._tagged")?;
+                de::tag_order(&mut last, tag, "LeaveGroupResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -174,9 +176,11 @@ impl Decode for MemberResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "MemberResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "MemberResponse._tagged")?;
+                de::tag_order(&mut last, tag, "MemberResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

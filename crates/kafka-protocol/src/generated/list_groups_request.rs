@@ -64,9 +64,11 @@ impl Decode for ListGroupsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ListGroupsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ListGroupsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "ListGroupsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -62,9 +62,11 @@ impl Decode for ListGroupsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ListGroupsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ListGroupsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "ListGroupsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -163,9 +165,11 @@ impl Decode for ListedGroup {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ListedGroup._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ListedGroup._tagged")?;
+                de::tag_order(&mut last, tag, "ListedGroup._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

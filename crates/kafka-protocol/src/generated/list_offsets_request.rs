@@ -68,9 +68,11 @@ impl Decode for ListOffsetsRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ListOffsetsRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ListOffsetsRequest._tagged")?;
+                de::tag_order(&mut last, tag, "ListOffsetsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -176,9 +178,11 @@ impl Decode for ListOffsetsPartition {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ListOffsetsPartition._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ListOffsetsPartition._tagged")?;
+                de::tag_order(&mut last, tag, "ListOffsetsPartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -264,9 +268,11 @@ impl Decode for ListOffsetsTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ListOffsetsTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ListOffsetsTopic._tagged")?;
+                de::tag_order(&mut last, tag, "ListOffsetsTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

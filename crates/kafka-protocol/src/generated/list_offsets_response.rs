@@ -58,9 +58,11 @@ impl Decode for ListOffsetsResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ListOffsetsResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ListOffsetsResponse._tagged")?;
+                de::tag_order(&mut last, tag, "ListOffsetsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -159,9 +161,11 @@ impl Decode for ListOffsetsPartitionResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ListOffsetsPartitionResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ListOffsetsPartitionResponse._tagged")?;
+                de::tag_order(&mut last, tag, "ListOffsetsPartitionResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -261,9 +265,11 @@ impl Decode for ListOffsetsTopicResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ListOffsetsTopicResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ListOffsetsTopicResponse._tagged")?;
+                de::tag_order(&mut last, tag, "ListOffsetsTopicResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -74,9 +74,11 @@ impl Decode for MetadataRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "MetadataRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "MetadataRequest._tagged")?;
+                de::tag_order(&mut last, tag, "MetadataRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -203,9 +205,11 @@ impl Decode for MetadataRequestTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "MetadataRequestTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "MetadataRequestTopic._tagged")?;
+                de::tag_order(&mut last, tag, "MetadataRequestTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -90,9 +90,11 @@ impl Decode for MetadataResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "MetadataResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "MetadataResponse._tagged")?;
+                de::tag_order(&mut last, tag, "MetadataResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -232,9 +234,11 @@ impl Decode for MetadataResponseBroker {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "MetadataResponseBroker._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "MetadataResponseBroker._tagged")?;
+                de::tag_order(&mut last, tag, "MetadataResponseBroker._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -368,9 +372,11 @@ impl Decode for MetadataResponsePartition {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "MetadataResponsePartition._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "MetadataResponsePartition._tagged")?;
+                de::tag_order(&mut last, tag, "MetadataResponsePartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -514,9 +520,11 @@ impl Decode for MetadataResponseTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "MetadataResponseTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "MetadataResponseTopic._tagged")?;
+                de::tag_order(&mut last, tag, "MetadataResponseTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

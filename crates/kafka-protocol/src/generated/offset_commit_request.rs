@@ -83,9 +83,11 @@ impl Decode for OffsetCommitRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetCommitRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetCommitRequest._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetCommitRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -214,9 +216,11 @@ impl Decode for OffsetCommitRequestPartition {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetCommitRequestPartition._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetCommitRequestPartition._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetCommitRequestPartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -317,9 +321,11 @@ impl Decode for OffsetCommitRequestTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetCommitRequestTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetCommitRequestTopic._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetCommitRequestTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

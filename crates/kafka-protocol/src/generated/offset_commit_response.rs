@@ -58,9 +58,11 @@ impl Decode for OffsetCommitResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetCommitResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetCommitResponse._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetCommitResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -145,9 +147,11 @@ impl Decode for OffsetCommitResponsePartition {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetCommitResponsePartition._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetCommitResponsePartition._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetCommitResponsePartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -231,9 +235,11 @@ impl Decode for OffsetCommitResponseTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetCommitResponseTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetCommitResponseTopic._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetCommitResponseTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

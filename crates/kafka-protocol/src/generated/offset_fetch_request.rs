@@ -79,9 +79,11 @@ impl Decode for OffsetFetchRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetFetchRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetFetchRequest._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetFetchRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -244,9 +246,11 @@ impl Decode for OffsetFetchRequestGroup {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetFetchRequestGroup._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetFetchRequestGroup._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetFetchRequestGroup._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -387,9 +391,11 @@ impl Decode for OffsetFetchRequestTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetFetchRequestTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetFetchRequestTopic._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetFetchRequestTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -504,9 +510,11 @@ impl Decode for OffsetFetchRequestTopics {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetFetchRequestTopics._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetFetchRequestTopics._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetFetchRequestTopics._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -74,9 +74,11 @@ impl Decode for OffsetFetchResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetFetchResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponse._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetFetchResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -204,9 +206,11 @@ impl Decode for OffsetFetchResponseGroup {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetFetchResponseGroup._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponseGroup._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetFetchResponseGroup._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -357,9 +361,11 @@ impl Decode for OffsetFetchResponsePartition {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetFetchResponsePartition._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponsePartition._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetFetchResponsePartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -527,9 +533,11 @@ impl Decode for OffsetFetchResponsePartitions {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetFetchResponsePartitions._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponsePartitions._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetFetchResponsePartitions._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -673,9 +681,11 @@ impl Decode for OffsetFetchResponseTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetFetchResponseTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponseTopic._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetFetchResponseTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -790,9 +800,11 @@ impl Decode for OffsetFetchResponseTopics {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetFetchResponseTopics._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponseTopics._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetFetchResponseTopics._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -58,9 +58,11 @@ impl Decode for OffsetForLeaderEpochRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetForLeaderEpochRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetForLeaderEpochRequest._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetForLeaderEpochRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -154,9 +156,11 @@ impl Decode for OffsetForLeaderPartition {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetForLeaderPartition._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetForLeaderPartition._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetForLeaderPartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -239,9 +243,11 @@ impl Decode for OffsetForLeaderTopic {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetForLeaderTopic._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetForLeaderTopic._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetForLeaderTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

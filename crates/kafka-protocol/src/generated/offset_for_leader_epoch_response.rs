@@ -56,9 +56,11 @@ impl Decode for OffsetForLeaderEpochResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetForLeaderEpochResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetForLeaderEpochResponse._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetForLeaderEpochResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -151,9 +153,11 @@ impl Decode for EpochEndOffset {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "EpochEndOffset._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "EpochEndOffset._tagged")?;
+                de::tag_order(&mut last, tag, "EpochEndOffset._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -241,9 +245,11 @@ impl Decode for OffsetForLeaderTopicResult {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "OffsetForLeaderTopicResult._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "OffsetForLeaderTopicResult._tagged")?;
+                de::tag_order(&mut last, tag, "OffsetForLeaderTopicResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

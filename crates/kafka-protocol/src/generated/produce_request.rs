@@ -67,9 +67,11 @@ impl Decode for ProduceRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ProduceRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ProduceRequest._tagged")?;
+                de::tag_order(&mut last, tag, "ProduceRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -174,9 +176,11 @@ impl Decode for PartitionProduceData {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "PartitionProduceData._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "PartitionProduceData._tagged")?;
+                de::tag_order(&mut last, tag, "PartitionProduceData._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -274,9 +278,11 @@ impl Decode for TopicProduceData {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "TopicProduceData._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "TopicProduceData._tagged")?;
+                de::tag_order(&mut last, tag, "TopicProduceData._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -61,9 +61,11 @@ impl Decode for ProduceResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ProduceResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ProduceResponse._tagged")?;
+                de::tag_order(&mut last, tag, "ProduceResponse._tagged")?;
                 match tag {
                     0 if v >= 10 => {
                         let i = data;
@@ -186,9 +188,11 @@ impl Decode for BatchIndexAndErrorMessage {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "BatchIndexAndErrorMessage._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "BatchIndexAndErrorMessage._tagged")?;
+                de::tag_order(&mut last, tag, "BatchIndexAndErrorMessage._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -299,9 +303,11 @@ impl Decode for LeaderIdAndEpoch {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "LeaderIdAndEpoch._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
+                de::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -415,9 +421,11 @@ impl Decode for NodeEndpoint {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "NodeEndpoint._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "NodeEndpoint._tagged")?;
+                de::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -587,9 +595,11 @@ impl Decode for PartitionProduceResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "PartitionProduceResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "PartitionProduceResponse._tagged")?;
+                de::tag_order(&mut last, tag, "PartitionProduceResponse._tagged")?;
                 match tag {
                     0 if v >= 10 => {
                         let i = data;
@@ -740,9 +750,11 @@ impl Decode for TopicProduceResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "TopicProduceResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "TopicProduceResponse._tagged")?;
+                de::tag_order(&mut last, tag, "TopicProduceResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

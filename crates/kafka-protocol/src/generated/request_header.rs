@@ -65,9 +65,11 @@ impl Decode for RequestHeader {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "RequestHeader._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "RequestHeader._tagged")?;
+                de::tag_order(&mut last, tag, "RequestHeader._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

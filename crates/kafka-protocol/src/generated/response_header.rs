@@ -50,9 +50,11 @@ impl Decode for ResponseHeader {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "ResponseHeader._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "ResponseHeader._tagged")?;
+                de::tag_order(&mut last, tag, "ResponseHeader._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -71,9 +71,11 @@ impl Decode for SaslAuthenticateResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "SaslAuthenticateResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "SaslAuthenticateResponse._tagged")?;
+                de::tag_order(&mut last, tag, "SaslAuthenticateResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

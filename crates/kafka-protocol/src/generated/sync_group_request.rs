@@ -90,9 +90,11 @@ impl Decode for SyncGroupRequest {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "SyncGroupRequest._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "SyncGroupRequest._tagged")?;
+                de::tag_order(&mut last, tag, "SyncGroupRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -232,9 +234,11 @@ impl Decode for SyncGroupRequestAssignment {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "SyncGroupRequestAssignment._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "SyncGroupRequestAssignment._tagged")?;
+                de::tag_order(&mut last, tag, "SyncGroupRequestAssignment._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -74,9 +74,11 @@ impl Decode for SyncGroupResponse {
         if flexible {
             let n;
             (i, n) = de::tag_count(i, "SyncGroupResponse._tagged")?;
+            let mut last = None;
             for _ in 0..n {
                 let (tag, data);
                 (i, (tag, data)) = de::tagged_field(i, "SyncGroupResponse._tagged")?;
+                de::tag_order(&mut last, tag, "SyncGroupResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

@@ -246,6 +246,13 @@ pub fn nullable_string<'a>(
     let (i, len) = length(i, compact, false, field)?;
     match null_check(len, nullable, field)? {
         None => Ok((i, None)),
+        // Compact lengths can say more, but strings are int16-bounded in every version,
+        // as Kafka's reader enforces; the encoder would refuse to write them back.
+        Some(len) if len > i16::MAX as usize => err(ProtocolError::InvalidLength {
+            field,
+            found: len as i64,
+            max: i16::MAX as usize,
+        }),
         Some(len) => {
             let (i, raw) = sized(i, len, field)?;
             Ok((i, Some(to_string(cx, raw, field)?)))
@@ -356,6 +363,28 @@ pub fn tag_count<'a>(i: &'a [u8], field: &'static str) -> R<'a, u32> {
         });
     }
     Ok((rest, n))
+}
+
+/// Tags must be strictly ascending within a section, as the protocol specifies (Kafka's
+/// writer refuses anything else). Enforcing it keeps decode and encode inverse: the
+/// encoder writes tags sorted, so a decoder that accepted any order could not round-trip.
+#[inline]
+pub fn tag_order(
+    last: &mut Option<u32>,
+    tag: u32,
+    field: &'static str,
+) -> Result<(), nom::Err<ProtocolError>> {
+    if let Some(prev) = *last
+        && tag <= prev
+    {
+        return err(ProtocolError::InvalidValue {
+            field,
+            expected: "tags in strictly ascending order",
+            found: i64::from(tag),
+        });
+    }
+    *last = Some(tag);
+    Ok(())
 }
 
 /// One tagged field: its tag and its raw data.
