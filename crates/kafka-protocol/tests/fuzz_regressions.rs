@@ -63,6 +63,7 @@ fn out_of_order_or_repeated_tags_are_refused() {
 }
 
 /// The invariant itself: whatever decodes re-encodes to something that decodes equal.
+#[test]
 fn out_of_order_unknown_tags_are_rejected_or_round_trip() {
     for frame in [unhex(OUT_OF_ORDER_TAGS), unhex(FUZZ_ARTIFACT).slice(4..)] {
         let Ok(req) = decode_request(&frame) else {
