@@ -86,6 +86,8 @@ struct RawConfig {
     #[serde(deserialize_with = "parsed")]
     max_frame_size: usize,
     #[serde(deserialize_with = "parsed")]
+    max_buffered_request_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
     max_in_flight_per_connection: usize,
     #[serde(deserialize_with = "parsed")]
     max_partitions_per_topic: i32,
@@ -158,6 +160,7 @@ impl Default for RawConfig {
         let Limits {
             max_connections,
             max_frame_size,
+            max_buffered_request_bytes,
             max_in_flight_per_connection,
             max_partitions_per_topic,
             max_topics_per_request,
@@ -179,6 +182,7 @@ impl Default for RawConfig {
             instance_id: broker.instance_id,
             max_connections,
             max_frame_size,
+            max_buffered_request_bytes,
             max_in_flight_per_connection,
             max_partitions_per_topic,
             max_topics_per_request,
@@ -690,6 +694,7 @@ fn validate(raw: RawConfig, names: &Names<'_>) -> Result<GatewayConfig, ConfigEr
         limits: Limits {
             max_connections: raw.max_connections,
             max_frame_size: raw.max_frame_size,
+            max_buffered_request_bytes: raw.max_buffered_request_bytes,
             max_in_flight_per_connection: raw.max_in_flight_per_connection,
             max_partitions_per_topic: raw.max_partitions_per_topic,
             max_topics_per_request: raw.max_topics_per_request,

@@ -604,3 +604,48 @@ fn connections_past_max_connections_are_closed() {
     }
     gw.assert_still_serving("a connection flood");
 }
+
+#[test]
+fn a_frame_trickling_in_is_closed_at_its_read_deadline() {
+    // One deadline covers the whole frame: bytes arriving now and then must not keep a
+    // half-sent request open (a slow-loris client). The frame announces 100 bytes and
+    // then sends one byte every 200 ms, which would take 20 s to complete.
+    let mut gw = Gateway::start(&[("IGGY_KAFKA_READ_TIMEOUT_SECS", "1")]);
+    let mut s = gw.connect();
+    send(&mut s, &100i32.to_be_bytes());
+    let started = Instant::now();
+    let mut closed = false;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(200));
+        if s.write_all(&[0]).and_then(|()| s.flush()).is_err() {
+            closed = true;
+            break;
+        }
+        // A closed peer may still accept a write or two; a read tells for sure.
+        s.set_nonblocking(true).expect("nonblocking");
+        let mut b = [0u8; 1];
+        let read = s.read(&mut b);
+        s.set_nonblocking(false).expect("blocking");
+        match read {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Err(e) if is_closed(&e) => {
+                closed = true;
+                break;
+            }
+            _ => {}
+        }
+        if started.elapsed() > PATIENCE {
+            break;
+        }
+    }
+    assert!(
+        closed,
+        "a frame trickling in was still open after {:?}\n{}",
+        started.elapsed(),
+        gw.output()
+    );
+    gw.assert_still_serving("a trickling frame");
+}

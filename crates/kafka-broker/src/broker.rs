@@ -4,8 +4,10 @@ use crate::config::BrokerConfig;
 use crate::groups::Groups;
 use crate::producers::Producers;
 use crate::server::Stores;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::Semaphore;
 
 /// State shared by every connection.
 #[derive(Debug)]
@@ -14,6 +16,8 @@ pub(crate) struct Broker {
     pub(crate) stores: Stores,
     pub(crate) producers: Producers,
     pub(crate) groups: Groups,
+    /// Budget of request bytes buffered over all connections.
+    pub(crate) request_memory: Arc<Semaphore>,
     next_producer_id: AtomicI64,
 }
 
@@ -23,11 +27,16 @@ impl Broker {
         // counter below, so gateways fronting one store never hand out the same id.
         let base = i64::from(config.instance_id & 0x7fff) << 48;
         let groups = Groups::spawn(config.groups.clone());
+        let budget = config
+            .limits
+            .max_buffered_request_bytes
+            .min(Semaphore::MAX_PERMITS);
         Broker {
             config,
             stores,
             producers: Producers::default(),
             groups,
+            request_memory: Arc::new(Semaphore::new(budget)),
             next_producer_id: AtomicI64::new(base),
         }
     }

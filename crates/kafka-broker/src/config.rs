@@ -66,6 +66,9 @@ pub struct Limits {
     pub max_connections: usize,
     /// Largest request frame accepted (Kafka's `socket.request.max.bytes`).
     pub max_frame_size: usize,
+    /// Request bytes buffered at once over all connections (Kafka's
+    /// `queued.max.request.bytes`); a connection waits for room before reading a body.
+    pub max_buffered_request_bytes: usize,
     /// Requests of one connection being processed at once (pipelining depth).
     pub max_in_flight_per_connection: usize,
     /// Partitions one topic may have.
@@ -87,6 +90,7 @@ impl Default for Limits {
         Limits {
             max_connections: 1024,
             max_frame_size: 100 * 1024 * 1024,
+            max_buffered_request_bytes: 512 * 1024 * 1024,
             max_in_flight_per_connection: 16,
             max_partitions_per_topic: 1000,
             max_topics_per_request: 1000,
@@ -142,6 +146,11 @@ impl BrokerConfig {
         }
         if self.limits.max_frame_size < 1024 || self.limits.max_frame_size > i32::MAX as usize {
             return bad("max frame size must be between 1 KiB and 2 GiB");
+        }
+        if self.limits.max_buffered_request_bytes < self.limits.max_frame_size + 4 {
+            return bad(
+                "max buffered request bytes must hold at least one frame of max frame size",
+            );
         }
         if self.limits.max_in_flight_per_connection == 0 {
             return bad("max in-flight requests per connection is 0");

@@ -11,8 +11,13 @@
 //! which keeps a producer's pipelined batches in order — and the writer sends responses
 //! while the next request is processed. The queues bound how far a client can pipeline.
 //!
-//! Timeouts: `idle` between frames, `read` from the first byte of a frame to its last,
-//! `write` per response. Any violation, a malformed frame, an unknown API or an unsupported
+//! Timeouts: `idle` between frames, `read` from the first byte of a frame to its last
+//! (one deadline for the whole frame, so a trickle of bytes cannot hold it open),
+//! `write` per response.
+//!
+//! Memory: before the body of a frame is read, its size is taken from a broker-wide
+//! budget (`Limits::max_buffered_request_bytes`) and given back once the request has been
+//! handled, so connections together never buffer more than that. Any violation, a malformed frame, an unknown API or an unsupported
 //! version closes the connection with a log line.
 
 use crate::broker::Broker;
@@ -26,7 +31,8 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 /// Serves one connection until the client leaves, a limit is hit, or shutdown.
@@ -39,7 +45,7 @@ pub(crate) async fn serve(
     let _ = socket.set_nodelay(true);
     let (rd, wr) = socket.into_split();
     let depth = broker.config.limits.max_in_flight_per_connection;
-    let (frames_tx, frames_rx) = mpsc::channel::<Bytes>(depth);
+    let (frames_tx, frames_rx) = mpsc::channel::<(Bytes, OwnedSemaphorePermit)>(depth);
     let (resp_tx, resp_rx) = mpsc::channel::<EncodedFrame>(depth);
 
     let reader = read_frames(rd, peer, broker.clone(), frames_tx, stop);
@@ -55,16 +61,29 @@ async fn read_frames(
     mut rd: OwnedReadHalf,
     peer: SocketAddr,
     broker: Arc<Broker>,
-    frames: mpsc::Sender<Bytes>,
+    frames: mpsc::Sender<(Bytes, OwnedSemaphorePermit)>,
     mut stop: watch::Receiver<bool>,
 ) {
     let limits = &broker.config.limits;
     let timeouts = &broker.config.timeouts;
     let mut buf = BytesMut::with_capacity(8 * 1024);
+    // Memory reserved (from the broker-wide budget) for the frame being read, and when
+    // that frame must be complete.
+    let mut reserved: Option<OwnedSemaphorePermit> = None;
+    let mut frame_deadline: Option<Instant> = None;
     loop {
         match split_frame(&mut buf, limits.max_frame_size) {
             Framed::Frame(frame) => {
-                if frames.send(frame).await.is_err() {
+                let permit = match reserved.take() {
+                    Some(p) => p,
+                    // A frame that arrived whole in one read: reserve it now.
+                    None => match reserve(&broker, frame.len() + 4, &mut stop).await {
+                        Some(p) => p,
+                        None => return,
+                    },
+                };
+                frame_deadline = None;
+                if frames.send((frame, permit)).await.is_err() {
                     return;
                 }
                 continue;
@@ -78,18 +97,28 @@ async fn read_frames(
                 return;
             }
             Framed::NeedMore { needed } => {
+                if buf.len() >= 4 && reserved.is_none() {
+                    // The size is known and within the maximum: wait for room in the
+                    // buffer budget before reading the body, so that many connections
+                    // announcing large frames cannot exhaust memory together.
+                    let size = buf.len() + needed;
+                    match reserve(&broker, size, &mut stop).await {
+                        Some(p) => reserved = Some(p),
+                        None => return,
+                    }
+                }
                 // Grow only by what the announced frame still needs (bounded above).
                 buf.reserve(needed.min(64 * 1024));
             }
         }
         let at_boundary = buf.is_empty();
-        let limit = if at_boundary {
-            timeouts.idle
+        let deadline = if at_boundary {
+            Instant::now() + timeouts.idle
         } else {
-            timeouts.read
+            *frame_deadline.get_or_insert_with(|| Instant::now() + timeouts.read)
         };
         let read = tokio::select! {
-            r = tokio::time::timeout(limit, rd.read_buf(&mut buf)) => r,
+            r = tokio::time::timeout_at(deadline, rd.read_buf(&mut buf)) => r,
             _ = stop.wait_for(|s| *s) => {
                 debug!(%peer, "shutdown: no more requests read from this connection");
                 return;
@@ -108,25 +137,45 @@ async fn read_frames(
                 return;
             }
             Err(_) if at_boundary => {
-                info!(%peer, timeout = ?limit, "idle timeout, closing connection");
+                info!(%peer, timeout = ?timeouts.idle, "idle timeout, closing connection");
                 return;
             }
             Err(_) => {
-                warn!(%peer, timeout = ?limit, buffered = buf.len(), "frame not completed within the read timeout, closing connection");
+                warn!(%peer, timeout = ?timeouts.read, buffered = buf.len(), "frame not completed within the read timeout, closing connection");
                 return;
             }
         }
     }
 }
 
+/// Takes `bytes` from the broker-wide request buffer budget, waiting for room. `None`
+/// when the broker is shutting down.
+async fn reserve(
+    broker: &Broker,
+    bytes: usize,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<OwnedSemaphorePermit> {
+    // Frames are at most max_frame_size, which validation keeps within the budget and
+    // below u32::MAX, so the request can always be granted eventually.
+    let n = u32::try_from(bytes).unwrap_or(u32::MAX);
+    tokio::select! {
+        p = broker.request_memory.clone().acquire_many_owned(n) => p.ok(),
+        _ = stop.wait_for(|s| *s) => None,
+    }
+}
+
 async fn process(
     peer: SocketAddr,
     broker: Arc<Broker>,
-    mut frames: mpsc::Receiver<Bytes>,
+    mut frames: mpsc::Receiver<(Bytes, OwnedSemaphorePermit)>,
     responses: mpsc::Sender<EncodedFrame>,
 ) {
-    while let Some(frame) = frames.recv().await {
-        match dispatch::handle(&broker, peer, frame).await {
+    while let Some((frame, permit)) = frames.recv().await {
+        let outcome = dispatch::handle(&broker, peer, frame).await;
+        // The request's bytes are released once it is handled (payloads the store keeps
+        // are its own memory, under its own limits).
+        drop(permit);
+        match outcome {
             Outcome::Respond(r) => {
                 if responses.send(r).await.is_err() {
                     return;
