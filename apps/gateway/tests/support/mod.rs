@@ -1,0 +1,358 @@
+//! Harness for the integration tests that run real Kafka clients against the gateway
+//! binary: start a fresh gateway on a random loopback port, find the repository root,
+//! detect the installed clients (`scripts/install-clients.sh` puts them in `.clients/`),
+//! run one client script in its own process group with a timeout and report its output
+//! and the gateway's log when it fails.
+//!
+//! A client that is not installed is skipped with `SKIPPED: <client> not installed (run
+//! scripts/test.sh)`, unless `KAFKA_CLIENTS_REQUIRED=1`, which makes it a failure.
+#![allow(dead_code)]
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long the gateway may take to write its listen line.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+fn unique() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        nanos % 1_000_000_000_000,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A fresh scratch directory under the system temp dir; its owner removes it.
+pub fn scratch_dir(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("iggy-gateway-kafka-{what}-{}", unique()));
+    fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+/// A topic prefix no other test (or run) uses, of characters valid in a topic name.
+pub fn topic_prefix(test: &str) -> String {
+    let name: String = test
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    format!("{name}-{}", unique())
+}
+
+pub fn read_lossy(path: &Path) -> String {
+    let mut buf = Vec::new();
+    if let Ok(mut f) = File::open(path) {
+        let _ = f.read_to_end(&mut buf);
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+pub fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The bound address from the first stdout line, `listening on <BOUND> advertised
+/// <HOST:PORT>` (apps/gateway/src/main.rs). `None` until that line is complete.
+pub fn parse_listen_line(stdout: &str) -> Option<Result<SocketAddr, String>> {
+    let (line, _) = stdout.split_once('\n')?;
+    let parsed = line
+        .strip_prefix("listening on ")
+        .and_then(|rest| rest.split_once(" advertised "))
+        .filter(|(_, adv)| !adv.is_empty() && !adv.contains(' '))
+        .and_then(|(bound, _)| bound.parse::<SocketAddr>().ok())
+        .filter(|a| a.port() != 0);
+    Some(parsed.ok_or_else(|| format!("unexpected first stdout line: {line:?}")))
+}
+
+/// The gateway binary on `127.0.0.1:0`; killed, and its scratch dir removed, on drop.
+pub struct Gateway {
+    child: Child,
+    pub addr: SocketAddr,
+    dir: PathBuf,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Gateway {
+    /// Starts the gateway with `env` on top of a loopback bind address and a log level of
+    /// `IGGY_KAFKA_TEST_RUST_LOG` (default `info,kafka_broker=debug`); returns once it
+    /// accepts connections.
+    pub fn start(env: &[(&str, &str)]) -> Gateway {
+        let dir = scratch_dir("gateway");
+        let stdout = dir.join("gateway.stdout");
+        let stderr = dir.join("gateway.stderr");
+        let out = File::create(&stdout).expect("create gateway stdout file");
+        let err = File::create(&stderr).expect("create gateway stderr file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_iggy-gateway-kafka"));
+        cmd.current_dir(&dir)
+            .env("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")
+            .env(
+                "RUST_LOG",
+                std::env::var("IGGY_KAFKA_TEST_RUST_LOG")
+                    .unwrap_or_else(|_| "info,kafka_broker=debug".into()),
+            )
+            .env("NO_COLOR", "1")
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn the gateway binary");
+        let mut gw = Gateway {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            dir,
+            stdout,
+            stderr,
+        };
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            match parse_listen_line(&read_lossy(&gw.stdout)) {
+                Some(Ok(addr)) => {
+                    gw.addr = addr;
+                    break;
+                }
+                Some(Err(e)) => panic!("gateway listen line: {e}\n{}", gw.output(60)),
+                None => {}
+            }
+            if let Ok(Some(status)) = gw.child.try_wait() {
+                panic!(
+                    "the gateway exited ({status}) before writing its listen line\n{}",
+                    gw.output(60)
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gateway wrote no listen line within {STARTUP_TIMEOUT:?}\n{}",
+                gw.output(60)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect_timeout(&gw.addr, Duration::from_millis(500)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the gateway does not accept on {}",
+                gw.addr
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        gw
+    }
+
+    /// The gateway's stdout and the last `lines` lines of its log (stderr).
+    pub fn output(&self, lines: usize) -> String {
+        format!(
+            "--- gateway stdout ---\n{}\n--- gateway log (last {lines} lines) ---\n{}",
+            tail(&read_lossy(&self.stdout), 5),
+            tail(&read_lossy(&self.stderr), lines)
+        )
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A client run in its own process group, so that a timeout kills it and everything it
+/// started (a consumer subprocess, the JVM's children).
+struct Script {
+    child: Child,
+}
+
+impl Drop for Script {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pgid = format!("-{}", self.child.id());
+            let _ = Command::new("kill").args(["-KILL", "--", &pgid]).status();
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// How a client script is run.
+#[derive(Clone, Copy, Debug)]
+pub enum Client {
+    /// `.clients/venv/bin/python <script>`; the module that must import.
+    Python { module: &'static str },
+    /// `node <script>` with `NODE_PATH=.clients/node/node_modules`.
+    Node,
+    /// `java -cp '.clients/java/jars/*' <Script>.java`.
+    Java,
+}
+
+pub fn clients_required() -> bool {
+    std::env::var("KAFKA_CLIENTS_REQUIRED").is_ok_and(|v| v == "1")
+}
+
+fn works(cmd: &mut Command) -> bool {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Why `client` cannot run here, if it cannot.
+pub fn missing(root: &Path, client: Client) -> Option<String> {
+    let clients = root.join(".clients");
+    match client {
+        Client::Python { module } => {
+            let py = clients.join("venv/bin/python");
+            if !py.exists() {
+                return Some(format!("{} missing", py.display()));
+            }
+            (!works(Command::new(&py).args(["-c", &format!("import {module}")])))
+                .then(|| format!("python module {module} missing in {}", py.display()))
+        }
+        Client::Node => {
+            let pkg = clients.join("node/node_modules/kafkajs/package.json");
+            if !pkg.exists() {
+                return Some(format!("{} missing", pkg.display()));
+            }
+            (!works(Command::new("node").arg("--version"))).then(|| "node not on PATH".into())
+        }
+        Client::Java => {
+            let jars = clients.join("java/jars");
+            let has_jar = fs::read_dir(&jars).is_ok_and(|mut d| {
+                d.any(|e| {
+                    e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("kafka-clients"))
+                })
+            });
+            if !has_jar {
+                return Some(format!("no kafka-clients jar in {}", jars.display()));
+            }
+            (!works(Command::new("java").arg("-version"))).then(|| "java not on PATH".into())
+        }
+    }
+}
+
+/// `true` when the test may go on; otherwise it has printed the `SKIPPED:` line. Panics
+/// when the client is missing and `KAFKA_CLIENTS_REQUIRED=1`.
+pub fn require(name: &str, client: Client) -> bool {
+    let Some(why) = missing(&repo_root(), client) else {
+        return true;
+    };
+    assert!(
+        !clients_required(),
+        "{name} is not installed ({why}) and KAFKA_CLIENTS_REQUIRED=1"
+    );
+    // straight to the process's stderr: visible even when the harness captures output
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: {name} not installed (run scripts/test.sh): {why}"
+    );
+    false
+}
+
+/// Runs `script` (a path relative to the repository root) with `client` against a fresh
+/// gateway started with `gateway_env`, with `BOOTSTRAP` and a unique `TOPIC_PREFIX`. Passes
+/// when it exits 0 within `timeout`; otherwise panics with its output and the gateway log.
+/// Skips (see [`require`]) when the client is not installed.
+pub fn run_script(
+    name: &str,
+    client: Client,
+    script: &str,
+    gateway_env: &[(&str, &str)],
+    timeout: Duration,
+) {
+    if !require(name, client) {
+        return;
+    }
+    let root = repo_root();
+    let gateway = Gateway::start(gateway_env);
+    let dir = scratch_dir("client");
+    let out_path = dir.join("client.log");
+    let out = File::create(&out_path).expect("create client log");
+    let path = root.join(script);
+    let mut cmd = match client {
+        Client::Python { .. } => {
+            let mut c = Command::new(root.join(".clients/venv/bin/python"));
+            c.arg(&path).env("PYTHONUNBUFFERED", "1");
+            c
+        }
+        Client::Node => {
+            let mut c = Command::new("node");
+            c.arg(&path)
+                .env("NODE_PATH", root.join(".clients/node/node_modules"));
+            c
+        }
+        Client::Java => {
+            let mut c = Command::new("java");
+            c.arg("-cp")
+                .arg(format!("{}/*", root.join(".clients/java/jars").display()))
+                .arg(&path);
+            c
+        }
+    };
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let prefix = topic_prefix(name);
+    cmd.current_dir(&root)
+        .env("BOOTSTRAP", gateway.addr.to_string())
+        .env("TOPIC_PREFIX", &prefix)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out.try_clone().expect("clone log handle")))
+        .stderr(Stdio::from(out));
+    let started = Instant::now();
+    let mut child = Script {
+        child: cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name} ({script}): {e}")),
+    };
+    let status = loop {
+        if let Some(status) = child.child.try_wait().expect("wait for the client") {
+            break Some(status);
+        }
+        if started.elapsed() > timeout {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    drop(child); // on timeout: kill the whole process group
+    let elapsed = started.elapsed();
+    let output = read_lossy(&out_path);
+    let _ = fs::remove_dir_all(&dir);
+    // captured by the harness; shown with --nocapture or when the test fails
+    println!(
+        "--- {script} ({name}) against the gateway on {} in {elapsed:.1?} ---\n{output}",
+        gateway.addr
+    );
+    let verdict = match status {
+        Some(s) if s.success() => return,
+        Some(s) => format!("{name}: {script} failed ({s}) after {elapsed:.1?}"),
+        None => format!("{name}: {script} did not finish within {timeout:?} (killed)"),
+    };
+    panic!(
+        "{verdict} against the gateway on {}.\n--- client output (last lines; all of it above) ---\n{}\n{}",
+        gateway.addr,
+        tail(&output, 40),
+        gateway.output(120)
+    );
+}
