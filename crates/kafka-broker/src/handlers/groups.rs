@@ -142,6 +142,15 @@ pub(crate) async fn join_group(ctx: &Ctx<'_>, req: JoinGroupRequest) -> JoinGrou
             };
         }
     };
+    tracing::debug!(
+        peer = %ctx.peer,
+        group = %req.group_id,
+        member = %r.member_id,
+        generation = r.generation_id,
+        leader = r.member_id == r.leader,
+        error = ?r.error,
+        "join group answered"
+    );
     let nullable = v >= 7;
     JoinGroupResponse {
         error_code: code(r.error),

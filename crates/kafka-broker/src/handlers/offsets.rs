@@ -50,6 +50,9 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
         Ok(Err(e)) => Some(ErrorCode(e.code())),
         Ok(Ok(())) => None,
     };
+    if let Some(e) = group_error {
+        tracing::debug!(peer = %ctx.peer, group = %group, generation, error = %e, "offset commit refused by the group");
+    }
     let log = &ctx.broker.stores.log;
     let now = now_ms();
     let mut to_store = Vec::new();
