@@ -6,17 +6,19 @@
 //! v0, v1, v2 and v3: the server keeps serving.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::fs::{self, File};
+mod support;
+
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use support::Gateway;
 
 /// How long a test waits for the gateway to react before calling it a failure (a bound so a
 /// broken gateway cannot hang the test run, not a performance expectation).
 const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Lines of the gateway log shown with a failure.
+const LOG_LINES: usize = 40;
 
 const API_VERSIONS: i16 = 18;
 const METADATA: i16 = 3;
@@ -24,108 +26,20 @@ const UNSUPPORTED_VERSION: i16 = 35;
 
 // ---- the gateway process ---------------------------------------------------------------
 
-fn read_lossy(path: &Path) -> String {
-    let mut buf = Vec::new();
-    if let Ok(mut f) = File::open(path) {
-        let _ = f.read_to_end(&mut buf);
-    }
-    String::from_utf8_lossy(&buf).into_owned()
+/// Raw-TCP access to a [`Gateway`] started by the shared harness.
+trait RawPeer {
+    /// A fresh connection with [`PATIENCE`] as its read and write timeouts.
+    fn connect(&self) -> TcpStream;
+    /// The gateway is still alive and a fresh connection gets proper ApiVersions answers at
+    /// v0 to v3.
+    fn assert_still_serving(&mut self, after: &str);
 }
 
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// `listening on <BOUND_ADDR> advertised <HOST>:<PORT>`, the first stdout line
-/// (apps/gateway/src/main.rs); `None` until that line is complete.
-fn parse_listen_line(stdout: &str) -> Option<Result<SocketAddr, String>> {
-    let (line, _) = stdout.split_once('\n')?;
-    let parsed = line
-        .strip_prefix("listening on ")
-        .and_then(|rest| rest.split_once(" advertised "))
-        .and_then(|(bound, _)| bound.parse::<SocketAddr>().ok())
-        .filter(|a| a.port() != 0);
-    Some(parsed.ok_or_else(|| format!("unexpected first stdout line: {line:?}")))
-}
-
-struct Gateway {
-    child: Child,
-    addr: SocketAddr,
-    dir: PathBuf,
-}
-
-impl Gateway {
-    fn start(extra_env: &[(&str, &str)]) -> Gateway {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "iggy-gateway-kafka-adversarial-{}-{nanos}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::create_dir_all(&dir).expect("create scratch dir");
-        let out = File::create(dir.join("stdout")).expect("create stdout file");
-        let err = File::create(dir.join("stderr")).expect("create stderr file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_iggy-gateway-kafka"));
-        cmd.current_dir(&dir)
-            .env("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")
-            .env(
-                "RUST_LOG",
-                std::env::var("IGGY_KAFKA_TEST_RUST_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err));
-        for (k, v) in extra_env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("spawn the gateway binary");
-        let mut gw = Gateway {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match parse_listen_line(&read_lossy(&gw.dir.join("stdout"))) {
-                Some(Ok(addr)) => {
-                    gw.addr = addr;
-                    return gw;
-                }
-                Some(Err(e)) => panic!("gateway listen line: {e}\n{}", gw.output()),
-                None => {}
-            }
-            if let Ok(Some(status)) = gw.child.try_wait() {
-                panic!(
-                    "the gateway exited ({status}) before writing its listen line\n{}",
-                    gw.output()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the gateway wrote no listen line within 30 s\n{}",
-                gw.output()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn output(&self) -> String {
-        format!(
-            "--- gateway stdout ---\n{}\n--- gateway stderr (last lines) ---\n{}",
-            tail(&read_lossy(&self.dir.join("stdout")), 5),
-            tail(&read_lossy(&self.dir.join("stderr")), 40)
-        )
-    }
-
+impl RawPeer for Gateway {
     fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect_timeout(&self.addr, PATIENCE)
-            .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.addr, self.output()));
+        let s = TcpStream::connect_timeout(&self.addr, PATIENCE).unwrap_or_else(|e| {
+            panic!("connect to {}: {e}\n{}", self.addr, self.output(LOG_LINES))
+        });
         s.set_read_timeout(Some(PATIENCE))
             .expect("set read timeout");
         s.set_write_timeout(Some(PATIENCE))
@@ -134,13 +48,11 @@ impl Gateway {
         s
     }
 
-    /// The gateway is still alive and a fresh connection gets proper ApiVersions answers at
-    /// v0 to v3.
     fn assert_still_serving(&mut self, after: &str) {
-        if let Ok(Some(status)) = self.child.try_wait() {
+        if let Some(status) = self.exit_status() {
             panic!(
                 "the gateway died ({status}) after {after}\n{}",
-                self.output()
+                self.output(LOG_LINES)
             );
         }
         let mut s = self.connect();
@@ -150,7 +62,7 @@ impl Gateway {
             let Some(body) = read_response(&mut s) else {
                 panic!(
                     "after {after}: a fresh connection got no ApiVersions v{version} answer\n{}",
-                    self.output()
+                    self.output(LOG_LINES)
                 )
             };
             let r = parse_api_versions(&body, version)
@@ -165,14 +77,6 @@ impl Gateway {
             );
             r.assert_core_keys(&format!("after {after}: ApiVersions v{version}"));
         }
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -269,7 +173,7 @@ fn expect_closed(s: &mut TcpStream, what: &str, gw: &Gateway) -> Vec<u8> {
             "{what}: the gateway did not close the connection within {PATIENCE:?} \
              (received {} bytes)\n{}",
             seen.len(),
-            gw.output()
+            gw.output(LOG_LINES)
         );
     }
 }
@@ -509,7 +413,7 @@ fn api_versions_v99_gets_a_v0_shaped_unsupported_version_answer() {
     let Some(resp) = read_response(&mut s) else {
         panic!(
             "ApiVersions v99: connection closed without an answer\n{}",
-            gw.output()
+            gw.output(LOG_LINES)
         )
     };
     let r = parse_api_versions(&resp, 0).unwrap_or_else(|e| {
@@ -550,8 +454,13 @@ fn connections_past_max_connections_are_closed() {
     for i in 0..MAX {
         let mut s = gw.connect();
         send(&mut s, &api_versions_request(0, i as i32));
-        let body = read_response(&mut s)
-            .unwrap_or_else(|| panic!("connection {} of {MAX} was closed\n{}", i + 1, gw.output()));
+        let body = read_response(&mut s).unwrap_or_else(|| {
+            panic!(
+                "connection {} of {MAX} was closed\n{}",
+                i + 1,
+                gw.output(LOG_LINES)
+            )
+        });
         let r = parse_api_versions(&body, 0).unwrap();
         assert_eq!((r.correlation_id, r.error_code), (i as i32, 0));
         held.push(s);
@@ -579,7 +488,7 @@ fn connections_past_max_connections_are_closed() {
             panic!(
                 "held connection {} closed by the flood\n{}",
                 i + 1,
-                gw.output()
+                gw.output(LOG_LINES)
             )
         });
         let r = parse_api_versions(&body, 1).unwrap();
@@ -598,7 +507,7 @@ fn connections_past_max_connections_are_closed() {
         assert!(
             Instant::now() < deadline,
             "no connection served after the held ones closed\n{}",
-            gw.output()
+            gw.output(LOG_LINES)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -645,7 +554,7 @@ fn a_frame_trickling_in_is_closed_at_its_read_deadline() {
         closed,
         "a frame trickling in was still open after {:?}\n{}",
         started.elapsed(),
-        gw.output()
+        gw.output(LOG_LINES)
     );
     gw.assert_still_serving("a trickling frame");
 }

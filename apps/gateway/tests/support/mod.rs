@@ -6,13 +6,15 @@
 //!
 //! A client that is not installed is skipped with `SKIPPED: <client> not installed (run
 //! scripts/test.sh)`, unless `KAFKA_CLIENTS_REQUIRED=1`, which makes it a failure.
+
+// Each test file compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -134,7 +136,7 @@ impl Gateway {
                 Some(Err(e)) => panic!("gateway listen line: {e}\n{}", gw.output(60)),
                 None => {}
             }
-            if let Ok(Some(status)) = gw.child.try_wait() {
+            if let Some(status) = gw.exit_status() {
                 panic!(
                     "the gateway exited ({status}) before writing its listen line\n{}",
                     gw.output(60)
@@ -159,6 +161,11 @@ impl Gateway {
         gw
     }
 
+    /// How the gateway exited, if it has.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// The gateway's stdout and the last `lines` lines of its log (stderr).
     pub fn output(&self, lines: usize) -> String {
         format!(
@@ -178,7 +185,7 @@ impl Drop for Gateway {
 }
 
 /// A client run in its own process group, so that a timeout kills it and everything it
-/// started (a consumer subprocess, the JVM's children).
+/// started (a consumer subprocess, the kcat children of a shell script, the JVM's children).
 struct Script {
     child: Child,
 }
@@ -203,6 +210,9 @@ pub enum Client {
     Node,
     /// `java -cp '.clients/java/jars/*' <Script>.java`.
     Java,
+    /// `bash <script>`, for the kcat scripts; `needs_librdkafka216` when the script runs kcat
+    /// on `.clients/librdkafka216/librdkafka.so.1`.
+    Shell { needs_librdkafka216: bool },
 }
 
 pub fn clients_required() -> bool {
@@ -247,6 +257,15 @@ pub fn missing(root: &Path, client: Client) -> Option<String> {
                 return Some(format!("no kafka-clients jar in {}", jars.display()));
             }
             (!works(Command::new("java").arg("-version"))).then(|| "java not on PATH".into())
+        }
+        Client::Shell {
+            needs_librdkafka216,
+        } => {
+            if !works(Command::new("kcat").arg("-V")) {
+                return Some("kcat not on PATH".into());
+            }
+            let so = clients.join("librdkafka216/librdkafka.so.1");
+            (needs_librdkafka216 && !so.exists()).then(|| format!("{} missing", so.display()))
         }
     }
 }
@@ -306,6 +325,11 @@ pub fn run_script(
             c.arg("-cp")
                 .arg(format!("{}/*", root.join(".clients/java/jars").display()))
                 .arg(&path);
+            c
+        }
+        Client::Shell { .. } => {
+            let mut c = Command::new("bash");
+            c.arg(&path);
             c
         }
     };
