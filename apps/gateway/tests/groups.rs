@@ -96,22 +96,3 @@ fn java_static_membership() {
 fn java_admin() {
     run("java kafka-clients", Client::Java, "JavaAdmin.java");
 }
-
-#[test]
-fn listen_line_parsing() {
-    use std::net::SocketAddr;
-    let ok = |s: &str| support::parse_listen_line(s).and_then(Result::ok);
-    assert_eq!(
-        ok("listening on 127.0.0.1:40123 advertised 127.0.0.1:40123\n"),
-        Some(SocketAddr::from(([127, 0, 0, 1], 40123)))
-    );
-    assert_eq!(support::parse_listen_line("listening on 127.0.0.1:1"), None);
-    assert!(matches!(
-        support::parse_listen_line("hello\n"),
-        Some(Err(_))
-    ));
-    assert!(matches!(
-        support::parse_listen_line("listening on 127.0.0.1:0 advertised h:1\n"),
-        Some(Err(_))
-    ));
-}
