@@ -1,0 +1,71 @@
+//! `kafka-bench`: a load generator for Kafka-protocol brokers.
+//!
+//! It drives the broker at `--bootstrap` through librdkafka (the `rdkafka` crate, linked
+//! dynamically to the system library), not through this project's own codec, so the
+//! numbers are what a real client sees and the same load can be pointed at any broker.
+//!
+//! Subcommands:
+//! - `produce`: N concurrent producers, fixed-size records, by count or by duration,
+//!   optionally rate-limited; records/s, MB/s and produce latency percentiles.
+//! - `consume`: reads a topic up to the high watermarks taken at start; records/s, MB/s.
+//! - `idle-connections`: N raw TCP connections that each exchange one ApiVersions v0 and
+//!   then stay open; the broker's RSS before, while held and after.
+//! - `iggy-produce` / `iggy-consume` (cargo feature `iggy-native`): the same work through
+//!   the Iggy SDK, as a native baseline for the gateway.
+//!
+//! With `--gateway-pid` the run samples that process's `/proc` counters (RSS, peak RSS,
+//! CPU time). Progress goes to stderr once a second, the summary table to stdout and, with
+//! `--json FILE`, a machine-readable result to FILE.
+//!
+//! Every loop is bounded: by a record count, a duration and an overall `--timeout`.
+
+mod cli;
+mod consume;
+mod idle;
+#[cfg(feature = "iggy-native")]
+mod iggy_native;
+mod payload;
+mod procstat;
+mod produce;
+mod report;
+
+use clap::Parser;
+
+fn main() {
+    let cli = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kafka-bench: cannot start the async runtime: {e}");
+            std::process::exit(2);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            cli::Command::Produce(args) => produce::run(args).await,
+            cli::Command::Consume(args) => consume::run(args).await,
+            cli::Command::IdleConnections(args) => idle::run(args).await,
+            #[cfg(feature = "iggy-native")]
+            cli::Command::IggyProduce(args) => iggy_native::produce(args).await,
+            #[cfg(feature = "iggy-native")]
+            cli::Command::IggyConsume(args) => iggy_native::consume(args).await,
+        }
+    });
+    match result {
+        Ok(report) => {
+            let code = i32::from(!report.ok());
+            if let Err(e) = report.emit() {
+                eprintln!("kafka-bench: {e}");
+                std::process::exit(2);
+            }
+            std::process::exit(code);
+        }
+        Err(e) => {
+            eprintln!("kafka-bench: {e}");
+            std::process::exit(2);
+        }
+    }
+}

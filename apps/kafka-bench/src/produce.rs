@@ -1,0 +1,426 @@
+//! `produce`: N concurrent librdkafka producers writing fixed-size records.
+//!
+//! Each producer is its own `FutureProducer` (its own librdkafka instance, threads and
+//! connections) and keeps at most `--max-in-flight` records between `send` and delivery
+//! report. Latency is measured per record from just before the send call to the moment
+//! the delivery report is observed; with `--acks all` that is the broker's full
+//! acknowledgement. The producer task drains finished deliveries after every send, so the
+//! observation delay is small; under a `--rate` the task is mostly idle and it is smaller
+//! still, which is why the latency figure to quote is the rate-limited one.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use hdrhistogram::Histogram;
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use serde_json::json;
+
+use crate::cli::ProduceArgs;
+use crate::payload::Payloads;
+use crate::report::{Counters, Latency, Report, latency_histogram, proc_rows, rates};
+
+/// Time allowed for the records still in flight when a timed run stops sending.
+const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+/// Sends between two voluntary yields, so producers sharing a runtime thread interleave.
+const YIELD_EVERY: u64 = 256;
+
+/// What one producer did.
+#[derive(Debug)]
+struct Outcome {
+    acked: u64,
+    bytes: u64,
+    errors: u64,
+    first_error: Option<String>,
+    latency: Histogram<u64>,
+}
+
+pub async fn run(args: ProduceArgs) -> Result<Report, String> {
+    if args.producers == 0 || args.partitions <= 0 || args.max_in_flight == 0 {
+        return Err("--producers, --partitions and --max-in-flight must be positive".into());
+    }
+    if args.record_size > 100 << 20 {
+        return Err("--record-size above 100 MiB is not a useful benchmark".into());
+    }
+    let hard_deadline = Instant::now() + Duration::from_secs(args.common.timeout);
+    ensure_topic(&args).await?;
+    let partitions = topic_partitions(&args.common.bootstrap, &args.topic, Duration::from_secs(10))
+        .await?
+        .len();
+    let partitions = i32::try_from(partitions).map_err(|_| "too many partitions")?;
+
+    let counters = Arc::new(Counters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let progress = crate::report::spawn_progress(
+        "produce",
+        counters.clone(),
+        args.common.gateway_pid,
+        stop.clone(),
+    );
+
+    let start = Instant::now();
+    let send_deadline = args
+        .duration
+        .map(|d| (start + Duration::from_secs(d)).min(hard_deadline))
+        .unwrap_or(hard_deadline);
+    let mut tasks = Vec::with_capacity(args.producers);
+    for id in 0..args.producers {
+        // An even split; the first `records % producers` producers take one more.
+        let quota = args.records.map(|r| {
+            let n = args.producers as u64;
+            r / n + u64::from((id as u64) < r % n)
+        });
+        let rate = args.rate.map(|r| r as f64 / args.producers as f64);
+        let args = args.clone();
+        let counters = counters.clone();
+        tasks.push(tokio::spawn(async move {
+            producer_task(
+                id,
+                &args,
+                partitions,
+                quota,
+                rate,
+                send_deadline,
+                hard_deadline,
+                &counters,
+            )
+            .await
+        }));
+    }
+    let mut outcomes = Vec::new();
+    let mut failures = Vec::new();
+    for t in tasks {
+        match t.await {
+            Ok(Ok(o)) => outcomes.push(o),
+            Ok(Err(e)) => failures.push(e),
+            Err(e) => failures.push(format!("producer task: {e}")),
+        }
+    }
+    let elapsed = start.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let proc = progress.await.unwrap_or(None);
+    if let Some(e) = failures.first() {
+        return Err(e.clone());
+    }
+
+    let mut latency = latency_histogram()?;
+    let (mut acked, mut bytes, mut errors, mut first_error) = (0u64, 0u64, 0u64, None);
+    for o in &outcomes {
+        acked += o.acked;
+        bytes += o.bytes;
+        errors += o.errors;
+        if first_error.is_none() {
+            first_error.clone_from(&o.first_error);
+        }
+        latency
+            .add(&o.latency)
+            .map_err(|e| format!("merging histograms: {e}"))?;
+    }
+    let lat = Latency::from_histogram(&latency);
+    let (rps, mbps) = rates(acked, bytes, elapsed);
+
+    let mut rows = vec![
+        ("bootstrap".into(), args.common.bootstrap.clone()),
+        ("client".into(), crate::report::client_version()),
+        (
+            "topic".into(),
+            format!("{} ({partitions} partitions)", args.topic),
+        ),
+        (
+            "load".into(),
+            format!(
+                "{} producers, {} B records, acks={}, codec={}, linger.ms={}, batch.size={}{}",
+                args.producers,
+                args.record_size,
+                args.acks.as_config(),
+                args.codec.as_config(),
+                args.linger_ms,
+                args.batch_size,
+                args.rate
+                    .map(|r| format!(", rate {r}/s"))
+                    .unwrap_or_default()
+            ),
+        ),
+        ("elapsed".into(), format!("{:.2} s", elapsed.as_secs_f64())),
+        ("records acked".into(), acked.to_string()),
+        ("errors".into(), errors.to_string()),
+        ("records/s".into(), format!("{rps:.0}")),
+        ("MB/s (values)".into(), format!("{mbps:.2}")),
+        (
+            "latency p50/p99/p999/max".into(),
+            format!(
+                "{:.2} / {:.2} / {:.2} / {:.2} ms",
+                lat.p50_us as f64 / 1e3,
+                lat.p99_us as f64 / 1e3,
+                lat.p999_us as f64 / 1e3,
+                lat.max_us as f64 / 1e3
+            ),
+        ),
+    ];
+    if let Some(e) = &first_error {
+        rows.push(("first error".into(), e.clone()));
+    }
+    proc_rows(&mut rows, &proc);
+    let json = json!({
+        "mode": "produce",
+        "bootstrap": args.common.bootstrap,
+        "client": crate::report::client_version(),
+        "topic": args.topic,
+        "partitions": partitions,
+        "producers": args.producers,
+        "record_size": args.record_size,
+        "acks": args.acks.as_config(),
+        "codec": args.codec.as_config(),
+        "linger_ms": args.linger_ms,
+        "batch_size": args.batch_size,
+        "rate": args.rate,
+        "records_requested": args.records,
+        "duration_requested_secs": args.duration,
+        "elapsed_secs": elapsed.as_secs_f64(),
+        "records": acked,
+        "bytes": bytes,
+        "errors": errors,
+        "first_error": first_error,
+        "records_per_sec": rps,
+        "mb_per_sec": mbps,
+        "latency": lat,
+        "broker": proc,
+    });
+    let complete = args.records.is_none_or(|r| acked == r);
+    Ok(Report {
+        title: "kafka-bench produce".into(),
+        rows,
+        json,
+        json_path: args.common.json.clone(),
+        success: errors == 0 && complete,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn producer_task(
+    id: usize,
+    args: &ProduceArgs,
+    partitions: i32,
+    quota: Option<u64>,
+    rate: Option<f64>,
+    send_deadline: Instant,
+    hard_deadline: Instant,
+    counters: &Counters,
+) -> Result<Outcome, String> {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &args.common.bootstrap)
+        .set("client.id", format!("kafka-bench-{id}"))
+        .set("acks", args.acks.as_config())
+        .set("compression.type", args.codec.as_config())
+        .set("linger.ms", args.linger_ms.to_string())
+        .set("batch.size", args.batch_size.to_string())
+        // librdkafka's own queue must hold what the in-flight bound lets through
+        .set(
+            "queue.buffering.max.messages",
+            args.max_in_flight.max(1000).to_string(),
+        )
+        .set("queue.buffering.max.kbytes", "1048576")
+        .set("message.timeout.ms", "30000");
+    for (k, v) in &args.common.rdkafka {
+        config.set(k, v);
+    }
+    let producer: FutureProducer = config.create().map_err(|e| format!("producer {id}: {e}"))?;
+    let payloads = Payloads::new(args.record_size, id as u64 + 1);
+    let mut latency = latency_histogram()?;
+    let mut inflight = FuturesUnordered::new();
+    let mut out = Outcome {
+        acked: 0,
+        bytes: 0,
+        errors: 0,
+        first_error: None,
+        latency: latency_histogram()?,
+    };
+    let record_bytes = args.record_size as u64;
+    let mut on_done = |out: &mut Outcome, (t0, res): (Instant, Result<_, _>)| {
+        let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let failed = match res {
+            Ok(Ok(_)) => None,
+            Ok(Err((e, _))) => Some(format!("{e}")),
+            Err(_) => Some("delivery report dropped".to_string()),
+        };
+        match failed {
+            None => {
+                latency.saturating_record(us.max(1));
+                out.acked += 1;
+                out.bytes += record_bytes;
+                counters.add(1, record_bytes);
+            }
+            Some(e) => {
+                out.errors += 1;
+                counters.error();
+                out.first_error.get_or_insert(e);
+            }
+        }
+    };
+    let start = Instant::now();
+    let mut sent = 0u64;
+    // Spread producers over the partitions so that one producer per partition is the
+    // natural layout when the counts match.
+    let mut partition = i32::try_from(id).unwrap_or(0) % partitions;
+    loop {
+        let now = Instant::now();
+        if now >= hard_deadline {
+            let left = inflight.len() as u64;
+            out.errors += left;
+            out.first_error
+                .get_or_insert_with(|| format!("{left} records unacknowledged at --timeout"));
+            break;
+        }
+        let want_more = quota.is_none_or(|q| sent < q) && now < send_deadline;
+        if !want_more && inflight.is_empty() {
+            break;
+        }
+        if want_more && inflight.len() < args.max_in_flight {
+            if let Some(r) = rate {
+                let due = start + Duration::from_secs_f64(sent as f64 / r);
+                if due > now {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(due.into()) => {}
+                        Some(done) = inflight.next() => on_done(&mut out, done),
+                    }
+                    continue;
+                }
+            }
+            let record = FutureRecord::<(), [u8]>::to(&args.topic)
+                .payload(payloads.get(sent))
+                .partition(partition);
+            let t0 = Instant::now();
+            match producer.send_result(record) {
+                Ok(delivery) => {
+                    inflight.push(delivery.map(move |r| (t0, r)));
+                    sent += 1;
+                    partition = (partition + 1) % partitions;
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    // librdkafka's queue is full: wait for a delivery (or a moment)
+                    tokio::select! {
+                        Some(done) = inflight.next() => on_done(&mut out, done),
+                        _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+                    }
+                    continue;
+                }
+                Err((e, _)) => {
+                    // Not retryable at this level: count it and stop this producer.
+                    out.errors += 1;
+                    counters.error();
+                    out.first_error.get_or_insert(format!("send: {e}"));
+                    break;
+                }
+            }
+            while let Some(Some(done)) = inflight.next().now_or_never() {
+                on_done(&mut out, done);
+            }
+            if sent.is_multiple_of(YIELD_EVERY) {
+                tokio::task::yield_now().await;
+            }
+            continue;
+        }
+        // Nothing more to send now: wait for a delivery, bounded.
+        let limit = if want_more {
+            hard_deadline
+        } else {
+            (Instant::now() + DRAIN_LIMIT).min(hard_deadline)
+        };
+        tokio::select! {
+            Some(done) = inflight.next() => on_done(&mut out, done),
+            _ = tokio::time::sleep_until(limit.into()) => {
+                let left = inflight.len() as u64;
+                out.errors += left;
+                out.first_error.get_or_insert_with(|| format!("{left} records unacknowledged after the drain limit"));
+                break;
+            }
+        }
+    }
+    out.latency = latency;
+    Ok(out)
+}
+
+/// Creates the topic with `--partitions` partitions unless it exists. A broker that
+/// refuses CreateTopics for another reason gets a warning: it may still auto-create.
+async fn ensure_topic(args: &ProduceArgs) -> Result<(), String> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &args.common.bootstrap)
+        .create()
+        .map_err(|e| format!("admin client: {e}"))?;
+    let topic = NewTopic::new(&args.topic, args.partitions, TopicReplication::Fixed(1));
+    let options = AdminOptions::new()
+        .request_timeout(Some(Duration::from_secs(10)))
+        .operation_timeout(Some(Duration::from_secs(10)));
+    let created = tokio::time::timeout(
+        Duration::from_secs(20),
+        admin.create_topics([&topic], &options),
+    )
+    .await
+    .map_err(|_| {
+        format!(
+            "CreateTopics at {}: no answer in 20 s",
+            args.common.bootstrap
+        )
+    })?;
+    match created {
+        Ok(results) => {
+            for r in results {
+                match r {
+                    Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                    Err((name, code)) => {
+                        eprintln!("kafka-bench: warning: creating topic {name}: {code}");
+                    }
+                }
+            }
+        }
+        Err(e) => eprintln!("kafka-bench: warning: CreateTopics failed: {e}"),
+    }
+    Ok(())
+}
+
+/// The partition ids of `topic`, from Metadata, retried until the topic is there with at
+/// least one partition (a fresh topic may take a moment to appear) or `limit` passes.
+pub async fn topic_partitions(
+    bootstrap: &str,
+    topic: &str,
+    limit: Duration,
+) -> Result<Vec<i32>, String> {
+    let (bootstrap, topic) = (bootstrap.to_string(), topic.to_string());
+    tokio::task::spawn_blocking(move || {
+        let client: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .create()
+            .map_err(|e| format!("metadata client: {e}"))?;
+        let deadline = Instant::now() + limit;
+        let mut last = String::from("no answer");
+        while Instant::now() < deadline {
+            match client.fetch_metadata(Some(&topic), Duration::from_secs(5)) {
+                Ok(md) => {
+                    if let Some(t) = md.topics().iter().find(|t| t.name() == topic) {
+                        if t.error().is_none() && !t.partitions().is_empty() {
+                            let mut ids: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
+                            ids.sort_unstable();
+                            return Ok(ids);
+                        }
+                        last = format!("topic error {:?}", t.error());
+                    } else {
+                        last = "topic missing from metadata".into();
+                    }
+                }
+                Err(e) => last = e.to_string(),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Err(format!("metadata for {topic} at {bootstrap}: {last}"))
+    })
+    .await
+    .map_err(|e| format!("metadata task: {e}"))?
+}

@@ -1,0 +1,289 @@
+//! Smoke test: `kafka-bench` against the gateway binary, end to end, on loopback.
+//!
+//! Starts `iggy-gateway-kafka` (another package of the workspace: taken from
+//! `<target dir>/debug/iggy-gateway-kafka`, built with `cargo build -p iggy-gateway-kafka`
+//! when it is not there yet) on `127.0.0.1:0`, produces a few thousand records for about
+//! two seconds, consumes the topic to its end and checks from the JSON results that every
+//! acknowledged record was read exactly once; then holds a few idle connections. No timing
+//! is asserted: the machine may be busy.
+//!
+//! When the gateway cannot be had, or the benchmark binary cannot start (librdkafka
+//! missing at run time), the test prints `SKIPPED:` and passes, unless
+//! `KAFKA_CLIENTS_REQUIRED=1`, which makes that a failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const BENCH: &str = env!("CARGO_BIN_EXE_kafka-bench");
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+const BUILD_TIMEOUT: Duration = Duration::from_secs(1200);
+
+fn workspace_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                workspace_root().join(dir)
+            }
+        }
+        None => workspace_root().join("target"),
+    }
+}
+
+fn required() -> bool {
+    std::env::var("KAFKA_CLIENTS_REQUIRED").as_deref() == Ok("1")
+}
+
+/// Passes with a `SKIPPED:` line, or fails when the suite is required.
+fn skip(why: &str) {
+    if required() {
+        panic!("KAFKA_CLIENTS_REQUIRED=1 but {why}");
+    }
+    println!("SKIPPED: kafka-bench smoke test: {why}");
+}
+
+/// Waits for `child` up to `limit`; kills it when the limit passes.
+fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The gateway binary; built once when missing. An existing binary is used as it is: a
+/// rebuild with `-p` alone could resolve features differently and churn the target dir.
+fn gateway_binary() -> Result<PathBuf, String> {
+    let bin = target_dir().join("debug/iggy-gateway-kafka");
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("building the gateway: {cargo} build -p iggy-gateway-kafka");
+    let mut child = Command::new(&cargo)
+        .args(["build", "-p", "iggy-gateway-kafka"])
+        .current_dir(workspace_root())
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run {cargo}: {e}"))?;
+    match wait_bounded(&mut child, BUILD_TIMEOUT) {
+        Some(s) if s.success() && bin.is_file() => Ok(bin),
+        Some(s) => Err(format!(
+            "`cargo build -p iggy-gateway-kafka` ended with {s}; no {}",
+            bin.display()
+        )),
+        None => Err("`cargo build -p iggy-gateway-kafka` took too long".into()),
+    }
+}
+
+fn scratch_dir() -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir =
+        std::env::temp_dir().join(format!("kafka-bench-smoke-{}-{nanos}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The gateway on a random loopback port; killed and its scratch dir removed on drop.
+struct Gateway {
+    child: Child,
+    addr: SocketAddr,
+    dir: PathBuf,
+}
+
+impl Gateway {
+    fn start(bin: &Path) -> Gateway {
+        let dir = scratch_dir();
+        let stdout = dir.join("gateway.stdout");
+        let stderr = dir.join("gateway.stderr");
+        let child = Command::new(bin)
+            .env("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&stdout).unwrap())
+            .stderr(fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let mut gw = Gateway {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            dir,
+        };
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            let mut text = String::new();
+            if let Ok(mut f) = fs::File::open(&stdout) {
+                let _ = f.read_to_string(&mut text);
+            }
+            // First stdout line: `listening on <BOUND_ADDR> advertised <HOST:PORT>`
+            if let Some((line, _)) = text.split_once('\n') {
+                let bound = line
+                    .strip_prefix("listening on ")
+                    .and_then(|r| r.split_once(" advertised "))
+                    .and_then(|(b, _)| b.parse::<SocketAddr>().ok());
+                match bound {
+                    Some(a) => {
+                        gw.addr = a;
+                        return gw;
+                    }
+                    None => panic!("unexpected gateway stdout line: {line:?}"),
+                }
+            }
+            if let Ok(Some(status)) = gw.child.try_wait() {
+                panic!(
+                    "gateway exited with {status}: {}",
+                    fs::read_to_string(&stderr).unwrap_or_default()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gateway did not print its listen line in {STARTUP_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `kafka-bench` with `args` plus `--json FILE`, bounded; returns the JSON result.
+fn bench(args: &[&str], json: &Path) -> serde_json::Value {
+    let mut child = Command::new(BENCH)
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting kafka-bench: {e}"));
+    let status = wait_bounded(&mut child, RUN_TIMEOUT)
+        .unwrap_or_else(|| panic!("kafka-bench {args:?} ran longer than {RUN_TIMEOUT:?}"));
+    assert!(status.success(), "kafka-bench {args:?} ended with {status}");
+    let text = fs::read_to_string(json).unwrap_or_else(|e| panic!("{}: {e}", json.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn produce_then_consume_everything_through_librdkafka() {
+    // The binary links librdkafka dynamically: if the library is gone at run time it
+    // cannot even print its version.
+    let runs = Command::new(BENCH)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !runs {
+        skip("kafka-bench does not start (librdkafka missing? run scripts/install-clients.sh)");
+        return;
+    }
+    let bin = match gateway_binary() {
+        Ok(bin) => bin,
+        Err(e) => {
+            skip(&format!("no gateway binary: {e}"));
+            return;
+        }
+    };
+    let gw = Gateway::start(&bin);
+    let addr = gw.addr.to_string();
+    let pid = gw.child.id().to_string();
+    let produced = bench(
+        &[
+            "produce",
+            "--bootstrap",
+            &addr,
+            "--topic",
+            "smoke",
+            "--partitions",
+            "3",
+            "--producers",
+            "2",
+            "--record-size",
+            "200",
+            "--records",
+            "4000",
+            "--rate",
+            "2000",
+            "--codec",
+            "lz4",
+            "--gateway-pid",
+            &pid,
+            "--timeout",
+            "90",
+        ],
+        &gw.dir.join("produce.json"),
+    );
+    assert_eq!(produced["errors"], 0, "{produced:#}");
+    assert_eq!(produced["records"], 4000, "{produced:#}");
+    assert_eq!(produced["partitions"], 3, "{produced:#}");
+    assert!(
+        produced["broker"]["peak_rss_kib_during_run"].as_u64() > Some(0),
+        "{produced:#}"
+    );
+
+    let consumed = bench(
+        &[
+            "consume",
+            "--bootstrap",
+            &addr,
+            "--topic",
+            "smoke",
+            "--consumers",
+            "2",
+            "--timeout",
+            "90",
+        ],
+        &gw.dir.join("consume.json"),
+    );
+    assert_eq!(consumed["expected"], 4000, "{consumed:#}");
+    assert_eq!(consumed["records"], 4000, "{consumed:#}");
+    assert_eq!(consumed["unique_records"], 4000, "{consumed:#}");
+    assert_eq!(consumed["duplicates"], 0, "{consumed:#}");
+    assert_eq!(consumed["complete"], true, "{consumed:#}");
+    assert_eq!(consumed["bytes"], 4000 * 200, "{consumed:#}");
+
+    let idle = bench(
+        &[
+            "idle-connections",
+            "--bootstrap",
+            &addr,
+            "--count",
+            "20",
+            "--hold",
+            "1",
+            "--gateway-pid",
+            &pid,
+        ],
+        &gw.dir.join("idle.json"),
+    );
+    assert_eq!(idle["established"], 20, "{idle:#}");
+    assert_eq!(idle["alive_after_hold"], 20, "{idle:#}");
+}
