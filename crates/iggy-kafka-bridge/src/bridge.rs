@@ -50,10 +50,6 @@ struct Inner {
     next_session: AtomicUsize,
     sends: Semaphore,
     partition_locks: Mutex<HashMap<(IggyTopicRef, u32), PartitionLock>>,
-    /// Highest high watermark seen per partition incarnation: Iggy reports an empty
-    /// partition and one whose only message expired alike, and a watermark must never
-    /// go back.
-    high_watermarks: Mutex<HashMap<(TopicKey, u32), i64>>,
     meta: Meta,
 }
 
@@ -168,7 +164,6 @@ impl IggyBridge {
                 sessions,
                 next_session: AtomicUsize::new(0),
                 partition_locks: Mutex::new(HashMap::new()),
-                high_watermarks: Mutex::new(HashMap::new()),
                 meta,
             }),
         })
@@ -338,18 +333,13 @@ impl IggyBridge {
             })?;
         let count = i64::try_from(p.messages_count).unwrap_or(i64::MAX);
         let current = i64::try_from(p.current_offset).unwrap_or(i64::MAX);
-        // Iggy reports the offset of the last message; 0 both for "empty" and for "one
-        // message at 0", told apart by the count (see `high_watermarks` for the rest).
-        let reported = if count > 0 || current > 0 {
+        // Iggy reports the offset of the last message: 0 both for "empty" and for "one
+        // message at 0", told apart by the count. A partition whose only message (at 0)
+        // expired also reads as empty until the next append; see docs/bridge.md.
+        let high_watermark = if count > 0 || current > 0 {
             current + 1
         } else {
             0
-        };
-        let high_watermark = {
-            let mut seen = self.inner.high_watermarks.lock().map_err(poisoned)?;
-            let entry = seen.entry((r.key.clone(), partition)).or_insert(0);
-            *entry = (*entry).max(reported);
-            *entry
         };
         let physical_start = (high_watermark - count).max(0);
         let logical_start = self

@@ -131,9 +131,29 @@ impl Server {
         }
     }
 
-    /// Starts the process again on the same address and data.
+    /// Stops the process the way an operator does (SIGTERM, so Iggy flushes what it
+    /// acknowledged), SIGKILL if it has not exited after 30 s.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Stops the process and starts it again on the same address and data.
     pub fn restart(&mut self) {
-        self.kill();
+        self.stop();
         self.spawn();
     }
 
