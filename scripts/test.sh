@@ -89,6 +89,9 @@ cargo fmt --all -- --check
 section "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+section "cargo clippy -p kafka-bench --features librdkafka --all-targets -- -D warnings"
+cargo clippy -p kafka-bench --features librdkafka --all-targets -- -D warnings
+
 section "cargo build --workspace --all-targets"
 cargo build --workspace --all-targets
 
@@ -96,6 +99,9 @@ cargo build --workspace --all-targets
 section "cargo test --workspace --no-fail-fast (KAFKA_CLIENTS_REQUIRED=1 KAFKA_FIXTURES_REQUIRED=1)"
 export KAFKA_CLIENTS_REQUIRED=1 KAFKA_FIXTURES_REQUIRED=1
 cargo test --workspace --no-fail-fast
+
+section "kafka-bench smoke test against the gateway (cargo test -p kafka-bench --features librdkafka)"
+cargo test -p kafka-bench --features librdkafka --no-fail-fast
 
 # ---- 5. cargo deny -------------------------------------------------------------------------
 if [[ "${SKIP_CARGO_DENY:-}" == 1 ]]; then

@@ -18,14 +18,22 @@
 //! `--json FILE`, a machine-readable result to FILE.
 //!
 //! Every loop is bounded: by a record count, a duration and an overall `--timeout`.
+//!
+//! `produce` and `consume` need the cargo feature `librdkafka` (the system library is
+//! linked dynamically); without it they exit with a message saying how to build them.
+
+// Without librdkafka the load commands are not compiled, which leaves their helpers unused.
+#![cfg_attr(not(feature = "librdkafka"), allow(dead_code))]
 
 mod cli;
+#[cfg(feature = "librdkafka")]
 mod consume;
 mod idle;
 #[cfg(feature = "iggy-native")]
 mod iggy_native;
 mod payload;
 mod procstat;
+#[cfg(feature = "librdkafka")]
 mod produce;
 mod report;
 
@@ -45,8 +53,16 @@ fn main() {
     };
     let result = runtime.block_on(async move {
         match cli.command {
+            #[cfg(feature = "librdkafka")]
             cli::Command::Produce(args) => produce::run(args).await,
+            #[cfg(feature = "librdkafka")]
             cli::Command::Consume(args) => consume::run(args).await,
+            #[cfg(not(feature = "librdkafka"))]
+            cli::Command::Produce(_) | cli::Command::Consume(_) => Err(
+                "this kafka-bench was built without librdkafka: build it with \
+                 `cargo build -p kafka-bench --features librdkafka` (needs librdkafka-dev)"
+                    .into(),
+            ),
             cli::Command::IdleConnections(args) => idle::run(args).await,
             #[cfg(feature = "iggy-native")]
             cli::Command::IggyProduce(args) => iggy_native::produce(args).await,

@@ -161,6 +161,7 @@ pub fn rates(records: u64, bytes: u64, elapsed: Duration) -> (f64, f64) {
 
 /// The librdkafka actually loaded (the dynamic library can be swapped with
 /// `LD_LIBRARY_PATH`, so the version compiled against says little).
+#[cfg(feature = "librdkafka")]
 pub fn client_version() -> String {
     let (_, version) = rdkafka::util::get_rdkafka_version();
     format!("librdkafka {version}")

@@ -10,6 +10,7 @@
 //! When the gateway cannot be had, or the benchmark binary cannot start (librdkafka
 //! missing at run time), the test prints `SKIPPED:` and passes, unless
 //! `KAFKA_CLIENTS_REQUIRED=1`, which makes that a failure.
+#![cfg(feature = "librdkafka")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
