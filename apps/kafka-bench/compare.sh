@@ -3,7 +3,7 @@
 # "Load tests"). Both brokers listen on loopback only and are restarted for every case,
 # so each case starts from an empty in-memory store.
 #
-#   cargo build --release -p iggy-gateway-kafka -p kafka-bench
+#   cargo build --release -p iggy-gateway-kafka && cargo build --release -p kafka-bench --features librdkafka
 #   bash apps/kafka-bench/compare.sh [OUTDIR]          # matrix, latency, idle connections
 #   STEADY_SECS=300 bash apps/kafka-bench/compare.sh   # plus the steady gateway run
 #
