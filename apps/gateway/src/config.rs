@@ -24,6 +24,7 @@
 use figment::providers::{Format, Toml};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
+use iggy_kafka_bridge::BridgeConfig;
 use kafka_broker::store::TopicConfig;
 use kafka_broker::store::memory::MemoryStoreConfig;
 use kafka_broker::{BrokerConfig, GroupConfig, Limits, Timeouts};
@@ -221,12 +222,13 @@ fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Which backend serves the data. Only the embedded store exists in this build; the
-/// enum is where the Iggy bridge will join.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which backend serves the data.
+#[derive(Debug, Clone)]
 pub enum Backend {
     /// Everything in process memory, lost at exit.
     Memory(MemoryStoreConfig),
+    /// Apache Iggy, through the bridge (`IGGY_KAFKA_BRIDGE_ENABLED=true`).
+    Iggy(Box<BridgeConfig>),
 }
 
 /// A validated configuration, ready to start the gateway.
@@ -655,17 +657,38 @@ fn validate(raw: RawConfig, names: &Names<'_>) -> Result<GatewayConfig, ConfigEr
         "iggy_stream",
         "topic_map_path",
     ];
-    if raw.bridge_enabled {
-        // Never fall back to the embedded store: an operator who asked for Iggy and got
-        // a store that forgets everything at exit would lose data without noticing.
-        return fail(
-            "bridge_enabled",
-            "the Iggy bridge is not available in this build; unset it to run with the embedded in-memory store",
+    let bridge = if raw.bridge_enabled {
+        // The bridge either connects at start or the gateway does not start: it never
+        // falls back to the embedded store, which would forget everything at exit.
+        let Some(password) = raw.iggy_password.clone().filter(|p| !p.is_empty()) else {
+            return fail(
+                "iggy_password",
+                "is required when the Iggy bridge is enabled (there is no default password)",
+            );
+        };
+        let mut bridge = BridgeConfig::new(
+            raw.iggy_username
+                .clone()
+                .unwrap_or_else(|| "iggy".to_string()),
+            password,
         );
-    }
+        if let Some(addr) = &raw.iggy_addr {
+            bridge.address = addr.clone();
+        }
+        if let Some(stream) = &raw.iggy_stream {
+            bridge.stream = stream.clone();
+        }
+        bridge.topic_map_path = raw.topic_map_path.clone();
+        if let Err(e) = bridge.validate() {
+            return fail("bridge_enabled", &e.to_string());
+        }
+        Some(bridge)
+    } else {
+        None
+    };
     let warnings = bridge_keys
         .iter()
-        .filter(|key| names.is_set(key))
+        .filter(|key| bridge.is_none() && names.is_set(key))
         .map(|key| {
             format!(
                 "{} has no effect: the Iggy bridge is disabled",
@@ -728,11 +751,16 @@ fn validate(raw: RawConfig, names: &Names<'_>) -> Result<GatewayConfig, ConfigEr
         bind_addr,
         advertised_port: raw.advertised_port,
         broker,
-        backend: Backend::Memory(MemoryStoreConfig {
-            max_topics: raw.memory_max_topics,
-            max_total_bytes: raw.memory_max_total_bytes,
-            retention_check_interval: Duration::from_millis(raw.memory_retention_check_interval_ms),
-        }),
+        backend: match bridge {
+            Some(b) => Backend::Iggy(Box::new(b)),
+            None => Backend::Memory(MemoryStoreConfig {
+                max_topics: raw.memory_max_topics,
+                max_total_bytes: raw.memory_max_total_bytes,
+                retention_check_interval: Duration::from_millis(
+                    raw.memory_retention_check_interval_ms,
+                ),
+            }),
+        },
         config_file: names.file.map(Path::to_path_buf),
         warnings,
     })
@@ -875,10 +903,10 @@ mod tests {
             format!("{:?}", config.broker.timeouts),
             format!("{:?}", defaults.timeouts)
         );
-        assert_eq!(
-            config.backend,
-            Backend::Memory(MemoryStoreConfig::default())
-        );
+        assert!(matches!(
+            &config.backend,
+            Backend::Memory(m) if *m == MemoryStoreConfig::default()
+        ));
         assert!(config.warnings.is_empty());
         assert_eq!(config.config_file, None);
     }
@@ -1148,25 +1176,40 @@ mod tests {
     }
 
     #[test]
-    fn bridge_is_refused_not_replaced() {
+    fn bridge_needs_a_password_and_takes_the_iggy_settings() {
         let message = load_err(
             None,
             &[
                 ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
                 ("IGGY_KAFKA_IGGY_ADDR", "127.0.0.1:8090"),
-                ("IGGY_KAFKA_IGGY_USERNAME", "iggy"),
-                ("IGGY_KAFKA_IGGY_PASSWORD", "iggy"),
             ],
         );
-        assert!(
-            message.starts_with("IGGY_KAFKA_BRIDGE_ENABLED=\"true\": "),
-            "{message}"
-        );
-        assert!(message.contains("not available in this build"), "{message}");
+        assert!(message.contains("IGGY_KAFKA_IGGY_PASSWORD"), "{message}");
+        assert!(message.contains("no default password"), "{message}");
+
+        let config = load(
+            None,
+            env(&[
+                ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+                ("IGGY_KAFKA_IGGY_ADDR", "10.1.2.3:9090"),
+                ("IGGY_KAFKA_IGGY_USERNAME", "gateway"),
+                ("IGGY_KAFKA_IGGY_PASSWORD", "s3cret [x]"),
+                ("IGGY_KAFKA_IGGY_STREAM", "events"),
+            ]),
+        )
+        .expect("valid bridge settings");
+        let Backend::Iggy(b) = &config.backend else {
+            panic!("expected the Iggy backend, got {:?}", config.backend);
+        };
+        assert_eq!(b.address, "10.1.2.3:9090");
+        assert_eq!(b.username, "gateway");
+        assert_eq!(b.password, "s3cret [x]");
+        assert_eq!(b.stream, "events");
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
 
         let file = toml_file("bridge_enabled = true\n");
         let message = load_err(Some(file.path()), &[]);
-        assert!(message.starts_with("bridge_enabled in "), "{message}");
+        assert!(message.contains("IGGY_KAFKA_IGGY_PASSWORD"), "{message}");
     }
 
     #[test]
@@ -1286,14 +1329,12 @@ mod tests {
                 max_message_bytes: 4096,
             }
         );
-        assert_eq!(
-            config.backend,
-            Backend::Memory(MemoryStoreConfig {
-                max_topics: 13,
-                max_total_bytes: 123_456,
-                retention_check_interval: Duration::from_millis(500),
-            })
-        );
+        let expected = MemoryStoreConfig {
+            max_topics: 13,
+            max_total_bytes: 123_456,
+            retention_check_interval: Duration::from_millis(500),
+        };
+        assert!(matches!(&config.backend, Backend::Memory(m) if *m == expected));
     }
 
     #[test]

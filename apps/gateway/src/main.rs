@@ -34,6 +34,7 @@ mod shutdown;
 
 use clap::Parser;
 use config::{Backend, GatewayConfig};
+use iggy_kafka_bridge::IggyBridge;
 use kafka_broker::Stores;
 use kafka_broker::store::memory::MemoryStore;
 use std::io::{IsTerminal, Write};
@@ -81,6 +82,11 @@ enum Fatal {
     LocalAddr(std::io::Error),
     #[error("broker: {0}")]
     Broker(#[from] kafka_broker::BrokerError),
+    #[error("cannot start the Iggy bridge (IGGY_KAFKA_IGGY_ADDR={addr}): {source}")]
+    Bridge {
+        addr: String,
+        source: iggy_kafka_bridge::BridgeError,
+    },
 }
 
 fn main() -> ExitCode {
@@ -165,7 +171,8 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         warn!("{warning}");
     }
 
-    let store = match config.backend {
+    let (stop_retention, retention_stopped) = watch::channel(false);
+    let (stores, retention) = match config.backend {
         Backend::Memory(memory) => {
             warn!(
                 max_total_bytes = memory.max_total_bytes,
@@ -173,14 +180,32 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
                 "embedded in-memory store: data is kept in memory only and is lost when the \
                  gateway exits (topics, records and committed offsets)"
             );
-            Arc::new(MemoryStore::new(memory))
+            let store = Arc::new(MemoryStore::new(memory));
+            let retention = store.spawn_retention(retention_stopped);
+            let stores = Stores {
+                log: store.clone(),
+                offsets: store,
+            };
+            (stores, Some(retention))
         }
-    };
-    let (stop_retention, retention_stopped) = watch::channel(false);
-    let retention = store.spawn_retention(retention_stopped);
-    let stores = Stores {
-        log: store.clone(),
-        offsets: store,
+        Backend::Iggy(bridge) => {
+            let addr = bridge.address.clone();
+            let stream = bridge.stream.clone();
+            // A failed connection is fatal: never a silent downgrade to the memory store.
+            let bridge = IggyBridge::connect(*bridge)
+                .await
+                .map_err(|source| Fatal::Bridge {
+                    addr: addr.clone(),
+                    source,
+                })?;
+            info!(iggy = %addr, stream = %stream, "storing records and committed offsets in Apache Iggy");
+            let bridge = Arc::new(bridge);
+            let stores = Stores {
+                log: bridge.clone(),
+                offsets: bridge,
+            };
+            (stores, None)
+        }
     };
 
     let advertised = host_port(&broker.advertised_host, broker.advertised_port);
@@ -198,7 +223,9 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     let _ = stop_retention.send(true);
     // A join error means the retention task panicked; the panic was reported already and
     // the data it guarded is going away with the process.
-    let _ = retention.await;
+    if let Some(retention) = retention {
+        let _ = retention.await;
+    }
     Ok(result?)
 }
 

@@ -247,7 +247,7 @@ fn wildcard_bind_needs_an_advertised_host() {
 }
 
 #[test]
-fn enabling_the_bridge_is_refused() {
+fn the_bridge_needs_a_password() {
     assert_config_error(
         &[],
         &[
@@ -255,7 +255,7 @@ fn enabling_the_bridge_is_refused() {
             ("IGGY_KAFKA_IGGY_ADDR", "127.0.0.1:8090"),
             ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
         ],
-        &["IGGY_KAFKA_BRIDGE_ENABLED", "not available in this build"],
+        &["IGGY_KAFKA_IGGY_PASSWORD", "no default password"],
     );
 }
 

@@ -90,6 +90,8 @@ pub struct Gateway {
     dir: PathBuf,
     stdout: PathBuf,
     stderr: PathBuf,
+    /// The Iggy server behind a bridged gateway; stopped after the gateway.
+    iggy: Option<IggyServer>,
 }
 
 impl Gateway {
@@ -125,6 +127,7 @@ impl Gateway {
             dir,
             stdout,
             stderr,
+            iggy: None,
         };
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
@@ -181,6 +184,145 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = fs::remove_dir_all(&self.dir);
+        drop(self.iggy.take());
+    }
+}
+
+/// Which store the gateway under test uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The embedded in-memory store (the default).
+    Memory,
+    /// A real Apache Iggy server through the bridge. Needs `IGGY_SERVER_BIN`, the path of
+    /// an `iggy-server` binary; without it the test prints `SKIPPED:` and passes.
+    Iggy,
+}
+
+/// Root credentials of the Iggy servers the tests start.
+const IGGY_USER: &str = "iggy";
+const IGGY_PASSWORD: &str = "gateway-tests";
+
+/// An `iggy-server` on loopback with free ports and a fresh data directory, stopped
+/// (SIGTERM, then SIGKILL) and removed on drop.
+pub struct IggyServer {
+    child: Child,
+    pub address: String,
+    dir: PathBuf,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl IggyServer {
+    /// Starts `bin` and waits until its TCP listener accepts connections.
+    pub fn start(bin: &Path) -> IggyServer {
+        let dir = scratch_dir("iggy");
+        let log = File::create(dir.join("server.log")).expect("create iggy log");
+        let address = format!("127.0.0.1:{}", free_port());
+        let child = Command::new(bin)
+            .current_dir(&dir)
+            .env("IGGY_SYSTEM_PATH", dir.join("data"))
+            .env("IGGY_TCP_ADDRESS", &address)
+            .env("IGGY_HTTP_ENABLED", "false")
+            .env("IGGY_QUIC_ENABLED", "false")
+            .env("IGGY_WEBSOCKET_ENABLED", "false")
+            .env("IGGY_HTTP_ADDRESS", format!("127.0.0.1:{}", free_port()))
+            .env("IGGY_QUIC_ADDRESS", format!("127.0.0.1:{}", free_port()))
+            .env(
+                "IGGY_WEBSOCKET_ADDRESS",
+                format!("127.0.0.1:{}", free_port()),
+            )
+            .env("IGGY_ROOT_USERNAME", IGGY_USER)
+            .env("IGGY_ROOT_PASSWORD", IGGY_PASSWORD)
+            .env("IGGY_TELEMETRY_ENABLED", "false")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone().expect("clone iggy log")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
+        let mut server = IggyServer {
+            child,
+            address,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while TcpStream::connect(&server.address).is_err() {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("iggy-server exited ({status}):\n{}", server.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "iggy-server did not listen on {} within 90 s:\n{}",
+                server.address,
+                server.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    fn log(&self) -> String {
+        tail(&read_lossy(&self.dir.join("server.log")), 30)
+    }
+}
+
+impl Drop for IggyServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The `iggy-server` binary named by `IGGY_SERVER_BIN`, or `None` after printing why the
+/// test is skipped.
+pub fn iggy_server_bin(name: &str) -> Option<PathBuf> {
+    match std::env::var_os("IGGY_SERVER_BIN").filter(|v| !v.is_empty()) {
+        Some(bin) => Some(PathBuf::from(bin)),
+        None => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: {name} on Iggy: IGGY_SERVER_BIN not set (path of an iggy-server binary)"
+            );
+            None
+        }
+    }
+}
+
+impl Gateway {
+    /// Starts the gateway on `backend`; `None` when the backend is not available here
+    /// (the reason is printed).
+    pub fn start_on(backend: Backend, name: &str, env: &[(&str, &str)]) -> Option<Gateway> {
+        match backend {
+            Backend::Memory => Some(Gateway::start(env)),
+            Backend::Iggy => {
+                let bin = iggy_server_bin(name)?;
+                let iggy = IggyServer::start(&bin);
+                let mut all: Vec<(&str, &str)> = vec![
+                    ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+                    ("IGGY_KAFKA_IGGY_ADDR", &iggy.address),
+                    ("IGGY_KAFKA_IGGY_USERNAME", IGGY_USER),
+                    ("IGGY_KAFKA_IGGY_PASSWORD", IGGY_PASSWORD),
+                ];
+                all.extend_from_slice(env);
+                let mut gw = Gateway::start(&all);
+                gw.iggy = Some(iggy);
+                Some(gw)
+            }
+        }
     }
 }
 
@@ -299,11 +441,25 @@ pub fn run_script(
     gateway_env: &[(&str, &str)],
     timeout: Duration,
 ) {
+    run_script_on(Backend::Memory, name, client, script, gateway_env, timeout);
+}
+
+/// [`run_script`] against a gateway on `backend`.
+pub fn run_script_on(
+    backend: Backend,
+    name: &str,
+    client: Client,
+    script: &str,
+    gateway_env: &[(&str, &str)],
+    timeout: Duration,
+) {
     if !require(name, client) {
         return;
     }
     let root = repo_root();
-    let gateway = Gateway::start(gateway_env);
+    let Some(gateway) = Gateway::start_on(backend, name, gateway_env) else {
+        return;
+    };
     let dir = scratch_dir("client");
     let out_path = dir.join("client.log");
     let out = File::create(&out_path).expect("create client log");
