@@ -11,6 +11,9 @@
 #    the real-client suites and the fixture tests must run, not be skipped
 # 5. cargo deny check (when deny.toml exists; cargo-deny is installed once, pinned)
 #
+# With IGGY_SERVER_BIN set to an iggy-server binary (not built here), the Iggy suites run
+# too: the bridge's storage suite and every real-client suite against a bridged gateway.
+#
 # Runs as root or as a user with sudo on a fresh Debian 12 machine; every step is idempotent,
 # so a second run only re-checks. Set SKIP_CARGO_DENY=1 to leave out step 5.
 set -euo pipefail
