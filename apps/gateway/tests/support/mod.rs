@@ -302,6 +302,16 @@ pub fn iggy_server_bin(name: &str) -> Option<PathBuf> {
     }
 }
 
+/// The gateway settings that point the bridge at `iggy`.
+pub fn bridge_env(iggy: &IggyServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("IGGY_KAFKA_BRIDGE_ENABLED", "true".into()),
+        ("IGGY_KAFKA_IGGY_ADDR", iggy.address.clone()),
+        ("IGGY_KAFKA_IGGY_USERNAME", IGGY_USER.into()),
+        ("IGGY_KAFKA_IGGY_PASSWORD", IGGY_PASSWORD.into()),
+    ]
+}
+
 impl Gateway {
     /// Starts the gateway on `backend`; `None` when the backend is not available here
     /// (the reason is printed).
@@ -311,12 +321,9 @@ impl Gateway {
             Backend::Iggy => {
                 let bin = iggy_server_bin(name)?;
                 let iggy = IggyServer::start(&bin);
-                let mut all: Vec<(&str, &str)> = vec![
-                    ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
-                    ("IGGY_KAFKA_IGGY_ADDR", &iggy.address),
-                    ("IGGY_KAFKA_IGGY_USERNAME", IGGY_USER),
-                    ("IGGY_KAFKA_IGGY_PASSWORD", IGGY_PASSWORD),
-                ];
+                let bridge = bridge_env(&iggy);
+                let mut all: Vec<(&str, &str)> =
+                    bridge.iter().map(|(k, v)| (*k, v.as_str())).collect();
                 all.extend_from_slice(env);
                 let mut gw = Gateway::start(&all);
                 gw.iggy = Some(iggy);
@@ -456,10 +463,33 @@ pub fn run_script_on(
     if !require(name, client) {
         return;
     }
-    let root = repo_root();
     let Some(gateway) = Gateway::start_on(backend, name, gateway_env) else {
         return;
     };
+    run_against(
+        &gateway,
+        name,
+        client,
+        script,
+        &[],
+        &topic_prefix(name),
+        timeout,
+    );
+}
+
+/// Runs `script` with `client` against a running `gateway`, with `BOOTSTRAP`, the given
+/// `TOPIC_PREFIX` and `env`; panics with its output and the gateway log unless it exits 0
+/// within `timeout`. The caller has checked that the client is installed.
+pub fn run_against(
+    gateway: &Gateway,
+    name: &str,
+    client: Client,
+    script: &str,
+    env: &[(&str, &str)],
+    prefix: &str,
+    timeout: Duration,
+) {
+    let root = repo_root();
     let dir = scratch_dir("client");
     let out_path = dir.join("client.log");
     let out = File::create(&out_path).expect("create client log");
@@ -493,10 +523,12 @@ pub fn run_script_on(
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
     }
-    let prefix = topic_prefix(name);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     cmd.current_dir(&root)
         .env("BOOTSTRAP", gateway.addr.to_string())
-        .env("TOPIC_PREFIX", &prefix)
+        .env("TOPIC_PREFIX", prefix)
         .stdin(Stdio::null())
         .stdout(Stdio::from(out.try_clone().expect("clone log handle")))
         .stderr(Stdio::from(out));
