@@ -60,3 +60,39 @@ fn gateway_restart_between_produce_and_consume_loses_nothing() {
         TIMEOUT,
     );
 }
+
+#[test]
+fn iggy_restart_under_a_producer_and_a_consumer_loses_no_acknowledged_record() {
+    let name = "iggy restart";
+    if !require("confluent-kafka", CONFLUENT) {
+        return;
+    }
+    let Some(bin) = iggy_server_bin(name) else {
+        return;
+    };
+    let mut iggy = IggyServer::start(&bin);
+    let gateway = gateway_on(&iggy);
+    let prefix = support::topic_prefix("iggy-restart");
+    let dir = support::scratch_dir("acks");
+    let acks = dir.join("acked.txt");
+    let acks = acks.to_string_lossy().to_string();
+    let script = "tests/clients/restarts/iggy_restart.py";
+    std::thread::scope(|s| {
+        let run = s.spawn(|| {
+            let env = [
+                ("PHASE", "run"),
+                ("ACK_FILE", acks.as_str()),
+                ("RUN_SECS", "12"),
+            ];
+            run_against(&gateway, name, CONFLUENT, script, &env, &prefix, TIMEOUT);
+        });
+        // Restart while both clients are busy.
+        std::thread::sleep(Duration::from_secs(4));
+        iggy.restart();
+        if let Err(panic) = run.join() {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    let env = [("PHASE", "verify"), ("ACK_FILE", acks.as_str())];
+    run_against(&gateway, name, CONFLUENT, script, &env, &prefix, TIMEOUT);
+}

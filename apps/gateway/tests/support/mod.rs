@@ -208,6 +208,9 @@ pub struct IggyServer {
     child: Child,
     pub address: String,
     dir: PathBuf,
+    bin: PathBuf,
+    /// HTTP, QUIC and WebSocket ports (disabled, but their addresses must not clash).
+    spare_ports: [u16; 3],
 }
 
 fn free_port() -> u16 {
@@ -221,21 +224,36 @@ impl IggyServer {
     /// Starts `bin` and waits until its TCP listener accepts connections.
     pub fn start(bin: &Path) -> IggyServer {
         let dir = scratch_dir("iggy");
-        let log = File::create(dir.join("server.log")).expect("create iggy log");
         let address = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(bin)
-            .current_dir(&dir)
+        let spare_ports = [free_port(), free_port(), free_port()];
+        let child = Self::spawn(bin, &dir, &address, spare_ports);
+        let mut server = IggyServer {
+            child,
+            address,
+            dir,
+            bin: bin.to_path_buf(),
+            spare_ports,
+        };
+        server.wait_ready();
+        server
+    }
+
+    fn spawn(bin: &Path, dir: &Path, address: &str, spare: [u16; 3]) -> Child {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("server.log"))
+            .expect("open iggy log");
+        Command::new(bin)
+            .current_dir(dir)
             .env("IGGY_SYSTEM_PATH", dir.join("data"))
-            .env("IGGY_TCP_ADDRESS", &address)
+            .env("IGGY_TCP_ADDRESS", address)
             .env("IGGY_HTTP_ENABLED", "false")
             .env("IGGY_QUIC_ENABLED", "false")
             .env("IGGY_WEBSOCKET_ENABLED", "false")
-            .env("IGGY_HTTP_ADDRESS", format!("127.0.0.1:{}", free_port()))
-            .env("IGGY_QUIC_ADDRESS", format!("127.0.0.1:{}", free_port()))
-            .env(
-                "IGGY_WEBSOCKET_ADDRESS",
-                format!("127.0.0.1:{}", free_port()),
-            )
+            .env("IGGY_HTTP_ADDRESS", format!("127.0.0.1:{}", spare[0]))
+            .env("IGGY_QUIC_ADDRESS", format!("127.0.0.1:{}", spare[1]))
+            .env("IGGY_WEBSOCKET_ADDRESS", format!("127.0.0.1:{}", spare[2]))
             .env("IGGY_ROOT_USERNAME", IGGY_USER)
             .env("IGGY_ROOT_PASSWORD", IGGY_PASSWORD)
             .env("IGGY_TELEMETRY_ENABLED", "false")
@@ -243,35 +261,34 @@ impl IggyServer {
             .stdout(Stdio::from(log.try_clone().expect("clone iggy log")))
             .stderr(Stdio::from(log))
             .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
-        let mut server = IggyServer {
-            child,
-            address,
-            dir,
-        };
+            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()))
+    }
+
+    fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(90);
-        while TcpStream::connect(&server.address).is_err() {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                panic!("iggy-server exited ({status}):\n{}", server.log());
+        while TcpStream::connect(&self.address).is_err() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("iggy-server exited ({status}):\n{}", self.log());
             }
             assert!(
                 Instant::now() < deadline,
                 "iggy-server did not listen on {} within 90 s:\n{}",
-                server.address,
-                server.log()
+                self.address,
+                self.log()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        server
     }
 
-    fn log(&self) -> String {
-        tail(&read_lossy(&self.dir.join("server.log")), 30)
+    /// Stops the server (SIGTERM, so it flushes) and starts it again on the same address
+    /// and data directory.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.child = Self::spawn(&self.bin, &self.dir, &self.address, self.spare_ports);
+        self.wait_ready();
     }
-}
 
-impl Drop for IggyServer {
-    fn drop(&mut self) {
+    fn stop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             let _ = Command::new("kill")
                 .args(["-TERM", &self.child.id().to_string()])
@@ -283,6 +300,16 @@ impl Drop for IggyServer {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+    }
+
+    fn log(&self) -> String {
+        tail(&read_lossy(&self.dir.join("server.log")), 30)
+    }
+}
+
+impl Drop for IggyServer {
+    fn drop(&mut self) {
+        self.stop();
         let _ = fs::remove_dir_all(&self.dir);
     }
 }
