@@ -66,6 +66,11 @@ pub struct IggyProduceArgs {
     /// Bytes per `send_messages` call (at least one message).
     #[arg(long, default_value_t = 1_000_000)]
     pub batch_size: u64,
+    /// Total target rate in records per second over all producers (default: as fast as
+    /// the server acknowledges). Each send starts when its first record is due, so with
+    /// `--batch-size` at most one record's size every send carries one record.
+    #[arg(long)]
+    pub rate: Option<u64>,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -182,6 +187,7 @@ pub async fn produce(args: IggyProduceArgs) -> Result<Report, String> {
             let mut hist = latency_histogram()?;
             let (mut sent, mut errors, mut first_error) = (0u64, 0u64, None::<String>);
             let mut next_partition = id % partitions.len();
+            let rate = args.rate.map(|r| r as f64 / args.producers as f64);
             while quota.is_none_or(|q| sent < q) && Instant::now() < send_deadline {
                 let n = quota.map_or(per_batch as u64, |q| (q - sent).min(per_batch as u64));
                 let mut batch = Vec::with_capacity(n as usize);
@@ -191,6 +197,13 @@ pub async fn produce(args: IggyProduceArgs) -> Result<Report, String> {
                         .build()
                         .map_err(|e| format!("message: {e}"))?;
                     batch.push(m);
+                }
+                if let Some(r) = rate {
+                    let due = start + Duration::from_secs_f64(sent as f64 / r);
+                    if due >= send_deadline {
+                        break;
+                    }
+                    tokio::time::sleep_until(due.into()).await;
                 }
                 let p = Partitioning::partition_id(partitions[next_partition]);
                 next_partition = (next_partition + 1) % partitions.len();
@@ -247,8 +260,12 @@ pub async fn produce(args: IggyProduceArgs) -> Result<Report, String> {
         (
             "load".into(),
             format!(
-                "{} producers, {} B records, {per_batch} per send",
-                args.producers, args.record_size
+                "{} producers, {} B records, {per_batch} per send{}",
+                args.producers,
+                args.record_size,
+                args.rate
+                    .map(|r| format!(", rate {r}/s"))
+                    .unwrap_or_default()
             ),
         ),
         ("elapsed".into(), format!("{:.2} s", elapsed.as_secs_f64())),
@@ -279,6 +296,7 @@ pub async fn produce(args: IggyProduceArgs) -> Result<Report, String> {
         "producers": args.producers,
         "record_size": args.record_size,
         "messages_per_send": per_batch,
+        "rate": args.rate,
         "elapsed_secs": elapsed.as_secs_f64(),
         "records": acked,
         "bytes": bytes,

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Gateway with the Iggy bridge vs the native Iggy SDK, on the same Iggy server, in one run
+# (docs/PERFORMANCE.md, "Load tests" > "Gateway with the Iggy bridge vs the native Iggy
+# SDK"). Every case starts a fresh iggy-server (new data directory, loopback ports), a
+# gateway on it, runs kafka-bench produce + consume through the gateway (librdkafka 2.16)
+# on topic `gw`, stops the gateway, then iggy-produce + iggy-consume with the SDK on topic
+# `nat` of the same server, and removes the server's data.
+#
+#   cargo build --release -p iggy-gateway-kafka
+#   cargo build --release -p kafka-bench --features librdkafka,iggy-native
+#   IGGY_SERVER_BIN=/path/to/iggy-server bash apps/kafka-bench/compare-iggy.sh [OUTDIR]
+#
+# DUR (default 8): seconds of each produce run. CASES: "RECORD:PARTITIONS:PRODUCERS ..."
+# (default the 1 KiB / 100 B x 1 / 8 partitions matrix with one producer). LAT=1 (default)
+# adds the latency case: 1 KiB records at RATE (default 2000) records/s, 1 partition.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+OUT="${1:-/tmp/kafka-bench-iggy}"
+DUR="${DUR:-8}"
+CASES="${CASES:-1024:1:1 1024:8:1 100:1:1 100:8:1}"
+LAT="${LAT:-1}"
+RATE="${RATE:-2000}"
+IGGY_BIN="${IGGY_SERVER_BIN:?set IGGY_SERVER_BIN to an iggy-server binary}"
+BENCH="$ROOT/target/release/kafka-bench"
+GATEWAY="$ROOT/target/release/iggy-gateway-kafka"
+export LD_LIBRARY_PATH="$ROOT/.clients/librdkafka216${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+USER_NAME=iggy
+PASSWORD=kafka-bench
+mkdir -p "$OUT"
+for f in "$BENCH" "$GATEWAY" "$IGGY_BIN" "$ROOT/.clients/librdkafka216/librdkafka.so.1"; do
+  [[ -e "$f" ]] || { echo "missing $f" >&2; exit 1; }
+done
+
+IPID="" GPID="" IADDR="" GADDR="" IDIR=""
+stop_pid() { # SIGTERM, wait up to 10 s, then SIGKILL; only pids this script started
+  local pid=$1
+  [[ -z "$pid" ]] && return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+  stop_pid "$GPID"; GPID=""
+  stop_pid "$IPID"; IPID=""
+  [[ -n "$IDIR" ]] && rm -rf "$IDIR/data"
+  IDIR=""
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+cpu_secs() { # utime + stime of a pid, seconds
+  awk -v t="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t}' "/proc/$1/stat"
+}
+
+start_iggy() {
+  IDIR="$OUT/iggy-$1"
+  rm -rf "$IDIR"; mkdir -p "$IDIR"
+  IADDR="127.0.0.1:$(free_port)"
+  (cd "$IDIR" && exec env IGGY_SYSTEM_PATH="$IDIR/data" IGGY_TCP_ADDRESS="$IADDR" \
+    IGGY_HTTP_ENABLED=false IGGY_QUIC_ENABLED=false IGGY_WEBSOCKET_ENABLED=false \
+    IGGY_HTTP_ADDRESS="127.0.0.1:$(free_port)" IGGY_QUIC_ADDRESS="127.0.0.1:$(free_port)" \
+    IGGY_WEBSOCKET_ADDRESS="127.0.0.1:$(free_port)" \
+    IGGY_ROOT_USERNAME=$USER_NAME IGGY_ROOT_PASSWORD=$PASSWORD IGGY_TELEMETRY_ENABLED=false \
+    "$IGGY_BIN" >"$IDIR/server.log" 2>&1) &
+  IPID=$!
+  for _ in $(seq 600); do
+    python3 -c "import socket,sys; socket.create_connection(('${IADDR%:*}', ${IADDR##*:}), 1)" 2>/dev/null && return 0
+    kill -0 "$IPID" 2>/dev/null || { tail "$IDIR/server.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "iggy-server did not listen on $IADDR" >&2; exit 1
+}
+
+start_gateway() {
+  env IGGY_KAFKA_BIND_ADDR=127.0.0.1:0 IGGY_KAFKA_BRIDGE_ENABLED=true \
+    IGGY_KAFKA_IGGY_ADDR="$IADDR" IGGY_KAFKA_IGGY_USERNAME=$USER_NAME \
+    IGGY_KAFKA_IGGY_PASSWORD=$PASSWORD RUST_LOG=warn \
+    "$GATEWAY" >"$OUT/gateway-$1.stdout" 2>"$OUT/gateway-$1.stderr" &
+  GPID=$!
+  for _ in $(seq 300); do
+    GADDR=$(awk '/^listening on /{print $3; exit}' "$OUT/gateway-$1.stdout")
+    [[ -n "$GADDR" ]] && return 0
+    kill -0 "$GPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$OUT/gateway-$1.stderr" >&2; echo "gateway did not start" >&2; exit 1
+}
+
+# run NAME CMD...: runs a bench command (bounded), records the Iggy server's CPU seconds
+run() {
+  local name=$1; shift
+  local c0 c1
+  c0=$(cpu_secs "$IPID")
+  timeout 180 "$@" >"$OUT/$name.txt" 2>&1 || echo "$name: exit $?" | tee -a "$OUT/failures"
+  c1=$(cpu_secs "$IPID")
+  echo "$name iggy_cpu_s=$(awk -v a="$c0" -v b="$c1" 'BEGIN{printf "%.2f", b-a}')" | tee -a "$OUT/iggy-cpu.txt"
+}
+
+for c in $CASES; do
+  IFS=: read -r rs parts prods <<<"$c"
+  tag="r${rs}-p${parts}-n${prods}"
+  poll=$((1048576 / rs))
+  echo "== $tag"
+  start_iggy "$tag"
+  start_gateway "$tag"
+  run "$tag-gw-produce" "$BENCH" produce --bootstrap "$GADDR" --topic gw --partitions "$parts" \
+    --producers "$prods" --record-size "$rs" --duration "$DUR" --acks all --codec none \
+    --linger-ms 5 --batch-size 1000000 --gateway-pid "$GPID" --timeout 120 \
+    --json "$OUT/$tag-gw-produce.json"
+  run "$tag-gw-consume" "$BENCH" consume --bootstrap "$GADDR" --topic gw --consumers "$prods" \
+    -X queued.min.messages=1000000 --gateway-pid "$GPID" --timeout 120 \
+    --json "$OUT/$tag-gw-consume.json"
+  stop_pid "$GPID"; GPID=""
+  run "$tag-nat-produce" "$BENCH" iggy-produce --iggy-addr "$IADDR" --username $USER_NAME \
+    --password $PASSWORD --topic nat --partitions "$parts" --producers "$prods" \
+    --record-size "$rs" --duration "$DUR" --batch-size 1000000 --gateway-pid "$IPID" \
+    --timeout 120 --json "$OUT/$tag-nat-produce.json"
+  run "$tag-nat-consume" "$BENCH" iggy-consume --iggy-addr "$IADDR" --username $USER_NAME \
+    --password $PASSWORD --topic nat --consumers "$prods" --poll-count "$poll" \
+    --gateway-pid "$IPID" --timeout 120 --json "$OUT/$tag-nat-consume.json"
+  cleanup
+done
+
+if [[ $LAT == 1 ]]; then
+  tag=lat
+  echo "== $tag"
+  start_iggy "$tag"
+  start_gateway "$tag"
+  for linger in 0 5; do
+    run "$tag-gw-linger$linger" "$BENCH" produce --bootstrap "$GADDR" --topic "gw$linger" \
+      --partitions 1 --producers 1 --record-size 1024 --duration 10 --rate "$RATE" --acks all \
+      --codec none --linger-ms "$linger" --gateway-pid "$GPID" --timeout 120 \
+      --json "$OUT/$tag-gw-linger$linger.json"
+  done
+  stop_pid "$GPID"; GPID=""
+  run "$tag-nat" "$BENCH" iggy-produce --iggy-addr "$IADDR" --username $USER_NAME \
+    --password $PASSWORD --topic nat --partitions 1 --producers 1 --record-size 1024 \
+    --duration 10 --rate "$RATE" --batch-size 1024 --gateway-pid "$IPID" --timeout 120 \
+    --json "$OUT/$tag-nat.json"
+  cleanup
+fi
+echo "done: $OUT"
