@@ -52,28 +52,59 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ProduceRequest) -> Option<Produce
         None
     };
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0).max(1000));
-    let mut responses = Vec::with_capacity(req.topic_data.len());
-    for topic in req.topic_data {
-        let lookup = if ctx.version >= 13 {
+    let unknown = if ctx.version >= 13 {
+        ErrorCode::UNKNOWN_TOPIC_ID
+    } else {
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+    };
+    // Look every topic up once, then write the partitions concurrently: with a backend
+    // that answers over the network, one request's partitions would otherwise wait for
+    // each other. Each partition still receives its batches in the order sent.
+    let mut lookups = Vec::with_capacity(req.topic_data.len());
+    for topic in &req.topic_data {
+        lookups.push(if ctx.version >= 13 {
             log.topic_by_id(topic.topic_id.as_u128()).await
         } else {
             log.topic(&topic.name).await
-        };
-        let unknown = if ctx.version >= 13 {
-            ErrorCode::UNKNOWN_TOPIC_ID
-        } else {
-            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
-        };
+        });
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut repeated = false;
+    let mut writes = Vec::new();
+    for (t, topic) in req.topic_data.iter().enumerate() {
+        for p in &topic.partition_data {
+            repeated |= !seen.insert((&*topic.name, topic.topic_id, p.index));
+            let lookup = &lookups[t];
+            let refuse = &refuse;
+            writes.push(async move {
+                match (refuse, lookup) {
+                    (Some(f), _) => Err(f.clone()),
+                    (None, Err(e)) => Err(fail(e.error_code(), e.to_string())),
+                    (None, Ok(None)) => Err((unknown, None)),
+                    (None, Ok(Some(info))) => {
+                        append_partition(ctx, info, p.index, p.records.clone(), now, timeout).await
+                    }
+                }
+            });
+        }
+    }
+    // A partition named twice in one request keeps its entries in request order.
+    let mut outcomes = Vec::with_capacity(writes.len());
+    if repeated {
+        for w in writes {
+            outcomes.push(w.await);
+        }
+    } else {
+        outcomes = futures_util::future::join_all(writes).await;
+    }
+    let mut outcomes = outcomes.into_iter();
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    for topic in req.topic_data {
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
-            let outcome = match (&refuse, &lookup) {
-                (Some(f), _) => Err(f.clone()),
-                (None, Err(e)) => Err(fail(e.error_code(), e.to_string())),
-                (None, Ok(None)) => Err((unknown, None)),
-                (None, Ok(Some(info))) => {
-                    append_partition(ctx, info, p.index, p.records, now, timeout).await
-                }
-            };
+            let outcome = outcomes
+                .next()
+                .unwrap_or_else(|| Err(fail(ErrorCode::UNKNOWN_SERVER_ERROR, "no outcome")));
             partition_responses.push(match outcome {
                 Ok(a) => PartitionProduceResponse {
                     index: p.index,
