@@ -1,8 +1,8 @@
 //! The broker's storage behaviour suite against the bridge on a real Iggy server.
 //!
-//! `kafka_broker::store_suite!` cannot skip (its test bodies are fixed), so this file
-//! instantiates the same checks with a skip guard: without `IGGY_SERVER_BIN` every test
-//! prints `SKIPPED: IGGY_SERVER_BIN not set` and returns. One server serves all checks
+//! `kafka_broker::store_suite!(optional ...)` instantiates every check; without
+//! `IGGY_SERVER_BIN` the harness is `None` and every test prints
+//! `SKIPPED: IGGY_SERVER_BIN not set` and returns. One server serves all checks
 //! that run at the same time (each check uses its own name prefix); it stops when the
 //! last of them drops its harness.
 
@@ -133,35 +133,4 @@ async fn harness(test: &'static str) -> Option<Harness> {
     Some(Harness::new(store, format!("{test}-{}", support::run_id())))
 }
 
-macro_rules! bridge_suite {
-    ($($check:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                let Some(h) = harness(stringify!($check)).await else { return };
-                if let Err(e) = kafka_broker::store::suite::$check(&h).await {
-                    panic!("store suite check {} failed: {e}", stringify!($check));
-                }
-            }
-        )*
-    };
-}
-
-// The list of `kafka_broker::store_suite!`, in its order.
-bridge_suite!(
-    topic_lifecycle,
-    topic_admin,
-    append_assigns_consecutive_offsets,
-    read_back_byte_exact,
-    watermarks_and_read_bounds,
-    read_honours_max_bytes,
-    message_too_large,
-    timestamps,
-    delete_records,
-    retention_by_time,
-    retention_by_size,
-    concurrent_producers,
-    long_poll_wakeup,
-    offsets_commit_and_fetch,
-    offsets_delete_and_groups,
-);
+kafka_broker::store_suite!(optional harness);

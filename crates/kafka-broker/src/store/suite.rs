@@ -162,11 +162,20 @@ pub async fn run_all(h: &Harness) -> Result<(), String> {
 ///
 /// `$make` is an `async fn(&'static str) -> Harness`, called with the check's name for
 /// each test; it should build a fresh backend or at least a prefix no other test uses.
+/// With `store_suite!(optional make)`, `make` returns `Option<Harness>` and `None` skips.
 /// The calling crate needs `tokio` with the `macros` and `rt-multi-thread` features.
 #[macro_export]
 macro_rules! store_suite {
     ($make:path) => {
-        $crate::store_suite!(@checks $make;
+        $crate::store_suite!(@list required $make);
+    };
+    // `$make` returns `Option<Harness>`: `None` skips the check (a backend that is not
+    // available here, such as a server binary that was not given).
+    (optional $make:path) => {
+        $crate::store_suite!(@list optional $make);
+    };
+    (@list $mode:ident $make:path) => {
+        $crate::store_suite!(@checks $mode $make;
             topic_lifecycle,
             topic_admin,
             append_assigns_consecutive_offsets,
@@ -184,11 +193,20 @@ macro_rules! store_suite {
             offsets_delete_and_groups,
         );
     };
-    (@checks $make:path; $($check:ident),* $(,)?) => {
+    (@harness required $make:path, $check:ident) => {
+        $make(stringify!($check)).await
+    };
+    (@harness optional $make:path, $check:ident) => {
+        match $make(stringify!($check)).await {
+            Some(h) => h,
+            None => return,
+        }
+    };
+    (@checks $mode:ident $make:path; $($check:ident),* $(,)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $check() {
-                let harness = $make(stringify!($check)).await;
+                let harness = $crate::store_suite!(@harness $mode $make, $check);
                 if let Err(e) = $crate::store::suite::$check(&harness).await {
                     panic!("store suite check {} failed: {e}", stringify!($check));
                 }
