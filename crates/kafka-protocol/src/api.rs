@@ -16,7 +16,7 @@ use crate::error::ProtocolError;
 use crate::generated::request_header::RequestHeader;
 use crate::generated::response_header::ResponseHeader;
 use crate::generated::{ApiKey, RequestBody, ResponseBody};
-use crate::wire::{Cx, Decode, Encode, Encoder, de};
+use crate::wire::{Cx, Encode, Encoder, rd};
 use bytes::Bytes;
 
 /// Request header version for an API version.
@@ -52,9 +52,10 @@ pub struct HeaderPrefix {
 impl HeaderPrefix {
     /// Reads the first eight bytes of a request frame.
     pub fn peek(frame: &[u8]) -> Result<HeaderPrefix, ProtocolError> {
-        let (i, api_key) = de::i16(frame, "RequestHeader.request_api_key")?;
-        let (i, api_version) = de::i16(i, "RequestHeader.request_api_version")?;
-        let (_, correlation_id) = de::i32(i, "RequestHeader.correlation_id")?;
+        let i = &mut &frame[..];
+        let api_key = rd::i16(i, "RequestHeader.request_api_key")?;
+        let api_version = rd::i16(i, "RequestHeader.request_api_version")?;
+        let correlation_id = rd::i32(i, "RequestHeader.correlation_id")?;
         Ok(HeaderPrefix {
             api_key,
             api_version,
@@ -110,13 +111,18 @@ pub fn decode_request(frame: &Bytes) -> Result<RequestFrame, ProtocolError> {
     let key = prefix.check()?;
     let cx = Cx::new(frame);
     let hv = request_header_version(key, prefix.api_version);
-    let (rest, header) = RequestHeader::decode(frame, &cx, hv)?;
-    let (rest, body) = RequestBody::decode_body(key, prefix.api_version, rest, &cx)?;
-    Ok(RequestFrame {
-        header,
-        body,
-        trailing_bytes: rest.len(),
-    })
+    let mut rest = &frame[..];
+    // Decoded in place: the body can be large, and is written once rather than moved out
+    // through each layer.
+    let mut out = RequestFrame {
+        header: RequestHeader::default(),
+        body: RequestBody::default_for(key)?,
+        trailing_bytes: 0,
+    };
+    out.header.read_into(&mut rest, &cx, hv)?;
+    out.body.read_into(prefix.api_version, &mut rest, &cx)?;
+    out.trailing_bytes = rest.len();
+    Ok(out)
 }
 
 fn check_version(key: ApiKey, version: i16) -> Result<(), ProtocolError> {
@@ -246,9 +252,14 @@ pub fn decode_response(
 ) -> Result<(ResponseHeader, ResponseBody), ProtocolError> {
     check_version(api_key, api_version)?;
     let cx = Cx::new(frame);
-    let (rest, header) =
-        ResponseHeader::decode(frame, &cx, response_header_version(api_key, api_version))?;
-    let (rest, body) = ResponseBody::decode_body(api_key, api_version, rest, &cx)?;
+    let mut rest = &frame[..];
+    let header = ResponseHeader::read(
+        &mut rest,
+        &cx,
+        response_header_version(api_key, api_version),
+    )?;
+    let mut body = ResponseBody::default_for(api_key)?;
+    body.read_into(api_version, &mut rest, &cx)?;
     if !rest.is_empty() {
         return Err(ProtocolError::TrailingBytes {
             message: api_key.name(),

@@ -330,7 +330,7 @@ fn default_expr(f: &Field) -> Result<String, CodegenError> {
     base_default(&f.ty, d)
 }
 
-/// Decode expression over cursor `i` yielding `R<'_, T>`.
+/// Decode expression over the cursor `i: &mut &[u8]` yielding `Res<T>` (see `wire::rd`).
 fn decode_expr(
     msg: &mut Msg<'_>,
     ty: &Ty,
@@ -340,20 +340,20 @@ fn decode_expr(
 ) -> String {
     let p = format!("{path:?}");
     match (ty, nullable) {
-        (Ty::Bool, _) => format!("de::bool(i, {p})"),
-        (Ty::Int8, _) => format!("de::i8(i, {p})"),
-        (Ty::Int16, _) => format!("de::i16(i, {p})"),
-        (Ty::Uint16, _) => format!("de::u16(i, {p})"),
-        (Ty::Int32, _) => format!("de::i32(i, {p})"),
-        (Ty::Uint32, _) => format!("de::u32(i, {p})"),
-        (Ty::Int64, _) => format!("de::i64(i, {p})"),
-        (Ty::Float64, _) => format!("de::f64(i, {p})"),
-        (Ty::Uuid, _) => format!("de::uuid(i, {p})"),
-        (Ty::String, None) => format!("de::string(i, cx, {compact}, {p})"),
-        (Ty::String, Some(n)) => format!("de::nullable_string(i, cx, {compact}, {n}, {p})"),
-        (Ty::Bytes | Ty::Records, None) => format!("de::bytes(i, cx, {compact}, {p})"),
+        (Ty::Bool, _) => format!("rd::bool(i, {p})"),
+        (Ty::Int8, _) => format!("rd::i8(i, {p})"),
+        (Ty::Int16, _) => format!("rd::i16(i, {p})"),
+        (Ty::Uint16, _) => format!("rd::u16(i, {p})"),
+        (Ty::Int32, _) => format!("rd::i32(i, {p})"),
+        (Ty::Uint32, _) => format!("rd::u32(i, {p})"),
+        (Ty::Int64, _) => format!("rd::i64(i, {p})"),
+        (Ty::Float64, _) => format!("rd::f64(i, {p})"),
+        (Ty::Uuid, _) => format!("rd::uuid(i, {p})"),
+        (Ty::String, None) => format!("rd::string(i, cx, {compact}, {p})"),
+        (Ty::String, Some(n)) => format!("rd::nullable_string(i, cx, {compact}, {n}, {p})"),
+        (Ty::Bytes | Ty::Records, None) => format!("rd::bytes(i, cx, {compact}, {p})"),
         (Ty::Bytes | Ty::Records, Some(n)) => {
-            format!("de::nullable_bytes(i, cx, {compact}, {n}, {p})")
+            format!("rd::nullable_bytes(i, cx, {compact}, {n}, {p})")
         }
         (Ty::Array(elem), n) => {
             let min = match elem.as_ref() {
@@ -361,17 +361,27 @@ fn decode_expr(
                 // Compact sizes are the smaller ones: a safe lower bound either way.
                 other => msg.ty_min_len(other, true, false).max(1),
             };
+            if let Ty::Struct(s) = elem.as_ref() {
+                // Elements are decoded in place in the vector, not moved into it.
+                let inner = format!("|this: &mut {s}, i| this.read_into(i, cx, v)");
+                return match n {
+                    None => format!("rd::struct_array(i, {compact}, {min}, {p}, {inner})"),
+                    Some(n) => {
+                        format!("rd::nullable_struct_array(i, {compact}, {n}, {min}, {p}, {inner})")
+                    }
+                };
+            }
             let inner = decode_expr(msg, elem, None, compact, path);
             match n {
-                None => format!("de::array(i, {compact}, {min}, {p}, |i| {inner})"),
+                None => format!("rd::array(i, {compact}, {min}, {p}, |i| {inner})"),
                 Some(n) => {
-                    format!("de::nullable_array(i, {compact}, {n}, {min}, {p}, |i| {inner})")
+                    format!("rd::nullable_array(i, {compact}, {n}, {min}, {p}, |i| {inner})")
                 }
             }
         }
-        (Ty::Struct(s), None) => format!("{s}::decode(i, cx, v)"),
+        (Ty::Struct(s), None) => format!("{s}::read(i, cx, v)"),
         (Ty::Struct(s), Some(n)) => {
-            format!("de::nullable_struct(i, {n}, {p}, |i| {s}::decode(i, cx, v))")
+            format!("rd::nullable_struct(i, {n}, {p}, |i| {s}::read(i, cx, v))")
         }
     }
 }
@@ -515,15 +525,21 @@ fn render_struct(
         "impl {name} {{\n    /// The fewest bytes one encoded instance occupies at any generated version.\n    pub const MIN_LEN: usize = {min_len};\n}}\n"
     );
 
-    // Decode.
+    // Decode: a cursor reader that fills the struct in place, and the `nom`-shaped
+    // `Decode` impl over it.
     let _ = writeln!(
         out,
-        "impl Decode for {name} {{\n    fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {{"
+        "impl Decode for {name} {{\n    fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {{\n        de::run(i, |i| Self::read(i, cx, v))\n    }}\n}}\n"
     );
     let _ = writeln!(
         out,
-        "        let _ = cx;\n        let mut i = i;\n        let mut this = Self::default();"
+        "impl {name} {{\n    /// Decodes one value at `v` from the cursor `i`, advancing it.\n    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {{\n        let mut this = Self::default();\n        this.read_into(i, cx, v)?;\n        Ok(this)\n    }}\n"
     );
+    let _ = writeln!(
+        out,
+        "    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at\n    /// `v` are left as they are.\n    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {{"
+    );
+    let _ = writeln!(out, "        let _ = cx;\n        let this = self;");
     if flexible_any {
         let _ = writeln!(out, "        let flexible = {};", msg.flexible_expr());
     }
@@ -540,7 +556,7 @@ fn render_struct(
         };
         let n = nullable_arg(msg, f);
         let expr = decode_expr(msg, &f.ty, n.as_deref(), &compact, &path);
-        let stmt = format!("(i, this.{}) = {expr}?;", field_ident(&f.name));
+        let stmt = format!("this.{} = {expr}?;", field_ident(&f.name));
         if cond == "true" {
             let _ = writeln!(out, "        {stmt}");
         } else {
@@ -551,13 +567,13 @@ fn render_struct(
         out.push_str("        if flexible {\n");
         let _ = writeln!(
             out,
-            "            let n;\n            (i, n) = de::tag_count(i, {:?})?;",
+            "            let n = rd::tag_count(i, {:?})?;",
             format!("{name}._tagged")
         );
-        out.push_str("            let mut last = None;\n            for _ in 0..n {\n                let (tag, data);\n");
+        out.push_str("            let mut last = None;\n            for _ in 0..n {\n");
         let _ = writeln!(
             out,
-            "                (i, (tag, data)) = de::tagged_field(i, {:?})?;\n                de::tag_order(&mut last, tag, {:?})?;",
+            "                let (tag, data) = rd::tagged_field(i, {:?})?;\n                rd::tag_order(&mut last, tag, {:?})?;",
             format!("{name}._tagged"),
             format!("{name}._tagged")
         );
@@ -583,14 +599,14 @@ fn render_struct(
             };
             let _ = writeln!(
                 out,
-                "                    {tag}{guard} => {{ let i = data; this.{} = ({expr})?.1; }}",
+                "                    {tag}{guard} => {{ let i = &mut &data[..]; this.{} = {expr}?; }}",
                 field_ident(&f.name)
             );
         }
         out.push_str("                    _ => this.unknown_tagged_fields.push(RawTaggedField { tag, data: cx.bytes(data) }),\n");
         out.push_str("                }\n            }\n        }\n");
     }
-    out.push_str("        Ok((i, this))\n    }\n}\n\n");
+    out.push_str("        Ok(())\n    }\n}\n\n");
 
     // Encode.
     let _ = writeln!(
@@ -875,10 +891,8 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
             );
         }
         out.push_str("        }\n    }\n\n");
-        out.push_str(
-            "    /// Decodes the body of `api_key` at `version`; the version must be in range.\n",
-        );
-        out.push_str("    pub(crate) fn decode_body<'a>(api_key: ApiKey, version: i16, i: &'a [u8], cx: &Cx<'_>) -> R<'a, Self> {\n        match api_key {\n");
+        out.push_str("    /// A default body of `api_key`, for [`Self::read_into`] to fill in.\n");
+        out.push_str("    pub(crate) fn default_for(api_key: ApiKey) -> Res<Self> {\n        match api_key {\n");
         for a in &apis {
             let m = if field == "req_mod" {
                 &a.req_mod
@@ -887,11 +901,23 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
             };
             let _ = writeln!(
                 out,
-                "            ApiKey::{} => {m}::{}{kind}::decode(i, cx, version).map(|(i, b)| (i, {kind}Body::{}(b))),",
+                "            ApiKey::{} => Ok({kind}Body::{}({m}::{}{kind}::default())),",
                 a.name, a.name, a.name
             );
         }
-        out.push_str("            ApiKey::Unknown(k) => Err(nom::Err::Error(ProtocolError::UnknownApiKey { api_key: k })),\n        }\n    }\n\n");
+        out.push_str("            ApiKey::Unknown(k) => Err(ProtocolError::UnknownApiKey { api_key: k }),\n        }\n    }\n\n");
+        out.push_str(
+            "    /// Decodes the body at `version` in place; `self` comes from [`Self::default_for`]\n    /// and the version must be in range.\n",
+        );
+        out.push_str("    pub(crate) fn read_into(&mut self, version: i16, i: &mut &[u8], cx: &Cx<'_>) -> Res<()> {\n        match self {\n");
+        for a in &apis {
+            let _ = writeln!(
+                out,
+                "            {kind}Body::{}(b) => b.read_into(i, cx, version),",
+                a.name
+            );
+        }
+        out.push_str("        }\n    }\n\n");
         out.push_str("    /// Encodes the body at `version` (the caller checks the range).\n");
         out.push_str("    pub(crate) fn encode_body(&self, e: &mut Encoder, version: i16) -> Result<(), ProtocolError> {\n        match self {\n");
         for a in &apis {

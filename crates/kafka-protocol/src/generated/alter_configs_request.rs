@@ -45,22 +45,38 @@ impl AlterConfigsRequest {
 
 impl Decode for AlterConfigsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl AlterConfigsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.resources) = de::array(i, flexible, 4, "AlterConfigsRequest.resources", |i| {
-            AlterConfigsResource::decode(i, cx, v)
-        })?;
-        (i, this.validate_only) = de::bool(i, "AlterConfigsRequest.validate_only")?;
+        this.resources = rd::struct_array(
+            i,
+            flexible,
+            4,
+            "AlterConfigsRequest.resources",
+            |this: &mut AlterConfigsResource, i| this.read_into(i, cx, v),
+        )?;
+        this.validate_only = rd::bool(i, "AlterConfigsRequest.validate_only")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "AlterConfigsRequest._tagged")?;
+            let n = rd::tag_count(i, "AlterConfigsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "AlterConfigsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "AlterConfigsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "AlterConfigsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "AlterConfigsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +85,7 @@ impl Decode for AlterConfigsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -139,24 +155,39 @@ impl AlterConfigsResource {
 
 impl Decode for AlterConfigsResource {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl AlterConfigsResource {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.resource_type) = de::i8(i, "AlterConfigsResource.resource_type")?;
-        (i, this.resource_name) =
-            de::string(i, cx, flexible, "AlterConfigsResource.resource_name")?;
-        (i, this.configs) = de::array(i, flexible, 3, "AlterConfigsResource.configs", |i| {
-            AlterableConfig::decode(i, cx, v)
-        })?;
+        this.resource_type = rd::i8(i, "AlterConfigsResource.resource_type")?;
+        this.resource_name = rd::string(i, cx, flexible, "AlterConfigsResource.resource_name")?;
+        this.configs = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "AlterConfigsResource.configs",
+            |this: &mut AlterableConfig, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "AlterConfigsResource._tagged")?;
+            let n = rd::tag_count(i, "AlterConfigsResource._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "AlterConfigsResource._tagged")?;
-                de::tag_order(&mut last, tag, "AlterConfigsResource._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "AlterConfigsResource._tagged")?;
+                rd::tag_order(&mut last, tag, "AlterConfigsResource._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -165,7 +196,7 @@ impl Decode for AlterConfigsResource {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -234,20 +265,32 @@ impl AlterableConfig {
 
 impl Decode for AlterableConfig {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl AlterableConfig {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.name) = de::string(i, cx, flexible, "AlterableConfig.name")?;
-        (i, this.value) = de::nullable_string(i, cx, flexible, true, "AlterableConfig.value")?;
+        this.name = rd::string(i, cx, flexible, "AlterableConfig.name")?;
+        this.value = rd::nullable_string(i, cx, flexible, true, "AlterableConfig.value")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "AlterableConfig._tagged")?;
+            let n = rd::tag_count(i, "AlterableConfig._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "AlterableConfig._tagged")?;
-                de::tag_order(&mut last, tag, "AlterableConfig._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "AlterableConfig._tagged")?;
+                rd::tag_order(&mut last, tag, "AlterableConfig._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -256,7 +299,7 @@ impl Decode for AlterableConfig {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

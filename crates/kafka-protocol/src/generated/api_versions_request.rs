@@ -45,16 +45,30 @@ impl ApiVersionsRequest {
 
 impl Decode for ApiVersionsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ApiVersionsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
         if v >= 3 {
-            (i, this.client_software_name) =
-                de::string(i, cx, flexible, "ApiVersionsRequest.client_software_name")?;
+            this.client_software_name =
+                rd::string(i, cx, flexible, "ApiVersionsRequest.client_software_name")?;
         }
         if v >= 3 {
-            (i, this.client_software_version) = de::string(
+            this.client_software_version = rd::string(
                 i,
                 cx,
                 flexible,
@@ -62,13 +76,11 @@ impl Decode for ApiVersionsRequest {
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ApiVersionsRequest._tagged")?;
+            let n = rd::tag_count(i, "ApiVersionsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ApiVersionsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "ApiVersionsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ApiVersionsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "ApiVersionsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -77,7 +89,7 @@ impl Decode for ApiVersionsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -60,57 +60,71 @@ impl ApiVersionsResponse {
 
 impl Decode for ApiVersionsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ApiVersionsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
-        (i, this.error_code) = de::i16(i, "ApiVersionsResponse.error_code")?;
-        (i, this.api_keys) = de::array(i, flexible, 6, "ApiVersionsResponse.api_keys", |i| {
-            ApiVersion::decode(i, cx, v)
-        })?;
+        this.error_code = rd::i16(i, "ApiVersionsResponse.error_code")?;
+        this.api_keys = rd::struct_array(
+            i,
+            flexible,
+            6,
+            "ApiVersionsResponse.api_keys",
+            |this: &mut ApiVersion, i| this.read_into(i, cx, v),
+        )?;
         if v >= 1 {
-            (i, this.throttle_time_ms) = de::i32(i, "ApiVersionsResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "ApiVersionsResponse.throttle_time_ms")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ApiVersionsResponse._tagged")?;
+            let n = rd::tag_count(i, "ApiVersionsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ApiVersionsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "ApiVersionsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ApiVersionsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "ApiVersionsResponse._tagged")?;
                 match tag {
                     0 if v >= 3 => {
-                        let i = data;
-                        this.supported_features = (de::array(
+                        let i = &mut &data[..];
+                        this.supported_features = rd::struct_array(
                             i,
                             true,
                             1,
                             "ApiVersionsResponse.supported_features",
-                            |i| SupportedFeatureKey::decode(i, cx, v),
-                        ))?
-                        .1;
+                            |this: &mut SupportedFeatureKey, i| this.read_into(i, cx, v),
+                        )?;
                     }
                     1 if v >= 3 => {
-                        let i = data;
+                        let i = &mut &data[..];
                         this.finalized_features_epoch =
-                            (de::i64(i, "ApiVersionsResponse.finalized_features_epoch"))?.1;
+                            rd::i64(i, "ApiVersionsResponse.finalized_features_epoch")?;
                     }
                     2 if v >= 3 => {
-                        let i = data;
-                        this.finalized_features = (de::array(
+                        let i = &mut &data[..];
+                        this.finalized_features = rd::struct_array(
                             i,
                             true,
                             1,
                             "ApiVersionsResponse.finalized_features",
-                            |i| FinalizedFeatureKey::decode(i, cx, v),
-                        ))?
-                        .1;
+                            |this: &mut FinalizedFeatureKey, i| this.read_into(i, cx, v),
+                        )?;
                     }
                     3 if v >= 3 => {
-                        let i = data;
+                        let i = &mut &data[..];
                         this.zk_migration_ready =
-                            (de::bool(i, "ApiVersionsResponse.zk_migration_ready"))?.1;
+                            rd::bool(i, "ApiVersionsResponse.zk_migration_ready")?;
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -119,7 +133,7 @@ impl Decode for ApiVersionsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -237,21 +251,33 @@ impl ApiVersion {
 
 impl Decode for ApiVersion {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ApiVersion {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
-        (i, this.api_key) = de::i16(i, "ApiVersion.api_key")?;
-        (i, this.min_version) = de::i16(i, "ApiVersion.min_version")?;
-        (i, this.max_version) = de::i16(i, "ApiVersion.max_version")?;
+        this.api_key = rd::i16(i, "ApiVersion.api_key")?;
+        this.min_version = rd::i16(i, "ApiVersion.min_version")?;
+        this.max_version = rd::i16(i, "ApiVersion.max_version")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ApiVersion._tagged")?;
+            let n = rd::tag_count(i, "ApiVersion._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ApiVersion._tagged")?;
-                de::tag_order(&mut last, tag, "ApiVersion._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ApiVersion._tagged")?;
+                rd::tag_order(&mut last, tag, "ApiVersion._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -260,7 +286,7 @@ impl Decode for ApiVersion {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -325,27 +351,39 @@ impl FinalizedFeatureKey {
 
 impl Decode for FinalizedFeatureKey {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl FinalizedFeatureKey {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
         if v >= 3 {
-            (i, this.name) = de::string(i, cx, flexible, "FinalizedFeatureKey.name")?;
+            this.name = rd::string(i, cx, flexible, "FinalizedFeatureKey.name")?;
         }
         if v >= 3 {
-            (i, this.max_version_level) = de::i16(i, "FinalizedFeatureKey.max_version_level")?;
+            this.max_version_level = rd::i16(i, "FinalizedFeatureKey.max_version_level")?;
         }
         if v >= 3 {
-            (i, this.min_version_level) = de::i16(i, "FinalizedFeatureKey.min_version_level")?;
+            this.min_version_level = rd::i16(i, "FinalizedFeatureKey.min_version_level")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "FinalizedFeatureKey._tagged")?;
+            let n = rd::tag_count(i, "FinalizedFeatureKey._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "FinalizedFeatureKey._tagged")?;
-                de::tag_order(&mut last, tag, "FinalizedFeatureKey._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "FinalizedFeatureKey._tagged")?;
+                rd::tag_order(&mut last, tag, "FinalizedFeatureKey._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -354,7 +392,7 @@ impl Decode for FinalizedFeatureKey {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -449,27 +487,39 @@ impl SupportedFeatureKey {
 
 impl Decode for SupportedFeatureKey {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl SupportedFeatureKey {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
         if v >= 3 {
-            (i, this.name) = de::string(i, cx, flexible, "SupportedFeatureKey.name")?;
+            this.name = rd::string(i, cx, flexible, "SupportedFeatureKey.name")?;
         }
         if v >= 3 {
-            (i, this.min_version) = de::i16(i, "SupportedFeatureKey.min_version")?;
+            this.min_version = rd::i16(i, "SupportedFeatureKey.min_version")?;
         }
         if v >= 3 {
-            (i, this.max_version) = de::i16(i, "SupportedFeatureKey.max_version")?;
+            this.max_version = rd::i16(i, "SupportedFeatureKey.max_version")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "SupportedFeatureKey._tagged")?;
+            let n = rd::tag_count(i, "SupportedFeatureKey._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "SupportedFeatureKey._tagged")?;
-                de::tag_order(&mut last, tag, "SupportedFeatureKey._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "SupportedFeatureKey._tagged")?;
+                rd::tag_order(&mut last, tag, "SupportedFeatureKey._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -478,7 +528,7 @@ impl Decode for SupportedFeatureKey {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -45,29 +45,41 @@ impl ConsumerGroupDescribeRequest {
 
 impl Decode for ConsumerGroupDescribeRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ConsumerGroupDescribeRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.group_ids) = de::array(
+        this.group_ids = rd::array(
             i,
             flexible,
             1,
             "ConsumerGroupDescribeRequest.group_ids",
-            |i| de::string(i, cx, flexible, "ConsumerGroupDescribeRequest.group_ids"),
+            |i| rd::string(i, cx, flexible, "ConsumerGroupDescribeRequest.group_ids"),
         )?;
-        (i, this.include_authorized_operations) = de::bool(
+        this.include_authorized_operations = rd::bool(
             i,
             "ConsumerGroupDescribeRequest.include_authorized_operations",
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ConsumerGroupDescribeRequest._tagged")?;
+            let n = rd::tag_count(i, "ConsumerGroupDescribeRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ConsumerGroupDescribeRequest._tagged")?;
-                de::tag_order(&mut last, tag, "ConsumerGroupDescribeRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ConsumerGroupDescribeRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "ConsumerGroupDescribeRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -76,7 +88,7 @@ impl Decode for ConsumerGroupDescribeRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

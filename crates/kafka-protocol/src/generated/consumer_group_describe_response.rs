@@ -45,26 +45,38 @@ impl ConsumerGroupDescribeResponse {
 
 impl Decode for ConsumerGroupDescribeResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ConsumerGroupDescribeResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.throttle_time_ms) = de::i32(i, "ConsumerGroupDescribeResponse.throttle_time_ms")?;
-        (i, this.groups) = de::array(
+        this.throttle_time_ms = rd::i32(i, "ConsumerGroupDescribeResponse.throttle_time_ms")?;
+        this.groups = rd::struct_array(
             i,
             flexible,
             20,
             "ConsumerGroupDescribeResponse.groups",
-            |i| DescribedGroup::decode(i, cx, v),
+            |this: &mut DescribedGroup, i| this.read_into(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ConsumerGroupDescribeResponse._tagged")?;
+            let n = rd::tag_count(i, "ConsumerGroupDescribeResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ConsumerGroupDescribeResponse._tagged")?;
-                de::tag_order(&mut last, tag, "ConsumerGroupDescribeResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ConsumerGroupDescribeResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "ConsumerGroupDescribeResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -73,7 +85,7 @@ impl Decode for ConsumerGroupDescribeResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -137,22 +149,37 @@ impl Assignment {
 
 impl Decode for Assignment {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl Assignment {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.topic_partitions) =
-            de::array(i, flexible, 19, "Assignment.topic_partitions", |i| {
-                TopicPartitions::decode(i, cx, v)
-            })?;
+        this.topic_partitions = rd::struct_array(
+            i,
+            flexible,
+            19,
+            "Assignment.topic_partitions",
+            |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "Assignment._tagged")?;
+            let n = rd::tag_count(i, "Assignment._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "Assignment._tagged")?;
-                de::tag_order(&mut last, tag, "Assignment._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "Assignment._tagged")?;
+                rd::tag_order(&mut last, tag, "Assignment._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -161,7 +188,7 @@ impl Decode for Assignment {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -247,30 +274,46 @@ impl DescribedGroup {
 
 impl Decode for DescribedGroup {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribedGroup {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.error_code) = de::i16(i, "DescribedGroup.error_code")?;
-        (i, this.error_message) =
-            de::nullable_string(i, cx, flexible, true, "DescribedGroup.error_message")?;
-        (i, this.group_id) = de::string(i, cx, flexible, "DescribedGroup.group_id")?;
-        (i, this.group_state) = de::string(i, cx, flexible, "DescribedGroup.group_state")?;
-        (i, this.group_epoch) = de::i32(i, "DescribedGroup.group_epoch")?;
-        (i, this.assignment_epoch) = de::i32(i, "DescribedGroup.assignment_epoch")?;
-        (i, this.assignor_name) = de::string(i, cx, flexible, "DescribedGroup.assignor_name")?;
-        (i, this.members) = de::array(i, flexible, 16, "DescribedGroup.members", |i| {
-            Member::decode(i, cx, v)
-        })?;
-        (i, this.authorized_operations) = de::i32(i, "DescribedGroup.authorized_operations")?;
+        this.error_code = rd::i16(i, "DescribedGroup.error_code")?;
+        this.error_message =
+            rd::nullable_string(i, cx, flexible, true, "DescribedGroup.error_message")?;
+        this.group_id = rd::string(i, cx, flexible, "DescribedGroup.group_id")?;
+        this.group_state = rd::string(i, cx, flexible, "DescribedGroup.group_state")?;
+        this.group_epoch = rd::i32(i, "DescribedGroup.group_epoch")?;
+        this.assignment_epoch = rd::i32(i, "DescribedGroup.assignment_epoch")?;
+        this.assignor_name = rd::string(i, cx, flexible, "DescribedGroup.assignor_name")?;
+        this.members = rd::struct_array(
+            i,
+            flexible,
+            16,
+            "DescribedGroup.members",
+            |this: &mut Member, i| this.read_into(i, cx, v),
+        )?;
+        this.authorized_operations = rd::i32(i, "DescribedGroup.authorized_operations")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribedGroup._tagged")?;
+            let n = rd::tag_count(i, "DescribedGroup._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribedGroup._tagged")?;
-                de::tag_order(&mut last, tag, "DescribedGroup._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribedGroup._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribedGroup._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -279,7 +322,7 @@ impl Decode for DescribedGroup {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -393,32 +436,44 @@ impl Member {
 
 impl Decode for Member {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl Member {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.member_id) = de::string(i, cx, flexible, "Member.member_id")?;
-        (i, this.instance_id) = de::nullable_string(i, cx, flexible, true, "Member.instance_id")?;
-        (i, this.rack_id) = de::nullable_string(i, cx, flexible, true, "Member.rack_id")?;
-        (i, this.member_epoch) = de::i32(i, "Member.member_epoch")?;
-        (i, this.client_id) = de::string(i, cx, flexible, "Member.client_id")?;
-        (i, this.client_host) = de::string(i, cx, flexible, "Member.client_host")?;
-        (i, this.subscribed_topic_names) =
-            de::array(i, flexible, 1, "Member.subscribed_topic_names", |i| {
-                de::string(i, cx, flexible, "Member.subscribed_topic_names")
+        this.member_id = rd::string(i, cx, flexible, "Member.member_id")?;
+        this.instance_id = rd::nullable_string(i, cx, flexible, true, "Member.instance_id")?;
+        this.rack_id = rd::nullable_string(i, cx, flexible, true, "Member.rack_id")?;
+        this.member_epoch = rd::i32(i, "Member.member_epoch")?;
+        this.client_id = rd::string(i, cx, flexible, "Member.client_id")?;
+        this.client_host = rd::string(i, cx, flexible, "Member.client_host")?;
+        this.subscribed_topic_names =
+            rd::array(i, flexible, 1, "Member.subscribed_topic_names", |i| {
+                rd::string(i, cx, flexible, "Member.subscribed_topic_names")
             })?;
-        (i, this.subscribed_topic_regex) =
-            de::nullable_string(i, cx, flexible, true, "Member.subscribed_topic_regex")?;
-        (i, this.assignment) = Assignment::decode(i, cx, v)?;
-        (i, this.target_assignment) = Assignment::decode(i, cx, v)?;
+        this.subscribed_topic_regex =
+            rd::nullable_string(i, cx, flexible, true, "Member.subscribed_topic_regex")?;
+        this.assignment = Assignment::read(i, cx, v)?;
+        this.target_assignment = Assignment::read(i, cx, v)?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "Member._tagged")?;
+            let n = rd::tag_count(i, "Member._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "Member._tagged")?;
-                de::tag_order(&mut last, tag, "Member._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "Member._tagged")?;
+                rd::tag_order(&mut last, tag, "Member._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -427,7 +482,7 @@ impl Decode for Member {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -535,23 +590,35 @@ impl TopicPartitions {
 
 impl Decode for TopicPartitions {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl TopicPartitions {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.topic_id) = de::uuid(i, "TopicPartitions.topic_id")?;
-        (i, this.topic_name) = de::string(i, cx, flexible, "TopicPartitions.topic_name")?;
-        (i, this.partitions) = de::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
-            de::i32(i, "TopicPartitions.partitions")
+        this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
+        this.topic_name = rd::string(i, cx, flexible, "TopicPartitions.topic_name")?;
+        this.partitions = rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
+            rd::i32(i, "TopicPartitions.partitions")
         })?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "TopicPartitions._tagged")?;
+            let n = rd::tag_count(i, "TopicPartitions._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "TopicPartitions._tagged")?;
-                de::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "TopicPartitions._tagged")?;
+                rd::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -560,7 +627,7 @@ impl Decode for TopicPartitions {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -69,38 +69,51 @@ impl ConsumerGroupHeartbeatRequest {
 
 impl Decode for ConsumerGroupHeartbeatRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ConsumerGroupHeartbeatRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.group_id) = de::string(i, cx, flexible, "ConsumerGroupHeartbeatRequest.group_id")?;
-        (i, this.member_id) =
-            de::string(i, cx, flexible, "ConsumerGroupHeartbeatRequest.member_id")?;
-        (i, this.member_epoch) = de::i32(i, "ConsumerGroupHeartbeatRequest.member_epoch")?;
-        (i, this.instance_id) = de::nullable_string(
+        this.group_id = rd::string(i, cx, flexible, "ConsumerGroupHeartbeatRequest.group_id")?;
+        this.member_id = rd::string(i, cx, flexible, "ConsumerGroupHeartbeatRequest.member_id")?;
+        this.member_epoch = rd::i32(i, "ConsumerGroupHeartbeatRequest.member_epoch")?;
+        this.instance_id = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "ConsumerGroupHeartbeatRequest.instance_id",
         )?;
-        (i, this.rack_id) = de::nullable_string(
+        this.rack_id = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "ConsumerGroupHeartbeatRequest.rack_id",
         )?;
-        (i, this.rebalance_timeout_ms) =
-            de::i32(i, "ConsumerGroupHeartbeatRequest.rebalance_timeout_ms")?;
-        (i, this.subscribed_topic_names) = de::nullable_array(
+        this.rebalance_timeout_ms =
+            rd::i32(i, "ConsumerGroupHeartbeatRequest.rebalance_timeout_ms")?;
+        this.subscribed_topic_names = rd::nullable_array(
             i,
             flexible,
             true,
             1,
             "ConsumerGroupHeartbeatRequest.subscribed_topic_names",
             |i| {
-                de::string(
+                rd::string(
                     i,
                     cx,
                     flexible,
@@ -109,7 +122,7 @@ impl Decode for ConsumerGroupHeartbeatRequest {
             },
         )?;
         if v >= 1 {
-            (i, this.subscribed_topic_regex) = de::nullable_string(
+            this.subscribed_topic_regex = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -117,29 +130,27 @@ impl Decode for ConsumerGroupHeartbeatRequest {
                 "ConsumerGroupHeartbeatRequest.subscribed_topic_regex",
             )?;
         }
-        (i, this.server_assignor) = de::nullable_string(
+        this.server_assignor = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "ConsumerGroupHeartbeatRequest.server_assignor",
         )?;
-        (i, this.topic_partitions) = de::nullable_array(
+        this.topic_partitions = rd::nullable_struct_array(
             i,
             flexible,
             true,
             18,
             "ConsumerGroupHeartbeatRequest.topic_partitions",
-            |i| TopicPartitions::decode(i, cx, v),
+            |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ConsumerGroupHeartbeatRequest._tagged")?;
+            let n = rd::tag_count(i, "ConsumerGroupHeartbeatRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ConsumerGroupHeartbeatRequest._tagged")?;
-                de::tag_order(&mut last, tag, "ConsumerGroupHeartbeatRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ConsumerGroupHeartbeatRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "ConsumerGroupHeartbeatRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -148,7 +159,7 @@ impl Decode for ConsumerGroupHeartbeatRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -322,22 +333,34 @@ impl TopicPartitions {
 
 impl Decode for TopicPartitions {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl TopicPartitions {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.topic_id) = de::uuid(i, "TopicPartitions.topic_id")?;
-        (i, this.partitions) = de::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
-            de::i32(i, "TopicPartitions.partitions")
+        this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
+        this.partitions = rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
+            rd::i32(i, "TopicPartitions.partitions")
         })?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "TopicPartitions._tagged")?;
+            let n = rd::tag_count(i, "TopicPartitions._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "TopicPartitions._tagged")?;
-                de::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "TopicPartitions._tagged")?;
+                rd::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -346,7 +369,7 @@ impl Decode for TopicPartitions {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -60,41 +60,53 @@ impl ConsumerGroupHeartbeatResponse {
 
 impl Decode for ConsumerGroupHeartbeatResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ConsumerGroupHeartbeatResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.throttle_time_ms) = de::i32(i, "ConsumerGroupHeartbeatResponse.throttle_time_ms")?;
-        (i, this.error_code) = de::i16(i, "ConsumerGroupHeartbeatResponse.error_code")?;
-        (i, this.error_message) = de::nullable_string(
+        this.throttle_time_ms = rd::i32(i, "ConsumerGroupHeartbeatResponse.throttle_time_ms")?;
+        this.error_code = rd::i16(i, "ConsumerGroupHeartbeatResponse.error_code")?;
+        this.error_message = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "ConsumerGroupHeartbeatResponse.error_message",
         )?;
-        (i, this.member_id) = de::nullable_string(
+        this.member_id = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "ConsumerGroupHeartbeatResponse.member_id",
         )?;
-        (i, this.member_epoch) = de::i32(i, "ConsumerGroupHeartbeatResponse.member_epoch")?;
-        (i, this.heartbeat_interval_ms) =
-            de::i32(i, "ConsumerGroupHeartbeatResponse.heartbeat_interval_ms")?;
-        (i, this.assignment) =
-            de::nullable_struct(i, true, "ConsumerGroupHeartbeatResponse.assignment", |i| {
-                Assignment::decode(i, cx, v)
+        this.member_epoch = rd::i32(i, "ConsumerGroupHeartbeatResponse.member_epoch")?;
+        this.heartbeat_interval_ms =
+            rd::i32(i, "ConsumerGroupHeartbeatResponse.heartbeat_interval_ms")?;
+        this.assignment =
+            rd::nullable_struct(i, true, "ConsumerGroupHeartbeatResponse.assignment", |i| {
+                Assignment::read(i, cx, v)
             })?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ConsumerGroupHeartbeatResponse._tagged")?;
+            let n = rd::tag_count(i, "ConsumerGroupHeartbeatResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ConsumerGroupHeartbeatResponse._tagged")?;
-                de::tag_order(&mut last, tag, "ConsumerGroupHeartbeatResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ConsumerGroupHeartbeatResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "ConsumerGroupHeartbeatResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -103,7 +115,7 @@ impl Decode for ConsumerGroupHeartbeatResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -198,22 +210,37 @@ impl Assignment {
 
 impl Decode for Assignment {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl Assignment {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.topic_partitions) =
-            de::array(i, flexible, 18, "Assignment.topic_partitions", |i| {
-                TopicPartitions::decode(i, cx, v)
-            })?;
+        this.topic_partitions = rd::struct_array(
+            i,
+            flexible,
+            18,
+            "Assignment.topic_partitions",
+            |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "Assignment._tagged")?;
+            let n = rd::tag_count(i, "Assignment._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "Assignment._tagged")?;
-                de::tag_order(&mut last, tag, "Assignment._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "Assignment._tagged")?;
+                rd::tag_order(&mut last, tag, "Assignment._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -222,7 +249,7 @@ impl Decode for Assignment {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -287,22 +314,34 @@ impl TopicPartitions {
 
 impl Decode for TopicPartitions {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl TopicPartitions {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.topic_id) = de::uuid(i, "TopicPartitions.topic_id")?;
-        (i, this.partitions) = de::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
-            de::i32(i, "TopicPartitions.partitions")
+        this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
+        this.partitions = rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
+            rd::i32(i, "TopicPartitions.partitions")
         })?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "TopicPartitions._tagged")?;
+            let n = rd::tag_count(i, "TopicPartitions._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "TopicPartitions._tagged")?;
-                de::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "TopicPartitions._tagged")?;
+                rd::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -311,7 +350,7 @@ impl Decode for TopicPartitions {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

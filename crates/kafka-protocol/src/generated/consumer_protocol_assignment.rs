@@ -42,19 +42,33 @@ impl ConsumerProtocolAssignment {
 
 impl Decode for ConsumerProtocolAssignment {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ConsumerProtocolAssignment {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.assigned_partitions) = de::array(
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.assigned_partitions = rd::struct_array(
             i,
             false,
             6,
             "ConsumerProtocolAssignment.assigned_partitions",
-            |i| TopicPartition::decode(i, cx, v),
+            |this: &mut TopicPartition, i| this.read_into(i, cx, v),
         )?;
-        (i, this.user_data) =
-            de::nullable_bytes(i, cx, false, true, "ConsumerProtocolAssignment.user_data")?;
-        Ok((i, this))
+        this.user_data =
+            rd::nullable_bytes(i, cx, false, true, "ConsumerProtocolAssignment.user_data")?;
+        Ok(())
     }
 }
 
@@ -119,14 +133,28 @@ impl TopicPartition {
 
 impl Decode for TopicPartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl TopicPartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.topic) = de::string(i, cx, false, "TopicPartition.topic")?;
-        (i, this.partitions) = de::array(i, false, 4, "TopicPartition.partitions", |i| {
-            de::i32(i, "TopicPartition.partitions")
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.topic = rd::string(i, cx, false, "TopicPartition.topic")?;
+        this.partitions = rd::array(i, false, 4, "TopicPartition.partitions", |i| {
+            rd::i32(i, "TopicPartition.partitions")
         })?;
-        Ok((i, this))
+        Ok(())
     }
 }
 

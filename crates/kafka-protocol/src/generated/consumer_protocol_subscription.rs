@@ -51,31 +51,45 @@ impl ConsumerProtocolSubscription {
 
 impl Decode for ConsumerProtocolSubscription {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ConsumerProtocolSubscription {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.topics) = de::array(i, false, 1, "ConsumerProtocolSubscription.topics", |i| {
-            de::string(i, cx, false, "ConsumerProtocolSubscription.topics")
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.topics = rd::array(i, false, 1, "ConsumerProtocolSubscription.topics", |i| {
+            rd::string(i, cx, false, "ConsumerProtocolSubscription.topics")
         })?;
-        (i, this.user_data) =
-            de::nullable_bytes(i, cx, false, true, "ConsumerProtocolSubscription.user_data")?;
+        this.user_data =
+            rd::nullable_bytes(i, cx, false, true, "ConsumerProtocolSubscription.user_data")?;
         if v >= 1 {
-            (i, this.owned_partitions) = de::array(
+            this.owned_partitions = rd::struct_array(
                 i,
                 false,
                 1,
                 "ConsumerProtocolSubscription.owned_partitions",
-                |i| TopicPartition::decode(i, cx, v),
+                |this: &mut TopicPartition, i| this.read_into(i, cx, v),
             )?;
         }
         if v >= 2 {
-            (i, this.generation_id) = de::i32(i, "ConsumerProtocolSubscription.generation_id")?;
+            this.generation_id = rd::i32(i, "ConsumerProtocolSubscription.generation_id")?;
         }
         if v >= 3 {
-            (i, this.rack_id) =
-                de::nullable_string(i, cx, false, v >= 3, "ConsumerProtocolSubscription.rack_id")?;
+            this.rack_id =
+                rd::nullable_string(i, cx, false, v >= 3, "ConsumerProtocolSubscription.rack_id")?;
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -174,18 +188,32 @@ impl TopicPartition {
 
 impl Decode for TopicPartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl TopicPartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         if v >= 1 {
-            (i, this.topic) = de::string(i, cx, false, "TopicPartition.topic")?;
+            this.topic = rd::string(i, cx, false, "TopicPartition.topic")?;
         }
         if v >= 1 {
-            (i, this.partitions) = de::array(i, false, 4, "TopicPartition.partitions", |i| {
-                de::i32(i, "TopicPartition.partitions")
+            this.partitions = rd::array(i, false, 4, "TopicPartition.partitions", |i| {
+                rd::i32(i, "TopicPartition.partitions")
             })?;
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -48,23 +48,39 @@ impl CreatePartitionsRequest {
 
 impl Decode for CreatePartitionsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreatePartitionsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.topics) = de::array(i, flexible, 7, "CreatePartitionsRequest.topics", |i| {
-            CreatePartitionsTopic::decode(i, cx, v)
-        })?;
-        (i, this.timeout_ms) = de::i32(i, "CreatePartitionsRequest.timeout_ms")?;
-        (i, this.validate_only) = de::bool(i, "CreatePartitionsRequest.validate_only")?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            7,
+            "CreatePartitionsRequest.topics",
+            |this: &mut CreatePartitionsTopic, i| this.read_into(i, cx, v),
+        )?;
+        this.timeout_ms = rd::i32(i, "CreatePartitionsRequest.timeout_ms")?;
+        this.validate_only = rd::bool(i, "CreatePartitionsRequest.validate_only")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreatePartitionsRequest._tagged")?;
+            let n = rd::tag_count(i, "CreatePartitionsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreatePartitionsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "CreatePartitionsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreatePartitionsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "CreatePartitionsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -73,7 +89,7 @@ impl Decode for CreatePartitionsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -139,25 +155,37 @@ impl CreatePartitionsAssignment {
 
 impl Decode for CreatePartitionsAssignment {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreatePartitionsAssignment {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.broker_ids) = de::array(
+        this.broker_ids = rd::array(
             i,
             flexible,
             4,
             "CreatePartitionsAssignment.broker_ids",
-            |i| de::i32(i, "CreatePartitionsAssignment.broker_ids"),
+            |i| rd::i32(i, "CreatePartitionsAssignment.broker_ids"),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreatePartitionsAssignment._tagged")?;
+            let n = rd::tag_count(i, "CreatePartitionsAssignment._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreatePartitionsAssignment._tagged")?;
-                de::tag_order(&mut last, tag, "CreatePartitionsAssignment._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreatePartitionsAssignment._tagged")?;
+                rd::tag_order(&mut last, tag, "CreatePartitionsAssignment._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -166,7 +194,7 @@ impl Decode for CreatePartitionsAssignment {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -234,28 +262,40 @@ impl CreatePartitionsTopic {
 
 impl Decode for CreatePartitionsTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreatePartitionsTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.name) = de::string(i, cx, flexible, "CreatePartitionsTopic.name")?;
-        (i, this.count) = de::i32(i, "CreatePartitionsTopic.count")?;
-        (i, this.assignments) = de::nullable_array(
+        this.name = rd::string(i, cx, flexible, "CreatePartitionsTopic.name")?;
+        this.count = rd::i32(i, "CreatePartitionsTopic.count")?;
+        this.assignments = rd::nullable_struct_array(
             i,
             flexible,
             true,
             2,
             "CreatePartitionsTopic.assignments",
-            |i| CreatePartitionsAssignment::decode(i, cx, v),
+            |this: &mut CreatePartitionsAssignment, i| this.read_into(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreatePartitionsTopic._tagged")?;
+            let n = rd::tag_count(i, "CreatePartitionsTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreatePartitionsTopic._tagged")?;
-                de::tag_order(&mut last, tag, "CreatePartitionsTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreatePartitionsTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "CreatePartitionsTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -264,7 +304,7 @@ impl Decode for CreatePartitionsTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -45,22 +45,38 @@ impl CreatePartitionsResponse {
 
 impl Decode for CreatePartitionsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreatePartitionsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.throttle_time_ms) = de::i32(i, "CreatePartitionsResponse.throttle_time_ms")?;
-        (i, this.results) = de::array(i, flexible, 5, "CreatePartitionsResponse.results", |i| {
-            CreatePartitionsTopicResult::decode(i, cx, v)
-        })?;
+        this.throttle_time_ms = rd::i32(i, "CreatePartitionsResponse.throttle_time_ms")?;
+        this.results = rd::struct_array(
+            i,
+            flexible,
+            5,
+            "CreatePartitionsResponse.results",
+            |this: &mut CreatePartitionsTopicResult, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreatePartitionsResponse._tagged")?;
+            let n = rd::tag_count(i, "CreatePartitionsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreatePartitionsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "CreatePartitionsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreatePartitionsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "CreatePartitionsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +85,7 @@ impl Decode for CreatePartitionsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -139,13 +155,27 @@ impl CreatePartitionsTopicResult {
 
 impl Decode for CreatePartitionsTopicResult {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreatePartitionsTopicResult {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.name) = de::string(i, cx, flexible, "CreatePartitionsTopicResult.name")?;
-        (i, this.error_code) = de::i16(i, "CreatePartitionsTopicResult.error_code")?;
-        (i, this.error_message) = de::nullable_string(
+        this.name = rd::string(i, cx, flexible, "CreatePartitionsTopicResult.name")?;
+        this.error_code = rd::i16(i, "CreatePartitionsTopicResult.error_code")?;
+        this.error_message = rd::nullable_string(
             i,
             cx,
             flexible,
@@ -153,13 +183,11 @@ impl Decode for CreatePartitionsTopicResult {
             "CreatePartitionsTopicResult.error_message",
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreatePartitionsTopicResult._tagged")?;
+            let n = rd::tag_count(i, "CreatePartitionsTopicResult._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreatePartitionsTopicResult._tagged")?;
-                de::tag_order(&mut last, tag, "CreatePartitionsTopicResult._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreatePartitionsTopicResult._tagged")?;
+                rd::tag_order(&mut last, tag, "CreatePartitionsTopicResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -168,7 +196,7 @@ impl Decode for CreatePartitionsTopicResult {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -48,23 +48,39 @@ impl CreateTopicsRequest {
 
 impl Decode for CreateTopicsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreateTopicsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
-        (i, this.topics) = de::array(i, flexible, 10, "CreateTopicsRequest.topics", |i| {
-            CreatableTopic::decode(i, cx, v)
-        })?;
-        (i, this.timeout_ms) = de::i32(i, "CreateTopicsRequest.timeout_ms")?;
-        (i, this.validate_only) = de::bool(i, "CreateTopicsRequest.validate_only")?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            10,
+            "CreateTopicsRequest.topics",
+            |this: &mut CreatableTopic, i| this.read_into(i, cx, v),
+        )?;
+        this.timeout_ms = rd::i32(i, "CreateTopicsRequest.timeout_ms")?;
+        this.validate_only = rd::bool(i, "CreateTopicsRequest.validate_only")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreateTopicsRequest._tagged")?;
+            let n = rd::tag_count(i, "CreateTopicsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreateTopicsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "CreateTopicsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreateTopicsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "CreateTopicsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -73,7 +89,7 @@ impl Decode for CreateTopicsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -138,26 +154,38 @@ impl CreatableReplicaAssignment {
 
 impl Decode for CreatableReplicaAssignment {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreatableReplicaAssignment {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
-        (i, this.partition_index) = de::i32(i, "CreatableReplicaAssignment.partition_index")?;
-        (i, this.broker_ids) = de::array(
+        this.partition_index = rd::i32(i, "CreatableReplicaAssignment.partition_index")?;
+        this.broker_ids = rd::array(
             i,
             flexible,
             4,
             "CreatableReplicaAssignment.broker_ids",
-            |i| de::i32(i, "CreatableReplicaAssignment.broker_ids"),
+            |i| rd::i32(i, "CreatableReplicaAssignment.broker_ids"),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreatableReplicaAssignment._tagged")?;
+            let n = rd::tag_count(i, "CreatableReplicaAssignment._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreatableReplicaAssignment._tagged")?;
-                de::tag_order(&mut last, tag, "CreatableReplicaAssignment._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreatableReplicaAssignment._tagged")?;
+                rd::tag_order(&mut last, tag, "CreatableReplicaAssignment._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -166,7 +194,7 @@ impl Decode for CreatableReplicaAssignment {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -242,27 +270,47 @@ impl CreatableTopic {
 
 impl Decode for CreatableTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreatableTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
-        (i, this.name) = de::string(i, cx, flexible, "CreatableTopic.name")?;
-        (i, this.num_partitions) = de::i32(i, "CreatableTopic.num_partitions")?;
-        (i, this.replication_factor) = de::i16(i, "CreatableTopic.replication_factor")?;
-        (i, this.assignments) = de::array(i, flexible, 6, "CreatableTopic.assignments", |i| {
-            CreatableReplicaAssignment::decode(i, cx, v)
-        })?;
-        (i, this.configs) = de::array(i, flexible, 3, "CreatableTopic.configs", |i| {
-            CreatableTopicConfig::decode(i, cx, v)
-        })?;
+        this.name = rd::string(i, cx, flexible, "CreatableTopic.name")?;
+        this.num_partitions = rd::i32(i, "CreatableTopic.num_partitions")?;
+        this.replication_factor = rd::i16(i, "CreatableTopic.replication_factor")?;
+        this.assignments = rd::struct_array(
+            i,
+            flexible,
+            6,
+            "CreatableTopic.assignments",
+            |this: &mut CreatableReplicaAssignment, i| this.read_into(i, cx, v),
+        )?;
+        this.configs = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "CreatableTopic.configs",
+            |this: &mut CreatableTopicConfig, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreatableTopic._tagged")?;
+            let n = rd::tag_count(i, "CreatableTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreatableTopic._tagged")?;
-                de::tag_order(&mut last, tag, "CreatableTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreatableTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "CreatableTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -271,7 +319,7 @@ impl Decode for CreatableTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -347,20 +395,32 @@ impl CreatableTopicConfig {
 
 impl Decode for CreatableTopicConfig {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreatableTopicConfig {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
-        (i, this.name) = de::string(i, cx, flexible, "CreatableTopicConfig.name")?;
-        (i, this.value) = de::nullable_string(i, cx, flexible, true, "CreatableTopicConfig.value")?;
+        this.name = rd::string(i, cx, flexible, "CreatableTopicConfig.name")?;
+        this.value = rd::nullable_string(i, cx, flexible, true, "CreatableTopicConfig.value")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreatableTopicConfig._tagged")?;
+            let n = rd::tag_count(i, "CreatableTopicConfig._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreatableTopicConfig._tagged")?;
-                de::tag_order(&mut last, tag, "CreatableTopicConfig._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreatableTopicConfig._tagged")?;
+                rd::tag_order(&mut last, tag, "CreatableTopicConfig._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -369,7 +429,7 @@ impl Decode for CreatableTopicConfig {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

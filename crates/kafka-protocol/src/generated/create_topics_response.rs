@@ -45,22 +45,38 @@ impl CreateTopicsResponse {
 
 impl Decode for CreateTopicsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreateTopicsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
-        (i, this.throttle_time_ms) = de::i32(i, "CreateTopicsResponse.throttle_time_ms")?;
-        (i, this.topics) = de::array(i, flexible, 6, "CreateTopicsResponse.topics", |i| {
-            CreatableTopicResult::decode(i, cx, v)
-        })?;
+        this.throttle_time_ms = rd::i32(i, "CreateTopicsResponse.throttle_time_ms")?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            6,
+            "CreateTopicsResponse.topics",
+            |this: &mut CreatableTopicResult, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreateTopicsResponse._tagged")?;
+            let n = rd::tag_count(i, "CreateTopicsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreateTopicsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "CreateTopicsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreateTopicsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "CreateTopicsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +85,7 @@ impl Decode for CreateTopicsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -141,34 +157,46 @@ impl CreatableTopicConfigs {
 
 impl Decode for CreatableTopicConfigs {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreatableTopicConfigs {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
         if v >= 5 {
-            (i, this.name) = de::string(i, cx, flexible, "CreatableTopicConfigs.name")?;
+            this.name = rd::string(i, cx, flexible, "CreatableTopicConfigs.name")?;
         }
         if v >= 5 {
-            (i, this.value) =
-                de::nullable_string(i, cx, flexible, v >= 5, "CreatableTopicConfigs.value")?;
+            this.value =
+                rd::nullable_string(i, cx, flexible, v >= 5, "CreatableTopicConfigs.value")?;
         }
         if v >= 5 {
-            (i, this.read_only) = de::bool(i, "CreatableTopicConfigs.read_only")?;
+            this.read_only = rd::bool(i, "CreatableTopicConfigs.read_only")?;
         }
         if v >= 5 {
-            (i, this.config_source) = de::i8(i, "CreatableTopicConfigs.config_source")?;
+            this.config_source = rd::i8(i, "CreatableTopicConfigs.config_source")?;
         }
         if v >= 5 {
-            (i, this.is_sensitive) = de::bool(i, "CreatableTopicConfigs.is_sensitive")?;
+            this.is_sensitive = rd::bool(i, "CreatableTopicConfigs.is_sensitive")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreatableTopicConfigs._tagged")?;
+            let n = rd::tag_count(i, "CreatableTopicConfigs._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreatableTopicConfigs._tagged")?;
-                de::tag_order(&mut last, tag, "CreatableTopicConfigs._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreatableTopicConfigs._tagged")?;
+                rd::tag_order(&mut last, tag, "CreatableTopicConfigs._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -177,7 +205,7 @@ impl Decode for CreatableTopicConfigs {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -314,46 +342,58 @@ impl CreatableTopicResult {
 
 impl Decode for CreatableTopicResult {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl CreatableTopicResult {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
-        (i, this.name) = de::string(i, cx, flexible, "CreatableTopicResult.name")?;
+        this.name = rd::string(i, cx, flexible, "CreatableTopicResult.name")?;
         if v >= 7 {
-            (i, this.topic_id) = de::uuid(i, "CreatableTopicResult.topic_id")?;
+            this.topic_id = rd::uuid(i, "CreatableTopicResult.topic_id")?;
         }
-        (i, this.error_code) = de::i16(i, "CreatableTopicResult.error_code")?;
-        (i, this.error_message) =
-            de::nullable_string(i, cx, flexible, true, "CreatableTopicResult.error_message")?;
+        this.error_code = rd::i16(i, "CreatableTopicResult.error_code")?;
+        this.error_message =
+            rd::nullable_string(i, cx, flexible, true, "CreatableTopicResult.error_message")?;
         if v >= 5 {
-            (i, this.num_partitions) = de::i32(i, "CreatableTopicResult.num_partitions")?;
-        }
-        if v >= 5 {
-            (i, this.replication_factor) = de::i16(i, "CreatableTopicResult.replication_factor")?;
+            this.num_partitions = rd::i32(i, "CreatableTopicResult.num_partitions")?;
         }
         if v >= 5 {
-            (i, this.configs) = de::nullable_array(
+            this.replication_factor = rd::i16(i, "CreatableTopicResult.replication_factor")?;
+        }
+        if v >= 5 {
+            this.configs = rd::nullable_struct_array(
                 i,
                 flexible,
                 v >= 5,
                 1,
                 "CreatableTopicResult.configs",
-                |i| CreatableTopicConfigs::decode(i, cx, v),
+                |this: &mut CreatableTopicConfigs, i| this.read_into(i, cx, v),
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "CreatableTopicResult._tagged")?;
+            let n = rd::tag_count(i, "CreatableTopicResult._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "CreatableTopicResult._tagged")?;
-                de::tag_order(&mut last, tag, "CreatableTopicResult._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "CreatableTopicResult._tagged")?;
+                rd::tag_order(&mut last, tag, "CreatableTopicResult._tagged")?;
                 match tag {
                     0 if v >= 5 => {
-                        let i = data;
+                        let i = &mut &data[..];
                         this.topic_config_error_code =
-                            (de::i16(i, "CreatableTopicResult.topic_config_error_code"))?.1;
+                            rd::i16(i, "CreatableTopicResult.topic_config_error_code")?;
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -362,7 +402,7 @@ impl Decode for CreatableTopicResult {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

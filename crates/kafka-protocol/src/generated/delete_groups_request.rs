@@ -42,22 +42,33 @@ impl DeleteGroupsRequest {
 
 impl Decode for DeleteGroupsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteGroupsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.groups_names) =
-            de::array(i, flexible, 1, "DeleteGroupsRequest.groups_names", |i| {
-                de::string(i, cx, flexible, "DeleteGroupsRequest.groups_names")
-            })?;
+        this.groups_names = rd::array(i, flexible, 1, "DeleteGroupsRequest.groups_names", |i| {
+            rd::string(i, cx, flexible, "DeleteGroupsRequest.groups_names")
+        })?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteGroupsRequest._tagged")?;
+            let n = rd::tag_count(i, "DeleteGroupsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteGroupsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteGroupsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteGroupsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteGroupsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -66,7 +77,7 @@ impl Decode for DeleteGroupsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

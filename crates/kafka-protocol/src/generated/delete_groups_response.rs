@@ -45,22 +45,38 @@ impl DeleteGroupsResponse {
 
 impl Decode for DeleteGroupsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteGroupsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.throttle_time_ms) = de::i32(i, "DeleteGroupsResponse.throttle_time_ms")?;
-        (i, this.results) = de::array(i, flexible, 4, "DeleteGroupsResponse.results", |i| {
-            DeletableGroupResult::decode(i, cx, v)
-        })?;
+        this.throttle_time_ms = rd::i32(i, "DeleteGroupsResponse.throttle_time_ms")?;
+        this.results = rd::struct_array(
+            i,
+            flexible,
+            4,
+            "DeleteGroupsResponse.results",
+            |this: &mut DeletableGroupResult, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteGroupsResponse._tagged")?;
+            let n = rd::tag_count(i, "DeleteGroupsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteGroupsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteGroupsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteGroupsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteGroupsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +85,7 @@ impl Decode for DeleteGroupsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -132,20 +148,32 @@ impl DeletableGroupResult {
 
 impl Decode for DeletableGroupResult {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeletableGroupResult {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.group_id) = de::string(i, cx, flexible, "DeletableGroupResult.group_id")?;
-        (i, this.error_code) = de::i16(i, "DeletableGroupResult.error_code")?;
+        this.group_id = rd::string(i, cx, flexible, "DeletableGroupResult.group_id")?;
+        this.error_code = rd::i16(i, "DeletableGroupResult.error_code")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeletableGroupResult._tagged")?;
+            let n = rd::tag_count(i, "DeletableGroupResult._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeletableGroupResult._tagged")?;
-                de::tag_order(&mut last, tag, "DeletableGroupResult._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeletableGroupResult._tagged")?;
+                rd::tag_order(&mut last, tag, "DeletableGroupResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -154,7 +182,7 @@ impl Decode for DeletableGroupResult {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

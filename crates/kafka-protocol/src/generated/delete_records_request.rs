@@ -45,22 +45,38 @@ impl DeleteRecordsRequest {
 
 impl Decode for DeleteRecordsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteRecordsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.topics) = de::array(i, flexible, 3, "DeleteRecordsRequest.topics", |i| {
-            DeleteRecordsTopic::decode(i, cx, v)
-        })?;
-        (i, this.timeout_ms) = de::i32(i, "DeleteRecordsRequest.timeout_ms")?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "DeleteRecordsRequest.topics",
+            |this: &mut DeleteRecordsTopic, i| this.read_into(i, cx, v),
+        )?;
+        this.timeout_ms = rd::i32(i, "DeleteRecordsRequest.timeout_ms")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteRecordsRequest._tagged")?;
+            let n = rd::tag_count(i, "DeleteRecordsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteRecordsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteRecordsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteRecordsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +85,7 @@ impl Decode for DeleteRecordsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -132,20 +148,32 @@ impl DeleteRecordsPartition {
 
 impl Decode for DeleteRecordsPartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteRecordsPartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.partition_index) = de::i32(i, "DeleteRecordsPartition.partition_index")?;
-        (i, this.offset) = de::i64(i, "DeleteRecordsPartition.offset")?;
+        this.partition_index = rd::i32(i, "DeleteRecordsPartition.partition_index")?;
+        this.offset = rd::i64(i, "DeleteRecordsPartition.offset")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteRecordsPartition._tagged")?;
+            let n = rd::tag_count(i, "DeleteRecordsPartition._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsPartition._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteRecordsPartition._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteRecordsPartition._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteRecordsPartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -154,7 +182,7 @@ impl Decode for DeleteRecordsPartition {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -214,22 +242,38 @@ impl DeleteRecordsTopic {
 
 impl Decode for DeleteRecordsTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteRecordsTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.name) = de::string(i, cx, flexible, "DeleteRecordsTopic.name")?;
-        (i, this.partitions) = de::array(i, flexible, 12, "DeleteRecordsTopic.partitions", |i| {
-            DeleteRecordsPartition::decode(i, cx, v)
-        })?;
+        this.name = rd::string(i, cx, flexible, "DeleteRecordsTopic.name")?;
+        this.partitions = rd::struct_array(
+            i,
+            flexible,
+            12,
+            "DeleteRecordsTopic.partitions",
+            |this: &mut DeleteRecordsPartition, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteRecordsTopic._tagged")?;
+            let n = rd::tag_count(i, "DeleteRecordsTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsTopic._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteRecordsTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteRecordsTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteRecordsTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -238,7 +282,7 @@ impl Decode for DeleteRecordsTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

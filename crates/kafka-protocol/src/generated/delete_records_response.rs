@@ -45,22 +45,38 @@ impl DeleteRecordsResponse {
 
 impl Decode for DeleteRecordsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteRecordsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.throttle_time_ms) = de::i32(i, "DeleteRecordsResponse.throttle_time_ms")?;
-        (i, this.topics) = de::array(i, flexible, 3, "DeleteRecordsResponse.topics", |i| {
-            DeleteRecordsTopicResult::decode(i, cx, v)
-        })?;
+        this.throttle_time_ms = rd::i32(i, "DeleteRecordsResponse.throttle_time_ms")?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "DeleteRecordsResponse.topics",
+            |this: &mut DeleteRecordsTopicResult, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteRecordsResponse._tagged")?;
+            let n = rd::tag_count(i, "DeleteRecordsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteRecordsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteRecordsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteRecordsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +85,7 @@ impl Decode for DeleteRecordsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -135,21 +151,33 @@ impl DeleteRecordsPartitionResult {
 
 impl Decode for DeleteRecordsPartitionResult {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteRecordsPartitionResult {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.partition_index) = de::i32(i, "DeleteRecordsPartitionResult.partition_index")?;
-        (i, this.low_watermark) = de::i64(i, "DeleteRecordsPartitionResult.low_watermark")?;
-        (i, this.error_code) = de::i16(i, "DeleteRecordsPartitionResult.error_code")?;
+        this.partition_index = rd::i32(i, "DeleteRecordsPartitionResult.partition_index")?;
+        this.low_watermark = rd::i64(i, "DeleteRecordsPartitionResult.low_watermark")?;
+        this.error_code = rd::i16(i, "DeleteRecordsPartitionResult.error_code")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteRecordsPartitionResult._tagged")?;
+            let n = rd::tag_count(i, "DeleteRecordsPartitionResult._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsPartitionResult._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteRecordsPartitionResult._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteRecordsPartitionResult._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteRecordsPartitionResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -158,7 +186,7 @@ impl Decode for DeleteRecordsPartitionResult {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -220,26 +248,38 @@ impl DeleteRecordsTopicResult {
 
 impl Decode for DeleteRecordsTopicResult {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteRecordsTopicResult {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.name) = de::string(i, cx, flexible, "DeleteRecordsTopicResult.name")?;
-        (i, this.partitions) = de::array(
+        this.name = rd::string(i, cx, flexible, "DeleteRecordsTopicResult.name")?;
+        this.partitions = rd::struct_array(
             i,
             flexible,
             14,
             "DeleteRecordsTopicResult.partitions",
-            |i| DeleteRecordsPartitionResult::decode(i, cx, v),
+            |this: &mut DeleteRecordsPartitionResult, i| this.read_into(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteRecordsTopicResult._tagged")?;
+            let n = rd::tag_count(i, "DeleteRecordsTopicResult._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteRecordsTopicResult._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteRecordsTopicResult._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteRecordsTopicResult._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteRecordsTopicResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -248,7 +288,7 @@ impl Decode for DeleteRecordsTopicResult {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -48,30 +48,45 @@ impl DeleteTopicsRequest {
 
 impl Decode for DeleteTopicsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteTopicsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
         if v >= 6 {
-            (i, this.topics) = de::array(i, flexible, 1, "DeleteTopicsRequest.topics", |i| {
-                DeleteTopicState::decode(i, cx, v)
-            })?;
+            this.topics = rd::struct_array(
+                i,
+                flexible,
+                1,
+                "DeleteTopicsRequest.topics",
+                |this: &mut DeleteTopicState, i| this.read_into(i, cx, v),
+            )?;
         }
         if v <= 5 {
-            (i, this.topic_names) =
-                de::array(i, flexible, 1, "DeleteTopicsRequest.topic_names", |i| {
-                    de::string(i, cx, flexible, "DeleteTopicsRequest.topic_names")
-                })?;
+            this.topic_names = rd::array(i, flexible, 1, "DeleteTopicsRequest.topic_names", |i| {
+                rd::string(i, cx, flexible, "DeleteTopicsRequest.topic_names")
+            })?;
         }
-        (i, this.timeout_ms) = de::i32(i, "DeleteTopicsRequest.timeout_ms")?;
+        this.timeout_ms = rd::i32(i, "DeleteTopicsRequest.timeout_ms")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteTopicsRequest._tagged")?;
+            let n = rd::tag_count(i, "DeleteTopicsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteTopicsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteTopicsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteTopicsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteTopicsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -80,7 +95,7 @@ impl Decode for DeleteTopicsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -166,24 +181,36 @@ impl DeleteTopicState {
 
 impl Decode for DeleteTopicState {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteTopicState {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
         if v >= 6 {
-            (i, this.name) = de::nullable_string(i, cx, flexible, v >= 6, "DeleteTopicState.name")?;
+            this.name = rd::nullable_string(i, cx, flexible, v >= 6, "DeleteTopicState.name")?;
         }
         if v >= 6 {
-            (i, this.topic_id) = de::uuid(i, "DeleteTopicState.topic_id")?;
+            this.topic_id = rd::uuid(i, "DeleteTopicState.topic_id")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteTopicState._tagged")?;
+            let n = rd::tag_count(i, "DeleteTopicState._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteTopicState._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteTopicState._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteTopicState._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteTopicState._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -192,7 +219,7 @@ impl Decode for DeleteTopicState {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -45,22 +45,38 @@ impl DeleteTopicsResponse {
 
 impl Decode for DeleteTopicsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeleteTopicsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.throttle_time_ms) = de::i32(i, "DeleteTopicsResponse.throttle_time_ms")?;
-        (i, this.responses) = de::array(i, flexible, 4, "DeleteTopicsResponse.responses", |i| {
-            DeletableTopicResult::decode(i, cx, v)
-        })?;
+        this.throttle_time_ms = rd::i32(i, "DeleteTopicsResponse.throttle_time_ms")?;
+        this.responses = rd::struct_array(
+            i,
+            flexible,
+            4,
+            "DeleteTopicsResponse.responses",
+            |this: &mut DeletableTopicResult, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeleteTopicsResponse._tagged")?;
+            let n = rd::tag_count(i, "DeleteTopicsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeleteTopicsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "DeleteTopicsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeleteTopicsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "DeleteTopicsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +85,7 @@ impl Decode for DeleteTopicsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -142,17 +158,31 @@ impl DeletableTopicResult {
 
 impl Decode for DeletableTopicResult {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DeletableTopicResult {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.name) = de::nullable_string(i, cx, flexible, v >= 6, "DeletableTopicResult.name")?;
+        this.name = rd::nullable_string(i, cx, flexible, v >= 6, "DeletableTopicResult.name")?;
         if v >= 6 {
-            (i, this.topic_id) = de::uuid(i, "DeletableTopicResult.topic_id")?;
+            this.topic_id = rd::uuid(i, "DeletableTopicResult.topic_id")?;
         }
-        (i, this.error_code) = de::i16(i, "DeletableTopicResult.error_code")?;
+        this.error_code = rd::i16(i, "DeletableTopicResult.error_code")?;
         if v >= 5 {
-            (i, this.error_message) = de::nullable_string(
+            this.error_message = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -161,13 +191,11 @@ impl Decode for DeletableTopicResult {
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DeletableTopicResult._tagged")?;
+            let n = rd::tag_count(i, "DeletableTopicResult._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DeletableTopicResult._tagged")?;
-                de::tag_order(&mut last, tag, "DeletableTopicResult._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DeletableTopicResult._tagged")?;
+                rd::tag_order(&mut last, tag, "DeletableTopicResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -176,7 +204,7 @@ impl Decode for DeletableTopicResult {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

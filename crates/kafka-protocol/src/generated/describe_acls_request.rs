@@ -60,38 +60,50 @@ impl DescribeAclsRequest {
 
 impl Decode for DescribeAclsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeAclsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.resource_type_filter) = de::i8(i, "DescribeAclsRequest.resource_type_filter")?;
-        (i, this.resource_name_filter) = de::nullable_string(
+        this.resource_type_filter = rd::i8(i, "DescribeAclsRequest.resource_type_filter")?;
+        this.resource_name_filter = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "DescribeAclsRequest.resource_name_filter",
         )?;
-        (i, this.pattern_type_filter) = de::i8(i, "DescribeAclsRequest.pattern_type_filter")?;
-        (i, this.principal_filter) = de::nullable_string(
+        this.pattern_type_filter = rd::i8(i, "DescribeAclsRequest.pattern_type_filter")?;
+        this.principal_filter = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "DescribeAclsRequest.principal_filter",
         )?;
-        (i, this.host_filter) =
-            de::nullable_string(i, cx, flexible, true, "DescribeAclsRequest.host_filter")?;
-        (i, this.operation) = de::i8(i, "DescribeAclsRequest.operation")?;
-        (i, this.permission_type) = de::i8(i, "DescribeAclsRequest.permission_type")?;
+        this.host_filter =
+            rd::nullable_string(i, cx, flexible, true, "DescribeAclsRequest.host_filter")?;
+        this.operation = rd::i8(i, "DescribeAclsRequest.operation")?;
+        this.permission_type = rd::i8(i, "DescribeAclsRequest.permission_type")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeAclsRequest._tagged")?;
+            let n = rd::tag_count(i, "DescribeAclsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeAclsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeAclsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeAclsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeAclsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -100,7 +112,7 @@ impl Decode for DescribeAclsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

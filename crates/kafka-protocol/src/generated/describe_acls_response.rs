@@ -51,25 +51,41 @@ impl DescribeAclsResponse {
 
 impl Decode for DescribeAclsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeAclsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.throttle_time_ms) = de::i32(i, "DescribeAclsResponse.throttle_time_ms")?;
-        (i, this.error_code) = de::i16(i, "DescribeAclsResponse.error_code")?;
-        (i, this.error_message) =
-            de::nullable_string(i, cx, flexible, true, "DescribeAclsResponse.error_message")?;
-        (i, this.resources) = de::array(i, flexible, 5, "DescribeAclsResponse.resources", |i| {
-            DescribeAclsResource::decode(i, cx, v)
-        })?;
+        this.throttle_time_ms = rd::i32(i, "DescribeAclsResponse.throttle_time_ms")?;
+        this.error_code = rd::i16(i, "DescribeAclsResponse.error_code")?;
+        this.error_message =
+            rd::nullable_string(i, cx, flexible, true, "DescribeAclsResponse.error_message")?;
+        this.resources = rd::struct_array(
+            i,
+            flexible,
+            5,
+            "DescribeAclsResponse.resources",
+            |this: &mut DescribeAclsResource, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeAclsResponse._tagged")?;
+            let n = rd::tag_count(i, "DescribeAclsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeAclsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeAclsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeAclsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeAclsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -78,7 +94,7 @@ impl Decode for DescribeAclsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -164,22 +180,34 @@ impl AclDescription {
 
 impl Decode for AclDescription {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl AclDescription {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.principal) = de::string(i, cx, flexible, "AclDescription.principal")?;
-        (i, this.host) = de::string(i, cx, flexible, "AclDescription.host")?;
-        (i, this.operation) = de::i8(i, "AclDescription.operation")?;
-        (i, this.permission_type) = de::i8(i, "AclDescription.permission_type")?;
+        this.principal = rd::string(i, cx, flexible, "AclDescription.principal")?;
+        this.host = rd::string(i, cx, flexible, "AclDescription.host")?;
+        this.operation = rd::i8(i, "AclDescription.operation")?;
+        this.permission_type = rd::i8(i, "AclDescription.permission_type")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "AclDescription._tagged")?;
+            let n = rd::tag_count(i, "AclDescription._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "AclDescription._tagged")?;
-                de::tag_order(&mut last, tag, "AclDescription._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "AclDescription._tagged")?;
+                rd::tag_order(&mut last, tag, "AclDescription._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -188,7 +216,7 @@ impl Decode for AclDescription {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -258,25 +286,40 @@ impl DescribeAclsResource {
 
 impl Decode for DescribeAclsResource {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeAclsResource {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.resource_type) = de::i8(i, "DescribeAclsResource.resource_type")?;
-        (i, this.resource_name) =
-            de::string(i, cx, flexible, "DescribeAclsResource.resource_name")?;
-        (i, this.pattern_type) = de::i8(i, "DescribeAclsResource.pattern_type")?;
-        (i, this.acls) = de::array(i, flexible, 5, "DescribeAclsResource.acls", |i| {
-            AclDescription::decode(i, cx, v)
-        })?;
+        this.resource_type = rd::i8(i, "DescribeAclsResource.resource_type")?;
+        this.resource_name = rd::string(i, cx, flexible, "DescribeAclsResource.resource_name")?;
+        this.pattern_type = rd::i8(i, "DescribeAclsResource.pattern_type")?;
+        this.acls = rd::struct_array(
+            i,
+            flexible,
+            5,
+            "DescribeAclsResource.acls",
+            |this: &mut AclDescription, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeAclsResource._tagged")?;
+            let n = rd::tag_count(i, "DescribeAclsResource._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeAclsResource._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeAclsResource._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeAclsResource._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeAclsResource._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -285,7 +328,7 @@ impl Decode for DescribeAclsResource {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

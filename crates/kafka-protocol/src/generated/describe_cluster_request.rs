@@ -48,29 +48,41 @@ impl DescribeClusterRequest {
 
 impl Decode for DescribeClusterRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeClusterRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.include_cluster_authorized_operations) = de::bool(
+        this.include_cluster_authorized_operations = rd::bool(
             i,
             "DescribeClusterRequest.include_cluster_authorized_operations",
         )?;
         if v >= 1 {
-            (i, this.endpoint_type) = de::i8(i, "DescribeClusterRequest.endpoint_type")?;
+            this.endpoint_type = rd::i8(i, "DescribeClusterRequest.endpoint_type")?;
         }
         if v >= 2 {
-            (i, this.include_fenced_brokers) =
-                de::bool(i, "DescribeClusterRequest.include_fenced_brokers")?;
+            this.include_fenced_brokers =
+                rd::bool(i, "DescribeClusterRequest.include_fenced_brokers")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeClusterRequest._tagged")?;
+            let n = rd::tag_count(i, "DescribeClusterRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeClusterRequest._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeClusterRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeClusterRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeClusterRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -79,7 +91,7 @@ impl Decode for DescribeClusterRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -63,13 +63,27 @@ impl DescribeClusterResponse {
 
 impl Decode for DescribeClusterResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeClusterResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.throttle_time_ms) = de::i32(i, "DescribeClusterResponse.throttle_time_ms")?;
-        (i, this.error_code) = de::i16(i, "DescribeClusterResponse.error_code")?;
-        (i, this.error_message) = de::nullable_string(
+        this.throttle_time_ms = rd::i32(i, "DescribeClusterResponse.throttle_time_ms")?;
+        this.error_code = rd::i16(i, "DescribeClusterResponse.error_code")?;
+        this.error_message = rd::nullable_string(
             i,
             cx,
             flexible,
@@ -77,23 +91,25 @@ impl Decode for DescribeClusterResponse {
             "DescribeClusterResponse.error_message",
         )?;
         if v >= 1 {
-            (i, this.endpoint_type) = de::i8(i, "DescribeClusterResponse.endpoint_type")?;
+            this.endpoint_type = rd::i8(i, "DescribeClusterResponse.endpoint_type")?;
         }
-        (i, this.cluster_id) = de::string(i, cx, flexible, "DescribeClusterResponse.cluster_id")?;
-        (i, this.controller_id) = de::i32(i, "DescribeClusterResponse.controller_id")?;
-        (i, this.brokers) = de::array(i, flexible, 11, "DescribeClusterResponse.brokers", |i| {
-            DescribeClusterBroker::decode(i, cx, v)
-        })?;
-        (i, this.cluster_authorized_operations) =
-            de::i32(i, "DescribeClusterResponse.cluster_authorized_operations")?;
+        this.cluster_id = rd::string(i, cx, flexible, "DescribeClusterResponse.cluster_id")?;
+        this.controller_id = rd::i32(i, "DescribeClusterResponse.controller_id")?;
+        this.brokers = rd::struct_array(
+            i,
+            flexible,
+            11,
+            "DescribeClusterResponse.brokers",
+            |this: &mut DescribeClusterBroker, i| this.read_into(i, cx, v),
+        )?;
+        this.cluster_authorized_operations =
+            rd::i32(i, "DescribeClusterResponse.cluster_authorized_operations")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeClusterResponse._tagged")?;
+            let n = rd::tag_count(i, "DescribeClusterResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeClusterResponse._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeClusterResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeClusterResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeClusterResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -102,7 +118,7 @@ impl Decode for DescribeClusterResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -213,25 +229,37 @@ impl DescribeClusterBroker {
 
 impl Decode for DescribeClusterBroker {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeClusterBroker {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.broker_id) = de::i32(i, "DescribeClusterBroker.broker_id")?;
-        (i, this.host) = de::string(i, cx, flexible, "DescribeClusterBroker.host")?;
-        (i, this.port) = de::i32(i, "DescribeClusterBroker.port")?;
-        (i, this.rack) = de::nullable_string(i, cx, flexible, true, "DescribeClusterBroker.rack")?;
+        this.broker_id = rd::i32(i, "DescribeClusterBroker.broker_id")?;
+        this.host = rd::string(i, cx, flexible, "DescribeClusterBroker.host")?;
+        this.port = rd::i32(i, "DescribeClusterBroker.port")?;
+        this.rack = rd::nullable_string(i, cx, flexible, true, "DescribeClusterBroker.rack")?;
         if v >= 2 {
-            (i, this.is_fenced) = de::bool(i, "DescribeClusterBroker.is_fenced")?;
+            this.is_fenced = rd::bool(i, "DescribeClusterBroker.is_fenced")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeClusterBroker._tagged")?;
+            let n = rd::tag_count(i, "DescribeClusterBroker._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeClusterBroker._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeClusterBroker._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeClusterBroker._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeClusterBroker._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -240,7 +268,7 @@ impl Decode for DescribeClusterBroker {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

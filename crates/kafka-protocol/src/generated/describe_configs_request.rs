@@ -48,26 +48,42 @@ impl DescribeConfigsRequest {
 
 impl Decode for DescribeConfigsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeConfigsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.resources) = de::array(i, flexible, 4, "DescribeConfigsRequest.resources", |i| {
-            DescribeConfigsResource::decode(i, cx, v)
-        })?;
-        (i, this.include_synonyms) = de::bool(i, "DescribeConfigsRequest.include_synonyms")?;
+        this.resources = rd::struct_array(
+            i,
+            flexible,
+            4,
+            "DescribeConfigsRequest.resources",
+            |this: &mut DescribeConfigsResource, i| this.read_into(i, cx, v),
+        )?;
+        this.include_synonyms = rd::bool(i, "DescribeConfigsRequest.include_synonyms")?;
         if v >= 3 {
-            (i, this.include_documentation) =
-                de::bool(i, "DescribeConfigsRequest.include_documentation")?;
+            this.include_documentation =
+                rd::bool(i, "DescribeConfigsRequest.include_documentation")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeConfigsRequest._tagged")?;
+            let n = rd::tag_count(i, "DescribeConfigsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeConfigsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeConfigsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeConfigsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -76,7 +92,7 @@ impl Decode for DescribeConfigsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -158,21 +174,34 @@ impl DescribeConfigsResource {
 
 impl Decode for DescribeConfigsResource {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeConfigsResource {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.resource_type) = de::i8(i, "DescribeConfigsResource.resource_type")?;
-        (i, this.resource_name) =
-            de::string(i, cx, flexible, "DescribeConfigsResource.resource_name")?;
-        (i, this.configuration_keys) = de::nullable_array(
+        this.resource_type = rd::i8(i, "DescribeConfigsResource.resource_type")?;
+        this.resource_name = rd::string(i, cx, flexible, "DescribeConfigsResource.resource_name")?;
+        this.configuration_keys = rd::nullable_array(
             i,
             flexible,
             true,
             1,
             "DescribeConfigsResource.configuration_keys",
             |i| {
-                de::string(
+                rd::string(
                     i,
                     cx,
                     flexible,
@@ -181,13 +210,11 @@ impl Decode for DescribeConfigsResource {
             },
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeConfigsResource._tagged")?;
+            let n = rd::tag_count(i, "DescribeConfigsResource._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsResource._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeConfigsResource._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResource._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeConfigsResource._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -196,7 +223,7 @@ impl Decode for DescribeConfigsResource {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -45,22 +45,38 @@ impl DescribeConfigsResponse {
 
 impl Decode for DescribeConfigsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeConfigsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.throttle_time_ms) = de::i32(i, "DescribeConfigsResponse.throttle_time_ms")?;
-        (i, this.results) = de::array(i, flexible, 7, "DescribeConfigsResponse.results", |i| {
-            DescribeConfigsResult::decode(i, cx, v)
-        })?;
+        this.throttle_time_ms = rd::i32(i, "DescribeConfigsResponse.throttle_time_ms")?;
+        this.results = rd::struct_array(
+            i,
+            flexible,
+            7,
+            "DescribeConfigsResponse.results",
+            |this: &mut DescribeConfigsResult, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeConfigsResponse._tagged")?;
+            let n = rd::tag_count(i, "DescribeConfigsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeConfigsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeConfigsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +85,7 @@ impl Decode for DescribeConfigsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -154,28 +170,42 @@ impl DescribeConfigsResourceResult {
 
 impl Decode for DescribeConfigsResourceResult {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeConfigsResourceResult {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.name) = de::string(i, cx, flexible, "DescribeConfigsResourceResult.name")?;
-        (i, this.value) =
-            de::nullable_string(i, cx, flexible, true, "DescribeConfigsResourceResult.value")?;
-        (i, this.read_only) = de::bool(i, "DescribeConfigsResourceResult.read_only")?;
-        (i, this.config_source) = de::i8(i, "DescribeConfigsResourceResult.config_source")?;
-        (i, this.is_sensitive) = de::bool(i, "DescribeConfigsResourceResult.is_sensitive")?;
-        (i, this.synonyms) = de::array(
+        this.name = rd::string(i, cx, flexible, "DescribeConfigsResourceResult.name")?;
+        this.value =
+            rd::nullable_string(i, cx, flexible, true, "DescribeConfigsResourceResult.value")?;
+        this.read_only = rd::bool(i, "DescribeConfigsResourceResult.read_only")?;
+        this.config_source = rd::i8(i, "DescribeConfigsResourceResult.config_source")?;
+        this.is_sensitive = rd::bool(i, "DescribeConfigsResourceResult.is_sensitive")?;
+        this.synonyms = rd::struct_array(
             i,
             flexible,
             4,
             "DescribeConfigsResourceResult.synonyms",
-            |i| DescribeConfigsSynonym::decode(i, cx, v),
+            |this: &mut DescribeConfigsSynonym, i| this.read_into(i, cx, v),
         )?;
         if v >= 3 {
-            (i, this.config_type) = de::i8(i, "DescribeConfigsResourceResult.config_type")?;
+            this.config_type = rd::i8(i, "DescribeConfigsResourceResult.config_type")?;
         }
         if v >= 3 {
-            (i, this.documentation) = de::nullable_string(
+            this.documentation = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -184,13 +214,11 @@ impl Decode for DescribeConfigsResourceResult {
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeConfigsResourceResult._tagged")?;
+            let n = rd::tag_count(i, "DescribeConfigsResourceResult._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsResourceResult._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeConfigsResourceResult._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResourceResult._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeConfigsResourceResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -199,7 +227,7 @@ impl Decode for DescribeConfigsResourceResult {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -313,27 +341,42 @@ impl DescribeConfigsResult {
 
 impl Decode for DescribeConfigsResult {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeConfigsResult {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.error_code) = de::i16(i, "DescribeConfigsResult.error_code")?;
-        (i, this.error_message) =
-            de::nullable_string(i, cx, flexible, true, "DescribeConfigsResult.error_message")?;
-        (i, this.resource_type) = de::i8(i, "DescribeConfigsResult.resource_type")?;
-        (i, this.resource_name) =
-            de::string(i, cx, flexible, "DescribeConfigsResult.resource_name")?;
-        (i, this.configs) = de::array(i, flexible, 9, "DescribeConfigsResult.configs", |i| {
-            DescribeConfigsResourceResult::decode(i, cx, v)
-        })?;
+        this.error_code = rd::i16(i, "DescribeConfigsResult.error_code")?;
+        this.error_message =
+            rd::nullable_string(i, cx, flexible, true, "DescribeConfigsResult.error_message")?;
+        this.resource_type = rd::i8(i, "DescribeConfigsResult.resource_type")?;
+        this.resource_name = rd::string(i, cx, flexible, "DescribeConfigsResult.resource_name")?;
+        this.configs = rd::struct_array(
+            i,
+            flexible,
+            9,
+            "DescribeConfigsResult.configs",
+            |this: &mut DescribeConfigsResourceResult, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeConfigsResult._tagged")?;
+            let n = rd::tag_count(i, "DescribeConfigsResult._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsResult._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeConfigsResult._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResult._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeConfigsResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -342,7 +385,7 @@ impl Decode for DescribeConfigsResult {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -431,22 +474,33 @@ impl DescribeConfigsSynonym {
 
 impl Decode for DescribeConfigsSynonym {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeConfigsSynonym {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.name) = de::string(i, cx, flexible, "DescribeConfigsSynonym.name")?;
-        (i, this.value) =
-            de::nullable_string(i, cx, flexible, true, "DescribeConfigsSynonym.value")?;
-        (i, this.source) = de::i8(i, "DescribeConfigsSynonym.source")?;
+        this.name = rd::string(i, cx, flexible, "DescribeConfigsSynonym.name")?;
+        this.value = rd::nullable_string(i, cx, flexible, true, "DescribeConfigsSynonym.value")?;
+        this.source = rd::i8(i, "DescribeConfigsSynonym.source")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeConfigsSynonym._tagged")?;
+            let n = rd::tag_count(i, "DescribeConfigsSynonym._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeConfigsSynonym._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeConfigsSynonym._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeConfigsSynonym._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeConfigsSynonym._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -455,7 +509,7 @@ impl Decode for DescribeConfigsSynonym {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

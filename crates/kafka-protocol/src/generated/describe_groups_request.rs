@@ -45,25 +45,37 @@ impl DescribeGroupsRequest {
 
 impl Decode for DescribeGroupsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeGroupsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
-        (i, this.groups) = de::array(i, flexible, 1, "DescribeGroupsRequest.groups", |i| {
-            de::string(i, cx, flexible, "DescribeGroupsRequest.groups")
+        this.groups = rd::array(i, flexible, 1, "DescribeGroupsRequest.groups", |i| {
+            rd::string(i, cx, flexible, "DescribeGroupsRequest.groups")
         })?;
         if v >= 3 {
-            (i, this.include_authorized_operations) =
-                de::bool(i, "DescribeGroupsRequest.include_authorized_operations")?;
+            this.include_authorized_operations =
+                rd::bool(i, "DescribeGroupsRequest.include_authorized_operations")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeGroupsRequest._tagged")?;
+            let n = rd::tag_count(i, "DescribeGroupsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeGroupsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeGroupsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeGroupsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeGroupsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -72,7 +84,7 @@ impl Decode for DescribeGroupsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -45,24 +45,40 @@ impl DescribeGroupsResponse {
 
 impl Decode for DescribeGroupsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeGroupsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
         if v >= 1 {
-            (i, this.throttle_time_ms) = de::i32(i, "DescribeGroupsResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "DescribeGroupsResponse.throttle_time_ms")?;
         }
-        (i, this.groups) = de::array(i, flexible, 12, "DescribeGroupsResponse.groups", |i| {
-            DescribedGroup::decode(i, cx, v)
-        })?;
+        this.groups = rd::struct_array(
+            i,
+            flexible,
+            12,
+            "DescribeGroupsResponse.groups",
+            |this: &mut DescribedGroup, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeGroupsResponse._tagged")?;
+            let n = rd::tag_count(i, "DescribeGroupsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeGroupsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeGroupsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeGroupsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeGroupsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -71,7 +87,7 @@ impl Decode for DescribeGroupsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -156,33 +172,49 @@ impl DescribedGroup {
 
 impl Decode for DescribedGroup {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribedGroup {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
-        (i, this.error_code) = de::i16(i, "DescribedGroup.error_code")?;
+        this.error_code = rd::i16(i, "DescribedGroup.error_code")?;
         if v >= 6 {
-            (i, this.error_message) =
-                de::nullable_string(i, cx, flexible, v >= 6, "DescribedGroup.error_message")?;
+            this.error_message =
+                rd::nullable_string(i, cx, flexible, v >= 6, "DescribedGroup.error_message")?;
         }
-        (i, this.group_id) = de::string(i, cx, flexible, "DescribedGroup.group_id")?;
-        (i, this.group_state) = de::string(i, cx, flexible, "DescribedGroup.group_state")?;
-        (i, this.protocol_type) = de::string(i, cx, flexible, "DescribedGroup.protocol_type")?;
-        (i, this.protocol_data) = de::string(i, cx, flexible, "DescribedGroup.protocol_data")?;
-        (i, this.members) = de::array(i, flexible, 7, "DescribedGroup.members", |i| {
-            DescribedGroupMember::decode(i, cx, v)
-        })?;
+        this.group_id = rd::string(i, cx, flexible, "DescribedGroup.group_id")?;
+        this.group_state = rd::string(i, cx, flexible, "DescribedGroup.group_state")?;
+        this.protocol_type = rd::string(i, cx, flexible, "DescribedGroup.protocol_type")?;
+        this.protocol_data = rd::string(i, cx, flexible, "DescribedGroup.protocol_data")?;
+        this.members = rd::struct_array(
+            i,
+            flexible,
+            7,
+            "DescribedGroup.members",
+            |this: &mut DescribedGroupMember, i| this.read_into(i, cx, v),
+        )?;
         if v >= 3 {
-            (i, this.authorized_operations) = de::i32(i, "DescribedGroup.authorized_operations")?;
+            this.authorized_operations = rd::i32(i, "DescribedGroup.authorized_operations")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribedGroup._tagged")?;
+            let n = rd::tag_count(i, "DescribedGroup._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribedGroup._tagged")?;
-                de::tag_order(&mut last, tag, "DescribedGroup._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribedGroup._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribedGroup._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -191,7 +223,7 @@ impl Decode for DescribedGroup {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -315,13 +347,27 @@ impl DescribedGroupMember {
 
 impl Decode for DescribedGroupMember {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribedGroupMember {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 5;
-        (i, this.member_id) = de::string(i, cx, flexible, "DescribedGroupMember.member_id")?;
+        this.member_id = rd::string(i, cx, flexible, "DescribedGroupMember.member_id")?;
         if v >= 4 {
-            (i, this.group_instance_id) = de::nullable_string(
+            this.group_instance_id = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -329,20 +375,17 @@ impl Decode for DescribedGroupMember {
                 "DescribedGroupMember.group_instance_id",
             )?;
         }
-        (i, this.client_id) = de::string(i, cx, flexible, "DescribedGroupMember.client_id")?;
-        (i, this.client_host) = de::string(i, cx, flexible, "DescribedGroupMember.client_host")?;
-        (i, this.member_metadata) =
-            de::bytes(i, cx, flexible, "DescribedGroupMember.member_metadata")?;
-        (i, this.member_assignment) =
-            de::bytes(i, cx, flexible, "DescribedGroupMember.member_assignment")?;
+        this.client_id = rd::string(i, cx, flexible, "DescribedGroupMember.client_id")?;
+        this.client_host = rd::string(i, cx, flexible, "DescribedGroupMember.client_host")?;
+        this.member_metadata = rd::bytes(i, cx, flexible, "DescribedGroupMember.member_metadata")?;
+        this.member_assignment =
+            rd::bytes(i, cx, flexible, "DescribedGroupMember.member_assignment")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribedGroupMember._tagged")?;
+            let n = rd::tag_count(i, "DescribedGroupMember._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribedGroupMember._tagged")?;
-                de::tag_order(&mut last, tag, "DescribedGroupMember._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribedGroupMember._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribedGroupMember._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -351,7 +394,7 @@ impl Decode for DescribedGroupMember {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

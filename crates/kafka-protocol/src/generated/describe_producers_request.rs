@@ -42,21 +42,37 @@ impl DescribeProducersRequest {
 
 impl Decode for DescribeProducersRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeProducersRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.topics) = de::array(i, flexible, 3, "DescribeProducersRequest.topics", |i| {
-            TopicRequest::decode(i, cx, v)
-        })?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "DescribeProducersRequest.topics",
+            |this: &mut TopicRequest, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeProducersRequest._tagged")?;
+            let n = rd::tag_count(i, "DescribeProducersRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeProducersRequest._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeProducersRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeProducersRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeProducersRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -65,7 +81,7 @@ impl Decode for DescribeProducersRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -130,23 +146,35 @@ impl TopicRequest {
 
 impl Decode for TopicRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl TopicRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.name) = de::string(i, cx, flexible, "TopicRequest.name")?;
-        (i, this.partition_indexes) =
-            de::array(i, flexible, 4, "TopicRequest.partition_indexes", |i| {
-                de::i32(i, "TopicRequest.partition_indexes")
+        this.name = rd::string(i, cx, flexible, "TopicRequest.name")?;
+        this.partition_indexes =
+            rd::array(i, flexible, 4, "TopicRequest.partition_indexes", |i| {
+                rd::i32(i, "TopicRequest.partition_indexes")
             })?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "TopicRequest._tagged")?;
+            let n = rd::tag_count(i, "TopicRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "TopicRequest._tagged")?;
-                de::tag_order(&mut last, tag, "TopicRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "TopicRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "TopicRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -155,7 +183,7 @@ impl Decode for TopicRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -45,22 +45,38 @@ impl DescribeProducersResponse {
 
 impl Decode for DescribeProducersResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeProducersResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.throttle_time_ms) = de::i32(i, "DescribeProducersResponse.throttle_time_ms")?;
-        (i, this.topics) = de::array(i, flexible, 3, "DescribeProducersResponse.topics", |i| {
-            TopicResponse::decode(i, cx, v)
-        })?;
+        this.throttle_time_ms = rd::i32(i, "DescribeProducersResponse.throttle_time_ms")?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "DescribeProducersResponse.topics",
+            |this: &mut TopicResponse, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeProducersResponse._tagged")?;
+            let n = rd::tag_count(i, "DescribeProducersResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeProducersResponse._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeProducersResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeProducersResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeProducersResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +85,7 @@ impl Decode for DescribeProducersResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -142,26 +158,41 @@ impl PartitionResponse {
 
 impl Decode for PartitionResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl PartitionResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.partition_index) = de::i32(i, "PartitionResponse.partition_index")?;
-        (i, this.error_code) = de::i16(i, "PartitionResponse.error_code")?;
-        (i, this.error_message) =
-            de::nullable_string(i, cx, flexible, true, "PartitionResponse.error_message")?;
-        (i, this.active_producers) =
-            de::array(i, flexible, 37, "PartitionResponse.active_producers", |i| {
-                ProducerState::decode(i, cx, v)
-            })?;
+        this.partition_index = rd::i32(i, "PartitionResponse.partition_index")?;
+        this.error_code = rd::i16(i, "PartitionResponse.error_code")?;
+        this.error_message =
+            rd::nullable_string(i, cx, flexible, true, "PartitionResponse.error_message")?;
+        this.active_producers = rd::struct_array(
+            i,
+            flexible,
+            37,
+            "PartitionResponse.active_producers",
+            |this: &mut ProducerState, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "PartitionResponse._tagged")?;
+            let n = rd::tag_count(i, "PartitionResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "PartitionResponse._tagged")?;
-                de::tag_order(&mut last, tag, "PartitionResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "PartitionResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "PartitionResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -170,7 +201,7 @@ impl Decode for PartitionResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -262,24 +293,36 @@ impl ProducerState {
 
 impl Decode for ProducerState {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ProducerState {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.producer_id) = de::i64(i, "ProducerState.producer_id")?;
-        (i, this.producer_epoch) = de::i32(i, "ProducerState.producer_epoch")?;
-        (i, this.last_sequence) = de::i32(i, "ProducerState.last_sequence")?;
-        (i, this.last_timestamp) = de::i64(i, "ProducerState.last_timestamp")?;
-        (i, this.coordinator_epoch) = de::i32(i, "ProducerState.coordinator_epoch")?;
-        (i, this.current_txn_start_offset) = de::i64(i, "ProducerState.current_txn_start_offset")?;
+        this.producer_id = rd::i64(i, "ProducerState.producer_id")?;
+        this.producer_epoch = rd::i32(i, "ProducerState.producer_epoch")?;
+        this.last_sequence = rd::i32(i, "ProducerState.last_sequence")?;
+        this.last_timestamp = rd::i64(i, "ProducerState.last_timestamp")?;
+        this.coordinator_epoch = rd::i32(i, "ProducerState.coordinator_epoch")?;
+        this.current_txn_start_offset = rd::i64(i, "ProducerState.current_txn_start_offset")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ProducerState._tagged")?;
+            let n = rd::tag_count(i, "ProducerState._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ProducerState._tagged")?;
-                de::tag_order(&mut last, tag, "ProducerState._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ProducerState._tagged")?;
+                rd::tag_order(&mut last, tag, "ProducerState._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -288,7 +331,7 @@ impl Decode for ProducerState {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -356,22 +399,38 @@ impl TopicResponse {
 
 impl Decode for TopicResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl TopicResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.name) = de::string(i, cx, flexible, "TopicResponse.name")?;
-        (i, this.partitions) = de::array(i, flexible, 9, "TopicResponse.partitions", |i| {
-            PartitionResponse::decode(i, cx, v)
-        })?;
+        this.name = rd::string(i, cx, flexible, "TopicResponse.name")?;
+        this.partitions = rd::struct_array(
+            i,
+            flexible,
+            9,
+            "TopicResponse.partitions",
+            |this: &mut PartitionResponse, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "TopicResponse._tagged")?;
+            let n = rd::tag_count(i, "TopicResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "TopicResponse._tagged")?;
-                de::tag_order(&mut last, tag, "TopicResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "TopicResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "TopicResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -380,7 +439,7 @@ impl Decode for TopicResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -48,31 +48,42 @@ impl DescribeTopicPartitionsRequest {
 
 impl Decode for DescribeTopicPartitionsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeTopicPartitionsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.topics) = de::array(
+        this.topics = rd::struct_array(
             i,
             flexible,
             2,
             "DescribeTopicPartitionsRequest.topics",
-            |i| TopicRequest::decode(i, cx, v),
+            |this: &mut TopicRequest, i| this.read_into(i, cx, v),
         )?;
-        (i, this.response_partition_limit) =
-            de::i32(i, "DescribeTopicPartitionsRequest.response_partition_limit")?;
-        (i, this.cursor) =
-            de::nullable_struct(i, true, "DescribeTopicPartitionsRequest.cursor", |i| {
-                Cursor::decode(i, cx, v)
-            })?;
+        this.response_partition_limit =
+            rd::i32(i, "DescribeTopicPartitionsRequest.response_partition_limit")?;
+        this.cursor = rd::nullable_struct(i, true, "DescribeTopicPartitionsRequest.cursor", |i| {
+            Cursor::read(i, cx, v)
+        })?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeTopicPartitionsRequest._tagged")?;
+            let n = rd::tag_count(i, "DescribeTopicPartitionsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeTopicPartitionsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeTopicPartitionsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeTopicPartitionsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeTopicPartitionsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -81,7 +92,7 @@ impl Decode for DescribeTopicPartitionsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -160,20 +171,32 @@ impl Cursor {
 
 impl Decode for Cursor {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl Cursor {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.topic_name) = de::string(i, cx, flexible, "Cursor.topic_name")?;
-        (i, this.partition_index) = de::i32(i, "Cursor.partition_index")?;
+        this.topic_name = rd::string(i, cx, flexible, "Cursor.topic_name")?;
+        this.partition_index = rd::i32(i, "Cursor.partition_index")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "Cursor._tagged")?;
+            let n = rd::tag_count(i, "Cursor._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "Cursor._tagged")?;
-                de::tag_order(&mut last, tag, "Cursor._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "Cursor._tagged")?;
+                rd::tag_order(&mut last, tag, "Cursor._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -182,7 +205,7 @@ impl Decode for Cursor {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -239,19 +262,31 @@ impl TopicRequest {
 
 impl Decode for TopicRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl TopicRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.name) = de::string(i, cx, flexible, "TopicRequest.name")?;
+        this.name = rd::string(i, cx, flexible, "TopicRequest.name")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "TopicRequest._tagged")?;
+            let n = rd::tag_count(i, "TopicRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "TopicRequest._tagged")?;
-                de::tag_order(&mut last, tag, "TopicRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "TopicRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "TopicRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -260,7 +295,7 @@ impl Decode for TopicRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -48,33 +48,44 @@ impl DescribeTopicPartitionsResponse {
 
 impl Decode for DescribeTopicPartitionsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeTopicPartitionsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.throttle_time_ms) =
-            de::i32(i, "DescribeTopicPartitionsResponse.throttle_time_ms")?;
-        (i, this.topics) = de::array(
+        this.throttle_time_ms = rd::i32(i, "DescribeTopicPartitionsResponse.throttle_time_ms")?;
+        this.topics = rd::struct_array(
             i,
             flexible,
             26,
             "DescribeTopicPartitionsResponse.topics",
-            |i| DescribeTopicPartitionsResponseTopic::decode(i, cx, v),
+            |this: &mut DescribeTopicPartitionsResponseTopic, i| this.read_into(i, cx, v),
         )?;
-        (i, this.next_cursor) = de::nullable_struct(
+        this.next_cursor = rd::nullable_struct(
             i,
             true,
             "DescribeTopicPartitionsResponse.next_cursor",
-            |i| Cursor::decode(i, cx, v),
+            |i| Cursor::read(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeTopicPartitionsResponse._tagged")?;
+            let n = rd::tag_count(i, "DescribeTopicPartitionsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "DescribeTopicPartitionsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "DescribeTopicPartitionsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "DescribeTopicPartitionsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "DescribeTopicPartitionsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -83,7 +94,7 @@ impl Decode for DescribeTopicPartitionsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -162,20 +173,32 @@ impl Cursor {
 
 impl Decode for Cursor {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl Cursor {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.topic_name) = de::string(i, cx, flexible, "Cursor.topic_name")?;
-        (i, this.partition_index) = de::i32(i, "Cursor.partition_index")?;
+        this.topic_name = rd::string(i, cx, flexible, "Cursor.topic_name")?;
+        this.partition_index = rd::i32(i, "Cursor.partition_index")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "Cursor._tagged")?;
+            let n = rd::tag_count(i, "Cursor._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "Cursor._tagged")?;
-                de::tag_order(&mut last, tag, "Cursor._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "Cursor._tagged")?;
+                rd::tag_order(&mut last, tag, "Cursor._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -184,7 +207,7 @@ impl Decode for Cursor {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -265,74 +288,85 @@ impl DescribeTopicPartitionsResponsePartition {
 
 impl Decode for DescribeTopicPartitionsResponsePartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeTopicPartitionsResponsePartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.error_code) = de::i16(i, "DescribeTopicPartitionsResponsePartition.error_code")?;
-        (i, this.partition_index) = de::i32(
+        this.error_code = rd::i16(i, "DescribeTopicPartitionsResponsePartition.error_code")?;
+        this.partition_index = rd::i32(
             i,
             "DescribeTopicPartitionsResponsePartition.partition_index",
         )?;
-        (i, this.leader_id) = de::i32(i, "DescribeTopicPartitionsResponsePartition.leader_id")?;
-        (i, this.leader_epoch) =
-            de::i32(i, "DescribeTopicPartitionsResponsePartition.leader_epoch")?;
-        (i, this.replica_nodes) = de::array(
+        this.leader_id = rd::i32(i, "DescribeTopicPartitionsResponsePartition.leader_id")?;
+        this.leader_epoch = rd::i32(i, "DescribeTopicPartitionsResponsePartition.leader_epoch")?;
+        this.replica_nodes = rd::array(
             i,
             flexible,
             4,
             "DescribeTopicPartitionsResponsePartition.replica_nodes",
-            |i| de::i32(i, "DescribeTopicPartitionsResponsePartition.replica_nodes"),
+            |i| rd::i32(i, "DescribeTopicPartitionsResponsePartition.replica_nodes"),
         )?;
-        (i, this.isr_nodes) = de::array(
+        this.isr_nodes = rd::array(
             i,
             flexible,
             4,
             "DescribeTopicPartitionsResponsePartition.isr_nodes",
-            |i| de::i32(i, "DescribeTopicPartitionsResponsePartition.isr_nodes"),
+            |i| rd::i32(i, "DescribeTopicPartitionsResponsePartition.isr_nodes"),
         )?;
-        (i, this.eligible_leader_replicas) = de::nullable_array(
+        this.eligible_leader_replicas = rd::nullable_array(
             i,
             flexible,
             true,
             4,
             "DescribeTopicPartitionsResponsePartition.eligible_leader_replicas",
             |i| {
-                de::i32(
+                rd::i32(
                     i,
                     "DescribeTopicPartitionsResponsePartition.eligible_leader_replicas",
                 )
             },
         )?;
-        (i, this.last_known_elr) = de::nullable_array(
+        this.last_known_elr = rd::nullable_array(
             i,
             flexible,
             true,
             4,
             "DescribeTopicPartitionsResponsePartition.last_known_elr",
-            |i| de::i32(i, "DescribeTopicPartitionsResponsePartition.last_known_elr"),
+            |i| rd::i32(i, "DescribeTopicPartitionsResponsePartition.last_known_elr"),
         )?;
-        (i, this.offline_replicas) = de::array(
+        this.offline_replicas = rd::array(
             i,
             flexible,
             4,
             "DescribeTopicPartitionsResponsePartition.offline_replicas",
             |i| {
-                de::i32(
+                rd::i32(
                     i,
                     "DescribeTopicPartitionsResponsePartition.offline_replicas",
                 )
             },
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
+            let n = rd::tag_count(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) =
-                    de::tagged_field(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
-                de::tag_order(
+                let (tag, data) =
+                    rd::tagged_field(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
+                rd::tag_order(
                     &mut last,
                     tag,
                     "DescribeTopicPartitionsResponsePartition._tagged",
@@ -345,7 +379,7 @@ impl Decode for DescribeTopicPartitionsResponsePartition {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -492,40 +526,52 @@ impl DescribeTopicPartitionsResponseTopic {
 
 impl Decode for DescribeTopicPartitionsResponseTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl DescribeTopicPartitionsResponseTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = true;
-        (i, this.error_code) = de::i16(i, "DescribeTopicPartitionsResponseTopic.error_code")?;
-        (i, this.name) = de::nullable_string(
+        this.error_code = rd::i16(i, "DescribeTopicPartitionsResponseTopic.error_code")?;
+        this.name = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "DescribeTopicPartitionsResponseTopic.name",
         )?;
-        (i, this.topic_id) = de::uuid(i, "DescribeTopicPartitionsResponseTopic.topic_id")?;
-        (i, this.is_internal) = de::bool(i, "DescribeTopicPartitionsResponseTopic.is_internal")?;
-        (i, this.partitions) = de::array(
+        this.topic_id = rd::uuid(i, "DescribeTopicPartitionsResponseTopic.topic_id")?;
+        this.is_internal = rd::bool(i, "DescribeTopicPartitionsResponseTopic.is_internal")?;
+        this.partitions = rd::struct_array(
             i,
             flexible,
             20,
             "DescribeTopicPartitionsResponseTopic.partitions",
-            |i| DescribeTopicPartitionsResponsePartition::decode(i, cx, v),
+            |this: &mut DescribeTopicPartitionsResponsePartition, i| this.read_into(i, cx, v),
         )?;
-        (i, this.topic_authorized_operations) = de::i32(
+        this.topic_authorized_operations = rd::i32(
             i,
             "DescribeTopicPartitionsResponseTopic.topic_authorized_operations",
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
+            let n = rd::tag_count(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) =
-                    de::tagged_field(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
-                de::tag_order(
+                let (tag, data) =
+                    rd::tagged_field(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
+                rd::tag_order(
                     &mut last,
                     tag,
                     "DescribeTopicPartitionsResponseTopic._tagged",
@@ -538,7 +584,7 @@ impl Decode for DescribeTopicPartitionsResponseTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

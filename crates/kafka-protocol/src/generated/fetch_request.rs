@@ -75,53 +75,71 @@ impl FetchRequest {
 
 impl Decode for FetchRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl FetchRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
         if v <= 14 {
-            (i, this.replica_id) = de::i32(i, "FetchRequest.replica_id")?;
+            this.replica_id = rd::i32(i, "FetchRequest.replica_id")?;
         }
-        (i, this.max_wait_ms) = de::i32(i, "FetchRequest.max_wait_ms")?;
-        (i, this.min_bytes) = de::i32(i, "FetchRequest.min_bytes")?;
-        (i, this.max_bytes) = de::i32(i, "FetchRequest.max_bytes")?;
-        (i, this.isolation_level) = de::i8(i, "FetchRequest.isolation_level")?;
+        this.max_wait_ms = rd::i32(i, "FetchRequest.max_wait_ms")?;
+        this.min_bytes = rd::i32(i, "FetchRequest.min_bytes")?;
+        this.max_bytes = rd::i32(i, "FetchRequest.max_bytes")?;
+        this.isolation_level = rd::i8(i, "FetchRequest.isolation_level")?;
         if v >= 7 {
-            (i, this.session_id) = de::i32(i, "FetchRequest.session_id")?;
+            this.session_id = rd::i32(i, "FetchRequest.session_id")?;
         }
         if v >= 7 {
-            (i, this.session_epoch) = de::i32(i, "FetchRequest.session_epoch")?;
+            this.session_epoch = rd::i32(i, "FetchRequest.session_epoch")?;
         }
-        (i, this.topics) = de::array(i, flexible, 3, "FetchRequest.topics", |i| {
-            FetchTopic::decode(i, cx, v)
-        })?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "FetchRequest.topics",
+            |this: &mut FetchTopic, i| this.read_into(i, cx, v),
+        )?;
         if v >= 7 {
-            (i, this.forgotten_topics_data) =
-                de::array(i, flexible, 1, "FetchRequest.forgotten_topics_data", |i| {
-                    ForgottenTopic::decode(i, cx, v)
-                })?;
+            this.forgotten_topics_data = rd::struct_array(
+                i,
+                flexible,
+                1,
+                "FetchRequest.forgotten_topics_data",
+                |this: &mut ForgottenTopic, i| this.read_into(i, cx, v),
+            )?;
         }
         if v >= 11 {
-            (i, this.rack_id) = de::string(i, cx, flexible, "FetchRequest.rack_id")?;
+            this.rack_id = rd::string(i, cx, flexible, "FetchRequest.rack_id")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "FetchRequest._tagged")?;
+            let n = rd::tag_count(i, "FetchRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "FetchRequest._tagged")?;
-                de::tag_order(&mut last, tag, "FetchRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "FetchRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "FetchRequest._tagged")?;
                 match tag {
                     0 if v >= 12 => {
-                        let i = data;
+                        let i = &mut &data[..];
                         this.cluster_id =
-                            (de::nullable_string(i, cx, true, v >= 12, "FetchRequest.cluster_id"))?
-                                .1;
+                            rd::nullable_string(i, cx, true, v >= 12, "FetchRequest.cluster_id")?;
                     }
                     1 if v >= 15 => {
-                        let i = data;
-                        this.replica_state = (ReplicaState::decode(i, cx, v))?.1;
+                        let i = &mut &data[..];
+                        this.replica_state = ReplicaState::read(i, cx, v)?;
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -130,7 +148,7 @@ impl Decode for FetchRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -295,39 +313,51 @@ impl FetchPartition {
 
 impl Decode for FetchPartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl FetchPartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
-        (i, this.partition) = de::i32(i, "FetchPartition.partition")?;
+        this.partition = rd::i32(i, "FetchPartition.partition")?;
         if v >= 9 {
-            (i, this.current_leader_epoch) = de::i32(i, "FetchPartition.current_leader_epoch")?;
+            this.current_leader_epoch = rd::i32(i, "FetchPartition.current_leader_epoch")?;
         }
-        (i, this.fetch_offset) = de::i64(i, "FetchPartition.fetch_offset")?;
+        this.fetch_offset = rd::i64(i, "FetchPartition.fetch_offset")?;
         if v >= 12 {
-            (i, this.last_fetched_epoch) = de::i32(i, "FetchPartition.last_fetched_epoch")?;
+            this.last_fetched_epoch = rd::i32(i, "FetchPartition.last_fetched_epoch")?;
         }
         if v >= 5 {
-            (i, this.log_start_offset) = de::i64(i, "FetchPartition.log_start_offset")?;
+            this.log_start_offset = rd::i64(i, "FetchPartition.log_start_offset")?;
         }
-        (i, this.partition_max_bytes) = de::i32(i, "FetchPartition.partition_max_bytes")?;
+        this.partition_max_bytes = rd::i32(i, "FetchPartition.partition_max_bytes")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "FetchPartition._tagged")?;
+            let n = rd::tag_count(i, "FetchPartition._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "FetchPartition._tagged")?;
-                de::tag_order(&mut last, tag, "FetchPartition._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "FetchPartition._tagged")?;
+                rd::tag_order(&mut last, tag, "FetchPartition._tagged")?;
                 match tag {
                     0 if v >= 17 => {
-                        let i = data;
+                        let i = &mut &data[..];
                         this.replica_directory_id =
-                            (de::uuid(i, "FetchPartition.replica_directory_id"))?.1;
+                            rd::uuid(i, "FetchPartition.replica_directory_id")?;
                     }
                     1 if v >= 18 => {
-                        let i = data;
-                        this.high_watermark = (de::i64(i, "FetchPartition.high_watermark"))?.1;
+                        let i = &mut &data[..];
+                        this.high_watermark = rd::i64(i, "FetchPartition.high_watermark")?;
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -336,7 +366,7 @@ impl Decode for FetchPartition {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -439,27 +469,43 @@ impl FetchTopic {
 
 impl Decode for FetchTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl FetchTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
         if v <= 12 {
-            (i, this.topic) = de::string(i, cx, flexible, "FetchTopic.topic")?;
+            this.topic = rd::string(i, cx, flexible, "FetchTopic.topic")?;
         }
         if v >= 13 {
-            (i, this.topic_id) = de::uuid(i, "FetchTopic.topic_id")?;
+            this.topic_id = rd::uuid(i, "FetchTopic.topic_id")?;
         }
-        (i, this.partitions) = de::array(i, flexible, 16, "FetchTopic.partitions", |i| {
-            FetchPartition::decode(i, cx, v)
-        })?;
+        this.partitions = rd::struct_array(
+            i,
+            flexible,
+            16,
+            "FetchTopic.partitions",
+            |this: &mut FetchPartition, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "FetchTopic._tagged")?;
+            let n = rd::tag_count(i, "FetchTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "FetchTopic._tagged")?;
-                de::tag_order(&mut last, tag, "FetchTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "FetchTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "FetchTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -468,7 +514,7 @@ impl Decode for FetchTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -544,29 +590,41 @@ impl ForgottenTopic {
 
 impl Decode for ForgottenTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ForgottenTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
         if (v >= 7 && v <= 12) {
-            (i, this.topic) = de::string(i, cx, flexible, "ForgottenTopic.topic")?;
+            this.topic = rd::string(i, cx, flexible, "ForgottenTopic.topic")?;
         }
         if v >= 13 {
-            (i, this.topic_id) = de::uuid(i, "ForgottenTopic.topic_id")?;
+            this.topic_id = rd::uuid(i, "ForgottenTopic.topic_id")?;
         }
         if v >= 7 {
-            (i, this.partitions) = de::array(i, flexible, 4, "ForgottenTopic.partitions", |i| {
-                de::i32(i, "ForgottenTopic.partitions")
+            this.partitions = rd::array(i, flexible, 4, "ForgottenTopic.partitions", |i| {
+                rd::i32(i, "ForgottenTopic.partitions")
             })?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ForgottenTopic._tagged")?;
+            let n = rd::tag_count(i, "ForgottenTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ForgottenTopic._tagged")?;
-                de::tag_order(&mut last, tag, "ForgottenTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ForgottenTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "ForgottenTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -575,7 +633,7 @@ impl Decode for ForgottenTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -658,24 +716,36 @@ impl ReplicaState {
 
 impl Decode for ReplicaState {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ReplicaState {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
         if v >= 15 {
-            (i, this.replica_id) = de::i32(i, "ReplicaState.replica_id")?;
+            this.replica_id = rd::i32(i, "ReplicaState.replica_id")?;
         }
         if v >= 15 {
-            (i, this.replica_epoch) = de::i64(i, "ReplicaState.replica_epoch")?;
+            this.replica_epoch = rd::i64(i, "ReplicaState.replica_epoch")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ReplicaState._tagged")?;
+            let n = rd::tag_count(i, "ReplicaState._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ReplicaState._tagged")?;
-                de::tag_order(&mut last, tag, "ReplicaState._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ReplicaState._tagged")?;
+                rd::tag_order(&mut last, tag, "ReplicaState._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -684,7 +754,7 @@ impl Decode for ReplicaState {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

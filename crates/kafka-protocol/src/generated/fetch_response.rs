@@ -54,36 +54,54 @@ impl FetchResponse {
 
 impl Decode for FetchResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl FetchResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
-        (i, this.throttle_time_ms) = de::i32(i, "FetchResponse.throttle_time_ms")?;
+        this.throttle_time_ms = rd::i32(i, "FetchResponse.throttle_time_ms")?;
         if v >= 7 {
-            (i, this.error_code) = de::i16(i, "FetchResponse.error_code")?;
+            this.error_code = rd::i16(i, "FetchResponse.error_code")?;
         }
         if v >= 7 {
-            (i, this.session_id) = de::i32(i, "FetchResponse.session_id")?;
+            this.session_id = rd::i32(i, "FetchResponse.session_id")?;
         }
-        (i, this.responses) = de::array(i, flexible, 3, "FetchResponse.responses", |i| {
-            FetchableTopicResponse::decode(i, cx, v)
-        })?;
+        this.responses = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "FetchResponse.responses",
+            |this: &mut FetchableTopicResponse, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "FetchResponse._tagged")?;
+            let n = rd::tag_count(i, "FetchResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "FetchResponse._tagged")?;
-                de::tag_order(&mut last, tag, "FetchResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "FetchResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "FetchResponse._tagged")?;
                 match tag {
                     0 if v >= 16 => {
-                        let i = data;
-                        this.node_endpoints =
-                            (de::array(i, true, 1, "FetchResponse.node_endpoints", |i| {
-                                NodeEndpoint::decode(i, cx, v)
-                            }))?
-                            .1;
+                        let i = &mut &data[..];
+                        this.node_endpoints = rd::struct_array(
+                            i,
+                            true,
+                            1,
+                            "FetchResponse.node_endpoints",
+                            |this: &mut NodeEndpoint, i| this.read_into(i, cx, v),
+                        )?;
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -92,7 +110,7 @@ impl Decode for FetchResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -193,20 +211,32 @@ impl AbortedTransaction {
 
 impl Decode for AbortedTransaction {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl AbortedTransaction {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
-        (i, this.producer_id) = de::i64(i, "AbortedTransaction.producer_id")?;
-        (i, this.first_offset) = de::i64(i, "AbortedTransaction.first_offset")?;
+        this.producer_id = rd::i64(i, "AbortedTransaction.producer_id")?;
+        this.first_offset = rd::i64(i, "AbortedTransaction.first_offset")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "AbortedTransaction._tagged")?;
+            let n = rd::tag_count(i, "AbortedTransaction._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "AbortedTransaction._tagged")?;
-                de::tag_order(&mut last, tag, "AbortedTransaction._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "AbortedTransaction._tagged")?;
+                rd::tag_order(&mut last, tag, "AbortedTransaction._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -215,7 +245,7 @@ impl Decode for AbortedTransaction {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -275,24 +305,36 @@ impl EpochEndOffset {
 
 impl Decode for EpochEndOffset {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl EpochEndOffset {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
         if v >= 12 {
-            (i, this.epoch) = de::i32(i, "EpochEndOffset.epoch")?;
+            this.epoch = rd::i32(i, "EpochEndOffset.epoch")?;
         }
         if v >= 12 {
-            (i, this.end_offset) = de::i64(i, "EpochEndOffset.end_offset")?;
+            this.end_offset = rd::i64(i, "EpochEndOffset.end_offset")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "EpochEndOffset._tagged")?;
+            let n = rd::tag_count(i, "EpochEndOffset._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "EpochEndOffset._tagged")?;
-                de::tag_order(&mut last, tag, "EpochEndOffset._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "EpochEndOffset._tagged")?;
+                rd::tag_order(&mut last, tag, "EpochEndOffset._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -301,7 +343,7 @@ impl Decode for EpochEndOffset {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -384,28 +426,43 @@ impl FetchableTopicResponse {
 
 impl Decode for FetchableTopicResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl FetchableTopicResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
         if v <= 12 {
-            (i, this.topic) = de::string(i, cx, flexible, "FetchableTopicResponse.topic")?;
+            this.topic = rd::string(i, cx, flexible, "FetchableTopicResponse.topic")?;
         }
         if v >= 13 {
-            (i, this.topic_id) = de::uuid(i, "FetchableTopicResponse.topic_id")?;
+            this.topic_id = rd::uuid(i, "FetchableTopicResponse.topic_id")?;
         }
-        (i, this.partitions) =
-            de::array(i, flexible, 30, "FetchableTopicResponse.partitions", |i| {
-                PartitionData::decode(i, cx, v)
-            })?;
+        this.partitions = rd::struct_array(
+            i,
+            flexible,
+            30,
+            "FetchableTopicResponse.partitions",
+            |this: &mut PartitionData, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "FetchableTopicResponse._tagged")?;
+            let n = rd::tag_count(i, "FetchableTopicResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "FetchableTopicResponse._tagged")?;
-                de::tag_order(&mut last, tag, "FetchableTopicResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "FetchableTopicResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "FetchableTopicResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -414,7 +471,7 @@ impl Decode for FetchableTopicResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -491,24 +548,36 @@ impl LeaderIdAndEpoch {
 
 impl Decode for LeaderIdAndEpoch {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl LeaderIdAndEpoch {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
         if v >= 12 {
-            (i, this.leader_id) = de::i32(i, "LeaderIdAndEpoch.leader_id")?;
+            this.leader_id = rd::i32(i, "LeaderIdAndEpoch.leader_id")?;
         }
         if v >= 12 {
-            (i, this.leader_epoch) = de::i32(i, "LeaderIdAndEpoch.leader_epoch")?;
+            this.leader_epoch = rd::i32(i, "LeaderIdAndEpoch.leader_epoch")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "LeaderIdAndEpoch._tagged")?;
+            let n = rd::tag_count(i, "LeaderIdAndEpoch._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
-                de::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
+                rd::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -517,7 +586,7 @@ impl Decode for LeaderIdAndEpoch {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -603,30 +672,42 @@ impl NodeEndpoint {
 
 impl Decode for NodeEndpoint {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl NodeEndpoint {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
         if v >= 16 {
-            (i, this.node_id) = de::i32(i, "NodeEndpoint.node_id")?;
+            this.node_id = rd::i32(i, "NodeEndpoint.node_id")?;
         }
         if v >= 16 {
-            (i, this.host) = de::string(i, cx, flexible, "NodeEndpoint.host")?;
+            this.host = rd::string(i, cx, flexible, "NodeEndpoint.host")?;
         }
         if v >= 16 {
-            (i, this.port) = de::i32(i, "NodeEndpoint.port")?;
+            this.port = rd::i32(i, "NodeEndpoint.port")?;
         }
         if v >= 16 {
-            (i, this.rack) = de::nullable_string(i, cx, flexible, v >= 16, "NodeEndpoint.rack")?;
+            this.rack = rd::nullable_string(i, cx, flexible, v >= 16, "NodeEndpoint.rack")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "NodeEndpoint._tagged")?;
+            let n = rd::tag_count(i, "NodeEndpoint._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "NodeEndpoint._tagged")?;
-                de::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "NodeEndpoint._tagged")?;
+                rd::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -635,7 +716,7 @@ impl Decode for NodeEndpoint {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -770,49 +851,61 @@ impl PartitionData {
 
 impl Decode for PartitionData {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl PartitionData {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
-        (i, this.partition_index) = de::i32(i, "PartitionData.partition_index")?;
-        (i, this.error_code) = de::i16(i, "PartitionData.error_code")?;
-        (i, this.high_watermark) = de::i64(i, "PartitionData.high_watermark")?;
-        (i, this.last_stable_offset) = de::i64(i, "PartitionData.last_stable_offset")?;
+        this.partition_index = rd::i32(i, "PartitionData.partition_index")?;
+        this.error_code = rd::i16(i, "PartitionData.error_code")?;
+        this.high_watermark = rd::i64(i, "PartitionData.high_watermark")?;
+        this.last_stable_offset = rd::i64(i, "PartitionData.last_stable_offset")?;
         if v >= 5 {
-            (i, this.log_start_offset) = de::i64(i, "PartitionData.log_start_offset")?;
+            this.log_start_offset = rd::i64(i, "PartitionData.log_start_offset")?;
         }
-        (i, this.aborted_transactions) = de::nullable_array(
+        this.aborted_transactions = rd::nullable_struct_array(
             i,
             flexible,
             true,
             16,
             "PartitionData.aborted_transactions",
-            |i| AbortedTransaction::decode(i, cx, v),
+            |this: &mut AbortedTransaction, i| this.read_into(i, cx, v),
         )?;
         if v >= 11 {
-            (i, this.preferred_read_replica) = de::i32(i, "PartitionData.preferred_read_replica")?;
+            this.preferred_read_replica = rd::i32(i, "PartitionData.preferred_read_replica")?;
         }
-        (i, this.records) = de::nullable_bytes(i, cx, flexible, true, "PartitionData.records")?;
+        this.records = rd::nullable_bytes(i, cx, flexible, true, "PartitionData.records")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "PartitionData._tagged")?;
+            let n = rd::tag_count(i, "PartitionData._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "PartitionData._tagged")?;
-                de::tag_order(&mut last, tag, "PartitionData._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "PartitionData._tagged")?;
+                rd::tag_order(&mut last, tag, "PartitionData._tagged")?;
                 match tag {
                     0 if v >= 12 => {
-                        let i = data;
-                        this.diverging_epoch = (EpochEndOffset::decode(i, cx, v))?.1;
+                        let i = &mut &data[..];
+                        this.diverging_epoch = EpochEndOffset::read(i, cx, v)?;
                     }
                     1 if v >= 12 => {
-                        let i = data;
-                        this.current_leader = (LeaderIdAndEpoch::decode(i, cx, v))?.1;
+                        let i = &mut &data[..];
+                        this.current_leader = LeaderIdAndEpoch::read(i, cx, v)?;
                     }
                     2 if v >= 12 => {
-                        let i = data;
-                        this.snapshot_id = (SnapshotId::decode(i, cx, v))?.1;
+                        let i = &mut &data[..];
+                        this.snapshot_id = SnapshotId::read(i, cx, v)?;
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -821,7 +914,7 @@ impl Decode for PartitionData {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -967,20 +1060,32 @@ impl SnapshotId {
 
 impl Decode for SnapshotId {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl SnapshotId {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 12;
-        (i, this.end_offset) = de::i64(i, "SnapshotId.end_offset")?;
-        (i, this.epoch) = de::i32(i, "SnapshotId.epoch")?;
+        this.end_offset = rd::i64(i, "SnapshotId.end_offset")?;
+        this.epoch = rd::i32(i, "SnapshotId.epoch")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "SnapshotId._tagged")?;
+            let n = rd::tag_count(i, "SnapshotId._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "SnapshotId._tagged")?;
-                de::tag_order(&mut last, tag, "SnapshotId._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "SnapshotId._tagged")?;
+                rd::tag_order(&mut last, tag, "SnapshotId._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -989,7 +1094,7 @@ impl Decode for SnapshotId {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

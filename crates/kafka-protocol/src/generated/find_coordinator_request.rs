@@ -48,33 +48,45 @@ impl FindCoordinatorRequest {
 
 impl Decode for FindCoordinatorRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl FindCoordinatorRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
         if v <= 3 {
-            (i, this.key) = de::string(i, cx, flexible, "FindCoordinatorRequest.key")?;
+            this.key = rd::string(i, cx, flexible, "FindCoordinatorRequest.key")?;
         }
         if v >= 1 {
-            (i, this.key_type) = de::i8(i, "FindCoordinatorRequest.key_type")?;
+            this.key_type = rd::i8(i, "FindCoordinatorRequest.key_type")?;
         }
         if v >= 4 {
-            (i, this.coordinator_keys) = de::array(
+            this.coordinator_keys = rd::array(
                 i,
                 flexible,
                 1,
                 "FindCoordinatorRequest.coordinator_keys",
-                |i| de::string(i, cx, flexible, "FindCoordinatorRequest.coordinator_keys"),
+                |i| rd::string(i, cx, flexible, "FindCoordinatorRequest.coordinator_keys"),
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "FindCoordinatorRequest._tagged")?;
+            let n = rd::tag_count(i, "FindCoordinatorRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "FindCoordinatorRequest._tagged")?;
-                de::tag_order(&mut last, tag, "FindCoordinatorRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "FindCoordinatorRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "FindCoordinatorRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -83,7 +95,7 @@ impl Decode for FindCoordinatorRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

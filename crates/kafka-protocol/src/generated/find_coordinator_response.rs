@@ -60,18 +60,32 @@ impl FindCoordinatorResponse {
 
 impl Decode for FindCoordinatorResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl FindCoordinatorResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
         if v >= 1 {
-            (i, this.throttle_time_ms) = de::i32(i, "FindCoordinatorResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "FindCoordinatorResponse.throttle_time_ms")?;
         }
         if v <= 3 {
-            (i, this.error_code) = de::i16(i, "FindCoordinatorResponse.error_code")?;
+            this.error_code = rd::i16(i, "FindCoordinatorResponse.error_code")?;
         }
         if (v >= 1 && v <= 3) {
-            (i, this.error_message) = de::nullable_string(
+            this.error_message = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -80,31 +94,29 @@ impl Decode for FindCoordinatorResponse {
             )?;
         }
         if v <= 3 {
-            (i, this.node_id) = de::i32(i, "FindCoordinatorResponse.node_id")?;
+            this.node_id = rd::i32(i, "FindCoordinatorResponse.node_id")?;
         }
         if v <= 3 {
-            (i, this.host) = de::string(i, cx, flexible, "FindCoordinatorResponse.host")?;
+            this.host = rd::string(i, cx, flexible, "FindCoordinatorResponse.host")?;
         }
         if v <= 3 {
-            (i, this.port) = de::i32(i, "FindCoordinatorResponse.port")?;
+            this.port = rd::i32(i, "FindCoordinatorResponse.port")?;
         }
         if v >= 4 {
-            (i, this.coordinators) = de::array(
+            this.coordinators = rd::struct_array(
                 i,
                 flexible,
                 1,
                 "FindCoordinatorResponse.coordinators",
-                |i| Coordinator::decode(i, cx, v),
+                |this: &mut Coordinator, i| this.read_into(i, cx, v),
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "FindCoordinatorResponse._tagged")?;
+            let n = rd::tag_count(i, "FindCoordinatorResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "FindCoordinatorResponse._tagged")?;
-                de::tag_order(&mut last, tag, "FindCoordinatorResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "FindCoordinatorResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "FindCoordinatorResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -113,7 +125,7 @@ impl Decode for FindCoordinatorResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -269,37 +281,49 @@ impl Coordinator {
 
 impl Decode for Coordinator {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl Coordinator {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
         if v >= 4 {
-            (i, this.key) = de::string(i, cx, flexible, "Coordinator.key")?;
+            this.key = rd::string(i, cx, flexible, "Coordinator.key")?;
         }
         if v >= 4 {
-            (i, this.node_id) = de::i32(i, "Coordinator.node_id")?;
+            this.node_id = rd::i32(i, "Coordinator.node_id")?;
         }
         if v >= 4 {
-            (i, this.host) = de::string(i, cx, flexible, "Coordinator.host")?;
+            this.host = rd::string(i, cx, flexible, "Coordinator.host")?;
         }
         if v >= 4 {
-            (i, this.port) = de::i32(i, "Coordinator.port")?;
+            this.port = rd::i32(i, "Coordinator.port")?;
         }
         if v >= 4 {
-            (i, this.error_code) = de::i16(i, "Coordinator.error_code")?;
+            this.error_code = rd::i16(i, "Coordinator.error_code")?;
         }
         if v >= 4 {
-            (i, this.error_message) =
-                de::nullable_string(i, cx, flexible, v >= 4, "Coordinator.error_message")?;
+            this.error_message =
+                rd::nullable_string(i, cx, flexible, v >= 4, "Coordinator.error_message")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "Coordinator._tagged")?;
+            let n = rd::tag_count(i, "Coordinator._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "Coordinator._tagged")?;
-                de::tag_order(&mut last, tag, "Coordinator._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "Coordinator._tagged")?;
+                rd::tag_order(&mut last, tag, "Coordinator._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -308,7 +332,7 @@ impl Decode for Coordinator {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

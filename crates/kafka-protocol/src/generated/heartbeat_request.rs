@@ -51,15 +51,29 @@ impl HeartbeatRequest {
 
 impl Decode for HeartbeatRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl HeartbeatRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.group_id) = de::string(i, cx, flexible, "HeartbeatRequest.group_id")?;
-        (i, this.generation_id) = de::i32(i, "HeartbeatRequest.generation_id")?;
-        (i, this.member_id) = de::string(i, cx, flexible, "HeartbeatRequest.member_id")?;
+        this.group_id = rd::string(i, cx, flexible, "HeartbeatRequest.group_id")?;
+        this.generation_id = rd::i32(i, "HeartbeatRequest.generation_id")?;
+        this.member_id = rd::string(i, cx, flexible, "HeartbeatRequest.member_id")?;
         if v >= 3 {
-            (i, this.group_instance_id) = de::nullable_string(
+            this.group_instance_id = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -68,13 +82,11 @@ impl Decode for HeartbeatRequest {
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "HeartbeatRequest._tagged")?;
+            let n = rd::tag_count(i, "HeartbeatRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "HeartbeatRequest._tagged")?;
-                de::tag_order(&mut last, tag, "HeartbeatRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "HeartbeatRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "HeartbeatRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -83,7 +95,7 @@ impl Decode for HeartbeatRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -45,22 +45,34 @@ impl HeartbeatResponse {
 
 impl Decode for HeartbeatResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl HeartbeatResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
         if v >= 1 {
-            (i, this.throttle_time_ms) = de::i32(i, "HeartbeatResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "HeartbeatResponse.throttle_time_ms")?;
         }
-        (i, this.error_code) = de::i16(i, "HeartbeatResponse.error_code")?;
+        this.error_code = rd::i16(i, "HeartbeatResponse.error_code")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "HeartbeatResponse._tagged")?;
+            let n = rd::tag_count(i, "HeartbeatResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "HeartbeatResponse._tagged")?;
-                de::tag_order(&mut last, tag, "HeartbeatResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "HeartbeatResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "HeartbeatResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +81,7 @@ impl Decode for HeartbeatResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -45,26 +45,38 @@ impl IncrementalAlterConfigsRequest {
 
 impl Decode for IncrementalAlterConfigsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl IncrementalAlterConfigsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 1;
-        (i, this.resources) = de::array(
+        this.resources = rd::struct_array(
             i,
             flexible,
             4,
             "IncrementalAlterConfigsRequest.resources",
-            |i| AlterConfigsResource::decode(i, cx, v),
+            |this: &mut AlterConfigsResource, i| this.read_into(i, cx, v),
         )?;
-        (i, this.validate_only) = de::bool(i, "IncrementalAlterConfigsRequest.validate_only")?;
+        this.validate_only = rd::bool(i, "IncrementalAlterConfigsRequest.validate_only")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "IncrementalAlterConfigsRequest._tagged")?;
+            let n = rd::tag_count(i, "IncrementalAlterConfigsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "IncrementalAlterConfigsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "IncrementalAlterConfigsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "IncrementalAlterConfigsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "IncrementalAlterConfigsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -73,7 +85,7 @@ impl Decode for IncrementalAlterConfigsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -143,24 +155,39 @@ impl AlterConfigsResource {
 
 impl Decode for AlterConfigsResource {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl AlterConfigsResource {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 1;
-        (i, this.resource_type) = de::i8(i, "AlterConfigsResource.resource_type")?;
-        (i, this.resource_name) =
-            de::string(i, cx, flexible, "AlterConfigsResource.resource_name")?;
-        (i, this.configs) = de::array(i, flexible, 4, "AlterConfigsResource.configs", |i| {
-            AlterableConfig::decode(i, cx, v)
-        })?;
+        this.resource_type = rd::i8(i, "AlterConfigsResource.resource_type")?;
+        this.resource_name = rd::string(i, cx, flexible, "AlterConfigsResource.resource_name")?;
+        this.configs = rd::struct_array(
+            i,
+            flexible,
+            4,
+            "AlterConfigsResource.configs",
+            |this: &mut AlterableConfig, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "AlterConfigsResource._tagged")?;
+            let n = rd::tag_count(i, "AlterConfigsResource._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "AlterConfigsResource._tagged")?;
-                de::tag_order(&mut last, tag, "AlterConfigsResource._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "AlterConfigsResource._tagged")?;
+                rd::tag_order(&mut last, tag, "AlterConfigsResource._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -169,7 +196,7 @@ impl Decode for AlterConfigsResource {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -241,21 +268,33 @@ impl AlterableConfig {
 
 impl Decode for AlterableConfig {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl AlterableConfig {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 1;
-        (i, this.name) = de::string(i, cx, flexible, "AlterableConfig.name")?;
-        (i, this.config_operation) = de::i8(i, "AlterableConfig.config_operation")?;
-        (i, this.value) = de::nullable_string(i, cx, flexible, true, "AlterableConfig.value")?;
+        this.name = rd::string(i, cx, flexible, "AlterableConfig.name")?;
+        this.config_operation = rd::i8(i, "AlterableConfig.config_operation")?;
+        this.value = rd::nullable_string(i, cx, flexible, true, "AlterableConfig.value")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "AlterableConfig._tagged")?;
+            let n = rd::tag_count(i, "AlterableConfig._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "AlterableConfig._tagged")?;
-                de::tag_order(&mut last, tag, "AlterableConfig._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "AlterableConfig._tagged")?;
+                rd::tag_order(&mut last, tag, "AlterableConfig._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -264,7 +303,7 @@ impl Decode for AlterableConfig {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

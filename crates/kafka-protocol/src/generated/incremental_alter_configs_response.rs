@@ -45,27 +45,38 @@ impl IncrementalAlterConfigsResponse {
 
 impl Decode for IncrementalAlterConfigsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl IncrementalAlterConfigsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 1;
-        (i, this.throttle_time_ms) =
-            de::i32(i, "IncrementalAlterConfigsResponse.throttle_time_ms")?;
-        (i, this.responses) = de::array(
+        this.throttle_time_ms = rd::i32(i, "IncrementalAlterConfigsResponse.throttle_time_ms")?;
+        this.responses = rd::struct_array(
             i,
             flexible,
             6,
             "IncrementalAlterConfigsResponse.responses",
-            |i| AlterConfigsResourceResponse::decode(i, cx, v),
+            |this: &mut AlterConfigsResourceResponse, i| this.read_into(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "IncrementalAlterConfigsResponse._tagged")?;
+            let n = rd::tag_count(i, "IncrementalAlterConfigsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "IncrementalAlterConfigsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "IncrementalAlterConfigsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "IncrementalAlterConfigsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "IncrementalAlterConfigsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -74,7 +85,7 @@ impl Decode for IncrementalAlterConfigsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -147,33 +158,45 @@ impl AlterConfigsResourceResponse {
 
 impl Decode for AlterConfigsResourceResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl AlterConfigsResourceResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 1;
-        (i, this.error_code) = de::i16(i, "AlterConfigsResourceResponse.error_code")?;
-        (i, this.error_message) = de::nullable_string(
+        this.error_code = rd::i16(i, "AlterConfigsResourceResponse.error_code")?;
+        this.error_message = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "AlterConfigsResourceResponse.error_message",
         )?;
-        (i, this.resource_type) = de::i8(i, "AlterConfigsResourceResponse.resource_type")?;
-        (i, this.resource_name) = de::string(
+        this.resource_type = rd::i8(i, "AlterConfigsResourceResponse.resource_type")?;
+        this.resource_name = rd::string(
             i,
             cx,
             flexible,
             "AlterConfigsResourceResponse.resource_name",
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "AlterConfigsResourceResponse._tagged")?;
+            let n = rd::tag_count(i, "AlterConfigsResourceResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "AlterConfigsResourceResponse._tagged")?;
-                de::tag_order(&mut last, tag, "AlterConfigsResourceResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "AlterConfigsResourceResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "AlterConfigsResourceResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -182,7 +205,7 @@ impl Decode for AlterConfigsResourceResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

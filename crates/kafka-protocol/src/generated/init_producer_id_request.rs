@@ -51,33 +51,44 @@ impl InitProducerIdRequest {
 
 impl Decode for InitProducerIdRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl InitProducerIdRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.transactional_id) = de::nullable_string(
+        this.transactional_id = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "InitProducerIdRequest.transactional_id",
         )?;
-        (i, this.transaction_timeout_ms) =
-            de::i32(i, "InitProducerIdRequest.transaction_timeout_ms")?;
+        this.transaction_timeout_ms = rd::i32(i, "InitProducerIdRequest.transaction_timeout_ms")?;
         if v >= 3 {
-            (i, this.producer_id) = de::i64(i, "InitProducerIdRequest.producer_id")?;
+            this.producer_id = rd::i64(i, "InitProducerIdRequest.producer_id")?;
         }
         if v >= 3 {
-            (i, this.producer_epoch) = de::i16(i, "InitProducerIdRequest.producer_epoch")?;
+            this.producer_epoch = rd::i16(i, "InitProducerIdRequest.producer_epoch")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "InitProducerIdRequest._tagged")?;
+            let n = rd::tag_count(i, "InitProducerIdRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "InitProducerIdRequest._tagged")?;
-                de::tag_order(&mut last, tag, "InitProducerIdRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "InitProducerIdRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "InitProducerIdRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -86,7 +97,7 @@ impl Decode for InitProducerIdRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

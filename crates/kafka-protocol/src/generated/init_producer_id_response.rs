@@ -51,22 +51,34 @@ impl InitProducerIdResponse {
 
 impl Decode for InitProducerIdResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl InitProducerIdResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.throttle_time_ms) = de::i32(i, "InitProducerIdResponse.throttle_time_ms")?;
-        (i, this.error_code) = de::i16(i, "InitProducerIdResponse.error_code")?;
-        (i, this.producer_id) = de::i64(i, "InitProducerIdResponse.producer_id")?;
-        (i, this.producer_epoch) = de::i16(i, "InitProducerIdResponse.producer_epoch")?;
+        this.throttle_time_ms = rd::i32(i, "InitProducerIdResponse.throttle_time_ms")?;
+        this.error_code = rd::i16(i, "InitProducerIdResponse.error_code")?;
+        this.producer_id = rd::i64(i, "InitProducerIdResponse.producer_id")?;
+        this.producer_epoch = rd::i16(i, "InitProducerIdResponse.producer_epoch")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "InitProducerIdResponse._tagged")?;
+            let n = rd::tag_count(i, "InitProducerIdResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "InitProducerIdResponse._tagged")?;
-                de::tag_order(&mut last, tag, "InitProducerIdResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "InitProducerIdResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "InitProducerIdResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -75,7 +87,7 @@ impl Decode for InitProducerIdResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -63,18 +63,32 @@ impl JoinGroupRequest {
 
 impl Decode for JoinGroupRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl JoinGroupRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
-        (i, this.group_id) = de::string(i, cx, flexible, "JoinGroupRequest.group_id")?;
-        (i, this.session_timeout_ms) = de::i32(i, "JoinGroupRequest.session_timeout_ms")?;
+        this.group_id = rd::string(i, cx, flexible, "JoinGroupRequest.group_id")?;
+        this.session_timeout_ms = rd::i32(i, "JoinGroupRequest.session_timeout_ms")?;
         if v >= 1 {
-            (i, this.rebalance_timeout_ms) = de::i32(i, "JoinGroupRequest.rebalance_timeout_ms")?;
+            this.rebalance_timeout_ms = rd::i32(i, "JoinGroupRequest.rebalance_timeout_ms")?;
         }
-        (i, this.member_id) = de::string(i, cx, flexible, "JoinGroupRequest.member_id")?;
+        this.member_id = rd::string(i, cx, flexible, "JoinGroupRequest.member_id")?;
         if v >= 5 {
-            (i, this.group_instance_id) = de::nullable_string(
+            this.group_instance_id = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -82,22 +96,23 @@ impl Decode for JoinGroupRequest {
                 "JoinGroupRequest.group_instance_id",
             )?;
         }
-        (i, this.protocol_type) = de::string(i, cx, flexible, "JoinGroupRequest.protocol_type")?;
-        (i, this.protocols) = de::array(i, flexible, 3, "JoinGroupRequest.protocols", |i| {
-            JoinGroupRequestProtocol::decode(i, cx, v)
-        })?;
+        this.protocol_type = rd::string(i, cx, flexible, "JoinGroupRequest.protocol_type")?;
+        this.protocols = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "JoinGroupRequest.protocols",
+            |this: &mut JoinGroupRequestProtocol, i| this.read_into(i, cx, v),
+        )?;
         if v >= 8 {
-            (i, this.reason) =
-                de::nullable_string(i, cx, flexible, v >= 8, "JoinGroupRequest.reason")?;
+            this.reason = rd::nullable_string(i, cx, flexible, v >= 8, "JoinGroupRequest.reason")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "JoinGroupRequest._tagged")?;
+            let n = rd::tag_count(i, "JoinGroupRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "JoinGroupRequest._tagged")?;
-                de::tag_order(&mut last, tag, "JoinGroupRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "JoinGroupRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "JoinGroupRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -106,7 +121,7 @@ impl Decode for JoinGroupRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -221,20 +236,32 @@ impl JoinGroupRequestProtocol {
 
 impl Decode for JoinGroupRequestProtocol {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl JoinGroupRequestProtocol {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
-        (i, this.name) = de::string(i, cx, flexible, "JoinGroupRequestProtocol.name")?;
-        (i, this.metadata) = de::bytes(i, cx, flexible, "JoinGroupRequestProtocol.metadata")?;
+        this.name = rd::string(i, cx, flexible, "JoinGroupRequestProtocol.name")?;
+        this.metadata = rd::bytes(i, cx, flexible, "JoinGroupRequestProtocol.metadata")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "JoinGroupRequestProtocol._tagged")?;
+            let n = rd::tag_count(i, "JoinGroupRequestProtocol._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "JoinGroupRequestProtocol._tagged")?;
-                de::tag_order(&mut last, tag, "JoinGroupRequestProtocol._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "JoinGroupRequestProtocol._tagged")?;
+                rd::tag_order(&mut last, tag, "JoinGroupRequestProtocol._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -243,7 +270,7 @@ impl Decode for JoinGroupRequestProtocol {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -66,37 +66,53 @@ impl JoinGroupResponse {
 
 impl Decode for JoinGroupResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl JoinGroupResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v >= 2 {
-            (i, this.throttle_time_ms) = de::i32(i, "JoinGroupResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "JoinGroupResponse.throttle_time_ms")?;
         }
-        (i, this.error_code) = de::i16(i, "JoinGroupResponse.error_code")?;
-        (i, this.generation_id) = de::i32(i, "JoinGroupResponse.generation_id")?;
+        this.error_code = rd::i16(i, "JoinGroupResponse.error_code")?;
+        this.generation_id = rd::i32(i, "JoinGroupResponse.generation_id")?;
         if v >= 7 {
-            (i, this.protocol_type) =
-                de::nullable_string(i, cx, flexible, v >= 7, "JoinGroupResponse.protocol_type")?;
+            this.protocol_type =
+                rd::nullable_string(i, cx, flexible, v >= 7, "JoinGroupResponse.protocol_type")?;
         }
-        (i, this.protocol_name) =
-            de::nullable_string(i, cx, flexible, v >= 7, "JoinGroupResponse.protocol_name")?;
-        (i, this.leader) = de::string(i, cx, flexible, "JoinGroupResponse.leader")?;
+        this.protocol_name =
+            rd::nullable_string(i, cx, flexible, v >= 7, "JoinGroupResponse.protocol_name")?;
+        this.leader = rd::string(i, cx, flexible, "JoinGroupResponse.leader")?;
         if v >= 9 {
-            (i, this.skip_assignment) = de::bool(i, "JoinGroupResponse.skip_assignment")?;
+            this.skip_assignment = rd::bool(i, "JoinGroupResponse.skip_assignment")?;
         }
-        (i, this.member_id) = de::string(i, cx, flexible, "JoinGroupResponse.member_id")?;
-        (i, this.members) = de::array(i, flexible, 4, "JoinGroupResponse.members", |i| {
-            JoinGroupResponseMember::decode(i, cx, v)
-        })?;
+        this.member_id = rd::string(i, cx, flexible, "JoinGroupResponse.member_id")?;
+        this.members = rd::struct_array(
+            i,
+            flexible,
+            4,
+            "JoinGroupResponse.members",
+            |this: &mut JoinGroupResponseMember, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "JoinGroupResponse._tagged")?;
+            let n = rd::tag_count(i, "JoinGroupResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "JoinGroupResponse._tagged")?;
-                de::tag_order(&mut last, tag, "JoinGroupResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "JoinGroupResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "JoinGroupResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -105,7 +121,7 @@ impl Decode for JoinGroupResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -221,13 +237,27 @@ impl JoinGroupResponseMember {
 
 impl Decode for JoinGroupResponseMember {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl JoinGroupResponseMember {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
-        (i, this.member_id) = de::string(i, cx, flexible, "JoinGroupResponseMember.member_id")?;
+        this.member_id = rd::string(i, cx, flexible, "JoinGroupResponseMember.member_id")?;
         if v >= 5 {
-            (i, this.group_instance_id) = de::nullable_string(
+            this.group_instance_id = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -235,15 +265,13 @@ impl Decode for JoinGroupResponseMember {
                 "JoinGroupResponseMember.group_instance_id",
             )?;
         }
-        (i, this.metadata) = de::bytes(i, cx, flexible, "JoinGroupResponseMember.metadata")?;
+        this.metadata = rd::bytes(i, cx, flexible, "JoinGroupResponseMember.metadata")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "JoinGroupResponseMember._tagged")?;
+            let n = rd::tag_count(i, "JoinGroupResponseMember._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "JoinGroupResponseMember._tagged")?;
-                de::tag_order(&mut last, tag, "JoinGroupResponseMember._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "JoinGroupResponseMember._tagged")?;
+                rd::tag_order(&mut last, tag, "JoinGroupResponseMember._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -252,7 +280,7 @@ impl Decode for JoinGroupResponseMember {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -48,27 +48,43 @@ impl LeaveGroupRequest {
 
 impl Decode for LeaveGroupRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl LeaveGroupRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.group_id) = de::string(i, cx, flexible, "LeaveGroupRequest.group_id")?;
+        this.group_id = rd::string(i, cx, flexible, "LeaveGroupRequest.group_id")?;
         if v <= 2 {
-            (i, this.member_id) = de::string(i, cx, flexible, "LeaveGroupRequest.member_id")?;
+            this.member_id = rd::string(i, cx, flexible, "LeaveGroupRequest.member_id")?;
         }
         if v >= 3 {
-            (i, this.members) = de::array(i, flexible, 1, "LeaveGroupRequest.members", |i| {
-                MemberIdentity::decode(i, cx, v)
-            })?;
+            this.members = rd::struct_array(
+                i,
+                flexible,
+                1,
+                "LeaveGroupRequest.members",
+                |this: &mut MemberIdentity, i| this.read_into(i, cx, v),
+            )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "LeaveGroupRequest._tagged")?;
+            let n = rd::tag_count(i, "LeaveGroupRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "LeaveGroupRequest._tagged")?;
-                de::tag_order(&mut last, tag, "LeaveGroupRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "LeaveGroupRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "LeaveGroupRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -77,7 +93,7 @@ impl Decode for LeaveGroupRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -165,29 +181,40 @@ impl MemberIdentity {
 
 impl Decode for MemberIdentity {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl MemberIdentity {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
         if v >= 3 {
-            (i, this.member_id) = de::string(i, cx, flexible, "MemberIdentity.member_id")?;
+            this.member_id = rd::string(i, cx, flexible, "MemberIdentity.member_id")?;
         }
         if v >= 3 {
-            (i, this.group_instance_id) =
-                de::nullable_string(i, cx, flexible, v >= 3, "MemberIdentity.group_instance_id")?;
+            this.group_instance_id =
+                rd::nullable_string(i, cx, flexible, v >= 3, "MemberIdentity.group_instance_id")?;
         }
         if v >= 5 {
-            (i, this.reason) =
-                de::nullable_string(i, cx, flexible, v >= 5, "MemberIdentity.reason")?;
+            this.reason = rd::nullable_string(i, cx, flexible, v >= 5, "MemberIdentity.reason")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "MemberIdentity._tagged")?;
+            let n = rd::tag_count(i, "MemberIdentity._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "MemberIdentity._tagged")?;
-                de::tag_order(&mut last, tag, "MemberIdentity._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "MemberIdentity._tagged")?;
+                rd::tag_order(&mut last, tag, "MemberIdentity._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -196,7 +223,7 @@ impl Decode for MemberIdentity {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

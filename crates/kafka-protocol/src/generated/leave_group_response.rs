@@ -48,27 +48,43 @@ impl LeaveGroupResponse {
 
 impl Decode for LeaveGroupResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl LeaveGroupResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
         if v >= 1 {
-            (i, this.throttle_time_ms) = de::i32(i, "LeaveGroupResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "LeaveGroupResponse.throttle_time_ms")?;
         }
-        (i, this.error_code) = de::i16(i, "LeaveGroupResponse.error_code")?;
+        this.error_code = rd::i16(i, "LeaveGroupResponse.error_code")?;
         if v >= 3 {
-            (i, this.members) = de::array(i, flexible, 1, "LeaveGroupResponse.members", |i| {
-                MemberResponse::decode(i, cx, v)
-            })?;
+            this.members = rd::struct_array(
+                i,
+                flexible,
+                1,
+                "LeaveGroupResponse.members",
+                |this: &mut MemberResponse, i| this.read_into(i, cx, v),
+            )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "LeaveGroupResponse._tagged")?;
+            let n = rd::tag_count(i, "LeaveGroupResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "LeaveGroupResponse._tagged")?;
-                de::tag_order(&mut last, tag, "LeaveGroupResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "LeaveGroupResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "LeaveGroupResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -77,7 +93,7 @@ impl Decode for LeaveGroupResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -159,28 +175,40 @@ impl MemberResponse {
 
 impl Decode for MemberResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl MemberResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
         if v >= 3 {
-            (i, this.member_id) = de::string(i, cx, flexible, "MemberResponse.member_id")?;
+            this.member_id = rd::string(i, cx, flexible, "MemberResponse.member_id")?;
         }
         if v >= 3 {
-            (i, this.group_instance_id) =
-                de::nullable_string(i, cx, flexible, v >= 3, "MemberResponse.group_instance_id")?;
+            this.group_instance_id =
+                rd::nullable_string(i, cx, flexible, v >= 3, "MemberResponse.group_instance_id")?;
         }
         if v >= 3 {
-            (i, this.error_code) = de::i16(i, "MemberResponse.error_code")?;
+            this.error_code = rd::i16(i, "MemberResponse.error_code")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "MemberResponse._tagged")?;
+            let n = rd::tag_count(i, "MemberResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "MemberResponse._tagged")?;
-                de::tag_order(&mut last, tag, "MemberResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "MemberResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "MemberResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -189,7 +217,7 @@ impl Decode for MemberResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

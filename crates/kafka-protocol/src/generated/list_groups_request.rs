@@ -45,30 +45,41 @@ impl ListGroupsRequest {
 
 impl Decode for ListGroupsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ListGroupsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
         if v >= 4 {
-            (i, this.states_filter) =
-                de::array(i, flexible, 1, "ListGroupsRequest.states_filter", |i| {
-                    de::string(i, cx, flexible, "ListGroupsRequest.states_filter")
+            this.states_filter =
+                rd::array(i, flexible, 1, "ListGroupsRequest.states_filter", |i| {
+                    rd::string(i, cx, flexible, "ListGroupsRequest.states_filter")
                 })?;
         }
         if v >= 5 {
-            (i, this.types_filter) =
-                de::array(i, flexible, 1, "ListGroupsRequest.types_filter", |i| {
-                    de::string(i, cx, flexible, "ListGroupsRequest.types_filter")
-                })?;
+            this.types_filter = rd::array(i, flexible, 1, "ListGroupsRequest.types_filter", |i| {
+                rd::string(i, cx, flexible, "ListGroupsRequest.types_filter")
+            })?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ListGroupsRequest._tagged")?;
+            let n = rd::tag_count(i, "ListGroupsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ListGroupsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "ListGroupsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ListGroupsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "ListGroupsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -77,7 +88,7 @@ impl Decode for ListGroupsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -48,25 +48,41 @@ impl ListGroupsResponse {
 
 impl Decode for ListGroupsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ListGroupsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
         if v >= 1 {
-            (i, this.throttle_time_ms) = de::i32(i, "ListGroupsResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "ListGroupsResponse.throttle_time_ms")?;
         }
-        (i, this.error_code) = de::i16(i, "ListGroupsResponse.error_code")?;
-        (i, this.groups) = de::array(i, flexible, 3, "ListGroupsResponse.groups", |i| {
-            ListedGroup::decode(i, cx, v)
-        })?;
+        this.error_code = rd::i16(i, "ListGroupsResponse.error_code")?;
+        this.groups = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "ListGroupsResponse.groups",
+            |this: &mut ListedGroup, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ListGroupsResponse._tagged")?;
+            let n = rd::tag_count(i, "ListGroupsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ListGroupsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "ListGroupsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ListGroupsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "ListGroupsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -75,7 +91,7 @@ impl Decode for ListGroupsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -150,26 +166,38 @@ impl ListedGroup {
 
 impl Decode for ListedGroup {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ListedGroup {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 3;
-        (i, this.group_id) = de::string(i, cx, flexible, "ListedGroup.group_id")?;
-        (i, this.protocol_type) = de::string(i, cx, flexible, "ListedGroup.protocol_type")?;
+        this.group_id = rd::string(i, cx, flexible, "ListedGroup.group_id")?;
+        this.protocol_type = rd::string(i, cx, flexible, "ListedGroup.protocol_type")?;
         if v >= 4 {
-            (i, this.group_state) = de::string(i, cx, flexible, "ListedGroup.group_state")?;
+            this.group_state = rd::string(i, cx, flexible, "ListedGroup.group_state")?;
         }
         if v >= 5 {
-            (i, this.group_type) = de::string(i, cx, flexible, "ListedGroup.group_type")?;
+            this.group_type = rd::string(i, cx, flexible, "ListedGroup.group_type")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ListedGroup._tagged")?;
+            let n = rd::tag_count(i, "ListedGroup._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ListedGroup._tagged")?;
-                de::tag_order(&mut last, tag, "ListedGroup._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ListedGroup._tagged")?;
+                rd::tag_order(&mut last, tag, "ListedGroup._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -178,7 +206,7 @@ impl Decode for ListedGroup {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -51,28 +51,44 @@ impl ListOffsetsRequest {
 
 impl Decode for ListOffsetsRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ListOffsetsRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
-        (i, this.replica_id) = de::i32(i, "ListOffsetsRequest.replica_id")?;
+        this.replica_id = rd::i32(i, "ListOffsetsRequest.replica_id")?;
         if v >= 2 {
-            (i, this.isolation_level) = de::i8(i, "ListOffsetsRequest.isolation_level")?;
+            this.isolation_level = rd::i8(i, "ListOffsetsRequest.isolation_level")?;
         }
-        (i, this.topics) = de::array(i, flexible, 3, "ListOffsetsRequest.topics", |i| {
-            ListOffsetsTopic::decode(i, cx, v)
-        })?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "ListOffsetsRequest.topics",
+            |this: &mut ListOffsetsTopic, i| this.read_into(i, cx, v),
+        )?;
         if v >= 10 {
-            (i, this.timeout_ms) = de::i32(i, "ListOffsetsRequest.timeout_ms")?;
+            this.timeout_ms = rd::i32(i, "ListOffsetsRequest.timeout_ms")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ListOffsetsRequest._tagged")?;
+            let n = rd::tag_count(i, "ListOffsetsRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ListOffsetsRequest._tagged")?;
-                de::tag_order(&mut last, tag, "ListOffsetsRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ListOffsetsRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "ListOffsetsRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -81,7 +97,7 @@ impl Decode for ListOffsetsRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -165,24 +181,35 @@ impl ListOffsetsPartition {
 
 impl Decode for ListOffsetsPartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ListOffsetsPartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
-        (i, this.partition_index) = de::i32(i, "ListOffsetsPartition.partition_index")?;
+        this.partition_index = rd::i32(i, "ListOffsetsPartition.partition_index")?;
         if v >= 4 {
-            (i, this.current_leader_epoch) =
-                de::i32(i, "ListOffsetsPartition.current_leader_epoch")?;
+            this.current_leader_epoch = rd::i32(i, "ListOffsetsPartition.current_leader_epoch")?;
         }
-        (i, this.timestamp) = de::i64(i, "ListOffsetsPartition.timestamp")?;
+        this.timestamp = rd::i64(i, "ListOffsetsPartition.timestamp")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ListOffsetsPartition._tagged")?;
+            let n = rd::tag_count(i, "ListOffsetsPartition._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ListOffsetsPartition._tagged")?;
-                de::tag_order(&mut last, tag, "ListOffsetsPartition._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ListOffsetsPartition._tagged")?;
+                rd::tag_order(&mut last, tag, "ListOffsetsPartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -191,7 +218,7 @@ impl Decode for ListOffsetsPartition {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -257,22 +284,38 @@ impl ListOffsetsTopic {
 
 impl Decode for ListOffsetsTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ListOffsetsTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
-        (i, this.name) = de::string(i, cx, flexible, "ListOffsetsTopic.name")?;
-        (i, this.partitions) = de::array(i, flexible, 12, "ListOffsetsTopic.partitions", |i| {
-            ListOffsetsPartition::decode(i, cx, v)
-        })?;
+        this.name = rd::string(i, cx, flexible, "ListOffsetsTopic.name")?;
+        this.partitions = rd::struct_array(
+            i,
+            flexible,
+            12,
+            "ListOffsetsTopic.partitions",
+            |this: &mut ListOffsetsPartition, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ListOffsetsTopic._tagged")?;
+            let n = rd::tag_count(i, "ListOffsetsTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ListOffsetsTopic._tagged")?;
-                de::tag_order(&mut last, tag, "ListOffsetsTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ListOffsetsTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "ListOffsetsTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -281,7 +324,7 @@ impl Decode for ListOffsetsTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

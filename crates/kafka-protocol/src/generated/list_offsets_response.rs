@@ -45,24 +45,40 @@ impl ListOffsetsResponse {
 
 impl Decode for ListOffsetsResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ListOffsetsResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v >= 2 {
-            (i, this.throttle_time_ms) = de::i32(i, "ListOffsetsResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "ListOffsetsResponse.throttle_time_ms")?;
         }
-        (i, this.topics) = de::array(i, flexible, 3, "ListOffsetsResponse.topics", |i| {
-            ListOffsetsTopicResponse::decode(i, cx, v)
-        })?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "ListOffsetsResponse.topics",
+            |this: &mut ListOffsetsTopicResponse, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ListOffsetsResponse._tagged")?;
+            let n = rd::tag_count(i, "ListOffsetsResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ListOffsetsResponse._tagged")?;
-                de::tag_order(&mut last, tag, "ListOffsetsResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ListOffsetsResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "ListOffsetsResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -71,7 +87,7 @@ impl Decode for ListOffsetsResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -147,25 +163,37 @@ impl ListOffsetsPartitionResponse {
 
 impl Decode for ListOffsetsPartitionResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ListOffsetsPartitionResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
-        (i, this.partition_index) = de::i32(i, "ListOffsetsPartitionResponse.partition_index")?;
-        (i, this.error_code) = de::i16(i, "ListOffsetsPartitionResponse.error_code")?;
-        (i, this.timestamp) = de::i64(i, "ListOffsetsPartitionResponse.timestamp")?;
-        (i, this.offset) = de::i64(i, "ListOffsetsPartitionResponse.offset")?;
+        this.partition_index = rd::i32(i, "ListOffsetsPartitionResponse.partition_index")?;
+        this.error_code = rd::i16(i, "ListOffsetsPartitionResponse.error_code")?;
+        this.timestamp = rd::i64(i, "ListOffsetsPartitionResponse.timestamp")?;
+        this.offset = rd::i64(i, "ListOffsetsPartitionResponse.offset")?;
         if v >= 4 {
-            (i, this.leader_epoch) = de::i32(i, "ListOffsetsPartitionResponse.leader_epoch")?;
+            this.leader_epoch = rd::i32(i, "ListOffsetsPartitionResponse.leader_epoch")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ListOffsetsPartitionResponse._tagged")?;
+            let n = rd::tag_count(i, "ListOffsetsPartitionResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ListOffsetsPartitionResponse._tagged")?;
-                de::tag_order(&mut last, tag, "ListOffsetsPartitionResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ListOffsetsPartitionResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "ListOffsetsPartitionResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -174,7 +202,7 @@ impl Decode for ListOffsetsPartitionResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -250,26 +278,38 @@ impl ListOffsetsTopicResponse {
 
 impl Decode for ListOffsetsTopicResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ListOffsetsTopicResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
-        (i, this.name) = de::string(i, cx, flexible, "ListOffsetsTopicResponse.name")?;
-        (i, this.partitions) = de::array(
+        this.name = rd::string(i, cx, flexible, "ListOffsetsTopicResponse.name")?;
+        this.partitions = rd::struct_array(
             i,
             flexible,
             22,
             "ListOffsetsTopicResponse.partitions",
-            |i| ListOffsetsPartitionResponse::decode(i, cx, v),
+            |this: &mut ListOffsetsPartitionResponse, i| this.read_into(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ListOffsetsTopicResponse._tagged")?;
+            let n = rd::tag_count(i, "ListOffsetsTopicResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ListOffsetsTopicResponse._tagged")?;
-                de::tag_order(&mut last, tag, "ListOffsetsTopicResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ListOffsetsTopicResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "ListOffsetsTopicResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -278,7 +318,7 @@ impl Decode for ListOffsetsTopicResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

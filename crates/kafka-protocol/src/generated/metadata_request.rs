@@ -51,34 +51,50 @@ impl MetadataRequest {
 
 impl Decode for MetadataRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl MetadataRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
-        (i, this.topics) =
-            de::nullable_array(i, flexible, v >= 1, 2, "MetadataRequest.topics", |i| {
-                MetadataRequestTopic::decode(i, cx, v)
-            })?;
+        this.topics = rd::nullable_struct_array(
+            i,
+            flexible,
+            v >= 1,
+            2,
+            "MetadataRequest.topics",
+            |this: &mut MetadataRequestTopic, i| this.read_into(i, cx, v),
+        )?;
         if v >= 4 {
-            (i, this.allow_auto_topic_creation) =
-                de::bool(i, "MetadataRequest.allow_auto_topic_creation")?;
+            this.allow_auto_topic_creation =
+                rd::bool(i, "MetadataRequest.allow_auto_topic_creation")?;
         }
         if (v >= 8 && v <= 10) {
-            (i, this.include_cluster_authorized_operations) =
-                de::bool(i, "MetadataRequest.include_cluster_authorized_operations")?;
+            this.include_cluster_authorized_operations =
+                rd::bool(i, "MetadataRequest.include_cluster_authorized_operations")?;
         }
         if v >= 8 {
-            (i, this.include_topic_authorized_operations) =
-                de::bool(i, "MetadataRequest.include_topic_authorized_operations")?;
+            this.include_topic_authorized_operations =
+                rd::bool(i, "MetadataRequest.include_topic_authorized_operations")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "MetadataRequest._tagged")?;
+            let n = rd::tag_count(i, "MetadataRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "MetadataRequest._tagged")?;
-                de::tag_order(&mut last, tag, "MetadataRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "MetadataRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "MetadataRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -87,7 +103,7 @@ impl Decode for MetadataRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -193,23 +209,34 @@ impl MetadataRequestTopic {
 
 impl Decode for MetadataRequestTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl MetadataRequestTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
         if v >= 10 {
-            (i, this.topic_id) = de::uuid(i, "MetadataRequestTopic.topic_id")?;
+            this.topic_id = rd::uuid(i, "MetadataRequestTopic.topic_id")?;
         }
-        (i, this.name) =
-            de::nullable_string(i, cx, flexible, v >= 10, "MetadataRequestTopic.name")?;
+        this.name = rd::nullable_string(i, cx, flexible, v >= 10, "MetadataRequestTopic.name")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "MetadataRequestTopic._tagged")?;
+            let n = rd::tag_count(i, "MetadataRequestTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "MetadataRequestTopic._tagged")?;
-                de::tag_order(&mut last, tag, "MetadataRequestTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "MetadataRequestTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "MetadataRequestTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -218,7 +245,7 @@ impl Decode for MetadataRequestTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -60,41 +60,61 @@ impl MetadataResponse {
 
 impl Decode for MetadataResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl MetadataResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
         if v >= 3 {
-            (i, this.throttle_time_ms) = de::i32(i, "MetadataResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "MetadataResponse.throttle_time_ms")?;
         }
-        (i, this.brokers) = de::array(i, flexible, 10, "MetadataResponse.brokers", |i| {
-            MetadataResponseBroker::decode(i, cx, v)
-        })?;
+        this.brokers = rd::struct_array(
+            i,
+            flexible,
+            10,
+            "MetadataResponse.brokers",
+            |this: &mut MetadataResponseBroker, i| this.read_into(i, cx, v),
+        )?;
         if v >= 2 {
-            (i, this.cluster_id) =
-                de::nullable_string(i, cx, flexible, v >= 2, "MetadataResponse.cluster_id")?;
+            this.cluster_id =
+                rd::nullable_string(i, cx, flexible, v >= 2, "MetadataResponse.cluster_id")?;
         }
         if v >= 1 {
-            (i, this.controller_id) = de::i32(i, "MetadataResponse.controller_id")?;
+            this.controller_id = rd::i32(i, "MetadataResponse.controller_id")?;
         }
-        (i, this.topics) = de::array(i, flexible, 8, "MetadataResponse.topics", |i| {
-            MetadataResponseTopic::decode(i, cx, v)
-        })?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            8,
+            "MetadataResponse.topics",
+            |this: &mut MetadataResponseTopic, i| this.read_into(i, cx, v),
+        )?;
         if (v >= 8 && v <= 10) {
-            (i, this.cluster_authorized_operations) =
-                de::i32(i, "MetadataResponse.cluster_authorized_operations")?;
+            this.cluster_authorized_operations =
+                rd::i32(i, "MetadataResponse.cluster_authorized_operations")?;
         }
         if v >= 13 {
-            (i, this.error_code) = de::i16(i, "MetadataResponse.error_code")?;
+            this.error_code = rd::i16(i, "MetadataResponse.error_code")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "MetadataResponse._tagged")?;
+            let n = rd::tag_count(i, "MetadataResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "MetadataResponse._tagged")?;
-                de::tag_order(&mut last, tag, "MetadataResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "MetadataResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "MetadataResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -103,7 +123,7 @@ impl Decode for MetadataResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -220,25 +240,37 @@ impl MetadataResponseBroker {
 
 impl Decode for MetadataResponseBroker {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl MetadataResponseBroker {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
-        (i, this.node_id) = de::i32(i, "MetadataResponseBroker.node_id")?;
-        (i, this.host) = de::string(i, cx, flexible, "MetadataResponseBroker.host")?;
-        (i, this.port) = de::i32(i, "MetadataResponseBroker.port")?;
+        this.node_id = rd::i32(i, "MetadataResponseBroker.node_id")?;
+        this.host = rd::string(i, cx, flexible, "MetadataResponseBroker.host")?;
+        this.port = rd::i32(i, "MetadataResponseBroker.port")?;
         if v >= 1 {
-            (i, this.rack) =
-                de::nullable_string(i, cx, flexible, v >= 1, "MetadataResponseBroker.rack")?;
+            this.rack =
+                rd::nullable_string(i, cx, flexible, v >= 1, "MetadataResponseBroker.rack")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "MetadataResponseBroker._tagged")?;
+            let n = rd::tag_count(i, "MetadataResponseBroker._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "MetadataResponseBroker._tagged")?;
-                de::tag_order(&mut last, tag, "MetadataResponseBroker._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "MetadataResponseBroker._tagged")?;
+                rd::tag_order(&mut last, tag, "MetadataResponseBroker._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -247,7 +279,7 @@ impl Decode for MetadataResponseBroker {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -339,44 +371,55 @@ impl MetadataResponsePartition {
 
 impl Decode for MetadataResponsePartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl MetadataResponsePartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
-        (i, this.error_code) = de::i16(i, "MetadataResponsePartition.error_code")?;
-        (i, this.partition_index) = de::i32(i, "MetadataResponsePartition.partition_index")?;
-        (i, this.leader_id) = de::i32(i, "MetadataResponsePartition.leader_id")?;
+        this.error_code = rd::i16(i, "MetadataResponsePartition.error_code")?;
+        this.partition_index = rd::i32(i, "MetadataResponsePartition.partition_index")?;
+        this.leader_id = rd::i32(i, "MetadataResponsePartition.leader_id")?;
         if v >= 7 {
-            (i, this.leader_epoch) = de::i32(i, "MetadataResponsePartition.leader_epoch")?;
+            this.leader_epoch = rd::i32(i, "MetadataResponsePartition.leader_epoch")?;
         }
-        (i, this.replica_nodes) = de::array(
+        this.replica_nodes = rd::array(
             i,
             flexible,
             4,
             "MetadataResponsePartition.replica_nodes",
-            |i| de::i32(i, "MetadataResponsePartition.replica_nodes"),
+            |i| rd::i32(i, "MetadataResponsePartition.replica_nodes"),
         )?;
-        (i, this.isr_nodes) =
-            de::array(i, flexible, 4, "MetadataResponsePartition.isr_nodes", |i| {
-                de::i32(i, "MetadataResponsePartition.isr_nodes")
-            })?;
+        this.isr_nodes = rd::array(i, flexible, 4, "MetadataResponsePartition.isr_nodes", |i| {
+            rd::i32(i, "MetadataResponsePartition.isr_nodes")
+        })?;
         if v >= 5 {
-            (i, this.offline_replicas) = de::array(
+            this.offline_replicas = rd::array(
                 i,
                 flexible,
                 4,
                 "MetadataResponsePartition.offline_replicas",
-                |i| de::i32(i, "MetadataResponsePartition.offline_replicas"),
+                |i| rd::i32(i, "MetadataResponsePartition.offline_replicas"),
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "MetadataResponsePartition._tagged")?;
+            let n = rd::tag_count(i, "MetadataResponsePartition._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "MetadataResponsePartition._tagged")?;
-                de::tag_order(&mut last, tag, "MetadataResponsePartition._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "MetadataResponsePartition._tagged")?;
+                rd::tag_order(&mut last, tag, "MetadataResponsePartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -385,7 +428,7 @@ impl Decode for MetadataResponsePartition {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -496,35 +539,49 @@ impl MetadataResponseTopic {
 
 impl Decode for MetadataResponseTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl MetadataResponseTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
-        (i, this.error_code) = de::i16(i, "MetadataResponseTopic.error_code")?;
-        (i, this.name) =
-            de::nullable_string(i, cx, flexible, v >= 12, "MetadataResponseTopic.name")?;
+        this.error_code = rd::i16(i, "MetadataResponseTopic.error_code")?;
+        this.name = rd::nullable_string(i, cx, flexible, v >= 12, "MetadataResponseTopic.name")?;
         if v >= 10 {
-            (i, this.topic_id) = de::uuid(i, "MetadataResponseTopic.topic_id")?;
+            this.topic_id = rd::uuid(i, "MetadataResponseTopic.topic_id")?;
         }
         if v >= 1 {
-            (i, this.is_internal) = de::bool(i, "MetadataResponseTopic.is_internal")?;
+            this.is_internal = rd::bool(i, "MetadataResponseTopic.is_internal")?;
         }
-        (i, this.partitions) =
-            de::array(i, flexible, 18, "MetadataResponseTopic.partitions", |i| {
-                MetadataResponsePartition::decode(i, cx, v)
-            })?;
+        this.partitions = rd::struct_array(
+            i,
+            flexible,
+            18,
+            "MetadataResponseTopic.partitions",
+            |this: &mut MetadataResponsePartition, i| this.read_into(i, cx, v),
+        )?;
         if v >= 8 {
-            (i, this.topic_authorized_operations) =
-                de::i32(i, "MetadataResponseTopic.topic_authorized_operations")?;
+            this.topic_authorized_operations =
+                rd::i32(i, "MetadataResponseTopic.topic_authorized_operations")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "MetadataResponseTopic._tagged")?;
+            let n = rd::tag_count(i, "MetadataResponseTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "MetadataResponseTopic._tagged")?;
-                de::tag_order(&mut last, tag, "MetadataResponseTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "MetadataResponseTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "MetadataResponseTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -533,7 +590,7 @@ impl Decode for MetadataResponseTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -57,16 +57,30 @@ impl OffsetCommitRequest {
 
 impl Decode for OffsetCommitRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetCommitRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 8;
-        (i, this.group_id) = de::string(i, cx, flexible, "OffsetCommitRequest.group_id")?;
-        (i, this.generation_id_or_member_epoch) =
-            de::i32(i, "OffsetCommitRequest.generation_id_or_member_epoch")?;
-        (i, this.member_id) = de::string(i, cx, flexible, "OffsetCommitRequest.member_id")?;
+        this.group_id = rd::string(i, cx, flexible, "OffsetCommitRequest.group_id")?;
+        this.generation_id_or_member_epoch =
+            rd::i32(i, "OffsetCommitRequest.generation_id_or_member_epoch")?;
+        this.member_id = rd::string(i, cx, flexible, "OffsetCommitRequest.member_id")?;
         if v >= 7 {
-            (i, this.group_instance_id) = de::nullable_string(
+            this.group_instance_id = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -75,19 +89,21 @@ impl Decode for OffsetCommitRequest {
             )?;
         }
         if v <= 4 {
-            (i, this.retention_time_ms) = de::i64(i, "OffsetCommitRequest.retention_time_ms")?;
+            this.retention_time_ms = rd::i64(i, "OffsetCommitRequest.retention_time_ms")?;
         }
-        (i, this.topics) = de::array(i, flexible, 3, "OffsetCommitRequest.topics", |i| {
-            OffsetCommitRequestTopic::decode(i, cx, v)
-        })?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "OffsetCommitRequest.topics",
+            |this: &mut OffsetCommitRequestTopic, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetCommitRequest._tagged")?;
+            let n = rd::tag_count(i, "OffsetCommitRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetCommitRequest._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetCommitRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetCommitRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetCommitRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -96,7 +112,7 @@ impl Decode for OffsetCommitRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -196,17 +212,31 @@ impl OffsetCommitRequestPartition {
 
 impl Decode for OffsetCommitRequestPartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetCommitRequestPartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 8;
-        (i, this.partition_index) = de::i32(i, "OffsetCommitRequestPartition.partition_index")?;
-        (i, this.committed_offset) = de::i64(i, "OffsetCommitRequestPartition.committed_offset")?;
+        this.partition_index = rd::i32(i, "OffsetCommitRequestPartition.partition_index")?;
+        this.committed_offset = rd::i64(i, "OffsetCommitRequestPartition.committed_offset")?;
         if v >= 6 {
-            (i, this.committed_leader_epoch) =
-                de::i32(i, "OffsetCommitRequestPartition.committed_leader_epoch")?;
+            this.committed_leader_epoch =
+                rd::i32(i, "OffsetCommitRequestPartition.committed_leader_epoch")?;
         }
-        (i, this.committed_metadata) = de::nullable_string(
+        this.committed_metadata = rd::nullable_string(
             i,
             cx,
             flexible,
@@ -214,13 +244,11 @@ impl Decode for OffsetCommitRequestPartition {
             "OffsetCommitRequestPartition.committed_metadata",
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetCommitRequestPartition._tagged")?;
+            let n = rd::tag_count(i, "OffsetCommitRequestPartition._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetCommitRequestPartition._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetCommitRequestPartition._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetCommitRequestPartition._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetCommitRequestPartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -229,7 +257,7 @@ impl Decode for OffsetCommitRequestPartition {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -306,26 +334,38 @@ impl OffsetCommitRequestTopic {
 
 impl Decode for OffsetCommitRequestTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetCommitRequestTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 8;
-        (i, this.name) = de::string(i, cx, flexible, "OffsetCommitRequestTopic.name")?;
-        (i, this.partitions) = de::array(
+        this.name = rd::string(i, cx, flexible, "OffsetCommitRequestTopic.name")?;
+        this.partitions = rd::struct_array(
             i,
             flexible,
             14,
             "OffsetCommitRequestTopic.partitions",
-            |i| OffsetCommitRequestPartition::decode(i, cx, v),
+            |this: &mut OffsetCommitRequestPartition, i| this.read_into(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetCommitRequestTopic._tagged")?;
+            let n = rd::tag_count(i, "OffsetCommitRequestTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetCommitRequestTopic._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetCommitRequestTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetCommitRequestTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetCommitRequestTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -334,7 +374,7 @@ impl Decode for OffsetCommitRequestTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -45,24 +45,40 @@ impl OffsetCommitResponse {
 
 impl Decode for OffsetCommitResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetCommitResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 8;
         if v >= 3 {
-            (i, this.throttle_time_ms) = de::i32(i, "OffsetCommitResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "OffsetCommitResponse.throttle_time_ms")?;
         }
-        (i, this.topics) = de::array(i, flexible, 3, "OffsetCommitResponse.topics", |i| {
-            OffsetCommitResponseTopic::decode(i, cx, v)
-        })?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "OffsetCommitResponse.topics",
+            |this: &mut OffsetCommitResponseTopic, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetCommitResponse._tagged")?;
+            let n = rd::tag_count(i, "OffsetCommitResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetCommitResponse._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetCommitResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetCommitResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetCommitResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -71,7 +87,7 @@ impl Decode for OffsetCommitResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -138,20 +154,32 @@ impl OffsetCommitResponsePartition {
 
 impl Decode for OffsetCommitResponsePartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetCommitResponsePartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 8;
-        (i, this.partition_index) = de::i32(i, "OffsetCommitResponsePartition.partition_index")?;
-        (i, this.error_code) = de::i16(i, "OffsetCommitResponsePartition.error_code")?;
+        this.partition_index = rd::i32(i, "OffsetCommitResponsePartition.partition_index")?;
+        this.error_code = rd::i16(i, "OffsetCommitResponsePartition.error_code")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetCommitResponsePartition._tagged")?;
+            let n = rd::tag_count(i, "OffsetCommitResponsePartition._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetCommitResponsePartition._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetCommitResponsePartition._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetCommitResponsePartition._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetCommitResponsePartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -160,7 +188,7 @@ impl Decode for OffsetCommitResponsePartition {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -220,26 +248,38 @@ impl OffsetCommitResponseTopic {
 
 impl Decode for OffsetCommitResponseTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetCommitResponseTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 8;
-        (i, this.name) = de::string(i, cx, flexible, "OffsetCommitResponseTopic.name")?;
-        (i, this.partitions) = de::array(
+        this.name = rd::string(i, cx, flexible, "OffsetCommitResponseTopic.name")?;
+        this.partitions = rd::struct_array(
             i,
             flexible,
             6,
             "OffsetCommitResponseTopic.partitions",
-            |i| OffsetCommitResponsePartition::decode(i, cx, v),
+            |this: &mut OffsetCommitResponsePartition, i| this.read_into(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetCommitResponseTopic._tagged")?;
+            let n = rd::tag_count(i, "OffsetCommitResponseTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetCommitResponseTopic._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetCommitResponseTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetCommitResponseTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetCommitResponseTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -248,7 +288,7 @@ impl Decode for OffsetCommitResponseTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

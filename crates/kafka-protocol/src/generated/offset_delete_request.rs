@@ -42,14 +42,32 @@ impl OffsetDeleteRequest {
 
 impl Decode for OffsetDeleteRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetDeleteRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.group_id) = de::string(i, cx, false, "OffsetDeleteRequest.group_id")?;
-        (i, this.topics) = de::array(i, false, 6, "OffsetDeleteRequest.topics", |i| {
-            OffsetDeleteRequestTopic::decode(i, cx, v)
-        })?;
-        Ok((i, this))
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.group_id = rd::string(i, cx, false, "OffsetDeleteRequest.group_id")?;
+        this.topics = rd::struct_array(
+            i,
+            false,
+            6,
+            "OffsetDeleteRequest.topics",
+            |this: &mut OffsetDeleteRequestTopic, i| this.read_into(i, cx, v),
+        )?;
+        Ok(())
     }
 }
 
@@ -98,11 +116,25 @@ impl OffsetDeleteRequestPartition {
 
 impl Decode for OffsetDeleteRequestPartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetDeleteRequestPartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.partition_index) = de::i32(i, "OffsetDeleteRequestPartition.partition_index")?;
-        Ok((i, this))
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.partition_index = rd::i32(i, "OffsetDeleteRequestPartition.partition_index")?;
+        Ok(())
     }
 }
 
@@ -149,15 +181,32 @@ impl OffsetDeleteRequestTopic {
 
 impl Decode for OffsetDeleteRequestTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetDeleteRequestTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.name) = de::string(i, cx, false, "OffsetDeleteRequestTopic.name")?;
-        (i, this.partitions) =
-            de::array(i, false, 4, "OffsetDeleteRequestTopic.partitions", |i| {
-                OffsetDeleteRequestPartition::decode(i, cx, v)
-            })?;
-        Ok((i, this))
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.name = rd::string(i, cx, false, "OffsetDeleteRequestTopic.name")?;
+        this.partitions = rd::struct_array(
+            i,
+            false,
+            4,
+            "OffsetDeleteRequestTopic.partitions",
+            |this: &mut OffsetDeleteRequestPartition, i| this.read_into(i, cx, v),
+        )?;
+        Ok(())
     }
 }
 

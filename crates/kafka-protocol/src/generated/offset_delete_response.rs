@@ -45,15 +45,33 @@ impl OffsetDeleteResponse {
 
 impl Decode for OffsetDeleteResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetDeleteResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.error_code) = de::i16(i, "OffsetDeleteResponse.error_code")?;
-        (i, this.throttle_time_ms) = de::i32(i, "OffsetDeleteResponse.throttle_time_ms")?;
-        (i, this.topics) = de::array(i, false, 6, "OffsetDeleteResponse.topics", |i| {
-            OffsetDeleteResponseTopic::decode(i, cx, v)
-        })?;
-        Ok((i, this))
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.error_code = rd::i16(i, "OffsetDeleteResponse.error_code")?;
+        this.throttle_time_ms = rd::i32(i, "OffsetDeleteResponse.throttle_time_ms")?;
+        this.topics = rd::struct_array(
+            i,
+            false,
+            6,
+            "OffsetDeleteResponse.topics",
+            |this: &mut OffsetDeleteResponseTopic, i| this.read_into(i, cx, v),
+        )?;
+        Ok(())
     }
 }
 
@@ -107,12 +125,26 @@ impl OffsetDeleteResponsePartition {
 
 impl Decode for OffsetDeleteResponsePartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetDeleteResponsePartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.partition_index) = de::i32(i, "OffsetDeleteResponsePartition.partition_index")?;
-        (i, this.error_code) = de::i16(i, "OffsetDeleteResponsePartition.error_code")?;
-        Ok((i, this))
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.partition_index = rd::i32(i, "OffsetDeleteResponsePartition.partition_index")?;
+        this.error_code = rd::i16(i, "OffsetDeleteResponsePartition.error_code")?;
+        Ok(())
     }
 }
 
@@ -161,15 +193,32 @@ impl OffsetDeleteResponseTopic {
 
 impl Decode for OffsetDeleteResponseTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetDeleteResponseTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.name) = de::string(i, cx, false, "OffsetDeleteResponseTopic.name")?;
-        (i, this.partitions) =
-            de::array(i, false, 6, "OffsetDeleteResponseTopic.partitions", |i| {
-                OffsetDeleteResponsePartition::decode(i, cx, v)
-            })?;
-        Ok((i, this))
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.name = rd::string(i, cx, false, "OffsetDeleteResponseTopic.name")?;
+        this.partitions = rd::struct_array(
+            i,
+            false,
+            6,
+            "OffsetDeleteResponseTopic.partitions",
+            |this: &mut OffsetDeleteResponsePartition, i| this.read_into(i, cx, v),
+        )?;
+        Ok(())
     }
 }
 

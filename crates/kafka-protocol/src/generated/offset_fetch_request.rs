@@ -51,39 +51,55 @@ impl OffsetFetchRequest {
 
 impl Decode for OffsetFetchRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetFetchRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v <= 7 {
-            (i, this.group_id) = de::string(i, cx, flexible, "OffsetFetchRequest.group_id")?;
+            this.group_id = rd::string(i, cx, flexible, "OffsetFetchRequest.group_id")?;
         }
         if v <= 7 {
-            (i, this.topics) = de::nullable_array(
+            this.topics = rd::nullable_struct_array(
                 i,
                 flexible,
                 (v >= 2 && v <= 7),
                 1,
                 "OffsetFetchRequest.topics",
-                |i| OffsetFetchRequestTopic::decode(i, cx, v),
+                |this: &mut OffsetFetchRequestTopic, i| this.read_into(i, cx, v),
             )?;
         }
         if v >= 8 {
-            (i, this.groups) = de::array(i, flexible, 1, "OffsetFetchRequest.groups", |i| {
-                OffsetFetchRequestGroup::decode(i, cx, v)
-            })?;
+            this.groups = rd::struct_array(
+                i,
+                flexible,
+                1,
+                "OffsetFetchRequest.groups",
+                |this: &mut OffsetFetchRequestGroup, i| this.read_into(i, cx, v),
+            )?;
         }
         if v >= 7 {
-            (i, this.require_stable) = de::bool(i, "OffsetFetchRequest.require_stable")?;
+            this.require_stable = rd::bool(i, "OffsetFetchRequest.require_stable")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetFetchRequest._tagged")?;
+            let n = rd::tag_count(i, "OffsetFetchRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetFetchRequest._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetFetchRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetFetchRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -92,7 +108,7 @@ impl Decode for OffsetFetchRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -219,38 +235,50 @@ impl OffsetFetchRequestGroup {
 
 impl Decode for OffsetFetchRequestGroup {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetFetchRequestGroup {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v >= 8 {
-            (i, this.group_id) = de::string(i, cx, flexible, "OffsetFetchRequestGroup.group_id")?;
+            this.group_id = rd::string(i, cx, flexible, "OffsetFetchRequestGroup.group_id")?;
         }
         if v >= 9 {
-            (i, this.member_id) =
-                de::nullable_string(i, cx, flexible, v >= 9, "OffsetFetchRequestGroup.member_id")?;
+            this.member_id =
+                rd::nullable_string(i, cx, flexible, v >= 9, "OffsetFetchRequestGroup.member_id")?;
         }
         if v >= 9 {
-            (i, this.member_epoch) = de::i32(i, "OffsetFetchRequestGroup.member_epoch")?;
+            this.member_epoch = rd::i32(i, "OffsetFetchRequestGroup.member_epoch")?;
         }
         if v >= 8 {
-            (i, this.topics) = de::nullable_array(
+            this.topics = rd::nullable_struct_array(
                 i,
                 flexible,
                 v >= 8,
                 1,
                 "OffsetFetchRequestGroup.topics",
-                |i| OffsetFetchRequestTopics::decode(i, cx, v),
+                |this: &mut OffsetFetchRequestTopics, i| this.read_into(i, cx, v),
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetFetchRequestGroup._tagged")?;
+            let n = rd::tag_count(i, "OffsetFetchRequestGroup._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetFetchRequestGroup._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetFetchRequestGroup._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestGroup._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetFetchRequestGroup._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -259,7 +287,7 @@ impl Decode for OffsetFetchRequestGroup {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -372,30 +400,42 @@ impl OffsetFetchRequestTopic {
 
 impl Decode for OffsetFetchRequestTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetFetchRequestTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v <= 7 {
-            (i, this.name) = de::string(i, cx, flexible, "OffsetFetchRequestTopic.name")?;
+            this.name = rd::string(i, cx, flexible, "OffsetFetchRequestTopic.name")?;
         }
         if v <= 7 {
-            (i, this.partition_indexes) = de::array(
+            this.partition_indexes = rd::array(
                 i,
                 flexible,
                 4,
                 "OffsetFetchRequestTopic.partition_indexes",
-                |i| de::i32(i, "OffsetFetchRequestTopic.partition_indexes"),
+                |i| rd::i32(i, "OffsetFetchRequestTopic.partition_indexes"),
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetFetchRequestTopic._tagged")?;
+            let n = rd::tag_count(i, "OffsetFetchRequestTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetFetchRequestTopic._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetFetchRequestTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetFetchRequestTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -404,7 +444,7 @@ impl Decode for OffsetFetchRequestTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -491,30 +531,42 @@ impl OffsetFetchRequestTopics {
 
 impl Decode for OffsetFetchRequestTopics {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetFetchRequestTopics {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v >= 8 {
-            (i, this.name) = de::string(i, cx, flexible, "OffsetFetchRequestTopics.name")?;
+            this.name = rd::string(i, cx, flexible, "OffsetFetchRequestTopics.name")?;
         }
         if v >= 8 {
-            (i, this.partition_indexes) = de::array(
+            this.partition_indexes = rd::array(
                 i,
                 flexible,
                 4,
                 "OffsetFetchRequestTopics.partition_indexes",
-                |i| de::i32(i, "OffsetFetchRequestTopics.partition_indexes"),
+                |i| rd::i32(i, "OffsetFetchRequestTopics.partition_indexes"),
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetFetchRequestTopics._tagged")?;
+            let n = rd::tag_count(i, "OffsetFetchRequestTopics._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetFetchRequestTopics._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetFetchRequestTopics._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestTopics._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetFetchRequestTopics._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -523,7 +575,7 @@ impl Decode for OffsetFetchRequestTopics {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

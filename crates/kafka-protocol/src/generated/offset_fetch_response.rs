@@ -51,34 +51,54 @@ impl OffsetFetchResponse {
 
 impl Decode for OffsetFetchResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetFetchResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v >= 3 {
-            (i, this.throttle_time_ms) = de::i32(i, "OffsetFetchResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "OffsetFetchResponse.throttle_time_ms")?;
         }
         if v <= 7 {
-            (i, this.topics) = de::array(i, flexible, 1, "OffsetFetchResponse.topics", |i| {
-                OffsetFetchResponseTopic::decode(i, cx, v)
-            })?;
+            this.topics = rd::struct_array(
+                i,
+                flexible,
+                1,
+                "OffsetFetchResponse.topics",
+                |this: &mut OffsetFetchResponseTopic, i| this.read_into(i, cx, v),
+            )?;
         }
         if (v >= 2 && v <= 7) {
-            (i, this.error_code) = de::i16(i, "OffsetFetchResponse.error_code")?;
+            this.error_code = rd::i16(i, "OffsetFetchResponse.error_code")?;
         }
         if v >= 8 {
-            (i, this.groups) = de::array(i, flexible, 1, "OffsetFetchResponse.groups", |i| {
-                OffsetFetchResponseGroup::decode(i, cx, v)
-            })?;
+            this.groups = rd::struct_array(
+                i,
+                flexible,
+                1,
+                "OffsetFetchResponse.groups",
+                |this: &mut OffsetFetchResponseGroup, i| this.read_into(i, cx, v),
+            )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetFetchResponse._tagged")?;
+            let n = rd::tag_count(i, "OffsetFetchResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponse._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetFetchResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetFetchResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -87,7 +107,7 @@ impl Decode for OffsetFetchResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -188,29 +208,45 @@ impl OffsetFetchResponseGroup {
 
 impl Decode for OffsetFetchResponseGroup {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetFetchResponseGroup {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v >= 8 {
-            (i, this.group_id) = de::string(i, cx, flexible, "OffsetFetchResponseGroup.group_id")?;
+            this.group_id = rd::string(i, cx, flexible, "OffsetFetchResponseGroup.group_id")?;
         }
         if v >= 8 {
-            (i, this.topics) = de::array(i, flexible, 1, "OffsetFetchResponseGroup.topics", |i| {
-                OffsetFetchResponseTopics::decode(i, cx, v)
-            })?;
+            this.topics = rd::struct_array(
+                i,
+                flexible,
+                1,
+                "OffsetFetchResponseGroup.topics",
+                |this: &mut OffsetFetchResponseTopics, i| this.read_into(i, cx, v),
+            )?;
         }
         if v >= 8 {
-            (i, this.error_code) = de::i16(i, "OffsetFetchResponseGroup.error_code")?;
+            this.error_code = rd::i16(i, "OffsetFetchResponseGroup.error_code")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetFetchResponseGroup._tagged")?;
+            let n = rd::tag_count(i, "OffsetFetchResponseGroup._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponseGroup._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetFetchResponseGroup._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseGroup._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetFetchResponseGroup._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -219,7 +255,7 @@ impl Decode for OffsetFetchResponseGroup {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -331,23 +367,36 @@ impl OffsetFetchResponsePartition {
 
 impl Decode for OffsetFetchResponsePartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetFetchResponsePartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v <= 7 {
-            (i, this.partition_index) = de::i32(i, "OffsetFetchResponsePartition.partition_index")?;
+            this.partition_index = rd::i32(i, "OffsetFetchResponsePartition.partition_index")?;
         }
         if v <= 7 {
-            (i, this.committed_offset) =
-                de::i64(i, "OffsetFetchResponsePartition.committed_offset")?;
+            this.committed_offset = rd::i64(i, "OffsetFetchResponsePartition.committed_offset")?;
         }
         if (v >= 5 && v <= 7) {
-            (i, this.committed_leader_epoch) =
-                de::i32(i, "OffsetFetchResponsePartition.committed_leader_epoch")?;
+            this.committed_leader_epoch =
+                rd::i32(i, "OffsetFetchResponsePartition.committed_leader_epoch")?;
         }
         if v <= 7 {
-            (i, this.metadata) = de::nullable_string(
+            this.metadata = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -356,16 +405,14 @@ impl Decode for OffsetFetchResponsePartition {
             )?;
         }
         if v <= 7 {
-            (i, this.error_code) = de::i16(i, "OffsetFetchResponsePartition.error_code")?;
+            this.error_code = rd::i16(i, "OffsetFetchResponsePartition.error_code")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetFetchResponsePartition._tagged")?;
+            let n = rd::tag_count(i, "OffsetFetchResponsePartition._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponsePartition._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetFetchResponsePartition._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponsePartition._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetFetchResponsePartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -374,7 +421,7 @@ impl Decode for OffsetFetchResponsePartition {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -502,24 +549,36 @@ impl OffsetFetchResponsePartitions {
 
 impl Decode for OffsetFetchResponsePartitions {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetFetchResponsePartitions {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v >= 8 {
-            (i, this.partition_index) =
-                de::i32(i, "OffsetFetchResponsePartitions.partition_index")?;
+            this.partition_index = rd::i32(i, "OffsetFetchResponsePartitions.partition_index")?;
         }
         if v >= 8 {
-            (i, this.committed_offset) =
-                de::i64(i, "OffsetFetchResponsePartitions.committed_offset")?;
+            this.committed_offset = rd::i64(i, "OffsetFetchResponsePartitions.committed_offset")?;
         }
         if v >= 8 {
-            (i, this.committed_leader_epoch) =
-                de::i32(i, "OffsetFetchResponsePartitions.committed_leader_epoch")?;
+            this.committed_leader_epoch =
+                rd::i32(i, "OffsetFetchResponsePartitions.committed_leader_epoch")?;
         }
         if v >= 8 {
-            (i, this.metadata) = de::nullable_string(
+            this.metadata = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -528,16 +587,14 @@ impl Decode for OffsetFetchResponsePartitions {
             )?;
         }
         if v >= 8 {
-            (i, this.error_code) = de::i16(i, "OffsetFetchResponsePartitions.error_code")?;
+            this.error_code = rd::i16(i, "OffsetFetchResponsePartitions.error_code")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetFetchResponsePartitions._tagged")?;
+            let n = rd::tag_count(i, "OffsetFetchResponsePartitions._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponsePartitions._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetFetchResponsePartitions._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponsePartitions._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetFetchResponsePartitions._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -546,7 +603,7 @@ impl Decode for OffsetFetchResponsePartitions {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -665,27 +722,42 @@ impl OffsetFetchResponseTopic {
 
 impl Decode for OffsetFetchResponseTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetFetchResponseTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v <= 7 {
-            (i, this.name) = de::string(i, cx, flexible, "OffsetFetchResponseTopic.name")?;
+            this.name = rd::string(i, cx, flexible, "OffsetFetchResponseTopic.name")?;
         }
         if v <= 7 {
-            (i, this.partitions) =
-                de::array(i, flexible, 1, "OffsetFetchResponseTopic.partitions", |i| {
-                    OffsetFetchResponsePartition::decode(i, cx, v)
-                })?;
+            this.partitions = rd::struct_array(
+                i,
+                flexible,
+                1,
+                "OffsetFetchResponseTopic.partitions",
+                |this: &mut OffsetFetchResponsePartition, i| this.read_into(i, cx, v),
+            )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetFetchResponseTopic._tagged")?;
+            let n = rd::tag_count(i, "OffsetFetchResponseTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponseTopic._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetFetchResponseTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetFetchResponseTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -694,7 +766,7 @@ impl Decode for OffsetFetchResponseTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -781,30 +853,42 @@ impl OffsetFetchResponseTopics {
 
 impl Decode for OffsetFetchResponseTopics {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetFetchResponseTopics {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 6;
         if v >= 8 {
-            (i, this.name) = de::string(i, cx, flexible, "OffsetFetchResponseTopics.name")?;
+            this.name = rd::string(i, cx, flexible, "OffsetFetchResponseTopics.name")?;
         }
         if v >= 8 {
-            (i, this.partitions) = de::array(
+            this.partitions = rd::struct_array(
                 i,
                 flexible,
                 1,
                 "OffsetFetchResponseTopics.partitions",
-                |i| OffsetFetchResponsePartitions::decode(i, cx, v),
+                |this: &mut OffsetFetchResponsePartitions, i| this.read_into(i, cx, v),
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetFetchResponseTopics._tagged")?;
+            let n = rd::tag_count(i, "OffsetFetchResponseTopics._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetFetchResponseTopics._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetFetchResponseTopics._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseTopics._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetFetchResponseTopics._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -813,7 +897,7 @@ impl Decode for OffsetFetchResponseTopics {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

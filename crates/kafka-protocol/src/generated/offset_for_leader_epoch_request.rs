@@ -45,24 +45,40 @@ impl OffsetForLeaderEpochRequest {
 
 impl Decode for OffsetForLeaderEpochRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetForLeaderEpochRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
         if v >= 3 {
-            (i, this.replica_id) = de::i32(i, "OffsetForLeaderEpochRequest.replica_id")?;
+            this.replica_id = rd::i32(i, "OffsetForLeaderEpochRequest.replica_id")?;
         }
-        (i, this.topics) = de::array(i, flexible, 3, "OffsetForLeaderEpochRequest.topics", |i| {
-            OffsetForLeaderTopic::decode(i, cx, v)
-        })?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "OffsetForLeaderEpochRequest.topics",
+            |this: &mut OffsetForLeaderTopic, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetForLeaderEpochRequest._tagged")?;
+            let n = rd::tag_count(i, "OffsetForLeaderEpochRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetForLeaderEpochRequest._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetForLeaderEpochRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderEpochRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetForLeaderEpochRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -71,7 +87,7 @@ impl Decode for OffsetForLeaderEpochRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -145,22 +161,33 @@ impl OffsetForLeaderPartition {
 
 impl Decode for OffsetForLeaderPartition {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetForLeaderPartition {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.partition) = de::i32(i, "OffsetForLeaderPartition.partition")?;
-        (i, this.current_leader_epoch) =
-            de::i32(i, "OffsetForLeaderPartition.current_leader_epoch")?;
-        (i, this.leader_epoch) = de::i32(i, "OffsetForLeaderPartition.leader_epoch")?;
+        this.partition = rd::i32(i, "OffsetForLeaderPartition.partition")?;
+        this.current_leader_epoch = rd::i32(i, "OffsetForLeaderPartition.current_leader_epoch")?;
+        this.leader_epoch = rd::i32(i, "OffsetForLeaderPartition.leader_epoch")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetForLeaderPartition._tagged")?;
+            let n = rd::tag_count(i, "OffsetForLeaderPartition._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetForLeaderPartition._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetForLeaderPartition._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderPartition._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetForLeaderPartition._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -169,7 +196,7 @@ impl Decode for OffsetForLeaderPartition {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -231,23 +258,38 @@ impl OffsetForLeaderTopic {
 
 impl Decode for OffsetForLeaderTopic {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetForLeaderTopic {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.topic) = de::string(i, cx, flexible, "OffsetForLeaderTopic.topic")?;
-        (i, this.partitions) =
-            de::array(i, flexible, 12, "OffsetForLeaderTopic.partitions", |i| {
-                OffsetForLeaderPartition::decode(i, cx, v)
-            })?;
+        this.topic = rd::string(i, cx, flexible, "OffsetForLeaderTopic.topic")?;
+        this.partitions = rd::struct_array(
+            i,
+            flexible,
+            12,
+            "OffsetForLeaderTopic.partitions",
+            |this: &mut OffsetForLeaderPartition, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetForLeaderTopic._tagged")?;
+            let n = rd::tag_count(i, "OffsetForLeaderTopic._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetForLeaderTopic._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetForLeaderTopic._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderTopic._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetForLeaderTopic._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -256,7 +298,7 @@ impl Decode for OffsetForLeaderTopic {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -45,22 +45,38 @@ impl OffsetForLeaderEpochResponse {
 
 impl Decode for OffsetForLeaderEpochResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetForLeaderEpochResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.throttle_time_ms) = de::i32(i, "OffsetForLeaderEpochResponse.throttle_time_ms")?;
-        (i, this.topics) = de::array(i, flexible, 3, "OffsetForLeaderEpochResponse.topics", |i| {
-            OffsetForLeaderTopicResult::decode(i, cx, v)
-        })?;
+        this.throttle_time_ms = rd::i32(i, "OffsetForLeaderEpochResponse.throttle_time_ms")?;
+        this.topics = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "OffsetForLeaderEpochResponse.topics",
+            |this: &mut OffsetForLeaderTopicResult, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetForLeaderEpochResponse._tagged")?;
+            let n = rd::tag_count(i, "OffsetForLeaderEpochResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetForLeaderEpochResponse._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetForLeaderEpochResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderEpochResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetForLeaderEpochResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -69,7 +85,7 @@ impl Decode for OffsetForLeaderEpochResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -142,22 +158,34 @@ impl EpochEndOffset {
 
 impl Decode for EpochEndOffset {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl EpochEndOffset {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.error_code) = de::i16(i, "EpochEndOffset.error_code")?;
-        (i, this.partition) = de::i32(i, "EpochEndOffset.partition")?;
-        (i, this.leader_epoch) = de::i32(i, "EpochEndOffset.leader_epoch")?;
-        (i, this.end_offset) = de::i64(i, "EpochEndOffset.end_offset")?;
+        this.error_code = rd::i16(i, "EpochEndOffset.error_code")?;
+        this.partition = rd::i32(i, "EpochEndOffset.partition")?;
+        this.leader_epoch = rd::i32(i, "EpochEndOffset.leader_epoch")?;
+        this.end_offset = rd::i64(i, "EpochEndOffset.end_offset")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "EpochEndOffset._tagged")?;
+            let n = rd::tag_count(i, "EpochEndOffset._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "EpochEndOffset._tagged")?;
-                de::tag_order(&mut last, tag, "EpochEndOffset._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "EpochEndOffset._tagged")?;
+                rd::tag_order(&mut last, tag, "EpochEndOffset._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -166,7 +194,7 @@ impl Decode for EpochEndOffset {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -230,26 +258,38 @@ impl OffsetForLeaderTopicResult {
 
 impl Decode for OffsetForLeaderTopicResult {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl OffsetForLeaderTopicResult {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.topic) = de::string(i, cx, flexible, "OffsetForLeaderTopicResult.topic")?;
-        (i, this.partitions) = de::array(
+        this.topic = rd::string(i, cx, flexible, "OffsetForLeaderTopicResult.topic")?;
+        this.partitions = rd::struct_array(
             i,
             flexible,
             18,
             "OffsetForLeaderTopicResult.partitions",
-            |i| EpochEndOffset::decode(i, cx, v),
+            |this: &mut EpochEndOffset, i| this.read_into(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "OffsetForLeaderTopicResult._tagged")?;
+            let n = rd::tag_count(i, "OffsetForLeaderTopicResult._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "OffsetForLeaderTopicResult._tagged")?;
-                de::tag_order(&mut last, tag, "OffsetForLeaderTopicResult._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderTopicResult._tagged")?;
+                rd::tag_order(&mut last, tag, "OffsetForLeaderTopicResult._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -258,7 +298,7 @@ impl Decode for OffsetForLeaderTopicResult {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

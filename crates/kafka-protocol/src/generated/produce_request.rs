@@ -51,27 +51,43 @@ impl ProduceRequest {
 
 impl Decode for ProduceRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ProduceRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
         if v >= 3 {
-            (i, this.transactional_id) =
-                de::nullable_string(i, cx, flexible, v >= 3, "ProduceRequest.transactional_id")?;
+            this.transactional_id =
+                rd::nullable_string(i, cx, flexible, v >= 3, "ProduceRequest.transactional_id")?;
         }
-        (i, this.acks) = de::i16(i, "ProduceRequest.acks")?;
-        (i, this.timeout_ms) = de::i32(i, "ProduceRequest.timeout_ms")?;
-        (i, this.topic_data) = de::array(i, flexible, 3, "ProduceRequest.topic_data", |i| {
-            TopicProduceData::decode(i, cx, v)
-        })?;
+        this.acks = rd::i16(i, "ProduceRequest.acks")?;
+        this.timeout_ms = rd::i32(i, "ProduceRequest.timeout_ms")?;
+        this.topic_data = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "ProduceRequest.topic_data",
+            |this: &mut TopicProduceData, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ProduceRequest._tagged")?;
+            let n = rd::tag_count(i, "ProduceRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ProduceRequest._tagged")?;
-                de::tag_order(&mut last, tag, "ProduceRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ProduceRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "ProduceRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -80,7 +96,7 @@ impl Decode for ProduceRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -166,21 +182,32 @@ impl PartitionProduceData {
 
 impl Decode for PartitionProduceData {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl PartitionProduceData {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
-        (i, this.index) = de::i32(i, "PartitionProduceData.index")?;
-        (i, this.records) =
-            de::nullable_bytes(i, cx, flexible, true, "PartitionProduceData.records")?;
+        this.index = rd::i32(i, "PartitionProduceData.index")?;
+        this.records = rd::nullable_bytes(i, cx, flexible, true, "PartitionProduceData.records")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "PartitionProduceData._tagged")?;
+            let n = rd::tag_count(i, "PartitionProduceData._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "PartitionProduceData._tagged")?;
-                de::tag_order(&mut last, tag, "PartitionProduceData._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "PartitionProduceData._tagged")?;
+                rd::tag_order(&mut last, tag, "PartitionProduceData._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -189,7 +216,7 @@ impl Decode for PartitionProduceData {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -261,28 +288,43 @@ impl TopicProduceData {
 
 impl Decode for TopicProduceData {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl TopicProduceData {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
         if v <= 12 {
-            (i, this.name) = de::string(i, cx, flexible, "TopicProduceData.name")?;
+            this.name = rd::string(i, cx, flexible, "TopicProduceData.name")?;
         }
         if v >= 13 {
-            (i, this.topic_id) = de::uuid(i, "TopicProduceData.topic_id")?;
+            this.topic_id = rd::uuid(i, "TopicProduceData.topic_id")?;
         }
-        (i, this.partition_data) =
-            de::array(i, flexible, 6, "TopicProduceData.partition_data", |i| {
-                PartitionProduceData::decode(i, cx, v)
-            })?;
+        this.partition_data = rd::struct_array(
+            i,
+            flexible,
+            6,
+            "TopicProduceData.partition_data",
+            |this: &mut PartitionProduceData, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "TopicProduceData._tagged")?;
+            let n = rd::tag_count(i, "TopicProduceData._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "TopicProduceData._tagged")?;
-                de::tag_order(&mut last, tag, "TopicProduceData._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "TopicProduceData._tagged")?;
+                rd::tag_order(&mut last, tag, "TopicProduceData._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -291,7 +333,7 @@ impl Decode for TopicProduceData {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -48,32 +48,50 @@ impl ProduceResponse {
 
 impl Decode for ProduceResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ProduceResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
-        (i, this.responses) = de::array(i, flexible, 3, "ProduceResponse.responses", |i| {
-            TopicProduceResponse::decode(i, cx, v)
-        })?;
+        this.responses = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "ProduceResponse.responses",
+            |this: &mut TopicProduceResponse, i| this.read_into(i, cx, v),
+        )?;
         if v >= 1 {
-            (i, this.throttle_time_ms) = de::i32(i, "ProduceResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "ProduceResponse.throttle_time_ms")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ProduceResponse._tagged")?;
+            let n = rd::tag_count(i, "ProduceResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ProduceResponse._tagged")?;
-                de::tag_order(&mut last, tag, "ProduceResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ProduceResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "ProduceResponse._tagged")?;
                 match tag {
                     0 if v >= 10 => {
-                        let i = data;
-                        this.node_endpoints =
-                            (de::array(i, true, 1, "ProduceResponse.node_endpoints", |i| {
-                                NodeEndpoint::decode(i, cx, v)
-                            }))?
-                            .1;
+                        let i = &mut &data[..];
+                        this.node_endpoints = rd::struct_array(
+                            i,
+                            true,
+                            1,
+                            "ProduceResponse.node_endpoints",
+                            |this: &mut NodeEndpoint, i| this.read_into(i, cx, v),
+                        )?;
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -82,7 +100,7 @@ impl Decode for ProduceResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -169,15 +187,29 @@ impl BatchIndexAndErrorMessage {
 
 impl Decode for BatchIndexAndErrorMessage {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl BatchIndexAndErrorMessage {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
         if v >= 8 {
-            (i, this.batch_index) = de::i32(i, "BatchIndexAndErrorMessage.batch_index")?;
+            this.batch_index = rd::i32(i, "BatchIndexAndErrorMessage.batch_index")?;
         }
         if v >= 8 {
-            (i, this.batch_index_error_message) = de::nullable_string(
+            this.batch_index_error_message = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -186,13 +218,11 @@ impl Decode for BatchIndexAndErrorMessage {
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "BatchIndexAndErrorMessage._tagged")?;
+            let n = rd::tag_count(i, "BatchIndexAndErrorMessage._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "BatchIndexAndErrorMessage._tagged")?;
-                de::tag_order(&mut last, tag, "BatchIndexAndErrorMessage._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "BatchIndexAndErrorMessage._tagged")?;
+                rd::tag_order(&mut last, tag, "BatchIndexAndErrorMessage._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -201,7 +231,7 @@ impl Decode for BatchIndexAndErrorMessage {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -290,24 +320,36 @@ impl LeaderIdAndEpoch {
 
 impl Decode for LeaderIdAndEpoch {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl LeaderIdAndEpoch {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
         if v >= 10 {
-            (i, this.leader_id) = de::i32(i, "LeaderIdAndEpoch.leader_id")?;
+            this.leader_id = rd::i32(i, "LeaderIdAndEpoch.leader_id")?;
         }
         if v >= 10 {
-            (i, this.leader_epoch) = de::i32(i, "LeaderIdAndEpoch.leader_epoch")?;
+            this.leader_epoch = rd::i32(i, "LeaderIdAndEpoch.leader_epoch")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "LeaderIdAndEpoch._tagged")?;
+            let n = rd::tag_count(i, "LeaderIdAndEpoch._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
-                de::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
+                rd::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -316,7 +358,7 @@ impl Decode for LeaderIdAndEpoch {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -402,30 +444,42 @@ impl NodeEndpoint {
 
 impl Decode for NodeEndpoint {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl NodeEndpoint {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
         if v >= 10 {
-            (i, this.node_id) = de::i32(i, "NodeEndpoint.node_id")?;
+            this.node_id = rd::i32(i, "NodeEndpoint.node_id")?;
         }
         if v >= 10 {
-            (i, this.host) = de::string(i, cx, flexible, "NodeEndpoint.host")?;
+            this.host = rd::string(i, cx, flexible, "NodeEndpoint.host")?;
         }
         if v >= 10 {
-            (i, this.port) = de::i32(i, "NodeEndpoint.port")?;
+            this.port = rd::i32(i, "NodeEndpoint.port")?;
         }
         if v >= 10 {
-            (i, this.rack) = de::nullable_string(i, cx, flexible, v >= 10, "NodeEndpoint.rack")?;
+            this.rack = rd::nullable_string(i, cx, flexible, v >= 10, "NodeEndpoint.rack")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "NodeEndpoint._tagged")?;
+            let n = rd::tag_count(i, "NodeEndpoint._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "NodeEndpoint._tagged")?;
-                de::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "NodeEndpoint._tagged")?;
+                rd::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -434,7 +488,7 @@ impl Decode for NodeEndpoint {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -560,31 +614,44 @@ impl PartitionProduceResponse {
 
 impl Decode for PartitionProduceResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl PartitionProduceResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
-        (i, this.index) = de::i32(i, "PartitionProduceResponse.index")?;
-        (i, this.error_code) = de::i16(i, "PartitionProduceResponse.error_code")?;
-        (i, this.base_offset) = de::i64(i, "PartitionProduceResponse.base_offset")?;
+        this.index = rd::i32(i, "PartitionProduceResponse.index")?;
+        this.error_code = rd::i16(i, "PartitionProduceResponse.error_code")?;
+        this.base_offset = rd::i64(i, "PartitionProduceResponse.base_offset")?;
         if v >= 2 {
-            (i, this.log_append_time_ms) =
-                de::i64(i, "PartitionProduceResponse.log_append_time_ms")?;
+            this.log_append_time_ms = rd::i64(i, "PartitionProduceResponse.log_append_time_ms")?;
         }
         if v >= 5 {
-            (i, this.log_start_offset) = de::i64(i, "PartitionProduceResponse.log_start_offset")?;
+            this.log_start_offset = rd::i64(i, "PartitionProduceResponse.log_start_offset")?;
         }
         if v >= 8 {
-            (i, this.record_errors) = de::array(
+            this.record_errors = rd::struct_array(
                 i,
                 flexible,
                 1,
                 "PartitionProduceResponse.record_errors",
-                |i| BatchIndexAndErrorMessage::decode(i, cx, v),
+                |this: &mut BatchIndexAndErrorMessage, i| this.read_into(i, cx, v),
             )?;
         }
         if v >= 8 {
-            (i, this.error_message) = de::nullable_string(
+            this.error_message = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -593,17 +660,15 @@ impl Decode for PartitionProduceResponse {
             )?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "PartitionProduceResponse._tagged")?;
+            let n = rd::tag_count(i, "PartitionProduceResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "PartitionProduceResponse._tagged")?;
-                de::tag_order(&mut last, tag, "PartitionProduceResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "PartitionProduceResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "PartitionProduceResponse._tagged")?;
                 match tag {
                     0 if v >= 10 => {
-                        let i = data;
-                        this.current_leader = (LeaderIdAndEpoch::decode(i, cx, v))?.1;
+                        let i = &mut &data[..];
+                        this.current_leader = LeaderIdAndEpoch::read(i, cx, v)?;
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -612,7 +677,7 @@ impl Decode for PartitionProduceResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -730,31 +795,43 @@ impl TopicProduceResponse {
 
 impl Decode for TopicProduceResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl TopicProduceResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 9;
         if v <= 12 {
-            (i, this.name) = de::string(i, cx, flexible, "TopicProduceResponse.name")?;
+            this.name = rd::string(i, cx, flexible, "TopicProduceResponse.name")?;
         }
         if v >= 13 {
-            (i, this.topic_id) = de::uuid(i, "TopicProduceResponse.topic_id")?;
+            this.topic_id = rd::uuid(i, "TopicProduceResponse.topic_id")?;
         }
-        (i, this.partition_responses) = de::array(
+        this.partition_responses = rd::struct_array(
             i,
             flexible,
             14,
             "TopicProduceResponse.partition_responses",
-            |i| PartitionProduceResponse::decode(i, cx, v),
+            |this: &mut PartitionProduceResponse, i| this.read_into(i, cx, v),
         )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "TopicProduceResponse._tagged")?;
+            let n = rd::tag_count(i, "TopicProduceResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "TopicProduceResponse._tagged")?;
-                de::tag_order(&mut last, tag, "TopicProduceResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "TopicProduceResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "TopicProduceResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -763,7 +840,7 @@ impl Decode for TopicProduceResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

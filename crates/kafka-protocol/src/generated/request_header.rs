@@ -51,25 +51,36 @@ impl RequestHeader {
 
 impl Decode for RequestHeader {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl RequestHeader {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.request_api_key) = de::i16(i, "RequestHeader.request_api_key")?;
-        (i, this.request_api_version) = de::i16(i, "RequestHeader.request_api_version")?;
-        (i, this.correlation_id) = de::i32(i, "RequestHeader.correlation_id")?;
+        this.request_api_key = rd::i16(i, "RequestHeader.request_api_key")?;
+        this.request_api_version = rd::i16(i, "RequestHeader.request_api_version")?;
+        this.correlation_id = rd::i32(i, "RequestHeader.correlation_id")?;
         if v >= 1 {
-            (i, this.client_id) =
-                de::nullable_string(i, cx, false, v >= 1, "RequestHeader.client_id")?;
+            this.client_id = rd::nullable_string(i, cx, false, v >= 1, "RequestHeader.client_id")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "RequestHeader._tagged")?;
+            let n = rd::tag_count(i, "RequestHeader._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "RequestHeader._tagged")?;
-                de::tag_order(&mut last, tag, "RequestHeader._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "RequestHeader._tagged")?;
+                rd::tag_order(&mut last, tag, "RequestHeader._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -78,7 +89,7 @@ impl Decode for RequestHeader {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

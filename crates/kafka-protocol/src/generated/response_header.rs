@@ -42,19 +42,31 @@ impl ResponseHeader {
 
 impl Decode for ResponseHeader {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl ResponseHeader {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 1;
-        (i, this.correlation_id) = de::i32(i, "ResponseHeader.correlation_id")?;
+        this.correlation_id = rd::i32(i, "ResponseHeader.correlation_id")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "ResponseHeader._tagged")?;
+            let n = rd::tag_count(i, "ResponseHeader._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "ResponseHeader._tagged")?;
-                de::tag_order(&mut last, tag, "ResponseHeader._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "ResponseHeader._tagged")?;
+                rd::tag_order(&mut last, tag, "ResponseHeader._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -63,7 +75,7 @@ impl Decode for ResponseHeader {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

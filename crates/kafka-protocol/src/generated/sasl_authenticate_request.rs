@@ -42,19 +42,31 @@ impl SaslAuthenticateRequest {
 
 impl Decode for SaslAuthenticateRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl SaslAuthenticateRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.auth_bytes) = de::bytes(i, cx, flexible, "SaslAuthenticateRequest.auth_bytes")?;
+        this.auth_bytes = rd::bytes(i, cx, flexible, "SaslAuthenticateRequest.auth_bytes")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "SaslAuthenticateRequest._tagged")?;
+            let n = rd::tag_count(i, "SaslAuthenticateRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "SaslAuthenticateRequest._tagged")?;
-                de::tag_order(&mut last, tag, "SaslAuthenticateRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "SaslAuthenticateRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "SaslAuthenticateRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -63,7 +75,7 @@ impl Decode for SaslAuthenticateRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

@@ -51,31 +51,42 @@ impl SaslAuthenticateResponse {
 
 impl Decode for SaslAuthenticateResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl SaslAuthenticateResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 2;
-        (i, this.error_code) = de::i16(i, "SaslAuthenticateResponse.error_code")?;
-        (i, this.error_message) = de::nullable_string(
+        this.error_code = rd::i16(i, "SaslAuthenticateResponse.error_code")?;
+        this.error_message = rd::nullable_string(
             i,
             cx,
             flexible,
             true,
             "SaslAuthenticateResponse.error_message",
         )?;
-        (i, this.auth_bytes) = de::bytes(i, cx, flexible, "SaslAuthenticateResponse.auth_bytes")?;
+        this.auth_bytes = rd::bytes(i, cx, flexible, "SaslAuthenticateResponse.auth_bytes")?;
         if v >= 1 {
-            (i, this.session_lifetime_ms) =
-                de::i64(i, "SaslAuthenticateResponse.session_lifetime_ms")?;
+            this.session_lifetime_ms = rd::i64(i, "SaslAuthenticateResponse.session_lifetime_ms")?;
         }
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "SaslAuthenticateResponse._tagged")?;
+            let n = rd::tag_count(i, "SaslAuthenticateResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "SaslAuthenticateResponse._tagged")?;
-                de::tag_order(&mut last, tag, "SaslAuthenticateResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "SaslAuthenticateResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "SaslAuthenticateResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -84,7 +95,7 @@ impl Decode for SaslAuthenticateResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

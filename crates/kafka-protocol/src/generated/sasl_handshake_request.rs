@@ -39,11 +39,25 @@ impl SaslHandshakeRequest {
 
 impl Decode for SaslHandshakeRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl SaslHandshakeRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.mechanism) = de::string(i, cx, false, "SaslHandshakeRequest.mechanism")?;
-        Ok((i, this))
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.mechanism = rd::string(i, cx, false, "SaslHandshakeRequest.mechanism")?;
+        Ok(())
     }
 }
 

@@ -42,14 +42,28 @@ impl SaslHandshakeResponse {
 
 impl Decode for SaslHandshakeResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl SaslHandshakeResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
-        (i, this.error_code) = de::i16(i, "SaslHandshakeResponse.error_code")?;
-        (i, this.mechanisms) = de::array(i, false, 1, "SaslHandshakeResponse.mechanisms", |i| {
-            de::string(i, cx, false, "SaslHandshakeResponse.mechanisms")
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
+        this.error_code = rd::i16(i, "SaslHandshakeResponse.error_code")?;
+        this.mechanisms = rd::array(i, false, 1, "SaslHandshakeResponse.mechanisms", |i| {
+            rd::string(i, cx, false, "SaslHandshakeResponse.mechanisms")
         })?;
-        Ok((i, this))
+        Ok(())
     }
 }
 

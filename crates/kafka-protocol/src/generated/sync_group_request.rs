@@ -60,15 +60,29 @@ impl SyncGroupRequest {
 
 impl Decode for SyncGroupRequest {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl SyncGroupRequest {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.group_id) = de::string(i, cx, flexible, "SyncGroupRequest.group_id")?;
-        (i, this.generation_id) = de::i32(i, "SyncGroupRequest.generation_id")?;
-        (i, this.member_id) = de::string(i, cx, flexible, "SyncGroupRequest.member_id")?;
+        this.group_id = rd::string(i, cx, flexible, "SyncGroupRequest.group_id")?;
+        this.generation_id = rd::i32(i, "SyncGroupRequest.generation_id")?;
+        this.member_id = rd::string(i, cx, flexible, "SyncGroupRequest.member_id")?;
         if v >= 3 {
-            (i, this.group_instance_id) = de::nullable_string(
+            this.group_instance_id = rd::nullable_string(
                 i,
                 cx,
                 flexible,
@@ -77,24 +91,26 @@ impl Decode for SyncGroupRequest {
             )?;
         }
         if v >= 5 {
-            (i, this.protocol_type) =
-                de::nullable_string(i, cx, flexible, v >= 5, "SyncGroupRequest.protocol_type")?;
+            this.protocol_type =
+                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupRequest.protocol_type")?;
         }
         if v >= 5 {
-            (i, this.protocol_name) =
-                de::nullable_string(i, cx, flexible, v >= 5, "SyncGroupRequest.protocol_name")?;
+            this.protocol_name =
+                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupRequest.protocol_name")?;
         }
-        (i, this.assignments) = de::array(i, flexible, 3, "SyncGroupRequest.assignments", |i| {
-            SyncGroupRequestAssignment::decode(i, cx, v)
-        })?;
+        this.assignments = rd::struct_array(
+            i,
+            flexible,
+            3,
+            "SyncGroupRequest.assignments",
+            |this: &mut SyncGroupRequestAssignment, i| this.read_into(i, cx, v),
+        )?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "SyncGroupRequest._tagged")?;
+            let n = rd::tag_count(i, "SyncGroupRequest._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "SyncGroupRequest._tagged")?;
-                de::tag_order(&mut last, tag, "SyncGroupRequest._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "SyncGroupRequest._tagged")?;
+                rd::tag_order(&mut last, tag, "SyncGroupRequest._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -103,7 +119,7 @@ impl Decode for SyncGroupRequest {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 
@@ -225,20 +241,32 @@ impl SyncGroupRequestAssignment {
 
 impl Decode for SyncGroupRequestAssignment {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl SyncGroupRequestAssignment {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
-        (i, this.member_id) = de::string(i, cx, flexible, "SyncGroupRequestAssignment.member_id")?;
-        (i, this.assignment) = de::bytes(i, cx, flexible, "SyncGroupRequestAssignment.assignment")?;
+        this.member_id = rd::string(i, cx, flexible, "SyncGroupRequestAssignment.member_id")?;
+        this.assignment = rd::bytes(i, cx, flexible, "SyncGroupRequestAssignment.assignment")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "SyncGroupRequestAssignment._tagged")?;
+            let n = rd::tag_count(i, "SyncGroupRequestAssignment._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "SyncGroupRequestAssignment._tagged")?;
-                de::tag_order(&mut last, tag, "SyncGroupRequestAssignment._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "SyncGroupRequestAssignment._tagged")?;
+                rd::tag_order(&mut last, tag, "SyncGroupRequestAssignment._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -247,7 +275,7 @@ impl Decode for SyncGroupRequestAssignment {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

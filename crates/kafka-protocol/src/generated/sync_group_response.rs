@@ -54,31 +54,43 @@ impl SyncGroupResponse {
 
 impl Decode for SyncGroupResponse {
     fn decode<'a>(i: &'a [u8], cx: &Cx<'_>, v: i16) -> R<'a, Self> {
-        let _ = cx;
-        let mut i = i;
+        de::run(i, |i| Self::read(i, cx, v))
+    }
+}
+
+impl SyncGroupResponse {
+    /// Decodes one value at `v` from the cursor `i`, advancing it.
+    pub(crate) fn read(i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<Self> {
         let mut this = Self::default();
+        this.read_into(i, cx, v)?;
+        Ok(this)
+    }
+
+    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at
+    /// `v` are left as they are.
+    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
+        let _ = cx;
+        let this = self;
         let flexible = v >= 4;
         if v >= 1 {
-            (i, this.throttle_time_ms) = de::i32(i, "SyncGroupResponse.throttle_time_ms")?;
+            this.throttle_time_ms = rd::i32(i, "SyncGroupResponse.throttle_time_ms")?;
         }
-        (i, this.error_code) = de::i16(i, "SyncGroupResponse.error_code")?;
+        this.error_code = rd::i16(i, "SyncGroupResponse.error_code")?;
         if v >= 5 {
-            (i, this.protocol_type) =
-                de::nullable_string(i, cx, flexible, v >= 5, "SyncGroupResponse.protocol_type")?;
+            this.protocol_type =
+                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupResponse.protocol_type")?;
         }
         if v >= 5 {
-            (i, this.protocol_name) =
-                de::nullable_string(i, cx, flexible, v >= 5, "SyncGroupResponse.protocol_name")?;
+            this.protocol_name =
+                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupResponse.protocol_name")?;
         }
-        (i, this.assignment) = de::bytes(i, cx, flexible, "SyncGroupResponse.assignment")?;
+        this.assignment = rd::bytes(i, cx, flexible, "SyncGroupResponse.assignment")?;
         if flexible {
-            let n;
-            (i, n) = de::tag_count(i, "SyncGroupResponse._tagged")?;
+            let n = rd::tag_count(i, "SyncGroupResponse._tagged")?;
             let mut last = None;
             for _ in 0..n {
-                let (tag, data);
-                (i, (tag, data)) = de::tagged_field(i, "SyncGroupResponse._tagged")?;
-                de::tag_order(&mut last, tag, "SyncGroupResponse._tagged")?;
+                let (tag, data) = rd::tagged_field(i, "SyncGroupResponse._tagged")?;
+                rd::tag_order(&mut last, tag, "SyncGroupResponse._tagged")?;
                 match tag {
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -87,7 +99,7 @@ impl Decode for SyncGroupResponse {
                 }
             }
         }
-        Ok((i, this))
+        Ok(())
     }
 }
 

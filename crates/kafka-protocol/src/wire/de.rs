@@ -1,6 +1,8 @@
 //! Decoding primitives, as `nom` parsers over a whole frame.
 //!
-//! Each parser takes the remaining input and a `field` path used in errors. Byte strings
+//! Each parser takes the remaining input and a `field` path used in errors, and returns the
+//! rest of the input with the value. They are thin wrappers over the cursor readers of
+//! [`super::rd`], which generated messages use directly. Byte strings
 //! and strings come back as [`Bytes`]/[`ByteString`] slices of the frame (see [`Cx`]), so
 //! record data, SASL tokens and group metadata are never copied.
 //!
@@ -14,11 +16,11 @@
 //! tagged section   uvarint count | (uvarint tag | uvarint size | size bytes)*
 //! ```
 
+use super::rd::{self, Res};
 use crate::error::ProtocolError;
 use crate::types::Uuid;
 use bytes::Bytes;
 use bytestring::ByteString;
-use nom::number::complete as num;
 
 /// Result of a parser: the rest of the input and the value.
 pub type R<'a, T> = nom::IResult<&'a [u8], T, ProtocolError>;
@@ -37,6 +39,7 @@ impl<'f> Cx<'f> {
 
     /// `s` as a slice of the frame without copying. A slice from elsewhere is copied
     /// instead, so a misuse costs a copy, never a panic.
+    #[inline]
     pub fn bytes(&self, s: &[u8]) -> Bytes {
         let base = self.frame.as_ptr() as usize;
         let start = s.as_ptr() as usize;
@@ -48,178 +51,59 @@ impl<'f> Cx<'f> {
     }
 }
 
-#[inline]
-fn err<T>(e: ProtocolError) -> Result<T, nom::Err<ProtocolError>> {
-    Err(nom::Err::Error(e))
-}
-
-#[inline]
-fn truncated(field: &'static str, needed: usize, i: &[u8]) -> nom::Err<ProtocolError> {
-    nom::Err::Error(ProtocolError::Truncated {
-        field,
-        needed: needed.saturating_sub(i.len()),
-        remaining: i.len(),
-    })
+/// Runs a cursor reader on `i` and returns the rest of the input with the value.
+#[inline(always)]
+pub(crate) fn run<'a, T>(i: &'a [u8], f: impl FnOnce(&mut &'a [u8]) -> Res<T>) -> R<'a, T> {
+    let mut i = i;
+    match f(&mut i) {
+        Ok(v) => Ok((i, v)),
+        Err(e) => Err(nom::Err::Error(e)),
+    }
 }
 
 macro_rules! fixed {
-    ($(#[$m:meta])* $name:ident, $t:ty, $parser:ident, $n:expr) => {
+    ($(#[$m:meta])* $name:ident, $t:ty) => {
         $(#[$m])*
         #[inline]
         pub fn $name<'a>(i: &'a [u8], field: &'static str) -> R<'a, $t> {
-            num::$parser::<&[u8], ProtocolError>(i).map_err(|_| truncated(field, $n, i))
+            run(i, |i| rd::$name(i, field))
         }
     };
 }
 
 fixed!(/// int8.
-    i8, i8, be_i8, 1);
+    i8, i8);
 fixed!(/// int16, big-endian.
-    i16, i16, be_i16, 2);
+    i16, i16);
 fixed!(/// int32, big-endian.
-    i32, i32, be_i32, 4);
+    i32, i32);
 fixed!(/// int64, big-endian.
-    i64, i64, be_i64, 8);
+    i64, i64);
 fixed!(/// uint16, big-endian.
-    u16, u16, be_u16, 2);
+    u16, u16);
 fixed!(/// uint32, big-endian.
-    u32, u32, be_u32, 4);
+    u32, u32);
 fixed!(/// float64, IEEE 754 big-endian.
-    f64, f64, be_f64, 8);
-
-/// A boolean: any non-zero byte is true, as Kafka reads it.
-#[inline]
-pub fn bool<'a>(i: &'a [u8], field: &'static str) -> R<'a, bool> {
-    let (i, b) = num::be_u8::<&[u8], ProtocolError>(i).map_err(|_| truncated(field, 1, i))?;
-    Ok((i, b != 0))
-}
-
-/// A 16-byte UUID.
-#[inline]
-pub fn uuid<'a>(i: &'a [u8], field: &'static str) -> R<'a, Uuid> {
-    let (rest, raw) = take(i, 16, field)?;
-    let mut b = [0u8; 16];
-    b.copy_from_slice(raw);
-    Ok((rest, Uuid::from_bytes(b)))
-}
+    f64, f64);
+fixed!(/// A boolean: any non-zero byte is true, as Kafka reads it.
+    bool, bool);
+fixed!(/// A 16-byte UUID.
+    uuid, Uuid);
+fixed!(/// An unsigned varint of at most 32 bits (lengths, counts, tags).
+    uvarint, u32);
+fixed!(/// An unsigned varint of at most 64 bits.
+    uvarlong, u64);
+fixed!(/// A zigzag-encoded signed varint (32 bits), as records use.
+    varint, i32);
+fixed!(/// A zigzag-encoded signed varlong (64 bits), as records use.
+    varlong, i64);
+fixed!(/// The count that opens a tagged-field section.
+    tag_count, u32);
 
 /// `n` raw bytes.
 #[inline]
 pub fn take<'a>(i: &'a [u8], n: usize, field: &'static str) -> R<'a, &'a [u8]> {
-    nom::bytes::complete::take::<usize, &[u8], ProtocolError>(n)(i)
-        .map_err(|_| truncated(field, n, i))
-}
-
-/// An unsigned varint of at most 32 bits (lengths, counts, tags).
-#[inline]
-pub fn uvarint<'a>(i: &'a [u8], field: &'static str) -> R<'a, u32> {
-    let mut value: u32 = 0;
-    for (n, &b) in i.iter().enumerate().take(5) {
-        if n == 4 && b > 0x0f {
-            return err(ProtocolError::InvalidVarint { field });
-        }
-        value |= u32::from(b & 0x7f) << (7 * n);
-        if b & 0x80 == 0 {
-            return Ok((&i[n + 1..], value));
-        }
-    }
-    if i.len() < 5 {
-        Err(truncated(field, i.len() + 1, i))
-    } else {
-        err(ProtocolError::InvalidVarint { field })
-    }
-}
-
-/// An unsigned varint of at most 64 bits.
-#[inline]
-pub fn uvarlong<'a>(i: &'a [u8], field: &'static str) -> R<'a, u64> {
-    let mut value: u64 = 0;
-    for (n, &b) in i.iter().enumerate().take(10) {
-        if n == 9 && b > 0x01 {
-            return err(ProtocolError::InvalidVarint { field });
-        }
-        value |= u64::from(b & 0x7f) << (7 * n);
-        if b & 0x80 == 0 {
-            return Ok((&i[n + 1..], value));
-        }
-    }
-    if i.len() < 10 {
-        Err(truncated(field, i.len() + 1, i))
-    } else {
-        err(ProtocolError::InvalidVarint { field })
-    }
-}
-
-/// A zigzag-encoded signed varint (32 bits), as records use.
-#[inline]
-pub fn varint<'a>(i: &'a [u8], field: &'static str) -> R<'a, i32> {
-    let (i, u) = uvarint(i, field)?;
-    Ok((i, ((u >> 1) as i32) ^ -((u & 1) as i32)))
-}
-
-/// A zigzag-encoded signed varlong (64 bits), as records use.
-#[inline]
-pub fn varlong<'a>(i: &'a [u8], field: &'static str) -> R<'a, i64> {
-    let (i, u) = uvarlong(i, field)?;
-    Ok((i, ((u >> 1) as i64) ^ -((u & 1) as i64)))
-}
-
-/// Reads a length prefix: `Ok(None)` is null.
-#[inline]
-fn length<'a>(i: &'a [u8], compact: bool, wide: bool, field: &'static str) -> R<'a, Option<usize>> {
-    if compact {
-        let (rest, n) = uvarint(i, field)?;
-        Ok((rest, n.checked_sub(1).map(|n| n as usize)))
-    } else {
-        let (rest, n) = if wide {
-            i32(i, field)?
-        } else {
-            let (rest, n) = i16(i, field)?;
-            (rest, i32::from(n))
-        };
-        match n {
-            -1 => Ok((rest, None)),
-            n if n < -1 => err(ProtocolError::InvalidLength {
-                field,
-                found: i64::from(n),
-                max: rest.len(),
-            }),
-            n => Ok((rest, Some(n as usize))),
-        }
-    }
-}
-
-#[inline]
-fn sized<'a>(i: &'a [u8], len: usize, field: &'static str) -> R<'a, &'a [u8]> {
-    if len > i.len() {
-        return err(ProtocolError::InvalidLength {
-            field,
-            found: len as i64,
-            max: i.len(),
-        });
-    }
-    Ok((&i[len..], &i[..len]))
-}
-
-#[inline]
-fn null_check<T>(
-    v: Option<T>,
-    nullable: bool,
-    field: &'static str,
-) -> Result<Option<T>, nom::Err<ProtocolError>> {
-    if v.is_none() && !nullable {
-        return err(ProtocolError::UnexpectedNull { field });
-    }
-    Ok(v)
-}
-
-fn to_string(
-    cx: &Cx<'_>,
-    raw: &[u8],
-    field: &'static str,
-) -> Result<ByteString, nom::Err<ProtocolError>> {
-    ByteString::try_from(cx.bytes(raw))
-        .map_err(|_| nom::Err::Error(ProtocolError::InvalidUtf8 { field }))
+    run(i, |i| rd::take(i, n, field))
 }
 
 /// A non-null string.
@@ -230,8 +114,7 @@ pub fn string<'a>(
     compact: bool,
     field: &'static str,
 ) -> R<'a, ByteString> {
-    let (i, s) = nullable_string(i, cx, compact, false, field)?;
-    Ok((i, s.unwrap_or_default()))
+    run(i, |i| rd::string(i, cx, compact, field))
 }
 
 /// A string that may be null when `nullable` is true for this version.
@@ -243,28 +126,13 @@ pub fn nullable_string<'a>(
     nullable: bool,
     field: &'static str,
 ) -> R<'a, Option<ByteString>> {
-    let (i, len) = length(i, compact, false, field)?;
-    match null_check(len, nullable, field)? {
-        None => Ok((i, None)),
-        // Compact lengths can say more, but strings are int16-bounded in every version,
-        // as Kafka's reader enforces; the encoder would refuse to write them back.
-        Some(len) if len > i16::MAX as usize => err(ProtocolError::InvalidLength {
-            field,
-            found: len as i64,
-            max: i16::MAX as usize,
-        }),
-        Some(len) => {
-            let (i, raw) = sized(i, len, field)?;
-            Ok((i, Some(to_string(cx, raw, field)?)))
-        }
-    }
+    run(i, |i| rd::nullable_string(i, cx, compact, nullable, field))
 }
 
 /// Non-null bytes, as a zero-copy slice of the frame.
 #[inline]
 pub fn bytes<'a>(i: &'a [u8], cx: &Cx<'_>, compact: bool, field: &'static str) -> R<'a, Bytes> {
-    let (i, b) = nullable_bytes(i, cx, compact, false, field)?;
-    Ok((i, b.unwrap_or_default()))
+    run(i, |i| rd::bytes(i, cx, compact, field))
 }
 
 /// Bytes that may be null when `nullable` is true for this version.
@@ -276,13 +144,17 @@ pub fn nullable_bytes<'a>(
     nullable: bool,
     field: &'static str,
 ) -> R<'a, Option<Bytes>> {
-    let (i, len) = length(i, compact, true, field)?;
-    match null_check(len, nullable, field)? {
-        None => Ok((i, None)),
-        Some(len) => {
-            let (i, raw) = sized(i, len, field)?;
-            Ok((i, Some(cx.bytes(raw))))
-        }
+    run(i, |i| rd::nullable_bytes(i, cx, compact, nullable, field))
+}
+
+/// Adapts a `nom`-shaped element parser to a cursor reader.
+fn cursor<'a, T>(
+    mut elem: impl FnMut(&'a [u8]) -> R<'a, T>,
+) -> impl FnMut(&mut &'a [u8]) -> Res<T> {
+    move |i| {
+        let (rest, v) = elem(i)?;
+        *i = rest;
+        Ok(v)
     }
 }
 
@@ -295,8 +167,7 @@ pub fn array<'a, T>(
     field: &'static str,
     elem: impl FnMut(&'a [u8]) -> R<'a, T>,
 ) -> R<'a, Vec<T>> {
-    let (i, v) = nullable_array(i, compact, false, min_len, field, elem)?;
-    Ok((i, v.unwrap_or_default()))
+    run(i, |i| rd::array(i, compact, min_len, field, cursor(elem)))
 }
 
 /// An array that may be null when `nullable` is true for this version.
@@ -309,28 +180,11 @@ pub fn nullable_array<'a, T>(
     nullable: bool,
     min_len: usize,
     field: &'static str,
-    mut elem: impl FnMut(&'a [u8]) -> R<'a, T>,
+    elem: impl FnMut(&'a [u8]) -> R<'a, T>,
 ) -> R<'a, Option<Vec<T>>> {
-    let (mut i, count) = length(i, compact, true, field)?;
-    let Some(count) = null_check(count, nullable, field)? else {
-        return Ok((i, None));
-    };
-    let max = i.len() / min_len.max(1);
-    if count > max {
-        return err(ProtocolError::ArrayTooLong {
-            field,
-            found: count as u64,
-            remaining: i.len(),
-            max,
-        });
-    }
-    let mut out = Vec::with_capacity(count);
-    for _ in 0..count {
-        let (rest, v) = elem(i)?;
-        i = rest;
-        out.push(v);
-    }
-    Ok((i, Some(out)))
+    run(i, |i| {
+        rd::nullable_array(i, compact, nullable, min_len, field, cursor(elem))
+    })
 }
 
 /// A nullable struct: one marker byte (negative = null), then the struct.
@@ -338,31 +192,11 @@ pub fn nullable_struct<'a, T>(
     i: &'a [u8],
     nullable: bool,
     field: &'static str,
-    mut inner: impl FnMut(&'a [u8]) -> R<'a, T>,
+    inner: impl FnMut(&'a [u8]) -> R<'a, T>,
 ) -> R<'a, Option<T>> {
-    let (i, marker) = i8(i, field)?;
-    if marker < 0 {
-        null_check::<T>(None, nullable, field)?;
-        return Ok((i, None));
-    }
-    let (i, v) = inner(i)?;
-    Ok((i, Some(v)))
-}
-
-/// The count that opens a tagged-field section.
-#[inline]
-pub fn tag_count<'a>(i: &'a [u8], field: &'static str) -> R<'a, u32> {
-    let (rest, n) = uvarint(i, field)?;
-    // Each tagged field takes at least two bytes (tag and size).
-    if n as usize > rest.len() / 2 {
-        return err(ProtocolError::ArrayTooLong {
-            field,
-            found: u64::from(n),
-            remaining: rest.len(),
-            max: rest.len() / 2,
-        });
-    }
-    Ok((rest, n))
+    run(i, |i| {
+        rd::nullable_struct(i, nullable, field, cursor(inner))
+    })
 }
 
 /// Tags must be strictly ascending within a section, as the protocol specifies (Kafka's
@@ -374,24 +208,11 @@ pub fn tag_order(
     tag: u32,
     field: &'static str,
 ) -> Result<(), nom::Err<ProtocolError>> {
-    if let Some(prev) = *last
-        && tag <= prev
-    {
-        return err(ProtocolError::InvalidValue {
-            field,
-            expected: "tags in strictly ascending order",
-            found: i64::from(tag),
-        });
-    }
-    *last = Some(tag);
-    Ok(())
+    rd::tag_order(last, tag, field).map_err(nom::Err::Error)
 }
 
 /// One tagged field: its tag and its raw data.
 #[inline]
 pub fn tagged_field<'a>(i: &'a [u8], field: &'static str) -> R<'a, (u32, &'a [u8])> {
-    let (i, tag) = uvarint(i, field)?;
-    let (i, size) = uvarint(i, field)?;
-    let (i, data) = sized(i, size as usize, field)?;
-    Ok((i, (tag, data)))
+    run(i, |i| rd::tagged_field(i, field))
 }

@@ -1,8 +1,10 @@
-//! The encoding machinery every generated message uses: primitive parsers ([`de`]), the
-//! segmenting [`Encoder`], and the [`Decode`]/[`Encode`]/[`Message`] traits.
+//! The encoding machinery every generated message uses: primitive readers ([`rd`], with
+//! `nom`-shaped wrappers in [`de`]), the segmenting [`Encoder`], and the
+//! [`Decode`]/[`Encode`]/[`Message`] traits.
 
 pub mod de;
 pub mod en;
+pub mod rd;
 
 pub use de::{Cx, R};
 pub use en::{Encoder, TaggedWriter};
@@ -82,6 +84,7 @@ pub trait Request: Message {
 /// What generated code imports.
 pub mod prelude {
     pub use super::de;
+    pub use super::rd::{self, Res};
     pub use super::{Cx, Decode, Encode, Encoder, Message, R, Request, TaggedWriter};
     pub use crate::error::ProtocolError;
     pub use crate::types::{RawTaggedField, Uuid, VersionRange};

@@ -1,0 +1,420 @@
+//! Decoding primitives over a cursor: each reader takes `&mut &[u8]`, advances it past what
+//! it read and returns the value or a [`ProtocolError`].
+//!
+//! This is what generated messages decode with. Compared with returning the rest of the
+//! input next to every value (the `nom` shape of [`super::de`]), a cursor keeps the results
+//! small: primitives stay in registers, and a decoded struct is written once instead of
+//! being moved out through every layer in a `(rest, value)` tuple. Error constructors are
+//! out of line and marked cold so the success paths stay short.
+//!
+//! The wire layouts and the checks are those of [`super::de`], which wraps these readers:
+//! lengths are checked against the bytes left before anything is sliced, array counts
+//! against the bytes left divided by the smallest element size before anything is
+//! allocated, and strings are validated as UTF-8.
+
+use super::de::Cx;
+use crate::error::ProtocolError;
+use crate::types::Uuid;
+use bytes::Bytes;
+use bytestring::ByteString;
+
+/// Result of a cursor reader.
+pub type Res<T> = Result<T, ProtocolError>;
+
+#[cold]
+#[inline(never)]
+fn truncated(field: &'static str, needed: usize, i: &[u8]) -> ProtocolError {
+    ProtocolError::Truncated {
+        field,
+        needed: needed.saturating_sub(i.len()),
+        remaining: i.len(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn invalid_length(field: &'static str, found: i64, max: usize) -> ProtocolError {
+    ProtocolError::InvalidLength { field, found, max }
+}
+
+#[cold]
+#[inline(never)]
+fn invalid_varint(field: &'static str) -> ProtocolError {
+    ProtocolError::InvalidVarint { field }
+}
+
+#[cold]
+#[inline(never)]
+fn unexpected_null(field: &'static str) -> ProtocolError {
+    ProtocolError::UnexpectedNull { field }
+}
+
+#[cold]
+#[inline(never)]
+fn invalid_utf8(field: &'static str) -> ProtocolError {
+    ProtocolError::InvalidUtf8 { field }
+}
+
+#[cold]
+#[inline(never)]
+fn too_many(field: &'static str, found: u64, remaining: usize, max: usize) -> ProtocolError {
+    ProtocolError::ArrayTooLong {
+        field,
+        found,
+        remaining,
+        max,
+    }
+}
+
+/// `N` bytes as an array.
+#[inline(always)]
+fn chunk<const N: usize>(i: &mut &[u8], field: &'static str) -> Res<[u8; N]> {
+    match i.split_first_chunk::<N>() {
+        Some((b, rest)) => {
+            *i = rest;
+            Ok(*b)
+        }
+        None => Err(truncated(field, N, i)),
+    }
+}
+
+macro_rules! fixed {
+    ($(#[$m:meta])* $name:ident, $t:ty) => {
+        $(#[$m])*
+        #[inline(always)]
+        pub fn $name(i: &mut &[u8], field: &'static str) -> Res<$t> {
+            chunk(i, field).map(<$t>::from_be_bytes)
+        }
+    };
+}
+
+fixed!(/// int8.
+    i8, i8);
+fixed!(/// int16, big-endian.
+    i16, i16);
+fixed!(/// int32, big-endian.
+    i32, i32);
+fixed!(/// int64, big-endian.
+    i64, i64);
+fixed!(/// uint16, big-endian.
+    u16, u16);
+fixed!(/// uint32, big-endian.
+    u32, u32);
+fixed!(/// float64, IEEE 754 big-endian.
+    f64, f64);
+
+/// A boolean: any non-zero byte is true, as Kafka reads it.
+#[inline(always)]
+pub fn bool(i: &mut &[u8], field: &'static str) -> Res<bool> {
+    chunk::<1>(i, field).map(|[b]| b != 0)
+}
+
+/// A 16-byte UUID.
+#[inline(always)]
+pub fn uuid(i: &mut &[u8], field: &'static str) -> Res<Uuid> {
+    chunk::<16>(i, field).map(Uuid::from_bytes)
+}
+
+/// `n` raw bytes.
+#[inline]
+pub fn take<'a>(i: &mut &'a [u8], n: usize, field: &'static str) -> Res<&'a [u8]> {
+    match i.split_at_checked(n) {
+        Some((head, rest)) => {
+            *i = rest;
+            Ok(head)
+        }
+        None => Err(truncated(field, n, i)),
+    }
+}
+
+/// The multi-byte tail of [`uvarint`], out of line: lengths and counts under 128, the
+/// common case, are one byte.
+#[inline(never)]
+fn uvarint_slow(i: &mut &[u8], field: &'static str) -> Res<u32> {
+    let mut value: u32 = 0;
+    for (n, &b) in i.iter().enumerate().take(5) {
+        if n == 4 && b > 0x0f {
+            return Err(invalid_varint(field));
+        }
+        value |= u32::from(b & 0x7f) << (7 * n);
+        if b & 0x80 == 0 {
+            *i = &i[n + 1..];
+            return Ok(value);
+        }
+    }
+    if i.len() < 5 {
+        Err(truncated(field, i.len() + 1, i))
+    } else {
+        Err(invalid_varint(field))
+    }
+}
+
+/// An unsigned varint of at most 32 bits (lengths, counts, tags).
+#[inline(always)]
+pub fn uvarint(i: &mut &[u8], field: &'static str) -> Res<u32> {
+    match i.split_first() {
+        Some((&b, rest)) if b < 0x80 => {
+            *i = rest;
+            Ok(u32::from(b))
+        }
+        _ => uvarint_slow(i, field),
+    }
+}
+
+/// An unsigned varint of at most 64 bits.
+#[inline]
+pub fn uvarlong(i: &mut &[u8], field: &'static str) -> Res<u64> {
+    let mut value: u64 = 0;
+    for (n, &b) in i.iter().enumerate().take(10) {
+        if n == 9 && b > 0x01 {
+            return Err(invalid_varint(field));
+        }
+        value |= u64::from(b & 0x7f) << (7 * n);
+        if b & 0x80 == 0 {
+            *i = &i[n + 1..];
+            return Ok(value);
+        }
+    }
+    if i.len() < 10 {
+        Err(truncated(field, i.len() + 1, i))
+    } else {
+        Err(invalid_varint(field))
+    }
+}
+
+/// A zigzag-encoded signed varint (32 bits), as records use.
+#[inline]
+pub fn varint(i: &mut &[u8], field: &'static str) -> Res<i32> {
+    let u = uvarint(i, field)?;
+    Ok(((u >> 1) as i32) ^ -((u & 1) as i32))
+}
+
+/// A zigzag-encoded signed varlong (64 bits), as records use.
+#[inline]
+pub fn varlong(i: &mut &[u8], field: &'static str) -> Res<i64> {
+    let u = uvarlong(i, field)?;
+    Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
+}
+
+/// Reads a length prefix: `Ok(None)` is null.
+#[inline(always)]
+fn length(i: &mut &[u8], compact: bool, wide: bool, field: &'static str) -> Res<Option<usize>> {
+    if compact {
+        let n = uvarint(i, field)?;
+        return Ok(n.checked_sub(1).map(|n| n as usize));
+    }
+    let n = if wide {
+        i32(i, field)?
+    } else {
+        i32::from(i16(i, field)?)
+    };
+    match n {
+        -1 => Ok(None),
+        n if n < -1 => Err(invalid_length(field, i64::from(n), i.len())),
+        n => Ok(Some(n as usize)),
+    }
+}
+
+/// `len` bytes announced by a length prefix.
+#[inline(always)]
+fn sized<'a>(i: &mut &'a [u8], len: usize, field: &'static str) -> Res<&'a [u8]> {
+    match i.split_at_checked(len) {
+        Some((head, rest)) => {
+            *i = rest;
+            Ok(head)
+        }
+        None => Err(invalid_length(field, len as i64, i.len())),
+    }
+}
+
+#[inline(always)]
+fn null_check<T>(v: Option<T>, nullable: bool, field: &'static str) -> Res<Option<T>> {
+    if v.is_none() && !nullable {
+        return Err(unexpected_null(field));
+    }
+    Ok(v)
+}
+
+/// A non-null string.
+#[inline]
+pub fn string(i: &mut &[u8], cx: &Cx<'_>, compact: bool, field: &'static str) -> Res<ByteString> {
+    Ok(nullable_string(i, cx, compact, false, field)?.unwrap_or_default())
+}
+
+/// A string that may be null when `nullable` is true for this version.
+#[inline]
+pub fn nullable_string(
+    i: &mut &[u8],
+    cx: &Cx<'_>,
+    compact: bool,
+    nullable: bool,
+    field: &'static str,
+) -> Res<Option<ByteString>> {
+    let Some(len) = null_check(length(i, compact, false, field)?, nullable, field)? else {
+        return Ok(None);
+    };
+    // Compact lengths can say more, but strings are int16-bounded in every version,
+    // as Kafka's reader enforces; the encoder would refuse to write them back.
+    if len > i16::MAX as usize {
+        return Err(invalid_length(field, len as i64, i16::MAX as usize));
+    }
+    let raw = sized(i, len, field)?;
+    if raw.is_empty() {
+        return Ok(Some(ByteString::new()));
+    }
+    ByteString::try_from(cx.bytes(raw))
+        .map(Some)
+        .map_err(|_| invalid_utf8(field))
+}
+
+/// Non-null bytes, as a zero-copy slice of the frame.
+#[inline]
+pub fn bytes(i: &mut &[u8], cx: &Cx<'_>, compact: bool, field: &'static str) -> Res<Bytes> {
+    Ok(nullable_bytes(i, cx, compact, false, field)?.unwrap_or_default())
+}
+
+/// Bytes that may be null when `nullable` is true for this version.
+#[inline]
+pub fn nullable_bytes(
+    i: &mut &[u8],
+    cx: &Cx<'_>,
+    compact: bool,
+    nullable: bool,
+    field: &'static str,
+) -> Res<Option<Bytes>> {
+    let Some(len) = null_check(length(i, compact, true, field)?, nullable, field)? else {
+        return Ok(None);
+    };
+    let raw = sized(i, len, field)?;
+    Ok(Some(cx.bytes(raw)))
+}
+
+/// A non-null array whose elements each take at least `min_len` bytes.
+#[inline]
+pub fn array<'a, T>(
+    i: &mut &'a [u8],
+    compact: bool,
+    min_len: usize,
+    field: &'static str,
+    elem: impl FnMut(&mut &'a [u8]) -> Res<T>,
+) -> Res<Vec<T>> {
+    Ok(nullable_array(i, compact, false, min_len, field, elem)?.unwrap_or_default())
+}
+
+/// An array that may be null when `nullable` is true for this version.
+///
+/// The count is checked against what the remaining input can hold before anything is
+/// allocated, so a forged count costs nothing.
+#[inline]
+pub fn nullable_array<'a, T>(
+    i: &mut &'a [u8],
+    compact: bool,
+    nullable: bool,
+    min_len: usize,
+    field: &'static str,
+    mut elem: impl FnMut(&mut &'a [u8]) -> Res<T>,
+) -> Res<Option<Vec<T>>> {
+    let Some(count) = null_check(length(i, compact, true, field)?, nullable, field)? else {
+        return Ok(None);
+    };
+    let max = i.len() / min_len.max(1);
+    if count > max {
+        return Err(too_many(field, count as u64, i.len(), max));
+    }
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        out.push(elem(i)?);
+    }
+    Ok(Some(out))
+}
+
+/// A non-null array of structs, each decoded in place by `elem` into a default value.
+#[inline]
+pub fn struct_array<'a, T: Default>(
+    i: &mut &'a [u8],
+    compact: bool,
+    min_len: usize,
+    field: &'static str,
+    elem: impl FnMut(&mut T, &mut &'a [u8]) -> Res<()>,
+) -> Res<Vec<T>> {
+    Ok(nullable_struct_array(i, compact, false, min_len, field, elem)?.unwrap_or_default())
+}
+
+/// [`nullable_array`] for structs: the vector is filled with default values, which `elem`
+/// then decodes in place, so elements are not moved after decoding.
+#[inline]
+pub fn nullable_struct_array<'a, T: Default>(
+    i: &mut &'a [u8],
+    compact: bool,
+    nullable: bool,
+    min_len: usize,
+    field: &'static str,
+    mut elem: impl FnMut(&mut T, &mut &'a [u8]) -> Res<()>,
+) -> Res<Option<Vec<T>>> {
+    let Some(count) = null_check(length(i, compact, true, field)?, nullable, field)? else {
+        return Ok(None);
+    };
+    let max = i.len() / min_len.max(1);
+    if count > max {
+        return Err(too_many(field, count as u64, i.len(), max));
+    }
+    let mut out = Vec::with_capacity(count);
+    out.resize_with(count, T::default);
+    for e in &mut out {
+        elem(e, i)?;
+    }
+    Ok(Some(out))
+}
+
+/// A nullable struct: one marker byte (negative = null), then the struct.
+#[inline]
+pub fn nullable_struct<'a, T>(
+    i: &mut &'a [u8],
+    nullable: bool,
+    field: &'static str,
+    inner: impl FnOnce(&mut &'a [u8]) -> Res<T>,
+) -> Res<Option<T>> {
+    if i8(i, field)? < 0 {
+        null_check::<T>(None, nullable, field)?;
+        return Ok(None);
+    }
+    inner(i).map(Some)
+}
+
+/// The count that opens a tagged-field section.
+#[inline(always)]
+pub fn tag_count(i: &mut &[u8], field: &'static str) -> Res<u32> {
+    let n = uvarint(i, field)?;
+    // Each tagged field takes at least two bytes (tag and size).
+    if n as usize > i.len() / 2 {
+        return Err(too_many(field, u64::from(n), i.len(), i.len() / 2));
+    }
+    Ok(n)
+}
+
+/// Tags must be strictly ascending within a section, as the protocol specifies (Kafka's
+/// writer refuses anything else). Enforcing it keeps decode and encode inverse: the
+/// encoder writes tags sorted, so a decoder that accepted any order could not round-trip.
+#[inline]
+pub fn tag_order(last: &mut Option<u32>, tag: u32, field: &'static str) -> Res<()> {
+    if let Some(prev) = *last
+        && tag <= prev
+    {
+        return Err(ProtocolError::InvalidValue {
+            field,
+            expected: "tags in strictly ascending order",
+            found: i64::from(tag),
+        });
+    }
+    *last = Some(tag);
+    Ok(())
+}
+
+/// One tagged field: its tag and its raw data.
+#[inline]
+pub fn tagged_field<'a>(i: &mut &'a [u8], field: &'static str) -> Res<(u32, &'a [u8])> {
+    let tag = uvarint(i, field)?;
+    let size = uvarint(i, field)?;
+    let data = sized(i, size as usize, field)?;
+    Ok((tag, data))
+}
