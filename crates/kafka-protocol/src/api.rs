@@ -51,6 +51,7 @@ pub struct HeaderPrefix {
 
 impl HeaderPrefix {
     /// Reads the first eight bytes of a request frame.
+    #[inline]
     pub fn peek(frame: &[u8]) -> Result<HeaderPrefix, ProtocolError> {
         let i = &mut &frame[..];
         let api_key = rd::i16(i, "RequestHeader.request_api_key")?;
@@ -64,6 +65,7 @@ impl HeaderPrefix {
     }
 
     /// The version check every request goes through: a known key at a supported version.
+    #[inline]
     pub fn check(&self) -> Result<ApiKey, ProtocolError> {
         let key = ApiKey::from_i16(self.api_key);
         let Some(range) = key.versions() else {

@@ -330,6 +330,18 @@ fn default_expr(f: &Field) -> Result<String, CodegenError> {
     base_default(&f.ty, d)
 }
 
+/// Encoded size of a fixed-width type.
+fn fixed_width(ty: &Ty) -> Option<usize> {
+    match ty {
+        Ty::Bool | Ty::Int8 => Some(1),
+        Ty::Int16 | Ty::Uint16 => Some(2),
+        Ty::Int32 | Ty::Uint32 => Some(4),
+        Ty::Int64 | Ty::Float64 => Some(8),
+        Ty::Uuid => Some(16),
+        _ => None,
+    }
+}
+
 /// Decode expression over the cursor `i: &mut &[u8]` yielding `Res<T>` (see `wire::rd`).
 fn decode_expr(
     msg: &mut Msg<'_>,
@@ -543,6 +555,8 @@ fn render_struct(
     if flexible_any {
         let _ = writeln!(out, "        let flexible = {};", msg.flexible_expr());
     }
+    // (statement, width if fixed, presence condition) per field read in order.
+    let mut reads: Vec<(String, Option<usize>, String)> = Vec::new();
     for f in &live {
         let cond = msg.fixed_cond(f);
         if cond == "false" {
@@ -557,11 +571,50 @@ fn render_struct(
         let n = nullable_arg(msg, f);
         let expr = decode_expr(msg, &f.ty, n.as_deref(), &compact, &path);
         let stmt = format!("this.{} = {expr}?;", field_ident(&f.name));
-        if cond == "true" {
-            let _ = writeln!(out, "        {stmt}");
+        let stmt = if cond == "true" {
+            stmt
         } else {
-            let _ = writeln!(out, "        if {cond} {{ {stmt} }}");
+            format!("if {cond} {{ {stmt} }}")
+        };
+        reads.push((stmt, fixed_width(&f.ty), cond));
+    }
+    let mut k = 0;
+    while k < reads.len() {
+        let run = reads[k..].iter().take_while(|r| r.1.is_some()).count();
+        if run < 2 {
+            let _ = writeln!(out, "        {}", reads[k].0);
+            k += 1;
+            continue;
         }
+        // A run of fixed-width fields: when the input holds all of them, they are read
+        // from a local copy of the cursor (kept in registers) and the cursor is advanced
+        // once; otherwise field by field, for the exact error.
+        let group = &reads[k..k + run];
+        let need: Vec<String> = group
+            .iter()
+            .map(|(_, w, cond)| {
+                let w = w.unwrap_or(0);
+                if cond == "true" {
+                    w.to_string()
+                } else {
+                    format!("(if {cond} {{ {w} }} else {{ 0 }})")
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "        if i.len() >= {} {{\n            let mut fast: &[u8] = i;\n            {{\n                let i = &mut fast;",
+            need.join(" + ")
+        );
+        for (stmt, _, _) in group {
+            let _ = writeln!(out, "                {stmt}");
+        }
+        out.push_str("            }\n            *i = fast;\n        } else {\n");
+        for (stmt, _, _) in group {
+            let _ = writeln!(out, "            {stmt}");
+        }
+        out.push_str("        }\n");
+        k += run;
     }
     if flexible_any {
         out.push_str("        if flexible {\n");
@@ -892,7 +945,7 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
         }
         out.push_str("        }\n    }\n\n");
         out.push_str("    /// A default body of `api_key`, for [`Self::read_into`] to fill in.\n");
-        out.push_str("    pub(crate) fn default_for(api_key: ApiKey) -> Res<Self> {\n        match api_key {\n");
+        out.push_str("    #[inline]\n    pub(crate) fn default_for(api_key: ApiKey) -> Res<Self> {\n        match api_key {\n");
         for a in &apis {
             let m = if field == "req_mod" {
                 &a.req_mod

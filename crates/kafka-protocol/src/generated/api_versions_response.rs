@@ -269,9 +269,20 @@ impl ApiVersion {
         let _ = cx;
         let this = self;
         let flexible = v >= 3;
-        this.api_key = rd::i16(i, "ApiVersion.api_key")?;
-        this.min_version = rd::i16(i, "ApiVersion.min_version")?;
-        this.max_version = rd::i16(i, "ApiVersion.max_version")?;
+        if i.len() >= 2 + 2 + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.api_key = rd::i16(i, "ApiVersion.api_key")?;
+                this.min_version = rd::i16(i, "ApiVersion.min_version")?;
+                this.max_version = rd::i16(i, "ApiVersion.max_version")?;
+            }
+            *i = fast;
+        } else {
+            this.api_key = rd::i16(i, "ApiVersion.api_key")?;
+            this.min_version = rd::i16(i, "ApiVersion.min_version")?;
+            this.max_version = rd::i16(i, "ApiVersion.max_version")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "ApiVersion._tagged")?;
             let mut last = None;
@@ -372,11 +383,25 @@ impl FinalizedFeatureKey {
         if v >= 3 {
             this.name = rd::string(i, cx, flexible, "FinalizedFeatureKey.name")?;
         }
-        if v >= 3 {
-            this.max_version_level = rd::i16(i, "FinalizedFeatureKey.max_version_level")?;
-        }
-        if v >= 3 {
-            this.min_version_level = rd::i16(i, "FinalizedFeatureKey.min_version_level")?;
+        if i.len() >= (if v >= 3 { 2 } else { 0 }) + (if v >= 3 { 2 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 3 {
+                    this.max_version_level = rd::i16(i, "FinalizedFeatureKey.max_version_level")?;
+                }
+                if v >= 3 {
+                    this.min_version_level = rd::i16(i, "FinalizedFeatureKey.min_version_level")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 3 {
+                this.max_version_level = rd::i16(i, "FinalizedFeatureKey.max_version_level")?;
+            }
+            if v >= 3 {
+                this.min_version_level = rd::i16(i, "FinalizedFeatureKey.min_version_level")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "FinalizedFeatureKey._tagged")?;
@@ -508,11 +533,25 @@ impl SupportedFeatureKey {
         if v >= 3 {
             this.name = rd::string(i, cx, flexible, "SupportedFeatureKey.name")?;
         }
-        if v >= 3 {
-            this.min_version = rd::i16(i, "SupportedFeatureKey.min_version")?;
-        }
-        if v >= 3 {
-            this.max_version = rd::i16(i, "SupportedFeatureKey.max_version")?;
+        if i.len() >= (if v >= 3 { 2 } else { 0 }) + (if v >= 3 { 2 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 3 {
+                    this.min_version = rd::i16(i, "SupportedFeatureKey.min_version")?;
+                }
+                if v >= 3 {
+                    this.max_version = rd::i16(i, "SupportedFeatureKey.max_version")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 3 {
+                this.min_version = rd::i16(i, "SupportedFeatureKey.min_version")?;
+            }
+            if v >= 3 {
+                this.max_version = rd::i16(i, "SupportedFeatureKey.max_version")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "SupportedFeatureKey._tagged")?;

@@ -297,8 +297,18 @@ impl DescribedGroup {
             rd::nullable_string(i, cx, flexible, true, "DescribedGroup.error_message")?;
         this.group_id = rd::string(i, cx, flexible, "DescribedGroup.group_id")?;
         this.group_state = rd::string(i, cx, flexible, "DescribedGroup.group_state")?;
-        this.group_epoch = rd::i32(i, "DescribedGroup.group_epoch")?;
-        this.assignment_epoch = rd::i32(i, "DescribedGroup.assignment_epoch")?;
+        if i.len() >= 4 + 4 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.group_epoch = rd::i32(i, "DescribedGroup.group_epoch")?;
+                this.assignment_epoch = rd::i32(i, "DescribedGroup.assignment_epoch")?;
+            }
+            *i = fast;
+        } else {
+            this.group_epoch = rd::i32(i, "DescribedGroup.group_epoch")?;
+            this.assignment_epoch = rd::i32(i, "DescribedGroup.assignment_epoch")?;
+        }
         this.assignor_name = rd::string(i, cx, flexible, "DescribedGroup.assignor_name")?;
         this.members = rd::struct_array(
             i,

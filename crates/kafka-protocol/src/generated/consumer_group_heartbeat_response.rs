@@ -78,8 +78,19 @@ impl ConsumerGroupHeartbeatResponse {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.throttle_time_ms = rd::i32(i, "ConsumerGroupHeartbeatResponse.throttle_time_ms")?;
-        this.error_code = rd::i16(i, "ConsumerGroupHeartbeatResponse.error_code")?;
+        if i.len() >= 4 + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.throttle_time_ms =
+                    rd::i32(i, "ConsumerGroupHeartbeatResponse.throttle_time_ms")?;
+                this.error_code = rd::i16(i, "ConsumerGroupHeartbeatResponse.error_code")?;
+            }
+            *i = fast;
+        } else {
+            this.throttle_time_ms = rd::i32(i, "ConsumerGroupHeartbeatResponse.throttle_time_ms")?;
+            this.error_code = rd::i16(i, "ConsumerGroupHeartbeatResponse.error_code")?;
+        }
         this.error_message = rd::nullable_string(
             i,
             cx,
@@ -94,9 +105,20 @@ impl ConsumerGroupHeartbeatResponse {
             true,
             "ConsumerGroupHeartbeatResponse.member_id",
         )?;
-        this.member_epoch = rd::i32(i, "ConsumerGroupHeartbeatResponse.member_epoch")?;
-        this.heartbeat_interval_ms =
-            rd::i32(i, "ConsumerGroupHeartbeatResponse.heartbeat_interval_ms")?;
+        if i.len() >= 4 + 4 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.member_epoch = rd::i32(i, "ConsumerGroupHeartbeatResponse.member_epoch")?;
+                this.heartbeat_interval_ms =
+                    rd::i32(i, "ConsumerGroupHeartbeatResponse.heartbeat_interval_ms")?;
+            }
+            *i = fast;
+        } else {
+            this.member_epoch = rd::i32(i, "ConsumerGroupHeartbeatResponse.member_epoch")?;
+            this.heartbeat_interval_ms =
+                rd::i32(i, "ConsumerGroupHeartbeatResponse.heartbeat_interval_ms")?;
+        }
         this.assignment =
             rd::nullable_struct(i, true, "ConsumerGroupHeartbeatResponse.assignment", |i| {
                 Assignment::read(i, cx, v)

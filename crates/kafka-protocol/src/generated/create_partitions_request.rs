@@ -73,8 +73,18 @@ impl CreatePartitionsRequest {
             "CreatePartitionsRequest.topics",
             |this: &mut CreatePartitionsTopic, i| this.read_into(i, cx, v),
         )?;
-        this.timeout_ms = rd::i32(i, "CreatePartitionsRequest.timeout_ms")?;
-        this.validate_only = rd::bool(i, "CreatePartitionsRequest.validate_only")?;
+        if i.len() >= 4 + 1 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.timeout_ms = rd::i32(i, "CreatePartitionsRequest.timeout_ms")?;
+                this.validate_only = rd::bool(i, "CreatePartitionsRequest.validate_only")?;
+            }
+            *i = fast;
+        } else {
+            this.timeout_ms = rd::i32(i, "CreatePartitionsRequest.timeout_ms")?;
+            this.validate_only = rd::bool(i, "CreatePartitionsRequest.validate_only")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "CreatePartitionsRequest._tagged")?;
             let mut last = None;

@@ -73,8 +73,18 @@ impl CreateTopicsRequest {
             "CreateTopicsRequest.topics",
             |this: &mut CreatableTopic, i| this.read_into(i, cx, v),
         )?;
-        this.timeout_ms = rd::i32(i, "CreateTopicsRequest.timeout_ms")?;
-        this.validate_only = rd::bool(i, "CreateTopicsRequest.validate_only")?;
+        if i.len() >= 4 + 1 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.timeout_ms = rd::i32(i, "CreateTopicsRequest.timeout_ms")?;
+                this.validate_only = rd::bool(i, "CreateTopicsRequest.validate_only")?;
+            }
+            *i = fast;
+        } else {
+            this.timeout_ms = rd::i32(i, "CreateTopicsRequest.timeout_ms")?;
+            this.validate_only = rd::bool(i, "CreateTopicsRequest.validate_only")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "CreateTopicsRequest._tagged")?;
             let mut last = None;
@@ -289,8 +299,18 @@ impl CreatableTopic {
         let this = self;
         let flexible = v >= 5;
         this.name = rd::string(i, cx, flexible, "CreatableTopic.name")?;
-        this.num_partitions = rd::i32(i, "CreatableTopic.num_partitions")?;
-        this.replication_factor = rd::i16(i, "CreatableTopic.replication_factor")?;
+        if i.len() >= 4 + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.num_partitions = rd::i32(i, "CreatableTopic.num_partitions")?;
+                this.replication_factor = rd::i16(i, "CreatableTopic.replication_factor")?;
+            }
+            *i = fast;
+        } else {
+            this.num_partitions = rd::i32(i, "CreatableTopic.num_partitions")?;
+            this.replication_factor = rd::i16(i, "CreatableTopic.replication_factor")?;
+        }
         this.assignments = rd::struct_array(
             i,
             flexible,

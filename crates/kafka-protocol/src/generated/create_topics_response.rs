@@ -182,14 +182,35 @@ impl CreatableTopicConfigs {
             this.value =
                 rd::nullable_string(i, cx, flexible, v >= 5, "CreatableTopicConfigs.value")?;
         }
-        if v >= 5 {
-            this.read_only = rd::bool(i, "CreatableTopicConfigs.read_only")?;
-        }
-        if v >= 5 {
-            this.config_source = rd::i8(i, "CreatableTopicConfigs.config_source")?;
-        }
-        if v >= 5 {
-            this.is_sensitive = rd::bool(i, "CreatableTopicConfigs.is_sensitive")?;
+        if i.len()
+            >= (if v >= 5 { 1 } else { 0 })
+                + (if v >= 5 { 1 } else { 0 })
+                + (if v >= 5 { 1 } else { 0 })
+        {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 5 {
+                    this.read_only = rd::bool(i, "CreatableTopicConfigs.read_only")?;
+                }
+                if v >= 5 {
+                    this.config_source = rd::i8(i, "CreatableTopicConfigs.config_source")?;
+                }
+                if v >= 5 {
+                    this.is_sensitive = rd::bool(i, "CreatableTopicConfigs.is_sensitive")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 5 {
+                this.read_only = rd::bool(i, "CreatableTopicConfigs.read_only")?;
+            }
+            if v >= 5 {
+                this.config_source = rd::i8(i, "CreatableTopicConfigs.config_source")?;
+            }
+            if v >= 5 {
+                this.is_sensitive = rd::bool(i, "CreatableTopicConfigs.is_sensitive")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "CreatableTopicConfigs._tagged")?;
@@ -361,17 +382,44 @@ impl CreatableTopicResult {
         let this = self;
         let flexible = v >= 5;
         this.name = rd::string(i, cx, flexible, "CreatableTopicResult.name")?;
-        if v >= 7 {
-            this.topic_id = rd::uuid(i, "CreatableTopicResult.topic_id")?;
+        if i.len() >= (if v >= 7 { 16 } else { 0 }) + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 7 {
+                    this.topic_id = rd::uuid(i, "CreatableTopicResult.topic_id")?;
+                }
+                this.error_code = rd::i16(i, "CreatableTopicResult.error_code")?;
+            }
+            *i = fast;
+        } else {
+            if v >= 7 {
+                this.topic_id = rd::uuid(i, "CreatableTopicResult.topic_id")?;
+            }
+            this.error_code = rd::i16(i, "CreatableTopicResult.error_code")?;
         }
-        this.error_code = rd::i16(i, "CreatableTopicResult.error_code")?;
         this.error_message =
             rd::nullable_string(i, cx, flexible, true, "CreatableTopicResult.error_message")?;
-        if v >= 5 {
-            this.num_partitions = rd::i32(i, "CreatableTopicResult.num_partitions")?;
-        }
-        if v >= 5 {
-            this.replication_factor = rd::i16(i, "CreatableTopicResult.replication_factor")?;
+        if i.len() >= (if v >= 5 { 4 } else { 0 }) + (if v >= 5 { 2 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 5 {
+                    this.num_partitions = rd::i32(i, "CreatableTopicResult.num_partitions")?;
+                }
+                if v >= 5 {
+                    this.replication_factor =
+                        rd::i16(i, "CreatableTopicResult.replication_factor")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 5 {
+                this.num_partitions = rd::i32(i, "CreatableTopicResult.num_partitions")?;
+            }
+            if v >= 5 {
+                this.replication_factor = rd::i16(i, "CreatableTopicResult.replication_factor")?;
+            }
         }
         if v >= 5 {
             this.configs = rd::nullable_struct_array(

@@ -166,8 +166,18 @@ impl DeleteRecordsPartition {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.partition_index = rd::i32(i, "DeleteRecordsPartition.partition_index")?;
-        this.offset = rd::i64(i, "DeleteRecordsPartition.offset")?;
+        if i.len() >= 4 + 8 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition_index = rd::i32(i, "DeleteRecordsPartition.partition_index")?;
+                this.offset = rd::i64(i, "DeleteRecordsPartition.offset")?;
+            }
+            *i = fast;
+        } else {
+            this.partition_index = rd::i32(i, "DeleteRecordsPartition.partition_index")?;
+            this.offset = rd::i64(i, "DeleteRecordsPartition.offset")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "DeleteRecordsPartition._tagged")?;
             let mut last = None;

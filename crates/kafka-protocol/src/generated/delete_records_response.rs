@@ -169,9 +169,20 @@ impl DeleteRecordsPartitionResult {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.partition_index = rd::i32(i, "DeleteRecordsPartitionResult.partition_index")?;
-        this.low_watermark = rd::i64(i, "DeleteRecordsPartitionResult.low_watermark")?;
-        this.error_code = rd::i16(i, "DeleteRecordsPartitionResult.error_code")?;
+        if i.len() >= 4 + 8 + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition_index = rd::i32(i, "DeleteRecordsPartitionResult.partition_index")?;
+                this.low_watermark = rd::i64(i, "DeleteRecordsPartitionResult.low_watermark")?;
+                this.error_code = rd::i16(i, "DeleteRecordsPartitionResult.error_code")?;
+            }
+            *i = fast;
+        } else {
+            this.partition_index = rd::i32(i, "DeleteRecordsPartitionResult.partition_index")?;
+            this.low_watermark = rd::i64(i, "DeleteRecordsPartitionResult.low_watermark")?;
+            this.error_code = rd::i16(i, "DeleteRecordsPartitionResult.error_code")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "DeleteRecordsPartitionResult._tagged")?;
             let mut last = None;

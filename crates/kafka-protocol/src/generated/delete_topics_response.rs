@@ -177,10 +177,22 @@ impl DeletableTopicResult {
         let this = self;
         let flexible = v >= 4;
         this.name = rd::nullable_string(i, cx, flexible, v >= 6, "DeletableTopicResult.name")?;
-        if v >= 6 {
-            this.topic_id = rd::uuid(i, "DeletableTopicResult.topic_id")?;
+        if i.len() >= (if v >= 6 { 16 } else { 0 }) + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 6 {
+                    this.topic_id = rd::uuid(i, "DeletableTopicResult.topic_id")?;
+                }
+                this.error_code = rd::i16(i, "DeletableTopicResult.error_code")?;
+            }
+            *i = fast;
+        } else {
+            if v >= 6 {
+                this.topic_id = rd::uuid(i, "DeletableTopicResult.topic_id")?;
+            }
+            this.error_code = rd::i16(i, "DeletableTopicResult.error_code")?;
         }
-        this.error_code = rd::i16(i, "DeletableTopicResult.error_code")?;
         if v >= 5 {
             this.error_message = rd::nullable_string(
                 i,

@@ -96,8 +96,18 @@ impl DescribeAclsRequest {
         )?;
         this.host_filter =
             rd::nullable_string(i, cx, flexible, true, "DescribeAclsRequest.host_filter")?;
-        this.operation = rd::i8(i, "DescribeAclsRequest.operation")?;
-        this.permission_type = rd::i8(i, "DescribeAclsRequest.permission_type")?;
+        if i.len() >= 1 + 1 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.operation = rd::i8(i, "DescribeAclsRequest.operation")?;
+                this.permission_type = rd::i8(i, "DescribeAclsRequest.permission_type")?;
+            }
+            *i = fast;
+        } else {
+            this.operation = rd::i8(i, "DescribeAclsRequest.operation")?;
+            this.permission_type = rd::i8(i, "DescribeAclsRequest.permission_type")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "DescribeAclsRequest._tagged")?;
             let mut last = None;

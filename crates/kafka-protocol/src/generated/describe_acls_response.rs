@@ -69,8 +69,18 @@ impl DescribeAclsResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.throttle_time_ms = rd::i32(i, "DescribeAclsResponse.throttle_time_ms")?;
-        this.error_code = rd::i16(i, "DescribeAclsResponse.error_code")?;
+        if i.len() >= 4 + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.throttle_time_ms = rd::i32(i, "DescribeAclsResponse.throttle_time_ms")?;
+                this.error_code = rd::i16(i, "DescribeAclsResponse.error_code")?;
+            }
+            *i = fast;
+        } else {
+            this.throttle_time_ms = rd::i32(i, "DescribeAclsResponse.throttle_time_ms")?;
+            this.error_code = rd::i16(i, "DescribeAclsResponse.error_code")?;
+        }
         this.error_message =
             rd::nullable_string(i, cx, flexible, true, "DescribeAclsResponse.error_message")?;
         this.resources = rd::struct_array(
@@ -200,8 +210,18 @@ impl AclDescription {
         let flexible = v >= 2;
         this.principal = rd::string(i, cx, flexible, "AclDescription.principal")?;
         this.host = rd::string(i, cx, flexible, "AclDescription.host")?;
-        this.operation = rd::i8(i, "AclDescription.operation")?;
-        this.permission_type = rd::i8(i, "AclDescription.permission_type")?;
+        if i.len() >= 1 + 1 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.operation = rd::i8(i, "AclDescription.operation")?;
+                this.permission_type = rd::i8(i, "AclDescription.permission_type")?;
+            }
+            *i = fast;
+        } else {
+            this.operation = rd::i8(i, "AclDescription.operation")?;
+            this.permission_type = rd::i8(i, "AclDescription.permission_type")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "AclDescription._tagged")?;
             let mut last = None;

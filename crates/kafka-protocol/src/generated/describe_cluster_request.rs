@@ -66,16 +66,35 @@ impl DescribeClusterRequest {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.include_cluster_authorized_operations = rd::bool(
-            i,
-            "DescribeClusterRequest.include_cluster_authorized_operations",
-        )?;
-        if v >= 1 {
-            this.endpoint_type = rd::i8(i, "DescribeClusterRequest.endpoint_type")?;
-        }
-        if v >= 2 {
-            this.include_fenced_brokers =
-                rd::bool(i, "DescribeClusterRequest.include_fenced_brokers")?;
+        if i.len() >= 1 + (if v >= 1 { 1 } else { 0 }) + (if v >= 2 { 1 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.include_cluster_authorized_operations = rd::bool(
+                    i,
+                    "DescribeClusterRequest.include_cluster_authorized_operations",
+                )?;
+                if v >= 1 {
+                    this.endpoint_type = rd::i8(i, "DescribeClusterRequest.endpoint_type")?;
+                }
+                if v >= 2 {
+                    this.include_fenced_brokers =
+                        rd::bool(i, "DescribeClusterRequest.include_fenced_brokers")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.include_cluster_authorized_operations = rd::bool(
+                i,
+                "DescribeClusterRequest.include_cluster_authorized_operations",
+            )?;
+            if v >= 1 {
+                this.endpoint_type = rd::i8(i, "DescribeClusterRequest.endpoint_type")?;
+            }
+            if v >= 2 {
+                this.include_fenced_brokers =
+                    rd::bool(i, "DescribeClusterRequest.include_fenced_brokers")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "DescribeClusterRequest._tagged")?;

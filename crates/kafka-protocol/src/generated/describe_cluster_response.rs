@@ -81,8 +81,18 @@ impl DescribeClusterResponse {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.throttle_time_ms = rd::i32(i, "DescribeClusterResponse.throttle_time_ms")?;
-        this.error_code = rd::i16(i, "DescribeClusterResponse.error_code")?;
+        if i.len() >= 4 + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.throttle_time_ms = rd::i32(i, "DescribeClusterResponse.throttle_time_ms")?;
+                this.error_code = rd::i16(i, "DescribeClusterResponse.error_code")?;
+            }
+            *i = fast;
+        } else {
+            this.throttle_time_ms = rd::i32(i, "DescribeClusterResponse.throttle_time_ms")?;
+            this.error_code = rd::i16(i, "DescribeClusterResponse.error_code")?;
+        }
         this.error_message = rd::nullable_string(
             i,
             cx,

@@ -73,10 +73,23 @@ impl DescribeConfigsRequest {
             "DescribeConfigsRequest.resources",
             |this: &mut DescribeConfigsResource, i| this.read_into(i, cx, v),
         )?;
-        this.include_synonyms = rd::bool(i, "DescribeConfigsRequest.include_synonyms")?;
-        if v >= 3 {
-            this.include_documentation =
-                rd::bool(i, "DescribeConfigsRequest.include_documentation")?;
+        if i.len() >= 1 + (if v >= 3 { 1 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.include_synonyms = rd::bool(i, "DescribeConfigsRequest.include_synonyms")?;
+                if v >= 3 {
+                    this.include_documentation =
+                        rd::bool(i, "DescribeConfigsRequest.include_documentation")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.include_synonyms = rd::bool(i, "DescribeConfigsRequest.include_synonyms")?;
+            if v >= 3 {
+                this.include_documentation =
+                    rd::bool(i, "DescribeConfigsRequest.include_documentation")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "DescribeConfigsRequest._tagged")?;

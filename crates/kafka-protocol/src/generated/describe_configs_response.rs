@@ -191,9 +191,20 @@ impl DescribeConfigsResourceResult {
         this.name = rd::string(i, cx, flexible, "DescribeConfigsResourceResult.name")?;
         this.value =
             rd::nullable_string(i, cx, flexible, true, "DescribeConfigsResourceResult.value")?;
-        this.read_only = rd::bool(i, "DescribeConfigsResourceResult.read_only")?;
-        this.config_source = rd::i8(i, "DescribeConfigsResourceResult.config_source")?;
-        this.is_sensitive = rd::bool(i, "DescribeConfigsResourceResult.is_sensitive")?;
+        if i.len() >= 1 + 1 + 1 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.read_only = rd::bool(i, "DescribeConfigsResourceResult.read_only")?;
+                this.config_source = rd::i8(i, "DescribeConfigsResourceResult.config_source")?;
+                this.is_sensitive = rd::bool(i, "DescribeConfigsResourceResult.is_sensitive")?;
+            }
+            *i = fast;
+        } else {
+            this.read_only = rd::bool(i, "DescribeConfigsResourceResult.read_only")?;
+            this.config_source = rd::i8(i, "DescribeConfigsResourceResult.config_source")?;
+            this.is_sensitive = rd::bool(i, "DescribeConfigsResourceResult.is_sensitive")?;
+        }
         this.synonyms = rd::struct_array(
             i,
             flexible,

@@ -176,8 +176,18 @@ impl PartitionResponse {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.partition_index = rd::i32(i, "PartitionResponse.partition_index")?;
-        this.error_code = rd::i16(i, "PartitionResponse.error_code")?;
+        if i.len() >= 4 + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition_index = rd::i32(i, "PartitionResponse.partition_index")?;
+                this.error_code = rd::i16(i, "PartitionResponse.error_code")?;
+            }
+            *i = fast;
+        } else {
+            this.partition_index = rd::i32(i, "PartitionResponse.partition_index")?;
+            this.error_code = rd::i16(i, "PartitionResponse.error_code")?;
+        }
         this.error_message =
             rd::nullable_string(i, cx, flexible, true, "PartitionResponse.error_message")?;
         this.active_producers = rd::struct_array(
@@ -311,12 +321,27 @@ impl ProducerState {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.producer_id = rd::i64(i, "ProducerState.producer_id")?;
-        this.producer_epoch = rd::i32(i, "ProducerState.producer_epoch")?;
-        this.last_sequence = rd::i32(i, "ProducerState.last_sequence")?;
-        this.last_timestamp = rd::i64(i, "ProducerState.last_timestamp")?;
-        this.coordinator_epoch = rd::i32(i, "ProducerState.coordinator_epoch")?;
-        this.current_txn_start_offset = rd::i64(i, "ProducerState.current_txn_start_offset")?;
+        if i.len() >= 8 + 4 + 4 + 8 + 4 + 8 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.producer_id = rd::i64(i, "ProducerState.producer_id")?;
+                this.producer_epoch = rd::i32(i, "ProducerState.producer_epoch")?;
+                this.last_sequence = rd::i32(i, "ProducerState.last_sequence")?;
+                this.last_timestamp = rd::i64(i, "ProducerState.last_timestamp")?;
+                this.coordinator_epoch = rd::i32(i, "ProducerState.coordinator_epoch")?;
+                this.current_txn_start_offset =
+                    rd::i64(i, "ProducerState.current_txn_start_offset")?;
+            }
+            *i = fast;
+        } else {
+            this.producer_id = rd::i64(i, "ProducerState.producer_id")?;
+            this.producer_epoch = rd::i32(i, "ProducerState.producer_epoch")?;
+            this.last_sequence = rd::i32(i, "ProducerState.last_sequence")?;
+            this.last_timestamp = rd::i64(i, "ProducerState.last_timestamp")?;
+            this.coordinator_epoch = rd::i32(i, "ProducerState.coordinator_epoch")?;
+            this.current_txn_start_offset = rd::i64(i, "ProducerState.current_txn_start_offset")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "ProducerState._tagged")?;
             let mut last = None;

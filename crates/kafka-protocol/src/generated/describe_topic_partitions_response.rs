@@ -306,13 +306,31 @@ impl DescribeTopicPartitionsResponsePartition {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.error_code = rd::i16(i, "DescribeTopicPartitionsResponsePartition.error_code")?;
-        this.partition_index = rd::i32(
-            i,
-            "DescribeTopicPartitionsResponsePartition.partition_index",
-        )?;
-        this.leader_id = rd::i32(i, "DescribeTopicPartitionsResponsePartition.leader_id")?;
-        this.leader_epoch = rd::i32(i, "DescribeTopicPartitionsResponsePartition.leader_epoch")?;
+        if i.len() >= 2 + 4 + 4 + 4 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.error_code =
+                    rd::i16(i, "DescribeTopicPartitionsResponsePartition.error_code")?;
+                this.partition_index = rd::i32(
+                    i,
+                    "DescribeTopicPartitionsResponsePartition.partition_index",
+                )?;
+                this.leader_id = rd::i32(i, "DescribeTopicPartitionsResponsePartition.leader_id")?;
+                this.leader_epoch =
+                    rd::i32(i, "DescribeTopicPartitionsResponsePartition.leader_epoch")?;
+            }
+            *i = fast;
+        } else {
+            this.error_code = rd::i16(i, "DescribeTopicPartitionsResponsePartition.error_code")?;
+            this.partition_index = rd::i32(
+                i,
+                "DescribeTopicPartitionsResponsePartition.partition_index",
+            )?;
+            this.leader_id = rd::i32(i, "DescribeTopicPartitionsResponsePartition.leader_id")?;
+            this.leader_epoch =
+                rd::i32(i, "DescribeTopicPartitionsResponsePartition.leader_epoch")?;
+        }
         this.replica_nodes = rd::array(
             i,
             flexible,
@@ -552,8 +570,18 @@ impl DescribeTopicPartitionsResponseTopic {
             true,
             "DescribeTopicPartitionsResponseTopic.name",
         )?;
-        this.topic_id = rd::uuid(i, "DescribeTopicPartitionsResponseTopic.topic_id")?;
-        this.is_internal = rd::bool(i, "DescribeTopicPartitionsResponseTopic.is_internal")?;
+        if i.len() >= 16 + 1 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.topic_id = rd::uuid(i, "DescribeTopicPartitionsResponseTopic.topic_id")?;
+                this.is_internal = rd::bool(i, "DescribeTopicPartitionsResponseTopic.is_internal")?;
+            }
+            *i = fast;
+        } else {
+            this.topic_id = rd::uuid(i, "DescribeTopicPartitionsResponseTopic.topic_id")?;
+            this.is_internal = rd::bool(i, "DescribeTopicPartitionsResponseTopic.is_internal")?;
+        }
         this.partitions = rd::struct_array(
             i,
             flexible,

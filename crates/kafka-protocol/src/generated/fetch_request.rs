@@ -93,18 +93,47 @@ impl FetchRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 12;
-        if v <= 14 {
-            this.replica_id = rd::i32(i, "FetchRequest.replica_id")?;
-        }
-        this.max_wait_ms = rd::i32(i, "FetchRequest.max_wait_ms")?;
-        this.min_bytes = rd::i32(i, "FetchRequest.min_bytes")?;
-        this.max_bytes = rd::i32(i, "FetchRequest.max_bytes")?;
-        this.isolation_level = rd::i8(i, "FetchRequest.isolation_level")?;
-        if v >= 7 {
-            this.session_id = rd::i32(i, "FetchRequest.session_id")?;
-        }
-        if v >= 7 {
-            this.session_epoch = rd::i32(i, "FetchRequest.session_epoch")?;
+        if i.len()
+            >= (if v <= 14 { 4 } else { 0 })
+                + 4
+                + 4
+                + 4
+                + 1
+                + (if v >= 7 { 4 } else { 0 })
+                + (if v >= 7 { 4 } else { 0 })
+        {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v <= 14 {
+                    this.replica_id = rd::i32(i, "FetchRequest.replica_id")?;
+                }
+                this.max_wait_ms = rd::i32(i, "FetchRequest.max_wait_ms")?;
+                this.min_bytes = rd::i32(i, "FetchRequest.min_bytes")?;
+                this.max_bytes = rd::i32(i, "FetchRequest.max_bytes")?;
+                this.isolation_level = rd::i8(i, "FetchRequest.isolation_level")?;
+                if v >= 7 {
+                    this.session_id = rd::i32(i, "FetchRequest.session_id")?;
+                }
+                if v >= 7 {
+                    this.session_epoch = rd::i32(i, "FetchRequest.session_epoch")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v <= 14 {
+                this.replica_id = rd::i32(i, "FetchRequest.replica_id")?;
+            }
+            this.max_wait_ms = rd::i32(i, "FetchRequest.max_wait_ms")?;
+            this.min_bytes = rd::i32(i, "FetchRequest.min_bytes")?;
+            this.max_bytes = rd::i32(i, "FetchRequest.max_bytes")?;
+            this.isolation_level = rd::i8(i, "FetchRequest.isolation_level")?;
+            if v >= 7 {
+                this.session_id = rd::i32(i, "FetchRequest.session_id")?;
+            }
+            if v >= 7 {
+                this.session_epoch = rd::i32(i, "FetchRequest.session_epoch")?;
+            }
         }
         this.topics = rd::struct_array(
             i,
@@ -331,18 +360,44 @@ impl FetchPartition {
         let _ = cx;
         let this = self;
         let flexible = v >= 12;
-        this.partition = rd::i32(i, "FetchPartition.partition")?;
-        if v >= 9 {
-            this.current_leader_epoch = rd::i32(i, "FetchPartition.current_leader_epoch")?;
+        if i.len()
+            >= 4 + (if v >= 9 { 4 } else { 0 })
+                + 8
+                + (if v >= 12 { 4 } else { 0 })
+                + (if v >= 5 { 8 } else { 0 })
+                + 4
+        {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition = rd::i32(i, "FetchPartition.partition")?;
+                if v >= 9 {
+                    this.current_leader_epoch = rd::i32(i, "FetchPartition.current_leader_epoch")?;
+                }
+                this.fetch_offset = rd::i64(i, "FetchPartition.fetch_offset")?;
+                if v >= 12 {
+                    this.last_fetched_epoch = rd::i32(i, "FetchPartition.last_fetched_epoch")?;
+                }
+                if v >= 5 {
+                    this.log_start_offset = rd::i64(i, "FetchPartition.log_start_offset")?;
+                }
+                this.partition_max_bytes = rd::i32(i, "FetchPartition.partition_max_bytes")?;
+            }
+            *i = fast;
+        } else {
+            this.partition = rd::i32(i, "FetchPartition.partition")?;
+            if v >= 9 {
+                this.current_leader_epoch = rd::i32(i, "FetchPartition.current_leader_epoch")?;
+            }
+            this.fetch_offset = rd::i64(i, "FetchPartition.fetch_offset")?;
+            if v >= 12 {
+                this.last_fetched_epoch = rd::i32(i, "FetchPartition.last_fetched_epoch")?;
+            }
+            if v >= 5 {
+                this.log_start_offset = rd::i64(i, "FetchPartition.log_start_offset")?;
+            }
+            this.partition_max_bytes = rd::i32(i, "FetchPartition.partition_max_bytes")?;
         }
-        this.fetch_offset = rd::i64(i, "FetchPartition.fetch_offset")?;
-        if v >= 12 {
-            this.last_fetched_epoch = rd::i32(i, "FetchPartition.last_fetched_epoch")?;
-        }
-        if v >= 5 {
-            this.log_start_offset = rd::i64(i, "FetchPartition.log_start_offset")?;
-        }
-        this.partition_max_bytes = rd::i32(i, "FetchPartition.partition_max_bytes")?;
         if flexible {
             let n = rd::tag_count(i, "FetchPartition._tagged")?;
             let mut last = None;
@@ -734,11 +789,25 @@ impl ReplicaState {
         let _ = cx;
         let this = self;
         let flexible = v >= 12;
-        if v >= 15 {
-            this.replica_id = rd::i32(i, "ReplicaState.replica_id")?;
-        }
-        if v >= 15 {
-            this.replica_epoch = rd::i64(i, "ReplicaState.replica_epoch")?;
+        if i.len() >= (if v >= 15 { 4 } else { 0 }) + (if v >= 15 { 8 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 15 {
+                    this.replica_id = rd::i32(i, "ReplicaState.replica_id")?;
+                }
+                if v >= 15 {
+                    this.replica_epoch = rd::i64(i, "ReplicaState.replica_epoch")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 15 {
+                this.replica_id = rd::i32(i, "ReplicaState.replica_id")?;
+            }
+            if v >= 15 {
+                this.replica_epoch = rd::i64(i, "ReplicaState.replica_epoch")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "ReplicaState._tagged")?;

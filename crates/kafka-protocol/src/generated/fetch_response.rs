@@ -72,12 +72,27 @@ impl FetchResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 12;
-        this.throttle_time_ms = rd::i32(i, "FetchResponse.throttle_time_ms")?;
-        if v >= 7 {
-            this.error_code = rd::i16(i, "FetchResponse.error_code")?;
-        }
-        if v >= 7 {
-            this.session_id = rd::i32(i, "FetchResponse.session_id")?;
+        if i.len() >= 4 + (if v >= 7 { 2 } else { 0 }) + (if v >= 7 { 4 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.throttle_time_ms = rd::i32(i, "FetchResponse.throttle_time_ms")?;
+                if v >= 7 {
+                    this.error_code = rd::i16(i, "FetchResponse.error_code")?;
+                }
+                if v >= 7 {
+                    this.session_id = rd::i32(i, "FetchResponse.session_id")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.throttle_time_ms = rd::i32(i, "FetchResponse.throttle_time_ms")?;
+            if v >= 7 {
+                this.error_code = rd::i16(i, "FetchResponse.error_code")?;
+            }
+            if v >= 7 {
+                this.session_id = rd::i32(i, "FetchResponse.session_id")?;
+            }
         }
         this.responses = rd::struct_array(
             i,
@@ -229,8 +244,18 @@ impl AbortedTransaction {
         let _ = cx;
         let this = self;
         let flexible = v >= 12;
-        this.producer_id = rd::i64(i, "AbortedTransaction.producer_id")?;
-        this.first_offset = rd::i64(i, "AbortedTransaction.first_offset")?;
+        if i.len() >= 8 + 8 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.producer_id = rd::i64(i, "AbortedTransaction.producer_id")?;
+                this.first_offset = rd::i64(i, "AbortedTransaction.first_offset")?;
+            }
+            *i = fast;
+        } else {
+            this.producer_id = rd::i64(i, "AbortedTransaction.producer_id")?;
+            this.first_offset = rd::i64(i, "AbortedTransaction.first_offset")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "AbortedTransaction._tagged")?;
             let mut last = None;
@@ -323,11 +348,25 @@ impl EpochEndOffset {
         let _ = cx;
         let this = self;
         let flexible = v >= 12;
-        if v >= 12 {
-            this.epoch = rd::i32(i, "EpochEndOffset.epoch")?;
-        }
-        if v >= 12 {
-            this.end_offset = rd::i64(i, "EpochEndOffset.end_offset")?;
+        if i.len() >= (if v >= 12 { 4 } else { 0 }) + (if v >= 12 { 8 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 12 {
+                    this.epoch = rd::i32(i, "EpochEndOffset.epoch")?;
+                }
+                if v >= 12 {
+                    this.end_offset = rd::i64(i, "EpochEndOffset.end_offset")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 12 {
+                this.epoch = rd::i32(i, "EpochEndOffset.epoch")?;
+            }
+            if v >= 12 {
+                this.end_offset = rd::i64(i, "EpochEndOffset.end_offset")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "EpochEndOffset._tagged")?;
@@ -566,11 +605,25 @@ impl LeaderIdAndEpoch {
         let _ = cx;
         let this = self;
         let flexible = v >= 12;
-        if v >= 12 {
-            this.leader_id = rd::i32(i, "LeaderIdAndEpoch.leader_id")?;
-        }
-        if v >= 12 {
-            this.leader_epoch = rd::i32(i, "LeaderIdAndEpoch.leader_epoch")?;
+        if i.len() >= (if v >= 12 { 4 } else { 0 }) + (if v >= 12 { 4 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 12 {
+                    this.leader_id = rd::i32(i, "LeaderIdAndEpoch.leader_id")?;
+                }
+                if v >= 12 {
+                    this.leader_epoch = rd::i32(i, "LeaderIdAndEpoch.leader_epoch")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 12 {
+                this.leader_id = rd::i32(i, "LeaderIdAndEpoch.leader_id")?;
+            }
+            if v >= 12 {
+                this.leader_epoch = rd::i32(i, "LeaderIdAndEpoch.leader_epoch")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "LeaderIdAndEpoch._tagged")?;
@@ -869,12 +922,27 @@ impl PartitionData {
         let _ = cx;
         let this = self;
         let flexible = v >= 12;
-        this.partition_index = rd::i32(i, "PartitionData.partition_index")?;
-        this.error_code = rd::i16(i, "PartitionData.error_code")?;
-        this.high_watermark = rd::i64(i, "PartitionData.high_watermark")?;
-        this.last_stable_offset = rd::i64(i, "PartitionData.last_stable_offset")?;
-        if v >= 5 {
-            this.log_start_offset = rd::i64(i, "PartitionData.log_start_offset")?;
+        if i.len() >= 4 + 2 + 8 + 8 + (if v >= 5 { 8 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition_index = rd::i32(i, "PartitionData.partition_index")?;
+                this.error_code = rd::i16(i, "PartitionData.error_code")?;
+                this.high_watermark = rd::i64(i, "PartitionData.high_watermark")?;
+                this.last_stable_offset = rd::i64(i, "PartitionData.last_stable_offset")?;
+                if v >= 5 {
+                    this.log_start_offset = rd::i64(i, "PartitionData.log_start_offset")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.partition_index = rd::i32(i, "PartitionData.partition_index")?;
+            this.error_code = rd::i16(i, "PartitionData.error_code")?;
+            this.high_watermark = rd::i64(i, "PartitionData.high_watermark")?;
+            this.last_stable_offset = rd::i64(i, "PartitionData.last_stable_offset")?;
+            if v >= 5 {
+                this.log_start_offset = rd::i64(i, "PartitionData.log_start_offset")?;
+            }
         }
         this.aborted_transactions = rd::nullable_struct_array(
             i,
@@ -1078,8 +1146,18 @@ impl SnapshotId {
         let _ = cx;
         let this = self;
         let flexible = v >= 12;
-        this.end_offset = rd::i64(i, "SnapshotId.end_offset")?;
-        this.epoch = rd::i32(i, "SnapshotId.epoch")?;
+        if i.len() >= 8 + 4 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.end_offset = rd::i64(i, "SnapshotId.end_offset")?;
+                this.epoch = rd::i32(i, "SnapshotId.epoch")?;
+            }
+            *i = fast;
+        } else {
+            this.end_offset = rd::i64(i, "SnapshotId.end_offset")?;
+            this.epoch = rd::i32(i, "SnapshotId.epoch")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "SnapshotId._tagged")?;
             let mut last = None;

@@ -78,11 +78,25 @@ impl FindCoordinatorResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 3;
-        if v >= 1 {
-            this.throttle_time_ms = rd::i32(i, "FindCoordinatorResponse.throttle_time_ms")?;
-        }
-        if v <= 3 {
-            this.error_code = rd::i16(i, "FindCoordinatorResponse.error_code")?;
+        if i.len() >= (if v >= 1 { 4 } else { 0 }) + (if v <= 3 { 2 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 1 {
+                    this.throttle_time_ms = rd::i32(i, "FindCoordinatorResponse.throttle_time_ms")?;
+                }
+                if v <= 3 {
+                    this.error_code = rd::i16(i, "FindCoordinatorResponse.error_code")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 1 {
+                this.throttle_time_ms = rd::i32(i, "FindCoordinatorResponse.throttle_time_ms")?;
+            }
+            if v <= 3 {
+                this.error_code = rd::i16(i, "FindCoordinatorResponse.error_code")?;
+            }
         }
         if (v >= 1 && v <= 3) {
             this.error_message = rd::nullable_string(
@@ -308,11 +322,25 @@ impl Coordinator {
         if v >= 4 {
             this.host = rd::string(i, cx, flexible, "Coordinator.host")?;
         }
-        if v >= 4 {
-            this.port = rd::i32(i, "Coordinator.port")?;
-        }
-        if v >= 4 {
-            this.error_code = rd::i16(i, "Coordinator.error_code")?;
+        if i.len() >= (if v >= 4 { 4 } else { 0 }) + (if v >= 4 { 2 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 4 {
+                    this.port = rd::i32(i, "Coordinator.port")?;
+                }
+                if v >= 4 {
+                    this.error_code = rd::i16(i, "Coordinator.error_code")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 4 {
+                this.port = rd::i32(i, "Coordinator.port")?;
+            }
+            if v >= 4 {
+                this.error_code = rd::i16(i, "Coordinator.error_code")?;
+            }
         }
         if v >= 4 {
             this.error_message =

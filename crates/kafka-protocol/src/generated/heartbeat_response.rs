@@ -63,10 +63,22 @@ impl HeartbeatResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        if v >= 1 {
-            this.throttle_time_ms = rd::i32(i, "HeartbeatResponse.throttle_time_ms")?;
+        if i.len() >= (if v >= 1 { 4 } else { 0 }) + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 1 {
+                    this.throttle_time_ms = rd::i32(i, "HeartbeatResponse.throttle_time_ms")?;
+                }
+                this.error_code = rd::i16(i, "HeartbeatResponse.error_code")?;
+            }
+            *i = fast;
+        } else {
+            if v >= 1 {
+                this.throttle_time_ms = rd::i32(i, "HeartbeatResponse.throttle_time_ms")?;
+            }
+            this.error_code = rd::i16(i, "HeartbeatResponse.error_code")?;
         }
-        this.error_code = rd::i16(i, "HeartbeatResponse.error_code")?;
         if flexible {
             let n = rd::tag_count(i, "HeartbeatResponse._tagged")?;
             let mut last = None;

@@ -76,12 +76,29 @@ impl InitProducerIdRequest {
             true,
             "InitProducerIdRequest.transactional_id",
         )?;
-        this.transaction_timeout_ms = rd::i32(i, "InitProducerIdRequest.transaction_timeout_ms")?;
-        if v >= 3 {
-            this.producer_id = rd::i64(i, "InitProducerIdRequest.producer_id")?;
-        }
-        if v >= 3 {
-            this.producer_epoch = rd::i16(i, "InitProducerIdRequest.producer_epoch")?;
+        if i.len() >= 4 + (if v >= 3 { 8 } else { 0 }) + (if v >= 3 { 2 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.transaction_timeout_ms =
+                    rd::i32(i, "InitProducerIdRequest.transaction_timeout_ms")?;
+                if v >= 3 {
+                    this.producer_id = rd::i64(i, "InitProducerIdRequest.producer_id")?;
+                }
+                if v >= 3 {
+                    this.producer_epoch = rd::i16(i, "InitProducerIdRequest.producer_epoch")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.transaction_timeout_ms =
+                rd::i32(i, "InitProducerIdRequest.transaction_timeout_ms")?;
+            if v >= 3 {
+                this.producer_id = rd::i64(i, "InitProducerIdRequest.producer_id")?;
+            }
+            if v >= 3 {
+                this.producer_epoch = rd::i16(i, "InitProducerIdRequest.producer_epoch")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "InitProducerIdRequest._tagged")?;

@@ -69,10 +69,22 @@ impl InitProducerIdResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.throttle_time_ms = rd::i32(i, "InitProducerIdResponse.throttle_time_ms")?;
-        this.error_code = rd::i16(i, "InitProducerIdResponse.error_code")?;
-        this.producer_id = rd::i64(i, "InitProducerIdResponse.producer_id")?;
-        this.producer_epoch = rd::i16(i, "InitProducerIdResponse.producer_epoch")?;
+        if i.len() >= 4 + 2 + 8 + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.throttle_time_ms = rd::i32(i, "InitProducerIdResponse.throttle_time_ms")?;
+                this.error_code = rd::i16(i, "InitProducerIdResponse.error_code")?;
+                this.producer_id = rd::i64(i, "InitProducerIdResponse.producer_id")?;
+                this.producer_epoch = rd::i16(i, "InitProducerIdResponse.producer_epoch")?;
+            }
+            *i = fast;
+        } else {
+            this.throttle_time_ms = rd::i32(i, "InitProducerIdResponse.throttle_time_ms")?;
+            this.error_code = rd::i16(i, "InitProducerIdResponse.error_code")?;
+            this.producer_id = rd::i64(i, "InitProducerIdResponse.producer_id")?;
+            this.producer_epoch = rd::i16(i, "InitProducerIdResponse.producer_epoch")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "InitProducerIdResponse._tagged")?;
             let mut last = None;

@@ -82,9 +82,22 @@ impl JoinGroupRequest {
         let this = self;
         let flexible = v >= 6;
         this.group_id = rd::string(i, cx, flexible, "JoinGroupRequest.group_id")?;
-        this.session_timeout_ms = rd::i32(i, "JoinGroupRequest.session_timeout_ms")?;
-        if v >= 1 {
-            this.rebalance_timeout_ms = rd::i32(i, "JoinGroupRequest.rebalance_timeout_ms")?;
+        if i.len() >= 4 + (if v >= 1 { 4 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.session_timeout_ms = rd::i32(i, "JoinGroupRequest.session_timeout_ms")?;
+                if v >= 1 {
+                    this.rebalance_timeout_ms =
+                        rd::i32(i, "JoinGroupRequest.rebalance_timeout_ms")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.session_timeout_ms = rd::i32(i, "JoinGroupRequest.session_timeout_ms")?;
+            if v >= 1 {
+                this.rebalance_timeout_ms = rd::i32(i, "JoinGroupRequest.rebalance_timeout_ms")?;
+            }
         }
         this.member_id = rd::string(i, cx, flexible, "JoinGroupRequest.member_id")?;
         if v >= 5 {

@@ -84,11 +84,24 @@ impl JoinGroupResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        if v >= 2 {
-            this.throttle_time_ms = rd::i32(i, "JoinGroupResponse.throttle_time_ms")?;
+        if i.len() >= (if v >= 2 { 4 } else { 0 }) + 2 + 4 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 2 {
+                    this.throttle_time_ms = rd::i32(i, "JoinGroupResponse.throttle_time_ms")?;
+                }
+                this.error_code = rd::i16(i, "JoinGroupResponse.error_code")?;
+                this.generation_id = rd::i32(i, "JoinGroupResponse.generation_id")?;
+            }
+            *i = fast;
+        } else {
+            if v >= 2 {
+                this.throttle_time_ms = rd::i32(i, "JoinGroupResponse.throttle_time_ms")?;
+            }
+            this.error_code = rd::i16(i, "JoinGroupResponse.error_code")?;
+            this.generation_id = rd::i32(i, "JoinGroupResponse.generation_id")?;
         }
-        this.error_code = rd::i16(i, "JoinGroupResponse.error_code")?;
-        this.generation_id = rd::i32(i, "JoinGroupResponse.generation_id")?;
         if v >= 7 {
             this.protocol_type =
                 rd::nullable_string(i, cx, flexible, v >= 7, "JoinGroupResponse.protocol_type")?;

@@ -66,10 +66,22 @@ impl LeaveGroupResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        if v >= 1 {
-            this.throttle_time_ms = rd::i32(i, "LeaveGroupResponse.throttle_time_ms")?;
+        if i.len() >= (if v >= 1 { 4 } else { 0 }) + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 1 {
+                    this.throttle_time_ms = rd::i32(i, "LeaveGroupResponse.throttle_time_ms")?;
+                }
+                this.error_code = rd::i16(i, "LeaveGroupResponse.error_code")?;
+            }
+            *i = fast;
+        } else {
+            if v >= 1 {
+                this.throttle_time_ms = rd::i32(i, "LeaveGroupResponse.throttle_time_ms")?;
+            }
+            this.error_code = rd::i16(i, "LeaveGroupResponse.error_code")?;
         }
-        this.error_code = rd::i16(i, "LeaveGroupResponse.error_code")?;
         if v >= 3 {
             this.members = rd::struct_array(
                 i,

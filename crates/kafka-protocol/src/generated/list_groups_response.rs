@@ -66,10 +66,22 @@ impl ListGroupsResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 3;
-        if v >= 1 {
-            this.throttle_time_ms = rd::i32(i, "ListGroupsResponse.throttle_time_ms")?;
+        if i.len() >= (if v >= 1 { 4 } else { 0 }) + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 1 {
+                    this.throttle_time_ms = rd::i32(i, "ListGroupsResponse.throttle_time_ms")?;
+                }
+                this.error_code = rd::i16(i, "ListGroupsResponse.error_code")?;
+            }
+            *i = fast;
+        } else {
+            if v >= 1 {
+                this.throttle_time_ms = rd::i32(i, "ListGroupsResponse.throttle_time_ms")?;
+            }
+            this.error_code = rd::i16(i, "ListGroupsResponse.error_code")?;
         }
-        this.error_code = rd::i16(i, "ListGroupsResponse.error_code")?;
         this.groups = rd::struct_array(
             i,
             flexible,

@@ -69,9 +69,21 @@ impl ListOffsetsRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        this.replica_id = rd::i32(i, "ListOffsetsRequest.replica_id")?;
-        if v >= 2 {
-            this.isolation_level = rd::i8(i, "ListOffsetsRequest.isolation_level")?;
+        if i.len() >= 4 + (if v >= 2 { 1 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.replica_id = rd::i32(i, "ListOffsetsRequest.replica_id")?;
+                if v >= 2 {
+                    this.isolation_level = rd::i8(i, "ListOffsetsRequest.isolation_level")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.replica_id = rd::i32(i, "ListOffsetsRequest.replica_id")?;
+            if v >= 2 {
+                this.isolation_level = rd::i8(i, "ListOffsetsRequest.isolation_level")?;
+            }
         }
         this.topics = rd::struct_array(
             i,
@@ -199,11 +211,26 @@ impl ListOffsetsPartition {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        this.partition_index = rd::i32(i, "ListOffsetsPartition.partition_index")?;
-        if v >= 4 {
-            this.current_leader_epoch = rd::i32(i, "ListOffsetsPartition.current_leader_epoch")?;
+        if i.len() >= 4 + (if v >= 4 { 4 } else { 0 }) + 8 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition_index = rd::i32(i, "ListOffsetsPartition.partition_index")?;
+                if v >= 4 {
+                    this.current_leader_epoch =
+                        rd::i32(i, "ListOffsetsPartition.current_leader_epoch")?;
+                }
+                this.timestamp = rd::i64(i, "ListOffsetsPartition.timestamp")?;
+            }
+            *i = fast;
+        } else {
+            this.partition_index = rd::i32(i, "ListOffsetsPartition.partition_index")?;
+            if v >= 4 {
+                this.current_leader_epoch =
+                    rd::i32(i, "ListOffsetsPartition.current_leader_epoch")?;
+            }
+            this.timestamp = rd::i64(i, "ListOffsetsPartition.timestamp")?;
         }
-        this.timestamp = rd::i64(i, "ListOffsetsPartition.timestamp")?;
         if flexible {
             let n = rd::tag_count(i, "ListOffsetsPartition._tagged")?;
             let mut last = None;

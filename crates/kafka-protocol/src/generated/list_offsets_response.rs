@@ -181,12 +181,27 @@ impl ListOffsetsPartitionResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        this.partition_index = rd::i32(i, "ListOffsetsPartitionResponse.partition_index")?;
-        this.error_code = rd::i16(i, "ListOffsetsPartitionResponse.error_code")?;
-        this.timestamp = rd::i64(i, "ListOffsetsPartitionResponse.timestamp")?;
-        this.offset = rd::i64(i, "ListOffsetsPartitionResponse.offset")?;
-        if v >= 4 {
-            this.leader_epoch = rd::i32(i, "ListOffsetsPartitionResponse.leader_epoch")?;
+        if i.len() >= 4 + 2 + 8 + 8 + (if v >= 4 { 4 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition_index = rd::i32(i, "ListOffsetsPartitionResponse.partition_index")?;
+                this.error_code = rd::i16(i, "ListOffsetsPartitionResponse.error_code")?;
+                this.timestamp = rd::i64(i, "ListOffsetsPartitionResponse.timestamp")?;
+                this.offset = rd::i64(i, "ListOffsetsPartitionResponse.offset")?;
+                if v >= 4 {
+                    this.leader_epoch = rd::i32(i, "ListOffsetsPartitionResponse.leader_epoch")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.partition_index = rd::i32(i, "ListOffsetsPartitionResponse.partition_index")?;
+            this.error_code = rd::i16(i, "ListOffsetsPartitionResponse.error_code")?;
+            this.timestamp = rd::i64(i, "ListOffsetsPartitionResponse.timestamp")?;
+            this.offset = rd::i64(i, "ListOffsetsPartitionResponse.offset")?;
+            if v >= 4 {
+                this.leader_epoch = rd::i32(i, "ListOffsetsPartitionResponse.leader_epoch")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "ListOffsetsPartitionResponse._tagged")?;

@@ -77,17 +77,41 @@ impl MetadataRequest {
             "MetadataRequest.topics",
             |this: &mut MetadataRequestTopic, i| this.read_into(i, cx, v),
         )?;
-        if v >= 4 {
-            this.allow_auto_topic_creation =
-                rd::bool(i, "MetadataRequest.allow_auto_topic_creation")?;
-        }
-        if (v >= 8 && v <= 10) {
-            this.include_cluster_authorized_operations =
-                rd::bool(i, "MetadataRequest.include_cluster_authorized_operations")?;
-        }
-        if v >= 8 {
-            this.include_topic_authorized_operations =
-                rd::bool(i, "MetadataRequest.include_topic_authorized_operations")?;
+        if i.len()
+            >= (if v >= 4 { 1 } else { 0 })
+                + (if (v >= 8 && v <= 10) { 1 } else { 0 })
+                + (if v >= 8 { 1 } else { 0 })
+        {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 4 {
+                    this.allow_auto_topic_creation =
+                        rd::bool(i, "MetadataRequest.allow_auto_topic_creation")?;
+                }
+                if (v >= 8 && v <= 10) {
+                    this.include_cluster_authorized_operations =
+                        rd::bool(i, "MetadataRequest.include_cluster_authorized_operations")?;
+                }
+                if v >= 8 {
+                    this.include_topic_authorized_operations =
+                        rd::bool(i, "MetadataRequest.include_topic_authorized_operations")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 4 {
+                this.allow_auto_topic_creation =
+                    rd::bool(i, "MetadataRequest.allow_auto_topic_creation")?;
+            }
+            if (v >= 8 && v <= 10) {
+                this.include_cluster_authorized_operations =
+                    rd::bool(i, "MetadataRequest.include_cluster_authorized_operations")?;
+            }
+            if v >= 8 {
+                this.include_topic_authorized_operations =
+                    rd::bool(i, "MetadataRequest.include_topic_authorized_operations")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "MetadataRequest._tagged")?;

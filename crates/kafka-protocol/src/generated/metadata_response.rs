@@ -102,12 +102,27 @@ impl MetadataResponse {
             "MetadataResponse.topics",
             |this: &mut MetadataResponseTopic, i| this.read_into(i, cx, v),
         )?;
-        if (v >= 8 && v <= 10) {
-            this.cluster_authorized_operations =
-                rd::i32(i, "MetadataResponse.cluster_authorized_operations")?;
-        }
-        if v >= 13 {
-            this.error_code = rd::i16(i, "MetadataResponse.error_code")?;
+        if i.len() >= (if (v >= 8 && v <= 10) { 4 } else { 0 }) + (if v >= 13 { 2 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if (v >= 8 && v <= 10) {
+                    this.cluster_authorized_operations =
+                        rd::i32(i, "MetadataResponse.cluster_authorized_operations")?;
+                }
+                if v >= 13 {
+                    this.error_code = rd::i16(i, "MetadataResponse.error_code")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if (v >= 8 && v <= 10) {
+                this.cluster_authorized_operations =
+                    rd::i32(i, "MetadataResponse.cluster_authorized_operations")?;
+            }
+            if v >= 13 {
+                this.error_code = rd::i16(i, "MetadataResponse.error_code")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "MetadataResponse._tagged")?;
@@ -389,11 +404,25 @@ impl MetadataResponsePartition {
         let _ = cx;
         let this = self;
         let flexible = v >= 9;
-        this.error_code = rd::i16(i, "MetadataResponsePartition.error_code")?;
-        this.partition_index = rd::i32(i, "MetadataResponsePartition.partition_index")?;
-        this.leader_id = rd::i32(i, "MetadataResponsePartition.leader_id")?;
-        if v >= 7 {
-            this.leader_epoch = rd::i32(i, "MetadataResponsePartition.leader_epoch")?;
+        if i.len() >= 2 + 4 + 4 + (if v >= 7 { 4 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.error_code = rd::i16(i, "MetadataResponsePartition.error_code")?;
+                this.partition_index = rd::i32(i, "MetadataResponsePartition.partition_index")?;
+                this.leader_id = rd::i32(i, "MetadataResponsePartition.leader_id")?;
+                if v >= 7 {
+                    this.leader_epoch = rd::i32(i, "MetadataResponsePartition.leader_epoch")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.error_code = rd::i16(i, "MetadataResponsePartition.error_code")?;
+            this.partition_index = rd::i32(i, "MetadataResponsePartition.partition_index")?;
+            this.leader_id = rd::i32(i, "MetadataResponsePartition.leader_id")?;
+            if v >= 7 {
+                this.leader_epoch = rd::i32(i, "MetadataResponsePartition.leader_epoch")?;
+            }
         }
         this.replica_nodes = rd::array(
             i,
@@ -559,11 +588,25 @@ impl MetadataResponseTopic {
         let flexible = v >= 9;
         this.error_code = rd::i16(i, "MetadataResponseTopic.error_code")?;
         this.name = rd::nullable_string(i, cx, flexible, v >= 12, "MetadataResponseTopic.name")?;
-        if v >= 10 {
-            this.topic_id = rd::uuid(i, "MetadataResponseTopic.topic_id")?;
-        }
-        if v >= 1 {
-            this.is_internal = rd::bool(i, "MetadataResponseTopic.is_internal")?;
+        if i.len() >= (if v >= 10 { 16 } else { 0 }) + (if v >= 1 { 1 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 10 {
+                    this.topic_id = rd::uuid(i, "MetadataResponseTopic.topic_id")?;
+                }
+                if v >= 1 {
+                    this.is_internal = rd::bool(i, "MetadataResponseTopic.is_internal")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 10 {
+                this.topic_id = rd::uuid(i, "MetadataResponseTopic.topic_id")?;
+            }
+            if v >= 1 {
+                this.is_internal = rd::bool(i, "MetadataResponseTopic.is_internal")?;
+            }
         }
         this.partitions = rd::struct_array(
             i,

@@ -503,6 +503,7 @@ impl RequestBody {
     }
 
     /// A default body of `api_key`, for [`Self::read_into`] to fill in.
+    #[inline]
     pub(crate) fn default_for(api_key: ApiKey) -> Res<Self> {
         match api_key {
             ApiKey::Produce => Ok(RequestBody::Produce(
@@ -997,6 +998,7 @@ impl ResponseBody {
     }
 
     /// A default body of `api_key`, for [`Self::read_into`] to fill in.
+    #[inline]
     pub(crate) fn default_for(api_key: ApiKey) -> Res<Self> {
         match api_key {
             ApiKey::Produce => Ok(ResponseBody::Produce(

@@ -230,11 +230,26 @@ impl OffsetCommitRequestPartition {
         let _ = cx;
         let this = self;
         let flexible = v >= 8;
-        this.partition_index = rd::i32(i, "OffsetCommitRequestPartition.partition_index")?;
-        this.committed_offset = rd::i64(i, "OffsetCommitRequestPartition.committed_offset")?;
-        if v >= 6 {
-            this.committed_leader_epoch =
-                rd::i32(i, "OffsetCommitRequestPartition.committed_leader_epoch")?;
+        if i.len() >= 4 + 8 + (if v >= 6 { 4 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition_index = rd::i32(i, "OffsetCommitRequestPartition.partition_index")?;
+                this.committed_offset =
+                    rd::i64(i, "OffsetCommitRequestPartition.committed_offset")?;
+                if v >= 6 {
+                    this.committed_leader_epoch =
+                        rd::i32(i, "OffsetCommitRequestPartition.committed_leader_epoch")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.partition_index = rd::i32(i, "OffsetCommitRequestPartition.partition_index")?;
+            this.committed_offset = rd::i64(i, "OffsetCommitRequestPartition.committed_offset")?;
+            if v >= 6 {
+                this.committed_leader_epoch =
+                    rd::i32(i, "OffsetCommitRequestPartition.committed_leader_epoch")?;
+            }
         }
         this.committed_metadata = rd::nullable_string(
             i,

@@ -172,8 +172,18 @@ impl OffsetCommitResponsePartition {
         let _ = cx;
         let this = self;
         let flexible = v >= 8;
-        this.partition_index = rd::i32(i, "OffsetCommitResponsePartition.partition_index")?;
-        this.error_code = rd::i16(i, "OffsetCommitResponsePartition.error_code")?;
+        if i.len() >= 4 + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition_index = rd::i32(i, "OffsetCommitResponsePartition.partition_index")?;
+                this.error_code = rd::i16(i, "OffsetCommitResponsePartition.error_code")?;
+            }
+            *i = fast;
+        } else {
+            this.partition_index = rd::i32(i, "OffsetCommitResponsePartition.partition_index")?;
+            this.error_code = rd::i16(i, "OffsetCommitResponsePartition.error_code")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "OffsetCommitResponsePartition._tagged")?;
             let mut last = None;

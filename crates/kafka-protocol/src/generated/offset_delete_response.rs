@@ -62,8 +62,18 @@ impl OffsetDeleteResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
-        this.error_code = rd::i16(i, "OffsetDeleteResponse.error_code")?;
-        this.throttle_time_ms = rd::i32(i, "OffsetDeleteResponse.throttle_time_ms")?;
+        if i.len() >= 2 + 4 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.error_code = rd::i16(i, "OffsetDeleteResponse.error_code")?;
+                this.throttle_time_ms = rd::i32(i, "OffsetDeleteResponse.throttle_time_ms")?;
+            }
+            *i = fast;
+        } else {
+            this.error_code = rd::i16(i, "OffsetDeleteResponse.error_code")?;
+            this.throttle_time_ms = rd::i32(i, "OffsetDeleteResponse.throttle_time_ms")?;
+        }
         this.topics = rd::struct_array(
             i,
             false,
@@ -142,8 +152,18 @@ impl OffsetDeleteResponsePartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
-        this.partition_index = rd::i32(i, "OffsetDeleteResponsePartition.partition_index")?;
-        this.error_code = rd::i16(i, "OffsetDeleteResponsePartition.error_code")?;
+        if i.len() >= 4 + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition_index = rd::i32(i, "OffsetDeleteResponsePartition.partition_index")?;
+                this.error_code = rd::i16(i, "OffsetDeleteResponsePartition.error_code")?;
+            }
+            *i = fast;
+        } else {
+            this.partition_index = rd::i32(i, "OffsetDeleteResponsePartition.partition_index")?;
+            this.error_code = rd::i16(i, "OffsetDeleteResponsePartition.error_code")?;
+        }
         Ok(())
     }
 }

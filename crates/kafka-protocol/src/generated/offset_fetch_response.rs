@@ -385,15 +385,40 @@ impl OffsetFetchResponsePartition {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        if v <= 7 {
-            this.partition_index = rd::i32(i, "OffsetFetchResponsePartition.partition_index")?;
-        }
-        if v <= 7 {
-            this.committed_offset = rd::i64(i, "OffsetFetchResponsePartition.committed_offset")?;
-        }
-        if (v >= 5 && v <= 7) {
-            this.committed_leader_epoch =
-                rd::i32(i, "OffsetFetchResponsePartition.committed_leader_epoch")?;
+        if i.len()
+            >= (if v <= 7 { 4 } else { 0 })
+                + (if v <= 7 { 8 } else { 0 })
+                + (if (v >= 5 && v <= 7) { 4 } else { 0 })
+        {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v <= 7 {
+                    this.partition_index =
+                        rd::i32(i, "OffsetFetchResponsePartition.partition_index")?;
+                }
+                if v <= 7 {
+                    this.committed_offset =
+                        rd::i64(i, "OffsetFetchResponsePartition.committed_offset")?;
+                }
+                if (v >= 5 && v <= 7) {
+                    this.committed_leader_epoch =
+                        rd::i32(i, "OffsetFetchResponsePartition.committed_leader_epoch")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v <= 7 {
+                this.partition_index = rd::i32(i, "OffsetFetchResponsePartition.partition_index")?;
+            }
+            if v <= 7 {
+                this.committed_offset =
+                    rd::i64(i, "OffsetFetchResponsePartition.committed_offset")?;
+            }
+            if (v >= 5 && v <= 7) {
+                this.committed_leader_epoch =
+                    rd::i32(i, "OffsetFetchResponsePartition.committed_leader_epoch")?;
+            }
         }
         if v <= 7 {
             this.metadata = rd::nullable_string(
@@ -567,15 +592,40 @@ impl OffsetFetchResponsePartitions {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        if v >= 8 {
-            this.partition_index = rd::i32(i, "OffsetFetchResponsePartitions.partition_index")?;
-        }
-        if v >= 8 {
-            this.committed_offset = rd::i64(i, "OffsetFetchResponsePartitions.committed_offset")?;
-        }
-        if v >= 8 {
-            this.committed_leader_epoch =
-                rd::i32(i, "OffsetFetchResponsePartitions.committed_leader_epoch")?;
+        if i.len()
+            >= (if v >= 8 { 4 } else { 0 })
+                + (if v >= 8 { 8 } else { 0 })
+                + (if v >= 8 { 4 } else { 0 })
+        {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 8 {
+                    this.partition_index =
+                        rd::i32(i, "OffsetFetchResponsePartitions.partition_index")?;
+                }
+                if v >= 8 {
+                    this.committed_offset =
+                        rd::i64(i, "OffsetFetchResponsePartitions.committed_offset")?;
+                }
+                if v >= 8 {
+                    this.committed_leader_epoch =
+                        rd::i32(i, "OffsetFetchResponsePartitions.committed_leader_epoch")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 8 {
+                this.partition_index = rd::i32(i, "OffsetFetchResponsePartitions.partition_index")?;
+            }
+            if v >= 8 {
+                this.committed_offset =
+                    rd::i64(i, "OffsetFetchResponsePartitions.committed_offset")?;
+            }
+            if v >= 8 {
+                this.committed_leader_epoch =
+                    rd::i32(i, "OffsetFetchResponsePartitions.committed_leader_epoch")?;
+            }
         }
         if v >= 8 {
             this.metadata = rd::nullable_string(

@@ -179,9 +179,22 @@ impl OffsetForLeaderPartition {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.partition = rd::i32(i, "OffsetForLeaderPartition.partition")?;
-        this.current_leader_epoch = rd::i32(i, "OffsetForLeaderPartition.current_leader_epoch")?;
-        this.leader_epoch = rd::i32(i, "OffsetForLeaderPartition.leader_epoch")?;
+        if i.len() >= 4 + 4 + 4 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.partition = rd::i32(i, "OffsetForLeaderPartition.partition")?;
+                this.current_leader_epoch =
+                    rd::i32(i, "OffsetForLeaderPartition.current_leader_epoch")?;
+                this.leader_epoch = rd::i32(i, "OffsetForLeaderPartition.leader_epoch")?;
+            }
+            *i = fast;
+        } else {
+            this.partition = rd::i32(i, "OffsetForLeaderPartition.partition")?;
+            this.current_leader_epoch =
+                rd::i32(i, "OffsetForLeaderPartition.current_leader_epoch")?;
+            this.leader_epoch = rd::i32(i, "OffsetForLeaderPartition.leader_epoch")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "OffsetForLeaderPartition._tagged")?;
             let mut last = None;

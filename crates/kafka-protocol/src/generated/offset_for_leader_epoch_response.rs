@@ -176,10 +176,22 @@ impl EpochEndOffset {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.error_code = rd::i16(i, "EpochEndOffset.error_code")?;
-        this.partition = rd::i32(i, "EpochEndOffset.partition")?;
-        this.leader_epoch = rd::i32(i, "EpochEndOffset.leader_epoch")?;
-        this.end_offset = rd::i64(i, "EpochEndOffset.end_offset")?;
+        if i.len() >= 2 + 4 + 4 + 8 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.error_code = rd::i16(i, "EpochEndOffset.error_code")?;
+                this.partition = rd::i32(i, "EpochEndOffset.partition")?;
+                this.leader_epoch = rd::i32(i, "EpochEndOffset.leader_epoch")?;
+                this.end_offset = rd::i64(i, "EpochEndOffset.end_offset")?;
+            }
+            *i = fast;
+        } else {
+            this.error_code = rd::i16(i, "EpochEndOffset.error_code")?;
+            this.partition = rd::i32(i, "EpochEndOffset.partition")?;
+            this.leader_epoch = rd::i32(i, "EpochEndOffset.leader_epoch")?;
+            this.end_offset = rd::i64(i, "EpochEndOffset.end_offset")?;
+        }
         if flexible {
             let n = rd::tag_count(i, "EpochEndOffset._tagged")?;
             let mut last = None;

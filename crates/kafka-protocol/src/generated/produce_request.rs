@@ -73,8 +73,18 @@ impl ProduceRequest {
             this.transactional_id =
                 rd::nullable_string(i, cx, flexible, v >= 3, "ProduceRequest.transactional_id")?;
         }
-        this.acks = rd::i16(i, "ProduceRequest.acks")?;
-        this.timeout_ms = rd::i32(i, "ProduceRequest.timeout_ms")?;
+        if i.len() >= 2 + 4 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.acks = rd::i16(i, "ProduceRequest.acks")?;
+                this.timeout_ms = rd::i32(i, "ProduceRequest.timeout_ms")?;
+            }
+            *i = fast;
+        } else {
+            this.acks = rd::i16(i, "ProduceRequest.acks")?;
+            this.timeout_ms = rd::i32(i, "ProduceRequest.timeout_ms")?;
+        }
         this.topic_data = rd::struct_array(
             i,
             flexible,

@@ -338,11 +338,25 @@ impl LeaderIdAndEpoch {
         let _ = cx;
         let this = self;
         let flexible = v >= 9;
-        if v >= 10 {
-            this.leader_id = rd::i32(i, "LeaderIdAndEpoch.leader_id")?;
-        }
-        if v >= 10 {
-            this.leader_epoch = rd::i32(i, "LeaderIdAndEpoch.leader_epoch")?;
+        if i.len() >= (if v >= 10 { 4 } else { 0 }) + (if v >= 10 { 4 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 10 {
+                    this.leader_id = rd::i32(i, "LeaderIdAndEpoch.leader_id")?;
+                }
+                if v >= 10 {
+                    this.leader_epoch = rd::i32(i, "LeaderIdAndEpoch.leader_epoch")?;
+                }
+            }
+            *i = fast;
+        } else {
+            if v >= 10 {
+                this.leader_id = rd::i32(i, "LeaderIdAndEpoch.leader_id")?;
+            }
+            if v >= 10 {
+                this.leader_epoch = rd::i32(i, "LeaderIdAndEpoch.leader_epoch")?;
+            }
         }
         if flexible {
             let n = rd::tag_count(i, "LeaderIdAndEpoch._tagged")?;
@@ -632,14 +646,34 @@ impl PartitionProduceResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 9;
-        this.index = rd::i32(i, "PartitionProduceResponse.index")?;
-        this.error_code = rd::i16(i, "PartitionProduceResponse.error_code")?;
-        this.base_offset = rd::i64(i, "PartitionProduceResponse.base_offset")?;
-        if v >= 2 {
-            this.log_append_time_ms = rd::i64(i, "PartitionProduceResponse.log_append_time_ms")?;
-        }
-        if v >= 5 {
-            this.log_start_offset = rd::i64(i, "PartitionProduceResponse.log_start_offset")?;
+        if i.len() >= 4 + 2 + 8 + (if v >= 2 { 8 } else { 0 }) + (if v >= 5 { 8 } else { 0 }) {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.index = rd::i32(i, "PartitionProduceResponse.index")?;
+                this.error_code = rd::i16(i, "PartitionProduceResponse.error_code")?;
+                this.base_offset = rd::i64(i, "PartitionProduceResponse.base_offset")?;
+                if v >= 2 {
+                    this.log_append_time_ms =
+                        rd::i64(i, "PartitionProduceResponse.log_append_time_ms")?;
+                }
+                if v >= 5 {
+                    this.log_start_offset =
+                        rd::i64(i, "PartitionProduceResponse.log_start_offset")?;
+                }
+            }
+            *i = fast;
+        } else {
+            this.index = rd::i32(i, "PartitionProduceResponse.index")?;
+            this.error_code = rd::i16(i, "PartitionProduceResponse.error_code")?;
+            this.base_offset = rd::i64(i, "PartitionProduceResponse.base_offset")?;
+            if v >= 2 {
+                this.log_append_time_ms =
+                    rd::i64(i, "PartitionProduceResponse.log_append_time_ms")?;
+            }
+            if v >= 5 {
+                this.log_start_offset = rd::i64(i, "PartitionProduceResponse.log_start_offset")?;
+            }
         }
         if v >= 8 {
             this.record_errors = rd::struct_array(

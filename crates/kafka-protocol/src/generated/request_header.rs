@@ -69,9 +69,20 @@ impl RequestHeader {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.request_api_key = rd::i16(i, "RequestHeader.request_api_key")?;
-        this.request_api_version = rd::i16(i, "RequestHeader.request_api_version")?;
-        this.correlation_id = rd::i32(i, "RequestHeader.correlation_id")?;
+        if i.len() >= 2 + 2 + 4 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                this.request_api_key = rd::i16(i, "RequestHeader.request_api_key")?;
+                this.request_api_version = rd::i16(i, "RequestHeader.request_api_version")?;
+                this.correlation_id = rd::i32(i, "RequestHeader.correlation_id")?;
+            }
+            *i = fast;
+        } else {
+            this.request_api_key = rd::i16(i, "RequestHeader.request_api_key")?;
+            this.request_api_version = rd::i16(i, "RequestHeader.request_api_version")?;
+            this.correlation_id = rd::i32(i, "RequestHeader.correlation_id")?;
+        }
         if v >= 1 {
             this.client_id = rd::nullable_string(i, cx, false, v >= 1, "RequestHeader.client_id")?;
         }

@@ -72,10 +72,22 @@ impl SyncGroupResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        if v >= 1 {
-            this.throttle_time_ms = rd::i32(i, "SyncGroupResponse.throttle_time_ms")?;
+        if i.len() >= (if v >= 1 { 4 } else { 0 }) + 2 {
+            let mut fast: &[u8] = i;
+            {
+                let i = &mut fast;
+                if v >= 1 {
+                    this.throttle_time_ms = rd::i32(i, "SyncGroupResponse.throttle_time_ms")?;
+                }
+                this.error_code = rd::i16(i, "SyncGroupResponse.error_code")?;
+            }
+            *i = fast;
+        } else {
+            if v >= 1 {
+                this.throttle_time_ms = rd::i32(i, "SyncGroupResponse.throttle_time_ms")?;
+            }
+            this.error_code = rd::i16(i, "SyncGroupResponse.error_code")?;
         }
-        this.error_code = rd::i16(i, "SyncGroupResponse.error_code")?;
         if v >= 5 {
             this.protocol_type =
                 rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupResponse.protocol_type")?;

@@ -236,13 +236,13 @@ fn null_check<T>(v: Option<T>, nullable: bool, field: &'static str) -> Res<Optio
 }
 
 /// A non-null string.
-#[inline]
+#[inline(always)]
 pub fn string(i: &mut &[u8], cx: &Cx<'_>, compact: bool, field: &'static str) -> Res<ByteString> {
     Ok(nullable_string(i, cx, compact, false, field)?.unwrap_or_default())
 }
 
 /// A string that may be null when `nullable` is true for this version.
-#[inline]
+#[inline(always)]
 pub fn nullable_string(
     i: &mut &[u8],
     cx: &Cx<'_>,
@@ -268,13 +268,13 @@ pub fn nullable_string(
 }
 
 /// Non-null bytes, as a zero-copy slice of the frame.
-#[inline]
+#[inline(always)]
 pub fn bytes(i: &mut &[u8], cx: &Cx<'_>, compact: bool, field: &'static str) -> Res<Bytes> {
     Ok(nullable_bytes(i, cx, compact, false, field)?.unwrap_or_default())
 }
 
 /// Bytes that may be null when `nullable` is true for this version.
-#[inline]
+#[inline(always)]
 pub fn nullable_bytes(
     i: &mut &[u8],
     cx: &Cx<'_>,
