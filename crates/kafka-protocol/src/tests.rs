@@ -293,3 +293,41 @@ fn trailing_bytes_after_a_request_body_are_tolerated_like_kafka() {
     };
     assert_eq!(m.topics, None);
 }
+
+#[test]
+fn truncation_inside_a_run_of_fixed_fields_names_the_field() {
+    use crate::messages::fetch_request::FetchPartition;
+    // FetchPartition v12: partition i32 | current_leader_epoch i32 | fetch_offset i64 |
+    // last_fetched_epoch i32 | log_start_offset i64 | partition_max_bytes i32 | tags.
+    // Generated decoders read such a run in one step when it is all there, and field by
+    // field otherwise, so a cut anywhere must name the field it falls in.
+    let p = FetchPartition {
+        partition: 3,
+        fetch_offset: 7,
+        ..FetchPartition::default()
+    };
+    let mut e = crate::wire::Encoder::new();
+    crate::Encode::encode(&p, &mut e, 12).unwrap();
+    let full = e.into_bytes();
+    let cx = crate::wire::Cx::new(&full);
+    assert_eq!(full.len(), 33);
+    let fields = [
+        (4, "FetchPartition.partition"),
+        (8, "FetchPartition.current_leader_epoch"),
+        (16, "FetchPartition.fetch_offset"),
+        (20, "FetchPartition.last_fetched_epoch"),
+        (28, "FetchPartition.log_start_offset"),
+        (32, "FetchPartition.partition_max_bytes"),
+        (33, "FetchPartition._tagged"),
+    ];
+    for cut in 0..full.len() {
+        let (end, name) = fields.iter().find(|(end, _)| cut < *end).copied().unwrap();
+        let err = FetchPartition::read(&mut &full[..cut], &cx, 12).unwrap_err();
+        assert!(
+            matches!(err, ProtocolError::Truncated { field, needed, .. }
+                if field == name && needed == end - cut),
+            "cut at {cut}: {err:?}"
+        );
+    }
+    assert_eq!(FetchPartition::read(&mut &full[..], &cx, 12).unwrap(), p);
+}
