@@ -330,6 +330,16 @@ fn default_expr(f: &Field) -> Result<String, CodegenError> {
     base_default(&f.ty, d)
 }
 
+/// The statement storing a decoded `expr` into field `field` of `this`, which holds its
+/// default. Values that own memory go through `rd::set`, which skips dropping that default.
+fn store_stmt(ty: &Ty, field: &str, expr: &str) -> String {
+    if fixed_width(ty).is_some() {
+        format!("this.{field} = {expr}?;")
+    } else {
+        format!("rd::set(&mut this.{field}, {expr}?);")
+    }
+}
+
 /// Encoded size of a fixed-width type.
 fn fixed_width(ty: &Ty) -> Option<usize> {
     match ty {
@@ -570,7 +580,7 @@ fn render_struct(
         };
         let n = nullable_arg(msg, f);
         let expr = decode_expr(msg, &f.ty, n.as_deref(), &compact, &path);
-        let stmt = format!("this.{} = {expr}?;", field_ident(&f.name));
+        let stmt = store_stmt(&f.ty, &field_ident(&f.name), &expr);
         let stmt = if cond == "true" {
             stmt
         } else {
@@ -652,8 +662,8 @@ fn render_struct(
             };
             let _ = writeln!(
                 out,
-                "                    {tag}{guard} => {{ let i = &mut &data[..]; this.{} = {expr}?; }}",
-                field_ident(&f.name)
+                "                    {tag}{guard} => {{ let i = &mut &data[..]; {} }}",
+                store_stmt(&f.ty, &field_ident(&f.name), &expr)
             );
         }
         out.push_str("                    _ => this.unknown_tagged_fields.push(RawTaggedField { tag, data: cx.bytes(data) }),\n");

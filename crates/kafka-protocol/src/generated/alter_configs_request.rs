@@ -63,13 +63,16 @@ impl AlterConfigsRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.resources = rd::struct_array(
-            i,
-            flexible,
-            4,
-            "AlterConfigsRequest.resources",
-            |this: &mut AlterConfigsResource, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.resources,
+            rd::struct_array(
+                i,
+                flexible,
+                4,
+                "AlterConfigsRequest.resources",
+                |this: &mut AlterConfigsResource, i| this.read_into(i, cx, v),
+            )?,
+        );
         this.validate_only = rd::bool(i, "AlterConfigsRequest.validate_only")?;
         if flexible {
             let n = rd::tag_count(i, "AlterConfigsRequest._tagged")?;
@@ -174,14 +177,20 @@ impl AlterConfigsResource {
         let this = self;
         let flexible = v >= 2;
         this.resource_type = rd::i8(i, "AlterConfigsResource.resource_type")?;
-        this.resource_name = rd::string(i, cx, flexible, "AlterConfigsResource.resource_name")?;
-        this.configs = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "AlterConfigsResource.configs",
-            |this: &mut AlterableConfig, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.resource_name,
+            rd::string(i, cx, flexible, "AlterConfigsResource.resource_name")?,
+        );
+        rd::set(
+            &mut this.configs,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "AlterConfigsResource.configs",
+                |this: &mut AlterableConfig, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "AlterConfigsResource._tagged")?;
             let mut last = None;
@@ -283,8 +292,14 @@ impl AlterableConfig {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.name = rd::string(i, cx, flexible, "AlterableConfig.name")?;
-        this.value = rd::nullable_string(i, cx, flexible, true, "AlterableConfig.value")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "AlterableConfig.name")?,
+        );
+        rd::set(
+            &mut this.value,
+            rd::nullable_string(i, cx, flexible, true, "AlterableConfig.value")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "AlterableConfig._tagged")?;
             let mut last = None;

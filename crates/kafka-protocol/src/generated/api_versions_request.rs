@@ -64,16 +64,21 @@ impl ApiVersionsRequest {
         let this = self;
         let flexible = v >= 3;
         if v >= 3 {
-            this.client_software_name =
-                rd::string(i, cx, flexible, "ApiVersionsRequest.client_software_name")?;
+            rd::set(
+                &mut this.client_software_name,
+                rd::string(i, cx, flexible, "ApiVersionsRequest.client_software_name")?,
+            );
         }
         if v >= 3 {
-            this.client_software_version = rd::string(
-                i,
-                cx,
-                flexible,
-                "ApiVersionsRequest.client_software_version",
-            )?;
+            rd::set(
+                &mut this.client_software_version,
+                rd::string(
+                    i,
+                    cx,
+                    flexible,
+                    "ApiVersionsRequest.client_software_version",
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "ApiVersionsRequest._tagged")?;

@@ -79,13 +79,16 @@ impl ApiVersionsResponse {
         let this = self;
         let flexible = v >= 3;
         this.error_code = rd::i16(i, "ApiVersionsResponse.error_code")?;
-        this.api_keys = rd::struct_array(
-            i,
-            flexible,
-            6,
-            "ApiVersionsResponse.api_keys",
-            |this: &mut ApiVersion, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.api_keys,
+            rd::struct_array(
+                i,
+                flexible,
+                6,
+                "ApiVersionsResponse.api_keys",
+                |this: &mut ApiVersion, i| this.read_into(i, cx, v),
+            )?,
+        );
         if v >= 1 {
             this.throttle_time_ms = rd::i32(i, "ApiVersionsResponse.throttle_time_ms")?;
         }
@@ -98,13 +101,16 @@ impl ApiVersionsResponse {
                 match tag {
                     0 if v >= 3 => {
                         let i = &mut &data[..];
-                        this.supported_features = rd::struct_array(
-                            i,
-                            true,
-                            1,
-                            "ApiVersionsResponse.supported_features",
-                            |this: &mut SupportedFeatureKey, i| this.read_into(i, cx, v),
-                        )?;
+                        rd::set(
+                            &mut this.supported_features,
+                            rd::struct_array(
+                                i,
+                                true,
+                                1,
+                                "ApiVersionsResponse.supported_features",
+                                |this: &mut SupportedFeatureKey, i| this.read_into(i, cx, v),
+                            )?,
+                        );
                     }
                     1 if v >= 3 => {
                         let i = &mut &data[..];
@@ -113,13 +119,16 @@ impl ApiVersionsResponse {
                     }
                     2 if v >= 3 => {
                         let i = &mut &data[..];
-                        this.finalized_features = rd::struct_array(
-                            i,
-                            true,
-                            1,
-                            "ApiVersionsResponse.finalized_features",
-                            |this: &mut FinalizedFeatureKey, i| this.read_into(i, cx, v),
-                        )?;
+                        rd::set(
+                            &mut this.finalized_features,
+                            rd::struct_array(
+                                i,
+                                true,
+                                1,
+                                "ApiVersionsResponse.finalized_features",
+                                |this: &mut FinalizedFeatureKey, i| this.read_into(i, cx, v),
+                            )?,
+                        );
                     }
                     3 if v >= 3 => {
                         let i = &mut &data[..];
@@ -381,7 +390,10 @@ impl FinalizedFeatureKey {
         let this = self;
         let flexible = v >= 3;
         if v >= 3 {
-            this.name = rd::string(i, cx, flexible, "FinalizedFeatureKey.name")?;
+            rd::set(
+                &mut this.name,
+                rd::string(i, cx, flexible, "FinalizedFeatureKey.name")?,
+            );
         }
         if i.len() >= (if v >= 3 { 2 } else { 0 }) + (if v >= 3 { 2 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -531,7 +543,10 @@ impl SupportedFeatureKey {
         let this = self;
         let flexible = v >= 3;
         if v >= 3 {
-            this.name = rd::string(i, cx, flexible, "SupportedFeatureKey.name")?;
+            rd::set(
+                &mut this.name,
+                rd::string(i, cx, flexible, "SupportedFeatureKey.name")?,
+            );
         }
         if i.len() >= (if v >= 3 { 2 } else { 0 }) + (if v >= 3 { 2 } else { 0 }) {
             let mut fast: &[u8] = i;

@@ -63,13 +63,16 @@ impl ConsumerGroupDescribeRequest {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.group_ids = rd::array(
-            i,
-            flexible,
-            1,
-            "ConsumerGroupDescribeRequest.group_ids",
-            |i| rd::string(i, cx, flexible, "ConsumerGroupDescribeRequest.group_ids"),
-        )?;
+        rd::set(
+            &mut this.group_ids,
+            rd::array(
+                i,
+                flexible,
+                1,
+                "ConsumerGroupDescribeRequest.group_ids",
+                |i| rd::string(i, cx, flexible, "ConsumerGroupDescribeRequest.group_ids"),
+            )?,
+        );
         this.include_authorized_operations = rd::bool(
             i,
             "ConsumerGroupDescribeRequest.include_authorized_operations",

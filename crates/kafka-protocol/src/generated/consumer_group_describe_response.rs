@@ -64,13 +64,16 @@ impl ConsumerGroupDescribeResponse {
         let this = self;
         let flexible = true;
         this.throttle_time_ms = rd::i32(i, "ConsumerGroupDescribeResponse.throttle_time_ms")?;
-        this.groups = rd::struct_array(
-            i,
-            flexible,
-            20,
-            "ConsumerGroupDescribeResponse.groups",
-            |this: &mut DescribedGroup, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.groups,
+            rd::struct_array(
+                i,
+                flexible,
+                20,
+                "ConsumerGroupDescribeResponse.groups",
+                |this: &mut DescribedGroup, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "ConsumerGroupDescribeResponse._tagged")?;
             let mut last = None;
@@ -167,13 +170,16 @@ impl Assignment {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.topic_partitions = rd::struct_array(
-            i,
-            flexible,
-            19,
-            "Assignment.topic_partitions",
-            |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topic_partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                19,
+                "Assignment.topic_partitions",
+                |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "Assignment._tagged")?;
             let mut last = None;
@@ -293,10 +299,18 @@ impl DescribedGroup {
         let this = self;
         let flexible = true;
         this.error_code = rd::i16(i, "DescribedGroup.error_code")?;
-        this.error_message =
-            rd::nullable_string(i, cx, flexible, true, "DescribedGroup.error_message")?;
-        this.group_id = rd::string(i, cx, flexible, "DescribedGroup.group_id")?;
-        this.group_state = rd::string(i, cx, flexible, "DescribedGroup.group_state")?;
+        rd::set(
+            &mut this.error_message,
+            rd::nullable_string(i, cx, flexible, true, "DescribedGroup.error_message")?,
+        );
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, flexible, "DescribedGroup.group_id")?,
+        );
+        rd::set(
+            &mut this.group_state,
+            rd::string(i, cx, flexible, "DescribedGroup.group_state")?,
+        );
         if i.len() >= 4 + 4 {
             let mut fast: &[u8] = i;
             {
@@ -309,14 +323,20 @@ impl DescribedGroup {
             this.group_epoch = rd::i32(i, "DescribedGroup.group_epoch")?;
             this.assignment_epoch = rd::i32(i, "DescribedGroup.assignment_epoch")?;
         }
-        this.assignor_name = rd::string(i, cx, flexible, "DescribedGroup.assignor_name")?;
-        this.members = rd::struct_array(
-            i,
-            flexible,
-            16,
-            "DescribedGroup.members",
-            |this: &mut Member, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.assignor_name,
+            rd::string(i, cx, flexible, "DescribedGroup.assignor_name")?,
+        );
+        rd::set(
+            &mut this.members,
+            rd::struct_array(
+                i,
+                flexible,
+                16,
+                "DescribedGroup.members",
+                |this: &mut Member, i| this.read_into(i, cx, v),
+            )?,
+        );
         this.authorized_operations = rd::i32(i, "DescribedGroup.authorized_operations")?;
         if flexible {
             let n = rd::tag_count(i, "DescribedGroup._tagged")?;
@@ -464,20 +484,39 @@ impl Member {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.member_id = rd::string(i, cx, flexible, "Member.member_id")?;
-        this.instance_id = rd::nullable_string(i, cx, flexible, true, "Member.instance_id")?;
-        this.rack_id = rd::nullable_string(i, cx, flexible, true, "Member.rack_id")?;
+        rd::set(
+            &mut this.member_id,
+            rd::string(i, cx, flexible, "Member.member_id")?,
+        );
+        rd::set(
+            &mut this.instance_id,
+            rd::nullable_string(i, cx, flexible, true, "Member.instance_id")?,
+        );
+        rd::set(
+            &mut this.rack_id,
+            rd::nullable_string(i, cx, flexible, true, "Member.rack_id")?,
+        );
         this.member_epoch = rd::i32(i, "Member.member_epoch")?;
-        this.client_id = rd::string(i, cx, flexible, "Member.client_id")?;
-        this.client_host = rd::string(i, cx, flexible, "Member.client_host")?;
-        this.subscribed_topic_names =
+        rd::set(
+            &mut this.client_id,
+            rd::string(i, cx, flexible, "Member.client_id")?,
+        );
+        rd::set(
+            &mut this.client_host,
+            rd::string(i, cx, flexible, "Member.client_host")?,
+        );
+        rd::set(
+            &mut this.subscribed_topic_names,
             rd::array(i, flexible, 1, "Member.subscribed_topic_names", |i| {
                 rd::string(i, cx, flexible, "Member.subscribed_topic_names")
-            })?;
-        this.subscribed_topic_regex =
-            rd::nullable_string(i, cx, flexible, true, "Member.subscribed_topic_regex")?;
-        this.assignment = Assignment::read(i, cx, v)?;
-        this.target_assignment = Assignment::read(i, cx, v)?;
+            })?,
+        );
+        rd::set(
+            &mut this.subscribed_topic_regex,
+            rd::nullable_string(i, cx, flexible, true, "Member.subscribed_topic_regex")?,
+        );
+        rd::set(&mut this.assignment, Assignment::read(i, cx, v)?);
+        rd::set(&mut this.target_assignment, Assignment::read(i, cx, v)?);
         if flexible {
             let n = rd::tag_count(i, "Member._tagged")?;
             let mut last = None;
@@ -619,10 +658,16 @@ impl TopicPartitions {
         let this = self;
         let flexible = true;
         this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
-        this.topic_name = rd::string(i, cx, flexible, "TopicPartitions.topic_name")?;
-        this.partitions = rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
-            rd::i32(i, "TopicPartitions.partitions")
-        })?;
+        rd::set(
+            &mut this.topic_name,
+            rd::string(i, cx, flexible, "TopicPartitions.topic_name")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
+                rd::i32(i, "TopicPartitions.partitions")
+            })?,
+        );
         if flexible {
             let n = rd::tag_count(i, "TopicPartitions._tagged")?;
             let mut last = None;

@@ -87,64 +87,88 @@ impl ConsumerGroupHeartbeatRequest {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.group_id = rd::string(i, cx, flexible, "ConsumerGroupHeartbeatRequest.group_id")?;
-        this.member_id = rd::string(i, cx, flexible, "ConsumerGroupHeartbeatRequest.member_id")?;
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, flexible, "ConsumerGroupHeartbeatRequest.group_id")?,
+        );
+        rd::set(
+            &mut this.member_id,
+            rd::string(i, cx, flexible, "ConsumerGroupHeartbeatRequest.member_id")?,
+        );
         this.member_epoch = rd::i32(i, "ConsumerGroupHeartbeatRequest.member_epoch")?;
-        this.instance_id = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "ConsumerGroupHeartbeatRequest.instance_id",
-        )?;
-        this.rack_id = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "ConsumerGroupHeartbeatRequest.rack_id",
-        )?;
-        this.rebalance_timeout_ms =
-            rd::i32(i, "ConsumerGroupHeartbeatRequest.rebalance_timeout_ms")?;
-        this.subscribed_topic_names = rd::nullable_array(
-            i,
-            flexible,
-            true,
-            1,
-            "ConsumerGroupHeartbeatRequest.subscribed_topic_names",
-            |i| {
-                rd::string(
-                    i,
-                    cx,
-                    flexible,
-                    "ConsumerGroupHeartbeatRequest.subscribed_topic_names",
-                )
-            },
-        )?;
-        if v >= 1 {
-            this.subscribed_topic_regex = rd::nullable_string(
+        rd::set(
+            &mut this.instance_id,
+            rd::nullable_string(
                 i,
                 cx,
                 flexible,
-                v >= 1,
-                "ConsumerGroupHeartbeatRequest.subscribed_topic_regex",
-            )?;
+                true,
+                "ConsumerGroupHeartbeatRequest.instance_id",
+            )?,
+        );
+        rd::set(
+            &mut this.rack_id,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "ConsumerGroupHeartbeatRequest.rack_id",
+            )?,
+        );
+        this.rebalance_timeout_ms =
+            rd::i32(i, "ConsumerGroupHeartbeatRequest.rebalance_timeout_ms")?;
+        rd::set(
+            &mut this.subscribed_topic_names,
+            rd::nullable_array(
+                i,
+                flexible,
+                true,
+                1,
+                "ConsumerGroupHeartbeatRequest.subscribed_topic_names",
+                |i| {
+                    rd::string(
+                        i,
+                        cx,
+                        flexible,
+                        "ConsumerGroupHeartbeatRequest.subscribed_topic_names",
+                    )
+                },
+            )?,
+        );
+        if v >= 1 {
+            rd::set(
+                &mut this.subscribed_topic_regex,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 1,
+                    "ConsumerGroupHeartbeatRequest.subscribed_topic_regex",
+                )?,
+            );
         }
-        this.server_assignor = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "ConsumerGroupHeartbeatRequest.server_assignor",
-        )?;
-        this.topic_partitions = rd::nullable_struct_array(
-            i,
-            flexible,
-            true,
-            18,
-            "ConsumerGroupHeartbeatRequest.topic_partitions",
-            |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.server_assignor,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "ConsumerGroupHeartbeatRequest.server_assignor",
+            )?,
+        );
+        rd::set(
+            &mut this.topic_partitions,
+            rd::nullable_struct_array(
+                i,
+                flexible,
+                true,
+                18,
+                "ConsumerGroupHeartbeatRequest.topic_partitions",
+                |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "ConsumerGroupHeartbeatRequest._tagged")?;
             let mut last = None;
@@ -352,9 +376,12 @@ impl TopicPartitions {
         let this = self;
         let flexible = true;
         this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
-        this.partitions = rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
-            rd::i32(i, "TopicPartitions.partitions")
-        })?;
+        rd::set(
+            &mut this.partitions,
+            rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
+                rd::i32(i, "TopicPartitions.partitions")
+            })?,
+        );
         if flexible {
             let n = rd::tag_count(i, "TopicPartitions._tagged")?;
             let mut last = None;

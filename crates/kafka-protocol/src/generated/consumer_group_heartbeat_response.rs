@@ -91,20 +91,26 @@ impl ConsumerGroupHeartbeatResponse {
             this.throttle_time_ms = rd::i32(i, "ConsumerGroupHeartbeatResponse.throttle_time_ms")?;
             this.error_code = rd::i16(i, "ConsumerGroupHeartbeatResponse.error_code")?;
         }
-        this.error_message = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "ConsumerGroupHeartbeatResponse.error_message",
-        )?;
-        this.member_id = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "ConsumerGroupHeartbeatResponse.member_id",
-        )?;
+        rd::set(
+            &mut this.error_message,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "ConsumerGroupHeartbeatResponse.error_message",
+            )?,
+        );
+        rd::set(
+            &mut this.member_id,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "ConsumerGroupHeartbeatResponse.member_id",
+            )?,
+        );
         if i.len() >= 4 + 4 {
             let mut fast: &[u8] = i;
             {
@@ -119,10 +125,12 @@ impl ConsumerGroupHeartbeatResponse {
             this.heartbeat_interval_ms =
                 rd::i32(i, "ConsumerGroupHeartbeatResponse.heartbeat_interval_ms")?;
         }
-        this.assignment =
+        rd::set(
+            &mut this.assignment,
             rd::nullable_struct(i, true, "ConsumerGroupHeartbeatResponse.assignment", |i| {
                 Assignment::read(i, cx, v)
-            })?;
+            })?,
+        );
         if flexible {
             let n = rd::tag_count(i, "ConsumerGroupHeartbeatResponse._tagged")?;
             let mut last = None;
@@ -250,13 +258,16 @@ impl Assignment {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.topic_partitions = rd::struct_array(
-            i,
-            flexible,
-            18,
-            "Assignment.topic_partitions",
-            |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topic_partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                18,
+                "Assignment.topic_partitions",
+                |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "Assignment._tagged")?;
             let mut last = None;
@@ -355,9 +366,12 @@ impl TopicPartitions {
         let this = self;
         let flexible = true;
         this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
-        this.partitions = rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
-            rd::i32(i, "TopicPartitions.partitions")
-        })?;
+        rd::set(
+            &mut this.partitions,
+            rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
+                rd::i32(i, "TopicPartitions.partitions")
+            })?,
+        );
         if flexible {
             let n = rd::tag_count(i, "TopicPartitions._tagged")?;
             let mut last = None;

@@ -59,15 +59,20 @@ impl ConsumerProtocolAssignment {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
-        this.assigned_partitions = rd::struct_array(
-            i,
-            false,
-            6,
-            "ConsumerProtocolAssignment.assigned_partitions",
-            |this: &mut TopicPartition, i| this.read_into(i, cx, v),
-        )?;
-        this.user_data =
-            rd::nullable_bytes(i, cx, false, true, "ConsumerProtocolAssignment.user_data")?;
+        rd::set(
+            &mut this.assigned_partitions,
+            rd::struct_array(
+                i,
+                false,
+                6,
+                "ConsumerProtocolAssignment.assigned_partitions",
+                |this: &mut TopicPartition, i| this.read_into(i, cx, v),
+            )?,
+        );
+        rd::set(
+            &mut this.user_data,
+            rd::nullable_bytes(i, cx, false, true, "ConsumerProtocolAssignment.user_data")?,
+        );
         Ok(())
     }
 }
@@ -150,10 +155,16 @@ impl TopicPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
-        this.topic = rd::string(i, cx, false, "TopicPartition.topic")?;
-        this.partitions = rd::array(i, false, 4, "TopicPartition.partitions", |i| {
-            rd::i32(i, "TopicPartition.partitions")
-        })?;
+        rd::set(
+            &mut this.topic,
+            rd::string(i, cx, false, "TopicPartition.topic")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::array(i, false, 4, "TopicPartition.partitions", |i| {
+                rd::i32(i, "TopicPartition.partitions")
+            })?,
+        );
         Ok(())
     }
 }

@@ -68,26 +68,36 @@ impl ConsumerProtocolSubscription {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
-        this.topics = rd::array(i, false, 1, "ConsumerProtocolSubscription.topics", |i| {
-            rd::string(i, cx, false, "ConsumerProtocolSubscription.topics")
-        })?;
-        this.user_data =
-            rd::nullable_bytes(i, cx, false, true, "ConsumerProtocolSubscription.user_data")?;
+        rd::set(
+            &mut this.topics,
+            rd::array(i, false, 1, "ConsumerProtocolSubscription.topics", |i| {
+                rd::string(i, cx, false, "ConsumerProtocolSubscription.topics")
+            })?,
+        );
+        rd::set(
+            &mut this.user_data,
+            rd::nullable_bytes(i, cx, false, true, "ConsumerProtocolSubscription.user_data")?,
+        );
         if v >= 1 {
-            this.owned_partitions = rd::struct_array(
-                i,
-                false,
-                1,
-                "ConsumerProtocolSubscription.owned_partitions",
-                |this: &mut TopicPartition, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.owned_partitions,
+                rd::struct_array(
+                    i,
+                    false,
+                    1,
+                    "ConsumerProtocolSubscription.owned_partitions",
+                    |this: &mut TopicPartition, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if v >= 2 {
             this.generation_id = rd::i32(i, "ConsumerProtocolSubscription.generation_id")?;
         }
         if v >= 3 {
-            this.rack_id =
-                rd::nullable_string(i, cx, false, v >= 3, "ConsumerProtocolSubscription.rack_id")?;
+            rd::set(
+                &mut this.rack_id,
+                rd::nullable_string(i, cx, false, v >= 3, "ConsumerProtocolSubscription.rack_id")?,
+            );
         }
         Ok(())
     }
@@ -206,12 +216,18 @@ impl TopicPartition {
         let _ = cx;
         let this = self;
         if v >= 1 {
-            this.topic = rd::string(i, cx, false, "TopicPartition.topic")?;
+            rd::set(
+                &mut this.topic,
+                rd::string(i, cx, false, "TopicPartition.topic")?,
+            );
         }
         if v >= 1 {
-            this.partitions = rd::array(i, false, 4, "TopicPartition.partitions", |i| {
-                rd::i32(i, "TopicPartition.partitions")
-            })?;
+            rd::set(
+                &mut this.partitions,
+                rd::array(i, false, 4, "TopicPartition.partitions", |i| {
+                    rd::i32(i, "TopicPartition.partitions")
+                })?,
+            );
         }
         Ok(())
     }

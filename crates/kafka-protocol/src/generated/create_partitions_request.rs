@@ -66,13 +66,16 @@ impl CreatePartitionsRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            7,
-            "CreatePartitionsRequest.topics",
-            |this: &mut CreatePartitionsTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                7,
+                "CreatePartitionsRequest.topics",
+                |this: &mut CreatePartitionsTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         if i.len() >= 4 + 1 {
             let mut fast: &[u8] = i;
             {
@@ -183,13 +186,16 @@ impl CreatePartitionsAssignment {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.broker_ids = rd::array(
-            i,
-            flexible,
-            4,
-            "CreatePartitionsAssignment.broker_ids",
-            |i| rd::i32(i, "CreatePartitionsAssignment.broker_ids"),
-        )?;
+        rd::set(
+            &mut this.broker_ids,
+            rd::array(
+                i,
+                flexible,
+                4,
+                "CreatePartitionsAssignment.broker_ids",
+                |i| rd::i32(i, "CreatePartitionsAssignment.broker_ids"),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "CreatePartitionsAssignment._tagged")?;
             let mut last = None;
@@ -290,16 +296,22 @@ impl CreatePartitionsTopic {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.name = rd::string(i, cx, flexible, "CreatePartitionsTopic.name")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "CreatePartitionsTopic.name")?,
+        );
         this.count = rd::i32(i, "CreatePartitionsTopic.count")?;
-        this.assignments = rd::nullable_struct_array(
-            i,
-            flexible,
-            true,
-            2,
-            "CreatePartitionsTopic.assignments",
-            |this: &mut CreatePartitionsAssignment, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.assignments,
+            rd::nullable_struct_array(
+                i,
+                flexible,
+                true,
+                2,
+                "CreatePartitionsTopic.assignments",
+                |this: &mut CreatePartitionsAssignment, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "CreatePartitionsTopic._tagged")?;
             let mut last = None;

@@ -64,13 +64,16 @@ impl CreatePartitionsResponse {
         let this = self;
         let flexible = v >= 2;
         this.throttle_time_ms = rd::i32(i, "CreatePartitionsResponse.throttle_time_ms")?;
-        this.results = rd::struct_array(
-            i,
-            flexible,
-            5,
-            "CreatePartitionsResponse.results",
-            |this: &mut CreatePartitionsTopicResult, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.results,
+            rd::struct_array(
+                i,
+                flexible,
+                5,
+                "CreatePartitionsResponse.results",
+                |this: &mut CreatePartitionsTopicResult, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "CreatePartitionsResponse._tagged")?;
             let mut last = None;
@@ -173,15 +176,21 @@ impl CreatePartitionsTopicResult {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.name = rd::string(i, cx, flexible, "CreatePartitionsTopicResult.name")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "CreatePartitionsTopicResult.name")?,
+        );
         this.error_code = rd::i16(i, "CreatePartitionsTopicResult.error_code")?;
-        this.error_message = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "CreatePartitionsTopicResult.error_message",
-        )?;
+        rd::set(
+            &mut this.error_message,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "CreatePartitionsTopicResult.error_message",
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "CreatePartitionsTopicResult._tagged")?;
             let mut last = None;

@@ -66,13 +66,16 @@ impl CreateTopicsRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 5;
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            10,
-            "CreateTopicsRequest.topics",
-            |this: &mut CreatableTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                10,
+                "CreateTopicsRequest.topics",
+                |this: &mut CreatableTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         if i.len() >= 4 + 1 {
             let mut fast: &[u8] = i;
             {
@@ -183,13 +186,16 @@ impl CreatableReplicaAssignment {
         let this = self;
         let flexible = v >= 5;
         this.partition_index = rd::i32(i, "CreatableReplicaAssignment.partition_index")?;
-        this.broker_ids = rd::array(
-            i,
-            flexible,
-            4,
-            "CreatableReplicaAssignment.broker_ids",
-            |i| rd::i32(i, "CreatableReplicaAssignment.broker_ids"),
-        )?;
+        rd::set(
+            &mut this.broker_ids,
+            rd::array(
+                i,
+                flexible,
+                4,
+                "CreatableReplicaAssignment.broker_ids",
+                |i| rd::i32(i, "CreatableReplicaAssignment.broker_ids"),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "CreatableReplicaAssignment._tagged")?;
             let mut last = None;
@@ -298,7 +304,10 @@ impl CreatableTopic {
         let _ = cx;
         let this = self;
         let flexible = v >= 5;
-        this.name = rd::string(i, cx, flexible, "CreatableTopic.name")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "CreatableTopic.name")?,
+        );
         if i.len() >= 4 + 2 {
             let mut fast: &[u8] = i;
             {
@@ -311,20 +320,26 @@ impl CreatableTopic {
             this.num_partitions = rd::i32(i, "CreatableTopic.num_partitions")?;
             this.replication_factor = rd::i16(i, "CreatableTopic.replication_factor")?;
         }
-        this.assignments = rd::struct_array(
-            i,
-            flexible,
-            6,
-            "CreatableTopic.assignments",
-            |this: &mut CreatableReplicaAssignment, i| this.read_into(i, cx, v),
-        )?;
-        this.configs = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "CreatableTopic.configs",
-            |this: &mut CreatableTopicConfig, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.assignments,
+            rd::struct_array(
+                i,
+                flexible,
+                6,
+                "CreatableTopic.assignments",
+                |this: &mut CreatableReplicaAssignment, i| this.read_into(i, cx, v),
+            )?,
+        );
+        rd::set(
+            &mut this.configs,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "CreatableTopic.configs",
+                |this: &mut CreatableTopicConfig, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "CreatableTopic._tagged")?;
             let mut last = None;
@@ -433,8 +448,14 @@ impl CreatableTopicConfig {
         let _ = cx;
         let this = self;
         let flexible = v >= 5;
-        this.name = rd::string(i, cx, flexible, "CreatableTopicConfig.name")?;
-        this.value = rd::nullable_string(i, cx, flexible, true, "CreatableTopicConfig.value")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "CreatableTopicConfig.name")?,
+        );
+        rd::set(
+            &mut this.value,
+            rd::nullable_string(i, cx, flexible, true, "CreatableTopicConfig.value")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "CreatableTopicConfig._tagged")?;
             let mut last = None;

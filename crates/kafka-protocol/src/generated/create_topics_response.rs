@@ -64,13 +64,16 @@ impl CreateTopicsResponse {
         let this = self;
         let flexible = v >= 5;
         this.throttle_time_ms = rd::i32(i, "CreateTopicsResponse.throttle_time_ms")?;
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            6,
-            "CreateTopicsResponse.topics",
-            |this: &mut CreatableTopicResult, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                6,
+                "CreateTopicsResponse.topics",
+                |this: &mut CreatableTopicResult, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "CreateTopicsResponse._tagged")?;
             let mut last = None;
@@ -176,11 +179,16 @@ impl CreatableTopicConfigs {
         let this = self;
         let flexible = v >= 5;
         if v >= 5 {
-            this.name = rd::string(i, cx, flexible, "CreatableTopicConfigs.name")?;
+            rd::set(
+                &mut this.name,
+                rd::string(i, cx, flexible, "CreatableTopicConfigs.name")?,
+            );
         }
         if v >= 5 {
-            this.value =
-                rd::nullable_string(i, cx, flexible, v >= 5, "CreatableTopicConfigs.value")?;
+            rd::set(
+                &mut this.value,
+                rd::nullable_string(i, cx, flexible, v >= 5, "CreatableTopicConfigs.value")?,
+            );
         }
         if i.len()
             >= (if v >= 5 { 1 } else { 0 })
@@ -381,7 +389,10 @@ impl CreatableTopicResult {
         let _ = cx;
         let this = self;
         let flexible = v >= 5;
-        this.name = rd::string(i, cx, flexible, "CreatableTopicResult.name")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "CreatableTopicResult.name")?,
+        );
         if i.len() >= (if v >= 7 { 16 } else { 0 }) + 2 {
             let mut fast: &[u8] = i;
             {
@@ -398,8 +409,10 @@ impl CreatableTopicResult {
             }
             this.error_code = rd::i16(i, "CreatableTopicResult.error_code")?;
         }
-        this.error_message =
-            rd::nullable_string(i, cx, flexible, true, "CreatableTopicResult.error_message")?;
+        rd::set(
+            &mut this.error_message,
+            rd::nullable_string(i, cx, flexible, true, "CreatableTopicResult.error_message")?,
+        );
         if i.len() >= (if v >= 5 { 4 } else { 0 }) + (if v >= 5 { 2 } else { 0 }) {
             let mut fast: &[u8] = i;
             {
@@ -422,14 +435,17 @@ impl CreatableTopicResult {
             }
         }
         if v >= 5 {
-            this.configs = rd::nullable_struct_array(
-                i,
-                flexible,
-                v >= 5,
-                1,
-                "CreatableTopicResult.configs",
-                |this: &mut CreatableTopicConfigs, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.configs,
+                rd::nullable_struct_array(
+                    i,
+                    flexible,
+                    v >= 5,
+                    1,
+                    "CreatableTopicResult.configs",
+                    |this: &mut CreatableTopicConfigs, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "CreatableTopicResult._tagged")?;

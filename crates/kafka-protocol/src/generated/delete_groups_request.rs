@@ -60,9 +60,12 @@ impl DeleteGroupsRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.groups_names = rd::array(i, flexible, 1, "DeleteGroupsRequest.groups_names", |i| {
-            rd::string(i, cx, flexible, "DeleteGroupsRequest.groups_names")
-        })?;
+        rd::set(
+            &mut this.groups_names,
+            rd::array(i, flexible, 1, "DeleteGroupsRequest.groups_names", |i| {
+                rd::string(i, cx, flexible, "DeleteGroupsRequest.groups_names")
+            })?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DeleteGroupsRequest._tagged")?;
             let mut last = None;

@@ -64,13 +64,16 @@ impl DeleteGroupsResponse {
         let this = self;
         let flexible = v >= 2;
         this.throttle_time_ms = rd::i32(i, "DeleteGroupsResponse.throttle_time_ms")?;
-        this.results = rd::struct_array(
-            i,
-            flexible,
-            4,
-            "DeleteGroupsResponse.results",
-            |this: &mut DeletableGroupResult, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.results,
+            rd::struct_array(
+                i,
+                flexible,
+                4,
+                "DeleteGroupsResponse.results",
+                |this: &mut DeletableGroupResult, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DeleteGroupsResponse._tagged")?;
             let mut last = None;
@@ -166,7 +169,10 @@ impl DeletableGroupResult {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.group_id = rd::string(i, cx, flexible, "DeletableGroupResult.group_id")?;
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, flexible, "DeletableGroupResult.group_id")?,
+        );
         this.error_code = rd::i16(i, "DeletableGroupResult.error_code")?;
         if flexible {
             let n = rd::tag_count(i, "DeletableGroupResult._tagged")?;

@@ -63,13 +63,16 @@ impl DeleteRecordsRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "DeleteRecordsRequest.topics",
-            |this: &mut DeleteRecordsTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "DeleteRecordsRequest.topics",
+                |this: &mut DeleteRecordsTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         this.timeout_ms = rd::i32(i, "DeleteRecordsRequest.timeout_ms")?;
         if flexible {
             let n = rd::tag_count(i, "DeleteRecordsRequest._tagged")?;
@@ -270,14 +273,20 @@ impl DeleteRecordsTopic {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.name = rd::string(i, cx, flexible, "DeleteRecordsTopic.name")?;
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            12,
-            "DeleteRecordsTopic.partitions",
-            |this: &mut DeleteRecordsPartition, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "DeleteRecordsTopic.name")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                12,
+                "DeleteRecordsTopic.partitions",
+                |this: &mut DeleteRecordsPartition, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DeleteRecordsTopic._tagged")?;
             let mut last = None;

@@ -64,13 +64,16 @@ impl DeleteRecordsResponse {
         let this = self;
         let flexible = v >= 2;
         this.throttle_time_ms = rd::i32(i, "DeleteRecordsResponse.throttle_time_ms")?;
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "DeleteRecordsResponse.topics",
-            |this: &mut DeleteRecordsTopicResult, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "DeleteRecordsResponse.topics",
+                |this: &mut DeleteRecordsTopicResult, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DeleteRecordsResponse._tagged")?;
             let mut last = None;
@@ -277,14 +280,20 @@ impl DeleteRecordsTopicResult {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.name = rd::string(i, cx, flexible, "DeleteRecordsTopicResult.name")?;
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            14,
-            "DeleteRecordsTopicResult.partitions",
-            |this: &mut DeleteRecordsPartitionResult, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "DeleteRecordsTopicResult.name")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                14,
+                "DeleteRecordsTopicResult.partitions",
+                |this: &mut DeleteRecordsPartitionResult, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DeleteRecordsTopicResult._tagged")?;
             let mut last = None;

@@ -67,18 +67,24 @@ impl DeleteTopicsRequest {
         let this = self;
         let flexible = v >= 4;
         if v >= 6 {
-            this.topics = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "DeleteTopicsRequest.topics",
-                |this: &mut DeleteTopicState, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.topics,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "DeleteTopicsRequest.topics",
+                    |this: &mut DeleteTopicState, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if v <= 5 {
-            this.topic_names = rd::array(i, flexible, 1, "DeleteTopicsRequest.topic_names", |i| {
-                rd::string(i, cx, flexible, "DeleteTopicsRequest.topic_names")
-            })?;
+            rd::set(
+                &mut this.topic_names,
+                rd::array(i, flexible, 1, "DeleteTopicsRequest.topic_names", |i| {
+                    rd::string(i, cx, flexible, "DeleteTopicsRequest.topic_names")
+                })?,
+            );
         }
         this.timeout_ms = rd::i32(i, "DeleteTopicsRequest.timeout_ms")?;
         if flexible {
@@ -200,7 +206,10 @@ impl DeleteTopicState {
         let this = self;
         let flexible = v >= 4;
         if v >= 6 {
-            this.name = rd::nullable_string(i, cx, flexible, v >= 6, "DeleteTopicState.name")?;
+            rd::set(
+                &mut this.name,
+                rd::nullable_string(i, cx, flexible, v >= 6, "DeleteTopicState.name")?,
+            );
         }
         if v >= 6 {
             this.topic_id = rd::uuid(i, "DeleteTopicState.topic_id")?;

@@ -64,13 +64,16 @@ impl DeleteTopicsResponse {
         let this = self;
         let flexible = v >= 4;
         this.throttle_time_ms = rd::i32(i, "DeleteTopicsResponse.throttle_time_ms")?;
-        this.responses = rd::struct_array(
-            i,
-            flexible,
-            4,
-            "DeleteTopicsResponse.responses",
-            |this: &mut DeletableTopicResult, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.responses,
+            rd::struct_array(
+                i,
+                flexible,
+                4,
+                "DeleteTopicsResponse.responses",
+                |this: &mut DeletableTopicResult, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DeleteTopicsResponse._tagged")?;
             let mut last = None;
@@ -176,7 +179,10 @@ impl DeletableTopicResult {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.name = rd::nullable_string(i, cx, flexible, v >= 6, "DeletableTopicResult.name")?;
+        rd::set(
+            &mut this.name,
+            rd::nullable_string(i, cx, flexible, v >= 6, "DeletableTopicResult.name")?,
+        );
         if i.len() >= (if v >= 6 { 16 } else { 0 }) + 2 {
             let mut fast: &[u8] = i;
             {
@@ -194,13 +200,16 @@ impl DeletableTopicResult {
             this.error_code = rd::i16(i, "DeletableTopicResult.error_code")?;
         }
         if v >= 5 {
-            this.error_message = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                v >= 5,
-                "DeletableTopicResult.error_message",
-            )?;
+            rd::set(
+                &mut this.error_message,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 5,
+                    "DeletableTopicResult.error_message",
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "DeletableTopicResult._tagged")?;

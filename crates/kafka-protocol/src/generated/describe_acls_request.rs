@@ -79,23 +79,31 @@ impl DescribeAclsRequest {
         let this = self;
         let flexible = v >= 2;
         this.resource_type_filter = rd::i8(i, "DescribeAclsRequest.resource_type_filter")?;
-        this.resource_name_filter = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "DescribeAclsRequest.resource_name_filter",
-        )?;
+        rd::set(
+            &mut this.resource_name_filter,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "DescribeAclsRequest.resource_name_filter",
+            )?,
+        );
         this.pattern_type_filter = rd::i8(i, "DescribeAclsRequest.pattern_type_filter")?;
-        this.principal_filter = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "DescribeAclsRequest.principal_filter",
-        )?;
-        this.host_filter =
-            rd::nullable_string(i, cx, flexible, true, "DescribeAclsRequest.host_filter")?;
+        rd::set(
+            &mut this.principal_filter,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "DescribeAclsRequest.principal_filter",
+            )?,
+        );
+        rd::set(
+            &mut this.host_filter,
+            rd::nullable_string(i, cx, flexible, true, "DescribeAclsRequest.host_filter")?,
+        );
         if i.len() >= 1 + 1 {
             let mut fast: &[u8] = i;
             {

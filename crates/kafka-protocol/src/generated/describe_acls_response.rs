@@ -81,15 +81,20 @@ impl DescribeAclsResponse {
             this.throttle_time_ms = rd::i32(i, "DescribeAclsResponse.throttle_time_ms")?;
             this.error_code = rd::i16(i, "DescribeAclsResponse.error_code")?;
         }
-        this.error_message =
-            rd::nullable_string(i, cx, flexible, true, "DescribeAclsResponse.error_message")?;
-        this.resources = rd::struct_array(
-            i,
-            flexible,
-            5,
-            "DescribeAclsResponse.resources",
-            |this: &mut DescribeAclsResource, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.error_message,
+            rd::nullable_string(i, cx, flexible, true, "DescribeAclsResponse.error_message")?,
+        );
+        rd::set(
+            &mut this.resources,
+            rd::struct_array(
+                i,
+                flexible,
+                5,
+                "DescribeAclsResponse.resources",
+                |this: &mut DescribeAclsResource, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeAclsResponse._tagged")?;
             let mut last = None;
@@ -208,8 +213,14 @@ impl AclDescription {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.principal = rd::string(i, cx, flexible, "AclDescription.principal")?;
-        this.host = rd::string(i, cx, flexible, "AclDescription.host")?;
+        rd::set(
+            &mut this.principal,
+            rd::string(i, cx, flexible, "AclDescription.principal")?,
+        );
+        rd::set(
+            &mut this.host,
+            rd::string(i, cx, flexible, "AclDescription.host")?,
+        );
         if i.len() >= 1 + 1 {
             let mut fast: &[u8] = i;
             {
@@ -325,15 +336,21 @@ impl DescribeAclsResource {
         let this = self;
         let flexible = v >= 2;
         this.resource_type = rd::i8(i, "DescribeAclsResource.resource_type")?;
-        this.resource_name = rd::string(i, cx, flexible, "DescribeAclsResource.resource_name")?;
+        rd::set(
+            &mut this.resource_name,
+            rd::string(i, cx, flexible, "DescribeAclsResource.resource_name")?,
+        );
         this.pattern_type = rd::i8(i, "DescribeAclsResource.pattern_type")?;
-        this.acls = rd::struct_array(
-            i,
-            flexible,
-            5,
-            "DescribeAclsResource.acls",
-            |this: &mut AclDescription, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.acls,
+            rd::struct_array(
+                i,
+                flexible,
+                5,
+                "DescribeAclsResource.acls",
+                |this: &mut AclDescription, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeAclsResource._tagged")?;
             let mut last = None;

@@ -93,25 +93,34 @@ impl DescribeClusterResponse {
             this.throttle_time_ms = rd::i32(i, "DescribeClusterResponse.throttle_time_ms")?;
             this.error_code = rd::i16(i, "DescribeClusterResponse.error_code")?;
         }
-        this.error_message = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "DescribeClusterResponse.error_message",
-        )?;
+        rd::set(
+            &mut this.error_message,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "DescribeClusterResponse.error_message",
+            )?,
+        );
         if v >= 1 {
             this.endpoint_type = rd::i8(i, "DescribeClusterResponse.endpoint_type")?;
         }
-        this.cluster_id = rd::string(i, cx, flexible, "DescribeClusterResponse.cluster_id")?;
+        rd::set(
+            &mut this.cluster_id,
+            rd::string(i, cx, flexible, "DescribeClusterResponse.cluster_id")?,
+        );
         this.controller_id = rd::i32(i, "DescribeClusterResponse.controller_id")?;
-        this.brokers = rd::struct_array(
-            i,
-            flexible,
-            11,
-            "DescribeClusterResponse.brokers",
-            |this: &mut DescribeClusterBroker, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.brokers,
+            rd::struct_array(
+                i,
+                flexible,
+                11,
+                "DescribeClusterResponse.brokers",
+                |this: &mut DescribeClusterBroker, i| this.read_into(i, cx, v),
+            )?,
+        );
         this.cluster_authorized_operations =
             rd::i32(i, "DescribeClusterResponse.cluster_authorized_operations")?;
         if flexible {
@@ -258,9 +267,15 @@ impl DescribeClusterBroker {
         let this = self;
         let flexible = true;
         this.broker_id = rd::i32(i, "DescribeClusterBroker.broker_id")?;
-        this.host = rd::string(i, cx, flexible, "DescribeClusterBroker.host")?;
+        rd::set(
+            &mut this.host,
+            rd::string(i, cx, flexible, "DescribeClusterBroker.host")?,
+        );
         this.port = rd::i32(i, "DescribeClusterBroker.port")?;
-        this.rack = rd::nullable_string(i, cx, flexible, true, "DescribeClusterBroker.rack")?;
+        rd::set(
+            &mut this.rack,
+            rd::nullable_string(i, cx, flexible, true, "DescribeClusterBroker.rack")?,
+        );
         if v >= 2 {
             this.is_fenced = rd::bool(i, "DescribeClusterBroker.is_fenced")?;
         }

@@ -66,13 +66,16 @@ impl DescribeConfigsRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.resources = rd::struct_array(
-            i,
-            flexible,
-            4,
-            "DescribeConfigsRequest.resources",
-            |this: &mut DescribeConfigsResource, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.resources,
+            rd::struct_array(
+                i,
+                flexible,
+                4,
+                "DescribeConfigsRequest.resources",
+                |this: &mut DescribeConfigsResource, i| this.read_into(i, cx, v),
+            )?,
+        );
         if i.len() >= 1 + (if v >= 3 { 1 } else { 0 }) {
             let mut fast: &[u8] = i;
             {
@@ -206,22 +209,28 @@ impl DescribeConfigsResource {
         let this = self;
         let flexible = v >= 4;
         this.resource_type = rd::i8(i, "DescribeConfigsResource.resource_type")?;
-        this.resource_name = rd::string(i, cx, flexible, "DescribeConfigsResource.resource_name")?;
-        this.configuration_keys = rd::nullable_array(
-            i,
-            flexible,
-            true,
-            1,
-            "DescribeConfigsResource.configuration_keys",
-            |i| {
-                rd::string(
-                    i,
-                    cx,
-                    flexible,
-                    "DescribeConfigsResource.configuration_keys",
-                )
-            },
-        )?;
+        rd::set(
+            &mut this.resource_name,
+            rd::string(i, cx, flexible, "DescribeConfigsResource.resource_name")?,
+        );
+        rd::set(
+            &mut this.configuration_keys,
+            rd::nullable_array(
+                i,
+                flexible,
+                true,
+                1,
+                "DescribeConfigsResource.configuration_keys",
+                |i| {
+                    rd::string(
+                        i,
+                        cx,
+                        flexible,
+                        "DescribeConfigsResource.configuration_keys",
+                    )
+                },
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeConfigsResource._tagged")?;
             let mut last = None;

@@ -64,13 +64,16 @@ impl DescribeConfigsResponse {
         let this = self;
         let flexible = v >= 4;
         this.throttle_time_ms = rd::i32(i, "DescribeConfigsResponse.throttle_time_ms")?;
-        this.results = rd::struct_array(
-            i,
-            flexible,
-            7,
-            "DescribeConfigsResponse.results",
-            |this: &mut DescribeConfigsResult, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.results,
+            rd::struct_array(
+                i,
+                flexible,
+                7,
+                "DescribeConfigsResponse.results",
+                |this: &mut DescribeConfigsResult, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeConfigsResponse._tagged")?;
             let mut last = None;
@@ -188,9 +191,14 @@ impl DescribeConfigsResourceResult {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.name = rd::string(i, cx, flexible, "DescribeConfigsResourceResult.name")?;
-        this.value =
-            rd::nullable_string(i, cx, flexible, true, "DescribeConfigsResourceResult.value")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "DescribeConfigsResourceResult.name")?,
+        );
+        rd::set(
+            &mut this.value,
+            rd::nullable_string(i, cx, flexible, true, "DescribeConfigsResourceResult.value")?,
+        );
         if i.len() >= 1 + 1 + 1 {
             let mut fast: &[u8] = i;
             {
@@ -205,24 +213,30 @@ impl DescribeConfigsResourceResult {
             this.config_source = rd::i8(i, "DescribeConfigsResourceResult.config_source")?;
             this.is_sensitive = rd::bool(i, "DescribeConfigsResourceResult.is_sensitive")?;
         }
-        this.synonyms = rd::struct_array(
-            i,
-            flexible,
-            4,
-            "DescribeConfigsResourceResult.synonyms",
-            |this: &mut DescribeConfigsSynonym, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.synonyms,
+            rd::struct_array(
+                i,
+                flexible,
+                4,
+                "DescribeConfigsResourceResult.synonyms",
+                |this: &mut DescribeConfigsSynonym, i| this.read_into(i, cx, v),
+            )?,
+        );
         if v >= 3 {
             this.config_type = rd::i8(i, "DescribeConfigsResourceResult.config_type")?;
         }
         if v >= 3 {
-            this.documentation = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                true,
-                "DescribeConfigsResourceResult.documentation",
-            )?;
+            rd::set(
+                &mut this.documentation,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    true,
+                    "DescribeConfigsResourceResult.documentation",
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "DescribeConfigsResourceResult._tagged")?;
@@ -371,17 +385,25 @@ impl DescribeConfigsResult {
         let this = self;
         let flexible = v >= 4;
         this.error_code = rd::i16(i, "DescribeConfigsResult.error_code")?;
-        this.error_message =
-            rd::nullable_string(i, cx, flexible, true, "DescribeConfigsResult.error_message")?;
+        rd::set(
+            &mut this.error_message,
+            rd::nullable_string(i, cx, flexible, true, "DescribeConfigsResult.error_message")?,
+        );
         this.resource_type = rd::i8(i, "DescribeConfigsResult.resource_type")?;
-        this.resource_name = rd::string(i, cx, flexible, "DescribeConfigsResult.resource_name")?;
-        this.configs = rd::struct_array(
-            i,
-            flexible,
-            9,
-            "DescribeConfigsResult.configs",
-            |this: &mut DescribeConfigsResourceResult, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.resource_name,
+            rd::string(i, cx, flexible, "DescribeConfigsResult.resource_name")?,
+        );
+        rd::set(
+            &mut this.configs,
+            rd::struct_array(
+                i,
+                flexible,
+                9,
+                "DescribeConfigsResult.configs",
+                |this: &mut DescribeConfigsResourceResult, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeConfigsResult._tagged")?;
             let mut last = None;
@@ -503,8 +525,14 @@ impl DescribeConfigsSynonym {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.name = rd::string(i, cx, flexible, "DescribeConfigsSynonym.name")?;
-        this.value = rd::nullable_string(i, cx, flexible, true, "DescribeConfigsSynonym.value")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "DescribeConfigsSynonym.name")?,
+        );
+        rd::set(
+            &mut this.value,
+            rd::nullable_string(i, cx, flexible, true, "DescribeConfigsSynonym.value")?,
+        );
         this.source = rd::i8(i, "DescribeConfigsSynonym.source")?;
         if flexible {
             let n = rd::tag_count(i, "DescribeConfigsSynonym._tagged")?;

@@ -63,9 +63,12 @@ impl DescribeGroupsRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 5;
-        this.groups = rd::array(i, flexible, 1, "DescribeGroupsRequest.groups", |i| {
-            rd::string(i, cx, flexible, "DescribeGroupsRequest.groups")
-        })?;
+        rd::set(
+            &mut this.groups,
+            rd::array(i, flexible, 1, "DescribeGroupsRequest.groups", |i| {
+                rd::string(i, cx, flexible, "DescribeGroupsRequest.groups")
+            })?,
+        );
         if v >= 3 {
             this.include_authorized_operations =
                 rd::bool(i, "DescribeGroupsRequest.include_authorized_operations")?;

@@ -66,13 +66,16 @@ impl DescribeGroupsResponse {
         if v >= 1 {
             this.throttle_time_ms = rd::i32(i, "DescribeGroupsResponse.throttle_time_ms")?;
         }
-        this.groups = rd::struct_array(
-            i,
-            flexible,
-            12,
-            "DescribeGroupsResponse.groups",
-            |this: &mut DescribedGroup, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.groups,
+            rd::struct_array(
+                i,
+                flexible,
+                12,
+                "DescribeGroupsResponse.groups",
+                |this: &mut DescribedGroup, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeGroupsResponse._tagged")?;
             let mut last = None;
@@ -192,20 +195,37 @@ impl DescribedGroup {
         let flexible = v >= 5;
         this.error_code = rd::i16(i, "DescribedGroup.error_code")?;
         if v >= 6 {
-            this.error_message =
-                rd::nullable_string(i, cx, flexible, v >= 6, "DescribedGroup.error_message")?;
+            rd::set(
+                &mut this.error_message,
+                rd::nullable_string(i, cx, flexible, v >= 6, "DescribedGroup.error_message")?,
+            );
         }
-        this.group_id = rd::string(i, cx, flexible, "DescribedGroup.group_id")?;
-        this.group_state = rd::string(i, cx, flexible, "DescribedGroup.group_state")?;
-        this.protocol_type = rd::string(i, cx, flexible, "DescribedGroup.protocol_type")?;
-        this.protocol_data = rd::string(i, cx, flexible, "DescribedGroup.protocol_data")?;
-        this.members = rd::struct_array(
-            i,
-            flexible,
-            7,
-            "DescribedGroup.members",
-            |this: &mut DescribedGroupMember, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, flexible, "DescribedGroup.group_id")?,
+        );
+        rd::set(
+            &mut this.group_state,
+            rd::string(i, cx, flexible, "DescribedGroup.group_state")?,
+        );
+        rd::set(
+            &mut this.protocol_type,
+            rd::string(i, cx, flexible, "DescribedGroup.protocol_type")?,
+        );
+        rd::set(
+            &mut this.protocol_data,
+            rd::string(i, cx, flexible, "DescribedGroup.protocol_data")?,
+        );
+        rd::set(
+            &mut this.members,
+            rd::struct_array(
+                i,
+                flexible,
+                7,
+                "DescribedGroup.members",
+                |this: &mut DescribedGroupMember, i| this.read_into(i, cx, v),
+            )?,
+        );
         if v >= 3 {
             this.authorized_operations = rd::i32(i, "DescribedGroup.authorized_operations")?;
         }
@@ -365,21 +385,38 @@ impl DescribedGroupMember {
         let _ = cx;
         let this = self;
         let flexible = v >= 5;
-        this.member_id = rd::string(i, cx, flexible, "DescribedGroupMember.member_id")?;
+        rd::set(
+            &mut this.member_id,
+            rd::string(i, cx, flexible, "DescribedGroupMember.member_id")?,
+        );
         if v >= 4 {
-            this.group_instance_id = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                v >= 4,
-                "DescribedGroupMember.group_instance_id",
-            )?;
+            rd::set(
+                &mut this.group_instance_id,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 4,
+                    "DescribedGroupMember.group_instance_id",
+                )?,
+            );
         }
-        this.client_id = rd::string(i, cx, flexible, "DescribedGroupMember.client_id")?;
-        this.client_host = rd::string(i, cx, flexible, "DescribedGroupMember.client_host")?;
-        this.member_metadata = rd::bytes(i, cx, flexible, "DescribedGroupMember.member_metadata")?;
-        this.member_assignment =
-            rd::bytes(i, cx, flexible, "DescribedGroupMember.member_assignment")?;
+        rd::set(
+            &mut this.client_id,
+            rd::string(i, cx, flexible, "DescribedGroupMember.client_id")?,
+        );
+        rd::set(
+            &mut this.client_host,
+            rd::string(i, cx, flexible, "DescribedGroupMember.client_host")?,
+        );
+        rd::set(
+            &mut this.member_metadata,
+            rd::bytes(i, cx, flexible, "DescribedGroupMember.member_metadata")?,
+        );
+        rd::set(
+            &mut this.member_assignment,
+            rd::bytes(i, cx, flexible, "DescribedGroupMember.member_assignment")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribedGroupMember._tagged")?;
             let mut last = None;

@@ -60,13 +60,16 @@ impl DescribeProducersRequest {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "DescribeProducersRequest.topics",
-            |this: &mut TopicRequest, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "DescribeProducersRequest.topics",
+                |this: &mut TopicRequest, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeProducersRequest._tagged")?;
             let mut last = None;
@@ -164,11 +167,16 @@ impl TopicRequest {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.name = rd::string(i, cx, flexible, "TopicRequest.name")?;
-        this.partition_indexes =
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "TopicRequest.name")?,
+        );
+        rd::set(
+            &mut this.partition_indexes,
             rd::array(i, flexible, 4, "TopicRequest.partition_indexes", |i| {
                 rd::i32(i, "TopicRequest.partition_indexes")
-            })?;
+            })?,
+        );
         if flexible {
             let n = rd::tag_count(i, "TopicRequest._tagged")?;
             let mut last = None;

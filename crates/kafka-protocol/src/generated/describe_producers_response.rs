@@ -64,13 +64,16 @@ impl DescribeProducersResponse {
         let this = self;
         let flexible = true;
         this.throttle_time_ms = rd::i32(i, "DescribeProducersResponse.throttle_time_ms")?;
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "DescribeProducersResponse.topics",
-            |this: &mut TopicResponse, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "DescribeProducersResponse.topics",
+                |this: &mut TopicResponse, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeProducersResponse._tagged")?;
             let mut last = None;
@@ -188,15 +191,20 @@ impl PartitionResponse {
             this.partition_index = rd::i32(i, "PartitionResponse.partition_index")?;
             this.error_code = rd::i16(i, "PartitionResponse.error_code")?;
         }
-        this.error_message =
-            rd::nullable_string(i, cx, flexible, true, "PartitionResponse.error_message")?;
-        this.active_producers = rd::struct_array(
-            i,
-            flexible,
-            37,
-            "PartitionResponse.active_producers",
-            |this: &mut ProducerState, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.error_message,
+            rd::nullable_string(i, cx, flexible, true, "PartitionResponse.error_message")?,
+        );
+        rd::set(
+            &mut this.active_producers,
+            rd::struct_array(
+                i,
+                flexible,
+                37,
+                "PartitionResponse.active_producers",
+                |this: &mut ProducerState, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "PartitionResponse._tagged")?;
             let mut last = None;
@@ -442,14 +450,20 @@ impl TopicResponse {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.name = rd::string(i, cx, flexible, "TopicResponse.name")?;
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            9,
-            "TopicResponse.partitions",
-            |this: &mut PartitionResponse, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "TopicResponse.name")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                9,
+                "TopicResponse.partitions",
+                |this: &mut PartitionResponse, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "TopicResponse._tagged")?;
             let mut last = None;

@@ -66,18 +66,24 @@ impl DescribeTopicPartitionsRequest {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            2,
-            "DescribeTopicPartitionsRequest.topics",
-            |this: &mut TopicRequest, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                2,
+                "DescribeTopicPartitionsRequest.topics",
+                |this: &mut TopicRequest, i| this.read_into(i, cx, v),
+            )?,
+        );
         this.response_partition_limit =
             rd::i32(i, "DescribeTopicPartitionsRequest.response_partition_limit")?;
-        this.cursor = rd::nullable_struct(i, true, "DescribeTopicPartitionsRequest.cursor", |i| {
-            Cursor::read(i, cx, v)
-        })?;
+        rd::set(
+            &mut this.cursor,
+            rd::nullable_struct(i, true, "DescribeTopicPartitionsRequest.cursor", |i| {
+                Cursor::read(i, cx, v)
+            })?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeTopicPartitionsRequest._tagged")?;
             let mut last = None;
@@ -189,7 +195,10 @@ impl Cursor {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.topic_name = rd::string(i, cx, flexible, "Cursor.topic_name")?;
+        rd::set(
+            &mut this.topic_name,
+            rd::string(i, cx, flexible, "Cursor.topic_name")?,
+        );
         this.partition_index = rd::i32(i, "Cursor.partition_index")?;
         if flexible {
             let n = rd::tag_count(i, "Cursor._tagged")?;
@@ -280,7 +289,10 @@ impl TopicRequest {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.name = rd::string(i, cx, flexible, "TopicRequest.name")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "TopicRequest.name")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "TopicRequest._tagged")?;
             let mut last = None;

@@ -67,19 +67,25 @@ impl DescribeTopicPartitionsResponse {
         let this = self;
         let flexible = true;
         this.throttle_time_ms = rd::i32(i, "DescribeTopicPartitionsResponse.throttle_time_ms")?;
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            26,
-            "DescribeTopicPartitionsResponse.topics",
-            |this: &mut DescribeTopicPartitionsResponseTopic, i| this.read_into(i, cx, v),
-        )?;
-        this.next_cursor = rd::nullable_struct(
-            i,
-            true,
-            "DescribeTopicPartitionsResponse.next_cursor",
-            |i| Cursor::read(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                26,
+                "DescribeTopicPartitionsResponse.topics",
+                |this: &mut DescribeTopicPartitionsResponseTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
+        rd::set(
+            &mut this.next_cursor,
+            rd::nullable_struct(
+                i,
+                true,
+                "DescribeTopicPartitionsResponse.next_cursor",
+                |i| Cursor::read(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeTopicPartitionsResponse._tagged")?;
             let mut last = None;
@@ -191,7 +197,10 @@ impl Cursor {
         let _ = cx;
         let this = self;
         let flexible = true;
-        this.topic_name = rd::string(i, cx, flexible, "Cursor.topic_name")?;
+        rd::set(
+            &mut this.topic_name,
+            rd::string(i, cx, flexible, "Cursor.topic_name")?,
+        );
         this.partition_index = rd::i32(i, "Cursor.partition_index")?;
         if flexible {
             let n = rd::tag_count(i, "Cursor._tagged")?;
@@ -331,53 +340,68 @@ impl DescribeTopicPartitionsResponsePartition {
             this.leader_epoch =
                 rd::i32(i, "DescribeTopicPartitionsResponsePartition.leader_epoch")?;
         }
-        this.replica_nodes = rd::array(
-            i,
-            flexible,
-            4,
-            "DescribeTopicPartitionsResponsePartition.replica_nodes",
-            |i| rd::i32(i, "DescribeTopicPartitionsResponsePartition.replica_nodes"),
-        )?;
-        this.isr_nodes = rd::array(
-            i,
-            flexible,
-            4,
-            "DescribeTopicPartitionsResponsePartition.isr_nodes",
-            |i| rd::i32(i, "DescribeTopicPartitionsResponsePartition.isr_nodes"),
-        )?;
-        this.eligible_leader_replicas = rd::nullable_array(
-            i,
-            flexible,
-            true,
-            4,
-            "DescribeTopicPartitionsResponsePartition.eligible_leader_replicas",
-            |i| {
-                rd::i32(
-                    i,
-                    "DescribeTopicPartitionsResponsePartition.eligible_leader_replicas",
-                )
-            },
-        )?;
-        this.last_known_elr = rd::nullable_array(
-            i,
-            flexible,
-            true,
-            4,
-            "DescribeTopicPartitionsResponsePartition.last_known_elr",
-            |i| rd::i32(i, "DescribeTopicPartitionsResponsePartition.last_known_elr"),
-        )?;
-        this.offline_replicas = rd::array(
-            i,
-            flexible,
-            4,
-            "DescribeTopicPartitionsResponsePartition.offline_replicas",
-            |i| {
-                rd::i32(
-                    i,
-                    "DescribeTopicPartitionsResponsePartition.offline_replicas",
-                )
-            },
-        )?;
+        rd::set(
+            &mut this.replica_nodes,
+            rd::array(
+                i,
+                flexible,
+                4,
+                "DescribeTopicPartitionsResponsePartition.replica_nodes",
+                |i| rd::i32(i, "DescribeTopicPartitionsResponsePartition.replica_nodes"),
+            )?,
+        );
+        rd::set(
+            &mut this.isr_nodes,
+            rd::array(
+                i,
+                flexible,
+                4,
+                "DescribeTopicPartitionsResponsePartition.isr_nodes",
+                |i| rd::i32(i, "DescribeTopicPartitionsResponsePartition.isr_nodes"),
+            )?,
+        );
+        rd::set(
+            &mut this.eligible_leader_replicas,
+            rd::nullable_array(
+                i,
+                flexible,
+                true,
+                4,
+                "DescribeTopicPartitionsResponsePartition.eligible_leader_replicas",
+                |i| {
+                    rd::i32(
+                        i,
+                        "DescribeTopicPartitionsResponsePartition.eligible_leader_replicas",
+                    )
+                },
+            )?,
+        );
+        rd::set(
+            &mut this.last_known_elr,
+            rd::nullable_array(
+                i,
+                flexible,
+                true,
+                4,
+                "DescribeTopicPartitionsResponsePartition.last_known_elr",
+                |i| rd::i32(i, "DescribeTopicPartitionsResponsePartition.last_known_elr"),
+            )?,
+        );
+        rd::set(
+            &mut this.offline_replicas,
+            rd::array(
+                i,
+                flexible,
+                4,
+                "DescribeTopicPartitionsResponsePartition.offline_replicas",
+                |i| {
+                    rd::i32(
+                        i,
+                        "DescribeTopicPartitionsResponsePartition.offline_replicas",
+                    )
+                },
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
             let mut last = None;
@@ -563,13 +587,16 @@ impl DescribeTopicPartitionsResponseTopic {
         let this = self;
         let flexible = true;
         this.error_code = rd::i16(i, "DescribeTopicPartitionsResponseTopic.error_code")?;
-        this.name = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "DescribeTopicPartitionsResponseTopic.name",
-        )?;
+        rd::set(
+            &mut this.name,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "DescribeTopicPartitionsResponseTopic.name",
+            )?,
+        );
         if i.len() >= 16 + 1 {
             let mut fast: &[u8] = i;
             {
@@ -582,13 +609,16 @@ impl DescribeTopicPartitionsResponseTopic {
             this.topic_id = rd::uuid(i, "DescribeTopicPartitionsResponseTopic.topic_id")?;
             this.is_internal = rd::bool(i, "DescribeTopicPartitionsResponseTopic.is_internal")?;
         }
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            20,
-            "DescribeTopicPartitionsResponseTopic.partitions",
-            |this: &mut DescribeTopicPartitionsResponsePartition, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                20,
+                "DescribeTopicPartitionsResponseTopic.partitions",
+                |this: &mut DescribeTopicPartitionsResponsePartition, i| this.read_into(i, cx, v),
+            )?,
+        );
         this.topic_authorized_operations = rd::i32(
             i,
             "DescribeTopicPartitionsResponseTopic.topic_authorized_operations",

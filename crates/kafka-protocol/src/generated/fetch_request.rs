@@ -135,24 +135,33 @@ impl FetchRequest {
                 this.session_epoch = rd::i32(i, "FetchRequest.session_epoch")?;
             }
         }
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "FetchRequest.topics",
-            |this: &mut FetchTopic, i| this.read_into(i, cx, v),
-        )?;
-        if v >= 7 {
-            this.forgotten_topics_data = rd::struct_array(
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
                 i,
                 flexible,
-                1,
-                "FetchRequest.forgotten_topics_data",
-                |this: &mut ForgottenTopic, i| this.read_into(i, cx, v),
-            )?;
+                3,
+                "FetchRequest.topics",
+                |this: &mut FetchTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
+        if v >= 7 {
+            rd::set(
+                &mut this.forgotten_topics_data,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "FetchRequest.forgotten_topics_data",
+                    |this: &mut ForgottenTopic, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if v >= 11 {
-            this.rack_id = rd::string(i, cx, flexible, "FetchRequest.rack_id")?;
+            rd::set(
+                &mut this.rack_id,
+                rd::string(i, cx, flexible, "FetchRequest.rack_id")?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "FetchRequest._tagged")?;
@@ -163,12 +172,14 @@ impl FetchRequest {
                 match tag {
                     0 if v >= 12 => {
                         let i = &mut &data[..];
-                        this.cluster_id =
-                            rd::nullable_string(i, cx, true, v >= 12, "FetchRequest.cluster_id")?;
+                        rd::set(
+                            &mut this.cluster_id,
+                            rd::nullable_string(i, cx, true, v >= 12, "FetchRequest.cluster_id")?,
+                        );
                     }
                     1 if v >= 15 => {
                         let i = &mut &data[..];
-                        this.replica_state = ReplicaState::read(i, cx, v)?;
+                        rd::set(&mut this.replica_state, ReplicaState::read(i, cx, v)?);
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -543,18 +554,24 @@ impl FetchTopic {
         let this = self;
         let flexible = v >= 12;
         if v <= 12 {
-            this.topic = rd::string(i, cx, flexible, "FetchTopic.topic")?;
+            rd::set(
+                &mut this.topic,
+                rd::string(i, cx, flexible, "FetchTopic.topic")?,
+            );
         }
         if v >= 13 {
             this.topic_id = rd::uuid(i, "FetchTopic.topic_id")?;
         }
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            16,
-            "FetchTopic.partitions",
-            |this: &mut FetchPartition, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                16,
+                "FetchTopic.partitions",
+                |this: &mut FetchPartition, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "FetchTopic._tagged")?;
             let mut last = None;
@@ -664,15 +681,21 @@ impl ForgottenTopic {
         let this = self;
         let flexible = v >= 12;
         if (v >= 7 && v <= 12) {
-            this.topic = rd::string(i, cx, flexible, "ForgottenTopic.topic")?;
+            rd::set(
+                &mut this.topic,
+                rd::string(i, cx, flexible, "ForgottenTopic.topic")?,
+            );
         }
         if v >= 13 {
             this.topic_id = rd::uuid(i, "ForgottenTopic.topic_id")?;
         }
         if v >= 7 {
-            this.partitions = rd::array(i, flexible, 4, "ForgottenTopic.partitions", |i| {
-                rd::i32(i, "ForgottenTopic.partitions")
-            })?;
+            rd::set(
+                &mut this.partitions,
+                rd::array(i, flexible, 4, "ForgottenTopic.partitions", |i| {
+                    rd::i32(i, "ForgottenTopic.partitions")
+                })?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "ForgottenTopic._tagged")?;

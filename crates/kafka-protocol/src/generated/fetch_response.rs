@@ -94,13 +94,16 @@ impl FetchResponse {
                 this.session_id = rd::i32(i, "FetchResponse.session_id")?;
             }
         }
-        this.responses = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "FetchResponse.responses",
-            |this: &mut FetchableTopicResponse, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.responses,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "FetchResponse.responses",
+                |this: &mut FetchableTopicResponse, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "FetchResponse._tagged")?;
             let mut last = None;
@@ -110,13 +113,16 @@ impl FetchResponse {
                 match tag {
                     0 if v >= 16 => {
                         let i = &mut &data[..];
-                        this.node_endpoints = rd::struct_array(
-                            i,
-                            true,
-                            1,
-                            "FetchResponse.node_endpoints",
-                            |this: &mut NodeEndpoint, i| this.read_into(i, cx, v),
-                        )?;
+                        rd::set(
+                            &mut this.node_endpoints,
+                            rd::struct_array(
+                                i,
+                                true,
+                                1,
+                                "FetchResponse.node_endpoints",
+                                |this: &mut NodeEndpoint, i| this.read_into(i, cx, v),
+                            )?,
+                        );
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -484,18 +490,24 @@ impl FetchableTopicResponse {
         let this = self;
         let flexible = v >= 12;
         if v <= 12 {
-            this.topic = rd::string(i, cx, flexible, "FetchableTopicResponse.topic")?;
+            rd::set(
+                &mut this.topic,
+                rd::string(i, cx, flexible, "FetchableTopicResponse.topic")?,
+            );
         }
         if v >= 13 {
             this.topic_id = rd::uuid(i, "FetchableTopicResponse.topic_id")?;
         }
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            30,
-            "FetchableTopicResponse.partitions",
-            |this: &mut PartitionData, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                30,
+                "FetchableTopicResponse.partitions",
+                |this: &mut PartitionData, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "FetchableTopicResponse._tagged")?;
             let mut last = None;
@@ -747,13 +759,19 @@ impl NodeEndpoint {
             this.node_id = rd::i32(i, "NodeEndpoint.node_id")?;
         }
         if v >= 16 {
-            this.host = rd::string(i, cx, flexible, "NodeEndpoint.host")?;
+            rd::set(
+                &mut this.host,
+                rd::string(i, cx, flexible, "NodeEndpoint.host")?,
+            );
         }
         if v >= 16 {
             this.port = rd::i32(i, "NodeEndpoint.port")?;
         }
         if v >= 16 {
-            this.rack = rd::nullable_string(i, cx, flexible, v >= 16, "NodeEndpoint.rack")?;
+            rd::set(
+                &mut this.rack,
+                rd::nullable_string(i, cx, flexible, v >= 16, "NodeEndpoint.rack")?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "NodeEndpoint._tagged")?;
@@ -944,18 +962,24 @@ impl PartitionData {
                 this.log_start_offset = rd::i64(i, "PartitionData.log_start_offset")?;
             }
         }
-        this.aborted_transactions = rd::nullable_struct_array(
-            i,
-            flexible,
-            true,
-            16,
-            "PartitionData.aborted_transactions",
-            |this: &mut AbortedTransaction, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.aborted_transactions,
+            rd::nullable_struct_array(
+                i,
+                flexible,
+                true,
+                16,
+                "PartitionData.aborted_transactions",
+                |this: &mut AbortedTransaction, i| this.read_into(i, cx, v),
+            )?,
+        );
         if v >= 11 {
             this.preferred_read_replica = rd::i32(i, "PartitionData.preferred_read_replica")?;
         }
-        this.records = rd::nullable_bytes(i, cx, flexible, true, "PartitionData.records")?;
+        rd::set(
+            &mut this.records,
+            rd::nullable_bytes(i, cx, flexible, true, "PartitionData.records")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "PartitionData._tagged")?;
             let mut last = None;
@@ -965,15 +989,15 @@ impl PartitionData {
                 match tag {
                     0 if v >= 12 => {
                         let i = &mut &data[..];
-                        this.diverging_epoch = EpochEndOffset::read(i, cx, v)?;
+                        rd::set(&mut this.diverging_epoch, EpochEndOffset::read(i, cx, v)?);
                     }
                     1 if v >= 12 => {
                         let i = &mut &data[..];
-                        this.current_leader = LeaderIdAndEpoch::read(i, cx, v)?;
+                        rd::set(&mut this.current_leader, LeaderIdAndEpoch::read(i, cx, v)?);
                     }
                     2 if v >= 12 => {
                         let i = &mut &data[..];
-                        this.snapshot_id = SnapshotId::read(i, cx, v)?;
+                        rd::set(&mut this.snapshot_id, SnapshotId::read(i, cx, v)?);
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,

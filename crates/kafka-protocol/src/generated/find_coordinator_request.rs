@@ -67,19 +67,25 @@ impl FindCoordinatorRequest {
         let this = self;
         let flexible = v >= 3;
         if v <= 3 {
-            this.key = rd::string(i, cx, flexible, "FindCoordinatorRequest.key")?;
+            rd::set(
+                &mut this.key,
+                rd::string(i, cx, flexible, "FindCoordinatorRequest.key")?,
+            );
         }
         if v >= 1 {
             this.key_type = rd::i8(i, "FindCoordinatorRequest.key_type")?;
         }
         if v >= 4 {
-            this.coordinator_keys = rd::array(
-                i,
-                flexible,
-                1,
-                "FindCoordinatorRequest.coordinator_keys",
-                |i| rd::string(i, cx, flexible, "FindCoordinatorRequest.coordinator_keys"),
-            )?;
+            rd::set(
+                &mut this.coordinator_keys,
+                rd::array(
+                    i,
+                    flexible,
+                    1,
+                    "FindCoordinatorRequest.coordinator_keys",
+                    |i| rd::string(i, cx, flexible, "FindCoordinatorRequest.coordinator_keys"),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "FindCoordinatorRequest._tagged")?;

@@ -99,31 +99,40 @@ impl FindCoordinatorResponse {
             }
         }
         if (v >= 1 && v <= 3) {
-            this.error_message = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                (v >= 1 && v <= 3),
-                "FindCoordinatorResponse.error_message",
-            )?;
+            rd::set(
+                &mut this.error_message,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    (v >= 1 && v <= 3),
+                    "FindCoordinatorResponse.error_message",
+                )?,
+            );
         }
         if v <= 3 {
             this.node_id = rd::i32(i, "FindCoordinatorResponse.node_id")?;
         }
         if v <= 3 {
-            this.host = rd::string(i, cx, flexible, "FindCoordinatorResponse.host")?;
+            rd::set(
+                &mut this.host,
+                rd::string(i, cx, flexible, "FindCoordinatorResponse.host")?,
+            );
         }
         if v <= 3 {
             this.port = rd::i32(i, "FindCoordinatorResponse.port")?;
         }
         if v >= 4 {
-            this.coordinators = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "FindCoordinatorResponse.coordinators",
-                |this: &mut Coordinator, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.coordinators,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "FindCoordinatorResponse.coordinators",
+                    |this: &mut Coordinator, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "FindCoordinatorResponse._tagged")?;
@@ -314,13 +323,19 @@ impl Coordinator {
         let this = self;
         let flexible = v >= 3;
         if v >= 4 {
-            this.key = rd::string(i, cx, flexible, "Coordinator.key")?;
+            rd::set(
+                &mut this.key,
+                rd::string(i, cx, flexible, "Coordinator.key")?,
+            );
         }
         if v >= 4 {
             this.node_id = rd::i32(i, "Coordinator.node_id")?;
         }
         if v >= 4 {
-            this.host = rd::string(i, cx, flexible, "Coordinator.host")?;
+            rd::set(
+                &mut this.host,
+                rd::string(i, cx, flexible, "Coordinator.host")?,
+            );
         }
         if i.len() >= (if v >= 4 { 4 } else { 0 }) + (if v >= 4 { 2 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -343,8 +358,10 @@ impl Coordinator {
             }
         }
         if v >= 4 {
-            this.error_message =
-                rd::nullable_string(i, cx, flexible, v >= 4, "Coordinator.error_message")?;
+            rd::set(
+                &mut this.error_message,
+                rd::nullable_string(i, cx, flexible, v >= 4, "Coordinator.error_message")?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "Coordinator._tagged")?;

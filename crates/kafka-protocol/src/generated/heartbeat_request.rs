@@ -69,17 +69,26 @@ impl HeartbeatRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.group_id = rd::string(i, cx, flexible, "HeartbeatRequest.group_id")?;
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, flexible, "HeartbeatRequest.group_id")?,
+        );
         this.generation_id = rd::i32(i, "HeartbeatRequest.generation_id")?;
-        this.member_id = rd::string(i, cx, flexible, "HeartbeatRequest.member_id")?;
+        rd::set(
+            &mut this.member_id,
+            rd::string(i, cx, flexible, "HeartbeatRequest.member_id")?,
+        );
         if v >= 3 {
-            this.group_instance_id = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                v >= 3,
-                "HeartbeatRequest.group_instance_id",
-            )?;
+            rd::set(
+                &mut this.group_instance_id,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 3,
+                    "HeartbeatRequest.group_instance_id",
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "HeartbeatRequest._tagged")?;

@@ -63,13 +63,16 @@ impl IncrementalAlterConfigsRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 1;
-        this.resources = rd::struct_array(
-            i,
-            flexible,
-            4,
-            "IncrementalAlterConfigsRequest.resources",
-            |this: &mut AlterConfigsResource, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.resources,
+            rd::struct_array(
+                i,
+                flexible,
+                4,
+                "IncrementalAlterConfigsRequest.resources",
+                |this: &mut AlterConfigsResource, i| this.read_into(i, cx, v),
+            )?,
+        );
         this.validate_only = rd::bool(i, "IncrementalAlterConfigsRequest.validate_only")?;
         if flexible {
             let n = rd::tag_count(i, "IncrementalAlterConfigsRequest._tagged")?;
@@ -174,14 +177,20 @@ impl AlterConfigsResource {
         let this = self;
         let flexible = v >= 1;
         this.resource_type = rd::i8(i, "AlterConfigsResource.resource_type")?;
-        this.resource_name = rd::string(i, cx, flexible, "AlterConfigsResource.resource_name")?;
-        this.configs = rd::struct_array(
-            i,
-            flexible,
-            4,
-            "AlterConfigsResource.configs",
-            |this: &mut AlterableConfig, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.resource_name,
+            rd::string(i, cx, flexible, "AlterConfigsResource.resource_name")?,
+        );
+        rd::set(
+            &mut this.configs,
+            rd::struct_array(
+                i,
+                flexible,
+                4,
+                "AlterConfigsResource.configs",
+                |this: &mut AlterableConfig, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "AlterConfigsResource._tagged")?;
             let mut last = None;
@@ -286,9 +295,15 @@ impl AlterableConfig {
         let _ = cx;
         let this = self;
         let flexible = v >= 1;
-        this.name = rd::string(i, cx, flexible, "AlterableConfig.name")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "AlterableConfig.name")?,
+        );
         this.config_operation = rd::i8(i, "AlterableConfig.config_operation")?;
-        this.value = rd::nullable_string(i, cx, flexible, true, "AlterableConfig.value")?;
+        rd::set(
+            &mut this.value,
+            rd::nullable_string(i, cx, flexible, true, "AlterableConfig.value")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "AlterableConfig._tagged")?;
             let mut last = None;

@@ -64,13 +64,16 @@ impl IncrementalAlterConfigsResponse {
         let this = self;
         let flexible = v >= 1;
         this.throttle_time_ms = rd::i32(i, "IncrementalAlterConfigsResponse.throttle_time_ms")?;
-        this.responses = rd::struct_array(
-            i,
-            flexible,
-            6,
-            "IncrementalAlterConfigsResponse.responses",
-            |this: &mut AlterConfigsResourceResponse, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.responses,
+            rd::struct_array(
+                i,
+                flexible,
+                6,
+                "IncrementalAlterConfigsResponse.responses",
+                |this: &mut AlterConfigsResourceResponse, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "IncrementalAlterConfigsResponse._tagged")?;
             let mut last = None;
@@ -177,20 +180,26 @@ impl AlterConfigsResourceResponse {
         let this = self;
         let flexible = v >= 1;
         this.error_code = rd::i16(i, "AlterConfigsResourceResponse.error_code")?;
-        this.error_message = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "AlterConfigsResourceResponse.error_message",
-        )?;
+        rd::set(
+            &mut this.error_message,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "AlterConfigsResourceResponse.error_message",
+            )?,
+        );
         this.resource_type = rd::i8(i, "AlterConfigsResourceResponse.resource_type")?;
-        this.resource_name = rd::string(
-            i,
-            cx,
-            flexible,
-            "AlterConfigsResourceResponse.resource_name",
-        )?;
+        rd::set(
+            &mut this.resource_name,
+            rd::string(
+                i,
+                cx,
+                flexible,
+                "AlterConfigsResourceResponse.resource_name",
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "AlterConfigsResourceResponse._tagged")?;
             let mut last = None;

@@ -69,13 +69,16 @@ impl InitProducerIdRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.transactional_id = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "InitProducerIdRequest.transactional_id",
-        )?;
+        rd::set(
+            &mut this.transactional_id,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "InitProducerIdRequest.transactional_id",
+            )?,
+        );
         if i.len() >= 4 + (if v >= 3 { 8 } else { 0 }) + (if v >= 3 { 2 } else { 0 }) {
             let mut fast: &[u8] = i;
             {

@@ -81,7 +81,10 @@ impl JoinGroupRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        this.group_id = rd::string(i, cx, flexible, "JoinGroupRequest.group_id")?;
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, flexible, "JoinGroupRequest.group_id")?,
+        );
         if i.len() >= 4 + (if v >= 1 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
             {
@@ -99,26 +102,41 @@ impl JoinGroupRequest {
                 this.rebalance_timeout_ms = rd::i32(i, "JoinGroupRequest.rebalance_timeout_ms")?;
             }
         }
-        this.member_id = rd::string(i, cx, flexible, "JoinGroupRequest.member_id")?;
+        rd::set(
+            &mut this.member_id,
+            rd::string(i, cx, flexible, "JoinGroupRequest.member_id")?,
+        );
         if v >= 5 {
-            this.group_instance_id = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                v >= 5,
-                "JoinGroupRequest.group_instance_id",
-            )?;
+            rd::set(
+                &mut this.group_instance_id,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 5,
+                    "JoinGroupRequest.group_instance_id",
+                )?,
+            );
         }
-        this.protocol_type = rd::string(i, cx, flexible, "JoinGroupRequest.protocol_type")?;
-        this.protocols = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "JoinGroupRequest.protocols",
-            |this: &mut JoinGroupRequestProtocol, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.protocol_type,
+            rd::string(i, cx, flexible, "JoinGroupRequest.protocol_type")?,
+        );
+        rd::set(
+            &mut this.protocols,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "JoinGroupRequest.protocols",
+                |this: &mut JoinGroupRequestProtocol, i| this.read_into(i, cx, v),
+            )?,
+        );
         if v >= 8 {
-            this.reason = rd::nullable_string(i, cx, flexible, v >= 8, "JoinGroupRequest.reason")?;
+            rd::set(
+                &mut this.reason,
+                rd::nullable_string(i, cx, flexible, v >= 8, "JoinGroupRequest.reason")?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "JoinGroupRequest._tagged")?;
@@ -267,8 +285,14 @@ impl JoinGroupRequestProtocol {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        this.name = rd::string(i, cx, flexible, "JoinGroupRequestProtocol.name")?;
-        this.metadata = rd::bytes(i, cx, flexible, "JoinGroupRequestProtocol.metadata")?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "JoinGroupRequestProtocol.name")?,
+        );
+        rd::set(
+            &mut this.metadata,
+            rd::bytes(i, cx, flexible, "JoinGroupRequestProtocol.metadata")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "JoinGroupRequestProtocol._tagged")?;
             let mut last = None;

@@ -103,23 +103,36 @@ impl JoinGroupResponse {
             this.generation_id = rd::i32(i, "JoinGroupResponse.generation_id")?;
         }
         if v >= 7 {
-            this.protocol_type =
-                rd::nullable_string(i, cx, flexible, v >= 7, "JoinGroupResponse.protocol_type")?;
+            rd::set(
+                &mut this.protocol_type,
+                rd::nullable_string(i, cx, flexible, v >= 7, "JoinGroupResponse.protocol_type")?,
+            );
         }
-        this.protocol_name =
-            rd::nullable_string(i, cx, flexible, v >= 7, "JoinGroupResponse.protocol_name")?;
-        this.leader = rd::string(i, cx, flexible, "JoinGroupResponse.leader")?;
+        rd::set(
+            &mut this.protocol_name,
+            rd::nullable_string(i, cx, flexible, v >= 7, "JoinGroupResponse.protocol_name")?,
+        );
+        rd::set(
+            &mut this.leader,
+            rd::string(i, cx, flexible, "JoinGroupResponse.leader")?,
+        );
         if v >= 9 {
             this.skip_assignment = rd::bool(i, "JoinGroupResponse.skip_assignment")?;
         }
-        this.member_id = rd::string(i, cx, flexible, "JoinGroupResponse.member_id")?;
-        this.members = rd::struct_array(
-            i,
-            flexible,
-            4,
-            "JoinGroupResponse.members",
-            |this: &mut JoinGroupResponseMember, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.member_id,
+            rd::string(i, cx, flexible, "JoinGroupResponse.member_id")?,
+        );
+        rd::set(
+            &mut this.members,
+            rd::struct_array(
+                i,
+                flexible,
+                4,
+                "JoinGroupResponse.members",
+                |this: &mut JoinGroupResponseMember, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "JoinGroupResponse._tagged")?;
             let mut last = None;
@@ -268,17 +281,26 @@ impl JoinGroupResponseMember {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        this.member_id = rd::string(i, cx, flexible, "JoinGroupResponseMember.member_id")?;
+        rd::set(
+            &mut this.member_id,
+            rd::string(i, cx, flexible, "JoinGroupResponseMember.member_id")?,
+        );
         if v >= 5 {
-            this.group_instance_id = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                v >= 5,
-                "JoinGroupResponseMember.group_instance_id",
-            )?;
+            rd::set(
+                &mut this.group_instance_id,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 5,
+                    "JoinGroupResponseMember.group_instance_id",
+                )?,
+            );
         }
-        this.metadata = rd::bytes(i, cx, flexible, "JoinGroupResponseMember.metadata")?;
+        rd::set(
+            &mut this.metadata,
+            rd::bytes(i, cx, flexible, "JoinGroupResponseMember.metadata")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "JoinGroupResponseMember._tagged")?;
             let mut last = None;

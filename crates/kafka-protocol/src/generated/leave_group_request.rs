@@ -66,18 +66,27 @@ impl LeaveGroupRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.group_id = rd::string(i, cx, flexible, "LeaveGroupRequest.group_id")?;
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, flexible, "LeaveGroupRequest.group_id")?,
+        );
         if v <= 2 {
-            this.member_id = rd::string(i, cx, flexible, "LeaveGroupRequest.member_id")?;
+            rd::set(
+                &mut this.member_id,
+                rd::string(i, cx, flexible, "LeaveGroupRequest.member_id")?,
+            );
         }
         if v >= 3 {
-            this.members = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "LeaveGroupRequest.members",
-                |this: &mut MemberIdentity, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.members,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "LeaveGroupRequest.members",
+                    |this: &mut MemberIdentity, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "LeaveGroupRequest._tagged")?;
@@ -200,14 +209,22 @@ impl MemberIdentity {
         let this = self;
         let flexible = v >= 4;
         if v >= 3 {
-            this.member_id = rd::string(i, cx, flexible, "MemberIdentity.member_id")?;
+            rd::set(
+                &mut this.member_id,
+                rd::string(i, cx, flexible, "MemberIdentity.member_id")?,
+            );
         }
         if v >= 3 {
-            this.group_instance_id =
-                rd::nullable_string(i, cx, flexible, v >= 3, "MemberIdentity.group_instance_id")?;
+            rd::set(
+                &mut this.group_instance_id,
+                rd::nullable_string(i, cx, flexible, v >= 3, "MemberIdentity.group_instance_id")?,
+            );
         }
         if v >= 5 {
-            this.reason = rd::nullable_string(i, cx, flexible, v >= 5, "MemberIdentity.reason")?;
+            rd::set(
+                &mut this.reason,
+                rd::nullable_string(i, cx, flexible, v >= 5, "MemberIdentity.reason")?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "MemberIdentity._tagged")?;

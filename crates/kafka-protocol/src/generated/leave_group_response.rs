@@ -83,13 +83,16 @@ impl LeaveGroupResponse {
             this.error_code = rd::i16(i, "LeaveGroupResponse.error_code")?;
         }
         if v >= 3 {
-            this.members = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "LeaveGroupResponse.members",
-                |this: &mut MemberResponse, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.members,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "LeaveGroupResponse.members",
+                    |this: &mut MemberResponse, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "LeaveGroupResponse._tagged")?;
@@ -206,11 +209,16 @@ impl MemberResponse {
         let this = self;
         let flexible = v >= 4;
         if v >= 3 {
-            this.member_id = rd::string(i, cx, flexible, "MemberResponse.member_id")?;
+            rd::set(
+                &mut this.member_id,
+                rd::string(i, cx, flexible, "MemberResponse.member_id")?,
+            );
         }
         if v >= 3 {
-            this.group_instance_id =
-                rd::nullable_string(i, cx, flexible, v >= 3, "MemberResponse.group_instance_id")?;
+            rd::set(
+                &mut this.group_instance_id,
+                rd::nullable_string(i, cx, flexible, v >= 3, "MemberResponse.group_instance_id")?,
+            );
         }
         if v >= 3 {
             this.error_code = rd::i16(i, "MemberResponse.error_code")?;

@@ -64,15 +64,20 @@ impl ListGroupsRequest {
         let this = self;
         let flexible = v >= 3;
         if v >= 4 {
-            this.states_filter =
+            rd::set(
+                &mut this.states_filter,
                 rd::array(i, flexible, 1, "ListGroupsRequest.states_filter", |i| {
                     rd::string(i, cx, flexible, "ListGroupsRequest.states_filter")
-                })?;
+                })?,
+            );
         }
         if v >= 5 {
-            this.types_filter = rd::array(i, flexible, 1, "ListGroupsRequest.types_filter", |i| {
-                rd::string(i, cx, flexible, "ListGroupsRequest.types_filter")
-            })?;
+            rd::set(
+                &mut this.types_filter,
+                rd::array(i, flexible, 1, "ListGroupsRequest.types_filter", |i| {
+                    rd::string(i, cx, flexible, "ListGroupsRequest.types_filter")
+                })?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "ListGroupsRequest._tagged")?;

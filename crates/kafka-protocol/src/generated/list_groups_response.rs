@@ -82,13 +82,16 @@ impl ListGroupsResponse {
             }
             this.error_code = rd::i16(i, "ListGroupsResponse.error_code")?;
         }
-        this.groups = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "ListGroupsResponse.groups",
-            |this: &mut ListedGroup, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.groups,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "ListGroupsResponse.groups",
+                |this: &mut ListedGroup, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "ListGroupsResponse._tagged")?;
             let mut last = None;
@@ -196,13 +199,25 @@ impl ListedGroup {
         let _ = cx;
         let this = self;
         let flexible = v >= 3;
-        this.group_id = rd::string(i, cx, flexible, "ListedGroup.group_id")?;
-        this.protocol_type = rd::string(i, cx, flexible, "ListedGroup.protocol_type")?;
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, flexible, "ListedGroup.group_id")?,
+        );
+        rd::set(
+            &mut this.protocol_type,
+            rd::string(i, cx, flexible, "ListedGroup.protocol_type")?,
+        );
         if v >= 4 {
-            this.group_state = rd::string(i, cx, flexible, "ListedGroup.group_state")?;
+            rd::set(
+                &mut this.group_state,
+                rd::string(i, cx, flexible, "ListedGroup.group_state")?,
+            );
         }
         if v >= 5 {
-            this.group_type = rd::string(i, cx, flexible, "ListedGroup.group_type")?;
+            rd::set(
+                &mut this.group_type,
+                rd::string(i, cx, flexible, "ListedGroup.group_type")?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "ListedGroup._tagged")?;

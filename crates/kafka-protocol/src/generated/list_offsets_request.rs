@@ -85,13 +85,16 @@ impl ListOffsetsRequest {
                 this.isolation_level = rd::i8(i, "ListOffsetsRequest.isolation_level")?;
             }
         }
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "ListOffsetsRequest.topics",
-            |this: &mut ListOffsetsTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "ListOffsetsRequest.topics",
+                |this: &mut ListOffsetsTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         if v >= 10 {
             this.timeout_ms = rd::i32(i, "ListOffsetsRequest.timeout_ms")?;
         }
@@ -329,14 +332,20 @@ impl ListOffsetsTopic {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        this.name = rd::string(i, cx, flexible, "ListOffsetsTopic.name")?;
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            12,
-            "ListOffsetsTopic.partitions",
-            |this: &mut ListOffsetsPartition, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "ListOffsetsTopic.name")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                12,
+                "ListOffsetsTopic.partitions",
+                |this: &mut ListOffsetsPartition, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "ListOffsetsTopic._tagged")?;
             let mut last = None;

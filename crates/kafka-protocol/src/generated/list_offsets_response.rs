@@ -66,13 +66,16 @@ impl ListOffsetsResponse {
         if v >= 2 {
             this.throttle_time_ms = rd::i32(i, "ListOffsetsResponse.throttle_time_ms")?;
         }
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "ListOffsetsResponse.topics",
-            |this: &mut ListOffsetsTopicResponse, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "ListOffsetsResponse.topics",
+                |this: &mut ListOffsetsTopicResponse, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "ListOffsetsResponse._tagged")?;
             let mut last = None;
@@ -311,14 +314,20 @@ impl ListOffsetsTopicResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 6;
-        this.name = rd::string(i, cx, flexible, "ListOffsetsTopicResponse.name")?;
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            22,
-            "ListOffsetsTopicResponse.partitions",
-            |this: &mut ListOffsetsPartitionResponse, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "ListOffsetsTopicResponse.name")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                22,
+                "ListOffsetsTopicResponse.partitions",
+                |this: &mut ListOffsetsPartitionResponse, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "ListOffsetsTopicResponse._tagged")?;
             let mut last = None;

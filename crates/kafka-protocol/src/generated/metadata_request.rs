@@ -69,14 +69,17 @@ impl MetadataRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 9;
-        this.topics = rd::nullable_struct_array(
-            i,
-            flexible,
-            v >= 1,
-            2,
-            "MetadataRequest.topics",
-            |this: &mut MetadataRequestTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::nullable_struct_array(
+                i,
+                flexible,
+                v >= 1,
+                2,
+                "MetadataRequest.topics",
+                |this: &mut MetadataRequestTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         if i.len()
             >= (if v >= 4 { 1 } else { 0 })
                 + (if (v >= 8 && v <= 10) { 1 } else { 0 })
@@ -254,7 +257,10 @@ impl MetadataRequestTopic {
         if v >= 10 {
             this.topic_id = rd::uuid(i, "MetadataRequestTopic.topic_id")?;
         }
-        this.name = rd::nullable_string(i, cx, flexible, v >= 10, "MetadataRequestTopic.name")?;
+        rd::set(
+            &mut this.name,
+            rd::nullable_string(i, cx, flexible, v >= 10, "MetadataRequestTopic.name")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "MetadataRequestTopic._tagged")?;
             let mut last = None;

@@ -81,27 +81,35 @@ impl MetadataResponse {
         if v >= 3 {
             this.throttle_time_ms = rd::i32(i, "MetadataResponse.throttle_time_ms")?;
         }
-        this.brokers = rd::struct_array(
-            i,
-            flexible,
-            10,
-            "MetadataResponse.brokers",
-            |this: &mut MetadataResponseBroker, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.brokers,
+            rd::struct_array(
+                i,
+                flexible,
+                10,
+                "MetadataResponse.brokers",
+                |this: &mut MetadataResponseBroker, i| this.read_into(i, cx, v),
+            )?,
+        );
         if v >= 2 {
-            this.cluster_id =
-                rd::nullable_string(i, cx, flexible, v >= 2, "MetadataResponse.cluster_id")?;
+            rd::set(
+                &mut this.cluster_id,
+                rd::nullable_string(i, cx, flexible, v >= 2, "MetadataResponse.cluster_id")?,
+            );
         }
         if v >= 1 {
             this.controller_id = rd::i32(i, "MetadataResponse.controller_id")?;
         }
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            8,
-            "MetadataResponse.topics",
-            |this: &mut MetadataResponseTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                8,
+                "MetadataResponse.topics",
+                |this: &mut MetadataResponseTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         if i.len() >= (if (v >= 8 && v <= 10) { 4 } else { 0 }) + (if v >= 13 { 2 } else { 0 }) {
             let mut fast: &[u8] = i;
             {
@@ -274,11 +282,16 @@ impl MetadataResponseBroker {
         let this = self;
         let flexible = v >= 9;
         this.node_id = rd::i32(i, "MetadataResponseBroker.node_id")?;
-        this.host = rd::string(i, cx, flexible, "MetadataResponseBroker.host")?;
+        rd::set(
+            &mut this.host,
+            rd::string(i, cx, flexible, "MetadataResponseBroker.host")?,
+        );
         this.port = rd::i32(i, "MetadataResponseBroker.port")?;
         if v >= 1 {
-            this.rack =
-                rd::nullable_string(i, cx, flexible, v >= 1, "MetadataResponseBroker.rack")?;
+            rd::set(
+                &mut this.rack,
+                rd::nullable_string(i, cx, flexible, v >= 1, "MetadataResponseBroker.rack")?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "MetadataResponseBroker._tagged")?;
@@ -424,24 +437,33 @@ impl MetadataResponsePartition {
                 this.leader_epoch = rd::i32(i, "MetadataResponsePartition.leader_epoch")?;
             }
         }
-        this.replica_nodes = rd::array(
-            i,
-            flexible,
-            4,
-            "MetadataResponsePartition.replica_nodes",
-            |i| rd::i32(i, "MetadataResponsePartition.replica_nodes"),
-        )?;
-        this.isr_nodes = rd::array(i, flexible, 4, "MetadataResponsePartition.isr_nodes", |i| {
-            rd::i32(i, "MetadataResponsePartition.isr_nodes")
-        })?;
-        if v >= 5 {
-            this.offline_replicas = rd::array(
+        rd::set(
+            &mut this.replica_nodes,
+            rd::array(
                 i,
                 flexible,
                 4,
-                "MetadataResponsePartition.offline_replicas",
-                |i| rd::i32(i, "MetadataResponsePartition.offline_replicas"),
-            )?;
+                "MetadataResponsePartition.replica_nodes",
+                |i| rd::i32(i, "MetadataResponsePartition.replica_nodes"),
+            )?,
+        );
+        rd::set(
+            &mut this.isr_nodes,
+            rd::array(i, flexible, 4, "MetadataResponsePartition.isr_nodes", |i| {
+                rd::i32(i, "MetadataResponsePartition.isr_nodes")
+            })?,
+        );
+        if v >= 5 {
+            rd::set(
+                &mut this.offline_replicas,
+                rd::array(
+                    i,
+                    flexible,
+                    4,
+                    "MetadataResponsePartition.offline_replicas",
+                    |i| rd::i32(i, "MetadataResponsePartition.offline_replicas"),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "MetadataResponsePartition._tagged")?;
@@ -587,7 +609,10 @@ impl MetadataResponseTopic {
         let this = self;
         let flexible = v >= 9;
         this.error_code = rd::i16(i, "MetadataResponseTopic.error_code")?;
-        this.name = rd::nullable_string(i, cx, flexible, v >= 12, "MetadataResponseTopic.name")?;
+        rd::set(
+            &mut this.name,
+            rd::nullable_string(i, cx, flexible, v >= 12, "MetadataResponseTopic.name")?,
+        );
         if i.len() >= (if v >= 10 { 16 } else { 0 }) + (if v >= 1 { 1 } else { 0 }) {
             let mut fast: &[u8] = i;
             {
@@ -608,13 +633,16 @@ impl MetadataResponseTopic {
                 this.is_internal = rd::bool(i, "MetadataResponseTopic.is_internal")?;
             }
         }
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            18,
-            "MetadataResponseTopic.partitions",
-            |this: &mut MetadataResponsePartition, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                18,
+                "MetadataResponseTopic.partitions",
+                |this: &mut MetadataResponsePartition, i| this.read_into(i, cx, v),
+            )?,
+        );
         if v >= 8 {
             this.topic_authorized_operations =
                 rd::i32(i, "MetadataResponseTopic.topic_authorized_operations")?;

@@ -75,29 +75,41 @@ impl OffsetCommitRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 8;
-        this.group_id = rd::string(i, cx, flexible, "OffsetCommitRequest.group_id")?;
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, flexible, "OffsetCommitRequest.group_id")?,
+        );
         this.generation_id_or_member_epoch =
             rd::i32(i, "OffsetCommitRequest.generation_id_or_member_epoch")?;
-        this.member_id = rd::string(i, cx, flexible, "OffsetCommitRequest.member_id")?;
+        rd::set(
+            &mut this.member_id,
+            rd::string(i, cx, flexible, "OffsetCommitRequest.member_id")?,
+        );
         if v >= 7 {
-            this.group_instance_id = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                v >= 7,
-                "OffsetCommitRequest.group_instance_id",
-            )?;
+            rd::set(
+                &mut this.group_instance_id,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 7,
+                    "OffsetCommitRequest.group_instance_id",
+                )?,
+            );
         }
         if v <= 4 {
             this.retention_time_ms = rd::i64(i, "OffsetCommitRequest.retention_time_ms")?;
         }
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "OffsetCommitRequest.topics",
-            |this: &mut OffsetCommitRequestTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "OffsetCommitRequest.topics",
+                |this: &mut OffsetCommitRequestTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "OffsetCommitRequest._tagged")?;
             let mut last = None;
@@ -251,13 +263,16 @@ impl OffsetCommitRequestPartition {
                     rd::i32(i, "OffsetCommitRequestPartition.committed_leader_epoch")?;
             }
         }
-        this.committed_metadata = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "OffsetCommitRequestPartition.committed_metadata",
-        )?;
+        rd::set(
+            &mut this.committed_metadata,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "OffsetCommitRequestPartition.committed_metadata",
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "OffsetCommitRequestPartition._tagged")?;
             let mut last = None;
@@ -367,14 +382,20 @@ impl OffsetCommitRequestTopic {
         let _ = cx;
         let this = self;
         let flexible = v >= 8;
-        this.name = rd::string(i, cx, flexible, "OffsetCommitRequestTopic.name")?;
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            14,
-            "OffsetCommitRequestTopic.partitions",
-            |this: &mut OffsetCommitRequestPartition, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "OffsetCommitRequestTopic.name")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                14,
+                "OffsetCommitRequestTopic.partitions",
+                |this: &mut OffsetCommitRequestPartition, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "OffsetCommitRequestTopic._tagged")?;
             let mut last = None;

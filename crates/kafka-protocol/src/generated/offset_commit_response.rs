@@ -66,13 +66,16 @@ impl OffsetCommitResponse {
         if v >= 3 {
             this.throttle_time_ms = rd::i32(i, "OffsetCommitResponse.throttle_time_ms")?;
         }
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "OffsetCommitResponse.topics",
-            |this: &mut OffsetCommitResponseTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "OffsetCommitResponse.topics",
+                |this: &mut OffsetCommitResponseTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "OffsetCommitResponse._tagged")?;
             let mut last = None;
@@ -276,14 +279,20 @@ impl OffsetCommitResponseTopic {
         let _ = cx;
         let this = self;
         let flexible = v >= 8;
-        this.name = rd::string(i, cx, flexible, "OffsetCommitResponseTopic.name")?;
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            6,
-            "OffsetCommitResponseTopic.partitions",
-            |this: &mut OffsetCommitResponsePartition, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, flexible, "OffsetCommitResponseTopic.name")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                6,
+                "OffsetCommitResponseTopic.partitions",
+                |this: &mut OffsetCommitResponsePartition, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "OffsetCommitResponseTopic._tagged")?;
             let mut last = None;

@@ -59,14 +59,20 @@ impl OffsetDeleteRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
-        this.group_id = rd::string(i, cx, false, "OffsetDeleteRequest.group_id")?;
-        this.topics = rd::struct_array(
-            i,
-            false,
-            6,
-            "OffsetDeleteRequest.topics",
-            |this: &mut OffsetDeleteRequestTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, false, "OffsetDeleteRequest.group_id")?,
+        );
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                false,
+                6,
+                "OffsetDeleteRequest.topics",
+                |this: &mut OffsetDeleteRequestTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         Ok(())
     }
 }
@@ -198,14 +204,20 @@ impl OffsetDeleteRequestTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
-        this.name = rd::string(i, cx, false, "OffsetDeleteRequestTopic.name")?;
-        this.partitions = rd::struct_array(
-            i,
-            false,
-            4,
-            "OffsetDeleteRequestTopic.partitions",
-            |this: &mut OffsetDeleteRequestPartition, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, false, "OffsetDeleteRequestTopic.name")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                false,
+                4,
+                "OffsetDeleteRequestTopic.partitions",
+                |this: &mut OffsetDeleteRequestPartition, i| this.read_into(i, cx, v),
+            )?,
+        );
         Ok(())
     }
 }

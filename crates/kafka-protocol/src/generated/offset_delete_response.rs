@@ -74,13 +74,16 @@ impl OffsetDeleteResponse {
             this.error_code = rd::i16(i, "OffsetDeleteResponse.error_code")?;
             this.throttle_time_ms = rd::i32(i, "OffsetDeleteResponse.throttle_time_ms")?;
         }
-        this.topics = rd::struct_array(
-            i,
-            false,
-            6,
-            "OffsetDeleteResponse.topics",
-            |this: &mut OffsetDeleteResponseTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                false,
+                6,
+                "OffsetDeleteResponse.topics",
+                |this: &mut OffsetDeleteResponseTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         Ok(())
     }
 }
@@ -230,14 +233,20 @@ impl OffsetDeleteResponseTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
-        this.name = rd::string(i, cx, false, "OffsetDeleteResponseTopic.name")?;
-        this.partitions = rd::struct_array(
-            i,
-            false,
-            6,
-            "OffsetDeleteResponseTopic.partitions",
-            |this: &mut OffsetDeleteResponsePartition, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.name,
+            rd::string(i, cx, false, "OffsetDeleteResponseTopic.name")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                false,
+                6,
+                "OffsetDeleteResponseTopic.partitions",
+                |this: &mut OffsetDeleteResponsePartition, i| this.read_into(i, cx, v),
+            )?,
+        );
         Ok(())
     }
 }

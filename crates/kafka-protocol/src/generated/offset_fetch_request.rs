@@ -70,26 +70,35 @@ impl OffsetFetchRequest {
         let this = self;
         let flexible = v >= 6;
         if v <= 7 {
-            this.group_id = rd::string(i, cx, flexible, "OffsetFetchRequest.group_id")?;
+            rd::set(
+                &mut this.group_id,
+                rd::string(i, cx, flexible, "OffsetFetchRequest.group_id")?,
+            );
         }
         if v <= 7 {
-            this.topics = rd::nullable_struct_array(
-                i,
-                flexible,
-                (v >= 2 && v <= 7),
-                1,
-                "OffsetFetchRequest.topics",
-                |this: &mut OffsetFetchRequestTopic, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.topics,
+                rd::nullable_struct_array(
+                    i,
+                    flexible,
+                    (v >= 2 && v <= 7),
+                    1,
+                    "OffsetFetchRequest.topics",
+                    |this: &mut OffsetFetchRequestTopic, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if v >= 8 {
-            this.groups = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "OffsetFetchRequest.groups",
-                |this: &mut OffsetFetchRequestGroup, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.groups,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "OffsetFetchRequest.groups",
+                    |this: &mut OffsetFetchRequestGroup, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if v >= 7 {
             this.require_stable = rd::bool(i, "OffsetFetchRequest.require_stable")?;
@@ -254,24 +263,32 @@ impl OffsetFetchRequestGroup {
         let this = self;
         let flexible = v >= 6;
         if v >= 8 {
-            this.group_id = rd::string(i, cx, flexible, "OffsetFetchRequestGroup.group_id")?;
+            rd::set(
+                &mut this.group_id,
+                rd::string(i, cx, flexible, "OffsetFetchRequestGroup.group_id")?,
+            );
         }
         if v >= 9 {
-            this.member_id =
-                rd::nullable_string(i, cx, flexible, v >= 9, "OffsetFetchRequestGroup.member_id")?;
+            rd::set(
+                &mut this.member_id,
+                rd::nullable_string(i, cx, flexible, v >= 9, "OffsetFetchRequestGroup.member_id")?,
+            );
         }
         if v >= 9 {
             this.member_epoch = rd::i32(i, "OffsetFetchRequestGroup.member_epoch")?;
         }
         if v >= 8 {
-            this.topics = rd::nullable_struct_array(
-                i,
-                flexible,
-                v >= 8,
-                1,
-                "OffsetFetchRequestGroup.topics",
-                |this: &mut OffsetFetchRequestTopics, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.topics,
+                rd::nullable_struct_array(
+                    i,
+                    flexible,
+                    v >= 8,
+                    1,
+                    "OffsetFetchRequestGroup.topics",
+                    |this: &mut OffsetFetchRequestTopics, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchRequestGroup._tagged")?;
@@ -419,16 +436,22 @@ impl OffsetFetchRequestTopic {
         let this = self;
         let flexible = v >= 6;
         if v <= 7 {
-            this.name = rd::string(i, cx, flexible, "OffsetFetchRequestTopic.name")?;
+            rd::set(
+                &mut this.name,
+                rd::string(i, cx, flexible, "OffsetFetchRequestTopic.name")?,
+            );
         }
         if v <= 7 {
-            this.partition_indexes = rd::array(
-                i,
-                flexible,
-                4,
-                "OffsetFetchRequestTopic.partition_indexes",
-                |i| rd::i32(i, "OffsetFetchRequestTopic.partition_indexes"),
-            )?;
+            rd::set(
+                &mut this.partition_indexes,
+                rd::array(
+                    i,
+                    flexible,
+                    4,
+                    "OffsetFetchRequestTopic.partition_indexes",
+                    |i| rd::i32(i, "OffsetFetchRequestTopic.partition_indexes"),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchRequestTopic._tagged")?;
@@ -550,16 +573,22 @@ impl OffsetFetchRequestTopics {
         let this = self;
         let flexible = v >= 6;
         if v >= 8 {
-            this.name = rd::string(i, cx, flexible, "OffsetFetchRequestTopics.name")?;
+            rd::set(
+                &mut this.name,
+                rd::string(i, cx, flexible, "OffsetFetchRequestTopics.name")?,
+            );
         }
         if v >= 8 {
-            this.partition_indexes = rd::array(
-                i,
-                flexible,
-                4,
-                "OffsetFetchRequestTopics.partition_indexes",
-                |i| rd::i32(i, "OffsetFetchRequestTopics.partition_indexes"),
-            )?;
+            rd::set(
+                &mut this.partition_indexes,
+                rd::array(
+                    i,
+                    flexible,
+                    4,
+                    "OffsetFetchRequestTopics.partition_indexes",
+                    |i| rd::i32(i, "OffsetFetchRequestTopics.partition_indexes"),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchRequestTopics._tagged")?;

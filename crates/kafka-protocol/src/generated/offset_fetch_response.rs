@@ -73,25 +73,31 @@ impl OffsetFetchResponse {
             this.throttle_time_ms = rd::i32(i, "OffsetFetchResponse.throttle_time_ms")?;
         }
         if v <= 7 {
-            this.topics = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "OffsetFetchResponse.topics",
-                |this: &mut OffsetFetchResponseTopic, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.topics,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "OffsetFetchResponse.topics",
+                    |this: &mut OffsetFetchResponseTopic, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if (v >= 2 && v <= 7) {
             this.error_code = rd::i16(i, "OffsetFetchResponse.error_code")?;
         }
         if v >= 8 {
-            this.groups = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "OffsetFetchResponse.groups",
-                |this: &mut OffsetFetchResponseGroup, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.groups,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "OffsetFetchResponse.groups",
+                    |this: &mut OffsetFetchResponseGroup, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchResponse._tagged")?;
@@ -227,16 +233,22 @@ impl OffsetFetchResponseGroup {
         let this = self;
         let flexible = v >= 6;
         if v >= 8 {
-            this.group_id = rd::string(i, cx, flexible, "OffsetFetchResponseGroup.group_id")?;
+            rd::set(
+                &mut this.group_id,
+                rd::string(i, cx, flexible, "OffsetFetchResponseGroup.group_id")?,
+            );
         }
         if v >= 8 {
-            this.topics = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "OffsetFetchResponseGroup.topics",
-                |this: &mut OffsetFetchResponseTopics, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.topics,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "OffsetFetchResponseGroup.topics",
+                    |this: &mut OffsetFetchResponseTopics, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if v >= 8 {
             this.error_code = rd::i16(i, "OffsetFetchResponseGroup.error_code")?;
@@ -421,13 +433,16 @@ impl OffsetFetchResponsePartition {
             }
         }
         if v <= 7 {
-            this.metadata = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                v <= 7,
-                "OffsetFetchResponsePartition.metadata",
-            )?;
+            rd::set(
+                &mut this.metadata,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v <= 7,
+                    "OffsetFetchResponsePartition.metadata",
+                )?,
+            );
         }
         if v <= 7 {
             this.error_code = rd::i16(i, "OffsetFetchResponsePartition.error_code")?;
@@ -628,13 +643,16 @@ impl OffsetFetchResponsePartitions {
             }
         }
         if v >= 8 {
-            this.metadata = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                v >= 8,
-                "OffsetFetchResponsePartitions.metadata",
-            )?;
+            rd::set(
+                &mut this.metadata,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 8,
+                    "OffsetFetchResponsePartitions.metadata",
+                )?,
+            );
         }
         if v >= 8 {
             this.error_code = rd::i16(i, "OffsetFetchResponsePartitions.error_code")?;
@@ -791,16 +809,22 @@ impl OffsetFetchResponseTopic {
         let this = self;
         let flexible = v >= 6;
         if v <= 7 {
-            this.name = rd::string(i, cx, flexible, "OffsetFetchResponseTopic.name")?;
+            rd::set(
+                &mut this.name,
+                rd::string(i, cx, flexible, "OffsetFetchResponseTopic.name")?,
+            );
         }
         if v <= 7 {
-            this.partitions = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "OffsetFetchResponseTopic.partitions",
-                |this: &mut OffsetFetchResponsePartition, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.partitions,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "OffsetFetchResponseTopic.partitions",
+                    |this: &mut OffsetFetchResponsePartition, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchResponseTopic._tagged")?;
@@ -922,16 +946,22 @@ impl OffsetFetchResponseTopics {
         let this = self;
         let flexible = v >= 6;
         if v >= 8 {
-            this.name = rd::string(i, cx, flexible, "OffsetFetchResponseTopics.name")?;
+            rd::set(
+                &mut this.name,
+                rd::string(i, cx, flexible, "OffsetFetchResponseTopics.name")?,
+            );
         }
         if v >= 8 {
-            this.partitions = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "OffsetFetchResponseTopics.partitions",
-                |this: &mut OffsetFetchResponsePartitions, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.partitions,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "OffsetFetchResponseTopics.partitions",
+                    |this: &mut OffsetFetchResponsePartitions, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchResponseTopics._tagged")?;

@@ -66,13 +66,16 @@ impl OffsetForLeaderEpochRequest {
         if v >= 3 {
             this.replica_id = rd::i32(i, "OffsetForLeaderEpochRequest.replica_id")?;
         }
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "OffsetForLeaderEpochRequest.topics",
-            |this: &mut OffsetForLeaderTopic, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "OffsetForLeaderEpochRequest.topics",
+                |this: &mut OffsetForLeaderTopic, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "OffsetForLeaderEpochRequest._tagged")?;
             let mut last = None;
@@ -289,14 +292,20 @@ impl OffsetForLeaderTopic {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.topic = rd::string(i, cx, flexible, "OffsetForLeaderTopic.topic")?;
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            12,
-            "OffsetForLeaderTopic.partitions",
-            |this: &mut OffsetForLeaderPartition, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topic,
+            rd::string(i, cx, flexible, "OffsetForLeaderTopic.topic")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                12,
+                "OffsetForLeaderTopic.partitions",
+                |this: &mut OffsetForLeaderPartition, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "OffsetForLeaderTopic._tagged")?;
             let mut last = None;

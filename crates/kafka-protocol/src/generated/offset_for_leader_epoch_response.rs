@@ -64,13 +64,16 @@ impl OffsetForLeaderEpochResponse {
         let this = self;
         let flexible = v >= 4;
         this.throttle_time_ms = rd::i32(i, "OffsetForLeaderEpochResponse.throttle_time_ms")?;
-        this.topics = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "OffsetForLeaderEpochResponse.topics",
-            |this: &mut OffsetForLeaderTopicResult, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topics,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "OffsetForLeaderEpochResponse.topics",
+                |this: &mut OffsetForLeaderTopicResult, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "OffsetForLeaderEpochResponse._tagged")?;
             let mut last = None;
@@ -288,14 +291,20 @@ impl OffsetForLeaderTopicResult {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.topic = rd::string(i, cx, flexible, "OffsetForLeaderTopicResult.topic")?;
-        this.partitions = rd::struct_array(
-            i,
-            flexible,
-            18,
-            "OffsetForLeaderTopicResult.partitions",
-            |this: &mut EpochEndOffset, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topic,
+            rd::string(i, cx, flexible, "OffsetForLeaderTopicResult.topic")?,
+        );
+        rd::set(
+            &mut this.partitions,
+            rd::struct_array(
+                i,
+                flexible,
+                18,
+                "OffsetForLeaderTopicResult.partitions",
+                |this: &mut EpochEndOffset, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "OffsetForLeaderTopicResult._tagged")?;
             let mut last = None;

@@ -70,8 +70,10 @@ impl ProduceRequest {
         let this = self;
         let flexible = v >= 9;
         if v >= 3 {
-            this.transactional_id =
-                rd::nullable_string(i, cx, flexible, v >= 3, "ProduceRequest.transactional_id")?;
+            rd::set(
+                &mut this.transactional_id,
+                rd::nullable_string(i, cx, flexible, v >= 3, "ProduceRequest.transactional_id")?,
+            );
         }
         if i.len() >= 2 + 4 {
             let mut fast: &[u8] = i;
@@ -85,13 +87,16 @@ impl ProduceRequest {
             this.acks = rd::i16(i, "ProduceRequest.acks")?;
             this.timeout_ms = rd::i32(i, "ProduceRequest.timeout_ms")?;
         }
-        this.topic_data = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "ProduceRequest.topic_data",
-            |this: &mut TopicProduceData, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.topic_data,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "ProduceRequest.topic_data",
+                |this: &mut TopicProduceData, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "ProduceRequest._tagged")?;
             let mut last = None;
@@ -211,7 +216,10 @@ impl PartitionProduceData {
         let this = self;
         let flexible = v >= 9;
         this.index = rd::i32(i, "PartitionProduceData.index")?;
-        this.records = rd::nullable_bytes(i, cx, flexible, true, "PartitionProduceData.records")?;
+        rd::set(
+            &mut this.records,
+            rd::nullable_bytes(i, cx, flexible, true, "PartitionProduceData.records")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "PartitionProduceData._tagged")?;
             let mut last = None;
@@ -317,18 +325,24 @@ impl TopicProduceData {
         let this = self;
         let flexible = v >= 9;
         if v <= 12 {
-            this.name = rd::string(i, cx, flexible, "TopicProduceData.name")?;
+            rd::set(
+                &mut this.name,
+                rd::string(i, cx, flexible, "TopicProduceData.name")?,
+            );
         }
         if v >= 13 {
             this.topic_id = rd::uuid(i, "TopicProduceData.topic_id")?;
         }
-        this.partition_data = rd::struct_array(
-            i,
-            flexible,
-            6,
-            "TopicProduceData.partition_data",
-            |this: &mut PartitionProduceData, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.partition_data,
+            rd::struct_array(
+                i,
+                flexible,
+                6,
+                "TopicProduceData.partition_data",
+                |this: &mut PartitionProduceData, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "TopicProduceData._tagged")?;
             let mut last = None;

@@ -66,13 +66,16 @@ impl ProduceResponse {
         let _ = cx;
         let this = self;
         let flexible = v >= 9;
-        this.responses = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "ProduceResponse.responses",
-            |this: &mut TopicProduceResponse, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.responses,
+            rd::struct_array(
+                i,
+                flexible,
+                3,
+                "ProduceResponse.responses",
+                |this: &mut TopicProduceResponse, i| this.read_into(i, cx, v),
+            )?,
+        );
         if v >= 1 {
             this.throttle_time_ms = rd::i32(i, "ProduceResponse.throttle_time_ms")?;
         }
@@ -85,13 +88,16 @@ impl ProduceResponse {
                 match tag {
                     0 if v >= 10 => {
                         let i = &mut &data[..];
-                        this.node_endpoints = rd::struct_array(
-                            i,
-                            true,
-                            1,
-                            "ProduceResponse.node_endpoints",
-                            |this: &mut NodeEndpoint, i| this.read_into(i, cx, v),
-                        )?;
+                        rd::set(
+                            &mut this.node_endpoints,
+                            rd::struct_array(
+                                i,
+                                true,
+                                1,
+                                "ProduceResponse.node_endpoints",
+                                |this: &mut NodeEndpoint, i| this.read_into(i, cx, v),
+                            )?,
+                        );
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -209,13 +215,16 @@ impl BatchIndexAndErrorMessage {
             this.batch_index = rd::i32(i, "BatchIndexAndErrorMessage.batch_index")?;
         }
         if v >= 8 {
-            this.batch_index_error_message = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                v >= 8,
-                "BatchIndexAndErrorMessage.batch_index_error_message",
-            )?;
+            rd::set(
+                &mut this.batch_index_error_message,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 8,
+                    "BatchIndexAndErrorMessage.batch_index_error_message",
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "BatchIndexAndErrorMessage._tagged")?;
@@ -480,13 +489,19 @@ impl NodeEndpoint {
             this.node_id = rd::i32(i, "NodeEndpoint.node_id")?;
         }
         if v >= 10 {
-            this.host = rd::string(i, cx, flexible, "NodeEndpoint.host")?;
+            rd::set(
+                &mut this.host,
+                rd::string(i, cx, flexible, "NodeEndpoint.host")?,
+            );
         }
         if v >= 10 {
             this.port = rd::i32(i, "NodeEndpoint.port")?;
         }
         if v >= 10 {
-            this.rack = rd::nullable_string(i, cx, flexible, v >= 10, "NodeEndpoint.rack")?;
+            rd::set(
+                &mut this.rack,
+                rd::nullable_string(i, cx, flexible, v >= 10, "NodeEndpoint.rack")?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "NodeEndpoint._tagged")?;
@@ -676,22 +691,28 @@ impl PartitionProduceResponse {
             }
         }
         if v >= 8 {
-            this.record_errors = rd::struct_array(
-                i,
-                flexible,
-                1,
-                "PartitionProduceResponse.record_errors",
-                |this: &mut BatchIndexAndErrorMessage, i| this.read_into(i, cx, v),
-            )?;
+            rd::set(
+                &mut this.record_errors,
+                rd::struct_array(
+                    i,
+                    flexible,
+                    1,
+                    "PartitionProduceResponse.record_errors",
+                    |this: &mut BatchIndexAndErrorMessage, i| this.read_into(i, cx, v),
+                )?,
+            );
         }
         if v >= 8 {
-            this.error_message = rd::nullable_string(
-                i,
-                cx,
-                flexible,
-                v >= 8,
-                "PartitionProduceResponse.error_message",
-            )?;
+            rd::set(
+                &mut this.error_message,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 8,
+                    "PartitionProduceResponse.error_message",
+                )?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "PartitionProduceResponse._tagged")?;
@@ -702,7 +723,7 @@ impl PartitionProduceResponse {
                 match tag {
                     0 if v >= 10 => {
                         let i = &mut &data[..];
-                        this.current_leader = LeaderIdAndEpoch::read(i, cx, v)?;
+                        rd::set(&mut this.current_leader, LeaderIdAndEpoch::read(i, cx, v)?);
                     }
                     _ => this.unknown_tagged_fields.push(RawTaggedField {
                         tag,
@@ -848,18 +869,24 @@ impl TopicProduceResponse {
         let this = self;
         let flexible = v >= 9;
         if v <= 12 {
-            this.name = rd::string(i, cx, flexible, "TopicProduceResponse.name")?;
+            rd::set(
+                &mut this.name,
+                rd::string(i, cx, flexible, "TopicProduceResponse.name")?,
+            );
         }
         if v >= 13 {
             this.topic_id = rd::uuid(i, "TopicProduceResponse.topic_id")?;
         }
-        this.partition_responses = rd::struct_array(
-            i,
-            flexible,
-            14,
-            "TopicProduceResponse.partition_responses",
-            |this: &mut PartitionProduceResponse, i| this.read_into(i, cx, v),
-        )?;
+        rd::set(
+            &mut this.partition_responses,
+            rd::struct_array(
+                i,
+                flexible,
+                14,
+                "TopicProduceResponse.partition_responses",
+                |this: &mut PartitionProduceResponse, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "TopicProduceResponse._tagged")?;
             let mut last = None;

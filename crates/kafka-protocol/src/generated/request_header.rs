@@ -84,7 +84,10 @@ impl RequestHeader {
             this.correlation_id = rd::i32(i, "RequestHeader.correlation_id")?;
         }
         if v >= 1 {
-            this.client_id = rd::nullable_string(i, cx, false, v >= 1, "RequestHeader.client_id")?;
+            rd::set(
+                &mut this.client_id,
+                rd::nullable_string(i, cx, false, v >= 1, "RequestHeader.client_id")?,
+            );
         }
         if flexible {
             let n = rd::tag_count(i, "RequestHeader._tagged")?;

@@ -60,7 +60,10 @@ impl SaslAuthenticateRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 2;
-        this.auth_bytes = rd::bytes(i, cx, flexible, "SaslAuthenticateRequest.auth_bytes")?;
+        rd::set(
+            &mut this.auth_bytes,
+            rd::bytes(i, cx, flexible, "SaslAuthenticateRequest.auth_bytes")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "SaslAuthenticateRequest._tagged")?;
             let mut last = None;

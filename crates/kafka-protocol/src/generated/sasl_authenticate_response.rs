@@ -70,14 +70,20 @@ impl SaslAuthenticateResponse {
         let this = self;
         let flexible = v >= 2;
         this.error_code = rd::i16(i, "SaslAuthenticateResponse.error_code")?;
-        this.error_message = rd::nullable_string(
-            i,
-            cx,
-            flexible,
-            true,
-            "SaslAuthenticateResponse.error_message",
-        )?;
-        this.auth_bytes = rd::bytes(i, cx, flexible, "SaslAuthenticateResponse.auth_bytes")?;
+        rd::set(
+            &mut this.error_message,
+            rd::nullable_string(
+                i,
+                cx,
+                flexible,
+                true,
+                "SaslAuthenticateResponse.error_message",
+            )?,
+        );
+        rd::set(
+            &mut this.auth_bytes,
+            rd::bytes(i, cx, flexible, "SaslAuthenticateResponse.auth_bytes")?,
+        );
         if v >= 1 {
             this.session_lifetime_ms = rd::i64(i, "SaslAuthenticateResponse.session_lifetime_ms")?;
         }

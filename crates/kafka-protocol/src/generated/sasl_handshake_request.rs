@@ -56,7 +56,10 @@ impl SaslHandshakeRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
-        this.mechanism = rd::string(i, cx, false, "SaslHandshakeRequest.mechanism")?;
+        rd::set(
+            &mut this.mechanism,
+            rd::string(i, cx, false, "SaslHandshakeRequest.mechanism")?,
+        );
         Ok(())
     }
 }

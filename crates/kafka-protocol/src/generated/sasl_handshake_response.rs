@@ -60,9 +60,12 @@ impl SaslHandshakeResponse {
         let _ = cx;
         let this = self;
         this.error_code = rd::i16(i, "SaslHandshakeResponse.error_code")?;
-        this.mechanisms = rd::array(i, false, 1, "SaslHandshakeResponse.mechanisms", |i| {
-            rd::string(i, cx, false, "SaslHandshakeResponse.mechanisms")
-        })?;
+        rd::set(
+            &mut this.mechanisms,
+            rd::array(i, false, 1, "SaslHandshakeResponse.mechanisms", |i| {
+                rd::string(i, cx, false, "SaslHandshakeResponse.mechanisms")
+            })?,
+        );
         Ok(())
     }
 }

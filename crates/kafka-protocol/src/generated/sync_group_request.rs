@@ -78,33 +78,49 @@ impl SyncGroupRequest {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.group_id = rd::string(i, cx, flexible, "SyncGroupRequest.group_id")?;
+        rd::set(
+            &mut this.group_id,
+            rd::string(i, cx, flexible, "SyncGroupRequest.group_id")?,
+        );
         this.generation_id = rd::i32(i, "SyncGroupRequest.generation_id")?;
-        this.member_id = rd::string(i, cx, flexible, "SyncGroupRequest.member_id")?;
+        rd::set(
+            &mut this.member_id,
+            rd::string(i, cx, flexible, "SyncGroupRequest.member_id")?,
+        );
         if v >= 3 {
-            this.group_instance_id = rd::nullable_string(
+            rd::set(
+                &mut this.group_instance_id,
+                rd::nullable_string(
+                    i,
+                    cx,
+                    flexible,
+                    v >= 3,
+                    "SyncGroupRequest.group_instance_id",
+                )?,
+            );
+        }
+        if v >= 5 {
+            rd::set(
+                &mut this.protocol_type,
+                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupRequest.protocol_type")?,
+            );
+        }
+        if v >= 5 {
+            rd::set(
+                &mut this.protocol_name,
+                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupRequest.protocol_name")?,
+            );
+        }
+        rd::set(
+            &mut this.assignments,
+            rd::struct_array(
                 i,
-                cx,
                 flexible,
-                v >= 3,
-                "SyncGroupRequest.group_instance_id",
-            )?;
-        }
-        if v >= 5 {
-            this.protocol_type =
-                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupRequest.protocol_type")?;
-        }
-        if v >= 5 {
-            this.protocol_name =
-                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupRequest.protocol_name")?;
-        }
-        this.assignments = rd::struct_array(
-            i,
-            flexible,
-            3,
-            "SyncGroupRequest.assignments",
-            |this: &mut SyncGroupRequestAssignment, i| this.read_into(i, cx, v),
-        )?;
+                3,
+                "SyncGroupRequest.assignments",
+                |this: &mut SyncGroupRequestAssignment, i| this.read_into(i, cx, v),
+            )?,
+        );
         if flexible {
             let n = rd::tag_count(i, "SyncGroupRequest._tagged")?;
             let mut last = None;
@@ -259,8 +275,14 @@ impl SyncGroupRequestAssignment {
         let _ = cx;
         let this = self;
         let flexible = v >= 4;
-        this.member_id = rd::string(i, cx, flexible, "SyncGroupRequestAssignment.member_id")?;
-        this.assignment = rd::bytes(i, cx, flexible, "SyncGroupRequestAssignment.assignment")?;
+        rd::set(
+            &mut this.member_id,
+            rd::string(i, cx, flexible, "SyncGroupRequestAssignment.member_id")?,
+        );
+        rd::set(
+            &mut this.assignment,
+            rd::bytes(i, cx, flexible, "SyncGroupRequestAssignment.assignment")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "SyncGroupRequestAssignment._tagged")?;
             let mut last = None;

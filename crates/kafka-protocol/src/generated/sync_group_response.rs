@@ -89,14 +89,21 @@ impl SyncGroupResponse {
             this.error_code = rd::i16(i, "SyncGroupResponse.error_code")?;
         }
         if v >= 5 {
-            this.protocol_type =
-                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupResponse.protocol_type")?;
+            rd::set(
+                &mut this.protocol_type,
+                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupResponse.protocol_type")?,
+            );
         }
         if v >= 5 {
-            this.protocol_name =
-                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupResponse.protocol_name")?;
+            rd::set(
+                &mut this.protocol_name,
+                rd::nullable_string(i, cx, flexible, v >= 5, "SyncGroupResponse.protocol_name")?,
+            );
         }
-        this.assignment = rd::bytes(i, cx, flexible, "SyncGroupResponse.assignment")?;
+        rd::set(
+            &mut this.assignment,
+            rd::bytes(i, cx, flexible, "SyncGroupResponse.assignment")?,
+        );
         if flexible {
             let n = rd::tag_count(i, "SyncGroupResponse._tagged")?;
             let mut last = None;

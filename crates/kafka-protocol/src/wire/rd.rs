@@ -66,6 +66,17 @@ fn too_many(field: &'static str, found: u64, remaining: usize, max: usize) -> Pr
     }
 }
 
+/// Stores `new` in `slot`, which must hold a default value, without dropping it.
+///
+/// Generated decoders fill structs in place, so every string, byte or array field is
+/// overwritten once over its default; the defaults own no memory (empty vectors, static or
+/// empty bytes), and skipping their drop saves an out-of-line drop call per field. A slot
+/// holding anything else would only leak, never be unsound.
+#[inline(always)]
+pub fn set<T>(slot: &mut T, new: T) {
+    std::mem::forget(std::mem::replace(slot, new));
+}
+
 /// `N` bytes as an array.
 #[inline(always)]
 fn chunk<const N: usize>(i: &mut &[u8], field: &'static str) -> Res<[u8; N]> {
