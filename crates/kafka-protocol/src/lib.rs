@@ -12,7 +12,8 @@
 //! - [`api`]: request/response headers, version checks, whole-frame encode and decode.
 //! - [`messages`]: every supported message at every supported version, generated from
 //!   Kafka's JSON message specs by `kafka-codegen` (`tools/kafka-codegen`).
-//! - [`wire`]: the primitives (`nom` parsers and the segmenting [`Encoder`]).
+//! - [`wire`]: the primitives (cursor readers with `nom`-shaped wrappers, and the
+//!   segmenting [`Encoder`]).
 //! - [`ErrorCode`], [`ApiKey`]: the protocol's error codes and API keys.
 //!
 //! Decoding is zero-copy for payloads: record data, SASL tokens and group member
