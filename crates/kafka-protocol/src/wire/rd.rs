@@ -369,8 +369,7 @@ pub fn nullable_struct_array<'a, T: Default>(
     if count > max {
         return Err(too_many(field, count as u64, i.len(), max));
     }
-    let mut out = Vec::with_capacity(count);
-    out.resize_with(count, T::default);
+    let mut out: Vec<T> = (0..count).map(|_| T::default()).collect();
     for e in &mut out {
         elem(e, i)?;
     }
