@@ -272,16 +272,30 @@ impl RecordBatch {
     /// `limits` and, for uncompressed batches, against the bytes present. Records are
     /// not read yet.
     pub fn decode(input: &Bytes, limits: &DecodeLimits) -> Result<Self> {
+        Self::decode_inner(input, limits, true)
+    }
+
+    /// [`RecordBatch::decode`] without recomputing the CRC-32C, for bytes that already
+    /// passed `decode` (a broker hands its store batches it has verified). Every other
+    /// check, and every bound of record decoding, still applies: wrong bytes give errors
+    /// or wrong records, never a panic.
+    pub fn decode_verified(input: &Bytes, limits: &DecodeLimits) -> Result<Self> {
+        Self::decode_inner(input, limits, false)
+    }
+
+    fn decode_inner(input: &Bytes, limits: &DecodeLimits, check_crc: bool) -> Result<Self> {
         let total = check_frame(input)?;
         let bytes = input.slice(..total);
         let header = BatchHeader::parse(&bytes)?;
-        let computed = crc32c::crc32c(&bytes[ATTRIBUTES_OFFSET..]);
-        if computed != header.crc {
-            return Err(RecordsError::CrcMismatch {
-                base_offset: header.base_offset,
-                expected: header.crc,
-                found: computed,
-            });
+        if check_crc {
+            let computed = crc32c::crc32c(&bytes[ATTRIBUTES_OFFSET..]);
+            if computed != header.crc {
+                return Err(RecordsError::CrcMismatch {
+                    base_offset: header.base_offset,
+                    expected: header.crc,
+                    found: computed,
+                });
+            }
         }
         let compression = header.attributes.compression()?;
         let count = header.record_count;
@@ -531,6 +545,28 @@ mod tests {
         bytes[last] ^= 1;
         let err = set_log_append_time(&mut bytes, 5_000).unwrap_err();
         assert!(matches!(err, RecordsError::CrcMismatch { .. }), "{err}");
+    }
+
+    #[test]
+    fn decode_verified_skips_only_the_crc() {
+        let mut bytes = sample(&BatchOptions::default());
+        let crc_byte = ATTRIBUTES_OFFSET - 1;
+        bytes[crc_byte] ^= 0xff;
+        let bytes = bytes.freeze();
+        let limits = DecodeLimits::default();
+        let err = RecordBatch::decode(&bytes, &limits).unwrap_err();
+        assert!(matches!(err, RecordsError::CrcMismatch { .. }), "{err}");
+        let batch = RecordBatch::decode_verified(&bytes, &limits).unwrap();
+        assert!(batch.records().unwrap().all(|r| r.is_ok()));
+        // Everything else is still checked.
+        let mut wrong_magic = BytesMut::from(&bytes[..]);
+        wrong_magic[MAGIC_OFFSET] = 1;
+        assert!(RecordBatch::decode_verified(&wrong_magic.freeze(), &limits).is_err());
+        let few = DecodeLimits {
+            max_records_per_batch: 1,
+            ..DecodeLimits::default()
+        };
+        assert!(RecordBatch::decode_verified(&bytes, &few).is_err());
     }
 
     #[test]
