@@ -6,8 +6,8 @@
 //!
 //! Long poll: when fewer than `min_bytes` are available, the handler waits on the store's
 //! per-partition watermark notifications (no sleeping loop), re-reading on each append,
-//! until `min_bytes` is reached or the wait ends. Backends that cannot notify are re-read
-//! at their poll interval.
+//! until `min_bytes` is reached or the wait ends. Backends that cannot notify, or whose
+//! notifications miss other writers' appends, are (also) re-read at their poll interval.
 //!
 //! Fetch sessions (KIP-227) are declined: responses carry session id 0, so clients keep
 //! sending full fetch requests; an incremental request gets `FETCH_SESSION_ID_NOT_FOUND`,
@@ -102,9 +102,14 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: FetchRequest) -> FetchResponse {
             tokio::time::sleep(log.poll_interval().min(remaining)).await;
             continue;
         }
+        let bound = if log.notifies_every_append() {
+            remaining
+        } else {
+            log.poll_interval().min(remaining)
+        };
         let closed = {
             let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
-            match tokio::time::timeout(remaining, changed).await {
+            match tokio::time::timeout(bound, changed).await {
                 // A sender went away (topic deleted): stop waiting on that channel.
                 Ok((Err(_), idx, _)) => Some(idx),
                 Ok((Ok(()), _, _)) | Err(_) => None,
@@ -118,72 +123,65 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: FetchRequest) -> FetchResponse {
 
 /// One pass over every requested partition. Returns the responses, the bytes gathered,
 /// and whether any partition reported an error (which ends the wait, as in Kafka).
+///
+/// When the partitions' limits add up to no more than `max_bytes`, the response budget
+/// cannot run out before the last partition, so the partitions are read concurrently
+/// (a remote backend answers them in parallel instead of one round trip after the
+/// other); otherwise one after the other, each with what is left of the budget, so a
+/// request never makes the broker hold more than `max_bytes` of reads. Either way the
+/// results are then sized in request order with the same rules.
 async fn read_all(
     ctx: &Ctx<'_>,
     targets: &[Target],
     max_bytes: usize,
     isolation_level: i8,
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
-    let log = &ctx.broker.stores.log;
+    let wanted: usize = targets
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| {
+            usize::try_from(p.partition_max_bytes)
+                .unwrap_or(0)
+                .min(max_bytes)
+        })
+        .fold(0usize, usize::saturating_add);
+    let concurrent = wanted <= max_bytes;
+    let mut reads: Vec<Vec<Read>> = Vec::with_capacity(targets.len());
+    if concurrent {
+        let all = targets.iter().map(|t| {
+            futures_util::future::join_all(t.partitions.iter().map(|p| {
+                let limit = usize::try_from(p.partition_max_bytes).unwrap_or(0);
+                read_one(ctx, t, p, limit.min(max_bytes), false)
+            }))
+        });
+        reads = futures_util::future::join_all(all).await;
+    }
+
     let mut total = 0usize;
     let mut errors = false;
     let mut out = Vec::with_capacity(targets.len());
-    for t in targets {
+    for (ti, t) in targets.iter().enumerate() {
         let mut partitions = Vec::with_capacity(t.partitions.len());
-        for p in &t.partitions {
+        for (pi, p) in t.partitions.iter().enumerate() {
+            let budget = max_bytes.saturating_sub(total);
+            let part_max = usize::try_from(p.partition_max_bytes).unwrap_or(0);
+            let limit = part_max.min(budget);
+            let read = match reads.get_mut(ti).and_then(|r| r.get_mut(pi)) {
+                Some(r) => std::mem::take(r),
+                None => read_one(ctx, t, p, limit, total > 0 && limit == 0).await,
+            };
             let mut data = PartitionData {
                 partition_index: p.partition,
                 error_code: ErrorCode::NONE.code(),
-                high_watermark: -1,
-                last_stable_offset: -1,
-                log_start_offset: -1,
+                high_watermark: read.high_watermark,
+                last_stable_offset: read.high_watermark,
+                log_start_offset: read.log_start_offset,
                 aborted_transactions: (isolation_level == 1).then(Vec::new),
                 preferred_read_replica: -1,
                 records: Some(Bytes::new()),
                 ..PartitionData::default()
             };
-            let result: Result<(), ErrorCode> = async {
-                let info = t.info.as_ref().map_err(|e| *e)?;
-                if p.partition < 0 || p.partition >= info.partitions {
-                    return Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
-                }
-                if ctx.version >= 9 && p.current_leader_epoch > 0 {
-                    return Err(ErrorCode::UNKNOWN_LEADER_EPOCH);
-                }
-                let budget = max_bytes.saturating_sub(total);
-                let part_max = usize::try_from(p.partition_max_bytes).unwrap_or(0);
-                let limit = part_max.min(budget);
-                if total > 0 && limit == 0 {
-                    let w = log
-                        .watermarks(&info.name, p.partition)
-                        .await
-                        .map_err(|e| e.error_code())?;
-                    data.high_watermark = w.high_watermark;
-                    data.last_stable_offset = w.high_watermark;
-                    data.log_start_offset = w.log_start_offset;
-                    return Ok(());
-                }
-                let read = match log
-                    .read(&info.name, p.partition, p.fetch_offset, limit.max(1))
-                    .await
-                {
-                    Ok(r) => r,
-                    Err(StoreError::OffsetOutOfRange {
-                        log_start_offset,
-                        high_watermark,
-                        ..
-                    }) => {
-                        data.high_watermark = high_watermark;
-                        data.last_stable_offset = high_watermark;
-                        data.log_start_offset = log_start_offset;
-                        return Err(ErrorCode::OFFSET_OUT_OF_RANGE);
-                    }
-                    Err(e) => return Err(e.error_code()),
-                };
-                data.high_watermark = read.watermarks.high_watermark;
-                data.last_stable_offset = read.watermarks.high_watermark;
-                data.log_start_offset = read.watermarks.log_start_offset;
-                let mut batches = read.batches;
+            let result = read.result.and_then(|mut batches| {
                 // Only the very first data of the response may exceed the limits.
                 if total > 0 {
                     let mut used = 0;
@@ -195,16 +193,17 @@ async fn read_all(
                 if ctx.version < 10 && batches.iter().any(is_zstd) {
                     return Err(ErrorCode::UNSUPPORTED_COMPRESSION_TYPE);
                 }
-                let size: usize = batches.iter().map(Bytes::len).sum();
-                total += size;
-                data.records = Some(join(batches));
-                Ok(())
-            }
-            .await;
-            if let Err(code) = result {
-                errors = true;
-                data.error_code = code.code();
-                data.records = Some(Bytes::new());
+                Ok(batches)
+            });
+            match result {
+                Ok(batches) => {
+                    total += batches.iter().map(Bytes::len).sum::<usize>();
+                    data.records = Some(join(batches));
+                }
+                Err(code) => {
+                    errors = true;
+                    data.error_code = code.code();
+                }
             }
             partitions.push(data);
         }
@@ -220,6 +219,82 @@ async fn read_all(
         });
     }
     (out, total, errors)
+}
+
+/// What one partition read gave: watermarks (-1 when unknown) and its batches or error.
+struct Read {
+    high_watermark: i64,
+    log_start_offset: i64,
+    result: Result<Vec<Bytes>, ErrorCode>,
+}
+
+impl Default for Read {
+    fn default() -> Self {
+        Read {
+            high_watermark: -1,
+            log_start_offset: -1,
+            result: Ok(Vec::new()),
+        }
+    }
+}
+
+/// Reads up to `limit` bytes of one partition (at least one batch, KIP-74), or only its
+/// watermarks when `watermarks_only`.
+async fn read_one(
+    ctx: &Ctx<'_>,
+    t: &Target,
+    p: &FetchPartition,
+    limit: usize,
+    watermarks_only: bool,
+) -> Read {
+    let log = &ctx.broker.stores.log;
+    let mut out = Read::default();
+    let info = match &t.info {
+        Ok(info) => info,
+        Err(code) => {
+            out.result = Err(*code);
+            return out;
+        }
+    };
+    if p.partition < 0 || p.partition >= info.partitions {
+        out.result = Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+        return out;
+    }
+    if ctx.version >= 9 && p.current_leader_epoch > 0 {
+        out.result = Err(ErrorCode::UNKNOWN_LEADER_EPOCH);
+        return out;
+    }
+    if watermarks_only {
+        match log.watermarks(&info.name, p.partition).await {
+            Ok(w) => {
+                out.high_watermark = w.high_watermark;
+                out.log_start_offset = w.log_start_offset;
+            }
+            Err(e) => out.result = Err(e.error_code()),
+        }
+        return out;
+    }
+    match log
+        .read(&info.name, p.partition, p.fetch_offset, limit.max(1))
+        .await
+    {
+        Ok(r) => {
+            out.high_watermark = r.watermarks.high_watermark;
+            out.log_start_offset = r.watermarks.log_start_offset;
+            out.result = Ok(r.batches);
+        }
+        Err(StoreError::OffsetOutOfRange {
+            log_start_offset,
+            high_watermark,
+            ..
+        }) => {
+            out.high_watermark = high_watermark;
+            out.log_start_offset = log_start_offset;
+            out.result = Err(ErrorCode::OFFSET_OUT_OF_RANGE);
+        }
+        Err(e) => out.result = Err(e.error_code()),
+    }
+    out
 }
 
 fn is_zstd(batch: &Bytes) -> bool {

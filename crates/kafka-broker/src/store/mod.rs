@@ -298,9 +298,18 @@ pub trait LogStore: Send + Sync + 'static {
     /// [`LogStore::poll_interval`].
     fn watch(&self, topic: &str, partition: i32) -> Option<watch::Receiver<i64>>;
 
-    /// How often a waiting fetch re-reads a backend that cannot notify.
+    /// How often a waiting fetch re-reads a backend that cannot notify, or whose
+    /// notifications miss some appends (see [`LogStore::notifies_every_append`]).
     fn poll_interval(&self) -> Duration {
         Duration::from_millis(50)
+    }
+
+    /// Whether [`LogStore::watch`] fires for every append. A backend that other
+    /// writers share (the Iggy bridge: native Iggy producers write to the same
+    /// partitions) returns `false`; a waiting fetch then also re-reads every
+    /// [`LogStore::poll_interval`].
+    fn notifies_every_append(&self) -> bool {
+        true
     }
 }
 
