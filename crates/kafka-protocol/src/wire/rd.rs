@@ -73,7 +73,7 @@ fn too_many(field: &'static str, found: u64, remaining: usize, max: usize) -> Pr
 /// empty bytes), and skipping their drop saves an out-of-line drop call per field. A slot
 /// holding anything else would only leak, never be unsound.
 #[inline(always)]
-pub fn set<T>(slot: &mut T, new: T) {
+pub(crate) fn set<T>(slot: &mut T, new: T) {
     std::mem::forget(std::mem::replace(slot, new));
 }
 
