@@ -43,7 +43,8 @@
 //! order with their raw value bytes.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use iggy::prelude::{HeaderKey, HeaderKind, HeaderValue, IggyMessage};
+use iggy::prelude::{HeaderKey, HeaderKind, HeaderValue, IggyMessage, IggyTimestamp};
+use iggy_common::{IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE};
 use kafka_records::{
     Attributes, BatchOptions, Compression, Header, NewRecord, RecordsError, TimestampType,
     encode_batch,
@@ -120,6 +121,17 @@ impl BatchFrame {
         })
     }
 
+    fn put_slice(&self, out: &mut &mut [u8]) {
+        out.put_i16(self.attributes);
+        out.put_i32(self.partition_leader_epoch);
+        out.put_i64(self.base_timestamp);
+        out.put_i64(self.producer_id);
+        out.put_i16(self.producer_epoch);
+        out.put_i32(self.base_sequence);
+        out.put_i32(self.record_count);
+    }
+
+    #[cfg(test)]
     fn put(&self, out: &mut BytesMut) {
         out.put_i16(self.attributes);
         out.put_i32(self.partition_leader_epoch);
@@ -162,6 +174,7 @@ fn key(name: &str) -> Result<HeaderKey, MappingError> {
     HeaderKey::from_str(name).map_err(|e| MappingError::Unrepresentable(e.to_string()))
 }
 
+#[cfg(test)]
 fn raw_value(bytes: &[u8]) -> Result<HeaderValue, MappingError> {
     HeaderValue::try_from(bytes).map_err(|e| MappingError::Unrepresentable(e.to_string()))
 }
@@ -286,9 +299,28 @@ pub fn to_message(
     offset_delta: i32,
     batch: Option<&BatchFrame>,
 ) -> Result<IggyMessage, MappingError> {
-    let native = is_native(record);
-    if native {
-        match build(record, offset_delta, batch, true) {
+    to_message_at(
+        record,
+        offset_delta,
+        batch,
+        IggyTimestamp::now().as_micros(),
+    )
+}
+
+/// [`to_message`] with the message's origin timestamp (microseconds) given, so a batch
+/// reads the clock once.
+///
+/// The user headers are written straight in Iggy's wire form (what the SDK's builder
+/// makes of the same header map, byte for byte; a test checks it), without building a
+/// map per message.
+pub fn to_message_at(
+    record: &NewRecord,
+    offset_delta: i32,
+    batch: Option<&BatchFrame>,
+    origin_micros: u64,
+) -> Result<IggyMessage, MappingError> {
+    if is_native(record) {
+        match build_wire(record, offset_delta, batch, true, origin_micros) {
             Ok(message) => return Ok(message),
             // Headers that pass the per-field rules can still exceed Iggy's total cap;
             // the envelope has no such cap short of the payload limit.
@@ -296,9 +328,126 @@ pub fn to_message(
             Err(e) => return Err(e),
         }
     }
-    build(record, offset_delta, batch, false)
+    build_wire(record, offset_delta, batch, false, origin_micros)
 }
 
+/// Wire codes of Iggy header kinds (`HeaderKind::as_code`).
+const KIND_RAW: u8 = 1;
+const KIND_STRING: u8 = 2;
+const KIND_INT64: u8 = 7;
+
+/// One user header entry: String key, `kind` value.
+fn put_entry(out: &mut BytesMut, name: &[u8], kind: u8, value: &[u8]) {
+    out.put_u8(KIND_STRING);
+    out.put_u32_le(name.len() as u32);
+    out.put_slice(name);
+    out.put_u8(kind);
+    out.put_u32_le(value.len() as u32);
+    out.put_slice(value);
+}
+
+fn entry_len(name: &[u8], value: &[u8]) -> usize {
+    10 + name.len() + value.len()
+}
+
+fn build_wire(
+    record: &NewRecord,
+    offset_delta: i32,
+    batch: Option<&BatchFrame>,
+    native: bool,
+    origin_micros: u64,
+) -> Result<IggyMessage, MappingError> {
+    let mut frame = [0u8; FRAME_LEN + BATCH_FIELDS_LEN];
+    let frame_len = {
+        let mut w = &mut frame[..];
+        w.put_u8(FORMAT_VERSION);
+        let mut flags = 0;
+        if !native {
+            flags |= FLAG_ENVELOPE;
+        }
+        if batch.is_some() {
+            flags |= FLAG_FIRST;
+        }
+        w.put_u8(flags);
+        w.put_i32(offset_delta);
+        if let Some(batch) = batch {
+            batch.put_slice(&mut w);
+        }
+        FRAME_LEN + batch.map_or(0, |_| BATCH_FIELDS_LEN)
+    };
+    let frame = &frame[..frame_len];
+    let timestamp = record.timestamp.to_le_bytes();
+    let key = record.key.as_deref().filter(|_| native);
+    let user: &[Header] = if native { &record.headers } else { &[] };
+    // Names beginning `kafka.` form one range in byte order and producer headers never
+    // use it (`is_native`), so the map's order is: producer headers below the range,
+    // the bridge's own (key < record < timestamp), the producer headers above it.
+    let below = user.partition_point(|h| h.key.as_ref() < RESERVED_PREFIX.as_bytes());
+    let size = user
+        .iter()
+        .map(|h| entry_len(&h.key, h.value.as_deref().unwrap_or_default()))
+        .sum::<usize>()
+        + key.map_or(0, |k| entry_len(KEY_HEADER.as_bytes(), k))
+        + entry_len(RECORD_HEADER.as_bytes(), frame)
+        + entry_len(TIMESTAMP_HEADER.as_bytes(), &timestamp);
+    if size > MAX_USER_HEADERS_SIZE as usize {
+        return Err(MappingError::Unrepresentable(format!(
+            "{size} bytes of user headers (Iggy's cap is {MAX_USER_HEADERS_SIZE})"
+        )));
+    }
+    let mut headers = BytesMut::with_capacity(size);
+    let put_user = |out: &mut BytesMut, hs: &[Header]| {
+        for h in hs {
+            put_entry(
+                out,
+                &h.key,
+                KIND_RAW,
+                h.value.as_deref().unwrap_or_default(),
+            );
+        }
+    };
+    put_user(&mut headers, &user[..below]);
+    if let Some(k) = key {
+        put_entry(&mut headers, KEY_HEADER.as_bytes(), KIND_RAW, k);
+    }
+    put_entry(&mut headers, RECORD_HEADER.as_bytes(), KIND_RAW, frame);
+    put_entry(
+        &mut headers,
+        TIMESTAMP_HEADER.as_bytes(),
+        KIND_INT64,
+        &timestamp,
+    );
+    put_user(&mut headers, &user[below..]);
+    let payload = if native {
+        record.value.clone().unwrap_or_default()
+    } else {
+        envelope(record)?
+    };
+    if payload.is_empty() || payload.len() > MAX_PAYLOAD_SIZE as usize {
+        return Err(MappingError::Unrepresentable(format!(
+            "a payload of {} bytes (Iggy takes 1 to {MAX_PAYLOAD_SIZE})",
+            payload.len()
+        )));
+    }
+    Ok(IggyMessage {
+        header: IggyMessageHeader {
+            checksum: 0,
+            id: 0,
+            offset: 0,
+            timestamp: 0,
+            origin_timestamp: origin_micros,
+            user_headers_length: u32::try_from(size).unwrap_or(u32::MAX),
+            payload_length: u32::try_from(payload.len()).unwrap_or(u32::MAX),
+            reserved: 0,
+        },
+        payload,
+        user_headers: Some(headers.freeze()),
+    })
+}
+
+/// The message through the SDK's builder and a header map: the reference the direct
+/// wire writer is tested against.
+#[cfg(test)]
 fn build(
     record: &NewRecord,
     offset_delta: i32,
@@ -346,8 +495,156 @@ fn build(
         .map_err(|e| MappingError::Unrepresentable(e.to_string()))
 }
 
+/// What a single pass over a message's user headers found; `None` from
+/// [`scan_headers`] sends the message to the map-based reader instead.
+struct Scanned {
+    timestamp: Option<i64>,
+    frame: Option<Bytes>,
+    key: Option<Bytes>,
+    headers: Vec<Header>,
+}
+
+/// Reads user headers straight from their wire form, as zero-copy slices. Handles the
+/// common shape only: String-kind names, strictly increasing (the order of the SDK's
+/// map), a well-formed Int64 timestamp. Anything else is `None`.
+fn scan_headers(wire: &Bytes) -> Option<Scanned> {
+    let mut out = Scanned {
+        timestamp: None,
+        frame: None,
+        key: None,
+        headers: Vec::new(),
+    };
+    let mut pos = 0usize;
+    let mut previous: Option<(usize, usize)> = None;
+    let field = |pos: &mut usize| -> Option<(u8, usize, usize)> {
+        let kind = *wire.get(*pos)?;
+        let len = wire.get(*pos + 1..*pos + 5)?;
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        let start = *pos + 5;
+        let end = start.checked_add(len).filter(|e| *e <= wire.len())?;
+        *pos = end;
+        Some((kind, start, end))
+    };
+    while pos < wire.len() {
+        let (name_kind, ns, ne) = field(&mut pos)?;
+        let (value_kind, vs, ve) = field(&mut pos)?;
+        if name_kind != KIND_STRING || ns == ne {
+            return None;
+        }
+        let name = &wire[ns..ne];
+        if let Some((ps, pe)) = previous
+            && wire[ps..pe] >= *name
+        {
+            return None;
+        }
+        previous = Some((ns, ne));
+        match name {
+            n if n == TIMESTAMP_HEADER.as_bytes() => {
+                if value_kind == KIND_INT64 {
+                    let v: [u8; 8] = wire[vs..ve].try_into().ok()?;
+                    out.timestamp = Some(i64::from_le_bytes(v));
+                }
+            }
+            n if n == RECORD_HEADER.as_bytes() => out.frame = Some(wire.slice(vs..ve)),
+            n if n == KEY_HEADER.as_bytes() => out.key = Some(wire.slice(vs..ve)),
+            _ => out
+                .headers
+                .push(Header::new(wire.slice(ns..ne), Some(wire.slice(vs..ve)))),
+        }
+    }
+    Some(out)
+}
+
 /// Reads a Kafka record back from an Iggy message (written by the bridge or not).
 pub fn from_message(message: &IggyMessage) -> Result<MappedRecord, MappingError> {
+    let scanned = match &message.user_headers {
+        Some(wire) => scan_headers(wire),
+        None => Some(Scanned {
+            timestamp: None,
+            frame: None,
+            key: None,
+            headers: Vec::new(),
+        }),
+    };
+    match scanned {
+        Some(scanned) => from_scanned(message, scanned),
+        None => from_message_mapped(message),
+    }
+}
+
+fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, MappingError> {
+    let offset = message.header.offset;
+    // Iggy timestamps are microseconds since the epoch.
+    let timestamp = s.timestamp.unwrap_or_else(|| {
+        i64::try_from(message.header.origin_timestamp / 1000).unwrap_or(i64::MAX)
+    });
+    let Some(frame) = s.frame else {
+        return Ok(MappedRecord {
+            offset,
+            record: NewRecord {
+                timestamp,
+                key: s.key,
+                value: Some(message.payload.clone()),
+                headers: s.headers,
+            },
+            offset_delta: None,
+            batch: None,
+            envelope: false,
+        });
+    };
+    let (offset_delta, batch, envelope) = parse_frame(&frame)?;
+    let record = if envelope {
+        let (key, value, headers) = parse_envelope(&message.payload)?;
+        NewRecord {
+            timestamp,
+            key,
+            value,
+            headers,
+        }
+    } else {
+        let mut headers = s.headers;
+        headers.retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
+        NewRecord {
+            timestamp,
+            key: s.key,
+            value: Some(message.payload.clone()),
+            headers,
+        }
+    };
+    Ok(MappedRecord {
+        offset,
+        record,
+        offset_delta: Some(offset_delta),
+        batch,
+        envelope,
+    })
+}
+
+/// Offset delta, batch fields (first record only) and envelope flag of a `kafka.record`
+/// value.
+fn parse_frame(frame: &[u8]) -> Result<(i32, Option<BatchFrame>, bool), MappingError> {
+    if frame.len() < FRAME_LEN || frame[0] != FORMAT_VERSION {
+        return Err(MappingError::BadFrame(format!(
+            "{} bytes, version {:?}",
+            frame.len(),
+            frame.first()
+        )));
+    }
+    let flags = frame[1];
+    let offset_delta = i32::from_be_bytes([frame[2], frame[3], frame[4], frame[5]]);
+    let batch = if flags & FLAG_FIRST != 0 {
+        let fields = frame
+            .get(FRAME_LEN..FRAME_LEN + BATCH_FIELDS_LEN)
+            .ok_or_else(|| MappingError::BadFrame("truncated batch fields".into()))?;
+        Some(BatchFrame::get(fields))
+    } else {
+        None
+    };
+    Ok((offset_delta, batch, flags & FLAG_ENVELOPE != 0))
+}
+
+/// [`from_message`] through the SDK's header map: for headers of any shape.
+fn from_message_mapped(message: &IggyMessage) -> Result<MappedRecord, MappingError> {
     let offset = message.header.offset;
     let headers = message
         .user_headers_map()
@@ -369,25 +666,7 @@ pub fn from_message(message: &IggyMessage) -> Result<MappedRecord, MappingError>
             envelope: false,
         });
     };
-    let frame = frame.as_bytes();
-    if frame.len() < FRAME_LEN || frame[0] != FORMAT_VERSION {
-        return Err(MappingError::BadFrame(format!(
-            "{} bytes, version {:?}",
-            frame.len(),
-            frame.first()
-        )));
-    }
-    let flags = frame[1];
-    let offset_delta = i32::from_be_bytes([frame[2], frame[3], frame[4], frame[5]]);
-    let batch = if flags & FLAG_FIRST != 0 {
-        let fields = frame
-            .get(FRAME_LEN..FRAME_LEN + BATCH_FIELDS_LEN)
-            .ok_or_else(|| MappingError::BadFrame("truncated batch fields".into()))?;
-        Some(BatchFrame::get(fields))
-    } else {
-        None
-    };
-    let envelope = flags & FLAG_ENVELOPE != 0;
+    let (offset_delta, batch, envelope) = parse_frame(frame.as_bytes())?;
     let record = if envelope {
         let (key, value, headers) = parse_envelope(&message.payload)?;
         NewRecord {
@@ -563,6 +842,13 @@ mod tests {
     }
 
     #[test]
+    fn header_kind_codes_are_the_sdks() {
+        assert_eq!(KIND_RAW, HeaderKind::Raw.as_code());
+        assert_eq!(KIND_STRING, HeaderKind::String.as_code());
+        assert_eq!(KIND_INT64, HeaderKind::Int64.as_code());
+    }
+
+    #[test]
     fn batch_frame_survives() {
         let frame = BatchFrame {
             attributes: 1,
@@ -619,6 +905,7 @@ mod tests {
         let name = prop_oneof![
             proptest::collection::vec(any::<u8>(), 0..8),
             "[a-d]{1,3}".prop_map(String::into_bytes),
+            "[j-m][a-z.]{0,6}".prop_map(String::into_bytes),
             Just(b"kafka.key".to_vec()),
         ];
         let header = (name, arb_bytes(300)).prop_map(|(n, v)| Header::new(Bytes::from(n), v));
@@ -636,7 +923,116 @@ mod tests {
             })
     }
 
+    /// Records that take the native form: sorted unique names on both sides of `kafka.`.
+    fn arb_native_record() -> impl Strategy<Value = NewRecord> {
+        let value = proptest::collection::vec(any::<u8>(), 1..40).prop_map(Bytes::from);
+        let headers = proptest::collection::btree_map("[a-z][a-z.]{0,8}", value.clone(), 0..6)
+            .prop_map(|m| {
+                m.into_iter()
+                    .filter(|(k, _)| !k.starts_with(RESERVED_PREFIX))
+                    .map(|(k, v)| Header::new(Bytes::from(k), Some(v)))
+                    .collect::<Vec<_>>()
+            });
+        (
+            any::<i64>(),
+            proptest::option::of(value.clone()),
+            value,
+            headers,
+        )
+            .prop_map(|(timestamp, key, value, headers)| NewRecord {
+                timestamp,
+                key,
+                value: Some(value),
+                headers,
+            })
+    }
+
+    fn sample_frame() -> BatchFrame {
+        BatchFrame {
+            attributes: 0x10,
+            partition_leader_epoch: -1,
+            base_timestamp: 1_700_000_000_000,
+            producer_id: 7,
+            producer_epoch: 2,
+            base_sequence: 11,
+            record_count: 5,
+        }
+    }
+
     proptest! {
+        #[test]
+        fn direct_wire_matches_the_sdk_builder(
+            record in prop_oneof![arb_record(), arb_native_record()],
+            delta in 0i32..1000,
+            first in any::<bool>(),
+        ) {
+            let frame = first.then(sample_frame);
+            for native in [true, false] {
+                if native && !is_native(&record) {
+                    continue;
+                }
+                let direct = build_wire(&record, delta, frame.as_ref(), native, 5);
+                let reference = build(&record, delta, frame.as_ref(), native);
+                match (direct, reference) {
+                    (Ok(d), Ok(r)) => {
+                        prop_assert_eq!(&d.user_headers, &r.user_headers);
+                        prop_assert_eq!(&d.payload, &r.payload);
+                        prop_assert_eq!(d.header.user_headers_length, r.header.user_headers_length);
+                        prop_assert_eq!(d.header.payload_length, r.header.payload_length);
+                    }
+                    (Err(_), Err(_)) => {}
+                    (d, r) => prop_assert!(false, "direct ok {} but builder ok {}", d.is_ok(), r.is_ok()),
+                }
+            }
+        }
+
+        #[test]
+        fn direct_reader_matches_the_map_reader(
+            record in prop_oneof![arb_record(), arb_native_record()],
+            delta in 0i32..1000,
+            first in any::<bool>(),
+        ) {
+            let frame = first.then(sample_frame);
+            let message = to_message(&record, delta, frame.as_ref()).unwrap();
+            let message = with_offset(IggyMessage::from_bytes(message.to_bytes()).unwrap(), 3);
+            let wire = message.user_headers.clone().unwrap();
+            prop_assert!(scan_headers(&wire).is_some(), "the bridge's own headers take the direct path");
+            let direct = from_message(&message).unwrap();
+            prop_assert_eq!(&direct, &from_message_mapped(&message).unwrap());
+            prop_assert_eq!(direct.record, record);
+        }
+
+        #[test]
+        fn native_producer_headers_read_the_same_either_way(
+            names in proptest::collection::btree_set("[a-z.]{1,16}", 0..6),
+            payload in proptest::collection::vec(any::<u8>(), 1..20),
+        ) {
+            let mut headers = BTreeMap::new();
+            for (i, n) in names.iter().enumerate() {
+                if i % 3 == 2 {
+                    headers.insert(key(n).unwrap(), HeaderValue::from(i64::try_from(i).unwrap()));
+                } else {
+                    headers.insert(key(n).unwrap(), raw_value(n.as_bytes()).unwrap());
+                }
+            }
+            let message = IggyMessage::builder()
+                .payload(Bytes::from(payload))
+                .user_headers(headers)
+                .build()
+                .unwrap();
+            let message = with_offset(IggyMessage::from_bytes(message.to_bytes()).unwrap(), 9);
+            match (from_message(&message), from_message_mapped(&message)) {
+                (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                (Err(_), Err(_)) => {}
+                (a, b) => prop_assert!(false, "direct {:?} vs mapped {:?}", a, b),
+            }
+        }
+
+        #[test]
+        fn header_scanner_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
+            let _ = scan_headers(&Bytes::from(bytes));
+        }
+
         #[test]
         fn any_record_round_trips(record in arb_record(), delta in 0i32..1000) {
             let back = roundtrip(&record, delta, None);
