@@ -153,6 +153,16 @@ struct RawConfig {
     iggy_stream: Option<String>,
     #[serde(deserialize_with = "parsed_opt")]
     topic_map_path: Option<PathBuf>,
+    #[serde(deserialize_with = "parsed")]
+    iggy_sessions: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_call_timeout_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    iggy_metadata_max_age_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    iggy_poll_batch_messages: u32,
+    #[serde(deserialize_with = "parsed")]
+    iggy_read_ahead_bytes: usize,
 }
 
 impl Default for RawConfig {
@@ -174,6 +184,7 @@ impl Default for RawConfig {
         let topic = broker.default_topic_config;
         let memory = MemoryStoreConfig::default();
         let groups = broker.groups;
+        let bridge = BridgeConfig::default();
         RawConfig {
             bind_addr: "127.0.0.1:9093".into(),
             advertised_host: None,
@@ -214,6 +225,11 @@ impl Default for RawConfig {
             iggy_password: None,
             iggy_stream: None,
             topic_map_path: None,
+            iggy_sessions: bridge.sessions,
+            iggy_call_timeout_ms: duration_ms(bridge.call_timeout),
+            iggy_metadata_max_age_ms: duration_ms(bridge.metadata_max_age),
+            iggy_poll_batch_messages: bridge.poll_batch_messages,
+            iggy_read_ahead_bytes: bridge.read_ahead_bytes,
         }
     }
 }
@@ -656,6 +672,11 @@ fn validate(raw: RawConfig, names: &Names<'_>) -> Result<GatewayConfig, ConfigEr
         "iggy_password",
         "iggy_stream",
         "topic_map_path",
+        "iggy_sessions",
+        "iggy_call_timeout_ms",
+        "iggy_metadata_max_age_ms",
+        "iggy_poll_batch_messages",
+        "iggy_read_ahead_bytes",
     ];
     let bridge = if raw.bridge_enabled {
         // The bridge either connects at start or the gateway does not start: it never
@@ -679,6 +700,11 @@ fn validate(raw: RawConfig, names: &Names<'_>) -> Result<GatewayConfig, ConfigEr
             bridge.stream = stream.clone();
         }
         bridge.topic_map_path = raw.topic_map_path.clone();
+        bridge.sessions = raw.iggy_sessions;
+        bridge.call_timeout = Duration::from_millis(raw.iggy_call_timeout_ms);
+        bridge.metadata_max_age = Duration::from_millis(raw.iggy_metadata_max_age_ms);
+        bridge.poll_batch_messages = raw.iggy_poll_batch_messages;
+        bridge.read_ahead_bytes = raw.iggy_read_ahead_bytes;
         if let Err(e) = bridge.validate() {
             return fail("bridge_enabled", &e.to_string());
         }
@@ -934,6 +960,9 @@ mod tests {
             "iggy_password",
             "iggy_stream",
             "topic_map_path",
+            "iggy_sessions",
+            "iggy_metadata_max_age_ms",
+            "iggy_read_ahead_bytes",
         ] {
             assert!(keys.contains(&expected), "{expected} missing");
         }
@@ -1195,6 +1224,9 @@ mod tests {
                 ("IGGY_KAFKA_IGGY_USERNAME", "gateway"),
                 ("IGGY_KAFKA_IGGY_PASSWORD", "s3cret [x]"),
                 ("IGGY_KAFKA_IGGY_STREAM", "events"),
+                ("IGGY_KAFKA_IGGY_SESSIONS", "8"),
+                ("IGGY_KAFKA_IGGY_METADATA_MAX_AGE_MS", "0"),
+                ("IGGY_KAFKA_IGGY_READ_AHEAD_BYTES", "0"),
             ]),
         )
         .expect("valid bridge settings");
@@ -1205,6 +1237,9 @@ mod tests {
         assert_eq!(b.username, "gateway");
         assert_eq!(b.password, "s3cret [x]");
         assert_eq!(b.stream, "events");
+        assert_eq!(b.sessions, 8);
+        assert_eq!(b.metadata_max_age, Duration::ZERO);
+        assert_eq!(b.read_ahead_bytes, 0);
         assert!(config.warnings.is_empty(), "{:?}", config.warnings);
 
         let file = toml_file("bridge_enabled = true\n");

@@ -5,6 +5,13 @@
 //! through the same session and hold that partition's async mutex, so one append's
 //! messages land contiguously and appends land in call order, while other partitions
 //! proceed at the same time. A semaphore bounds the sends in flight.
+//!
+//! Round trips are the cost that matters, so the hot paths make one Iggy call each: a
+//! topic's description is reused for `metadata_max_age` (changes made through this
+//! gateway drop it at once), an append takes its base offset from Iggy's send
+//! confirmation, and a read takes the high watermark from the poll answer. Exact
+//! answers that need a fresh description (ListOffsets, a read below the log start or at
+//! the end) ask Iggy again.
 
 use crate::config::{BridgeConfig, IggyTopicRef, TopicMap};
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
@@ -51,7 +58,33 @@ struct Inner {
     sends: Semaphore,
     partition_locks: Mutex<HashMap<(IggyTopicRef, u32), PartitionLock>>,
     meta: Meta,
+    /// Kafka topic name -> its description, reused for `metadata_max_age`.
+    topics: Mutex<HashMap<String, CachedTopic>>,
+    /// High watermarks after this gateway's own appends, for long polls.
+    watches: Mutex<HashMap<(IggyTopicRef, u32), watch::Sender<i64>>>,
+    /// Running estimate of the bytes one polled message takes in a Kafka batch, to size
+    /// polls from a Fetch's byte limit.
+    message_bytes: AtomicUsize,
+    /// Records polled ahead of their reader, per partition.
+    ahead: Mutex<HashMap<(IggyTopicRef, u32), Ahead>>,
+    /// Bytes reserved by `ahead`, bounded by `read_ahead_bytes`.
+    ahead_bytes: AtomicUsize,
 }
+
+/// A topic description and when Iggy gave it.
+struct CachedTopic {
+    at: std::time::Instant,
+    resolved: Arc<Resolved>,
+}
+
+/// Most topic descriptions kept; past it the cache starts over.
+const MAX_CACHED_TOPICS: usize = 10_000;
+
+/// Most partitions with long-poll notification channels; past it they start over.
+const MAX_WATCHED_PARTITIONS: usize = 100_000;
+
+/// Most partitions with records polled ahead of their reader.
+const MAX_READ_AHEAD_PARTITIONS: usize = 4096;
 
 /// Serializes the appends of one partition.
 type PartitionLock = Arc<tokio::sync::Mutex<()>>;
@@ -64,6 +97,23 @@ struct Resolved {
     partitions_count: u32,
     message_expiry: IggyExpiry,
     max_topic_size: MaxTopicSize,
+}
+
+impl Resolved {
+    fn new(target: IggyTopicRef, d: iggy::prelude::TopicDetails) -> Resolved {
+        Resolved {
+            key: TopicKey {
+                stream: target.stream.clone(),
+                topic: target.topic.clone(),
+                created_at: d.created_at.as_micros(),
+            },
+            target,
+            partitions: d.partitions,
+            partitions_count: d.partitions_count,
+            message_expiry: d.message_expiry,
+            max_topic_size: d.max_topic_size,
+        }
+    }
 }
 
 fn named(name: &str, topic: &str) -> StoreResult<Identifier> {
@@ -165,6 +215,11 @@ impl IggyBridge {
                 next_session: AtomicUsize::new(0),
                 partition_locks: Mutex::new(HashMap::new()),
                 meta,
+                topics: Mutex::new(HashMap::new()),
+                watches: Mutex::new(HashMap::new()),
+                message_bytes: AtomicUsize::new(256),
+                ahead: Mutex::new(HashMap::new()),
+                ahead_bytes: AtomicUsize::new(0),
             }),
         })
     }
@@ -235,7 +290,8 @@ impl IggyBridge {
         }
     }
 
-    async fn resolve(&self, name: &str) -> StoreResult<Option<Resolved>> {
+    /// Asks Iggy for the topic's description (and caches it).
+    async fn resolve(&self, name: &str) -> StoreResult<Option<Arc<Resolved>>> {
         let target = self.inner.map.resolve(name);
         let (s, t) = (named(&target.stream, name)?, named(&target.topic, name)?);
         let details = match self
@@ -246,32 +302,103 @@ impl IggyBridge {
             Err(StoreError::UnknownTopicOrPartition { .. }) => None,
             Err(e) => return Err(e),
         };
-        Ok(details.map(|d| Resolved {
-            key: TopicKey {
-                stream: target.stream.clone(),
-                topic: target.topic.clone(),
-                created_at: d.created_at.as_micros(),
-            },
-            target,
-            partitions: d.partitions,
-            partitions_count: d.partitions_count,
-            message_expiry: d.message_expiry,
-            max_topic_size: d.max_topic_size,
-        }))
+        let resolved = details.map(|d| Arc::new(Resolved::new(target, d)));
+        self.remember(name, resolved.clone())?;
+        Ok(resolved)
     }
 
-    async fn require(&self, name: &str, partition: i32) -> StoreResult<Resolved> {
+    /// Caches (or, for `None` or when caching is off, drops) the description of `name`.
+    fn remember(&self, name: &str, resolved: Option<Arc<Resolved>>) -> StoreResult<()> {
+        let mut cache = self.inner.topics.lock().map_err(poisoned)?;
+        match resolved {
+            Some(r) if !self.inner.config.metadata_max_age.is_zero() => {
+                if cache.len() >= MAX_CACHED_TOPICS {
+                    cache.clear();
+                }
+                cache.insert(
+                    name.to_owned(),
+                    CachedTopic {
+                        at: std::time::Instant::now(),
+                        resolved: r,
+                    },
+                );
+            }
+            _ => {
+                cache.remove(name);
+            }
+        }
+        Ok(())
+    }
+
+    /// The topic's description, from the cache while it is younger than
+    /// `metadata_max_age`, else from Iggy.
+    async fn resolve_cached(&self, name: &str) -> StoreResult<Option<Arc<Resolved>>> {
+        {
+            let cache = self.inner.topics.lock().map_err(poisoned)?;
+            if let Some(c) = cache.get(name)
+                && c.at.elapsed() < self.inner.config.metadata_max_age
+            {
+                return Ok(Some(c.resolved.clone()));
+            }
+        }
+        self.resolve(name).await
+    }
+
+    /// Drops the cached description of `name` (after a change, or when Iggy says the
+    /// topic is gone).
+    fn forget(&self, name: &str) {
+        if let Ok(mut cache) = self.inner.topics.lock() {
+            cache.remove(name);
+        }
+    }
+
+    /// The topic's fresh description; fails when the topic or partition does not exist.
+    async fn require(&self, name: &str, partition: i32) -> StoreResult<Arc<Resolved>> {
+        let resolved = self.resolve(name).await?;
+        Self::check_partition(name, partition, resolved)
+    }
+
+    /// Like [`Self::require`], from the cache when fresh enough. A partition beyond the
+    /// cached count is checked with Iggy once (it may have been added since).
+    async fn require_cached(&self, name: &str, partition: i32) -> StoreResult<Arc<Resolved>> {
+        let cached = self.resolve_cached(name).await?;
+        match cached {
+            Some(r) if u32::try_from(partition).is_ok_and(|p| p < r.partitions_count) => Ok(r),
+            _ => self.require(name, partition).await,
+        }
+    }
+
+    fn check_partition(
+        name: &str,
+        partition: i32,
+        resolved: Option<Arc<Resolved>>,
+    ) -> StoreResult<Arc<Resolved>> {
         let unknown = || StoreError::UnknownTopicOrPartition {
             topic: name.to_owned(),
             partition,
         };
-        let resolved = self.resolve(name).await?.ok_or_else(unknown)?;
+        let resolved = resolved.ok_or_else(unknown)?;
         if partition < 0
             || u32::try_from(partition).map_or(true, |p| p >= resolved.partitions_count)
         {
             return Err(unknown());
         }
         Ok(resolved)
+    }
+
+    /// Tells long polls on this gateway that `partition` now ends at `high_watermark`.
+    fn notify(&self, target: &IggyTopicRef, partition: u32, high_watermark: i64) {
+        if let Ok(watches) = self.inner.watches.lock()
+            && let Some(tx) = watches.get(&(target.clone(), partition))
+        {
+            tx.send_if_modified(|v| {
+                let grew = high_watermark > *v;
+                if grew {
+                    *v = high_watermark;
+                }
+                grew
+            });
+        }
     }
 
     fn config_of(
@@ -370,6 +497,19 @@ impl IggyBridge {
         offset: u64,
         count: u32,
     ) -> StoreResult<Vec<MappedRecord>> {
+        Ok(self.poll_at(r, name, partition, offset, count).await?.0)
+    }
+
+    /// Polls up to `count` messages from `offset`; also returns Iggy's current offset of
+    /// the partition (the offset of its last message) as the poll saw it.
+    async fn poll_at(
+        &self,
+        r: &Resolved,
+        name: &str,
+        partition: u32,
+        offset: u64,
+        count: u32,
+    ) -> StoreResult<(Vec<MappedRecord>, u64)> {
         let kafka_partition = i32::try_from(partition).unwrap_or(-1);
         let (s, t) = (
             named(&r.target.stream, name)?,
@@ -393,7 +533,20 @@ impl IggyBridge {
                 ),
             )
             .await?;
-        polled
+        if !polled.messages.is_empty() {
+            let bytes: usize = polled
+                .messages
+                .iter()
+                .map(|m| m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len))
+                .sum();
+            // Record overhead in a Kafka batch is about 10 bytes plus the headers' names.
+            let each = (bytes / polled.messages.len()).saturating_add(16).max(16);
+            let old = self.inner.message_bytes.load(Ordering::Relaxed);
+            self.inner
+                .message_bytes
+                .store((old * 3 + each) / 4, Ordering::Relaxed);
+        }
+        let records = polled
             .messages
             .iter()
             .filter(|m| m.header.offset >= offset)
@@ -405,7 +558,207 @@ impl IggyBridge {
                     ))
                 })
             })
-            .collect()
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok((records, polled.current_offset))
+    }
+
+    /// How many messages to ask Iggy for to fill about `max_bytes`.
+    fn poll_count(&self, max_bytes: usize) -> u32 {
+        let each = self.inner.message_bytes.load(Ordering::Relaxed).max(16);
+        let n = (max_bytes / each).saturating_add(1);
+        u32::try_from(n)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.inner.config.poll_batch_messages)
+    }
+
+    /// One poll at `offset` with the cached description. A hit is a poll that starts
+    /// exactly at `offset` (so it is inside the log) and gives the high watermark too;
+    /// anything else (nothing there, or the log starts later) is a miss, and the caller
+    /// asks Iggy for fresh watermarks to answer exactly.
+    async fn read_fast(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        count: u32,
+    ) -> StoreResult<Fast> {
+        let (Ok(start), Ok(p)) = (u64::try_from(offset), u32::try_from(partition)) else {
+            return Ok(Fast::Miss);
+        };
+        let r = self.require_cached(topic, partition).await?;
+        let cached = self.watermarks_of(&r, p)?;
+        let logical_start = self
+            .inner
+            .meta
+            .topic(&r.key)?
+            .and_then(|m| m.log_start.get(&p).copied())
+            .unwrap_or(0);
+        if offset < logical_start {
+            return Ok(Fast::Miss);
+        }
+        if let Some((records, high_watermark)) = self.take_ahead(&r.target, p, start).await {
+            let w = Watermarks {
+                log_start_offset: cached.log_start_offset.min(offset),
+                high_watermark: i64::try_from(high_watermark).unwrap_or(i64::MAX),
+            };
+            return Ok(Fast::Hit(r, w, records));
+        }
+        let (first, current) = match self.poll_at(&r, topic, p, start, count).await {
+            Ok(polled) => polled,
+            Err(e) => {
+                self.forget(topic);
+                return Err(e);
+            }
+        };
+        let Some(head) = first.first() else {
+            // Iggy's current offset is that of the last message, so an offset right
+            // after it is the end; 0 is ambiguous (empty, or one message at 0).
+            if current > 0 && current.checked_add(1) == Some(start) {
+                return Ok(Fast::AtEnd(Watermarks {
+                    log_start_offset: cached.log_start_offset.min(offset),
+                    high_watermark: offset,
+                }));
+            }
+            return Ok(Fast::Miss);
+        };
+        if head.offset != start {
+            return Ok(Fast::Miss);
+        }
+        let last = first.last().map_or(start, |m| m.offset);
+        let high_watermark = i64::try_from(current.max(last).saturating_add(1)).unwrap_or(i64::MAX);
+        let w = Watermarks {
+            log_start_offset: cached.log_start_offset.min(offset),
+            high_watermark,
+        };
+        Ok(Fast::Hit(r, w, first.into()))
+    }
+
+    /// Keeps what a read polled but did not return (`buf`, consecutive up to `next`) for
+    /// the next read of the partition, and when the partition holds more than that
+    /// (`next < end`, the high watermark) starts polling the rest, so the next Fetch
+    /// finds its records here instead of waiting for Iggy. Bounded by
+    /// `read_ahead_bytes` over all partitions; nothing is kept when that is 0.
+    #[allow(clippy::too_many_arguments)]
+    fn keep_ahead(
+        &self,
+        r: &Arc<Resolved>,
+        topic: &str,
+        partition: u32,
+        buf: VecDeque<MappedRecord>,
+        next: u64,
+        end: u64,
+        max_bytes: usize,
+    ) {
+        let limit = self.inner.config.read_ahead_bytes;
+        if limit == 0 || self.inner.config.metadata_max_age.is_zero() {
+            return;
+        }
+        let held: usize = buf.iter().map(mapped_size).sum();
+        // Enough for the next read and the start of the one after.
+        let more = next < end && held < max_bytes.saturating_mul(2);
+        if buf.is_empty() && !more {
+            return;
+        }
+        let reserved = if more {
+            held.saturating_add(max_bytes)
+        } else {
+            held
+        };
+        let total = self
+            .inner
+            .ahead_bytes
+            .fetch_add(reserved, Ordering::Relaxed);
+        if total.saturating_add(reserved) > limit {
+            self.inner
+                .ahead_bytes
+                .fetch_sub(reserved, Ordering::Relaxed);
+            return;
+        }
+        let Ok(mut slots) = self.inner.ahead.lock() else {
+            self.inner
+                .ahead_bytes
+                .fetch_sub(reserved, Ordering::Relaxed);
+            return;
+        };
+        let key = (r.target.clone(), partition);
+        if slots.len() >= MAX_READ_AHEAD_PARTITIONS && !slots.contains_key(&key) {
+            drop(slots);
+            self.inner
+                .ahead_bytes
+                .fetch_sub(reserved, Ordering::Relaxed);
+            return;
+        }
+        let pending = more.then(|| {
+            let this = self.clone();
+            let (r, topic) = (r.clone(), topic.to_owned());
+            let count = self.poll_count(max_bytes);
+            (
+                next,
+                tokio::spawn(async move { this.poll_at(&r, &topic, partition, next, count).await }),
+            )
+        });
+        let ahead = Ahead {
+            start: buf.front().map_or(next, |m| m.offset),
+            records: buf,
+            high_watermark: end,
+            at: std::time::Instant::now(),
+            reserved,
+            pending,
+        };
+        if let Some(old) = slots.insert(key, ahead) {
+            // A replaced poll still runs to its end (cancelling an SDK call midway could
+            // leave its connection out of step); its answer is dropped.
+            self.inner
+                .ahead_bytes
+                .fetch_sub(old.reserved, Ordering::Relaxed);
+        }
+    }
+
+    /// The records kept by [`Self::keep_ahead`] when they start at `start` and are
+    /// younger than `metadata_max_age`, with the high watermark last seen.
+    async fn take_ahead(
+        &self,
+        target: &IggyTopicRef,
+        partition: u32,
+        start: u64,
+    ) -> Option<(VecDeque<MappedRecord>, u64)> {
+        let ahead = {
+            let mut slots = self.inner.ahead.lock().ok()?;
+            let key = (target.clone(), partition);
+            let slot = slots.get(&key)?;
+            let fresh = slot.at.elapsed() < self.inner.config.metadata_max_age;
+            if fresh && slot.start != start {
+                // Another reader's position; leave it.
+                return None;
+            }
+            let ahead = slots.remove(&key)?;
+            self.inner
+                .ahead_bytes
+                .fetch_sub(ahead.reserved, Ordering::Relaxed);
+            if !fresh {
+                return None;
+            }
+            ahead
+        };
+        let mut records = ahead.records;
+        let mut high_watermark = ahead.high_watermark;
+        if let Some((from, handle)) = ahead.pending {
+            let expected = records.back().map_or(start, |m| m.offset + 1);
+            if let Ok(Ok(Ok((more, current)))) =
+                tokio::time::timeout(self.inner.config.call_timeout, handle).await
+                && from == expected
+            {
+                if !more.is_empty() {
+                    high_watermark = high_watermark.max(current.saturating_add(1));
+                }
+                records.extend(more.into_iter().filter(|m| m.offset >= expected));
+            }
+        }
+        if records.front().map(|m| m.offset) != Some(start) {
+            return None;
+        }
+        let last = records.back().map_or(start, |m| m.offset);
+        Some((records, high_watermark.max(last.saturating_add(1))))
     }
 
     async fn apply_iggy_settings(
@@ -484,14 +837,20 @@ async fn open_session(config: &BridgeConfig) -> Result<IggyClient, BridgeError> 
         config.username.clone(),
         secrecy::SecretString::from(config.password.clone()),
     );
-    let client = IggyClient::builder()
+    let builder = IggyClient::builder()
         .with_tcp()
         .with_server_address(config.address.clone())
         .with_auto_sign_in(AutoLogin::Enabled(credentials))
         // Bounded: the SDK's default retries forever, which would hang a Kafka request
         // (the per-call timeout still caps each call).
         .with_reconnection_max_retries(Some(config.connect_retries))
-        .with_reconnection_interval(IggyDuration::new(config.retry_interval))
+        .with_reconnection_interval(IggyDuration::new(config.retry_interval));
+    let builder = if config.tcp_nodelay {
+        builder.with_no_delay()
+    } else {
+        builder
+    };
+    let client = builder
         .build()
         .map_err(|e| BridgeError::Config(format!("iggy client: {e}")))?;
     let mut last = String::new();
@@ -523,6 +882,41 @@ async fn open_session(config: &BridgeConfig) -> Result<IggyClient, BridgeError> 
         attempts: config.connect_retries,
         last,
     })
+}
+
+/// What [`IggyBridge::read_fast`] found.
+enum Fast {
+    Hit(Arc<Resolved>, Watermarks, VecDeque<MappedRecord>),
+    AtEnd(Watermarks),
+    Miss,
+}
+
+/// Records of one partition polled ahead of its reader (see `IggyBridge::keep_ahead`).
+struct Ahead {
+    /// Offset of the first record (or of the pending poll when there is none).
+    start: u64,
+    records: VecDeque<MappedRecord>,
+    /// The partition's high watermark when the records were kept.
+    high_watermark: u64,
+    at: std::time::Instant,
+    /// Bytes counted against `read_ahead_bytes` for this slot.
+    reserved: usize,
+    /// A poll of the records after `records`: from which offset, and its task.
+    pending: Option<(u64, PendingPoll)>,
+}
+
+type PendingPoll = tokio::task::JoinHandle<StoreResult<(Vec<MappedRecord>, u64)>>;
+
+/// About the bytes one record takes in memory and in a Kafka batch.
+fn mapped_size(m: &MappedRecord) -> usize {
+    let r = &m.record;
+    r.key.as_ref().map_or(0, Bytes::len)
+        + r.value.as_ref().map_or(0, Bytes::len)
+        + r.headers
+            .iter()
+            .map(|h| h.key.len() + h.value.as_ref().map_or(0, Bytes::len))
+            .sum::<usize>()
+        + 16
 }
 
 /// One run of consecutive records read back as one Kafka batch.
@@ -618,12 +1012,14 @@ impl LogStore for IggyBridge {
                 },
             )
             .await?;
-        Ok(TopicInfo {
+        let info = TopicInfo {
             id: topic_id(&key),
             name: topic.name,
             partitions: i32::try_from(created.partitions_count).unwrap_or(topic.partitions),
             config: topic.config,
-        })
+        };
+        self.remember(&info.name, Some(Arc::new(Resolved::new(target, created))))?;
+        Ok(info)
     }
 
     async fn delete_topic(&self, name: &str) -> StoreResult<()> {
@@ -639,21 +1035,56 @@ impl LogStore for IggyBridge {
             named(&r.target.topic, name)?,
         );
         let session = self.any_session();
-        self.call(Op::Admin, name, -1, session.delete_topic(&s, &t))
-            .await?;
+        let deleted = self
+            .call(Op::Admin, name, -1, session.delete_topic(&s, &t))
+            .await;
+        self.forget(name);
+        deleted?;
+        if let Ok(mut watches) = self.inner.watches.lock() {
+            watches.retain(|(target, _), _| *target != r.target);
+        }
+        if let Ok(mut slots) = self.inner.ahead.lock() {
+            slots.retain(|(target, _), ahead| {
+                let keep = *target != r.target;
+                if !keep {
+                    self.inner
+                        .ahead_bytes
+                        .fetch_sub(ahead.reserved, Ordering::Relaxed);
+                }
+                keep
+            });
+        }
         self.inner.meta.forget_topic(session, &r.key).await?;
         Ok(())
     }
 
     async fn topic(&self, name: &str) -> StoreResult<Option<TopicInfo>> {
-        match self.resolve(name).await? {
+        match self.resolve_cached(name).await? {
             Some(r) => self.info(name, &r).map(Some),
             None => Ok(None),
         }
     }
 
     async fn topic_by_id(&self, id: u128) -> StoreResult<Option<TopicInfo>> {
-        Ok(self.topics().await?.into_iter().find(|t| t.id == id))
+        let cached = {
+            let cache = self.inner.topics.lock().map_err(poisoned)?;
+            cache
+                .iter()
+                .find(|(_, c)| {
+                    c.at.elapsed() < self.inner.config.metadata_max_age
+                        && topic_id(&c.resolved.key) == id
+                })
+                .map(|(name, c)| (name.clone(), c.resolved.clone()))
+        };
+        if let Some((name, r)) = cached {
+            return self.info(&name, &r).map(Some);
+        }
+        let found = self.topics().await?.into_iter().find(|t| t.id == id);
+        if let Some(t) = &found {
+            // Fill the cache, so the next lookup by this id is local.
+            self.resolve(&t.name).await?;
+        }
+        Ok(found)
     }
 
     async fn topics(&self) -> StoreResult<Vec<TopicInfo>> {
@@ -716,13 +1147,16 @@ impl LogStore for IggyBridge {
             named(&r.target.stream, name)?,
             named(&r.target.topic, name)?,
         );
-        self.call(
-            Op::Admin,
-            name,
-            -1,
-            self.any_session().create_partitions(&s, &t, add),
-        )
-        .await?;
+        let added = self
+            .call(
+                Op::Admin,
+                name,
+                -1,
+                self.any_session().create_partitions(&s, &t, add),
+            )
+            .await;
+        self.forget(name);
+        added?;
         let meta = self.config_of(
             &r.key,
             r.message_expiry,
@@ -740,8 +1174,11 @@ impl LogStore for IggyBridge {
     async fn set_topic_config(&self, name: &str, config: TopicConfig) -> StoreResult<()> {
         validate_config(&config)?;
         let r = self.require(name, 0).await?;
-        self.apply_iggy_settings(&r, name, &config, r.partitions_count)
-            .await?;
+        let applied = self
+            .apply_iggy_settings(&r, name, &config, r.partitions_count)
+            .await;
+        self.forget(name);
+        applied?;
         let mut meta = self.config_of(
             &r.key,
             r.message_expiry,
@@ -762,7 +1199,7 @@ impl LogStore for IggyBridge {
         batches: Vec<Bytes>,
         _now_ms: i64,
     ) -> StoreResult<AppendOutcome> {
-        let r = self.require(topic, partition).await?;
+        let r = self.require_cached(topic, partition).await?;
         let p = u32::try_from(partition).unwrap_or(0);
         let meta = self.config_of(
             &r.key,
@@ -779,8 +1216,10 @@ impl LogStore for IggyBridge {
             });
         }
         let mut messages: Vec<IggyMessage> = Vec::new();
+        let origin = iggy::prelude::IggyTimestamp::now().as_micros();
         for bytes in &batches {
-            let batch = RecordBatch::decode(bytes, &self.inner.config.decode_limits)
+            // The broker verified the CRC before calling append (the trait's contract).
+            let batch = RecordBatch::decode_verified(bytes, &self.inner.config.decode_limits)
                 .map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
             let frame = mapping::frame_of(batch.header());
             let records = batch
@@ -791,8 +1230,9 @@ impl LogStore for IggyBridge {
                 let delta = i32::try_from(i)
                     .map_err(|_| StoreError::CorruptBatch("too many records".into()))?;
                 let first = (i == 0).then_some(&frame);
-                let message = mapping::to_message(&NewRecord::from(record), delta, first)
-                    .map_err(|e| StoreError::LimitReached(e.to_string()))?;
+                let message =
+                    mapping::to_message_at(&NewRecord::from(record), delta, first, origin)
+                        .map_err(|e| StoreError::LimitReached(e.to_string()))?;
                 messages.push(message);
             }
         }
@@ -819,27 +1259,44 @@ impl LogStore for IggyBridge {
             });
         }
         let session = self.session_for(&r.target, p);
-        let response = self
+        let sent = self
             .call(
                 Op::Write,
                 topic,
                 partition,
                 session.send_messages(&s, &t, &Partitioning::partition_id(p), &mut messages),
             )
-            .await?;
-        // The partition lock makes "high watermark after minus what we sent" exact for
-        // this gateway; Iggy's confirmation, when it sends one, is used first.
-        let fresh = self.require(topic, partition).await?;
-        let w = self.watermarks_of(&fresh, p)?;
-        let base_offset = response
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => {
+                // The topic may have been deleted or changed behind the cache.
+                self.forget(topic);
+                return Err(e);
+            }
+        };
+        let confirmed = response
             .confirmations
-            .first()
-            .and_then(|c| i64::try_from(c.base_offset).ok())
-            .unwrap_or(w.high_watermark - count);
+            .iter()
+            .find(|c| c.partition_id == p)
+            .or(response.confirmations.first())
+            .and_then(|c| i64::try_from(c.base_offset).ok());
+        let (base_offset, log_start_offset) = match confirmed {
+            // The log start may be up to `metadata_max_age` old; clients only report it.
+            Some(base) => (base, self.watermarks_of(&r, p)?.log_start_offset),
+            // A server that confirms nothing: the partition lock makes "high watermark
+            // after minus what we sent" exact for this gateway.
+            None => {
+                let fresh = self.require(topic, partition).await?;
+                let w = self.watermarks_of(&fresh, p)?;
+                (w.high_watermark - count, w.log_start_offset)
+            }
+        };
+        self.notify(&r.target, p, base_offset.saturating_add(count));
         Ok(AppendOutcome {
             base_offset,
             log_append_time: -1,
-            log_start_offset: w.log_start_offset,
+            log_start_offset,
         })
     }
 
@@ -850,27 +1307,44 @@ impl LogStore for IggyBridge {
         offset: i64,
         max_bytes: usize,
     ) -> StoreResult<ReadOutcome> {
-        let r = self.require(topic, partition).await?;
         let p = u32::try_from(partition).unwrap_or(0);
-        let w = self.watermarks_of(&r, p)?;
-        if offset < w.log_start_offset || offset > w.high_watermark {
-            return Err(StoreError::OffsetOutOfRange {
-                offset,
-                log_start_offset: w.log_start_offset,
-                high_watermark: w.high_watermark,
-            });
-        }
+        let chunk = self.poll_count(max_bytes);
+        let (r, w, first) = match self.read_fast(topic, partition, offset, chunk).await? {
+            Fast::Hit(r, w, first) => (r, w, first),
+            Fast::AtEnd(w) => {
+                return Ok(ReadOutcome {
+                    watermarks: w,
+                    batches: Vec::new(),
+                });
+            }
+            Fast::Miss => {
+                let r = self.require(topic, partition).await?;
+                let w = self.watermarks_of(&r, p)?;
+                if offset < w.log_start_offset || offset > w.high_watermark {
+                    return Err(StoreError::OffsetOutOfRange {
+                        offset,
+                        log_start_offset: w.log_start_offset,
+                        high_watermark: w.high_watermark,
+                    });
+                }
+                if offset == w.high_watermark {
+                    return Ok(ReadOutcome {
+                        watermarks: w,
+                        batches: Vec::new(),
+                    });
+                }
+                let start = u64::try_from(offset).unwrap_or(0);
+                let first = self.poll(&r, topic, p, start, chunk).await?;
+                (r, w, VecDeque::from(first))
+            }
+        };
         let mut out = ReadOutcome {
             watermarks: w,
             batches: Vec::new(),
         };
-        if offset == w.high_watermark {
-            return Ok(out);
-        }
-        let chunk = self.inner.config.poll_batch_messages;
         let start = u64::try_from(offset).unwrap_or(0);
         let end = u64::try_from(w.high_watermark).unwrap_or(0);
-        let mut buf: VecDeque<MappedRecord> = self.poll(&r, topic, p, start, chunk).await?.into();
+        let mut buf: VecDeque<MappedRecord> = first;
         // A read starts with the batch holding the offset, as in Kafka.
         if let Some(first) = buf.front()
             && let Some(delta) = first.offset_delta
@@ -901,7 +1375,8 @@ impl LogStore for IggyBridge {
                 if next >= end {
                     break;
                 }
-                let more = self.poll(&r, topic, p, next, chunk).await?;
+                let want = self.poll_count(max_bytes.saturating_sub(size));
+                let more = self.poll(&r, topic, p, next, want).await?;
                 let Some(last) = more.last() else { break };
                 next = last.offset + 1;
                 buf.extend(more);
@@ -910,11 +1385,6 @@ impl LogStore for IggyBridge {
             let base = first.offset_delta.map_or(first.offset, |d| {
                 first.offset.saturating_sub(u64::from(d.unsigned_abs()))
             });
-            let mut run = Run {
-                base: i64::try_from(first.offset).unwrap_or(i64::MAX),
-                frame: None,
-                records: vec![],
-            };
             let frame = first.batch.filter(|_| first.offset_delta == Some(0));
             let belongs = |m: &MappedRecord| {
                 m.offset_delta.is_some()
@@ -924,13 +1394,32 @@ impl LogStore for IggyBridge {
                         == Some(base)
             };
             let native = first.offset_delta.is_none();
-            let last_offset_seen = first.offset;
-            run.records.push(first.record);
-            let mut last_offset = last_offset_seen;
+            // A batch that will not fit is not read further: its head stays for the
+            // next read, and the Iggy poll for its rest is not made now.
+            if let Some(f) = &frame
+                && !out.batches.is_empty()
+                && usize::try_from(f.record_count)
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(mapped_size(&first))
+                    > max_bytes.saturating_sub(size)
+            {
+                buf.push_front(first);
+                break;
+            }
+            let mut last_offset = first.offset;
+            let mut members = vec![first];
             if !native {
                 loop {
                     if buf.is_empty() && next < end {
-                        let more = self.poll(&r, topic, p, next, chunk).await?;
+                        // The rest of this batch, when its frame tells how much that is.
+                        let want = frame
+                            .as_ref()
+                            .and_then(|f| usize::try_from(f.record_count).ok())
+                            .and_then(|n| n.checked_sub(members.len()))
+                            .and_then(|n| u32::try_from(n).ok())
+                            .filter(|n| *n > 0)
+                            .map_or(chunk, |n| n.min(chunk));
+                        let more = self.poll(&r, topic, p, next, want).await?;
                         let Some(last) = more.last() else { break };
                         next = last.offset + 1;
                         buf.extend(more);
@@ -939,17 +1428,31 @@ impl LogStore for IggyBridge {
                         Some(m) if m.offset == last_offset + 1 && belongs(m) => {
                             if let Some(m) = buf.pop_front() {
                                 last_offset = m.offset;
-                                run.records.push(m.record);
+                                members.push(m);
                             }
                         }
                         _ => break,
                     }
                 }
             }
-            run.frame =
-                frame.filter(|f| usize::try_from(f.record_count).ok() == Some(run.records.len()));
+            let mut run = Run {
+                base: i64::try_from(members[0].offset).unwrap_or(i64::MAX),
+                frame: frame
+                    .filter(|f| usize::try_from(f.record_count).ok() == Some(members.len())),
+                records: members
+                    .iter_mut()
+                    .map(|m| std::mem::take(&mut m.record))
+                    .collect(),
+            };
             let bytes = run.encode()?;
             if !out.batches.is_empty() && size + bytes.len() > max_bytes {
+                // Keep the run for the next read of this partition.
+                for (m, record) in members.iter_mut().zip(run.records.drain(..)) {
+                    m.record = record;
+                }
+                for m in members.into_iter().rev() {
+                    buf.push_front(m);
+                }
                 break;
             }
             size += bytes.len();
@@ -958,6 +1461,7 @@ impl LogStore for IggyBridge {
                 break;
             }
         }
+        self.keep_ahead(&r, topic, p, buf, next, end, max_bytes);
         Ok(out)
     }
 
@@ -1048,8 +1552,37 @@ impl LogStore for IggyBridge {
         Ok(target)
     }
 
-    fn watch(&self, _topic: &str, _partition: i32) -> Option<watch::Receiver<i64>> {
-        None
+    /// Only for topics this gateway has looked up (their description is cached, however
+    /// old), as this cannot ask Iggy; a fetch looks its topics up first. The initial
+    /// value is the high watermark as last seen.
+    fn watch(&self, topic: &str, partition: i32) -> Option<watch::Receiver<i64>> {
+        let p = u32::try_from(partition).ok()?;
+        let r = {
+            let cache = self.inner.topics.lock().ok()?;
+            cache.get(topic)?.resolved.clone()
+        };
+        if p >= r.partitions_count {
+            return None;
+        }
+        let seen = self.watermarks_of(&r, p).ok()?.high_watermark;
+        let target = r.target.clone();
+        let mut watches = self.inner.watches.lock().ok()?;
+        if watches.len() >= MAX_WATCHED_PARTITIONS && !watches.contains_key(&(target.clone(), p)) {
+            // Dropping the senders ends the waits on them; those fetches fall back to
+            // re-reading at the poll interval.
+            watches.clear();
+        }
+        Some(
+            watches
+                .entry((target, p))
+                .or_insert_with(|| watch::channel(seen).0)
+                .subscribe(),
+        )
+    }
+
+    fn notifies_every_append(&self) -> bool {
+        // Native Iggy producers write to the same partitions without telling us.
+        false
     }
 
     fn poll_interval(&self) -> Duration {

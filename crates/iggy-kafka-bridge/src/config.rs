@@ -50,8 +50,23 @@ pub struct BridgeConfig {
     pub sessions: usize,
     /// Sends in flight at once over all partitions.
     pub max_in_flight_sends: usize,
-    /// Messages per poll when reading.
+    /// Most messages per Iggy poll when reading. A Fetch asks Iggy for about as many
+    /// messages as its byte limit holds (from the average size seen so far), never more
+    /// than this.
     pub poll_batch_messages: u32,
+    /// How long a topic's description (Iggy location, partition count, settings) is
+    /// reused before Iggy is asked again. Zero asks Iggy on every request. Changes made
+    /// through this gateway take effect at once; changes made by other Iggy clients are
+    /// seen within this time.
+    pub metadata_max_age: Duration,
+    /// Sets `TCP_NODELAY` on the Iggy connections, so a request is not held back
+    /// waiting for the acknowledgement of the previous one (Nagle's algorithm).
+    pub tcp_nodelay: bool,
+    /// Bytes of records the bridge may hold, over all partitions, polled from Iggy
+    /// ahead of the consumers that will ask for them next (0: no read-ahead). A
+    /// sequential reader then finds its next Fetch ready instead of waiting a round
+    /// trip to Iggy.
+    pub read_ahead_bytes: usize,
     /// Bounds for decoding produced batches.
     pub decode_limits: kafka_records::DecodeLimits,
     /// How often the broker re-reads a partition for a waiting fetch.
@@ -73,6 +88,9 @@ impl std::fmt::Debug for BridgeConfig {
             .field("sessions", &self.sessions)
             .field("max_in_flight_sends", &self.max_in_flight_sends)
             .field("poll_batch_messages", &self.poll_batch_messages)
+            .field("metadata_max_age", &self.metadata_max_age)
+            .field("tcp_nodelay", &self.tcp_nodelay)
+            .field("read_ahead_bytes", &self.read_ahead_bytes)
             .field("decode_limits", &self.decode_limits)
             .field("poll_interval", &self.poll_interval)
             .finish()
@@ -95,7 +113,10 @@ impl Default for BridgeConfig {
             call_timeout: Duration::from_secs(15),
             sessions: 4,
             max_in_flight_sends: 256,
-            poll_batch_messages: 1000,
+            poll_batch_messages: 10_000,
+            metadata_max_age: Duration::from_secs(1),
+            tcp_nodelay: true,
+            read_ahead_bytes: 64 << 20,
             decode_limits: kafka_records::DecodeLimits::default(),
             poll_interval: Duration::from_millis(100),
         }
@@ -148,6 +169,9 @@ impl BridgeConfig {
         }
         if !(1..=100_000).contains(&self.poll_batch_messages) {
             return bad("poll_batch_messages must be within 1..=100000");
+        }
+        if self.metadata_max_age > Duration::from_secs(3600) {
+            return bad("metadata_max_age must be at most 1 hour");
         }
         if self.poll_interval.is_zero() {
             return bad("poll_interval must be above zero");

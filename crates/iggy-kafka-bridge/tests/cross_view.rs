@@ -9,7 +9,7 @@ mod support;
 use bytes::{Bytes, BytesMut};
 use iggy::prelude::{
     AutoLogin, Client, Consumer, Credentials, HeaderKey, HeaderValue, Identifier, IggyClient,
-    IggyMessage, MessageClient, Partitioning, PollingStrategy,
+    IggyMessage, MessageClient, PartitionClient, Partitioning, PollingStrategy, TopicClient,
 };
 use iggy_kafka_bridge::mapping::{KEY_HEADER, RECORD_HEADER};
 use kafka_broker::store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig};
@@ -149,6 +149,94 @@ async fn native_iggy_view_of_kafka_records() {
     assert_eq!(headers.len(), 1);
     assert_eq!(headers[0].key.as_ref(), b"trace");
     assert_eq!(headers[0].value.as_deref(), Some(&b"t-1"[..]));
+    bridge.close().await;
+}
+
+/// The bridge reuses topic descriptions for `metadata_max_age` (an hour here, so only
+/// the rules below can make a change visible): changes by other Iggy clients must still
+/// show where a Kafka client would notice them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_by_other_iggy_clients_are_seen_despite_the_cache() {
+    let Some(bin) = support::server_bin() else {
+        return;
+    };
+    let server = Server::start(bin);
+    let mut config = server.config();
+    config.metadata_max_age = Duration::from_secs(3600);
+    let bridge = iggy_kafka_bridge::IggyBridge::connect(config)
+        .await
+        .unwrap();
+    let topic = format!("cache-{}", support::run_id());
+    create(&bridge, &topic, 1).await;
+    let record = |v: &'static [u8]| NewRecord {
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(Bytes::from_static(v)),
+        headers: vec![],
+    };
+    let out = bridge
+        .append(&topic, 0, vec![batch(&[record(b"a")])], 0)
+        .await
+        .unwrap();
+    assert_eq!(out.base_offset, 0);
+    assert_eq!(bridge.topic(&topic).await.unwrap().unwrap().partitions, 1);
+
+    let client = native_client(&server).await;
+    let (s, t) = (
+        Identifier::named("kafka").unwrap(),
+        Identifier::named(&topic).unwrap(),
+    );
+    // Appends by a native producer: read at once, and counted by later appends.
+    let mut messages = vec![
+        IggyMessage::builder()
+            .payload(Bytes::from_static(b"native"))
+            .build()
+            .unwrap(),
+    ];
+    client
+        .send_messages(&s, &t, &Partitioning::partition_id(0), &mut messages)
+        .await
+        .unwrap();
+    let read = bridge.read(&topic, 0, 1, 1 << 20).await.unwrap();
+    assert_eq!(read.watermarks.high_watermark, 2);
+    assert_eq!(
+        records_of(&read.batches[0])[0].value.as_deref(),
+        Some(&b"native"[..])
+    );
+    assert_eq!(
+        bridge.watermarks(&topic, 0).await.unwrap().high_watermark,
+        2
+    );
+    let out = bridge
+        .append(&topic, 0, vec![batch(&[record(b"b")])], 0)
+        .await
+        .unwrap();
+    assert_eq!(out.base_offset, 2, "the confirmation, not a cached count");
+    // The end of the log reads empty, one past it is out of range.
+    let end = bridge.read(&topic, 0, 3, 1 << 20).await.unwrap();
+    assert!(end.batches.is_empty());
+    assert_eq!(end.watermarks.high_watermark, 3);
+    assert!(bridge.read(&topic, 0, 4, 1 << 20).await.is_err());
+
+    // A partition added natively is usable at once: a partition beyond the cached
+    // count makes the bridge ask Iggy again.
+    client.create_partitions(&s, &t, 1).await.unwrap();
+    let out = bridge
+        .append(&topic, 1, vec![batch(&[record(b"p1")])], 0)
+        .await
+        .unwrap();
+    assert_eq!(out.base_offset, 0);
+    assert_eq!(bridge.topic(&topic).await.unwrap().unwrap().partitions, 2);
+
+    // A topic deleted natively: the first append fails and drops the description.
+    client.delete_topic(&s, &t).await.unwrap();
+    assert!(
+        bridge
+            .append(&topic, 0, vec![batch(&[record(b"c")])], 0)
+            .await
+            .is_err()
+    );
+    assert!(bridge.topic(&topic).await.unwrap().is_none());
     bridge.close().await;
 }
 
