@@ -13,6 +13,9 @@
 # DUR (default 8): seconds of each produce run. CASES: "RECORD:PARTITIONS:PRODUCERS ..."
 # (default the 1 KiB / 100 B x 1 / 8 partitions matrix with one producer). LAT=1 (default)
 # adds the latency case: 1 KiB records at RATE (default 2000) records/s, 1 partition.
+# MEM=1 (default) also runs the gateway's produce + consume with its embedded store (no
+# Iggy) in each case: the same client load with no Iggy behind it, i.e. what the Kafka
+# client and the gateway's front end allow on this machine.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -20,6 +23,7 @@ OUT="${1:-/tmp/kafka-bench-iggy}"
 DUR="${DUR:-8}"
 CASES="${CASES:-1024:1:1 1024:8:1 100:1:1 100:8:1}"
 LAT="${LAT:-1}"
+MEM="${MEM:-1}"
 RATE="${RATE:-2000}"
 IGGY_BIN="${IGGY_SERVER_BIN:?set IGGY_SERVER_BIN to an iggy-server binary}"
 BENCH="$ROOT/target/release/kafka-bench"
@@ -75,6 +79,19 @@ start_iggy() {
   echo "iggy-server did not listen on $IADDR" >&2; exit 1
 }
 
+start_memory_gateway() {
+  env IGGY_KAFKA_BIND_ADDR=127.0.0.1:0 IGGY_KAFKA_MEMORY_MAX_TOTAL_BYTES=8589934592 \
+    RUST_LOG=warn "$GATEWAY" >"$OUT/memory-$1.stdout" 2>"$OUT/memory-$1.stderr" &
+  GPID=$!
+  for _ in $(seq 300); do
+    GADDR=$(awk '/^listening on /{print $3; exit}' "$OUT/memory-$1.stdout")
+    [[ -n "$GADDR" ]] && return 0
+    kill -0 "$GPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$OUT/memory-$1.stderr" >&2; echo "gateway did not start" >&2; exit 1
+}
+
 start_gateway() {
   env IGGY_KAFKA_BIND_ADDR=127.0.0.1:0 IGGY_KAFKA_BRIDGE_ENABLED=true \
     IGGY_KAFKA_IGGY_ADDR="$IADDR" IGGY_KAFKA_IGGY_USERNAME=$USER_NAME \
@@ -123,6 +140,23 @@ for c in $CASES; do
     --password $PASSWORD --topic nat --consumers "$prods" --poll-count "$poll" \
     --gateway-pid "$IPID" --timeout 120 --json "$OUT/$tag-nat-consume.json"
   cleanup
+  if [[ $MEM == 1 ]]; then
+    start_memory_gateway "$tag"
+    for mode in produce consume; do
+      if [[ $mode == produce ]]; then
+        set -- produce --bootstrap "$GADDR" --topic mem --partitions "$parts" \
+          --producers "$prods" --record-size "$rs" --duration "$DUR" --acks all --codec none \
+          --linger-ms 5 --batch-size 1000000
+      else
+        set -- consume --bootstrap "$GADDR" --topic mem --consumers "$prods" \
+          -X queued.min.messages=1000000
+      fi
+      timeout 180 "$BENCH" "$@" --gateway-pid "$GPID" --timeout 120 \
+        --json "$OUT/$tag-mem-$mode.json" >"$OUT/$tag-mem-$mode.txt" 2>&1 \
+        || echo "$tag-mem-$mode: exit $?" | tee -a "$OUT/failures"
+    done
+    stop_pid "$GPID"; GPID=""
+  fi
 done
 
 if [[ $LAT == 1 ]]; then
