@@ -2,9 +2,10 @@
 //!
 //! Every SDK call runs under `call_timeout`, so no Kafka request waits on Iggy forever.
 //! The bridge opens `sessions` Iggy connections; appends to one partition always go
-//! through the same session and hold that partition's async mutex, so one append's
-//! messages land contiguously and appends land in call order, while other partitions
-//! proceed at the same time. A semaphore bounds the sends in flight.
+//! through the same session and that partition's send queue, so one append's messages
+//! land contiguously and appends land in call order, while other partitions proceed at
+//! the same time. Appends that queue up behind a send in flight go out together in the
+//! next one (group commit). A semaphore bounds the sends in flight.
 //!
 //! Round trips are the cost that matters, so the hot paths make one Iggy call each: a
 //! topic's description is reused for `metadata_max_age` (changes made through this
@@ -86,8 +87,54 @@ const MAX_WATCHED_PARTITIONS: usize = 100_000;
 /// Most partitions with records polled ahead of their reader.
 const MAX_READ_AHEAD_PARTITIONS: usize = 4096;
 
-/// Serializes the appends of one partition.
-type PartitionLock = Arc<tokio::sync::Mutex<()>>;
+/// The appends of one partition waiting to be sent, in call order. One task at a time
+/// sends them, all that are waiting in one Iggy call (up to [`MAX_GROUP_SEND_BYTES`]):
+/// appends that arrive while a send is in flight share the next one (group commit), so
+/// many producers on one partition cost one round trip per turn, not one each.
+type PartitionLock = Arc<Mutex<SendQueue>>;
+
+#[derive(Default)]
+struct SendQueue {
+    waiting: VecDeque<Waiting>,
+    sending: bool,
+}
+
+/// One append's messages and where to tell it its base offset.
+struct Waiting {
+    messages: Vec<IggyMessage>,
+    bytes: usize,
+    done: tokio::sync::oneshot::Sender<StoreResult<Sent>>,
+}
+
+/// What a group send gives one append.
+struct Sent {
+    base_offset: i64,
+    log_start_offset: i64,
+}
+
+/// Hands the queue back if its sending task ends early (a panic, or a poisoned lock):
+/// the appends still waiting get an error instead of waiting forever.
+struct Draining<'a> {
+    queue: &'a PartitionLock,
+    finished: bool,
+}
+
+impl Drop for Draining<'_> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let mut q = match self.queue.lock() {
+            Ok(q) => q,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        q.sending = false;
+        q.waiting.clear();
+    }
+}
+
+/// Most payload bytes combined into one Iggy send (a single larger append is sent alone).
+const MAX_GROUP_SEND_BYTES: usize = 4 << 20;
 
 /// A resolved Kafka topic: where it lives and what Iggy says about it.
 struct Resolved {
@@ -485,8 +532,158 @@ impl IggyBridge {
         let mut locks = self.inner.partition_locks.lock().map_err(poisoned)?;
         Ok(locks
             .entry((target.clone(), partition))
-            .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(())))
+            .or_insert_with(|| Arc::new(Mutex::new(SendQueue::default())))
             .clone())
+    }
+
+    /// Queues `messages` for the partition and waits for the send that carries them.
+    async fn enqueue(
+        &self,
+        r: &Arc<Resolved>,
+        topic: &str,
+        partition: u32,
+        messages: Vec<IggyMessage>,
+    ) -> StoreResult<Sent> {
+        let queue = self.partition_lock(&r.target, partition)?;
+        let bytes = messages
+            .iter()
+            .map(|m| m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len))
+            .sum();
+        let (done, answer) = tokio::sync::oneshot::channel();
+        let lead = {
+            let mut q = queue.lock().map_err(poisoned)?;
+            q.waiting.push_back(Waiting {
+                messages,
+                bytes,
+                done,
+            });
+            !std::mem::replace(&mut q.sending, true)
+        };
+        if lead {
+            // A task of its own: the sends go on even if this caller is cancelled.
+            let this = self.clone();
+            let (r, topic) = (r.clone(), topic.to_owned());
+            tokio::spawn(async move { this.drain(&r, &topic, partition, &queue).await });
+        }
+        answer
+            .await
+            .map_err(|_| StoreError::Internal("the send task ended without an answer".into()))?
+    }
+
+    /// Sends what waits in `queue`, a group per Iggy call, until it is empty.
+    async fn drain(&self, r: &Arc<Resolved>, topic: &str, partition: u32, queue: &PartitionLock) {
+        let mut guard = Draining {
+            queue,
+            finished: false,
+        };
+        loop {
+            let group: Vec<Waiting> = {
+                let Ok(mut q) = queue.lock() else { return };
+                let mut group = Vec::new();
+                let mut bytes = 0usize;
+                while let Some(w) = q.waiting.front() {
+                    if !group.is_empty() && bytes + w.bytes > MAX_GROUP_SEND_BYTES {
+                        break;
+                    }
+                    bytes += w.bytes;
+                    if let Some(w) = q.waiting.pop_front() {
+                        group.push(w);
+                    }
+                }
+                if group.is_empty() {
+                    q.sending = false;
+                    guard.finished = true;
+                    return;
+                }
+                group
+            };
+            let counts: Vec<i64> = group
+                .iter()
+                .map(|w| i64::try_from(w.messages.len()).unwrap_or(i64::MAX))
+                .collect();
+            let mut dones = Vec::with_capacity(group.len());
+            let mut messages = Vec::with_capacity(group.iter().map(|w| w.messages.len()).sum());
+            for w in group {
+                messages.extend(w.messages);
+                dones.push(w.done);
+            }
+            let result = self.send_group(r, topic, partition, &mut messages).await;
+            let mut next = result.as_ref().map_or(0, |s| s.base_offset);
+            for (done, count) in dones.into_iter().zip(counts) {
+                let answer = match &result {
+                    Ok(sent) => Ok(Sent {
+                        base_offset: next,
+                        log_start_offset: sent.log_start_offset,
+                    }),
+                    Err(e) => Err(e.clone()),
+                };
+                next = next.saturating_add(count);
+                // A caller that gave up no longer listens; its records are written.
+                let _ = done.send(answer);
+            }
+        }
+    }
+
+    /// One Iggy send of `messages`; the base offset of the first.
+    async fn send_group(
+        &self,
+        r: &Arc<Resolved>,
+        topic: &str,
+        partition: u32,
+        messages: &mut [IggyMessage],
+    ) -> StoreResult<Sent> {
+        let kafka_partition = i32::try_from(partition).unwrap_or(-1);
+        let (s, t) = (
+            named(&r.target.stream, topic)?,
+            named(&r.target.topic, topic)?,
+        );
+        let _permit = self
+            .inner
+            .sends
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Unavailable("bridge closed".into()))?;
+        let session = self.session_for(&r.target, partition);
+        let sent = self
+            .call(
+                Op::Write,
+                topic,
+                kafka_partition,
+                session.send_messages(&s, &t, &Partitioning::partition_id(partition), messages),
+            )
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => {
+                // The topic may have been deleted or changed behind the cache.
+                self.forget(topic);
+                return Err(e);
+            }
+        };
+        let confirmed = response
+            .confirmations
+            .iter()
+            .find(|c| c.partition_id == partition)
+            .or(response.confirmations.first())
+            .and_then(|c| i64::try_from(c.base_offset).ok());
+        match confirmed {
+            // The log start may be up to `metadata_max_age` old; clients only report it.
+            Some(base) => Ok(Sent {
+                base_offset: base,
+                log_start_offset: self.watermarks_of(r, partition)?.log_start_offset,
+            }),
+            // A server that confirms nothing: one send at a time per partition makes
+            // "high watermark after minus what was sent" exact for this gateway.
+            None => {
+                let fresh = self.require(topic, kafka_partition).await?;
+                let w = self.watermarks_of(&fresh, partition)?;
+                let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+                Ok(Sent {
+                    base_offset: w.high_watermark - count,
+                    log_start_offset: w.log_start_offset,
+                })
+            }
+        }
     }
 
     async fn poll(
@@ -1237,18 +1434,6 @@ impl LogStore for IggyBridge {
             }
         }
         let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
-        let (s, t) = (
-            named(&r.target.stream, topic)?,
-            named(&r.target.topic, topic)?,
-        );
-        let _permit = self
-            .inner
-            .sends
-            .acquire()
-            .await
-            .map_err(|_| StoreError::Unavailable("bridge closed".into()))?;
-        let lock = self.partition_lock(&r.target, p)?;
-        let _ordered = lock.lock().await;
         if messages.is_empty() {
             let fresh = self.require(topic, partition).await?;
             let w = self.watermarks_of(&fresh, p)?;
@@ -1258,45 +1443,12 @@ impl LogStore for IggyBridge {
                 log_start_offset: w.log_start_offset,
             });
         }
-        let session = self.session_for(&r.target, p);
-        let sent = self
-            .call(
-                Op::Write,
-                topic,
-                partition,
-                session.send_messages(&s, &t, &Partitioning::partition_id(p), &mut messages),
-            )
-            .await;
-        let response = match sent {
-            Ok(response) => response,
-            Err(e) => {
-                // The topic may have been deleted or changed behind the cache.
-                self.forget(topic);
-                return Err(e);
-            }
-        };
-        let confirmed = response
-            .confirmations
-            .iter()
-            .find(|c| c.partition_id == p)
-            .or(response.confirmations.first())
-            .and_then(|c| i64::try_from(c.base_offset).ok());
-        let (base_offset, log_start_offset) = match confirmed {
-            // The log start may be up to `metadata_max_age` old; clients only report it.
-            Some(base) => (base, self.watermarks_of(&r, p)?.log_start_offset),
-            // A server that confirms nothing: the partition lock makes "high watermark
-            // after minus what we sent" exact for this gateway.
-            None => {
-                let fresh = self.require(topic, partition).await?;
-                let w = self.watermarks_of(&fresh, p)?;
-                (w.high_watermark - count, w.log_start_offset)
-            }
-        };
-        self.notify(&r.target, p, base_offset.saturating_add(count));
+        let sent = self.enqueue(&r, topic, p, messages).await?;
+        self.notify(&r.target, p, sent.base_offset.saturating_add(count));
         Ok(AppendOutcome {
-            base_offset,
+            base_offset: sent.base_offset,
             log_append_time: -1,
-            log_start_offset,
+            log_start_offset: sent.log_start_offset,
         })
     }
 
