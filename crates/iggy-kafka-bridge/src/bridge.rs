@@ -832,8 +832,8 @@ impl IggyBridge {
 
     /// Keeps what a read polled but did not return (`buf`, consecutive up to `next`) for
     /// the next read of the partition, and when the partition holds more than that
-    /// (`next < end`, the high watermark) starts polling the rest, so the next Fetch
-    /// finds its records here instead of waiting for Iggy. Bounded by
+    /// (`next < end`, the high watermark) starts polling the next two reads' worth, so
+    /// the next Fetch finds its records here instead of waiting for Iggy. Bounded by
     /// `read_ahead_bytes` over all partitions; nothing is kept when that is 0.
     #[allow(clippy::too_many_arguments)]
     fn keep_ahead(
@@ -851,13 +851,13 @@ impl IggyBridge {
             return;
         }
         let held: usize = buf.iter().map(mapped_size).sum();
-        // Enough for the next read and the start of the one after.
+        // Up to two reads ahead: the poll for the one after next overlaps the next.
         let more = next < end && held < max_bytes.saturating_mul(2);
         if buf.is_empty() && !more {
             return;
         }
         let reserved = if more {
-            held.saturating_add(max_bytes)
+            held.saturating_add(max_bytes.saturating_mul(2))
         } else {
             held
         };
@@ -888,7 +888,7 @@ impl IggyBridge {
         let pending = more.then(|| {
             let this = self.clone();
             let (r, topic) = (r.clone(), topic.to_owned());
-            let count = self.poll_count(max_bytes);
+            let count = self.poll_count(max_bytes.saturating_mul(2));
             (
                 next,
                 tokio::spawn(async move { this.poll_at(&r, &topic, partition, next, count).await }),

@@ -240,6 +240,74 @@ async fn changes_by_other_iggy_clients_are_seen_despite_the_cache() {
     bridge.close().await;
 }
 
+/// Sequential reads with small byte limits return the same batches whether they come
+/// from read-ahead or straight from Iggy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_ahead_serves_what_iggy_would() {
+    let Some(bin) = support::server_bin() else {
+        return;
+    };
+    let server = Server::start(bin);
+    let ahead = server.bridge().await;
+    let mut config = server.config();
+    config.read_ahead_bytes = 0;
+    let direct = iggy_kafka_bridge::IggyBridge::connect(config)
+        .await
+        .unwrap();
+    let topic = format!("ahead-{}", support::run_id());
+    create(&ahead, &topic, 1).await;
+    let mut total = 0i64;
+    for i in 0..60usize {
+        let records: Vec<NewRecord> = (0..1 + i % 7)
+            .map(|j| NewRecord {
+                timestamp: 1_700_000_000_000 + i64::try_from(j).unwrap(),
+                key: (j % 2 == 0).then(|| Bytes::from(format!("k{i}-{j}"))),
+                value: Some(Bytes::from(vec![
+                    b'a' + (i % 26) as u8;
+                    10 + (i * 37 + j) % 200
+                ])),
+                headers: vec![],
+            })
+            .collect();
+        total += i64::try_from(records.len()).unwrap();
+        ahead
+            .append(&topic, 0, vec![batch(&records)], 0)
+            .await
+            .unwrap();
+    }
+    for max_bytes in [1usize, 300, 2_000, 1 << 20] {
+        let mut seen: Vec<Vec<Bytes>> = Vec::new();
+        for store in [&ahead, &direct] {
+            let mut offset = 0;
+            let mut batches = Vec::new();
+            while offset < total {
+                let read = store.read(&topic, 0, offset, max_bytes).await.unwrap();
+                assert_eq!(read.watermarks.high_watermark, total);
+                assert!(!read.batches.is_empty(), "no progress at {offset}");
+                for b in &read.batches {
+                    let records = records_of(b);
+                    offset = records.last().unwrap().offset + 1;
+                }
+                batches.extend(read.batches);
+            }
+            assert_eq!(offset, total);
+            seen.push(batches);
+        }
+        let first_difference = seen[0].iter().zip(&seen[1]).position(|(a, b)| a != b);
+        assert_eq!(
+            first_difference, None,
+            "first differing batch, max_bytes {max_bytes}"
+        );
+        assert_eq!(
+            seen[0].len(),
+            seen[1].len(),
+            "batches, max_bytes {max_bytes}"
+        );
+    }
+    ahead.close().await;
+    direct.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_offsets_survive_a_bridge_restart() {
     let Some(bin) = support::server_bin() else {
