@@ -783,19 +783,15 @@ impl IggyBridge {
             return Ok(Fast::Miss);
         };
         let r = self.require_cached(topic, partition).await?;
+        // The log start only moves up, so below the cached one (the logical start, or
+        // where retention had left the partition) is below the real one too.
         let cached = self.watermarks_of(&r, p)?;
-        let logical_start = self
-            .inner
-            .meta
-            .topic(&r.key)?
-            .and_then(|m| m.log_start.get(&p).copied())
-            .unwrap_or(0);
-        if offset < logical_start {
+        if offset < cached.log_start_offset {
             return Ok(Fast::Miss);
         }
         if let Some((records, high_watermark)) = self.take_ahead(&r.target, p, start).await {
             let w = Watermarks {
-                log_start_offset: cached.log_start_offset.min(offset),
+                log_start_offset: cached.log_start_offset,
                 high_watermark: i64::try_from(high_watermark).unwrap_or(i64::MAX),
             };
             return Ok(Fast::Hit(r, w, records));
@@ -812,7 +808,7 @@ impl IggyBridge {
             // after it is the end; 0 is ambiguous (empty, or one message at 0).
             if current > 0 && current.checked_add(1) == Some(start) {
                 return Ok(Fast::AtEnd(Watermarks {
-                    log_start_offset: cached.log_start_offset.min(offset),
+                    log_start_offset: cached.log_start_offset,
                     high_watermark: offset,
                 }));
             }
@@ -824,7 +820,7 @@ impl IggyBridge {
         let last = first.last().map_or(start, |m| m.offset);
         let high_watermark = i64::try_from(current.max(last).saturating_add(1)).unwrap_or(i64::MAX);
         let w = Watermarks {
-            log_start_offset: cached.log_start_offset.min(offset),
+            log_start_offset: cached.log_start_offset,
             high_watermark,
         };
         Ok(Fast::Hit(r, w, first.into()))
@@ -1716,18 +1712,21 @@ impl LogStore for IggyBridge {
         if p >= r.partitions_count {
             return None;
         }
-        let seen = self.watermarks_of(&r, p).ok()?.high_watermark;
-        let target = r.target.clone();
+        let key = (r.target.clone(), p);
         let mut watches = self.inner.watches.lock().ok()?;
-        if watches.len() >= MAX_WATCHED_PARTITIONS && !watches.contains_key(&(target.clone(), p)) {
+        if let Some(tx) = watches.get(&key) {
+            return Some(tx.subscribe());
+        }
+        if watches.len() >= MAX_WATCHED_PARTITIONS {
             // Dropping the senders ends the waits on them; those fetches fall back to
             // re-reading at the poll interval.
             watches.clear();
         }
+        let seen = self.watermarks_of(&r, p).ok()?.high_watermark;
         Some(
             watches
-                .entry((target, p))
-                .or_insert_with(|| watch::channel(seen).0)
+                .entry(key)
+                .or_insert(watch::channel(seen).0)
                 .subscribe(),
         )
     }

@@ -121,18 +121,7 @@ impl BatchFrame {
         })
     }
 
-    fn put_slice(&self, out: &mut &mut [u8]) {
-        out.put_i16(self.attributes);
-        out.put_i32(self.partition_leader_epoch);
-        out.put_i64(self.base_timestamp);
-        out.put_i64(self.producer_id);
-        out.put_i16(self.producer_epoch);
-        out.put_i32(self.base_sequence);
-        out.put_i32(self.record_count);
-    }
-
-    #[cfg(test)]
-    fn put(&self, out: &mut BytesMut) {
+    fn put(&self, out: &mut impl BufMut) {
         out.put_i16(self.attributes);
         out.put_i32(self.partition_leader_epoch);
         out.put_i64(self.base_timestamp);
@@ -350,6 +339,30 @@ fn entry_len(name: &[u8], value: &[u8]) -> usize {
     10 + name.len() + value.len()
 }
 
+/// The `kafka.record` value: a buffer and how much of it is used.
+fn frame(
+    offset_delta: i32,
+    batch: Option<&BatchFrame>,
+    native: bool,
+) -> ([u8; FRAME_LEN + BATCH_FIELDS_LEN], usize) {
+    let mut frame = [0u8; FRAME_LEN + BATCH_FIELDS_LEN];
+    let mut w = &mut frame[..];
+    w.put_u8(FORMAT_VERSION);
+    let mut flags = 0;
+    if !native {
+        flags |= FLAG_ENVELOPE;
+    }
+    if batch.is_some() {
+        flags |= FLAG_FIRST;
+    }
+    w.put_u8(flags);
+    w.put_i32(offset_delta);
+    if let Some(batch) = batch {
+        batch.put(&mut w);
+    }
+    (frame, FRAME_LEN + batch.map_or(0, |_| BATCH_FIELDS_LEN))
+}
+
 fn build_wire(
     record: &NewRecord,
     offset_delta: i32,
@@ -357,24 +370,7 @@ fn build_wire(
     native: bool,
     origin_micros: u64,
 ) -> Result<IggyMessage, MappingError> {
-    let mut frame = [0u8; FRAME_LEN + BATCH_FIELDS_LEN];
-    let frame_len = {
-        let mut w = &mut frame[..];
-        w.put_u8(FORMAT_VERSION);
-        let mut flags = 0;
-        if !native {
-            flags |= FLAG_ENVELOPE;
-        }
-        if batch.is_some() {
-            flags |= FLAG_FIRST;
-        }
-        w.put_u8(flags);
-        w.put_i32(offset_delta);
-        if let Some(batch) = batch {
-            batch.put_slice(&mut w);
-        }
-        FRAME_LEN + batch.map_or(0, |_| BATCH_FIELDS_LEN)
-    };
+    let (frame, frame_len) = frame(offset_delta, batch, native);
     let frame = &frame[..frame_len];
     let timestamp = record.timestamp.to_le_bytes();
     let key = record.key.as_deref().filter(|_| native);
@@ -454,22 +450,9 @@ fn build(
     batch: Option<&BatchFrame>,
     native: bool,
 ) -> Result<IggyMessage, MappingError> {
-    let mut frame = BytesMut::with_capacity(FRAME_LEN + BATCH_FIELDS_LEN);
-    frame.put_u8(FORMAT_VERSION);
-    let mut flags = 0;
-    if !native {
-        flags |= FLAG_ENVELOPE;
-    }
-    if batch.is_some() {
-        flags |= FLAG_FIRST;
-    }
-    frame.put_u8(flags);
-    frame.put_i32(offset_delta);
-    if let Some(batch) = batch {
-        batch.put(&mut frame);
-    }
+    let (frame, frame_len) = frame(offset_delta, batch, native);
     let mut headers: BTreeMap<HeaderKey, HeaderValue> = BTreeMap::new();
-    headers.insert(key(RECORD_HEADER)?, raw_value(&frame)?);
+    headers.insert(key(RECORD_HEADER)?, raw_value(&frame[..frame_len])?);
     headers.insert(key(TIMESTAMP_HEADER)?, HeaderValue::from(record.timestamp));
     let payload = if native {
         if let Some(k) = &record.key {
@@ -497,6 +480,7 @@ fn build(
 
 /// What a single pass over a message's user headers found; `None` from
 /// [`scan_headers`] sends the message to the map-based reader instead.
+#[derive(Default)]
 struct Scanned {
     timestamp: Option<i64>,
     frame: Option<Bytes>,
@@ -508,12 +492,7 @@ struct Scanned {
 /// common shape only: String-kind names, strictly increasing (the order of the SDK's
 /// map), a well-formed Int64 timestamp. Anything else is `None`.
 fn scan_headers(wire: &Bytes) -> Option<Scanned> {
-    let mut out = Scanned {
-        timestamp: None,
-        frame: None,
-        key: None,
-        headers: Vec::new(),
-    };
+    let mut out = Scanned::default();
     let mut pos = 0usize;
     let mut previous: Option<(usize, usize)> = None;
     let field = |pos: &mut usize| -> Option<(u8, usize, usize)> {
@@ -559,12 +538,7 @@ fn scan_headers(wire: &Bytes) -> Option<Scanned> {
 pub fn from_message(message: &IggyMessage) -> Result<MappedRecord, MappingError> {
     let scanned = match &message.user_headers {
         Some(wire) => scan_headers(wire),
-        None => Some(Scanned {
-            timestamp: None,
-            frame: None,
-            key: None,
-            headers: Vec::new(),
-        }),
+        None => Some(Scanned::default()),
     };
     match scanned {
         Some(scanned) => from_scanned(message, scanned),
