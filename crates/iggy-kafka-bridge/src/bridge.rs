@@ -57,7 +57,7 @@ struct Inner {
     sessions: Vec<IggyClient>,
     next_session: AtomicUsize,
     sends: Semaphore,
-    partition_locks: Mutex<HashMap<(IggyTopicRef, u32), PartitionLock>>,
+    send_queues: Mutex<HashMap<(IggyTopicRef, u32), SharedSendQueue>>,
     meta: Meta,
     /// Kafka topic name -> its description, reused for `metadata_max_age`.
     topics: Mutex<HashMap<String, CachedTopic>>,
@@ -91,7 +91,7 @@ const MAX_READ_AHEAD_PARTITIONS: usize = 4096;
 /// sends them, all that are waiting in one Iggy call (up to [`MAX_GROUP_SEND_BYTES`]):
 /// appends that arrive while a send is in flight share the next one (group commit), so
 /// many producers on one partition cost one round trip per turn, not one each.
-type PartitionLock = Arc<Mutex<SendQueue>>;
+type SharedSendQueue = Arc<Mutex<SendQueue>>;
 
 #[derive(Default)]
 struct SendQueue {
@@ -115,7 +115,7 @@ struct Sent {
 /// Hands the queue back if its sending task ends early (a panic, or a poisoned lock):
 /// the appends still waiting get an error instead of waiting forever.
 struct Draining<'a> {
-    queue: &'a PartitionLock,
+    queue: &'a SharedSendQueue,
     finished: bool,
 }
 
@@ -260,7 +260,7 @@ impl IggyBridge {
                 map,
                 sessions,
                 next_session: AtomicUsize::new(0),
-                partition_locks: Mutex::new(HashMap::new()),
+                send_queues: Mutex::new(HashMap::new()),
                 meta,
                 topics: Mutex::new(HashMap::new()),
                 watches: Mutex::new(HashMap::new()),
@@ -528,8 +528,8 @@ impl IggyBridge {
         })
     }
 
-    fn partition_lock(&self, target: &IggyTopicRef, partition: u32) -> StoreResult<PartitionLock> {
-        let mut locks = self.inner.partition_locks.lock().map_err(poisoned)?;
+    fn send_queue(&self, target: &IggyTopicRef, partition: u32) -> StoreResult<SharedSendQueue> {
+        let mut locks = self.inner.send_queues.lock().map_err(poisoned)?;
         Ok(locks
             .entry((target.clone(), partition))
             .or_insert_with(|| Arc::new(Mutex::new(SendQueue::default())))
@@ -544,7 +544,7 @@ impl IggyBridge {
         partition: u32,
         messages: Vec<IggyMessage>,
     ) -> StoreResult<Sent> {
-        let queue = self.partition_lock(&r.target, partition)?;
+        let queue = self.send_queue(&r.target, partition)?;
         let bytes = messages
             .iter()
             .map(|m| m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len))
@@ -571,7 +571,7 @@ impl IggyBridge {
     }
 
     /// Sends what waits in `queue`, a group per Iggy call, until it is empty.
-    async fn drain(&self, r: &Arc<Resolved>, topic: &str, partition: u32, queue: &PartitionLock) {
+    async fn drain(&self, r: &Arc<Resolved>, topic: &str, partition: u32, queue: &SharedSendQueue) {
         let mut guard = Draining {
             queue,
             finished: false,
