@@ -26,8 +26,8 @@ use iggy::prelude::{
     PollingStrategy, TopicClient, TopicCreateOptions, TopicUpdateOptions,
 };
 use kafka_broker::store::{
-    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, ReadOutcome, StoreError,
-    StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
+    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
+    StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
 };
 use kafka_records::{NewRecord, RecordBatch};
 use std::collections::{HashMap, VecDeque};
@@ -536,14 +536,15 @@ impl IggyBridge {
             .clone())
     }
 
-    /// Queues `messages` for the partition and waits for the send that carries them.
-    async fn enqueue(
+    /// Queues `messages` for the partition; they are sent after everything queued
+    /// before them. The receiver gives the outcome of the send that carries them.
+    fn enqueue(
         &self,
         r: &Arc<Resolved>,
         topic: &str,
         partition: u32,
         messages: Vec<IggyMessage>,
-    ) -> StoreResult<Sent> {
+    ) -> StoreResult<tokio::sync::oneshot::Receiver<StoreResult<Sent>>> {
         let queue = self.send_queue(&r.target, partition)?;
         let bytes = messages
             .iter()
@@ -560,14 +561,82 @@ impl IggyBridge {
             !std::mem::replace(&mut q.sending, true)
         };
         if lead {
-            // A task of its own: the sends go on even if this caller is cancelled.
+            // A task of its own: the sends go on even if the caller is cancelled.
             let this = self.clone();
             let (r, topic) = (r.clone(), topic.to_owned());
             tokio::spawn(async move { this.drain(&r, &topic, partition, &queue).await });
         }
-        answer
-            .await
-            .map_err(|_| StoreError::Internal("the send task ended without an answer".into()))?
+        Ok(answer)
+    }
+
+    /// Maps `batches` to Iggy messages and queues them for the partition (the order
+    /// point of [`LogStore::submit`]); the future resolves once Iggy confirms them.
+    async fn start_append(
+        &self,
+        topic: &str,
+        partition: i32,
+        batches: Vec<Bytes>,
+    ) -> StoreResult<PendingAppend> {
+        let r = self.require_cached(topic, partition).await?;
+        let p = u32::try_from(partition).unwrap_or(0);
+        let meta = self.config_of(
+            &r.key,
+            r.message_expiry,
+            r.max_topic_size,
+            r.partitions_count,
+        )?;
+        let max = usize::try_from(meta.config.max_message_bytes).unwrap_or(0);
+        // Refuse the whole call before anything is sent.
+        if let Some(big) = batches.iter().find(|b| b.len() > max) {
+            return Err(StoreError::MessageTooLarge {
+                size: big.len(),
+                max,
+            });
+        }
+        let mut messages: Vec<IggyMessage> = Vec::new();
+        let origin = iggy::prelude::IggyTimestamp::now().as_micros();
+        for bytes in &batches {
+            // The broker verified the CRC before calling append (the trait's contract).
+            let batch = RecordBatch::decode_verified(bytes, &self.inner.config.decode_limits)
+                .map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
+            let frame = mapping::frame_of(batch.header());
+            let records = batch
+                .records()
+                .map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
+            for (i, record) in records.enumerate() {
+                let record = record.map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
+                let delta = i32::try_from(i)
+                    .map_err(|_| StoreError::CorruptBatch("too many records".into()))?;
+                let first = (i == 0).then_some(&frame);
+                let message =
+                    mapping::to_message_at(&NewRecord::from(record), delta, first, origin)
+                        .map_err(|e| StoreError::LimitReached(e.to_string()))?;
+                messages.push(message);
+            }
+        }
+        let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+        if messages.is_empty() {
+            let fresh = self.require(topic, partition).await?;
+            let w = self.watermarks_of(&fresh, p)?;
+            return Ok(Box::pin(std::future::ready(Ok(AppendOutcome {
+                base_offset: w.high_watermark,
+                log_append_time: -1,
+                log_start_offset: w.log_start_offset,
+            }))));
+        }
+        let answer = self.enqueue(&r, topic, p, messages)?;
+        let this = self.clone();
+        Ok(Box::pin(async move {
+            let sent = answer.await.map_err(|_| {
+                StoreError::Internal("the send task ended without an answer".into())
+            })??;
+            this.notify(&r.target, p, sent.base_offset.saturating_add(count));
+            Ok(AppendOutcome {
+                base_offset: sent.base_offset,
+                log_append_time: -1,
+                log_start_offset: sent.log_start_offset,
+            })
+        }))
     }
 
     /// Sends what waits in `queue`, a group per Iggy call, until it is empty.
@@ -1392,60 +1461,17 @@ impl LogStore for IggyBridge {
         batches: Vec<Bytes>,
         _now_ms: i64,
     ) -> StoreResult<AppendOutcome> {
-        let r = self.require_cached(topic, partition).await?;
-        let p = u32::try_from(partition).unwrap_or(0);
-        let meta = self.config_of(
-            &r.key,
-            r.message_expiry,
-            r.max_topic_size,
-            r.partitions_count,
-        )?;
-        let max = usize::try_from(meta.config.max_message_bytes).unwrap_or(0);
-        // Refuse the whole call before anything is sent.
-        if let Some(big) = batches.iter().find(|b| b.len() > max) {
-            return Err(StoreError::MessageTooLarge {
-                size: big.len(),
-                max,
-            });
-        }
-        let mut messages: Vec<IggyMessage> = Vec::new();
-        let origin = iggy::prelude::IggyTimestamp::now().as_micros();
-        for bytes in &batches {
-            // The broker verified the CRC before calling append (the trait's contract).
-            let batch = RecordBatch::decode_verified(bytes, &self.inner.config.decode_limits)
-                .map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
-            let frame = mapping::frame_of(batch.header());
-            let records = batch
-                .records()
-                .map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
-            for (i, record) in records.enumerate() {
-                let record = record.map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
-                let delta = i32::try_from(i)
-                    .map_err(|_| StoreError::CorruptBatch("too many records".into()))?;
-                let first = (i == 0).then_some(&frame);
-                let message =
-                    mapping::to_message_at(&NewRecord::from(record), delta, first, origin)
-                        .map_err(|e| StoreError::LimitReached(e.to_string()))?;
-                messages.push(message);
-            }
-        }
-        let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
-        if messages.is_empty() {
-            let fresh = self.require(topic, partition).await?;
-            let w = self.watermarks_of(&fresh, p)?;
-            return Ok(AppendOutcome {
-                base_offset: w.high_watermark,
-                log_append_time: -1,
-                log_start_offset: w.log_start_offset,
-            });
-        }
-        let sent = self.enqueue(&r, topic, p, messages).await?;
-        self.notify(&r.target, p, sent.base_offset.saturating_add(count));
-        Ok(AppendOutcome {
-            base_offset: sent.base_offset,
-            log_append_time: -1,
-            log_start_offset: sent.log_start_offset,
-        })
+        self.start_append(topic, partition, batches).await?.await
+    }
+
+    async fn submit(
+        &self,
+        topic: &str,
+        partition: i32,
+        batches: Vec<Bytes>,
+        _now_ms: i64,
+    ) -> StoreResult<PendingAppend> {
+        self.start_append(topic, partition, batches).await
     }
 
     async fn read(

@@ -15,8 +15,8 @@ use bytes::Bytes;
 use iggy_kafka_bridge::IggyBridge;
 use kafka_broker::store::suite::Harness;
 use kafka_broker::store::{
-    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, ReadOutcome, StoreResult,
-    TimestampHit, TopicConfig, TopicInfo, Watermarks,
+    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
+    StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
 };
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -70,6 +70,9 @@ impl LogStore for Guarded {
     async fn append(&self, t: &str, p: i32, b: Vec<Bytes>, now: i64) -> StoreResult<AppendOutcome> {
         self.bridge.append(t, p, b, now).await
     }
+    async fn submit(&self, t: &str, p: i32, b: Vec<Bytes>, now: i64) -> StoreResult<PendingAppend> {
+        self.bridge.submit(t, p, b, now).await
+    }
     async fn read(&self, t: &str, p: i32, o: i64, max: usize) -> StoreResult<ReadOutcome> {
         self.bridge.read(t, p, o, max).await
     }
@@ -95,6 +98,9 @@ impl LogStore for Guarded {
     }
     fn poll_interval(&self) -> Duration {
         self.bridge.poll_interval()
+    }
+    fn notifies_every_append(&self) -> bool {
+        self.bridge.notifies_every_append()
     }
 }
 

@@ -7,9 +7,20 @@
 //! ```
 //!
 //! The reader splits size-prefixed frames (refusing sizes over the limit before buffering
-//! them), the processor handles requests one at a time in arrival order — as Kafka does,
-//! which keeps a producer's pipelined batches in order — and the writer sends responses
-//! while the next request is processed. The queues bound how far a client can pipeline.
+//! them), the processor starts requests in arrival order, and the writer sends responses,
+//! always in request order, while later requests are processed. The queues bound how far a
+//! client can pipeline.
+//!
+//! Consecutive Produce requests overlap: a Produce is started (validated, and its batches
+//! handed to the store with [`LogStore::submit`](crate::store::LogStore::submit), which
+//! fixes their place in each partition) before the next request is read, and its response
+//! waits for the store's confirmation while the next Produce is started. So a producer's
+//! pipelined batches land in the order sent, as with Kafka, and a backend that answers
+//! over the network confirms several requests per round trip. At most
+//! `max_in_flight_per_connection` Produce requests wait at once. Any other request first
+//! waits until every earlier one is complete, so it sees their effects; so does the
+//! request after one carrying an idempotent producer's batches, whose sequence checks
+//! need the previous outcome.
 //!
 //! Timeouts: `idle` between frames, `read` from the first byte of a frame to its last
 //! (one deadline for the whole frame, so a trickle of bytes cannot hold it open),
@@ -21,12 +32,17 @@
 //! version closes the connection with a log line.
 
 use crate::broker::Broker;
-use crate::dispatch::{self, Outcome};
+use crate::dispatch::{self, Outcome, Step};
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::EncodedFrame;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesOrdered;
+use kafka_protocol::api::HeaderPrefix;
 use kafka_protocol::frame::{Framed, split_frame};
+use kafka_protocol::{ApiKey, EncodedFrame};
+use std::future::Future;
 use std::io::IoSlice;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -164,26 +180,82 @@ async fn reserve(
     }
 }
 
+/// Started requests waiting for their outcome, oldest first.
+type Waiting<'a> = FuturesOrdered<Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>>;
+
 async fn process(
     peer: SocketAddr,
     broker: Arc<Broker>,
     mut frames: mpsc::Receiver<(Bytes, OwnedSemaphorePermit)>,
     responses: mpsc::Sender<EncodedFrame>,
 ) {
-    while let Some((frame, permit)) = frames.recv().await {
-        let outcome = dispatch::handle(&broker, peer, frame).await;
-        // The request's bytes are released once it is handled (payloads the store keeps
-        // are its own memory, under its own limits).
-        drop(permit);
-        match outcome {
-            Outcome::Respond(r) => {
-                if responses.send(r).await.is_err() {
+    let depth = broker.config.limits.max_in_flight_per_connection.max(1);
+    // Produce requests whose appends hold their place and wait for the store, oldest
+    // first; their outcomes are delivered in this order.
+    let mut waiting: Waiting<'_> = FuturesOrdered::new();
+    loop {
+        let (frame, permit) = tokio::select! {
+            biased;
+            Some(outcome) = waiting.next(), if !waiting.is_empty() => {
+                if !deliver(outcome, &responses).await {
+                    return;
+                }
+                continue;
+            }
+            next = frames.recv(), if waiting.len() < depth => match next {
+                Some(next) => next,
+                None => break,
+            },
+        };
+        // Only consecutive Produce requests overlap: anything else starts once every
+        // earlier request is complete, so it sees their effects, as with Kafka.
+        let produce = HeaderPrefix::peek(&frame)
+            .is_ok_and(|p| ApiKey::from_i16(p.api_key) == ApiKey::Produce);
+        if !produce && !finish(&mut waiting, &responses).await {
+            return;
+        }
+        match dispatch::start(&broker, peer, frame).await {
+            Step::Done(outcome) => {
+                // The request's bytes are released once it is handled (payloads the
+                // store keeps are its own memory, under its own limits).
+                drop(permit);
+                if !finish(&mut waiting, &responses).await || !deliver(outcome, &responses).await {
                     return;
                 }
             }
-            Outcome::NoResponse => {}
-            Outcome::Close => return,
+            Step::Later { outcome, exclusive } => {
+                waiting.push_back(Box::pin(async move {
+                    let outcome = outcome.await;
+                    drop(permit);
+                    outcome
+                }));
+                if exclusive && !finish(&mut waiting, &responses).await {
+                    return;
+                }
+            }
         }
+    }
+    // The reader has stopped: the requests still waiting are answered.
+    finish(&mut waiting, &responses).await;
+}
+
+/// Waits for every started request and delivers its outcome, in order; `false` when the
+/// connection must close.
+async fn finish(waiting: &mut Waiting<'_>, responses: &mpsc::Sender<EncodedFrame>) -> bool {
+    while let Some(outcome) = waiting.next().await {
+        if !deliver(outcome, responses).await {
+            return false;
+        }
+    }
+    true
+}
+
+/// Hands a response to the writer; `false` when the connection must close.
+async fn deliver(outcome: Outcome, responses: &mpsc::Sender<EncodedFrame>) -> bool {
+    match outcome {
+        Outcome::Respond(r) => responses.send(r).await.is_ok(),
+        Outcome::NoResponse => true,
+        Outcome::Close => false,
     }
 }
 

@@ -12,7 +12,7 @@
 use super::{Ctx, bs};
 use crate::broker::now_ms;
 use crate::producers::{BatchId, Verdict};
-use crate::store::{AppendOutcome, TopicInfo};
+use crate::store::{AppendOutcome, PendingAppend, TopicInfo};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
@@ -29,10 +29,69 @@ fn fail(code: ErrorCode, msg: impl Into<String>) -> Failure {
     (code, Some(msg.into()))
 }
 
+/// A Produce request checked against the topics, nothing appended yet.
+pub(crate) struct Prepared {
+    acks: i16,
+    timeout: Duration,
+    now: i64,
+    /// Whether some batch comes from an idempotent producer.
+    idempotent: bool,
+    /// Whether some partition is named twice.
+    repeated: bool,
+    topics: Vec<PerTopic<Result<Batches, Failure>>>,
+}
+
+/// A topic of the request with something per partition, in request order.
+struct PerTopic<T> {
+    name: bytestring::ByteString,
+    topic_id: Uuid,
+    partitions: Vec<(i32, T)>,
+}
+
+/// One partition's validated batches.
+struct Batches {
+    topic: String,
+    batches: Vec<(Bytes, BatchId)>,
+}
+
+impl Prepared {
+    /// Whether the request must be complete before the connection's next one is read:
+    /// an idempotent producer's next batch is checked against this one's outcome.
+    pub(crate) fn exclusive(&self) -> bool {
+        self.idempotent
+    }
+}
+
+/// A Produce request whose appends hold their place in their partitions.
+pub(crate) struct Submitted {
+    acks: i16,
+    timeout: Duration,
+    topics: Vec<PerTopic<Pending>>,
+}
+
+/// Where one partition's write stands.
+enum Pending {
+    Failed(Failure),
+    /// A retry of a write that already landed.
+    Done(AppendOutcome),
+    Appending {
+        topic: String,
+        ids: Vec<BatchId>,
+        append: PendingAppend,
+    },
+}
+
+/// Handles a whole request: [`prepare`], [`submit`], [`complete`].
 pub(crate) async fn handle(ctx: &Ctx<'_>, req: ProduceRequest) -> Option<ProduceResponse> {
+    let prepared = prepare(ctx, req).await;
+    let submitted = submit(ctx, prepared).await;
+    complete(ctx, submitted).await
+}
+
+/// Looks the topics up and validates every batch. Nothing is appended.
+pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
     let log = &ctx.broker.stores.log;
     let acks = req.acks;
-    let now = now_ms();
     let refuse: Option<Failure> = if ctx.version < 3 {
         Some(fail(
             ErrorCode::UNSUPPORTED_VERSION,
@@ -57,57 +116,209 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ProduceRequest) -> Option<Produce
     } else {
         ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
     };
-    // Look every topic up once, then write the partitions concurrently: with a backend
-    // that answers over the network, one request's partitions would otherwise wait for
-    // each other. Each partition still receives its batches in the order sent.
-    let mut lookups = Vec::with_capacity(req.topic_data.len());
-    for topic in &req.topic_data {
-        lookups.push(if ctx.version >= 13 {
+    let mut seen = std::collections::HashSet::new();
+    let mut repeated = false;
+    let mut idempotent = false;
+    let mut topics = Vec::with_capacity(req.topic_data.len());
+    for topic in req.topic_data {
+        let lookup = if refuse.is_some() {
+            Ok(None)
+        } else if ctx.version >= 13 {
             log.topic_by_id(topic.topic_id.as_u128()).await
         } else {
             log.topic(&topic.name).await
+        };
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for p in topic.partition_data {
+            repeated |= !seen.insert((topic.name.clone(), topic.topic_id, p.index));
+            let checked = match (&refuse, &lookup) {
+                (Some(f), _) => Err(f.clone()),
+                (None, Err(e)) => Err(fail(e.error_code(), e.to_string())),
+                (None, Ok(None)) => Err((unknown, None)),
+                (None, Ok(Some(info))) => check_partition(ctx, info, p.index, p.records),
+            };
+            if let Ok(b) = &checked {
+                idempotent |= b.batches.iter().any(|(_, id)| id.producer_id >= 0);
+            }
+            partitions.push((p.index, checked));
+        }
+        topics.push(PerTopic {
+            name: topic.name,
+            topic_id: topic.topic_id,
+            partitions,
         });
     }
-    let mut seen = std::collections::HashSet::new();
-    let mut repeated = false;
-    let mut writes = Vec::new();
-    for (t, topic) in req.topic_data.iter().enumerate() {
-        for p in &topic.partition_data {
-            repeated |= !seen.insert((&*topic.name, topic.topic_id, p.index));
-            let lookup = &lookups[t];
-            let refuse = &refuse;
-            writes.push(async move {
-                match (refuse, lookup) {
-                    (Some(f), _) => Err(f.clone()),
-                    (None, Err(e)) => Err(fail(e.error_code(), e.to_string())),
-                    (None, Ok(None)) => Err((unknown, None)),
-                    (None, Ok(Some(info))) => {
-                        append_partition(ctx, info, p.index, p.records.clone(), now, timeout).await
+    Prepared {
+        acks,
+        timeout,
+        now: now_ms(),
+        idempotent,
+        repeated,
+        topics,
+    }
+}
+
+fn check_partition(
+    ctx: &Ctx<'_>,
+    topic: &TopicInfo,
+    partition: i32,
+    records: Option<Bytes>,
+) -> Result<Batches, Failure> {
+    if partition < 0 || partition >= topic.partitions {
+        return Err((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, None));
+    }
+    let records = records.unwrap_or_default();
+    if records.is_empty() {
+        return Err(fail(ErrorCode::INVALID_RECORD, "no record batch"));
+    }
+    Ok(Batches {
+        topic: topic.name.clone(),
+        batches: validate(ctx, topic, &records)?,
+    })
+}
+
+/// Checks producer state and hands every partition's batches to the store, in request
+/// order. Once this returns, the batches hold their place in their partitions: a later
+/// request's batches land after them.
+pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
+    let mut topics = Vec::with_capacity(prepared.topics.len());
+    for topic in prepared.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for (index, checked) in topic.partitions {
+            let pending = match checked {
+                Err(f) => Pending::Failed(f),
+                Ok(b) => {
+                    // A partition named twice: its first entry must be stored (and
+                    // recorded) before the second is checked.
+                    let in_order =
+                        prepared.repeated && b.batches.iter().any(|(_, id)| id.producer_id >= 0);
+                    let p = submit_partition(ctx, b, index, prepared.now, prepared.timeout).await;
+                    if in_order {
+                        settle(ctx, index, p, prepared.timeout).await
+                    } else {
+                        p
                     }
                 }
-            });
+            };
+            partitions.push((index, pending));
+        }
+        topics.push(PerTopic {
+            name: topic.name,
+            topic_id: topic.topic_id,
+            partitions,
+        });
+    }
+    Submitted {
+        acks: prepared.acks,
+        timeout: prepared.timeout,
+        topics,
+    }
+}
+
+async fn submit_partition(
+    ctx: &Ctx<'_>,
+    b: Batches,
+    partition: i32,
+    now: i64,
+    timeout: Duration,
+) -> Pending {
+    let producers = &ctx.broker.producers;
+    let log = &ctx.broker.stores.log;
+    let only = b.batches.len() == 1;
+    for (i, (_, id)) in b.batches.iter().enumerate() {
+        match producers.check(&b.topic, partition, *id) {
+            Ok(Verdict::Append) => {}
+            // A retry of a write that already landed: answer with its offset.
+            Ok(Verdict::Duplicate(base_offset)) if only && i == 0 => {
+                return match log.watermarks(&b.topic, partition).await {
+                    Ok(w) => Pending::Done(AppendOutcome {
+                        base_offset,
+                        log_append_time: -1,
+                        log_start_offset: w.log_start_offset,
+                    }),
+                    Err(e) => Pending::Failed(fail(e.error_code(), e.to_string())),
+                };
+            }
+            Ok(Verdict::Duplicate(_)) => {
+                return Pending::Failed(fail(
+                    ErrorCode::DUPLICATE_SEQUENCE_NUMBER,
+                    "a retried batch sent together with new ones",
+                ));
+            }
+            Err(code) => return Pending::Failed((code, None)),
         }
     }
-    // A partition named twice in one request keeps its entries in request order.
-    let mut outcomes = Vec::with_capacity(writes.len());
-    if repeated {
-        for w in writes {
-            outcomes.push(w.await);
-        }
-    } else {
-        outcomes = futures_util::future::join_all(writes).await;
+    let ids: Vec<BatchId> = b.batches.iter().map(|(_, id)| *id).collect();
+    let batches = b.batches.into_iter().map(|(bytes, _)| bytes).collect();
+    match tokio::time::timeout(timeout, log.submit(&b.topic, partition, batches, now)).await {
+        Ok(Ok(append)) => Pending::Appending {
+            topic: b.topic,
+            ids,
+            append,
+        },
+        Ok(Err(e)) => Pending::Failed(fail(e.error_code(), e.to_string())),
+        Err(_) => Pending::Failed(timed_out()),
     }
-    let mut outcomes = outcomes.into_iter();
-    let mut responses = Vec::with_capacity(req.topic_data.len());
-    for topic in req.topic_data {
-        let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
-        for p in topic.partition_data {
-            let outcome = outcomes
-                .next()
-                .unwrap_or_else(|| Err(fail(ErrorCode::UNKNOWN_SERVER_ERROR, "no outcome")));
+}
+
+fn timed_out() -> Failure {
+    fail(
+        ErrorCode::REQUEST_TIMED_OUT,
+        "the store did not confirm the append in time",
+    )
+}
+
+/// Waits for one partition's append and records it in the producer state.
+async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Duration) -> Pending {
+    let (topic, ids, append) = match pending {
+        Pending::Appending { topic, ids, append } => (topic, ids, append),
+        done => return done,
+    };
+    let outcome = match tokio::time::timeout(timeout, append).await {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => return Pending::Failed(fail(e.error_code(), e.to_string())),
+        Err(_) => return Pending::Failed(timed_out()),
+    };
+    let mut offset = outcome.base_offset;
+    for id in ids {
+        ctx.broker.producers.record(&topic, partition, id, offset);
+        offset += i64::from(id.records);
+    }
+    Pending::Done(outcome)
+}
+
+/// Waits for the store to confirm every append and builds the response (`None` for
+/// acks=0).
+pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Option<ProduceResponse> {
+    let timeout = submitted.timeout;
+    let mut waits = Vec::new();
+    let mut shapes = Vec::with_capacity(submitted.topics.len());
+    for PerTopic {
+        name,
+        topic_id,
+        partitions,
+    } in submitted.topics
+    {
+        let mut indexes = Vec::with_capacity(partitions.len());
+        for (index, pending) in partitions {
+            indexes.push(index);
+            waits.push(settle(ctx, index, pending, timeout));
+        }
+        shapes.push((name, topic_id, indexes));
+    }
+    let mut outcomes = futures_util::future::join_all(waits).await.into_iter();
+    let mut responses = Vec::with_capacity(shapes.len());
+    for (name, topic_id, indexes) in shapes {
+        let mut partition_responses = Vec::with_capacity(indexes.len());
+        for index in indexes {
+            let outcome = match outcomes.next() {
+                Some(Pending::Done(a)) => Ok(a),
+                Some(Pending::Failed(f)) => Err(f),
+                _ => Err(fail(ErrorCode::UNKNOWN_SERVER_ERROR, "no outcome")),
+            };
             partition_responses.push(match outcome {
                 Ok(a) => PartitionProduceResponse {
-                    index: p.index,
+                    index,
                     error_code: ErrorCode::NONE.code(),
                     base_offset: a.base_offset,
                     log_append_time_ms: a.log_append_time,
@@ -115,9 +326,9 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ProduceRequest) -> Option<Produce
                     ..PartitionProduceResponse::default()
                 },
                 Err((code, msg)) => {
-                    debug!(peer = %ctx.peer, topic = %topic.name, partition = p.index, %code, ?msg, "produce refused");
+                    debug!(peer = %ctx.peer, topic = %name, partition = index, %code, ?msg, "produce refused");
                     PartitionProduceResponse {
-                        index: p.index,
+                        index,
                         error_code: code.code(),
                         base_offset: -1,
                         log_append_time_ms: -1,
@@ -132,10 +343,10 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ProduceRequest) -> Option<Produce
             name: if ctx.version >= 13 {
                 Default::default()
             } else {
-                topic.name
+                name
             },
             topic_id: if ctx.version >= 13 {
-                topic.topic_id
+                topic_id
             } else {
                 Uuid::ZERO
             },
@@ -143,76 +354,13 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ProduceRequest) -> Option<Produce
             ..TopicProduceResponse::default()
         });
     }
-    if acks == 0 {
+    if submitted.acks == 0 {
         return None;
     }
     Some(ProduceResponse {
         responses,
         ..ProduceResponse::default()
     })
-}
-
-async fn append_partition(
-    ctx: &Ctx<'_>,
-    topic: &TopicInfo,
-    partition: i32,
-    records: Option<Bytes>,
-    now: i64,
-    timeout: Duration,
-) -> Result<AppendOutcome, Failure> {
-    if partition < 0 || partition >= topic.partitions {
-        return Err((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, None));
-    }
-    let records = records.unwrap_or_default();
-    if records.is_empty() {
-        return Err(fail(ErrorCode::INVALID_RECORD, "no record batch"));
-    }
-    let validated = validate(ctx, topic, &records)?;
-    let producers = &ctx.broker.producers;
-    let log = &ctx.broker.stores.log;
-    for (i, (_, id)) in validated.iter().enumerate() {
-        match producers.check(&topic.name, partition, *id) {
-            Ok(Verdict::Append) => {}
-            // A retry of a write that already landed: answer with its offset.
-            Ok(Verdict::Duplicate(base_offset)) if validated.len() == 1 && i == 0 => {
-                let w = log
-                    .watermarks(&topic.name, partition)
-                    .await
-                    .map_err(|e| fail(e.error_code(), e.to_string()))?;
-                return Ok(AppendOutcome {
-                    base_offset,
-                    log_append_time: -1,
-                    log_start_offset: w.log_start_offset,
-                });
-            }
-            Ok(Verdict::Duplicate(_)) => {
-                return Err(fail(
-                    ErrorCode::DUPLICATE_SEQUENCE_NUMBER,
-                    "a retried batch sent together with new ones",
-                ));
-            }
-            Err(code) => return Err((code, None)),
-        }
-    }
-    let ids: Vec<BatchId> = validated.iter().map(|(_, id)| *id).collect();
-    let batches = validated.into_iter().map(|(b, _)| b).collect();
-    let append = log.append(&topic.name, partition, batches, now);
-    let outcome = match tokio::time::timeout(timeout, append).await {
-        Ok(Ok(a)) => a,
-        Ok(Err(e)) => return Err(fail(e.error_code(), e.to_string())),
-        Err(_) => {
-            return Err(fail(
-                ErrorCode::REQUEST_TIMED_OUT,
-                "the store did not confirm the append in time",
-            ));
-        }
-    };
-    let mut offset = outcome.base_offset;
-    for id in ids {
-        producers.record(&topic.name, partition, id, offset);
-        offset += i64::from(id.records);
-    }
-    Ok(outcome)
 }
 
 /// Checks every batch and returns them, each stamped with leader epoch 0, ready to append,

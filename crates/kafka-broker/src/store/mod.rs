@@ -20,6 +20,8 @@ pub mod suite;
 use async_trait::async_trait;
 use bytes::Bytes;
 use kafka_protocol::ErrorCode;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -215,6 +217,11 @@ impl StoreError {
 /// Result alias for store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// An append that holds its place in its partition's order and is confirmed later
+/// (see [`LogStore::submit`]). It owns everything it needs, so it can be awaited after
+/// the call that made it, or dropped: a dropped one may still land.
+pub type PendingAppend = Pin<Box<dyn Future<Output = StoreResult<AppendOutcome>> + Send>>;
+
 /// The log: topics, partitions and their record batches.
 #[async_trait]
 pub trait LogStore: Send + Sync + 'static {
@@ -257,6 +264,26 @@ pub trait LogStore: Send + Sync + 'static {
         batches: Vec<Bytes>,
         now_ms: i64,
     ) -> StoreResult<AppendOutcome>;
+
+    /// Starts an append (same arguments and checks as [`LogStore::append`]) and returns
+    /// once the batches hold their place in the partition's order: any append or submit
+    /// to the same partition that starts after this returns lands after them. The
+    /// returned future gives what `append` would have returned. An error from this call
+    /// means nothing was appended and no place was taken.
+    ///
+    /// This lets the broker overlap a connection's consecutive Produce requests with a
+    /// backend that answers over the network, without reordering them. The default
+    /// appends at once, which keeps the order trivially.
+    async fn submit(
+        &self,
+        topic: &str,
+        partition: i32,
+        batches: Vec<Bytes>,
+        now_ms: i64,
+    ) -> StoreResult<PendingAppend> {
+        let outcome = self.append(topic, partition, batches, now_ms).await?;
+        Ok(Box::pin(std::future::ready(Ok(outcome))))
+    }
 
     /// Reads whole batches from `offset` (which must be within
     /// `[log_start_offset, high_watermark]`; at the high watermark the result is empty),

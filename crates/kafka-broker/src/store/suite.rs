@@ -151,6 +151,7 @@ pub async fn run_all(h: &Harness) -> Result<(), String> {
         retention_by_time,
         retention_by_size,
         concurrent_producers,
+        submitted_appends_keep_their_order,
         long_poll_wakeup,
         offsets_commit_and_fetch,
         offsets_delete_and_groups
@@ -188,6 +189,7 @@ macro_rules! store_suite {
             retention_by_time,
             retention_by_size,
             concurrent_producers,
+            submitted_appends_keep_their_order,
             long_poll_wakeup,
             offsets_commit_and_fetch,
             offsets_delete_and_groups,
@@ -1363,6 +1365,81 @@ pub async fn concurrent_producers(h: &Harness) -> Result<(), String> {
             Some((*base, Some(Bytes::from(first_value.clone())))),
             "first record of the batch at {base}"
         );
+    }
+    Ok(())
+}
+
+/// Appends started with [`LogStore::submit`] land in the order they were submitted, even
+/// when their futures are awaited in another order or only after a plain `append` to the
+/// same partition; a submit the store refuses takes no place; another partition is
+/// independent.
+pub async fn submitted_appends_keep_their_order(h: &Harness) -> Result<(), String> {
+    const SUBMITS: usize = 24;
+    let name = h.create("submit", 2, keep_forever()).await?;
+    let mut pending = Vec::with_capacity(SUBMITS);
+    let mut expected = Vec::new();
+    for i in 0..SUBMITS {
+        let count = 1 + i % 4;
+        let bytes = batch(count, now_ms(), &format!("s{i}"))?;
+        let future = h
+            .log
+            .submit(&name, 0, vec![bytes], now_ms())
+            .await
+            .ctx(&format!("submit {i}"))?;
+        pending.push((i, count as i64, future));
+        expected.push((count as i64, format!("s{i}-0")));
+        if i == SUBMITS / 2 {
+            // Refused before it takes a place: the next submit follows the previous one.
+            let too_big = sized_batch(2 << 20, now_ms())?;
+            let refused = h.log.submit(&name, 0, vec![too_big], now_ms()).await;
+            ensure!(
+                matches!(refused, Err(StoreError::MessageTooLarge { .. })),
+                "a batch over max.message.bytes must be refused at submit, got {:?}",
+                refused.map(|_| ())
+            );
+            // The other partition does not wait for this one's submits.
+            let other = append(h, &name, 1, vec![batch(2, now_ms(), "other")?]).await?;
+            ensure_eq!(other, 0, "first offset of the other partition");
+        }
+    }
+    // A plain append after the submits, before any of them is awaited, lands after them.
+    let tail = batch(3, now_ms(), "tail")?;
+    let tail_offset = h
+        .log
+        .append(&name, 0, vec![tail], now_ms())
+        .await
+        .ctx("append after the submits")?
+        .base_offset;
+    expected.push((3, "tail-0".to_string()));
+    // Await newest first.
+    let mut landed = Vec::with_capacity(SUBMITS);
+    while let Some((i, count, future)) = pending.pop() {
+        let outcome = future.await.ctx(&format!("submitted append {i}"))?;
+        landed.push((i, outcome.base_offset, count));
+    }
+    landed.sort();
+    let mut next = 0;
+    for (i, base, count) in &landed {
+        ensure_eq!(*base, next, "base offset of submit {i}");
+        next += count;
+    }
+    ensure_eq!(tail_offset, next, "the append after the submits");
+    let batches = read_all(h, &name, 0).await?;
+    ensure_eq!(batches.len(), expected.len(), "batches read back");
+    let mut offset = 0;
+    for (bytes, (count, first_value)) in batches.iter().zip(&expected) {
+        let records = records_of(bytes)?;
+        ensure_eq!(
+            records.first().map(|r| (r.0, r.3.clone())),
+            Some((offset, Some(Bytes::from(first_value.clone())))),
+            "first record of the batch at {offset}"
+        );
+        ensure_eq!(
+            records.len() as i64,
+            *count,
+            "records in the batch at {offset}"
+        );
+        offset += count;
     }
     Ok(())
 }

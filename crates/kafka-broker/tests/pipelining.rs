@@ -1,0 +1,368 @@
+//! A connection's consecutive Produce requests overlap: each holds its place in its
+//! partitions (`LogStore::submit`) before the next is read, the store confirms them when
+//! it can, and the responses still go out in request order. Anything else waits for
+//! them, and an idempotent producer's requests do not overlap at all.
+//!
+//! The store here is the embedded one behind a wrapper whose confirmations are held back:
+//! until a number of appends have been submitted (a connection that handled its requests
+//! one at a time would never get there), or for a fixed delay.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
+use kafka_broker::store::{
+    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
+    StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
+};
+use kafka_broker::{BrokerConfig, Stores};
+use kafka_protocol::api::{decode_response, encode_request};
+use kafka_protocol::messages::list_offsets_request::{
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
+};
+use kafka_protocol::messages::produce_request::{
+    PartitionProduceData, ProduceRequest, TopicProduceData,
+};
+use kafka_protocol::messages::request_header::RequestHeader;
+use kafka_protocol::{ApiKey, ByteString, RequestBody, ResponseBody};
+use kafka_records::{BatchOptions, NewRecord, encode_batch};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// How the wrapper holds confirmations back.
+#[derive(Clone, Copy)]
+enum Hold {
+    /// Until this many appends have been submitted; then the later ones confirm first.
+    UntilSubmitted(usize),
+    /// For this long each.
+    For(Duration),
+}
+
+/// The embedded store, with confirmations held back as `hold` says.
+struct Held {
+    inner: MemoryStore,
+    hold: Hold,
+    submitted: watch::Sender<usize>,
+    /// Appends submitted and not yet confirmed.
+    open: Arc<AtomicUsize>,
+    /// The most there ever were at once.
+    most_open: AtomicUsize,
+}
+
+impl Held {
+    fn new(hold: Hold) -> Self {
+        Self {
+            inner: MemoryStore::new(MemoryStoreConfig::default()),
+            hold,
+            submitted: watch::channel(0).0,
+            open: Arc::new(AtomicUsize::new(0)),
+            most_open: AtomicUsize::new(0),
+        }
+    }
+}
+
+#[async_trait]
+impl LogStore for Held {
+    fn name(&self) -> &'static str {
+        "held"
+    }
+    async fn create_topic(&self, topic: NewTopic, validate_only: bool) -> StoreResult<TopicInfo> {
+        self.inner.create_topic(topic, validate_only).await
+    }
+    async fn delete_topic(&self, name: &str) -> StoreResult<()> {
+        self.inner.delete_topic(name).await
+    }
+    async fn topic(&self, name: &str) -> StoreResult<Option<TopicInfo>> {
+        self.inner.topic(name).await
+    }
+    async fn topic_by_id(&self, id: u128) -> StoreResult<Option<TopicInfo>> {
+        self.inner.topic_by_id(id).await
+    }
+    async fn topics(&self) -> StoreResult<Vec<TopicInfo>> {
+        self.inner.topics().await
+    }
+    async fn create_partitions(&self, name: &str, total: i32, v: bool) -> StoreResult<()> {
+        self.inner.create_partitions(name, total, v).await
+    }
+    async fn set_topic_config(&self, name: &str, config: TopicConfig) -> StoreResult<()> {
+        self.inner.set_topic_config(name, config).await
+    }
+    async fn append(&self, t: &str, p: i32, b: Vec<Bytes>, now: i64) -> StoreResult<AppendOutcome> {
+        self.submit(t, p, b, now).await?.await
+    }
+    async fn submit(&self, t: &str, p: i32, b: Vec<Bytes>, now: i64) -> StoreResult<PendingAppend> {
+        // The place is taken now; only the confirmation waits.
+        let outcome = self.inner.append(t, p, b, now).await?;
+        let open = self.open.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_open.fetch_max(open, Ordering::SeqCst);
+        let mut submitted = self.submitted.subscribe();
+        let mut index = 0;
+        self.submitted.send_modify(|n| {
+            index = *n;
+            *n += 1;
+        });
+        let hold = self.hold;
+        let release = Arc::clone(&self.open);
+        Ok(Box::pin(async move {
+            match hold {
+                Hold::UntilSubmitted(n) => {
+                    let _ = submitted.wait_for(|s| *s >= n).await;
+                    // Later appends confirm first.
+                    let later = u64::try_from(n.saturating_sub(index)).unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(5 * later)).await;
+                }
+                Hold::For(d) => tokio::time::sleep(d).await,
+            }
+            release.fetch_sub(1, Ordering::SeqCst);
+            Ok(outcome)
+        }))
+    }
+    async fn read(&self, t: &str, p: i32, o: i64, max: usize) -> StoreResult<ReadOutcome> {
+        self.inner.read(t, p, o, max).await
+    }
+    async fn watermarks(&self, t: &str, p: i32) -> StoreResult<Watermarks> {
+        self.inner.watermarks(t, p).await
+    }
+    async fn offset_for_timestamp(
+        &self,
+        t: &str,
+        p: i32,
+        ts: i64,
+    ) -> StoreResult<Option<TimestampHit>> {
+        self.inner.offset_for_timestamp(t, p, ts).await
+    }
+    async fn max_timestamp(&self, t: &str, p: i32) -> StoreResult<Option<TimestampHit>> {
+        self.inner.max_timestamp(t, p).await
+    }
+    async fn delete_records(&self, t: &str, p: i32, before: i64) -> StoreResult<i64> {
+        self.inner.delete_records(t, p, before).await
+    }
+    fn watch(&self, t: &str, p: i32) -> Option<watch::Receiver<i64>> {
+        self.inner.watch(t, p)
+    }
+}
+
+#[async_trait]
+impl OffsetStore for Held {
+    async fn commit(&self, g: &str, o: Vec<(String, i32, CommittedOffset)>) -> StoreResult<()> {
+        self.inner.commit(g, o).await
+    }
+    async fn fetch(&self, g: &str, t: &str, p: i32) -> StoreResult<Option<CommittedOffset>> {
+        self.inner.fetch(g, t, p).await
+    }
+    async fn fetch_all(&self, g: &str) -> StoreResult<Vec<(String, i32, CommittedOffset)>> {
+        self.inner.fetch_all(g).await
+    }
+    async fn delete(&self, g: &str, partitions: &[(String, i32)]) -> StoreResult<()> {
+        self.inner.delete(g, partitions).await
+    }
+    async fn delete_group(&self, g: &str) -> StoreResult<()> {
+        self.inner.delete_group(g).await
+    }
+    async fn groups(&self) -> StoreResult<Vec<String>> {
+        self.inner.groups().await
+    }
+}
+
+/// A gateway on a free loopback port over `store` (topic `t`, one partition).
+async fn serve(store: Arc<Held>) -> TcpStream {
+    store
+        .create_topic(
+            NewTopic {
+                name: "t".into(),
+                partitions: 1,
+                config: TopicConfig::default(),
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stores = Stores {
+        log: store.clone(),
+        offsets: store,
+    };
+    tokio::spawn(kafka_broker::run(
+        listener,
+        BrokerConfig::default(),
+        stores,
+        std::future::pending(),
+    ));
+    TcpStream::connect(addr).await.unwrap()
+}
+
+fn frame(correlation_id: i32, version: i16, body: RequestBody) -> Bytes {
+    let header = RequestHeader {
+        request_api_key: body.api_key().as_i16(),
+        request_api_version: version,
+        correlation_id,
+        client_id: Some(ByteString::from_static("pipelining-test")),
+        ..Default::default()
+    };
+    encode_request(&header, &body).unwrap()
+}
+
+/// A Produce v9 request of one batch of `records` records to `t`/0.
+fn produce(correlation_id: i32, acks: i16, options: BatchOptions, records: usize) -> Bytes {
+    let records: Vec<NewRecord> = (0..records)
+        .map(|i| NewRecord {
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(Bytes::from(format!("{correlation_id}-{i}"))),
+            headers: vec![],
+        })
+        .collect();
+    let mut batch = BytesMut::new();
+    encode_batch(&options, &records, &mut batch).unwrap();
+    let body = ProduceRequest {
+        acks,
+        timeout_ms: 30_000,
+        topic_data: vec![TopicProduceData {
+            name: ByteString::from_static("t"),
+            partition_data: vec![PartitionProduceData {
+                index: 0,
+                records: Some(batch.freeze()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    frame(correlation_id, 9, body.into())
+}
+
+fn list_latest(correlation_id: i32) -> Bytes {
+    let body = ListOffsetsRequest {
+        replica_id: -1,
+        topics: vec![ListOffsetsTopic {
+            name: ByteString::from_static("t"),
+            partitions: vec![ListOffsetsPartition {
+                partition_index: 0,
+                timestamp: -1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    frame(correlation_id, 7, body.into())
+}
+
+/// Reads one response; `None` at end of stream.
+async fn response(socket: &mut TcpStream) -> Option<Bytes> {
+    let read = async {
+        let size = socket.read_i32().await.ok()?;
+        let mut body = vec![0; usize::try_from(size).ok()?];
+        socket.read_exact(&mut body).await.ok()?;
+        Some(Bytes::from(body))
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("no response within 10 s: the requests did not overlap")
+}
+
+/// (correlation id, error code, base offset) of a Produce v9 response.
+fn produced(bytes: &Bytes) -> (i32, i16, i64) {
+    let (header, body) = decode_response(ApiKey::Produce, 9, bytes).unwrap();
+    let ResponseBody::Produce(p) = body else {
+        panic!("not a produce response")
+    };
+    let part = &p.responses[0].partition_responses[0];
+    (header.correlation_id, part.error_code, part.base_offset)
+}
+
+/// (correlation id, offset) of a ListOffsets v7 response.
+fn listed(bytes: &Bytes) -> (i32, i64) {
+    let (header, body) = decode_response(ApiKey::ListOffsets, 7, bytes).unwrap();
+    let ResponseBody::ListOffsets(l) = body else {
+        panic!("not a list offsets response")
+    };
+    (header.correlation_id, l.topics[0].partitions[0].offset)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consecutive_produce_requests_overlap_and_answer_in_order() {
+    // Nothing is confirmed until five appends are submitted, so the requests below can
+    // only complete if the connection starts the next one before the previous is done.
+    let store = Arc::new(Held::new(Hold::UntilSubmitted(5)));
+    let mut socket = serve(Arc::clone(&store)).await;
+    let plain = BatchOptions::default();
+    let mut out = BytesMut::new();
+    // Records 1..=6 per request; request 3 uses acks=0 (no response).
+    for id in 1..=6 {
+        let acks = if id == 3 { 0 } else { -1 };
+        out.extend_from_slice(&produce(id, acks, plain, usize::try_from(id).unwrap()));
+    }
+    // Waits for the Produce requests before it is handled: it sees all 21 records.
+    out.extend_from_slice(&list_latest(7));
+    socket.write_all(&out).await.unwrap();
+
+    let mut next = 0;
+    for id in 1..=6 {
+        let records = i64::from(id);
+        if id != 3 {
+            let answer = produced(&response(&mut socket).await.unwrap());
+            assert_eq!(answer, (id, 0, next), "produce response {id}");
+        }
+        next += records;
+    }
+    assert_eq!(listed(&response(&mut socket).await.unwrap()), (7, 21));
+    assert!(
+        store.most_open.load(Ordering::SeqCst) >= 5,
+        "appends waiting at once: {}",
+        store.most_open.load(Ordering::SeqCst)
+    );
+
+    // A malformed request after pipelined ones: they are still answered, then the
+    // connection closes.
+    let mut out = BytesMut::new();
+    for id in 8..=12 {
+        out.extend_from_slice(&produce(id, -1, plain, 1));
+    }
+    out.extend_from_slice(&[0, 0, 0, 4, 0x7f, 0x7f, 0, 0]);
+    socket.write_all(&out).await.unwrap();
+    for id in 8..=12 {
+        let answer = produced(&response(&mut socket).await.unwrap());
+        assert_eq!(answer, (id, 0, next), "produce response {id}");
+        next += 1;
+    }
+    assert!(response(&mut socket).await.is_none(), "connection closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_producers_requests_do_not_overlap() {
+    let store = Arc::new(Held::new(Hold::For(Duration::from_millis(20))));
+    let mut socket = serve(Arc::clone(&store)).await;
+    let options = |base_sequence| BatchOptions {
+        producer_id: 7,
+        producer_epoch: 0,
+        base_sequence,
+        ..Default::default()
+    };
+    // The first batch makes the producer known; the next ones are checked against it.
+    socket
+        .write_all(&produce(1, -1, options(0), 2))
+        .await
+        .unwrap();
+    assert_eq!(produced(&response(&mut socket).await.unwrap()), (1, 0, 0));
+    let mut out = BytesMut::new();
+    for id in 2..=6 {
+        out.extend_from_slice(&produce(id, -1, options((id - 1) * 2), 2));
+    }
+    socket.write_all(&out).await.unwrap();
+    for id in 2..=6 {
+        let answer = produced(&response(&mut socket).await.unwrap());
+        assert_eq!(
+            answer,
+            (id, 0, i64::from(id - 1) * 2),
+            "produce response {id}"
+        );
+    }
+    assert_eq!(store.most_open.load(Ordering::SeqCst), 1);
+}
