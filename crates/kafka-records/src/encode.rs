@@ -110,12 +110,8 @@ fn put_nullable(out: &mut impl BufMut, field: Option<&[u8]>) {
     }
 }
 
-fn put_record(
-    out: &mut impl BufMut,
-    record: &NewRecord,
-    offset_delta: i32,
-    base_timestamp: i64,
-) -> Result<()> {
+/// The size of a record's body (everything after its length varint).
+fn body_len(record: &NewRecord, offset_delta: i32, base_timestamp: i64) -> Result<usize> {
     let timestamp_delta = record.timestamp.wrapping_sub(base_timestamp);
     let header_count = len_i32("header count", record.headers.len())?;
     let mut body = 1
@@ -128,13 +124,25 @@ fn put_record(
         body += varint_len(len_i32("header key", header.key.len())?) + header.key.len();
         body += nullable_size("header value", header.value.as_deref())?;
     }
+    Ok(body)
+}
+
+fn put_record(
+    out: &mut impl BufMut,
+    record: &NewRecord,
+    offset_delta: i32,
+    base_timestamp: i64,
+    body: usize,
+) -> Result<()> {
+    let timestamp_delta = record.timestamp.wrapping_sub(base_timestamp);
     put_varint(out, len_i32("record", body)?);
     out.put_i8(0);
     put_varlong(out, timestamp_delta);
     put_varint(out, offset_delta);
     put_nullable(out, record.key.as_deref());
     put_nullable(out, record.value.as_deref());
-    put_varint(out, header_count);
+    // The count was checked to fit i32 when the body was sized.
+    put_varint(out, record.headers.len() as i32);
     for header in &record.headers {
         put_nullable(out, Some(&header.key));
         put_nullable(out, header.value.as_deref());
@@ -142,10 +150,19 @@ fn put_record(
     Ok(())
 }
 
-fn put_records(out: &mut impl BufMut, records: &[NewRecord], base_timestamp: i64) -> Result<()> {
+/// Writes the records; `out` is first grown once to their exact size.
+fn put_records(out: &mut BytesMut, records: &[NewRecord], base_timestamp: i64) -> Result<()> {
+    let mut bodies = Vec::with_capacity(records.len());
+    let mut total = 0usize;
     for (i, record) in records.iter().enumerate() {
         // The record count was checked to fit i32, so every index does too.
-        put_record(out, record, i as i32, base_timestamp)?;
+        let body = body_len(record, i as i32, base_timestamp)?;
+        total = total.saturating_add(varint_len(len_i32("record", body)?) + body);
+        bodies.push(body);
+    }
+    out.reserve(total);
+    for (i, (record, body)) in records.iter().zip(bodies).enumerate() {
+        put_record(out, record, i as i32, base_timestamp, body)?;
     }
     Ok(())
 }
