@@ -846,8 +846,9 @@ impl IggyBridge {
         topic: &str,
         partition: i32,
         offset: i64,
-        count: u32,
+        max_bytes: usize,
     ) -> StoreResult<Fast> {
+        let count = self.poll_count(max_bytes);
         let (Ok(start), Ok(p)) = (u64::try_from(offset), u32::try_from(partition)) else {
             return Ok(Fast::Miss);
         };
@@ -858,12 +859,12 @@ impl IggyBridge {
         if offset < cached.log_start_offset {
             return Ok(Fast::Miss);
         }
-        if let Some((records, high_watermark)) = self.take_ahead(&r.target, p, start).await {
+        if let Some(taken) = self.take_ahead(&r.target, p, start, max_bytes).await {
             let w = Watermarks {
                 log_start_offset: cached.log_start_offset,
-                high_watermark: i64::try_from(high_watermark).unwrap_or(i64::MAX),
+                high_watermark: i64::try_from(taken.high_watermark).unwrap_or(i64::MAX),
             };
-            return Ok(Fast::Hit(r, w, records));
+            return Ok(Fast::Hit(r, w, taken.records, taken.pending));
         }
         let (first, current) = match self.poll_at(&r, topic, p, start, count).await {
             Ok(polled) => polled,
@@ -892,14 +893,16 @@ impl IggyBridge {
             log_start_offset: cached.log_start_offset,
             high_watermark,
         };
-        Ok(Fast::Hit(r, w, first.into()))
+        Ok(Fast::Hit(r, w, first.into(), None))
     }
 
     /// Keeps what a read polled but did not return (`buf`, consecutive up to `next`) for
     /// the next read of the partition, and when the partition holds more than that
     /// (`next < end`, the high watermark) starts polling the next two reads' worth, so
-    /// the next Fetch finds its records here instead of waiting for Iggy. Bounded by
-    /// `read_ahead_bytes` over all partitions; nothing is kept when that is 0.
+    /// the next Fetch finds its records here instead of waiting for Iggy. A poll still
+    /// running from an earlier read (`running`, for the records from `next`) is kept
+    /// instead of starting another. Bounded by `read_ahead_bytes` over all partitions;
+    /// nothing is kept when that is 0.
     #[allow(clippy::too_many_arguments)]
     fn keep_ahead(
         &self,
@@ -910,14 +913,17 @@ impl IggyBridge {
         next: u64,
         end: u64,
         max_bytes: usize,
+        running: Option<(u64, PendingPoll)>,
     ) {
         let limit = self.inner.config.read_ahead_bytes;
         if limit == 0 || self.inner.config.metadata_max_age.is_zero() {
             return;
         }
+        // A poll for other records than the next ones is left to finish unread.
+        let running = running.filter(|(from, _)| *from == next);
         let held: usize = buf.iter().map(mapped_size).sum();
         // Up to two reads ahead: the poll for the one after next overlaps the next.
-        let more = next < end && held < max_bytes.saturating_mul(2);
+        let more = running.is_some() || (next < end && held < max_bytes.saturating_mul(2));
         if buf.is_empty() && !more {
             return;
         }
@@ -950,14 +956,18 @@ impl IggyBridge {
                 .fetch_sub(reserved, Ordering::Relaxed);
             return;
         }
-        let pending = more.then(|| {
-            let this = self.clone();
-            let (r, topic) = (r.clone(), topic.to_owned());
-            let count = self.poll_count(max_bytes.saturating_mul(2));
-            (
-                next,
-                tokio::spawn(async move { this.poll_at(&r, &topic, partition, next, count).await }),
-            )
+        let pending = running.or_else(|| {
+            more.then(|| {
+                let this = self.clone();
+                let (r, topic) = (r.clone(), topic.to_owned());
+                let count = self.poll_count(max_bytes.saturating_mul(2));
+                (
+                    next,
+                    tokio::spawn(
+                        async move { this.poll_at(&r, &topic, partition, next, count).await },
+                    ),
+                )
+            })
         });
         let ahead = Ahead {
             start: buf.front().map_or(next, |m| m.offset),
@@ -977,13 +987,17 @@ impl IggyBridge {
     }
 
     /// The records kept by [`Self::keep_ahead`] when they start at `start` and are
-    /// younger than `metadata_max_age`, with the high watermark last seen.
+    /// younger than `metadata_max_age`, with the high watermark last seen. The poll
+    /// started for the records after them is waited for only when the kept ones are
+    /// fewer than `want` bytes and it has not finished; otherwise it comes back still
+    /// running, for the read to keep.
     async fn take_ahead(
         &self,
         target: &IggyTopicRef,
         partition: u32,
         start: u64,
-    ) -> Option<(VecDeque<MappedRecord>, u64)> {
+        want: usize,
+    ) -> Option<Taken> {
         let ahead = {
             let mut slots = self.inner.ahead.lock().ok()?;
             let key = (target.clone(), partition);
@@ -1004,9 +1018,13 @@ impl IggyBridge {
         };
         let mut records = ahead.records;
         let mut high_watermark = ahead.high_watermark;
+        let mut running = None;
         if let Some((from, handle)) = ahead.pending {
             let expected = records.back().map_or(start, |m| m.offset + 1);
-            if let Ok(Ok(Ok((more, current)))) =
+            let enough = || records.iter().map(mapped_size).sum::<usize>() >= want;
+            if from == expected && !handle.is_finished() && enough() {
+                running = Some((from, handle));
+            } else if let Ok(Ok(Ok((more, current)))) =
                 tokio::time::timeout(self.inner.config.call_timeout, handle).await
                 && from == expected
             {
@@ -1020,7 +1038,34 @@ impl IggyBridge {
             return None;
         }
         let last = records.back().map_or(start, |m| m.offset);
-        Some((records, high_watermark.max(last.saturating_add(1))))
+        Some(Taken {
+            records,
+            high_watermark: high_watermark.max(last.saturating_add(1)),
+            pending: running,
+        })
+    }
+
+    /// The records from `next`: the answer of `running` when it polls from there (it is
+    /// consumed either way), else a new poll of `count`.
+    #[allow(clippy::too_many_arguments)]
+    async fn poll_next(
+        &self,
+        r: &Resolved,
+        topic: &str,
+        partition: u32,
+        next: u64,
+        count: u32,
+        running: &mut Option<(u64, PendingPoll)>,
+    ) -> StoreResult<Vec<MappedRecord>> {
+        if let Some((from, handle)) = running.take()
+            && from == next
+            && let Ok(Ok(Ok((more, _)))) =
+                tokio::time::timeout(self.inner.config.call_timeout, handle).await
+            && more.first().is_none_or(|m| m.offset >= next)
+        {
+            return Ok(more);
+        }
+        self.poll(r, topic, partition, next, count).await
     }
 
     async fn apply_iggy_settings(
@@ -1148,7 +1193,14 @@ async fn open_session(config: &BridgeConfig) -> Result<IggyClient, BridgeError> 
 
 /// What [`IggyBridge::read_fast`] found.
 enum Fast {
-    Hit(Arc<Resolved>, Watermarks, VecDeque<MappedRecord>),
+    /// The topic, the watermarks, the records from the offset read, and a read-ahead
+    /// poll still running for the records after them.
+    Hit(
+        Arc<Resolved>,
+        Watermarks,
+        VecDeque<MappedRecord>,
+        Option<(u64, PendingPoll)>,
+    ),
     AtEnd(Watermarks),
     Miss,
 }
@@ -1168,6 +1220,13 @@ struct Ahead {
 }
 
 type PendingPoll = tokio::task::JoinHandle<StoreResult<(Vec<MappedRecord>, u64)>>;
+
+/// What [`IggyBridge::take_ahead`] hands a read.
+struct Taken {
+    records: VecDeque<MappedRecord>,
+    high_watermark: u64,
+    pending: Option<(u64, PendingPoll)>,
+}
 
 /// About the bytes one record takes in memory and in a Kafka batch.
 fn mapped_size(m: &MappedRecord) -> usize {
@@ -1483,35 +1542,36 @@ impl LogStore for IggyBridge {
     ) -> StoreResult<ReadOutcome> {
         let p = u32::try_from(partition).unwrap_or(0);
         let chunk = self.poll_count(max_bytes);
-        let (r, w, first) = match self.read_fast(topic, partition, offset, chunk).await? {
-            Fast::Hit(r, w, first) => (r, w, first),
-            Fast::AtEnd(w) => {
-                return Ok(ReadOutcome {
-                    watermarks: w,
-                    batches: Vec::new(),
-                });
-            }
-            Fast::Miss => {
-                let r = self.require(topic, partition).await?;
-                let w = self.watermarks_of(&r, p)?;
-                if offset < w.log_start_offset || offset > w.high_watermark {
-                    return Err(StoreError::OffsetOutOfRange {
-                        offset,
-                        log_start_offset: w.log_start_offset,
-                        high_watermark: w.high_watermark,
-                    });
-                }
-                if offset == w.high_watermark {
+        let (r, w, first, mut running) =
+            match self.read_fast(topic, partition, offset, max_bytes).await? {
+                Fast::Hit(r, w, first, running) => (r, w, first, running),
+                Fast::AtEnd(w) => {
                     return Ok(ReadOutcome {
                         watermarks: w,
                         batches: Vec::new(),
                     });
                 }
-                let start = u64::try_from(offset).unwrap_or(0);
-                let first = self.poll(&r, topic, p, start, chunk).await?;
-                (r, w, VecDeque::from(first))
-            }
-        };
+                Fast::Miss => {
+                    let r = self.require(topic, partition).await?;
+                    let w = self.watermarks_of(&r, p)?;
+                    if offset < w.log_start_offset || offset > w.high_watermark {
+                        return Err(StoreError::OffsetOutOfRange {
+                            offset,
+                            log_start_offset: w.log_start_offset,
+                            high_watermark: w.high_watermark,
+                        });
+                    }
+                    if offset == w.high_watermark {
+                        return Ok(ReadOutcome {
+                            watermarks: w,
+                            batches: Vec::new(),
+                        });
+                    }
+                    let start = u64::try_from(offset).unwrap_or(0);
+                    let first = self.poll(&r, topic, p, start, chunk).await?;
+                    (r, w, VecDeque::from(first), None)
+                }
+            };
         let mut out = ReadOutcome {
             watermarks: w,
             batches: Vec::new(),
@@ -1550,7 +1610,9 @@ impl LogStore for IggyBridge {
                     break;
                 }
                 let want = self.poll_count(max_bytes.saturating_sub(size));
-                let more = self.poll(&r, topic, p, next, want).await?;
+                let more = self
+                    .poll_next(&r, topic, p, next, want, &mut running)
+                    .await?;
                 let Some(last) = more.last() else { break };
                 next = last.offset + 1;
                 buf.extend(more);
@@ -1593,7 +1655,9 @@ impl LogStore for IggyBridge {
                             .and_then(|n| u32::try_from(n).ok())
                             .filter(|n| *n > 0)
                             .map_or(chunk, |n| n.min(chunk));
-                        let more = self.poll(&r, topic, p, next, want).await?;
+                        let more = self
+                            .poll_next(&r, topic, p, next, want, &mut running)
+                            .await?;
                         let Some(last) = more.last() else { break };
                         next = last.offset + 1;
                         buf.extend(more);
@@ -1635,7 +1699,7 @@ impl LogStore for IggyBridge {
                 break;
             }
         }
-        self.keep_ahead(&r, topic, p, buf, next, end, max_bytes);
+        self.keep_ahead(&r, topic, p, buf, next, end, max_bytes, running);
         Ok(out)
     }
 
