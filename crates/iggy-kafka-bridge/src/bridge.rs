@@ -87,6 +87,9 @@ const MAX_WATCHED_PARTITIONS: usize = 100_000;
 /// Most partitions with records polled ahead of their reader.
 const MAX_READ_AHEAD_PARTITIONS: usize = 4096;
 
+/// How many reads' worth (of the read's byte limit) one read-ahead poll asks for.
+const READ_AHEAD_READS: usize = 4;
+
 /// The appends of one partition waiting to be sent, in call order. One task at a time
 /// sends them, all that are waiting in one Iggy call (up to [`MAX_GROUP_SEND_BYTES`]):
 /// appends that arrive while a send is in flight share the next one (group commit), so
@@ -898,11 +901,12 @@ impl IggyBridge {
 
     /// Keeps what a read polled but did not return (`buf`, consecutive up to `next`) for
     /// the next read of the partition, and when the partition holds more than that
-    /// (`next < end`, the high watermark) starts polling the next two reads' worth, so
-    /// the next Fetch finds its records here instead of waiting for Iggy. A poll still
-    /// running from an earlier read (`running`, for the records from `next`) is kept
-    /// instead of starting another. Bounded by `read_ahead_bytes` over all partitions;
-    /// nothing is kept when that is 0.
+    /// (`next < end`, the high watermark) starts polling the next [`READ_AHEAD_READS`]
+    /// reads' worth in one call, so the next Fetches find their records here instead of
+    /// waiting for Iggy. A poll still running from an earlier read (`running`, for the
+    /// records from `next`) is kept instead of starting another. Bounded by
+    /// `read_ahead_bytes` over all partitions (without room for another poll, `buf` is
+    /// still kept); nothing is kept when that is 0.
     #[allow(clippy::too_many_arguments)]
     fn keep_ahead(
         &self,
@@ -922,26 +926,26 @@ impl IggyBridge {
         // A poll for other records than the next ones is left to finish unread.
         let running = running.filter(|(from, _)| *from == next);
         let held: usize = buf.iter().map(mapped_size).sum();
-        // Up to two reads ahead: the poll for the one after next overlaps the next.
-        let more = running.is_some() || (next < end && held < max_bytes.saturating_mul(2));
-        if buf.is_empty() && !more {
-            return;
-        }
-        let reserved = if more {
-            held.saturating_add(max_bytes.saturating_mul(2))
-        } else {
-            held
+        // Several reads ahead: fewer, larger polls, and the one for the reads after next
+        // overlaps the next.
+        let depth = max_bytes.saturating_mul(READ_AHEAD_READS);
+        let more = running.is_some() || (next < end && held < depth);
+        let reserve = |bytes: usize| {
+            let total = self.inner.ahead_bytes.fetch_add(bytes, Ordering::Relaxed);
+            let fits = total.saturating_add(bytes) <= limit;
+            if !fits {
+                self.inner.ahead_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            }
+            fits
         };
-        let total = self
-            .inner
-            .ahead_bytes
-            .fetch_add(reserved, Ordering::Relaxed);
-        if total.saturating_add(reserved) > limit {
-            self.inner
-                .ahead_bytes
-                .fetch_sub(reserved, Ordering::Relaxed);
+        // Without room for another poll, what is already polled is still kept.
+        let (more, reserved) = if more && reserve(held.saturating_add(depth)) {
+            (true, held.saturating_add(depth))
+        } else if !buf.is_empty() && reserve(held) {
+            (false, held)
+        } else {
             return;
-        }
+        };
         let Ok(mut slots) = self.inner.ahead.lock() else {
             self.inner
                 .ahead_bytes
@@ -956,11 +960,11 @@ impl IggyBridge {
                 .fetch_sub(reserved, Ordering::Relaxed);
             return;
         }
-        let pending = running.or_else(|| {
-            more.then(|| {
+        let pending = more.then(|| {
+            running.unwrap_or_else(|| {
                 let this = self.clone();
                 let (r, topic) = (r.clone(), topic.to_owned());
-                let count = self.poll_count(max_bytes.saturating_mul(2));
+                let count = self.poll_count(depth);
                 (
                     next,
                     tokio::spawn(
