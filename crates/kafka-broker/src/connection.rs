@@ -123,8 +123,15 @@ async fn read_frames(
                         None => return,
                     }
                 }
-                // Grow only by what the announced frame still needs (bounded above).
-                buf.reserve(needed.min(64 * 1024));
+                // Grow by what the announced frame still needs: all of it at once when
+                // its size has been taken from the budget (no copying regrowth of large
+                // frames), else a bounded step.
+                let grow = if reserved.is_some() {
+                    needed
+                } else {
+                    needed.min(64 * 1024)
+                };
+                buf.reserve(grow);
             }
         }
         let at_boundary = buf.is_empty();

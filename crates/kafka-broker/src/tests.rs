@@ -461,3 +461,33 @@ async fn produce_refuses_what_it_cannot_store_faithfully() {
     let out = dispatch::handle(&broker, peer(), produce_frame(9, batch(plain, 1), 0)).await;
     assert!(matches!(out, Outcome::NoResponse));
 }
+
+#[tokio::test]
+async fn stored_batches_carry_leader_epoch_zero() {
+    let (broker, _) = broker().await;
+    // Java producers send -1, librdkafka 0; others anything.
+    for (i, epoch) in [-1, 0, 7].into_iter().enumerate() {
+        let sent = batch(
+            kafka_records::BatchOptions {
+                partition_leader_epoch: epoch,
+                ..Default::default()
+            },
+            2,
+        );
+        assert_eq!(produce(&broker, 9, sent.clone()).await, (0, 2 * i as i64));
+        let read = broker
+            .stores
+            .log
+            .read("t", 0, 2 * i as i64, 1 << 20)
+            .await
+            .expect("read");
+        let stored = read.batches.last().expect("a batch");
+        let header = kafka_records::BatchHeader::parse(stored).expect("header");
+        assert_eq!(header.partition_leader_epoch, 0, "sent with epoch {epoch}");
+        // Apart from the base offset and the epoch, the stored batch is what was sent,
+        // and its CRC still holds.
+        assert_eq!(stored[16..], sent[16..], "sent with epoch {epoch}");
+        kafka_records::RecordBatch::decode(stored, &kafka_records::DecodeLimits::default())
+            .expect("stored batch decodes");
+    }
+}

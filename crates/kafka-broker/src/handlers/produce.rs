@@ -422,12 +422,19 @@ fn validate(
                 format!("batch claims {expected} records, holds {count}"),
             ));
         }
-        let mut bytes = BytesMut::from(&batch.as_bytes()[..]);
-        set_partition_leader_epoch(&mut bytes, 0)
-            .map_err(|e| fail(ErrorCode(e.kafka_error_code()), e.to_string()))?;
         let h = batch.header();
+        // Stored batches carry leader epoch 0. Most producers already send 0 (librdkafka
+        // does); only the others' batches are copied to be stamped.
+        let bytes = if h.partition_leader_epoch == 0 {
+            batch.as_bytes().clone()
+        } else {
+            let mut bytes = BytesMut::from(&batch.as_bytes()[..]);
+            set_partition_leader_epoch(&mut bytes, 0)
+                .map_err(|e| fail(ErrorCode(e.kafka_error_code()), e.to_string()))?;
+            bytes.freeze()
+        };
         out.push((
-            bytes.freeze(),
+            bytes,
             BatchId {
                 producer_id: h.producer_id,
                 epoch: h.producer_epoch,
