@@ -8,6 +8,13 @@
 //! partition, and so are transactional requests and transactional or control batches:
 //! transactions are not supported, and storing such records as ordinary ones would break
 //! what the producer was promised. With acks=0 no response is sent.
+//!
+//! A request goes through three steps, so that the connection can start the next Produce
+//! while the store is still confirming this one: [`prepare`] (topic lookups and batch
+//! validation; nothing stored), [`submit`] (idempotence checks, then every partition's
+//! batches handed to the store with `LogStore::submit`, in request order, which fixes
+//! their place) and [`complete`] (wait for the store, record idempotent producers' batches,
+//! build the response).
 
 use super::{Ctx, bs};
 use crate::broker::now_ms;
