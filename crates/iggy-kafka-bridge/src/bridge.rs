@@ -451,6 +451,16 @@ impl IggyBridge {
         }
     }
 
+    /// [`Self::config_of`] for a resolved topic.
+    fn meta_of(&self, r: &Resolved) -> StoreResult<TopicMeta> {
+        self.config_of(
+            &r.key,
+            r.message_expiry,
+            r.max_topic_size,
+            r.partitions_count,
+        )
+    }
+
     fn config_of(
         &self,
         key: &TopicKey,
@@ -485,12 +495,7 @@ impl IggyBridge {
     }
 
     fn info(&self, name: &str, r: &Resolved) -> StoreResult<TopicInfo> {
-        let meta = self.config_of(
-            &r.key,
-            r.message_expiry,
-            r.max_topic_size,
-            r.partitions_count,
-        )?;
+        let meta = self.meta_of(r)?;
         Ok(TopicInfo {
             name: name.to_owned(),
             id: topic_id(&r.key),
@@ -582,12 +587,7 @@ impl IggyBridge {
     ) -> StoreResult<PendingAppend> {
         let r = self.require_cached(topic, partition).await?;
         let p = u32::try_from(partition).unwrap_or(0);
-        let meta = self.config_of(
-            &r.key,
-            r.message_expiry,
-            r.max_topic_size,
-            r.partitions_count,
-        )?;
+        let meta = self.meta_of(&r)?;
         let max = usize::try_from(meta.config.max_message_bytes).unwrap_or(0);
         // Refuse the whole call before anything is sent.
         if let Some(big) = batches.iter().find(|b| b.len() > max) {
@@ -1482,12 +1482,7 @@ impl LogStore for IggyBridge {
             .await;
         self.forget(name);
         added?;
-        let meta = self.config_of(
-            &r.key,
-            r.message_expiry,
-            r.max_topic_size,
-            r.partitions_count,
-        )?;
+        let meta = self.meta_of(&r)?;
         if meta.config.retention_bytes >= 0 {
             let total = u32::try_from(total).unwrap_or(u32::MAX);
             self.apply_iggy_settings(&r, name, &meta.config, total)
@@ -1504,12 +1499,7 @@ impl LogStore for IggyBridge {
             .await;
         self.forget(name);
         applied?;
-        let mut meta = self.config_of(
-            &r.key,
-            r.message_expiry,
-            r.max_topic_size,
-            r.partitions_count,
-        )?;
+        let mut meta = self.meta_of(&r)?;
         meta.config = config;
         self.inner
             .meta
@@ -1780,12 +1770,7 @@ impl LogStore for IggyBridge {
         }
         // Iggy deletes whole segments only, so the log start is kept by the gateway
         // (see docs/bridge.md): Kafka clients no longer see the records below it.
-        let mut meta = self.config_of(
-            &r.key,
-            r.message_expiry,
-            r.max_topic_size,
-            r.partitions_count,
-        )?;
+        let mut meta = self.meta_of(&r)?;
         meta.log_start.insert(p, target);
         self.inner
             .meta
