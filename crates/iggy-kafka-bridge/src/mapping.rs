@@ -244,6 +244,17 @@ fn get_nullable(payload: &Bytes, pos: &mut usize) -> Result<Option<Bytes>, Mappi
 /// Key, value and headers of an envelope.
 pub type EnvelopeParts = (Option<Bytes>, Option<Bytes>, Vec<Header>);
 
+/// The record an envelope payload holds, with the timestamp from its headers.
+fn envelope_record(payload: &Bytes, timestamp: i64) -> Result<NewRecord, MappingError> {
+    let (key, value, headers) = parse_envelope(payload)?;
+    Ok(NewRecord {
+        timestamp,
+        key,
+        value,
+        headers,
+    })
+}
+
 /// Parses an envelope payload back into key, value and headers.
 pub fn parse_envelope(payload: &Bytes) -> Result<EnvelopeParts, MappingError> {
     let mut pos = 0;
@@ -568,13 +579,7 @@ fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, Mappi
     };
     let (offset_delta, batch, envelope) = parse_frame(&frame)?;
     let record = if envelope {
-        let (key, value, headers) = parse_envelope(&message.payload)?;
-        NewRecord {
-            timestamp,
-            key,
-            value,
-            headers,
-        }
+        envelope_record(&message.payload, timestamp)?
     } else {
         let mut headers = s.headers;
         headers.retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
@@ -642,13 +647,7 @@ fn from_message_mapped(message: &IggyMessage) -> Result<MappedRecord, MappingErr
     };
     let (offset_delta, batch, envelope) = parse_frame(frame.as_bytes())?;
     let record = if envelope {
-        let (key, value, headers) = parse_envelope(&message.payload)?;
-        NewRecord {
-            timestamp,
-            key,
-            value,
-            headers,
-        }
+        envelope_record(&message.payload, timestamp)?
     } else {
         let mut record = native_record(message, &headers, timestamp);
         // In native form the bridge owns every `kafka.` name; the rest are the
