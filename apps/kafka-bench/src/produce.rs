@@ -7,6 +7,12 @@
 //! acknowledgement. The producer task drains finished deliveries after every send, so the
 //! observation delay is small; under a `--rate` the task is mostly idle and it is smaller
 //! still, which is why the latency figure to quote is the rate-limited one.
+//!
+//! Every producer is created and connected before the clock starts: it fetches the
+//! topic's metadata through its own connections first, so the first records do not wait
+//! for the client's start-up. (librdkafka 2.x drops its bootstrap connection once it
+//! has learned the brokers and holds back the next connection for up to about 50 ms; a
+//! record sent in that window waits for it, against any broker.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +26,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use serde_json::json;
 
 use crate::cli::ProduceArgs;
@@ -65,13 +71,22 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
         stop.clone(),
     );
 
+    let mut producers = Vec::with_capacity(args.producers);
+    for id in 0..args.producers {
+        producers.push(tokio::spawn(connected_producer(id, args.clone())));
+    }
+    let mut ready = Vec::with_capacity(args.producers);
+    for p in producers {
+        ready.push(p.await.map_err(|e| format!("producer set-up: {e}"))??);
+    }
+
     let start = Instant::now();
     let send_deadline = args
         .duration
         .map(|d| (start + Duration::from_secs(d)).min(hard_deadline))
         .unwrap_or(hard_deadline);
     let mut tasks = Vec::with_capacity(args.producers);
-    for id in 0..args.producers {
+    for (id, producer) in ready.into_iter().enumerate() {
         // An even split; the first `records % producers` producers take one more.
         let quota = args.records.map(|r| {
             let n = args.producers as u64;
@@ -83,6 +98,7 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
         tasks.push(tokio::spawn(async move {
             producer_task(
                 id,
+                producer,
                 &args,
                 partitions,
                 quota,
@@ -203,17 +219,9 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn producer_task(
-    id: usize,
-    args: &ProduceArgs,
-    partitions: i32,
-    quota: Option<u64>,
-    rate: Option<f64>,
-    send_deadline: Instant,
-    hard_deadline: Instant,
-    counters: &Counters,
-) -> Result<Outcome, String> {
+/// Producer `id`, created with the run's settings and connected: it has fetched the
+/// topic's metadata, so it holds a connection to the partitions' leader.
+async fn connected_producer(id: usize, args: ProduceArgs) -> Result<FutureProducer, String> {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", &args.common.bootstrap)
@@ -233,6 +241,30 @@ async fn producer_task(
         config.set(k, v);
     }
     let producer: FutureProducer = config.create().map_err(|e| format!("producer {id}: {e}"))?;
+    let warm = producer.clone();
+    tokio::task::spawn_blocking(move || {
+        warm.client()
+            .fetch_metadata(Some(&args.topic), Duration::from_secs(10))
+            .map(|_| ())
+            .map_err(|e| format!("producer {id}: metadata for {}: {e}", args.topic))
+    })
+    .await
+    .map_err(|e| format!("producer {id} set-up: {e}"))??;
+    Ok(producer)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn producer_task(
+    id: usize,
+    producer: FutureProducer,
+    args: &ProduceArgs,
+    partitions: i32,
+    quota: Option<u64>,
+    rate: Option<f64>,
+    send_deadline: Instant,
+    hard_deadline: Instant,
+    counters: &Counters,
+) -> Result<Outcome, String> {
     let payloads = Payloads::new(args.record_size, id as u64 + 1);
     let mut latency = latency_histogram()?;
     let mut inflight = FuturesUnordered::new();
