@@ -163,6 +163,8 @@ struct RawConfig {
     iggy_poll_batch_messages: u32,
     #[serde(deserialize_with = "parsed")]
     iggy_read_ahead_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_send_batch_bytes: usize,
 }
 
 impl Default for RawConfig {
@@ -230,6 +232,7 @@ impl Default for RawConfig {
             iggy_metadata_max_age_ms: duration_ms(bridge.metadata_max_age),
             iggy_poll_batch_messages: bridge.poll_batch_messages,
             iggy_read_ahead_bytes: bridge.read_ahead_bytes,
+            iggy_send_batch_bytes: bridge.send_batch_bytes,
         }
     }
 }
@@ -677,6 +680,7 @@ fn validate(raw: RawConfig, names: &Names<'_>) -> Result<GatewayConfig, ConfigEr
         "iggy_metadata_max_age_ms",
         "iggy_poll_batch_messages",
         "iggy_read_ahead_bytes",
+        "iggy_send_batch_bytes",
     ];
     let bridge = if raw.bridge_enabled {
         // The bridge either connects at start or the gateway does not start: it never
@@ -705,6 +709,7 @@ fn validate(raw: RawConfig, names: &Names<'_>) -> Result<GatewayConfig, ConfigEr
         bridge.metadata_max_age = Duration::from_millis(raw.iggy_metadata_max_age_ms);
         bridge.poll_batch_messages = raw.iggy_poll_batch_messages;
         bridge.read_ahead_bytes = raw.iggy_read_ahead_bytes;
+        bridge.send_batch_bytes = raw.iggy_send_batch_bytes;
         if let Err(e) = bridge.validate() {
             return fail("bridge_enabled", &e.to_string());
         }
@@ -963,6 +968,7 @@ mod tests {
             "iggy_sessions",
             "iggy_metadata_max_age_ms",
             "iggy_read_ahead_bytes",
+            "iggy_send_batch_bytes",
         ] {
             assert!(keys.contains(&expected), "{expected} missing");
         }
@@ -1227,6 +1233,7 @@ mod tests {
                 ("IGGY_KAFKA_IGGY_SESSIONS", "8"),
                 ("IGGY_KAFKA_IGGY_METADATA_MAX_AGE_MS", "0"),
                 ("IGGY_KAFKA_IGGY_READ_AHEAD_BYTES", "0"),
+                ("IGGY_KAFKA_IGGY_SEND_BATCH_BYTES", "262144"),
             ]),
         )
         .expect("valid bridge settings");
@@ -1240,6 +1247,7 @@ mod tests {
         assert_eq!(b.sessions, 8);
         assert_eq!(b.metadata_max_age, Duration::ZERO);
         assert_eq!(b.read_ahead_bytes, 0);
+        assert_eq!(b.send_batch_bytes, 262_144);
         assert!(config.warnings.is_empty(), "{:?}", config.warnings);
 
         let file = toml_file("bridge_enabled = true\n");

@@ -91,7 +91,7 @@ const MAX_READ_AHEAD_PARTITIONS: usize = 4096;
 const READ_AHEAD_READS: usize = 4;
 
 /// The appends of one partition waiting to be sent, in call order. One task at a time
-/// sends them, all that are waiting in one Iggy call (up to [`MAX_GROUP_SEND_BYTES`]):
+/// sends them, all that are waiting in one Iggy call (up to `send_batch_bytes`):
 /// appends that arrive while a send is in flight share the next one (group commit), so
 /// many producers on one partition cost one round trip per turn, not one each.
 type SharedSendQueue = Arc<Mutex<SendQueue>>;
@@ -100,6 +100,25 @@ type SharedSendQueue = Arc<Mutex<SendQueue>>;
 struct SendQueue {
     waiting: VecDeque<Waiting>,
     sending: bool,
+}
+
+impl SendQueue {
+    /// The appends for the next send, oldest first: as many as fit in `limit` payload
+    /// bytes together, and always at least the oldest one, whatever its size.
+    fn next_group(&mut self, limit: usize) -> Vec<Waiting> {
+        let mut group = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(w) = self.waiting.front() {
+            if !group.is_empty() && bytes.saturating_add(w.bytes) > limit {
+                break;
+            }
+            bytes = bytes.saturating_add(w.bytes);
+            if let Some(w) = self.waiting.pop_front() {
+                group.push(w);
+            }
+        }
+        group
+    }
 }
 
 /// One append's messages and where to tell it its base offset.
@@ -135,9 +154,6 @@ impl Drop for Draining<'_> {
         q.waiting.clear();
     }
 }
-
-/// Most payload bytes combined into one Iggy send (a single larger append is sent alone).
-const MAX_GROUP_SEND_BYTES: usize = 4 << 20;
 
 /// A resolved Kafka topic: where it lives and what Iggy says about it.
 struct Resolved {
@@ -651,17 +667,7 @@ impl IggyBridge {
         loop {
             let group: Vec<Waiting> = {
                 let Ok(mut q) = queue.lock() else { return };
-                let mut group = Vec::new();
-                let mut bytes = 0usize;
-                while let Some(w) = q.waiting.front() {
-                    if !group.is_empty() && bytes + w.bytes > MAX_GROUP_SEND_BYTES {
-                        break;
-                    }
-                    bytes += w.bytes;
-                    if let Some(w) = q.waiting.pop_front() {
-                        group.push(w);
-                    }
-                }
+                let group = q.next_group(self.inner.config.send_batch_bytes);
                 if group.is_empty() {
                     q.sending = false;
                     guard.finished = true;
@@ -1901,5 +1907,39 @@ mod tests {
             .is_err()
         );
         validate_config(&TopicConfig::default()).unwrap();
+    }
+
+    #[test]
+    fn a_send_groups_waiting_appends_up_to_the_limit() {
+        let mut q = SendQueue::default();
+        let mut answers = Vec::new();
+        for bytes in [400, 300, 300, 1, 5000, 200, 700, 100] {
+            let (done, answer) = tokio::sync::oneshot::channel();
+            answers.push(answer);
+            q.waiting.push_back(Waiting {
+                messages: Vec::new(),
+                bytes,
+                done,
+            });
+        }
+        let mut sizes = Vec::new();
+        loop {
+            let group = q.next_group(1000);
+            if group.is_empty() {
+                break;
+            }
+            sizes.push(group.iter().map(|w| w.bytes).collect::<Vec<_>>());
+        }
+        // In order; a group stays within the limit unless one append alone is larger.
+        assert_eq!(
+            sizes,
+            vec![
+                vec![400, 300, 300],
+                vec![1],
+                vec![5000],
+                vec![200, 700, 100]
+            ]
+        );
+        assert!(q.waiting.is_empty());
     }
 }

@@ -67,6 +67,12 @@ pub struct BridgeConfig {
     /// sequential reader then finds its next Fetch ready instead of waiting a round
     /// trip to Iggy.
     pub read_ahead_bytes: usize,
+    /// Most payload bytes of one partition's waiting appends combined into one Iggy
+    /// send (a single produced batch larger than this is still sent whole, alone).
+    /// Iggy keeps each send as one batch and reads whole batches to answer a poll, so
+    /// stored batches much larger than the polls that read them cost Iggy CPU on every
+    /// read; larger sends mean fewer round trips when many small appends wait.
+    pub send_batch_bytes: usize,
     /// Bounds for decoding produced batches.
     pub decode_limits: kafka_records::DecodeLimits,
     /// How often the broker re-reads a partition for a waiting fetch.
@@ -91,6 +97,7 @@ impl std::fmt::Debug for BridgeConfig {
             .field("metadata_max_age", &self.metadata_max_age)
             .field("tcp_nodelay", &self.tcp_nodelay)
             .field("read_ahead_bytes", &self.read_ahead_bytes)
+            .field("send_batch_bytes", &self.send_batch_bytes)
             .field("decode_limits", &self.decode_limits)
             .field("poll_interval", &self.poll_interval)
             .finish()
@@ -117,6 +124,7 @@ impl Default for BridgeConfig {
             metadata_max_age: Duration::from_secs(1),
             tcp_nodelay: true,
             read_ahead_bytes: 64 << 20,
+            send_batch_bytes: 1 << 20,
             decode_limits: kafka_records::DecodeLimits::default(),
             poll_interval: Duration::from_millis(100),
         }
@@ -170,6 +178,9 @@ impl BridgeConfig {
         if !(1..=100_000).contains(&self.poll_batch_messages) {
             return bad("poll_batch_messages must be within 1..=100000");
         }
+        if !(1..=MAX_SEND_BATCH_BYTES).contains(&self.send_batch_bytes) {
+            return bad("send_batch_bytes must be within 1..=67108864 (64 MiB)");
+        }
         if self.metadata_max_age > Duration::from_secs(3600) {
             return bad("metadata_max_age must be at most 1 hour");
         }
@@ -179,6 +190,9 @@ impl BridgeConfig {
         Ok(())
     }
 }
+
+/// Upper bound of [`BridgeConfig::send_batch_bytes`].
+const MAX_SEND_BATCH_BYTES: usize = 64 << 20;
 
 fn valid_iggy_name(name: &str) -> bool {
     (1..=255).contains(&name.len()) && !name.trim().is_empty()
@@ -345,6 +359,15 @@ mod tests {
         assert!(!format!("{config:?}").contains("secret"));
         config.connect_retries = 0;
         assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn send_batch_bytes_is_bounded() {
+        let mut config = BridgeConfig::new("iggy", "secret");
+        for (bytes, ok) in [(0, false), (1, true), (64 << 20, true), ((64 << 20) + 1, false)] {
+            config.send_batch_bytes = bytes;
+            assert_eq!(config.validate().is_ok(), ok, "{bytes}");
+        }
     }
 
     #[test]
