@@ -364,7 +364,12 @@ mod tests {
     #[test]
     fn send_batch_bytes_is_bounded() {
         let mut config = BridgeConfig::new("iggy", "secret");
-        for (bytes, ok) in [(0, false), (1, true), (64 << 20, true), ((64 << 20) + 1, false)] {
+        for (bytes, ok) in [
+            (0, false),
+            (1, true),
+            (64 << 20, true),
+            ((64 << 20) + 1, false),
+        ] {
             config.send_batch_bytes = bytes;
             assert_eq!(config.validate().is_ok(), ok, "{bytes}");
         }
