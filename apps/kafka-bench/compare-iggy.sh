@@ -15,7 +15,8 @@
 # adds the latency case: 1 KiB records at RATE (default 2000) records/s, 1 partition.
 # MEM=1 (default) also runs the gateway's produce + consume with its embedded store (no
 # Iggy) in each case: the same client load with no Iggy behind it, i.e. what the Kafka
-# client and the gateway's front end allow on this machine.
+# client and the gateway's front end allow on this machine. The tables are printed at the
+# end and kept in OUTDIR/summary.md.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -177,4 +178,56 @@ if [[ $LAT == 1 ]]; then
     --json "$OUT/$tag-nat.json"
   cleanup
 fi
+# The tables of docs/PERFORMANCE.md from the JSON results, into $OUT/summary.md.
+python3 - "$OUT" <<'PY' | tee "$OUT/summary.md"
+import glob, json, os, sys
+out = sys.argv[1]
+def load(name):
+    path = os.path.join(out, name + ".json")
+    return json.load(open(path)) if os.path.exists(path) else None
+iggy = {}
+for line in open(os.path.join(out, "iggy-cpu.txt")):
+    name, value = line.split()
+    iggy[name] = float(value.split("=")[1])
+def mbs(j):
+    return (j or {}).get("mb_per_sec", 0.0)
+def ratio(a, b):
+    return f"{mbs(a) / mbs(b):.2f}" if mbs(b) else "-"
+def broker_cpu(j):
+    return ((j or {}).get("broker") or {}).get("cpu_secs_used")
+def per_gb(secs, j):
+    gb = (j or {}).get("bytes", 0) / 1e9
+    return f"{secs / gb:.2f}" if secs is not None and gb else "-"
+tags = sorted({os.path.basename(f).split("-gw-")[0] for f in glob.glob(out + "/r*-gw-produce.json")},
+              key=lambda t: [int(x[1:]) for x in t.split("-")])
+print("| record | partitions | producers | gw produce MB/s | native produce MB/s | ratio | embedded produce MB/s | gw consume MB/s | native consume MB/s | ratio | embedded consume MB/s | gw p99 ms |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for t in tags:
+    rs, ps, ns = [x[1:] for x in t.split("-")]
+    gp, gc, np_, nc = (load(f"{t}-{k}") for k in ("gw-produce", "gw-consume", "nat-produce", "nat-consume"))
+    mp, mc = load(f"{t}-mem-produce"), load(f"{t}-mem-consume")
+    p99 = f"{gp['latency']['p99_us'] / 1000:.0f}" if gp else "-"
+    print(f"| {rs} B | {ps} | {ns} | {mbs(gp):.1f} | {mbs(np_):.1f} | **{ratio(gp, np_)}** | {mbs(mp):.1f} "
+          f"| {mbs(gc):.1f} | {mbs(nc):.1f} | **{ratio(gc, nc)}** | {mbs(mc):.1f} | {p99} |")
+print()
+print("CPU seconds per GB moved (client = kafka-bench with librdkafka or the Iggy SDK):")
+print()
+print("| record | partitions | producers | produce gw: client / gateway / Iggy | produce native: client / Iggy | consume gw: client / gateway / Iggy | consume native: client / Iggy |")
+print("|---:|---:|---:|---:|---:|---:|---:|")
+for t in tags:
+    rs, ps, ns = [x[1:] for x in t.split("-")]
+    cells = []
+    for mode in ("produce", "consume"):
+        g, n = load(f"{t}-gw-{mode}"), load(f"{t}-nat-{mode}")
+        cells.append(" / ".join(per_gb(x, g) for x in ((g or {}).get("client_cpu_secs"), broker_cpu(g), iggy.get(f"{t}-gw-{mode}"))))
+        cells.append(" / ".join(per_gb(x, n) for x in ((n or {}).get("client_cpu_secs"), iggy.get(f"{t}-nat-{mode}"))))
+    print(f"| {rs} B | {ps} | {ns} | " + " | ".join(cells) + " |")
+print()
+for name in ("lat-gw-linger0", "lat-gw-linger5", "lat-nat"):
+    j = load(name)
+    if j:
+        l = j["latency"]
+        print(f"{name}: {j['records_per_sec']:.0f} records/s, p50 {l['p50_us'] / 1000:.2f} p99 {l['p99_us'] / 1000:.2f} "
+              f"p999 {l['p999_us'] / 1000:.2f} max {l['max_us'] / 1000:.2f} ms, broker cpu {broker_cpu(j) or 0:.2f} s, iggy cpu {iggy.get(name, 0):.2f} s")
+PY
 echo "done: $OUT"

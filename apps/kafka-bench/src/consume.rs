@@ -90,7 +90,7 @@ pub async fn run(args: ConsumeArgs) -> Result<Report, String> {
     }
     let elapsed = start.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let proc = progress.await.unwrap_or(None);
+    let measured = progress.await.unwrap_or_default();
     if let Some(e) = failures.first() {
         return Err(e.clone());
     }
@@ -128,7 +128,7 @@ pub async fn run(args: ConsumeArgs) -> Result<Report, String> {
         ("records/s".into(), format!("{rps:.0}")),
         ("MB/s (keys+values)".into(), format!("{mbps:.2}")),
     ];
-    proc_rows(&mut rows, &proc);
+    proc_rows(&mut rows, &measured);
     let json = json!({
         "mode": "consume",
         "bootstrap": args.common.bootstrap,
@@ -147,7 +147,8 @@ pub async fn run(args: ConsumeArgs) -> Result<Report, String> {
         "records_per_sec": rps,
         "mb_per_sec": mbps,
         "watermarks": parts.iter().map(|p| json!({"partition": p.id, "low": p.low, "high": p.high})).collect::<Vec<_>>(),
-        "broker": proc,
+        "broker": measured.broker,
+        "client_cpu_secs": measured.client_cpu_secs,
     });
     Ok(Report {
         title: "kafka-bench consume".into(),

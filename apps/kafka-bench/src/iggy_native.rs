@@ -242,7 +242,7 @@ pub async fn produce(args: IggyProduceArgs) -> Result<Report, String> {
     }
     let elapsed = start.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let proc = progress.await.unwrap_or(None);
+    let measured = progress.await.unwrap_or_default();
     let bytes = acked * args.record_size as u64;
     let (rps, mbps) = rates(acked, bytes, elapsed);
     let lat = Latency::from_histogram(&hist);
@@ -286,7 +286,7 @@ pub async fn produce(args: IggyProduceArgs) -> Result<Report, String> {
     if let Some(e) = &first_error {
         rows.push(("first error".into(), e.clone()));
     }
-    proc_rows(&mut rows, &proc);
+    proc_rows(&mut rows, &measured);
     let json = json!({
         "mode": "iggy-produce",
         "iggy_addr": args.common.iggy_addr,
@@ -305,7 +305,8 @@ pub async fn produce(args: IggyProduceArgs) -> Result<Report, String> {
         "records_per_sec": rps,
         "mb_per_sec": mbps,
         "latency": lat,
-        "broker": proc,
+        "broker": measured.broker,
+        "client_cpu_secs": measured.client_cpu_secs,
     });
     Ok(Report {
         title: "kafka-bench iggy-produce".into(),
@@ -392,7 +393,7 @@ pub async fn consume(args: IggyConsumeArgs) -> Result<Report, String> {
     }
     let elapsed = start.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let proc = progress.await.unwrap_or(None);
+    let measured = progress.await.unwrap_or_default();
     let records = counters.records.load(Ordering::Relaxed);
     let bytes = counters.bytes.load(Ordering::Relaxed);
     let (rps, mbps) = rates(records, bytes, elapsed);
@@ -406,7 +407,7 @@ pub async fn consume(args: IggyConsumeArgs) -> Result<Report, String> {
         ("records/s".into(), format!("{rps:.0}")),
         ("MB/s (payloads)".into(), format!("{mbps:.2}")),
     ];
-    proc_rows(&mut rows, &proc);
+    proc_rows(&mut rows, &measured);
     let json = json!({
         "mode": "iggy-consume",
         "iggy_addr": args.common.iggy_addr,
@@ -420,7 +421,8 @@ pub async fn consume(args: IggyConsumeArgs) -> Result<Report, String> {
         "elapsed_secs": elapsed.as_secs_f64(),
         "records_per_sec": rps,
         "mb_per_sec": mbps,
-        "broker": proc,
+        "broker": measured.broker,
+        "client_cpu_secs": measured.client_cpu_secs,
     });
     Ok(Report {
         title: "kafka-bench iggy-consume".into(),

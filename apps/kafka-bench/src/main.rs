@@ -14,7 +14,9 @@
 //!   the Iggy SDK, as a native baseline for the gateway.
 //!
 //! With `--gateway-pid` the run samples that process's `/proc` counters (RSS, peak RSS,
-//! CPU time). Progress goes to stderr once a second, the summary table to stdout and, with
+//! CPU time). Every run also reports its own CPU time (`client cpu used`, the client
+//! library's threads included), so a run on shared cores shows what the load itself
+//! took. Progress goes to stderr once a second, the summary table to stdout and, with
 //! `--json FILE`, a machine-readable result to FILE.
 //!
 //! Every loop is bounded: by a record count, a duration and an overall `--timeout`.

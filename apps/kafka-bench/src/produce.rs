@@ -62,15 +62,6 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
         .len();
     let partitions = i32::try_from(partitions).map_err(|_| "too many partitions")?;
 
-    let counters = Arc::new(Counters::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let progress = crate::report::spawn_progress(
-        "produce",
-        counters.clone(),
-        args.common.gateway_pid,
-        stop.clone(),
-    );
-
     let mut producers = Vec::with_capacity(args.producers);
     for id in 0..args.producers {
         producers.push(tokio::spawn(connected_producer(id, args.clone())));
@@ -79,6 +70,15 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
     for p in producers {
         ready.push(p.await.map_err(|e| format!("producer set-up: {e}"))??);
     }
+
+    let counters = Arc::new(Counters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let progress = crate::report::spawn_progress(
+        "produce",
+        counters.clone(),
+        args.common.gateway_pid,
+        stop.clone(),
+    );
 
     let start = Instant::now();
     let send_deadline = args
@@ -121,7 +121,7 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
     }
     let elapsed = start.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let proc = progress.await.unwrap_or(None);
+    let measured = progress.await.unwrap_or_default();
     if let Some(e) = failures.first() {
         return Err(e.clone());
     }
@@ -183,7 +183,7 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
     if let Some(e) = &first_error {
         rows.push(("first error".into(), e.clone()));
     }
-    proc_rows(&mut rows, &proc);
+    proc_rows(&mut rows, &measured);
     let json = json!({
         "mode": "produce",
         "bootstrap": args.common.bootstrap,
@@ -207,7 +207,8 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
         "records_per_sec": rps,
         "mb_per_sec": mbps,
         "latency": lat,
-        "broker": proc,
+        "broker": measured.broker,
+        "client_cpu_secs": measured.client_cpu_secs,
     });
     let complete = args.records.is_none_or(|r| acked == r);
     Ok(Report {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::procstat::{ProcReport, Tracker};
+use crate::procstat::{ProcReport, Tracker, sample};
 
 /// Counters the workers bump and the progress line reads.
 #[derive(Debug, Default)]
@@ -31,15 +31,28 @@ impl Counters {
     }
 }
 
+/// What the progress task measured over a run besides the records.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    /// The broker's counters, when its pid was given.
+    pub broker: Option<ProcReport>,
+    /// CPU seconds this process used (the client library's threads included), so a
+    /// report shows how much of the machine the load itself took.
+    pub client_cpu_secs: Option<f64>,
+}
+
 /// Prints a progress line to stderr once a second and samples the broker process, until
-/// `stop` is set. Returns the broker's counters over the whole run.
+/// `stop` is set. Returns the broker's counters and this process's CPU time over the
+/// whole run.
 pub fn spawn_progress(
     label: &'static str,
     counters: Arc<Counters>,
     pid: Option<u32>,
     stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<Option<ProcReport>> {
+) -> tokio::task::JoinHandle<Measured> {
     tokio::spawn(async move {
+        let own = std::process::id();
+        let client_start = sample(own).map(|s| s.cpu_secs);
         let mut tracker = pid.map(Tracker::start);
         let start = Instant::now();
         let mut last = (0u64, 0u64);
@@ -67,7 +80,11 @@ pub fn spawn_progress(
             eprintln!("{line}");
             last = (records, bytes);
         }
-        tracker.map(Tracker::finish)
+        let client_end = sample(own).map(|s| s.cpu_secs);
+        Measured {
+            broker: tracker.map(Tracker::finish),
+            client_cpu_secs: client_start.zip(client_end).map(|(a, b)| b - a),
+        }
     })
 }
 
@@ -133,9 +150,12 @@ impl Report {
     }
 }
 
-/// Table rows for a broker process report.
-pub fn proc_rows(rows: &mut Vec<(String, String)>, p: &Option<ProcReport>) {
-    let Some(p) = p else { return };
+/// Table rows for the client's CPU time and the broker process report.
+pub fn proc_rows(rows: &mut Vec<(String, String)>, m: &Measured) {
+    if let Some(c) = m.client_cpu_secs {
+        rows.push(("client cpu used".into(), format!("{c:.2} s")));
+    }
+    let Some(p) = &m.broker else { return };
     let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
     if let Some(s) = p.start {
         rows.push(("broker rss at start".into(), mib(s.rss_kib)));

@@ -249,6 +249,10 @@ fn produce_then_consume_everything_through_librdkafka() {
         produced["broker"]["peak_rss_kib_during_run"].as_u64() > Some(0),
         "{produced:#}"
     );
+    assert!(
+        produced["client_cpu_secs"].as_f64() >= Some(0.0),
+        "{produced:#}"
+    );
 
     let consumed = bench(
         &[
