@@ -821,19 +821,17 @@ impl IggyBridge {
                 .message_bytes
                 .store((old * 3 + each) / 4, Ordering::Relaxed);
         }
-        let records = polled
-            .messages
-            .iter()
-            .filter(|m| m.header.offset >= offset)
-            .map(|m| {
-                mapping::from_message(m).map_err(|e| {
-                    StoreError::Internal(format!(
-                        "{name}/{partition} offset {}: {e}",
-                        m.header.offset
-                    ))
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
+        // Sized once: a filtered iterator would grow the vector step by step, moving
+        // the records each time.
+        let mut records = Vec::with_capacity(polled.messages.len());
+        for m in polled.messages.iter().filter(|m| m.header.offset >= offset) {
+            records.push(mapping::from_message(m).map_err(|e| {
+                StoreError::Internal(format!(
+                    "{name}/{partition} offset {}: {e}",
+                    m.header.offset
+                ))
+            })?);
+        }
         Ok((records, polled.current_offset))
     }
 
@@ -1041,7 +1039,7 @@ impl IggyBridge {
                 if !more.is_empty() {
                     high_watermark = high_watermark.max(current.saturating_add(1));
                 }
-                records.extend(more.into_iter().filter(|m| m.offset >= expected));
+                append_records(&mut records, more, expected);
             }
         }
         if records.front().map(|m| m.offset) != Some(start) {
@@ -1236,6 +1234,18 @@ struct Taken {
     records: VecDeque<MappedRecord>,
     high_watermark: u64,
     pending: Option<(u64, PendingPoll)>,
+}
+
+/// Appends the records of `more` from offset `from` on to `records`, moving each record
+/// once: an empty deque takes over the vector's buffer, a non-empty one grows once.
+fn append_records(records: &mut VecDeque<MappedRecord>, mut more: Vec<MappedRecord>, from: u64) {
+    more.retain(|m| m.offset >= from);
+    if records.is_empty() {
+        *records = VecDeque::from(more);
+    } else {
+        records.reserve(more.len());
+        records.extend(more);
+    }
 }
 
 /// About the bytes one record takes in memory and in a Kafka batch.
@@ -1615,7 +1625,7 @@ impl LogStore for IggyBridge {
                     .await?;
                 let Some(last) = more.last() else { break };
                 next = last.offset + 1;
-                buf.extend(more);
+                append_records(&mut buf, more, 0);
                 continue;
             };
             let base = first.offset_delta.map_or(first.offset, |d| {
@@ -1660,7 +1670,7 @@ impl LogStore for IggyBridge {
                             .await?;
                         let Some(last) = more.last() else { break };
                         next = last.offset + 1;
-                        buf.extend(more);
+                        append_records(&mut buf, more, 0);
                     }
                     match buf.front() {
                         Some(m) if m.offset == last_offset + 1 && belongs(m) => {
@@ -1907,6 +1917,26 @@ mod tests {
             .is_err()
         );
         validate_config(&TopicConfig::default()).unwrap();
+    }
+
+    #[test]
+    fn appended_records_start_where_asked_and_keep_their_order() {
+        let at = |offset: u64| MappedRecord {
+            offset,
+            record: NewRecord::default(),
+            offset_delta: None,
+            batch: None,
+            envelope: false,
+        };
+        let offsets = |d: &VecDeque<MappedRecord>| d.iter().map(|m| m.offset).collect::<Vec<_>>();
+        let mut records = VecDeque::from(vec![at(1), at(2)]);
+        append_records(&mut records, vec![at(2), at(3), at(4)], 3);
+        assert_eq!(offsets(&records), [1, 2, 3, 4]);
+        let mut empty = VecDeque::new();
+        append_records(&mut empty, vec![at(5), at(6), at(7)], 6);
+        assert_eq!(offsets(&empty), [6, 7]);
+        append_records(&mut empty, Vec::new(), 0);
+        assert_eq!(offsets(&empty), [6, 7]);
     }
 
     #[test]
