@@ -139,11 +139,15 @@ def cpu(j):
     if not b or not b.get("cpu_secs_used") or not j.get("bytes"):
         return "n/a"
     return f"{b['cpu_secs_used'] / (j['bytes'] / 1e9):.2f}"
+def client_cpu(j):
+    if not j or j.get("client_cpu_secs") is None or not j.get("bytes"):
+        return "n/a"
+    return f"{j['client_cpu_secs'] / (j['bytes'] / 1e9):.2f}"
 def rss(j):
     b = j and j.get("broker")
     return f"{b['peak_rss_kib_during_run'] / 1024:.0f}" if b else "n/a"
-print("| record | partitions | producers | gateway produce MB/s | Tansu produce MB/s | ratio | gateway consume MB/s | Tansu consume MB/s | ratio | gateway CPU s/GB produced | Tansu CPU s/GB produced | gateway peak RSS MiB | Tansu peak RSS MiB |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| record | partitions | producers | gateway produce MB/s | Tansu produce MB/s | ratio | gateway consume MB/s | Tansu consume MB/s | ratio | gateway CPU s/GB produced | Tansu CPU s/GB produced | client CPU s/GB producing to gateway / Tansu | gateway peak RSS MiB | Tansu peak RSS MiB |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for size in (1024, 100):
     for parts in (1, 8):
         for prods in (1, 8):
@@ -152,7 +156,7 @@ for size in (1024, 100):
             gc = load(f"gateway-r{size}-p{parts}-n{prods}-consume.json")
             tc = load(f"tansu-r{size}-p{parts}-n{prods}-consume.json")
             flag = lambda j: "" if j and (j.get("errors", 0) == 0 and j.get("complete", True)) else " (!)"
-            print(f"| {size} B | {parts} | {prods} | {mb(g)}{flag(g)} | {mb(t)}{flag(t)} | {ratio(g, t)} | {mb(gc)}{flag(gc)} | {mb(tc)}{flag(tc)} | {ratio(gc, tc)} | {cpu(g)} | {cpu(t)} | {rss(g)} | {rss(t)} |")
+            print(f"| {size} B | {parts} | {prods} | {mb(g)}{flag(g)} | {mb(t)}{flag(t)} | {ratio(g, t)} | {mb(gc)}{flag(gc)} | {mb(tc)}{flag(tc)} | {ratio(gc, tc)} | {cpu(g)} | {cpu(t)} | {client_cpu(g)} / {client_cpu(t)} | {rss(g)} | {rss(t)} |")
 for b in ("gateway", "tansu"):
     j = load(f"{b}-latency.json")
     if j:
