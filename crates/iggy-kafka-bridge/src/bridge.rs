@@ -29,7 +29,7 @@ use kafka_broker::store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
     StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
 };
-use kafka_records::{NewRecord, RecordBatch};
+use kafka_records::{ExactReencoding, NewRecord, RecordBatch};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -622,15 +622,34 @@ impl IggyBridge {
             let records = batch
                 .records()
                 .map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
+            let mut exact = ExactReencoding::new(&batch);
+            let head = messages.len();
+            let mut first_record = None;
             for (i, record) in records.enumerate() {
                 let record = record.map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
+                exact.record(&record);
                 let delta = i32::try_from(i)
                     .map_err(|_| StoreError::CorruptBatch("too many records".into()))?;
                 let first = (i == 0).then_some(&frame);
-                let message =
-                    mapping::to_message_at(&NewRecord::from(record), delta, first, origin)
-                        .map_err(|e| StoreError::LimitReached(e.to_string()))?;
+                let record = NewRecord::from(record);
+                let message = mapping::to_message_at(&record, delta, first, origin)
+                    .map_err(|e| StoreError::LimitReached(e.to_string()))?;
                 messages.push(message);
+                if i == 0 {
+                    first_record = Some(record);
+                }
+            }
+            // When the batch re-encodes exactly, reads reuse its CRC: the first message,
+            // which carries the frame, is written again with it.
+            if let (Some(crc), Some(record), Some(message)) =
+                (exact.crc(), first_record, messages.get_mut(head))
+            {
+                let frame = BatchFrame {
+                    crc: Some(crc),
+                    ..frame
+                };
+                *message = mapping::to_message_at(&record, 0, Some(&frame), origin)
+                    .map_err(|e| StoreError::LimitReached(e.to_string()))?;
             }
         }
         let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);

@@ -16,12 +16,16 @@
 //!
 //! kafka.record, big-endian:
 //!   u8  version (1)
-//!   u8  flags: 0x01 payload is an envelope, 0x02 first record of its batch
+//!   u8  flags: 0x01 payload is an envelope, 0x02 first record of its batch,
+//!              0x04 the batch re-encodes exactly (with 0x02 only)
 //!   i32 offset delta of the record inside its batch
 //!   -- only with flag 0x02, the producer's batch header fields --
 //!   i16 attributes   i32 partition leader epoch   i64 base timestamp
 //!   i64 producer id  i16 producer epoch           i32 base sequence
 //!   i32 record count
+//!   -- only with flag 0x04 --
+//!   u32 the producer's CRC-32C, valid for the re-encoded batch (see
+//!       kafka_records::ExactReencoding)
 //!
 //! envelope payload, big-endian (lengths -1 = null):
 //!   i32 key length,   key bytes
@@ -47,7 +51,7 @@ use iggy::prelude::{HeaderKey, HeaderKind, HeaderValue, IggyMessage, IggyTimesta
 use iggy_common::{IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE};
 use kafka_records::{
     Attributes, BatchOptions, Compression, Header, NewRecord, RecordsError, TimestampType,
-    encode_batch,
+    encode_batch, encode_batch_with_crc,
 };
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -65,9 +69,12 @@ pub const RESERVED_PREFIX: &str = "kafka.";
 const FORMAT_VERSION: u8 = 1;
 const FLAG_ENVELOPE: u8 = 0x01;
 const FLAG_FIRST: u8 = 0x02;
+const FLAG_CRC: u8 = 0x04;
 const MAX_HEADER_FIELD: usize = 255;
 const FRAME_LEN: usize = 2 + 4;
 const BATCH_FIELDS_LEN: usize = 2 + 4 + 8 + 8 + 2 + 4 + 4;
+const CRC_LEN: usize = 4;
+const MAX_FRAME_LEN: usize = FRAME_LEN + BATCH_FIELDS_LEN + CRC_LEN;
 
 /// A message that cannot be read back as a Kafka record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,6 +108,9 @@ pub struct BatchFrame {
     pub base_sequence: i32,
     /// `recordCount`.
     pub record_count: i32,
+    /// The producer's CRC-32C when re-encoding the whole batch gives back its bytes
+    /// exactly (`kafka_records::ExactReencoding`), so a read need not compute it again.
+    pub crc: Option<u32>,
 }
 
 impl BatchFrame {
@@ -140,6 +150,7 @@ impl BatchFrame {
             producer_epoch: b.get_i16(),
             base_sequence: b.get_i32(),
             record_count: b.get_i32(),
+            crc: None,
         }
     }
 }
@@ -355,8 +366,8 @@ fn frame(
     offset_delta: i32,
     batch: Option<&BatchFrame>,
     native: bool,
-) -> ([u8; FRAME_LEN + BATCH_FIELDS_LEN], usize) {
-    let mut frame = [0u8; FRAME_LEN + BATCH_FIELDS_LEN];
+) -> ([u8; MAX_FRAME_LEN], usize) {
+    let mut frame = [0u8; MAX_FRAME_LEN];
     let mut w = &mut frame[..];
     w.put_u8(FORMAT_VERSION);
     let mut flags = 0;
@@ -366,12 +377,20 @@ fn frame(
     if batch.is_some() {
         flags |= FLAG_FIRST;
     }
+    let crc = batch.and_then(|b| b.crc);
+    if crc.is_some() {
+        flags |= FLAG_CRC;
+    }
     w.put_u8(flags);
     w.put_i32(offset_delta);
     if let Some(batch) = batch {
         batch.put(&mut w);
     }
-    (frame, FRAME_LEN + batch.map_or(0, |_| BATCH_FIELDS_LEN))
+    if let Some(crc) = crc {
+        w.put_u32(crc);
+    }
+    let len = FRAME_LEN + batch.map_or(0, |_| BATCH_FIELDS_LEN) + crc.map_or(0, |_| CRC_LEN);
+    (frame, len)
 }
 
 fn build_wire(
@@ -615,7 +634,14 @@ fn parse_frame(frame: &[u8]) -> Result<(i32, Option<BatchFrame>, bool), MappingE
         let fields = frame
             .get(FRAME_LEN..FRAME_LEN + BATCH_FIELDS_LEN)
             .ok_or_else(|| MappingError::BadFrame("truncated batch fields".into()))?;
-        Some(BatchFrame::get(fields))
+        let mut batch = BatchFrame::get(fields);
+        if flags & FLAG_CRC != 0 {
+            let crc = frame
+                .get(FRAME_LEN + BATCH_FIELDS_LEN..MAX_FRAME_LEN)
+                .ok_or_else(|| MappingError::BadFrame("truncated batch CRC".into()))?;
+            batch.crc = Some(u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]));
+        }
+        Some(batch)
     } else {
         None
     };
@@ -706,6 +732,7 @@ pub fn frame_of(header: &kafka_records::BatchHeader) -> BatchFrame {
         producer_epoch: header.producer_epoch,
         base_sequence: header.base_sequence,
         record_count: header.record_count,
+        crc: None,
     }
 }
 
@@ -729,7 +756,10 @@ pub fn encode_run(
             ..BatchOptions::default()
         },
     };
-    encode_batch(&options, records, out)
+    match frame.and_then(|f| f.crc) {
+        Some(crc) => encode_batch_with_crc(&options, records, crc, out),
+        None => encode_batch(&options, records, out),
+    }
 }
 
 #[cfg(test)]
@@ -831,10 +861,17 @@ mod tests {
             producer_epoch: 1,
             base_sequence: 9,
             record_count: 3,
+            crc: None,
         };
         let back = roundtrip(&rec(None, Some(b"v"), vec![]), 0, Some(&frame));
         assert_eq!(back.batch, Some(frame));
         assert_eq!(back.offset_delta, Some(0));
+        let with_crc = BatchFrame {
+            crc: Some(0xdead_beef),
+            ..frame
+        };
+        let back = roundtrip(&rec(None, Some(b"v"), vec![]), 0, Some(&with_crc));
+        assert_eq!(back.batch, Some(with_crc));
     }
 
     #[test]
@@ -929,6 +966,7 @@ mod tests {
             producer_epoch: 2,
             base_sequence: 11,
             record_count: 5,
+            crc: Some(0x0102_0304),
         }
     }
 

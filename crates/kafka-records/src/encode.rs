@@ -92,10 +92,11 @@ fn len_i32(what: &'static str, len: usize) -> Result<i32> {
     i32::try_from(len).map_err(|_| RecordsError::EncodeOverflow { what, found: len })
 }
 
-fn nullable_size(what: &'static str, field: Option<&[u8]>) -> Result<usize> {
-    Ok(match field {
+/// The size of a nullable field of `len` bytes (`None`: null) with its length varint.
+fn nullable_size(what: &'static str, len: Option<usize>) -> Result<usize> {
+    Ok(match len {
         None => varint_len(-1),
-        Some(b) => varint_len(len_i32(what, b.len())?) + b.len(),
+        Some(n) => varint_len(len_i32(what, n)?) + n,
     })
 }
 
@@ -112,17 +113,38 @@ fn put_nullable(out: &mut impl BufMut, field: Option<&[u8]>) {
 
 /// The size of a record's body (everything after its length varint).
 fn body_len(record: &NewRecord, offset_delta: i32, base_timestamp: i64) -> Result<usize> {
-    let timestamp_delta = record.timestamp.wrapping_sub(base_timestamp);
-    let header_count = len_i32("header count", record.headers.len())?;
+    fields_len(
+        record.timestamp.wrapping_sub(base_timestamp),
+        offset_delta,
+        record.key.as_ref().map(Bytes::len),
+        record.value.as_ref().map(Bytes::len),
+        record.headers.len(),
+        record
+            .headers
+            .iter()
+            .map(|h| (h.key.len(), h.value.as_ref().map(Bytes::len))),
+    )
+}
+
+/// The size of a record body, as [`put_record`] writes it, from its deltas and the
+/// lengths of its key, value and headers (name, value; `None` for null).
+fn fields_len(
+    timestamp_delta: i64,
+    offset_delta: i32,
+    key: Option<usize>,
+    value: Option<usize>,
+    header_count: usize,
+    headers: impl Iterator<Item = (usize, Option<usize>)>,
+) -> Result<usize> {
     let mut body = 1
         + varlong_len(timestamp_delta)
         + varint_len(offset_delta)
-        + nullable_size("key", record.key.as_deref())?
-        + nullable_size("value", record.value.as_deref())?
-        + varint_len(header_count);
-    for header in &record.headers {
-        body += varint_len(len_i32("header key", header.key.len())?) + header.key.len();
-        body += nullable_size("header value", header.value.as_deref())?;
+        + nullable_size("key", key)?
+        + nullable_size("value", value)?
+        + varint_len(len_i32("header count", header_count)?);
+    for (name, value) in headers {
+        body += nullable_size("header key", Some(name))?;
+        body += nullable_size("header value", value)?;
     }
     Ok(body)
 }
@@ -175,8 +197,32 @@ pub fn encode_batch(
     records: &[NewRecord],
     out: &mut BytesMut,
 ) -> Result<()> {
+    encode_checked(options, records, None, out)
+}
+
+/// [`encode_batch`] writing `crc` as the batch's CRC-32C instead of computing it.
+///
+/// Only for a batch known to come out byte for byte as the one `crc` was computed over:
+/// a producer's batch for which [`ExactReencoding::crc`] gave `crc`, re-encoded from the
+/// same records with the same header fields. Anything else gets a batch that consumers
+/// reject as corrupt.
+pub fn encode_batch_with_crc(
+    options: &BatchOptions,
+    records: &[NewRecord],
+    crc: u32,
+    out: &mut BytesMut,
+) -> Result<()> {
+    encode_checked(options, records, Some(crc), out)
+}
+
+fn encode_checked(
+    options: &BatchOptions,
+    records: &[NewRecord],
+    crc: Option<u32>,
+    out: &mut BytesMut,
+) -> Result<()> {
     let start = out.len();
-    let result = encode_into(options, records, out, start);
+    let result = encode_into(options, records, crc, out, start);
     if result.is_err() {
         out.truncate(start);
     }
@@ -186,6 +232,7 @@ pub fn encode_batch(
 fn encode_into(
     options: &BatchOptions,
     records: &[NewRecord],
+    known_crc: Option<u32>,
     out: &mut BytesMut,
     start: usize,
 ) -> Result<()> {
@@ -240,9 +287,108 @@ fn encode_into(
         h.put_i32(count);
     }
     out[start..start + BATCH_HEADER_LEN].copy_from_slice(&header);
-    let crc = crc32c::crc32c(&out[start + 21..]);
+    let crc = known_crc.unwrap_or_else(|| crc32c::crc32c(&out[start + 21..]));
     out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
     Ok(())
+}
+
+/// Whether a producer's batch, decoded and encoded again by [`encode_batch`] from its
+/// records (as [`NewRecord`]s) and header fields, comes out byte for byte as it came in
+/// from `attributes` on, the part its CRC-32C covers; if so [`ExactReencoding::crc`] is
+/// that CRC, which [`encode_batch_with_crc`] can then write instead of computing it.
+///
+/// It does when the batch is uncompressed, CreateTime and not a control batch, has no
+/// attribute bit but the transactional one, numbers its records 0, 1, 2, ... with
+/// record attributes 0, states the largest record timestamp as `maxTimestamp`, and writes
+/// every varint in its shortest form. The last is checked by size: the same values in
+/// any longer form take more bytes, so the records section is exact when it is as long as
+/// the shortest forms add up to. Feed every record, in order, to
+/// [`ExactReencoding::record`].
+#[derive(Clone, Debug)]
+pub struct ExactReencoding {
+    crc: u32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    record_count: i32,
+    section_len: usize,
+    records: i32,
+    size: usize,
+    largest: Option<i64>,
+    exact: bool,
+}
+
+impl ExactReencoding {
+    /// Starts the check with the header of `batch`.
+    pub fn new(batch: &crate::RecordBatch) -> Self {
+        let h = batch.header();
+        let exact = batch.compression() == Compression::None
+            && h.attributes.0 & !Attributes::TRANSACTIONAL == 0
+            && h.record_count >= 1
+            && h.last_offset_delta == h.record_count - 1;
+        Self {
+            crc: h.crc,
+            base_timestamp: h.base_timestamp,
+            max_timestamp: h.max_timestamp,
+            record_count: h.record_count,
+            section_len: batch.encoded_len().saturating_sub(BATCH_HEADER_LEN),
+            records: 0,
+            size: 0,
+            largest: None,
+            exact,
+        }
+    }
+
+    /// Takes the next record of the batch.
+    pub fn record(&mut self, record: &Record) {
+        if !self.exact {
+            return;
+        }
+        let index = self.records;
+        self.records = self.records.saturating_add(1);
+        let delta = record.timestamp.wrapping_sub(self.base_timestamp);
+        if record.attributes != 0
+            || record.offset_delta != index
+            || delta != record.timestamp_delta
+            || record.control.is_some()
+        {
+            self.exact = false;
+            return;
+        }
+        // Lengths were read from i32 varints, so they fit one again.
+        let field = |len: Option<usize>| -> Option<usize> {
+            match len {
+                None => Some(varint_len(-1)),
+                Some(n) => Some(varint_len(i32::try_from(n).ok()?) + n),
+            }
+        };
+        let body = (|| {
+            let body = 1
+                + varlong_len(delta)
+                + varint_len(index)
+                + field(record.key.as_ref().map(Bytes::len))?
+                + field(record.value.as_ref().map(Bytes::len))?
+                + varint_len(i32::try_from(record.headers.len()).ok()?)
+                + record.headers.shortest_len()?;
+            Some(varint_len(i32::try_from(body).ok()?) + body)
+        })();
+        match body {
+            Some(len) => self.size = self.size.saturating_add(len),
+            None => self.exact = false,
+        }
+        self.largest = Some(
+            self.largest
+                .map_or(record.timestamp, |t| t.max(record.timestamp)),
+        );
+    }
+
+    /// The batch's CRC when every record was taken and the batch re-encodes exactly.
+    pub fn crc(&self) -> Option<u32> {
+        (self.exact
+            && self.records == self.record_count
+            && self.size == self.section_len
+            && self.largest == Some(self.max_timestamp))
+        .then_some(self.crc)
+    }
 }
 
 #[cfg(test)]
@@ -298,5 +444,165 @@ mod tests {
             .map(|r| r.unwrap().timestamp)
             .collect();
         assert_eq!(ts, vec![i64::MAX, i64::MIN]);
+    }
+
+    fn exact_crc(bytes: &Bytes) -> Option<u32> {
+        let batch = RecordBatch::decode(bytes, &DecodeLimits::default()).unwrap();
+        let mut exact = ExactReencoding::new(&batch);
+        for record in batch.records().unwrap() {
+            exact.record(&record.unwrap());
+        }
+        exact.crc()
+    }
+
+    /// Rewrites `batchLength` and the CRC after the bytes were edited.
+    fn reframe(bytes: &mut [u8]) {
+        let len = i32::try_from(bytes.len() - 12).unwrap();
+        bytes[8..12].copy_from_slice(&len.to_be_bytes());
+        let crc = crc32c::crc32c(&bytes[21..]);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    fn one_record(key: &[u8], value: &[u8]) -> BytesMut {
+        let record = NewRecord {
+            timestamp: 1_700_000_000_000,
+            key: Some(Bytes::copy_from_slice(key)),
+            value: Some(Bytes::copy_from_slice(value)),
+            headers: Vec::new(),
+        };
+        let mut out = BytesMut::new();
+        encode_batch(&BatchOptions::default(), &[record], &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn producer_batches_re_encode_exactly_and_keep_their_crc() {
+        let big = Bytes::from(vec![7u8; 300]);
+        let records = vec![
+            NewRecord {
+                timestamp: 1_700_000_000_500,
+                key: None,
+                value: Some(big.clone()),
+                headers: vec![Header::new("trace", Some(Bytes::from_static(b"abc")))],
+            },
+            NewRecord {
+                // Before the base timestamp: a negative delta.
+                timestamp: 1_699_999_999_000,
+                key: Some(big.clone()),
+                value: Some(Bytes::new()),
+                headers: vec![Header::new("n", None), Header::new("n", Some(big.clone()))],
+            },
+            NewRecord {
+                timestamp: 1_700_000_000_000,
+                key: Some(Bytes::from_static(b"k")),
+                value: None,
+                headers: Vec::new(),
+            },
+        ];
+        let options = BatchOptions {
+            transactional: true,
+            producer_id: 42,
+            producer_epoch: 3,
+            base_sequence: 77,
+            base_timestamp: Some(1_700_000_000_000),
+            ..BatchOptions::default()
+        };
+        let mut out = BytesMut::new();
+        encode_batch(&options, &records, &mut out).unwrap();
+        let original = out.freeze();
+        let crc = exact_crc(&original).expect("a batch encode_batch wrote is exact");
+
+        // Decoded and written again with the known CRC: the same bytes.
+        let batch = RecordBatch::decode(&original, &DecodeLimits::default()).unwrap();
+        assert_eq!(crc, batch.header().crc);
+        let decoded: Vec<NewRecord> = batch
+            .records()
+            .unwrap()
+            .map(|r| NewRecord::from(r.unwrap()))
+            .collect();
+        let mut again = BytesMut::new();
+        encode_batch_with_crc(&options, &decoded, crc, &mut again).unwrap();
+        assert_eq!(&again[..], &original[..]);
+    }
+
+    #[test]
+    fn anything_encode_batch_would_write_differently_is_not_exact() {
+        let canonical = one_record(b"k", b"v").freeze();
+        assert!(exact_crc(&canonical).is_some());
+        // Records section: length 8, attributes, ts delta, offset delta, key, value, 0.
+        assert_eq!(
+            &canonical[61..],
+            &[0x10, 0, 0, 0, 0x02, b'k', 0x02, b'v', 0][..]
+        );
+
+        // The key length in two bytes instead of one (0x82 0x00 also reads as 1).
+        let mut longer = BytesMut::from(&canonical[..61]);
+        longer.extend_from_slice(&[0x12, 0, 0, 0, 0x82, 0x00, b'k', 0x02, b'v', 0]);
+        reframe(&mut longer);
+        let longer = longer.freeze();
+        let batch = RecordBatch::decode(&longer, &DecodeLimits::default()).unwrap();
+        let record = batch.records().unwrap().next().unwrap().unwrap();
+        assert_eq!(record.key.as_deref(), Some(&b"k"[..]));
+        assert_eq!(exact_crc(&longer), None);
+
+        // A header name length in two bytes.
+        let with_header = NewRecord {
+            timestamp: 1_700_000_000_000,
+            key: Some(Bytes::from_static(b"k")),
+            value: Some(Bytes::from_static(b"v")),
+            headers: vec![Header::new("h", Some(Bytes::from_static(b"x")))],
+        };
+        let mut out = BytesMut::new();
+        encode_batch(&BatchOptions::default(), &[with_header], &mut out).unwrap();
+        let shortest = [
+            0x18, 0, 0, 0, 0x02, b'k', 0x02, b'v', 0x02, 0x02, b'h', 0x02, b'x',
+        ];
+        assert_eq!(&out[61..], &shortest[..]);
+        assert!(exact_crc(&out.clone().freeze()).is_some());
+        let mut header = BytesMut::from(&out[..61]);
+        header.extend_from_slice(&[
+            0x1a, 0, 0, 0, 0x02, b'k', 0x02, b'v', 0x02, 0x82, 0x00, b'h', 0x02, b'x',
+        ]);
+        reframe(&mut header);
+        assert_eq!(exact_crc(&header.freeze()), None);
+
+        // A record attribute bit.
+        let mut attrs = BytesMut::from(&canonical[..]);
+        attrs[62] = 1;
+        reframe(&mut attrs);
+        assert_eq!(exact_crc(&attrs.freeze()), None);
+
+        // An offset delta that skips.
+        let mut skip = BytesMut::from(&canonical[..]);
+        skip[64] = 0x02;
+        skip[23..27].copy_from_slice(&1i32.to_be_bytes()); // lastOffsetDelta
+        reframe(&mut skip);
+        assert_eq!(exact_crc(&skip.freeze()), None);
+
+        // maxTimestamp other than the largest record timestamp.
+        let mut max = BytesMut::from(&canonical[..]);
+        max[35..43].copy_from_slice(&0i64.to_be_bytes());
+        reframe(&mut max);
+        assert_eq!(exact_crc(&max.freeze()), None);
+
+        // LogAppendTime, and an attribute bit encode_batch never writes.
+        for bits in [Attributes::LOG_APPEND_TIME, 0x40] {
+            let mut attributes = BytesMut::from(&canonical[..]);
+            attributes[21..23].copy_from_slice(&bits.to_be_bytes());
+            reframe(&mut attributes);
+            assert_eq!(exact_crc(&attributes.freeze()), None, "{bits:#x}");
+        }
+    }
+
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn compressed_batches_are_not_exact() {
+        let options = BatchOptions {
+            compression: Compression::Gzip,
+            ..BatchOptions::default()
+        };
+        let mut out = BytesMut::new();
+        encode_batch(&options, &[NewRecord::default()], &mut out).unwrap();
+        assert_eq!(exact_crc(&out.freeze()), None);
     }
 }

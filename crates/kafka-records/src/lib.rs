@@ -55,7 +55,7 @@ pub use batch::{
     set_base_offset, set_log_append_time, set_partition_leader_epoch,
 };
 pub use codec::Compression;
-pub use encode::{BatchOptions, NewRecord, encode_batch};
+pub use encode::{BatchOptions, ExactReencoding, NewRecord, encode_batch, encode_batch_with_crc};
 pub use error::{
     CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, RecordsError, UNKNOWN_SERVER_ERROR,
     UNSUPPORTED_COMPRESSION_TYPE,

@@ -31,7 +31,7 @@
 use bytes::Bytes;
 
 use crate::batch::{BatchHeader, TimestampType};
-use crate::varint::{VarintError, read_varint, read_varlong};
+use crate::varint::{VarintError, read_varint, read_varlong, varint_len};
 use crate::{RecordsError, Result};
 
 /// One header of a record. Keys are strings in Kafka; they are kept as bytes here so
@@ -90,6 +90,26 @@ impl Headers {
     /// The headers collected into a vector.
     pub fn to_vec(&self) -> Vec<Header> {
         self.iter().collect()
+    }
+
+    /// The bytes these headers take with every length in its shortest varint form, read
+    /// from their lengths alone; `None` only if the validated bytes were not.
+    pub(crate) fn shortest_len(&self) -> Option<usize> {
+        let raw = &self.raw[..];
+        let mut pos = 0usize;
+        let mut total = 0usize;
+        for _ in 0..self.count {
+            let key = read_varint(raw, &mut pos).ok()?;
+            let key_len = usize::try_from(key).ok()?;
+            pos = pos.checked_add(key_len)?;
+            let value = read_varint(raw, &mut pos).ok()?;
+            let value_len = usize::try_from(value).unwrap_or(0);
+            pos = pos.checked_add(value_len)?;
+            total = total
+                .checked_add(varint_len(key) + key_len)?
+                .checked_add(varint_len(value) + value_len)?;
+        }
+        (pos <= raw.len()).then_some(total)
     }
 }
 

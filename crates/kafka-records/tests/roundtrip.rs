@@ -5,8 +5,8 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_records::{
-    BatchOptions, Compression, DecodeLimits, Header, NewRecord, RecordBatch, TimestampType,
-    decode_batches, encode_batch,
+    BatchOptions, Compression, DecodeLimits, ExactReencoding, Header, NewRecord, RecordBatch,
+    TimestampType, decode_batches, encode_batch, encode_batch_with_crc,
 };
 use proptest::prelude::*;
 
@@ -181,6 +181,36 @@ proptest! {
         prop_assert_eq!(seq.batches.len(), whole);
         let consumed = if whole == 0 { 0 } else { ends[whole - 1] };
         prop_assert_eq!(seq.truncated_tail, at - consumed);
+    }
+
+    #[test]
+    fn uncompressed_create_time_batches_re_encode_exactly(
+        options in options(),
+        records in prop::collection::vec(record(), 1..40),
+    ) {
+        let options = BatchOptions {
+            compression: Compression::None,
+            timestamp_type: TimestampType::CreateTime,
+            control: false,
+            ..options
+        };
+        let mut out = BytesMut::new();
+        encode_batch(&options, &records, &mut out).unwrap();
+        let original = out.freeze();
+        let batch = RecordBatch::decode(&original, &DecodeLimits::default()).unwrap();
+        let mut exact = ExactReencoding::new(&batch);
+        let mut decoded = Vec::new();
+        for record in batch.records().unwrap() {
+            let record = record.unwrap();
+            exact.record(&record);
+            decoded.push(NewRecord::from(record));
+        }
+        let crc = exact.crc();
+        prop_assert_eq!(crc, Some(batch.header().crc));
+        let options = BatchOptions { base_timestamp: Some(batch.header().base_timestamp), ..options };
+        let mut again = BytesMut::new();
+        encode_batch_with_crc(&options, &decoded, crc.unwrap(), &mut again).unwrap();
+        prop_assert_eq!(&again[..], &original[..]);
     }
 
     #[test]
