@@ -999,6 +999,7 @@ impl IggyBridge {
         let ahead = Ahead {
             start: buf.front().map_or(next, |m| m.offset),
             records: buf,
+            held,
             high_watermark: end,
             at: std::time::Instant::now(),
             reserved,
@@ -1048,8 +1049,7 @@ impl IggyBridge {
         let mut running = None;
         if let Some((from, handle)) = ahead.pending {
             let expected = records.back().map_or(start, |m| m.offset + 1);
-            let enough = || records.iter().map(mapped_size).sum::<usize>() >= want;
-            if from == expected && !handle.is_finished() && enough() {
+            if from == expected && !handle.is_finished() && ahead.held >= want {
                 running = Some((from, handle));
             } else if let Ok(Ok(Ok((more, current)))) =
                 tokio::time::timeout(self.inner.config.call_timeout, handle).await
@@ -1237,6 +1237,8 @@ struct Ahead {
     /// Offset of the first record (or of the pending poll when there is none).
     start: u64,
     records: VecDeque<MappedRecord>,
+    /// Bytes of `records` ([`mapped_size`]).
+    held: usize,
     /// The partition's high watermark when the records were kept.
     high_watermark: u64,
     at: std::time::Instant,

@@ -636,10 +636,10 @@ fn parse_frame(frame: &[u8]) -> Result<(i32, Option<BatchFrame>, bool), MappingE
             .ok_or_else(|| MappingError::BadFrame("truncated batch fields".into()))?;
         let mut batch = BatchFrame::get(fields);
         if flags & FLAG_CRC != 0 {
-            let crc = frame
+            let mut crc = frame
                 .get(FRAME_LEN + BATCH_FIELDS_LEN..MAX_FRAME_LEN)
                 .ok_or_else(|| MappingError::BadFrame("truncated batch CRC".into()))?;
-            batch.crc = Some(u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]));
+            batch.crc = Some(crc.get_u32());
         }
         Some(batch)
     } else {

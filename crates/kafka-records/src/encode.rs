@@ -113,40 +113,38 @@ fn put_nullable(out: &mut impl BufMut, field: Option<&[u8]>) {
 
 /// The size of a record's body (everything after its length varint).
 fn body_len(record: &NewRecord, offset_delta: i32, base_timestamp: i64) -> Result<usize> {
+    let mut headers = 0usize;
+    for h in &record.headers {
+        headers += nullable_size("header key", Some(h.key.len()))?;
+        headers += nullable_size("header value", h.value.as_ref().map(Bytes::len))?;
+    }
     fields_len(
         record.timestamp.wrapping_sub(base_timestamp),
         offset_delta,
         record.key.as_ref().map(Bytes::len),
         record.value.as_ref().map(Bytes::len),
         record.headers.len(),
-        record
-            .headers
-            .iter()
-            .map(|h| (h.key.len(), h.value.as_ref().map(Bytes::len))),
+        headers,
     )
 }
 
-/// The size of a record body, as [`put_record`] writes it, from its deltas and the
-/// lengths of its key, value and headers (name, value; `None` for null).
+/// The size of a record body, as [`put_record`] writes it, from its deltas, the lengths
+/// of its key and value (`None` for null), its header count and the bytes its headers
+/// take after that count.
 fn fields_len(
     timestamp_delta: i64,
     offset_delta: i32,
     key: Option<usize>,
     value: Option<usize>,
     header_count: usize,
-    headers: impl Iterator<Item = (usize, Option<usize>)>,
+    headers: usize,
 ) -> Result<usize> {
-    let mut body = 1
-        + varlong_len(timestamp_delta)
+    Ok(1 + varlong_len(timestamp_delta)
         + varint_len(offset_delta)
         + nullable_size("key", key)?
         + nullable_size("value", value)?
-        + varint_len(len_i32("header count", header_count)?);
-    for (name, value) in headers {
-        body += nullable_size("header key", Some(name))?;
-        body += nullable_size("header value", value)?;
-    }
-    Ok(body)
+        + varint_len(len_i32("header count", header_count)?)
+        + headers)
 }
 
 fn put_record(
@@ -354,24 +352,19 @@ impl ExactReencoding {
             self.exact = false;
             return;
         }
-        // Lengths were read from i32 varints, so they fit one again.
-        let field = |len: Option<usize>| -> Option<usize> {
-            match len {
-                None => Some(varint_len(-1)),
-                Some(n) => Some(varint_len(i32::try_from(n).ok()?) + n),
-            }
-        };
-        let body = (|| {
-            let body = 1
-                + varlong_len(delta)
-                + varint_len(index)
-                + field(record.key.as_ref().map(Bytes::len))?
-                + field(record.value.as_ref().map(Bytes::len))?
-                + varint_len(i32::try_from(record.headers.len()).ok()?)
-                + record.headers.shortest_len()?;
-            Some(varint_len(i32::try_from(body).ok()?) + body)
-        })();
-        match body {
+        let len = record.headers.shortest_len().and_then(|headers| {
+            let body = fields_len(
+                delta,
+                index,
+                record.key.as_ref().map(Bytes::len),
+                record.value.as_ref().map(Bytes::len),
+                record.headers.len(),
+                headers,
+            )
+            .ok()?;
+            Some(varint_len(len_i32("record", body).ok()?) + body)
+        });
+        match len {
             Some(len) => self.size = self.size.saturating_add(len),
             None => self.exact = false,
         }
