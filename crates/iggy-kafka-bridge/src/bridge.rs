@@ -25,11 +25,11 @@ use iggy::prelude::{
     IggyError, IggyExpiry, IggyMessage, MaxTopicSize, MessageClient, PartitionClient, Partitioning,
     PollingStrategy, TopicClient, TopicCreateOptions, TopicUpdateOptions,
 };
-use kafka_broker::store::{
+use kafka_records::{ExactReencoding, NewRecord, RecordBatch};
+use kafka_store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
     StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
 };
-use kafka_records::{ExactReencoding, NewRecord, RecordBatch};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -27,7 +27,7 @@
 //! ```
 
 use iggy::prelude::IggyError;
-use kafka_broker::store::StoreError;
+use kafka_store::StoreError;
 
 /// What kind of call failed; decides whether a lost connection means "maybe written".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The Iggy bridge: Kafka's log and committed offsets stored in Apache Iggy.
 //!
-//! [`IggyBridge`] implements the broker's [`kafka_broker::store::LogStore`] and
-//! [`kafka_broker::store::OffsetStore`] on the Iggy Rust SDK, so every Kafka record lives in
+//! [`IggyBridge`] implements the broker's [`kafka_store::LogStore`] and
+//! [`kafka_store::OffsetStore`] on the Iggy Rust SDK, so every Kafka record lives in
 //! Iggy and native Iggy clients see the same data:
 //!
 //! ```text
@@ -20,8 +20,8 @@
 //! use iggy_kafka_bridge::{BridgeConfig, IggyBridge};
 //! let config = BridgeConfig::new("kafka-gateway", "secret");
 //! let bridge = std::sync::Arc::new(IggyBridge::connect(config).await?);
-//! let log: std::sync::Arc<dyn kafka_broker::store::LogStore> = bridge.clone();
-//! let offsets: std::sync::Arc<dyn kafka_broker::store::OffsetStore> = bridge;
+//! let log: std::sync::Arc<dyn kafka_store::LogStore> = bridge.clone();
+//! let offsets: std::sync::Arc<dyn kafka_store::OffsetStore> = bridge;
 //! # let _ = (log, offsets); Ok(()) }
 //! ```
 //!

@@ -25,7 +25,7 @@ use iggy::prelude::{
     Consumer, Identifier, IggyClient, IggyError, IggyMessage, MessageClient, Partitioning,
     PollingStrategy, StreamClient, TopicClient, TopicCreateOptions,
 };
-use kafka_broker::store::{CommittedOffset, StoreError, StoreResult, TopicConfig};
+use kafka_store::{CommittedOffset, StoreError, StoreResult, TopicConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -12,8 +12,8 @@ use iggy::prelude::{
     IggyMessage, MessageClient, PartitionClient, Partitioning, PollingStrategy, TopicClient,
 };
 use iggy_kafka_bridge::mapping::{KEY_HEADER, RECORD_HEADER};
-use kafka_broker::store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig};
 use kafka_records::{BatchOptions, DecodeLimits, Header, NewRecord, RecordBatch, encode_batch};
+use kafka_store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig};
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! The broker's storage behaviour suite against the bridge on a real Iggy server.
 //!
-//! `kafka_broker::store_suite!(optional ...)` instantiates every check; without
+//! `kafka_store::store_suite!(optional ...)` instantiates every check; without
 //! `IGGY_SERVER_BIN` the harness is `None` and every test prints
 //! `SKIPPED: IGGY_SERVER_BIN not set` and returns. One server serves all checks
 //! that run at the same time (each check uses its own name prefix); it stops when the
@@ -13,8 +13,8 @@ mod support;
 use async_trait::async_trait;
 use bytes::Bytes;
 use iggy_kafka_bridge::IggyBridge;
-use kafka_broker::store::suite::Harness;
-use kafka_broker::store::{
+use kafka_store::suite::Harness;
+use kafka_store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
     StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
 };
@@ -139,4 +139,4 @@ async fn harness(test: &'static str) -> Option<Harness> {
     Some(Harness::new(store, format!("{test}-{}", support::run_id())))
 }
 
-kafka_broker::store_suite!(optional harness);
+kafka_store::store_suite!(optional harness);

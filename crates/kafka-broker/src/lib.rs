@@ -20,7 +20,8 @@ mod dispatch;
 mod groups;
 mod handlers;
 mod producers;
-pub mod store;
+/// The storage seam (re-exported from the `kafka-store` crate).
+pub use kafka_store as store;
 
 pub use config::{BrokerConfig, Limits, Timeouts};
 pub use kafka_groups::GroupConfig;

@@ -3,7 +3,7 @@
 //! background retention task.
 //!
 //! The full storage behaviour suite runs against the memory store in the crate's unit
-//! tests (`store::memory::tests`), so plain `cargo test` covers it. With
+//! tests (`memory::tests`), so plain `cargo test` covers it. With
 //! `--features test-suite` it also runs here, through the exported `store_suite!` macro,
 //! exactly as an external backend crate instantiates it.
 
@@ -11,21 +11,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::{Bytes, BytesMut};
-use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
-use kafka_broker::store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig};
 use kafka_records::{BatchOptions, NewRecord, RecordBatch, encode_batch};
+use kafka_store::memory::{MemoryStore, MemoryStoreConfig};
+use kafka_store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 #[cfg(feature = "test-suite")]
-async fn harness(test: &'static str) -> kafka_broker::store::suite::Harness {
+async fn harness(test: &'static str) -> kafka_store::suite::Harness {
     let store = Arc::new(MemoryStore::default());
-    kafka_broker::store::suite::Harness::new(Arc::clone(&store), test).with_retention(store)
+    kafka_store::suite::Harness::new(Arc::clone(&store), test).with_retention(store)
 }
 
 #[cfg(feature = "test-suite")]
-kafka_broker::store_suite!(harness);
+kafka_store::store_suite!(harness);
 
 fn now_ms() -> i64 {
     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();

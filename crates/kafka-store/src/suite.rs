@@ -9,11 +9,11 @@
 //! separate `#[tokio::test]`:
 //!
 //! ```ignore
-//! async fn harness(test: &'static str) -> kafka_broker::store::suite::Harness {
+//! async fn harness(test: &'static str) -> kafka_store::suite::Harness {
 //!     let store = std::sync::Arc::new(MyStore::connect().await);
-//!     kafka_broker::store::suite::Harness::new(store, format!("{test}-{}", run_id()))
+//!     kafka_store::suite::Harness::new(store, format!("{test}-{}", run_id()))
 //! }
-//! kafka_broker::store_suite!(harness);
+//! kafka_store::store_suite!(harness);
 //! ```
 //!
 //! Backends differ in how retention is triggered, so the retention checks run only when
@@ -21,8 +21,8 @@
 //! the long-poll check needs [`LogStore::watch`] to return a receiver for an existing
 //! partition, and is skipped for backends that can only be polled.
 
-use super::memory::MemoryStore;
-use super::{
+use crate::memory::MemoryStore;
+use crate::{
     CommittedOffset, LogStore, NewTopic, OffsetStore, StoreError, StoreResult, TopicConfig,
 };
 use async_trait::async_trait;
@@ -211,7 +211,7 @@ macro_rules! store_suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $check() {
                 let harness = $crate::store_suite!(@harness $mode $make, $check);
-                if let Err(e) = $crate::store::suite::$check(&harness).await {
+                if let Err(e) = $crate::suite::$check(&harness).await {
                     panic!("store suite check {} failed: {e}", stringify!($check));
                 }
             }

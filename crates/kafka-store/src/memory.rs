@@ -17,7 +17,7 @@
 //! mutex alone, so producers to different partitions never wait on each other. Batches are
 //! stored as immutable [`Bytes`], so a read clones reference counts, not records.
 
-use super::{
+use crate::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, ReadOutcome, StoreError,
     StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
 };
@@ -958,7 +958,7 @@ impl OffsetStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::suite::{self, Harness};
+    use crate::suite::{self, Harness};
     use kafka_protocol::ErrorCode;
     use kafka_records::{BatchOptions, NewRecord, encode_batch};
 
