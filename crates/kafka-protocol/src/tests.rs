@@ -331,3 +331,236 @@ fn truncation_inside_a_run_of_fixed_fields_names_the_field() {
     }
     assert_eq!(FetchPartition::read(&mut &full[..], &cx, 12).unwrap(), p);
 }
+
+mod error_codes {
+    use crate::messages::describe_cluster_response::{
+        DescribeClusterBroker, DescribeClusterResponse,
+    };
+    use crate::messages::fetch_response::{FetchResponse, FetchableTopicResponse, PartitionData};
+    use crate::messages::metadata_response::{
+        MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use crate::messages::offset_fetch_response::{
+        OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition,
+        OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+    };
+    use crate::messages::produce_response::{
+        PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    };
+    use crate::{ApiKey, ByteString, ResponseBody, decode_response, encode_response};
+
+    fn codes(body: &ResponseBody, version: i16) -> Vec<i16> {
+        let mut out = Vec::new();
+        body.for_each_error_code(version, &mut |c| out.push(c));
+        out
+    }
+
+    fn produce_partition(index: i32, error_code: i16) -> PartitionProduceResponse {
+        PartitionProduceResponse {
+            index,
+            error_code,
+            ..PartitionProduceResponse::default()
+        }
+    }
+
+    fn produce() -> ResponseBody {
+        ResponseBody::Produce(ProduceResponse {
+            responses: vec![
+                TopicProduceResponse {
+                    name: ByteString::from_static("a"),
+                    partition_responses: vec![produce_partition(0, 0), produce_partition(1, 6)],
+                    ..TopicProduceResponse::default()
+                },
+                TopicProduceResponse {
+                    name: ByteString::from_static("b"),
+                    partition_responses: vec![produce_partition(0, 3), produce_partition(1, 75)],
+                    ..TopicProduceResponse::default()
+                },
+            ],
+            ..ProduceResponse::default()
+        })
+    }
+
+    #[test]
+    fn produce_yields_every_partition_code_in_order() {
+        for v in [0, 3, 8, 9, 12, 13] {
+            assert_eq!(codes(&produce(), v), [0, 6, 3, 75], "v{v}");
+        }
+    }
+
+    #[test]
+    fn produce_codes_survive_the_wire() {
+        // A decoded response reports what was sent.
+        for v in [3, 9, 12] {
+            let frame = encode_response(1, v, &produce())
+                .expect("encodes")
+                .to_bytes();
+            let (_, body) =
+                decode_response(ApiKey::Produce, v, &frame.slice(4..)).expect("decodes");
+            assert_eq!(codes(&body, v), [0, 6, 3, 75], "v{v}");
+        }
+    }
+
+    #[test]
+    fn produce_without_topics_yields_nothing() {
+        let body = ResponseBody::Produce(ProduceResponse::default());
+        assert_eq!(codes(&body, 9), Vec::<i16>::new());
+    }
+
+    fn fetch() -> ResponseBody {
+        let p = |partition_index, error_code| PartitionData {
+            partition_index,
+            error_code,
+            ..PartitionData::default()
+        };
+        ResponseBody::Fetch(FetchResponse {
+            error_code: 15,
+            responses: vec![
+                FetchableTopicResponse {
+                    topic: ByteString::from_static("a"),
+                    partitions: vec![p(0, 1), p(1, 0)],
+                    ..FetchableTopicResponse::default()
+                },
+                FetchableTopicResponse {
+                    topic: ByteString::from_static("b"),
+                    partitions: vec![p(0, 74), p(1, 100)],
+                    ..FetchableTopicResponse::default()
+                },
+            ],
+            ..FetchResponse::default()
+        })
+    }
+
+    #[test]
+    fn fetch_top_level_code_only_from_v7() {
+        // The top-level error code does not exist before v7, whatever the struct holds.
+        for v in [4, 5, 6] {
+            assert_eq!(codes(&fetch(), v), [1, 0, 74, 100], "v{v}");
+        }
+        for v in [7, 12, 13, 18] {
+            assert_eq!(codes(&fetch(), v), [15, 1, 0, 74, 100], "v{v}");
+        }
+    }
+
+    fn metadata() -> ResponseBody {
+        let p = |partition_index, error_code| MetadataResponsePartition {
+            partition_index,
+            error_code,
+            ..MetadataResponsePartition::default()
+        };
+        ResponseBody::Metadata(MetadataResponse {
+            brokers: vec![MetadataResponseBroker {
+                node_id: 1,
+                host: ByteString::from_static("h"),
+                port: 9092,
+                ..MetadataResponseBroker::default()
+            }],
+            topics: vec![
+                MetadataResponseTopic {
+                    error_code: 3,
+                    name: Some(ByteString::from_static("a")),
+                    partitions: vec![],
+                    ..MetadataResponseTopic::default()
+                },
+                MetadataResponseTopic {
+                    error_code: 0,
+                    name: Some(ByteString::from_static("b")),
+                    partitions: vec![p(0, 9), p(1, 0), p(2, 5)],
+                    ..MetadataResponseTopic::default()
+                },
+            ],
+            error_code: 41,
+            ..MetadataResponse::default()
+        })
+    }
+
+    #[test]
+    fn metadata_topic_then_partition_codes() {
+        for v in [0, 1, 9, 12] {
+            assert_eq!(codes(&metadata(), v), [3, 0, 9, 0, 5], "v{v}");
+        }
+        // v13 adds a top-level error code, declared after the topics.
+        assert_eq!(codes(&metadata(), 13), [3, 0, 9, 0, 5, 41]);
+    }
+
+    #[test]
+    fn nested_arrays_absent_at_a_version_are_skipped() {
+        // OffsetFetch moved from a topic list (v0-7) to a group list (v8+); the struct below
+        // holds both, each version reports only its own.
+        let body = ResponseBody::OffsetFetch(OffsetFetchResponse {
+            topics: vec![OffsetFetchResponseTopic {
+                partitions: vec![OffsetFetchResponsePartition {
+                    error_code: 16,
+                    ..OffsetFetchResponsePartition::default()
+                }],
+                ..OffsetFetchResponseTopic::default()
+            }],
+            error_code: 14,
+            groups: vec![OffsetFetchResponseGroup {
+                topics: vec![OffsetFetchResponseTopics {
+                    partitions: vec![OffsetFetchResponsePartitions {
+                        error_code: 3,
+                        ..OffsetFetchResponsePartitions::default()
+                    }],
+                    ..OffsetFetchResponseTopics::default()
+                }],
+                error_code: 25,
+                ..OffsetFetchResponseGroup::default()
+            }],
+            ..OffsetFetchResponse::default()
+        });
+        assert_eq!(codes(&body, 1), [16]);
+        assert_eq!(codes(&body, 2), [16, 14]);
+        assert_eq!(codes(&body, 7), [16, 14]);
+        assert_eq!(codes(&body, 8), [3, 25]);
+        assert_eq!(codes(&body, 9), [3, 25]);
+    }
+
+    #[test]
+    fn describe_cluster_has_only_its_top_level_code() {
+        // Every generated response has at least one error code; DescribeCluster's brokers
+        // carry none, so only the top-level one is reported.
+        let body = ResponseBody::DescribeCluster(DescribeClusterResponse {
+            error_code: 0,
+            brokers: vec![
+                DescribeClusterBroker {
+                    broker_id: 1,
+                    ..DescribeClusterBroker::default()
+                },
+                DescribeClusterBroker {
+                    broker_id: 2,
+                    ..DescribeClusterBroker::default()
+                },
+            ],
+            ..DescribeClusterResponse::default()
+        });
+        for v in 0..=2 {
+            assert_eq!(codes(&body, v), [0], "v{v}");
+        }
+    }
+
+    #[test]
+    fn structs_without_error_codes_report_nothing() {
+        let mut seen = Vec::new();
+        MetadataResponseBroker {
+            node_id: 7,
+            ..MetadataResponseBroker::default()
+        }
+        .for_each_error_code(12, &mut |c| seen.push(c));
+        DescribeClusterBroker::default().for_each_error_code(2, &mut |c| seen.push(c));
+        assert_eq!(seen, Vec::<i16>::new());
+    }
+
+    #[test]
+    fn every_default_response_reports_only_zeros() {
+        for &key in ApiKey::ALL {
+            let Some(range) = key.versions() else {
+                continue;
+            };
+            let body = ResponseBody::default_for(key).expect("known key");
+            for v in range.min..=range.max {
+                assert!(codes(&body, v).iter().all(|&c| c == 0), "{key:?} v{v}");
+            }
+        }
+    }
+}

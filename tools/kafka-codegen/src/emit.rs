@@ -473,6 +473,100 @@ fn nullable_arg(msg: &Msg<'_>, f: &Field) -> Option<String> {
     f.nullable.map(|r| msg.cond(Some(r)))
 }
 
+/// Whether the field is an error code: `int16` named `ErrorCode` or `...ErrorCode`.
+fn is_error_code(f: &Field) -> bool {
+    f.ty == Ty::Int16 && f.name.ends_with("ErrorCode")
+}
+
+/// The struct a field holds, directly or as array elements (at any depth).
+fn inner_struct(ty: &Ty) -> Option<&str> {
+    match ty {
+        Ty::Struct(n) => Some(n),
+        Ty::Array(t) => inner_struct(t),
+        _ => None,
+    }
+}
+
+impl Msg<'_> {
+    /// Whether the struct holds an error code at some generated version, itself or in a
+    /// nested struct.
+    fn has_error_codes(&self, name: &str, depth: usize) -> bool {
+        if depth > 32 {
+            return false;
+        }
+        let Some(def) = self.structs.get(name) else {
+            return false;
+        };
+        def.fields
+            .iter()
+            .filter(|f| self.field_present(f).is_some())
+            .any(|f| self.field_has_error_codes(f, depth))
+    }
+
+    fn field_has_error_codes(&self, f: &Field, depth: usize) -> bool {
+        is_error_code(f) || inner_struct(&f.ty).is_some_and(|n| self.has_error_codes(n, depth + 1))
+    }
+}
+
+/// Statements visiting every error code under the place `x` of type `ty`.
+fn error_code_visit(ty: &Ty, x: &str, depth: usize) -> String {
+    match ty {
+        Ty::Struct(_) => format!("{x}.for_each_error_code(version, f);"),
+        Ty::Array(elem) => {
+            let it = format!("it{depth}");
+            let inner = error_code_visit(elem, &it, depth + 1);
+            format!("for {it} in {x}.iter() {{ {inner} }}")
+        }
+        _ => String::new(),
+    }
+}
+
+/// `for_each_error_code` for one struct of a response: calls `f` with every error code
+/// field present at `version`, zeros included, descending into the nested structs and
+/// arrays of structs that the version carries.
+fn render_error_codes(msg: &Msg<'_>, name: &str, live: &[&Field], out: &mut String) {
+    let mut body = Vec::new();
+    for fld in live {
+        if !msg.field_has_error_codes(fld, 0) {
+            continue;
+        }
+        let id = field_ident(&fld.name);
+        let stmt = if is_error_code(fld) {
+            format!("f(self.{id});")
+        } else if fld.nullable.is_some() {
+            let inner = error_code_visit(&fld.ty, "x", 0);
+            format!("if let Some(x) = &self.{id} {{ {inner} }}")
+        } else {
+            error_code_visit(&fld.ty, &format!("self.{id}"), 0)
+        };
+        let present = msg.cond(fld.versions);
+        if present == "true" {
+            body.push(stmt);
+        } else {
+            body.push(format!("if {present} {{ {stmt} }}"));
+        }
+    }
+    let doc = if body.is_empty() {
+        "    /// Holds no error code at any version: `f` is never called.\n"
+    } else {
+        "    /// Calls `f` with the value of every error code field present at `version`, zeros\n    /// included, in declaration order, descending into the nested structs and arrays the\n    /// version carries.\n"
+    };
+    let _ = write!(
+        out,
+        "impl {name} {{\n{doc}    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {{\n"
+    );
+    if body
+        .iter()
+        .any(|b| b.starts_with("if v") || b.starts_with("if (v"))
+    {
+        out.push_str("        let v = version;\n");
+    }
+    for b in &body {
+        let _ = writeln!(out, "        {b}");
+    }
+    out.push_str("    }\n}\n\n");
+}
+
 fn render_struct(
     msg: &mut Msg<'_>,
     name: &str,
@@ -732,6 +826,10 @@ fn render_struct(
     }
     out.push_str("        Ok(())\n    }\n}\n\n");
 
+    if msg.spec.kind == "response" {
+        render_error_codes(msg, name, &live, out);
+    }
+
     // Random values for property tests.
     let _ = writeln!(
         out,
@@ -990,7 +1088,20 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
                 a.name
             );
         }
-        out.push_str("        }\n    }\n}\n\n");
+        out.push_str("        }\n    }\n");
+        if kind == "Response" {
+            out.push_str("\n    /// Calls `f` with the value of every error code field the body carries at `version`\n    /// (in declaration order, nested ones included), zeros included.\n");
+            out.push_str("    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {\n        match self {\n");
+            for a in &apis {
+                let _ = writeln!(
+                    out,
+                    "            {kind}Body::{}(b) => b.for_each_error_code(version, f),",
+                    a.name
+                );
+            }
+            out.push_str("        }\n    }\n");
+        }
+        out.push_str("}\n\n");
         for a in &apis {
             let m = if field == "req_mod" {
                 &a.req_mod

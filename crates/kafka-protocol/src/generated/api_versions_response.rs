@@ -199,6 +199,15 @@ impl Encode for ApiVersionsResponse {
     }
 }
 
+impl ApiVersionsResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for ApiVersionsResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -322,6 +331,11 @@ impl Encode for ApiVersion {
         }
         Ok(())
     }
+}
+
+impl ApiVersion {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -469,6 +483,11 @@ impl Encode for FinalizedFeatureKey {
         }
         Ok(())
     }
+}
+
+impl FinalizedFeatureKey {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -622,6 +641,11 @@ impl Encode for SupportedFeatureKey {
         }
         Ok(())
     }
+}
+
+impl SupportedFeatureKey {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]

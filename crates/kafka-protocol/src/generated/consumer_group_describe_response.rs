@@ -112,6 +112,17 @@ impl Encode for ConsumerGroupDescribeResponse {
     }
 }
 
+impl ConsumerGroupDescribeResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.groups.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for ConsumerGroupDescribeResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -215,6 +226,11 @@ impl Encode for Assignment {
         }
         Ok(())
     }
+}
+
+impl Assignment {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -385,6 +401,15 @@ impl Encode for DescribedGroup {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl DescribedGroup {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -573,6 +598,11 @@ impl Encode for Member {
     }
 }
 
+impl Member {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for Member {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -705,6 +735,11 @@ impl Encode for TopicPartitions {
         }
         Ok(())
     }
+}
+
+impl TopicPartitions {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]

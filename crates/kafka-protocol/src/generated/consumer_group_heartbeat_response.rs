@@ -183,6 +183,15 @@ impl Encode for ConsumerGroupHeartbeatResponse {
     }
 }
 
+impl ConsumerGroupHeartbeatResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for ConsumerGroupHeartbeatResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -305,6 +314,11 @@ impl Encode for Assignment {
     }
 }
 
+impl Assignment {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for Assignment {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -408,6 +422,11 @@ impl Encode for TopicPartitions {
         }
         Ok(())
     }
+}
+
+impl TopicPartitions {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]

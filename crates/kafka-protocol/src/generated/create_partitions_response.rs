@@ -112,6 +112,17 @@ impl Encode for CreatePartitionsResponse {
     }
 }
 
+impl CreatePartitionsResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.results.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for CreatePartitionsResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -225,6 +236,15 @@ impl Encode for CreatePartitionsTopicResult {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl CreatePartitionsTopicResult {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

@@ -108,6 +108,17 @@ impl Encode for CreateTopicsResponse {
     }
 }
 
+impl CreateTopicsResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.topics.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for CreateTopicsResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -291,6 +302,11 @@ impl Encode for CreatableTopicConfigs {
         }
         Ok(())
     }
+}
+
+impl CreatableTopicConfigs {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -510,6 +526,19 @@ impl Encode for CreatableTopicResult {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl CreatableTopicResult {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        f(self.error_code);
+        if v >= 5 {
+            f(self.topic_config_error_code);
+        }
     }
 }
 

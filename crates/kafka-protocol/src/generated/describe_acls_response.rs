@@ -140,6 +140,15 @@ impl Encode for DescribeAclsResponse {
     }
 }
 
+impl DescribeAclsResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for DescribeAclsResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -266,6 +275,11 @@ impl Encode for AclDescription {
     }
 }
 
+impl AclDescription {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for AclDescription {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -389,6 +403,11 @@ impl Encode for DescribeAclsResource {
         }
         Ok(())
     }
+}
+
+impl DescribeAclsResource {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]

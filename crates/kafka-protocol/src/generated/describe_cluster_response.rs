@@ -184,6 +184,15 @@ impl Encode for DescribeClusterResponse {
     }
 }
 
+impl DescribeClusterResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for DescribeClusterResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -324,6 +333,11 @@ impl Encode for DescribeClusterBroker {
         }
         Ok(())
     }
+}
+
+impl DescribeClusterBroker {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]

@@ -112,6 +112,17 @@ impl Encode for DescribeConfigsResponse {
     }
 }
 
+impl DescribeConfigsResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.results.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for DescribeConfigsResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -296,6 +307,11 @@ impl Encode for DescribeConfigsResourceResult {
     }
 }
 
+impl DescribeConfigsResourceResult {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for DescribeConfigsResourceResult {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -454,6 +470,15 @@ impl Encode for DescribeConfigsResult {
     }
 }
 
+impl DescribeConfigsResult {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for DescribeConfigsResult {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -569,6 +594,11 @@ impl Encode for DescribeConfigsSynonym {
         }
         Ok(())
     }
+}
+
+impl DescribeConfigsSynonym {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]

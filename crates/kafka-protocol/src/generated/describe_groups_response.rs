@@ -112,6 +112,17 @@ impl Encode for DescribeGroupsResponse {
     }
 }
 
+impl DescribeGroupsResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.groups.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for DescribeGroupsResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -298,6 +309,15 @@ impl Encode for DescribedGroup {
     }
 }
 
+impl DescribedGroup {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for DescribedGroup {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -469,6 +489,11 @@ impl Encode for DescribedGroupMember {
         }
         Ok(())
     }
+}
+
+impl DescribedGroupMember {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]

@@ -112,6 +112,17 @@ impl Encode for DescribeProducersResponse {
     }
 }
 
+impl DescribeProducersResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.topics.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for DescribeProducersResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -250,6 +261,15 @@ impl Encode for PartitionResponse {
     }
 }
 
+impl PartitionResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for PartitionResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -385,6 +405,11 @@ impl Encode for ProducerState {
     }
 }
 
+impl ProducerState {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for ProducerState {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -495,6 +520,17 @@ impl Encode for TopicResponse {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl TopicResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.partitions.iter() {
+            it0.for_each_error_code(version, f);
+        }
     }
 }
 

@@ -180,6 +180,21 @@ impl Encode for FetchResponse {
     }
 }
 
+impl FetchResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        if v >= 7 {
+            f(self.error_code);
+        }
+        for it0 in self.responses.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for FetchResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -291,6 +306,11 @@ impl Encode for AbortedTransaction {
         }
         Ok(())
     }
+}
+
+impl AbortedTransaction {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -421,6 +441,11 @@ impl Encode for EpochEndOffset {
     }
 }
 
+impl EpochEndOffset {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for EpochEndOffset {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -548,6 +573,17 @@ impl Encode for FetchableTopicResponse {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl FetchableTopicResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.partitions.iter() {
+            it0.for_each_error_code(version, f);
+        }
     }
 }
 
@@ -682,6 +718,11 @@ impl Encode for LeaderIdAndEpoch {
         }
         Ok(())
     }
+}
+
+impl LeaderIdAndEpoch {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -836,6 +877,11 @@ impl Encode for NodeEndpoint {
         }
         Ok(())
     }
+}
+
+impl NodeEndpoint {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -1082,6 +1128,15 @@ impl Encode for PartitionData {
     }
 }
 
+impl PartitionData {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for PartitionData {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -1211,6 +1266,11 @@ impl Encode for SnapshotId {
         }
         Ok(())
     }
+}
+
+impl SnapshotId {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]

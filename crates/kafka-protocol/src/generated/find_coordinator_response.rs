@@ -226,6 +226,23 @@ impl Encode for FindCoordinatorResponse {
     }
 }
 
+impl FindCoordinatorResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        if v <= 3 {
+            f(self.error_code);
+        }
+        if v >= 4 {
+            for it0 in self.coordinators.iter() {
+                it0.for_each_error_code(version, f);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for FindCoordinatorResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -442,6 +459,18 @@ impl Encode for Coordinator {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl Coordinator {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        if v >= 4 {
+            f(self.error_code);
+        }
     }
 }
 

@@ -112,6 +112,17 @@ impl Encode for IncrementalAlterConfigsResponse {
     }
 }
 
+impl IncrementalAlterConfigsResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.responses.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for IncrementalAlterConfigsResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -239,6 +250,15 @@ impl Encode for AlterConfigsResourceResponse {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl AlterConfigsResourceResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

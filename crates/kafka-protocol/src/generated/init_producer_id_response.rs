@@ -118,6 +118,15 @@ impl Encode for InitProducerIdResponse {
     }
 }
 
+impl InitProducerIdResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for InitProducerIdResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {

@@ -196,6 +196,15 @@ impl Encode for JoinGroupResponse {
     }
 }
 
+impl JoinGroupResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for JoinGroupResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -342,6 +351,11 @@ impl Encode for JoinGroupResponseMember {
         }
         Ok(())
     }
+}
+
+impl JoinGroupResponseMember {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]

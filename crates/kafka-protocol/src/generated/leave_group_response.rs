@@ -139,6 +139,21 @@ impl Encode for LeaveGroupResponse {
     }
 }
 
+impl LeaveGroupResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        f(self.error_code);
+        if v >= 3 {
+            for it0 in self.members.iter() {
+                it0.for_each_error_code(version, f);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for LeaveGroupResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -281,6 +296,18 @@ impl Encode for MemberResponse {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl MemberResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        if v >= 3 {
+            f(self.error_code);
+        }
     }
 }
 

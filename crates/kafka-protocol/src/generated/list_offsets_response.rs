@@ -112,6 +112,17 @@ impl Encode for ListOffsetsResponse {
     }
 }
 
+impl ListOffsetsResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.topics.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for ListOffsetsResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -248,6 +259,15 @@ impl Encode for ListOffsetsPartitionResponse {
     }
 }
 
+impl ListOffsetsPartitionResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for ListOffsetsPartitionResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -363,6 +383,17 @@ impl Encode for ListOffsetsTopicResponse {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl ListOffsetsTopicResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.partitions.iter() {
+            it0.for_each_error_code(version, f);
+        }
     }
 }
 

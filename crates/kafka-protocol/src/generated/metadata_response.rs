@@ -195,6 +195,21 @@ impl Encode for MetadataResponse {
     }
 }
 
+impl MetadataResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        for it0 in self.topics.iter() {
+            it0.for_each_error_code(version, f);
+        }
+        if v >= 13 {
+            f(self.error_code);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for MetadataResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -331,6 +346,11 @@ impl Encode for MetadataResponseBroker {
         }
         Ok(())
     }
+}
+
+impl MetadataResponseBroker {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -526,6 +546,15 @@ impl Encode for MetadataResponsePartition {
     }
 }
 
+impl MetadataResponsePartition {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for MetadataResponsePartition {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -703,6 +732,18 @@ impl Encode for MetadataResponseTopic {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl MetadataResponseTopic {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for it0 in self.partitions.iter() {
+            it0.for_each_error_code(version, f);
+        }
     }
 }
 

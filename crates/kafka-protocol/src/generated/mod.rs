@@ -1180,6 +1180,46 @@ impl ResponseBody {
             ResponseBody::DescribeTopicPartitions(b) => b.encode(e, version),
         }
     }
+
+    /// Calls `f` with the value of every error code field the body carries at `version`
+    /// (in declaration order, nested ones included), zeros included.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        match self {
+            ResponseBody::Produce(b) => b.for_each_error_code(version, f),
+            ResponseBody::Fetch(b) => b.for_each_error_code(version, f),
+            ResponseBody::ListOffsets(b) => b.for_each_error_code(version, f),
+            ResponseBody::Metadata(b) => b.for_each_error_code(version, f),
+            ResponseBody::OffsetCommit(b) => b.for_each_error_code(version, f),
+            ResponseBody::OffsetFetch(b) => b.for_each_error_code(version, f),
+            ResponseBody::FindCoordinator(b) => b.for_each_error_code(version, f),
+            ResponseBody::JoinGroup(b) => b.for_each_error_code(version, f),
+            ResponseBody::Heartbeat(b) => b.for_each_error_code(version, f),
+            ResponseBody::LeaveGroup(b) => b.for_each_error_code(version, f),
+            ResponseBody::SyncGroup(b) => b.for_each_error_code(version, f),
+            ResponseBody::DescribeGroups(b) => b.for_each_error_code(version, f),
+            ResponseBody::ListGroups(b) => b.for_each_error_code(version, f),
+            ResponseBody::SaslHandshake(b) => b.for_each_error_code(version, f),
+            ResponseBody::ApiVersions(b) => b.for_each_error_code(version, f),
+            ResponseBody::CreateTopics(b) => b.for_each_error_code(version, f),
+            ResponseBody::DeleteTopics(b) => b.for_each_error_code(version, f),
+            ResponseBody::DeleteRecords(b) => b.for_each_error_code(version, f),
+            ResponseBody::InitProducerId(b) => b.for_each_error_code(version, f),
+            ResponseBody::OffsetForLeaderEpoch(b) => b.for_each_error_code(version, f),
+            ResponseBody::DescribeAcls(b) => b.for_each_error_code(version, f),
+            ResponseBody::DescribeConfigs(b) => b.for_each_error_code(version, f),
+            ResponseBody::AlterConfigs(b) => b.for_each_error_code(version, f),
+            ResponseBody::SaslAuthenticate(b) => b.for_each_error_code(version, f),
+            ResponseBody::CreatePartitions(b) => b.for_each_error_code(version, f),
+            ResponseBody::DeleteGroups(b) => b.for_each_error_code(version, f),
+            ResponseBody::IncrementalAlterConfigs(b) => b.for_each_error_code(version, f),
+            ResponseBody::OffsetDelete(b) => b.for_each_error_code(version, f),
+            ResponseBody::DescribeCluster(b) => b.for_each_error_code(version, f),
+            ResponseBody::DescribeProducers(b) => b.for_each_error_code(version, f),
+            ResponseBody::ConsumerGroupHeartbeat(b) => b.for_each_error_code(version, f),
+            ResponseBody::ConsumerGroupDescribe(b) => b.for_each_error_code(version, f),
+            ResponseBody::DescribeTopicPartitions(b) => b.for_each_error_code(version, f),
+        }
+    }
 }
 
 impl From<produce_response::ProduceResponse> for ResponseBody {

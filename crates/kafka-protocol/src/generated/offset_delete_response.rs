@@ -100,6 +100,18 @@ impl Encode for OffsetDeleteResponse {
     }
 }
 
+impl OffsetDeleteResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for it0 in self.topics.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for OffsetDeleteResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -176,6 +188,15 @@ impl Encode for OffsetDeleteResponsePartition {
         e.put_i32(self.partition_index);
         e.put_i16(self.error_code);
         Ok(())
+    }
+}
+
+impl OffsetDeleteResponsePartition {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -263,6 +284,17 @@ impl Encode for OffsetDeleteResponseTopic {
             (*it).encode(e, v)?;
         }
         Ok(())
+    }
+}
+
+impl OffsetDeleteResponseTopic {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.partitions.iter() {
+            it0.for_each_error_code(version, f);
+        }
     }
 }
 

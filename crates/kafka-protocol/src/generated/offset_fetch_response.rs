@@ -158,6 +158,28 @@ impl Encode for OffsetFetchResponse {
     }
 }
 
+impl OffsetFetchResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        if v <= 7 {
+            for it0 in self.topics.iter() {
+                it0.for_each_error_code(version, f);
+            }
+        }
+        if (v >= 2 && v <= 7) {
+            f(self.error_code);
+        }
+        if v >= 8 {
+            for it0 in self.groups.iter() {
+                it0.for_each_error_code(version, f);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for OffsetFetchResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -317,6 +339,23 @@ impl Encode for OffsetFetchResponseGroup {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl OffsetFetchResponseGroup {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        if v >= 8 {
+            for it0 in self.topics.iter() {
+                it0.for_each_error_code(version, f);
+            }
+        }
+        if v >= 8 {
+            f(self.error_code);
+        }
     }
 }
 
@@ -517,6 +556,18 @@ impl Encode for OffsetFetchResponsePartition {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl OffsetFetchResponsePartition {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        if v <= 7 {
+            f(self.error_code);
+        }
     }
 }
 
@@ -730,6 +781,18 @@ impl Encode for OffsetFetchResponsePartitions {
     }
 }
 
+impl OffsetFetchResponsePartitions {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        if v >= 8 {
+            f(self.error_code);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for OffsetFetchResponsePartitions {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -880,6 +943,20 @@ impl Encode for OffsetFetchResponseTopic {
     }
 }
 
+impl OffsetFetchResponseTopic {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        if v <= 7 {
+            for it0 in self.partitions.iter() {
+                it0.for_each_error_code(version, f);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for OffsetFetchResponseTopic {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -1008,6 +1085,20 @@ impl Encode for OffsetFetchResponseTopics {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl OffsetFetchResponseTopics {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        let v = version;
+        if v >= 8 {
+            for it0 in self.partitions.iter() {
+                it0.for_each_error_code(version, f);
+            }
+        }
     }
 }
 

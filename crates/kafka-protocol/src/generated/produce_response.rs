@@ -145,6 +145,17 @@ impl Encode for ProduceResponse {
     }
 }
 
+impl ProduceResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.responses.iter() {
+            it0.for_each_error_code(version, f);
+        }
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for ProduceResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -276,6 +287,11 @@ impl Encode for BatchIndexAndErrorMessage {
         }
         Ok(())
     }
+}
+
+impl BatchIndexAndErrorMessage {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -412,6 +428,11 @@ impl Encode for LeaderIdAndEpoch {
         }
         Ok(())
     }
+}
+
+impl LeaderIdAndEpoch {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -566,6 +587,11 @@ impl Encode for NodeEndpoint {
         }
         Ok(())
     }
+}
+
+impl NodeEndpoint {
+    /// Holds no error code at any version: `f` is never called.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {}
 }
 
 #[cfg(test)]
@@ -784,6 +810,15 @@ impl Encode for PartitionProduceResponse {
     }
 }
 
+impl PartitionProduceResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(test)]
 impl crate::testkit::Arbitrary for PartitionProduceResponse {
     fn arbitrary(g: &mut crate::testkit::Gen, v: i16) -> Self {
@@ -927,6 +962,17 @@ impl Encode for TopicProduceResponse {
             tagged.finish(e, &self.unknown_tagged_fields)?;
         }
         Ok(())
+    }
+}
+
+impl TopicProduceResponse {
+    /// Calls `f` with the value of every error code field present at `version`, zeros
+    /// included, in declaration order, descending into the nested structs and arrays the
+    /// version carries.
+    pub fn for_each_error_code(&self, version: i16, f: &mut impl FnMut(i16)) {
+        for it0 in self.partition_responses.iter() {
+            it0.for_each_error_code(version, f);
+        }
     }
 }
 
