@@ -2,6 +2,7 @@
 
 use crate::config::BrokerConfig;
 use crate::groups::Groups;
+use crate::pipeline::Pipeline;
 use crate::producers::Producers;
 use crate::server::Stores;
 use std::sync::Arc;
@@ -16,13 +17,15 @@ pub(crate) struct Broker {
     pub(crate) stores: Stores,
     pub(crate) producers: Producers,
     pub(crate) groups: Groups,
+    /// The layers every request passes through.
+    pub(crate) pipeline: Pipeline,
     /// Budget of request bytes buffered over all connections.
     pub(crate) request_memory: Arc<Semaphore>,
     next_producer_id: AtomicI64,
 }
 
 impl Broker {
-    pub(crate) fn new(config: BrokerConfig, stores: Stores) -> Self {
+    pub(crate) fn new(config: BrokerConfig, stores: Stores, pipeline: Pipeline) -> Self {
         // Producer ids: the instance id in the high 16 bits (below the sign bit), a
         // counter below, so gateways fronting one store never hand out the same id.
         let base = i64::from(config.instance_id & 0x7fff) << 48;
@@ -36,6 +39,7 @@ impl Broker {
             stores,
             producers: Producers::default(),
             groups,
+            pipeline,
             request_memory: Arc::new(Semaphore::new(budget)),
             next_producer_id: AtomicI64::new(base),
         }

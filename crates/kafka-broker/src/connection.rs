@@ -28,58 +28,83 @@
 //!
 //! Memory: before the body of a frame is read, its size is taken from a broker-wide
 //! budget (`Limits::max_buffered_request_bytes`) and given back once the request has been
-//! handled, so connections together never buffer more than that. Any violation, a malformed frame, an unknown API or an unsupported
-//! version closes the connection with a log line.
+//! handled, so connections together never buffer more than that. Any violation, a
+//! malformed frame, an unknown API or an unsupported version closes the connection with
+//! a log line.
+//!
+//! The connection owns its [`Session`]; every request goes through the broker's
+//! [pipeline](crate::pipeline) with it. The loop is generic over the byte stream, so a
+//! TLS stream serves exactly like a TCP one. Logs carry a `connection` span (id, peer,
+//! listener, client id, principal) and, inside it, a `request` span (API, version,
+//! correlation id).
 
 use crate::broker::Broker;
 use crate::dispatch::{self, Outcome, Step};
+use crate::handlers;
+use crate::session::Session;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
-use kafka_protocol::api::HeaderPrefix;
+use kafka_protocol::EncodedFrame;
 use kafka_protocol::frame::{Framed, split_frame};
-use kafka_protocol::{ApiKey, EncodedFrame};
 use std::future::Future;
 use std::io::IoSlice;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::field::Empty;
+use tracing::{Instrument, Span, debug, info, info_span, warn};
+
+/// A frame read whole, with the budget it holds and when it was complete.
+type Frame = (Bytes, OwnedSemaphorePermit, std::time::Instant);
 
 /// Serves one connection until the client leaves, a limit is hit, or shutdown.
-pub(crate) async fn serve(
-    socket: TcpStream,
-    peer: SocketAddr,
+pub(crate) async fn serve<S>(
+    stream: S,
+    session: Session,
     broker: Arc<Broker>,
     stop: watch::Receiver<bool>,
-) {
-    let _ = socket.set_nodelay(true);
-    let (rd, wr) = socket.into_split();
-    let depth = broker.config.limits.max_in_flight_per_connection;
-    let (frames_tx, frames_rx) = mpsc::channel::<(Bytes, OwnedSemaphorePermit)>(depth);
-    let (resp_tx, resp_rx) = mpsc::channel::<EncodedFrame>(depth);
+) where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let span = info_span!(
+        "connection",
+        id = session.id,
+        peer = %session.peer,
+        listener = %session.listener.name,
+        client_id = Empty,
+        principal = %session.principal,
+    );
+    let conn = span.clone();
+    async move {
+        let (rd, wr) = tokio::io::split(stream);
+        let depth = broker.config.limits.max_in_flight_per_connection;
+        let (frames_tx, frames_rx) = mpsc::channel::<Frame>(depth);
+        let (resp_tx, resp_rx) = mpsc::channel::<EncodedFrame>(depth);
+        broker.pipeline.connected(&session);
 
-    let reader = read_frames(rd, peer, broker.clone(), frames_tx, stop);
-    let processor = process(peer, broker.clone(), frames_rx, resp_tx);
-    let writer = write_responses(wr, peer, broker.clone(), resp_rx);
-    // The reader ends first (EOF, error, shutdown); the processor then drains the queued
-    // requests and the writer sends their responses before the socket closes.
-    let _ = tokio::join!(reader, processor, writer);
-    debug!(%peer, "connection closed");
+        let reader = read_frames(rd, broker.clone(), frames_tx, stop);
+        let processor = process(session, conn, broker.clone(), frames_rx, resp_tx);
+        let writer = write_responses(wr, broker.clone(), resp_rx);
+        // The reader ends first (EOF, error, shutdown); the processor then drains the
+        // queued requests and the writer sends their responses before the socket closes.
+        let (_, session, _) = tokio::join!(reader, processor, writer);
+        broker.pipeline.disconnected(&session);
+        debug!("connection closed");
+    }
+    .instrument(span)
+    .await;
 }
 
-async fn read_frames(
-    mut rd: OwnedReadHalf,
-    peer: SocketAddr,
+async fn read_frames<R: AsyncRead>(
+    rd: R,
     broker: Arc<Broker>,
-    frames: mpsc::Sender<(Bytes, OwnedSemaphorePermit)>,
+    frames: mpsc::Sender<Frame>,
     mut stop: watch::Receiver<bool>,
 ) {
+    tokio::pin!(rd);
     let limits = &broker.config.limits;
     let timeouts = &broker.config.timeouts;
     let mut buf = BytesMut::with_capacity(8 * 1024);
@@ -99,17 +124,24 @@ async fn read_frames(
                     },
                 };
                 frame_deadline = None;
-                if frames.send((frame, permit)).await.is_err() {
+                if frames
+                    .send((frame, permit, std::time::Instant::now()))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 continue;
             }
             Framed::TooLarge { size, max } => {
-                warn!(%peer, size, max, "frame larger than the maximum, closing connection");
+                warn!(
+                    size,
+                    max, "frame larger than the maximum, closing connection"
+                );
                 return;
             }
             Framed::Negative { size } => {
-                warn!(%peer, size, "negative frame size, closing connection");
+                warn!(size, "negative frame size, closing connection");
                 return;
             }
             Framed::NeedMore { needed } => {
@@ -143,28 +175,28 @@ async fn read_frames(
         let read = tokio::select! {
             r = tokio::time::timeout_at(deadline, rd.read_buf(&mut buf)) => r,
             _ = stop.wait_for(|s| *s) => {
-                debug!(%peer, "shutdown: no more requests read from this connection");
+                debug!("shutdown: no more requests read from this connection");
                 return;
             }
         };
         match read {
             Ok(Ok(0)) => {
                 if !at_boundary {
-                    info!(%peer, buffered = buf.len(), "connection closed inside a frame");
+                    info!(buffered = buf.len(), "connection closed inside a frame");
                 }
                 return;
             }
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                debug!(%peer, error = %e, "read failed");
+                debug!(error = %e, "read failed");
                 return;
             }
             Err(_) if at_boundary => {
-                info!(%peer, timeout = ?timeouts.idle, "idle timeout, closing connection");
+                info!(timeout = ?timeouts.idle, "idle timeout, closing connection");
                 return;
             }
             Err(_) => {
-                warn!(%peer, timeout = ?timeouts.read, buffered = buf.len(), "frame not completed within the read timeout, closing connection");
+                warn!(timeout = ?timeouts.read, buffered = buf.len(), "frame not completed within the read timeout, closing connection");
                 return;
             }
         }
@@ -190,60 +222,98 @@ async fn reserve(
 /// Started requests waiting for their outcome, oldest first.
 type Waiting<'a> = FuturesOrdered<Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>>;
 
+/// Runs the connection's requests through the pipeline in arrival order; returns the
+/// session as it ended.
 async fn process(
-    peer: SocketAddr,
+    session: Session,
+    conn: Span,
     broker: Arc<Broker>,
-    mut frames: mpsc::Receiver<(Bytes, OwnedSemaphorePermit)>,
+    mut frames: mpsc::Receiver<Frame>,
     responses: mpsc::Sender<EncodedFrame>,
-) {
+) -> Session {
     let depth = broker.config.limits.max_in_flight_per_connection.max(1);
-    // Produce requests whose appends hold their place and wait for the store, oldest
-    // first; their outcomes are delivered in this order.
+    let mut session = Arc::new(session);
+    // Requests started and waiting for their outcome (Produce whose appends hold their
+    // place and wait for the store), oldest first; their outcomes are delivered in order.
     let mut waiting: Waiting<'_> = FuturesOrdered::new();
     loop {
-        let (frame, permit) = tokio::select! {
+        let (frame, permit, received) = tokio::select! {
             biased;
             Some(outcome) = waiting.next(), if !waiting.is_empty() => {
                 if !deliver(outcome, &responses).await {
-                    return;
+                    break;
                 }
                 continue;
             }
             next = frames.recv(), if waiting.len() < depth => match next {
                 Some(next) => next,
-                None => break,
+                None => {
+                    // The reader has stopped: the requests still waiting are answered.
+                    finish(&mut waiting, &responses).await;
+                    break;
+                }
             },
         };
-        // Only consecutive Produce requests overlap: anything else starts once every
-        // earlier request is complete, so it sees their effects, as with Kafka.
-        let produce = HeaderPrefix::peek(&frame)
-            .is_ok_and(|p| ApiKey::from_i16(p.api_key) == ApiKey::Produce);
-        if !produce && !finish(&mut waiting, &responses).await {
-            return;
+        let request = match dispatch::decode(frame, received) {
+            Ok(r) => r,
+            Err(rejected) => {
+                broker
+                    .pipeline
+                    .rejected(&session, rejected.api, rejected.version, rejected.reason);
+                if !finish(&mut waiting, &responses).await
+                    || !deliver(rejected.outcome, &responses).await
+                {
+                    break;
+                }
+                continue;
+            }
+        };
+        if !handlers::overlaps(&request.body) && !finish(&mut waiting, &responses).await {
+            break;
         }
-        match dispatch::start(&broker, peer, frame).await {
+        let span = info_span!(
+            parent: &conn,
+            "request",
+            api = request.api.name(),
+            version = request.version,
+            correlation_id = request.correlation_id,
+        );
+        let before = (session.client_id.clone(), session.principal.clone());
+        let step = dispatch::start(&broker, &mut session, request)
+            .instrument(span.clone())
+            .await;
+        if !Arc::ptr_eq(&before.0, &session.client_id) {
+            conn.record("client_id", &*session.client_id);
+        }
+        if before.1 != session.principal {
+            conn.record("principal", tracing::field::display(&session.principal));
+        }
+        match step {
             Step::Done(outcome) => {
                 // The request's bytes are released once it is handled (payloads the
                 // store keeps are its own memory, under its own limits).
                 drop(permit);
                 if !finish(&mut waiting, &responses).await || !deliver(outcome, &responses).await {
-                    return;
+                    break;
                 }
             }
             Step::Later { outcome, exclusive } => {
-                waiting.push_back(Box::pin(async move {
-                    let outcome = outcome.await;
-                    drop(permit);
-                    outcome
-                }));
+                waiting.push_back(Box::pin(
+                    async move {
+                        let outcome = outcome.await;
+                        drop(permit);
+                        outcome
+                    }
+                    .instrument(span),
+                ));
                 if exclusive && !finish(&mut waiting, &responses).await {
-                    return;
+                    break;
                 }
             }
         }
     }
-    // The reader has stopped: the requests still waiting are answered.
-    finish(&mut waiting, &responses).await;
+    drop(waiting);
+    Arc::unwrap_or_clone(session)
 }
 
 /// Waits for every started request and delivers its outcome, in order; `false` when the
@@ -266,22 +336,22 @@ async fn deliver(outcome: Outcome, responses: &mpsc::Sender<EncodedFrame>) -> bo
     }
 }
 
-async fn write_responses(
-    mut wr: OwnedWriteHalf,
-    peer: SocketAddr,
+async fn write_responses<W: AsyncWrite>(
+    wr: W,
     broker: Arc<Broker>,
     mut responses: mpsc::Receiver<EncodedFrame>,
 ) {
+    tokio::pin!(wr);
     let limit = broker.config.timeouts.write;
     while let Some(frame) = responses.recv().await {
-        match tokio::time::timeout(limit, write_segments(&mut wr, &frame.segments)).await {
+        match tokio::time::timeout(limit, write_segments(wr.as_mut(), &frame.segments)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                debug!(%peer, error = %e, "write failed");
+                debug!(error = %e, "write failed");
                 return;
             }
             Err(_) => {
-                warn!(%peer, timeout = ?limit, "response not written within the write timeout, closing connection");
+                warn!(timeout = ?limit, "response not written within the write timeout, closing connection");
                 return;
             }
         }
@@ -291,7 +361,10 @@ async fn write_responses(
 
 /// Writes every segment with vectored writes, so large record payloads go out without
 /// being copied into one buffer first.
-async fn write_segments(wr: &mut OwnedWriteHalf, segments: &[Bytes]) -> std::io::Result<()> {
+async fn write_segments<W: AsyncWrite + ?Sized>(
+    mut wr: Pin<&mut W>,
+    segments: &[Bytes],
+) -> std::io::Result<()> {
     let mut idx = 0;
     let mut off = 0;
     while idx < segments.len() {
@@ -300,7 +373,7 @@ async fn write_segments(wr: &mut OwnedWriteHalf, segments: &[Bytes]) -> std::io:
             .take(64)
             .map(IoSlice::new)
             .collect();
-        let mut n = wr.write_vectored(&slices).await?;
+        let mut n = wr.as_mut().write_vectored(&slices).await?;
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }

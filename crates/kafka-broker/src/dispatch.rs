@@ -4,18 +4,24 @@
 //!   error `UNSUPPORTED_VERSION` and the full key list, so the client retries lower.
 //! - Any other API at an unsupported version, an API this gateway does not implement, or
 //!   a frame that does not decode: the connection is closed with a log line, as Kafka does.
+//!
+//! A decoded request then goes through the [pipeline](crate::pipeline)'s layers to its
+//! handler, and the handler's reply back through the layers to the connection.
 
 use crate::broker::Broker;
-use crate::handlers::{self, Ctx, produce};
+use crate::handlers::{self, Ctx, Reply};
+use crate::pipeline::{Completion, Notes, Request, RequestInfo, Verdict};
+use crate::session::Session;
 use bytes::Bytes;
 use kafka_protocol::api::{
     HeaderPrefix, decode_request, encode_api_versions_fallback, encode_response,
 };
-use kafka_protocol::{ApiKey, EncodedFrame, ErrorCode, RequestBody};
+use kafka_protocol::{ApiKey, EncodedFrame, ErrorCode, ResponseBody};
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
-use tracing::{error, warn};
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::{debug, error, warn};
 
 /// What to do after one request.
 #[derive(Debug)]
@@ -32,136 +38,228 @@ pub(crate) enum Outcome {
 pub(crate) enum Step<'a> {
     /// Handled.
     Done(Outcome),
-    /// A Produce request whose appends hold their place in their partitions; the future
-    /// waits for the store to confirm them and gives the outcome.
+    /// Started; the future completes it (a Produce whose appends hold their place and
+    /// wait for the store's confirmation).
     Later {
         outcome: Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>,
-        /// The request must be complete before the next one is started (see
-        /// [`produce::Prepared::exclusive`]).
+        /// The request must be complete before the connection's next one starts.
         exclusive: bool,
     },
 }
 
-/// Handles one request to the end.
+/// Decodes and handles one frame to the end, for tests that drive the broker without a
+/// socket.
 #[cfg(test)]
-pub(crate) async fn handle(broker: &Broker, peer: SocketAddr, frame: Bytes) -> Outcome {
-    match start(broker, peer, frame).await {
+pub(crate) async fn handle(broker: &Broker, peer: std::net::SocketAddr, frame: Bytes) -> Outcome {
+    let session = Session::new(0, crate::session::Listener::plaintext(), peer);
+    let request = match decode(frame, Instant::now()) {
+        Ok(r) => r,
+        Err(rejected) => return rejected.outcome,
+    };
+    let mut session = Arc::new(session);
+    match start(broker, &mut session, request).await {
         Step::Done(outcome) => outcome,
         Step::Later { outcome, .. } => outcome.await,
     }
 }
 
-/// Starts one request: a Produce returns once its appends hold their place (the rest
-/// is [`Step::Later`]); any other request is handled to the end.
-pub(crate) async fn start(broker: &Broker, peer: SocketAddr, frame: Bytes) -> Step<'_> {
-    let (prefix, key, request) = match decode(peer, &frame) {
-        Ok(decoded) => decoded,
-        Err(outcome) => return Step::Done(outcome),
-    };
-    let ctx = Ctx {
-        broker,
-        version: prefix.api_version,
-        peer,
-        client_id: request
-            .header
-            .client_id
-            .as_deref()
-            .unwrap_or_default()
-            .to_string(),
-    };
-    let body = match request.body {
-        RequestBody::Produce(req) => {
-            let prepared = produce::prepare(&ctx, req).await;
-            let exclusive = prepared.exclusive();
-            let submitted = produce::submit(&ctx, prepared).await;
-            let outcome = async move {
-                let reply = match produce::complete(&ctx, submitted).await {
-                    Some(r) => handlers::Reply::Body(r.into()),
-                    None => handlers::Reply::Nothing,
-                };
-                respond(&ctx, prefix, key, reply)
-            };
-            return Step::Later {
-                outcome: Box::pin(outcome),
-                exclusive,
-            };
-        }
-        body => body,
-    };
-    let reply = handlers::handle(&ctx, body).await;
-    Step::Done(respond(&ctx, prefix, key, reply))
+/// A frame the firewall or the decoder refused.
+#[derive(Debug)]
+pub(crate) struct Rejected {
+    /// What to do: the ApiVersions fallback answer, or close.
+    pub(crate) outcome: Outcome,
+    /// The API, when it is one this gateway serves.
+    pub(crate) api: Option<ApiKey>,
+    /// The version asked for (-1 when unreadable).
+    pub(crate) version: i16,
+    /// Why, for metrics and logs.
+    pub(crate) reason: &'static str,
 }
 
-/// The header checks and the body decode; `Err` is what to do instead of handling it.
-fn decode(
-    peer: SocketAddr,
-    frame: &Bytes,
-) -> Result<(HeaderPrefix, ApiKey, kafka_protocol::api::RequestFrame), Outcome> {
-    let prefix = match HeaderPrefix::peek(frame) {
+impl Rejected {
+    fn close(api: Option<ApiKey>, version: i16, reason: &'static str) -> Rejected {
+        Rejected {
+            outcome: Outcome::Close,
+            api,
+            version,
+            reason,
+        }
+    }
+}
+
+/// The version firewall and the decode: a request ready for the pipeline, or what to do
+/// instead (the ApiVersions fallback answer, or closing the connection).
+pub(crate) fn decode(frame: Bytes, received: Instant) -> Result<Request, Rejected> {
+    let prefix = match HeaderPrefix::peek(&frame) {
         Ok(p) => p,
         Err(e) => {
-            warn!(%peer, error = %e, "request header unreadable, closing connection");
-            return Err(Outcome::Close);
+            warn!(error = %e, "request header unreadable, closing connection");
+            return Err(Rejected::close(None, -1, "unreadable header"));
         }
     };
     let key = ApiKey::from_i16(prefix.api_key);
     let Some(range) = handlers::advertised(key) else {
-        warn!(%peer, api_key = prefix.api_key, "unsupported API key, closing connection");
-        return Err(Outcome::Close);
+        warn!(
+            api_key = prefix.api_key,
+            "unsupported API key, closing connection"
+        );
+        return Err(Rejected::close(None, prefix.api_version, "unsupported API"));
     };
     if !range.contains(prefix.api_version) {
         if key == ApiKey::ApiVersions {
             let body = handlers::api_versions::response(ErrorCode::UNSUPPORTED_VERSION);
-            return Err(
-                match encode_api_versions_fallback(prefix.correlation_id, &body) {
-                    Ok(f) => Outcome::Respond(f),
-                    Err(e) => {
-                        error!(%peer, error = %e, "could not encode the ApiVersions fallback");
-                        Outcome::Close
-                    }
-                },
-            );
+            let outcome = match encode_api_versions_fallback(prefix.correlation_id, &body) {
+                Ok(f) => Outcome::Respond(f),
+                Err(e) => {
+                    error!(error = %e, "could not encode the ApiVersions fallback");
+                    Outcome::Close
+                }
+            };
+            return Err(Rejected {
+                outcome,
+                api: Some(key),
+                version: prefix.api_version,
+                reason: "unsupported version",
+            });
         }
         warn!(
-            %peer,
             api = key.name(),
             version = prefix.api_version,
             min = range.min,
             max = range.max,
             "unsupported API version, closing connection"
         );
-        return Err(Outcome::Close);
+        return Err(Rejected::close(
+            Some(key),
+            prefix.api_version,
+            "unsupported version",
+        ));
     }
-    let request = match decode_request(frame) {
+    let request = match decode_request(&frame) {
         Ok(r) => r,
         Err(e) => {
-            warn!(%peer, api = key.name(), version = prefix.api_version, error = %e, "malformed request, closing connection");
-            tracing::debug!(%peer, frame = %hex_prefix(frame, 512), "malformed request bytes");
-            return Err(Outcome::Close);
+            warn!(api = key.name(), version = prefix.api_version, error = %e, "malformed request, closing connection");
+            debug!(frame = %hex_prefix(&frame, 512), "malformed request bytes");
+            return Err(Rejected::close(
+                Some(key),
+                prefix.api_version,
+                "malformed request",
+            ));
         }
     };
     if request.trailing_bytes > 0 {
-        tracing::debug!(%peer, api = key.name(), version = prefix.api_version, trailing = request.trailing_bytes, "ignoring bytes after the request body");
+        debug!(
+            api = key.name(),
+            version = prefix.api_version,
+            trailing = request.trailing_bytes,
+            "ignoring bytes after the request body"
+        );
     }
-    Ok((prefix, key, request))
+    Ok(Request {
+        api: key,
+        version: prefix.api_version,
+        correlation_id: prefix.correlation_id,
+        client_id: request.header.client_id,
+        body: request.body,
+        frame_len: frame.len() + 4,
+        received,
+        notes: Notes::default(),
+    })
 }
 
-/// Encodes a handler's reply.
-fn respond(ctx: &Ctx<'_>, prefix: HeaderPrefix, key: ApiKey, reply: handlers::Reply) -> Outcome {
-    let body = match reply {
-        handlers::Reply::Body(b) => b,
-        handlers::Reply::Nothing => return Outcome::NoResponse,
-        handlers::Reply::Close => return Outcome::Close,
-    };
-    match encode_response(prefix.correlation_id, prefix.api_version, &body) {
-        Ok(f) => Outcome::Respond(f),
-        Err(e) => {
-            // A handler filled a field the negotiated version cannot carry: a bug here,
-            // not the client's fault; the connection cannot continue in order.
-            error!(peer = %ctx.peer, api = key.name(), version = prefix.api_version, error = %e, "response encoding failed, closing connection");
-            Outcome::Close
+/// Runs a decoded request through the pipeline's layers and its handler. A handler that
+/// completes later (Produce) returns [`Step::Later`] once its work holds its place.
+pub(crate) async fn start<'a>(
+    broker: &'a Broker,
+    session: &mut Arc<Session>,
+    mut request: Request,
+) -> Step<'a> {
+    let pipeline = &broker.pipeline;
+    let (seen, stop) = pipeline.inbound(Arc::make_mut(session), &mut request).await;
+    // Handlers and the way back see the session as it is now, even if a later request
+    // changes it before this one completes.
+    let session = session.clone();
+    let (info, body) = request.split();
+    match stop {
+        Some((layer, Verdict::Answer(body))) => Step::Done(finish(
+            broker,
+            &session,
+            seen,
+            info,
+            Reply::Body(body),
+            Some(layer),
+        )),
+        Some((layer, Verdict::Close(reason))) => {
+            warn!(layer, reason, "closing connection");
+            Step::Done(finish(
+                broker,
+                &session,
+                seen,
+                info,
+                Reply::Close,
+                Some(layer),
+            ))
+        }
+        Some((_, Verdict::Pass)) | None => {
+            let ctx = Ctx {
+                broker,
+                version: info.version,
+                session: session.clone(),
+            };
+            match handlers::handle(ctx, body).await {
+                handlers::Step::Done(reply) => {
+                    Step::Done(finish(broker, &session, seen, info, reply, None))
+                }
+                handlers::Step::Later { reply, exclusive } => Step::Later {
+                    outcome: Box::pin(async move {
+                        let reply = reply.await;
+                        finish(broker, &session, seen, info, reply, None)
+                    }),
+                    exclusive,
+                },
+            }
         }
     }
+}
+
+/// Encodes the reply and shows the outcome to the layers that saw the request.
+fn finish(
+    broker: &Broker,
+    session: &Session,
+    seen: usize,
+    info: RequestInfo,
+    reply: Reply,
+    by_layer: Option<&'static str>,
+) -> Outcome {
+    let (body, send): (Option<ResponseBody>, bool) = match reply {
+        Reply::Body(b) => (Some(b), true),
+        Reply::Unsent(b) => (Some(b), false),
+        Reply::Close => (None, false),
+    };
+    let outcome = match &body {
+        None => Outcome::Close,
+        Some(_) if !send => Outcome::NoResponse,
+        Some(b) => match encode_response(info.correlation_id, info.version, b) {
+            Ok(f) => Outcome::Respond(f),
+            Err(e) => {
+                // A handler filled a field the negotiated version cannot carry: a bug
+                // here, not the client's fault; the connection cannot continue in order.
+                error!(error = %e, "response encoding failed, closing connection");
+                Outcome::Close
+            }
+        },
+    };
+    let done = Completion {
+        body: body.as_ref(),
+        sent_bytes: match &outcome {
+            Outcome::Respond(f) => f.len(),
+            _ => 0,
+        },
+        closed: matches!(outcome, Outcome::Close),
+        by_layer,
+    };
+    broker.pipeline.outbound(seen, session, &info, &done);
+    outcome
 }
 
 /// The first `max` bytes of a frame in hex, for debug logs of malformed requests.

@@ -1,10 +1,15 @@
 //! The broker layer of the Kafka gateway.
 //!
 //! ```text
-//! TcpListener -> server (accept, connection cap, shutdown)
+//! TcpListener -> server (accept, connection cap, a Session per connection, shutdown)
 //!             -> connection (framing, timeouts, in-order pipelined responses)
-//!             -> dispatch (version firewall) -> handlers::<api> -> store traits
+//!             -> dispatch (version firewall, decode)
+//!             -> pipeline layers (client info, metrics, ... ) -> handlers::<api> -> store traits
 //! ```
+//!
+//! - [`session`]: what the broker knows about one connection.
+//! - [`pipeline`]: the [`pipeline::Layer`] trait every cross-cutting concern implements.
+//! - [`metrics`]: Prometheus metrics and the `/metrics`, `/health`, `/ready` endpoint.
 //!
 //! - [`store`]: the [`store::LogStore`] and [`store::OffsetStore`] traits this layer owns,
 //!   and the embedded in-memory backend ([`store::memory::MemoryStore`]).
@@ -19,7 +24,10 @@ mod connection;
 mod dispatch;
 mod groups;
 mod handlers;
+pub mod metrics;
+pub mod pipeline;
 mod producers;
+pub mod session;
 /// The storage seam (re-exported from the `kafka-store` crate).
 pub use kafka_store as store;
 
@@ -29,7 +37,7 @@ pub mod error;
 pub mod server;
 
 pub use error::BrokerError;
-pub use server::{Stores, run};
+pub use server::{Server, Stores, run};
 
 #[cfg(test)]
 mod tests;

@@ -44,7 +44,17 @@ async fn broker() -> (Broker, u128) {
         log: store.clone(),
         offsets: store,
     };
-    (Broker::new(BrokerConfig::default(), stores), info.id)
+    // The pipeline the server builds with metrics on, so every test request also passes
+    // through the metrics layer.
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    let pipeline = crate::pipeline::Pipeline::new(vec![
+        Arc::new(crate::metrics::MetricsLayer::new(metrics)),
+        Arc::new(crate::pipeline::client_info::ClientInfo),
+    ]);
+    (
+        Broker::new(BrokerConfig::default(), stores, pipeline),
+        info.id,
+    )
 }
 
 fn request_for(key: ApiKey, topic_id: u128, v: i16) -> RequestBody {

@@ -7,8 +7,9 @@ use crate::group::{Ctx, Group};
 use crate::member_id::MemberIds;
 use crate::timers::Timers;
 use crate::types::{
-    ErrorCode, GroupConfig, GroupDescription, GroupListing, GroupState, Heartbeat, JoinGroup,
-    LeaveGroup, LeaveResponse, MemberLeaveResult, Millis, Protocol, RequestId, Response, SyncGroup,
+    CoordinatorStats, ErrorCode, GroupConfig, GroupDescription, GroupListing, GroupState,
+    GroupStats, Heartbeat, JoinGroup, LeaveGroup, LeaveResponse, MemberLeaveResult, Millis,
+    Protocol, RequestId, Response, SyncGroup,
 };
 
 /// Kafka's classic group coordinator as a sans-IO state machine.
@@ -31,6 +32,7 @@ impl Coordinator {
                 timers: Timers::default(),
                 out: VecDeque::new(),
                 ids,
+                rebalances: 0,
             },
         }
     }
@@ -215,6 +217,26 @@ impl Coordinator {
                 state: g.state,
             })
             .collect()
+    }
+
+    /// Every group's state, member count and generation (ordered by group id), and the
+    /// rebalances completed since the coordinator started: what an operator's metrics
+    /// show.
+    #[must_use]
+    pub fn stats(&self) -> CoordinatorStats {
+        CoordinatorStats {
+            groups: self
+                .groups
+                .values()
+                .map(|g| GroupStats {
+                    group_id: g.id.clone(),
+                    state: g.state,
+                    members: g.members.len(),
+                    generation: g.generation,
+                })
+                .collect(),
+            rebalances: self.ctx.rebalances,
+        }
     }
 
     /// The group's state, `None` if unknown.

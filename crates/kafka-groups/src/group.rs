@@ -36,6 +36,8 @@ pub(crate) struct Ctx {
     pub(crate) timers: Timers,
     pub(crate) out: std::collections::VecDeque<(RequestId, Response)>,
     pub(crate) ids: MemberIds,
+    /// Generations completed over all groups since the coordinator started.
+    pub(crate) rebalances: u64,
 }
 
 impl Ctx {
@@ -583,6 +585,7 @@ impl Group {
         } else {
             self.generation + 1
         };
+        ctx.rebalances += 1;
         self.pending_sync.clear();
         if self.members.is_empty() {
             self.protocol_name = None;

@@ -121,8 +121,8 @@ mod proptests;
 
 pub use coordinator::Coordinator;
 pub use types::{
-    ErrorCode, GroupConfig, GroupDescription, GroupListing, GroupState, Heartbeat,
-    HeartbeatResponse, JoinGroup, JoinResponse, JoinedMember, LeaveGroup, LeaveResponse,
-    LeavingMember, MemberAssignment, MemberDescription, MemberLeaveResult, Millis, Protocol,
-    RequestId, Response, SyncGroup, SyncResponse,
+    CoordinatorStats, ErrorCode, GroupConfig, GroupDescription, GroupListing, GroupState,
+    GroupStats, Heartbeat, HeartbeatResponse, JoinGroup, JoinResponse, JoinedMember, LeaveGroup,
+    LeaveResponse, LeavingMember, MemberAssignment, MemberDescription, MemberLeaveResult, Millis,
+    Protocol, RequestId, Response, SyncGroup, SyncResponse,
 };

@@ -498,6 +498,28 @@ pub struct GroupDescription {
     pub members: Vec<MemberDescription>,
 }
 
+/// One group in [`CoordinatorStats`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupStats {
+    /// The group.
+    pub group_id: String,
+    /// Its state.
+    pub state: GroupState,
+    /// Members, static ones included.
+    pub members: usize,
+    /// Current generation (0 before the first rebalance completed).
+    pub generation: i32,
+}
+
+/// A snapshot of the coordinator for metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CoordinatorStats {
+    /// Every group, ordered by group id.
+    pub groups: Vec<GroupStats>,
+    /// Generations completed over all groups since the coordinator started.
+    pub rebalances: u64,
+}
+
 /// A ListGroups entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupListing {

@@ -338,6 +338,12 @@ pub trait LogStore: Send + Sync + 'static {
     fn notifies_every_append(&self) -> bool {
         true
     }
+
+    /// Whether the backend can serve requests now: a round trip to a remote store, a
+    /// no-op for an in-process one. The gateway's readiness endpoint reports it.
+    async fn ping(&self) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 /// Committed consumer-group offsets. Offsets outlive group membership.

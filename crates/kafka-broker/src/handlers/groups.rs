@@ -104,7 +104,7 @@ fn millis(ms: i32) -> Duration {
 }
 
 fn client_host(ctx: &Ctx<'_>) -> String {
-    format!("/{}", ctx.peer.ip())
+    format!("/{}", ctx.session.peer.ip())
 }
 
 pub(crate) async fn join_group(ctx: &Ctx<'_>, req: JoinGroupRequest) -> JoinGroupResponse {
@@ -126,7 +126,7 @@ pub(crate) async fn join_group(ctx: &Ctx<'_>, req: JoinGroupRequest) -> JoinGrou
             .iter()
             .map(|p| Protocol::new(p.name.to_string(), p.metadata.clone()))
             .collect(),
-        client_id: ctx.client_id.clone(),
+        client_id: ctx.session.client_id.to_string(),
         client_host: client_host(ctx),
         reason: req.reason.as_deref().map(str::to_string),
         require_known_member_id: v >= 4,
@@ -143,7 +143,6 @@ pub(crate) async fn join_group(ctx: &Ctx<'_>, req: JoinGroupRequest) -> JoinGrou
         }
     };
     tracing::debug!(
-        peer = %ctx.peer,
         group = %req.group_id,
         member = %r.member_id,
         generation = r.generation_id,

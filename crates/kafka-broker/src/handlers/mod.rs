@@ -1,5 +1,7 @@
 //! One module per Kafka API. A handler takes the typed request and returns the typed
-//! response (or nothing, for Produce with acks=0); it never sees sockets or bytes.
+//! response; it never sees sockets or bytes. A handler says how it proceeds: done now
+//! ([`Step::Done`]), or started with the rest completing later ([`Step::Later`]: Produce,
+//! whose appends hold their place in their partitions before the store confirms them).
 
 pub(crate) mod api_versions;
 pub(crate) mod configs;
@@ -16,18 +18,21 @@ pub(crate) mod records;
 pub(crate) mod topics;
 
 use crate::broker::Broker;
+use crate::session::Session;
 use bytestring::ByteString;
 use kafka_protocol::{ApiKey, RequestBody, ResponseBody, VersionRange};
-use std::net::SocketAddr;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
 /// What every handler knows about the request besides its body.
 #[derive(Debug)]
 pub(crate) struct Ctx<'a> {
     pub(crate) broker: &'a Broker,
+    /// The negotiated version of the request.
     pub(crate) version: i16,
-    pub(crate) peer: SocketAddr,
-    /// The client id from the request header (empty when null).
-    pub(crate) client_id: String,
+    /// The connection's session as it was when the request started (read-only).
+    pub(crate) session: Arc<Session>,
 }
 
 /// The APIs this gateway implements: only these are advertised and accepted.
@@ -81,24 +86,47 @@ pub(crate) fn advertised_all() -> impl Iterator<Item = (ApiKey, VersionRange)> {
 pub(crate) enum Reply {
     /// A response to send.
     Body(ResponseBody),
-    /// No response (Produce with acks=0).
-    Nothing,
+    /// A response that is not sent (Produce with acks=0); the pipeline's layers still see
+    /// it.
+    Unsent(ResponseBody),
     /// Close the connection.
     Close,
 }
 
+/// How a handler proceeds.
+pub(crate) enum Step<'a> {
+    /// Handled.
+    Done(Reply),
+    /// Started: the request's effects hold their place, and the future completes it.
+    Later {
+        reply: Pin<Box<dyn Future<Output = Reply> + Send + 'a>>,
+        /// Whether the connection's next request must wait for this one to complete
+        /// (its outcome decides how the next is checked).
+        exclusive: bool,
+    },
+}
+
+/// Whether a request may start while the connection's earlier requests are still
+/// completing. Only appends overlap (a producer's pipelined Produce requests): they take
+/// their place in their partitions in request order when started. Anything else waits
+/// until every earlier request is complete, so it sees their effects, as with Kafka.
+pub(crate) fn overlaps(body: &RequestBody) -> bool {
+    matches!(body, RequestBody::Produce(_))
+}
+
 /// Routes a request to its handler.
-pub(crate) async fn handle(ctx: &Ctx<'_>, body: RequestBody) -> Reply {
-    Reply::Body(match body {
+pub(crate) async fn handle(ctx: Ctx<'_>, body: RequestBody) -> Step<'_> {
+    let ctx = match body {
+        RequestBody::Produce(r) => return produce::start(ctx, r).await,
+        _ => ctx,
+    };
+    let ctx = &ctx;
+    Step::Done(Reply::Body(match body {
         RequestBody::ApiVersions(r) => api_versions::handle(ctx, r).into(),
         RequestBody::Metadata(r) => metadata::handle(ctx, r).await.into(),
         RequestBody::CreateTopics(r) => topics::create_topics(ctx, r).await.into(),
         RequestBody::DeleteTopics(r) => topics::delete_topics(ctx, r).await.into(),
         RequestBody::CreatePartitions(r) => topics::create_partitions(ctx, r).await.into(),
-        RequestBody::Produce(r) => match produce::handle(ctx, r).await {
-            Some(r) => r.into(),
-            None => return Reply::Nothing,
-        },
         RequestBody::Fetch(r) => fetch::handle(ctx, r).await.into(),
         RequestBody::ListOffsets(r) => list_offsets::handle(ctx, r).await.into(),
         RequestBody::OffsetForLeaderEpoch(r) => leader_epoch::handle(ctx, r).await.into(),
@@ -126,9 +154,9 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, body: RequestBody) -> Reply {
                 api = other.api_key().name(),
                 "request for an unimplemented API passed the firewall"
             );
-            return Reply::Close;
+            return Step::Done(Reply::Close);
         }
-    })
+    }))
 }
 
 /// Kafka's rules for topic names: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.

@@ -51,7 +51,7 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
         Ok(Ok(())) => None,
     };
     if let Some(e) = group_error {
-        tracing::debug!(peer = %ctx.peer, group = %group, generation, error = %e, "offset commit refused by the group");
+        tracing::debug!(group = %group, generation, error = %e, "offset commit refused by the group");
     }
     let log = &ctx.broker.stores.log;
     let now = now_ms();

@@ -16,7 +16,7 @@
 //! their place) and [`complete`] (wait for the store, record idempotent producers' batches,
 //! build the response).
 
-use super::{Ctx, bs};
+use super::{Ctx, Reply, Step, bs};
 use crate::broker::now_ms;
 use crate::producers::{BatchId, Verdict};
 use crate::store::{AppendOutcome, PendingAppend, TopicInfo};
@@ -88,11 +88,16 @@ enum Pending {
     },
 }
 
-/// Handles a whole request: [`prepare`], [`submit`], [`complete`].
-pub(crate) async fn handle(ctx: &Ctx<'_>, req: ProduceRequest) -> Option<ProduceResponse> {
-    let prepared = prepare(ctx, req).await;
-    let submitted = submit(ctx, prepared).await;
-    complete(ctx, submitted).await
+/// Starts a request: [`prepare`] and [`submit`] now; [`complete`] is the step that
+/// completes it later.
+pub(crate) async fn start(ctx: Ctx<'_>, req: ProduceRequest) -> Step<'_> {
+    let prepared = prepare(&ctx, req).await;
+    let exclusive = prepared.exclusive();
+    let submitted = submit(&ctx, prepared).await;
+    Step::Later {
+        reply: Box::pin(async move { complete(&ctx, submitted).await }),
+        exclusive,
+    }
 }
 
 /// Looks the topics up and validates every batch. Nothing is appended.
@@ -294,9 +299,9 @@ async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Durati
     Pending::Done(outcome)
 }
 
-/// Waits for the store to confirm every append and builds the response (`None` for
+/// Waits for the store to confirm every append and builds the response (not sent for
 /// acks=0).
-pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Option<ProduceResponse> {
+pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
     let timeout = submitted.timeout;
     let mut waits = Vec::new();
     let mut shapes = Vec::with_capacity(submitted.topics.len());
@@ -333,7 +338,7 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Option<Prod
                     ..PartitionProduceResponse::default()
                 },
                 Err((code, msg)) => {
-                    debug!(peer = %ctx.peer, topic = %name, partition = index, %code, ?msg, "produce refused");
+                    debug!(topic = %name, partition = index, %code, ?msg, "produce refused");
                     PartitionProduceResponse {
                         index,
                         error_code: code.code(),
@@ -361,13 +366,16 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Option<Prod
             ..TopicProduceResponse::default()
         });
     }
-    if submitted.acks == 0 {
-        return None;
-    }
-    Some(ProduceResponse {
+    let response = ProduceResponse {
         responses,
         ..ProduceResponse::default()
-    })
+    }
+    .into();
+    if submitted.acks == 0 {
+        Reply::Unsent(response)
+    } else {
+        Reply::Body(response)
+    }
 }
 
 /// Checks every batch and returns them, each stamped with leader epoch 0, ready to append,

@@ -1,0 +1,514 @@
+//! The observability endpoint: `GET /metrics`, `GET /health`, `GET /ready` over HTTP/1.1.
+//!
+//! A deliberately small server: one request per connection (`Connection: close`), the
+//! request head read within [`HEAD_TIMEOUT`] and at most [`MAX_HEAD`] bytes, at most
+//! [`MAX_CONNECTIONS`] scrapes at once (further connections are closed at once). Only
+//! `GET` and `HEAD` are served.
+//!
+//! - `/health`: 200 while the process serves at all.
+//! - `/ready`: 200 when the Kafka listener accepts connections and the store answers a
+//!   ping within [`PING_TIMEOUT`]; 503 with the reason otherwise (for example while the
+//!   Iggy server is down), and 200 again once it is back.
+//! - `/metrics`: the registry after refreshing what is read at scrape time (partition
+//!   offsets, consumer lag, groups, request memory), in Prometheus' text format.
+
+use super::Metrics;
+use crate::broker::Broker;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tracing::{debug, warn};
+
+/// Longest request head accepted.
+pub const MAX_HEAD: usize = 8 * 1024;
+/// Time allowed to send the request head.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Scrapes served at once.
+pub const MAX_CONNECTIONS: usize = 16;
+/// How long `/ready` waits for the store.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a scrape may spend reading partition offsets and committed offsets.
+pub const REFRESH_BUDGET: Duration = Duration::from_secs(5);
+/// Partitions whose offsets and lag a scrape reports at most.
+pub const MAX_PARTITION_SERIES: usize = 10_000;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct PartitionLabels {
+    topic: String,
+    partition: i32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct LagLabels {
+    group: String,
+    topic: String,
+    partition: i32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct GroupLabel {
+    group: String,
+}
+
+/// The metrics refreshed at scrape time.
+#[derive(Debug)]
+pub(crate) struct ScrapeGauges {
+    log_start: Family<PartitionLabels, Gauge>,
+    log_end: Family<PartitionLabels, Gauge>,
+    committed: Family<LagLabels, Gauge>,
+    lag: Family<LagLabels, Gauge>,
+    groups: Family<StateLabel, Gauge>,
+    members: Family<GroupLabel, Gauge>,
+    generation: Family<GroupLabel, Gauge>,
+    rebalances: Counter,
+    memory_in_use: Gauge,
+    memory_budget: Gauge,
+    store_up: Gauge,
+    truncated: Gauge,
+}
+
+impl ScrapeGauges {
+    pub(crate) fn register(reg: &mut Registry) -> ScrapeGauges {
+        let g = ScrapeGauges {
+            log_start: Family::default(),
+            log_end: Family::default(),
+            committed: Family::default(),
+            lag: Family::default(),
+            groups: Family::default(),
+            members: Family::default(),
+            generation: Family::default(),
+            rebalances: Counter::default(),
+            memory_in_use: Gauge::default(),
+            memory_budget: Gauge::default(),
+            store_up: Gauge::default(),
+            truncated: Gauge::default(),
+        };
+        reg.register(
+            "partition_log_start_offset",
+            "First offset still stored, by topic and partition",
+            g.log_start.clone(),
+        );
+        reg.register(
+            "partition_log_end_offset",
+            "High watermark (next offset to be written), by topic and partition",
+            g.log_end.clone(),
+        );
+        reg.register(
+            "consumer_group_committed_offset",
+            "Committed offset, by group, topic and partition",
+            g.committed.clone(),
+        );
+        reg.register(
+            "consumer_group_lag",
+            "Records between the committed offset and the high watermark, by group, topic and partition",
+            g.lag.clone(),
+        );
+        reg.register(
+            "consumer_groups",
+            "Consumer groups known to the coordinator, by state",
+            g.groups.clone(),
+        );
+        reg.register(
+            "consumer_group_members",
+            "Members of each consumer group",
+            g.members.clone(),
+        );
+        reg.register(
+            "consumer_group_generation",
+            "Current generation of each consumer group",
+            g.generation.clone(),
+        );
+        reg.register(
+            "consumer_group_rebalances",
+            "Rebalances completed over all groups since start",
+            g.rebalances.clone(),
+        );
+        reg.register_with_unit(
+            "request_memory_in_use",
+            "Request bytes buffered now, out of the request memory budget",
+            Unit::Bytes,
+            g.memory_in_use.clone(),
+        );
+        reg.register_with_unit(
+            "request_memory_budget",
+            "The request memory budget (max buffered request bytes)",
+            Unit::Bytes,
+            g.memory_budget.clone(),
+        );
+        reg.register(
+            "store_up",
+            "1 when the store answered the scrape's ping, 0 otherwise",
+            g.store_up.clone(),
+        );
+        reg.register(
+            "scrape_partitions_truncated",
+            "1 when this scrape left partitions out of the offset and lag series (more than the series bound, or out of time)",
+            g.truncated.clone(),
+        );
+        g
+    }
+}
+
+/// Reads the state behind the scrape-time metrics from the broker.
+pub(crate) async fn refresh(metrics: &Metrics, broker: &Broker) {
+    let g = &metrics.scrape;
+    let budget = broker
+        .config
+        .limits
+        .max_buffered_request_bytes
+        .min(tokio::sync::Semaphore::MAX_PERMITS);
+    let free = broker.request_memory.available_permits();
+    g.memory_budget
+        .set(i64::try_from(budget).unwrap_or(i64::MAX));
+    g.memory_in_use
+        .set(i64::try_from(budget.saturating_sub(free)).unwrap_or(i64::MAX));
+
+    if let Ok(stats) = broker.groups.with(|c, _| c.stats()).await {
+        g.groups.clear();
+        g.members.clear();
+        g.generation.clear();
+        for state in [
+            "Empty",
+            "PreparingRebalance",
+            "CompletingRebalance",
+            "Stable",
+            "Dead",
+        ] {
+            g.groups.get_or_create(&StateLabel { state }).set(0);
+        }
+        for group in &stats.groups {
+            g.groups
+                .get_or_create(&StateLabel {
+                    state: group.state.as_str(),
+                })
+                .inc();
+            let label = GroupLabel {
+                group: group.group_id.clone(),
+            };
+            g.members
+                .get_or_create(&label)
+                .set(i64::try_from(group.members).unwrap_or(i64::MAX));
+            g.generation
+                .get_or_create(&label)
+                .set(i64::from(group.generation));
+        }
+        g.rebalances
+            .inner()
+            .store(stats.rebalances, Ordering::Relaxed);
+    }
+
+    let deadline = tokio::time::Instant::now() + REFRESH_BUDGET;
+    let truncated = tokio::time::timeout_at(deadline, offsets(metrics, broker))
+        .await
+        .unwrap_or(true);
+    g.truncated.set(i64::from(truncated));
+}
+
+/// Partition offsets and consumer lag; `true` when series were left out.
+async fn offsets(metrics: &Metrics, broker: &Broker) -> bool {
+    let g = &metrics.scrape;
+    let log = &broker.stores.log;
+    let Ok(topics) = log.topics().await else {
+        return true;
+    };
+    let live: HashSet<&str> = topics.iter().map(|t| t.name.as_str()).collect();
+    metrics.partitions.retain(&live);
+    let mut truncated = false;
+    let mut ends: HashMap<(String, i32), i64> = HashMap::new();
+    let mut starts = Vec::new();
+    'topics: for t in &topics {
+        for p in 0..t.partitions {
+            if ends.len() >= MAX_PARTITION_SERIES {
+                truncated = true;
+                break 'topics;
+            }
+            match log.watermarks(&t.name, p).await {
+                Ok(w) => {
+                    ends.insert((t.name.clone(), p), w.high_watermark);
+                    starts.push((t.name.clone(), p, w.log_start_offset));
+                }
+                Err(e) => {
+                    debug!(topic = %t.name, partition = p, error = %e, "scrape: no watermarks")
+                }
+            }
+        }
+    }
+    g.log_start.clear();
+    g.log_end.clear();
+    for (topic, partition, start) in starts {
+        let label = PartitionLabels { topic, partition };
+        g.log_start.get_or_create(&label).set(start);
+        if let Some(end) = ends.get(&(label.topic.clone(), label.partition)) {
+            g.log_end.get_or_create(&label).set(*end);
+        }
+    }
+
+    let offsets = &broker.stores.offsets;
+    let groups = offsets.groups().await.unwrap_or_default();
+    let mut lag = Vec::new();
+    'groups: for group in groups {
+        let Ok(committed) = offsets.fetch_all(&group).await else {
+            continue;
+        };
+        for (topic, partition, c) in committed {
+            if lag.len() >= MAX_PARTITION_SERIES {
+                truncated = true;
+                break 'groups;
+            }
+            let end = ends.get(&(topic.clone(), partition)).copied();
+            lag.push((group.clone(), topic, partition, c.offset, end));
+        }
+    }
+    g.committed.clear();
+    g.lag.clear();
+    for (group, topic, partition, offset, end) in lag {
+        let label = LagLabels {
+            group,
+            topic,
+            partition,
+        };
+        g.committed.get_or_create(&label).set(offset);
+        if let Some(end) = end {
+            // A committed offset past the end (records deleted, or a topic recreated)
+            // is no lag, not a negative one.
+            g.lag.get_or_create(&label).set((end - offset).max(0));
+        }
+    }
+    truncated
+}
+
+/// What the endpoint serves from.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) metrics: Option<Arc<Metrics>>,
+    pub(crate) broker: Arc<Broker>,
+    /// Whether the Kafka listener is accepting.
+    pub(crate) listening: Arc<AtomicBool>,
+    /// Scrapes run one at a time (they clear and refill the scrape-time families).
+    pub(crate) scrape_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// Serves the endpoint on `listener` until `stop` turns true.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    endpoint: Endpoint,
+    mut stop: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (socket, peer) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!(error = %e, "metrics endpoint: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = stopped(&mut stop) => return,
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            debug!(%peer, "metrics endpoint: too many connections, closing");
+            continue;
+        };
+        let endpoint = endpoint.clone();
+        tokio::spawn(async move {
+            if let Err(e) = handle(socket, &endpoint).await {
+                debug!(%peer, error = %e, "metrics endpoint: connection failed");
+            }
+            drop(permit);
+        });
+    }
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+async fn handle(mut socket: TcpStream, endpoint: &Endpoint) -> std::io::Result<()> {
+    let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut socket)).await {
+        Ok(Ok(Some(head))) => head,
+        Ok(Ok(None)) => {
+            return respond(
+                &mut socket,
+                431,
+                "text/plain",
+                "request head too large\n",
+                false,
+            )
+            .await;
+        }
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            return respond(
+                &mut socket,
+                408,
+                "text/plain",
+                "request head not received in time\n",
+                false,
+            )
+            .await;
+        }
+    };
+    let line = head.lines().next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let head_only = method == "HEAD";
+    if method != "GET" && !head_only {
+        return respond(
+            &mut socket,
+            405,
+            "text/plain",
+            "only GET and HEAD\n",
+            head_only,
+        )
+        .await;
+    }
+    let path = target.split('?').next().unwrap_or("");
+    match path {
+        "/health" => respond(&mut socket, 200, "text/plain", "ok\n", head_only).await,
+        "/ready" => {
+            let (ok, why) = readiness(endpoint).await;
+            let status = if ok { 200 } else { 503 };
+            respond(
+                &mut socket,
+                status,
+                "text/plain",
+                &format!("{why}\n"),
+                head_only,
+            )
+            .await
+        }
+        "/metrics" => {
+            let Some(metrics) = &endpoint.metrics else {
+                return respond(
+                    &mut socket,
+                    404,
+                    "text/plain",
+                    "metrics are off\n",
+                    head_only,
+                )
+                .await;
+            };
+            let body = {
+                let _one = endpoint.scrape_lock.lock().await;
+                let up = ping(&endpoint.broker).await.is_ok();
+                metrics.scrape.store_up.set(i64::from(up));
+                refresh(metrics, &endpoint.broker).await;
+                metrics.encode()
+            };
+            match body {
+                Ok(text) => {
+                    respond(
+                        &mut socket,
+                        200,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        &text,
+                        head_only,
+                    )
+                    .await
+                }
+                Err(_) => {
+                    respond(
+                        &mut socket,
+                        500,
+                        "text/plain",
+                        "encoding failed\n",
+                        head_only,
+                    )
+                    .await
+                }
+            }
+        }
+        _ => respond(&mut socket, 404, "text/plain", "not found\n", head_only).await,
+    }
+}
+
+async fn ping(broker: &Broker) -> Result<(), String> {
+    match tokio::time::timeout(PING_TIMEOUT, broker.stores.log.ping()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!(
+            "store {} unreachable: {e}",
+            broker.stores.log.name()
+        )),
+        Err(_) => Err(format!(
+            "store {} did not answer within {PING_TIMEOUT:?}",
+            broker.stores.log.name()
+        )),
+    }
+}
+
+async fn readiness(endpoint: &Endpoint) -> (bool, String) {
+    if !endpoint.listening.load(Ordering::Acquire) {
+        return (
+            false,
+            "not ready: the Kafka listener is not accepting".into(),
+        );
+    }
+    match ping(&endpoint.broker).await {
+        Ok(()) => (true, "ready".into()),
+        Err(why) => (false, format!("not ready: {why}")),
+    }
+}
+
+/// Reads up to the blank line ending the head; `None` when it is longer than
+/// [`MAX_HEAD`].
+async fn read_head(socket: &mut TcpStream) -> std::io::Result<Option<String>> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = socket.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.truncate(end);
+            return Ok(Some(String::from_utf8_lossy(&buf).into_owned()));
+        }
+        if buf.len() > MAX_HEAD {
+            return Ok(None);
+        }
+    }
+}
+
+async fn respond(
+    socket: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    body: &str,
+    head_only: bool,
+) -> std::io::Result<()> {
+    let reason = match status {
+        200 => "OK",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        _ => "Internal Server Error",
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).await?;
+    if !head_only {
+        socket.write_all(body.as_bytes()).await?;
+    }
+    socket.shutdown().await
+}

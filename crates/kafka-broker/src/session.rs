@@ -1,0 +1,268 @@
+//! What the broker knows about one connection: where it came in, who is on the other end,
+//! and what that client has proven.
+//!
+//! A [`Session`] is created when a connection is accepted and lives as long as it. The
+//! request pipeline's layers may change it (the client-info layer records the client id
+//! and software; an authentication layer sets the principal); handlers see it read-only
+//! through their context. Cloning is cheap (shared strings), so a request that completes
+//! later keeps the session as it was when the request started.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Kafka's security protocols: what a listener expects on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SecurityProtocol {
+    /// No authentication, no encryption.
+    Plaintext,
+    /// TLS, no SASL.
+    Ssl,
+    /// SASL, no encryption.
+    SaslPlaintext,
+    /// SASL over TLS.
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Kafka's name for the protocol (`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT`, `SASL_SSL`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// Whether connections must authenticate with SASL before other requests.
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+
+    /// Whether connections are encrypted with TLS.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+}
+
+impl fmt::Display for SecurityProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The listener a connection came in on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    /// The listener's name (Kafka's listener name, `PLAINTEXT` for the single listener).
+    pub name: Arc<str>,
+    /// What the listener expects.
+    pub protocol: SecurityProtocol,
+}
+
+impl Listener {
+    /// The single plaintext listener of a gateway configured the simple way.
+    pub fn plaintext() -> Listener {
+        Listener {
+            name: Arc::from("PLAINTEXT"),
+            protocol: SecurityProtocol::Plaintext,
+        }
+    }
+}
+
+impl Default for Listener {
+    fn default() -> Self {
+        Listener::plaintext()
+    }
+}
+
+/// Who is on the other end, as Kafka names it: a type and a name (`User:alice`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Principal {
+    /// Principal type; Kafka's is `User`.
+    pub kind: Arc<str>,
+    /// Principal name; `ANONYMOUS` until the client proves otherwise.
+    pub name: Arc<str>,
+}
+
+impl Principal {
+    /// Kafka's anonymous principal, `User:ANONYMOUS`.
+    pub fn anonymous() -> Principal {
+        Principal {
+            kind: Arc::from("User"),
+            name: Arc::from("ANONYMOUS"),
+        }
+    }
+
+    /// A user principal, `User:<name>`.
+    pub fn user(name: &str) -> Principal {
+        Principal {
+            kind: Arc::from("User"),
+            name: Arc::from(name),
+        }
+    }
+
+    /// Whether this is the anonymous principal.
+    pub fn is_anonymous(&self) -> bool {
+        &*self.kind == "User" && &*self.name == "ANONYMOUS"
+    }
+}
+
+impl Default for Principal {
+    fn default() -> Self {
+        Principal::anonymous()
+    }
+}
+
+impl fmt::Display for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind, self.name)
+    }
+}
+
+/// What a connection has proven about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthState {
+    /// Nothing to prove: the listener does not authenticate.
+    #[default]
+    NotRequired,
+    /// The listener authenticates and the client has not (yet).
+    Pending,
+    /// Authenticated; `expires` is when the session must re-authenticate (KIP-368), if
+    /// ever.
+    Authenticated {
+        /// The deadline for re-authentication.
+        expires: Option<Instant>,
+    },
+}
+
+/// The client library a connection uses, as it says in ApiVersions v3+.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSoftware {
+    /// `ClientSoftwareName`, e.g. `librdkafka` or `apache-kafka-java`.
+    pub name: Arc<str>,
+    /// `ClientSoftwareVersion`.
+    pub version: Arc<str>,
+}
+
+/// One connection's state.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// A number that identifies the connection in logs while it is open.
+    pub id: u64,
+    /// The listener it came in on.
+    pub listener: Listener,
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Who the client is.
+    pub principal: Principal,
+    /// What it has proven.
+    pub auth: AuthState,
+    /// The client id of its latest request (empty when null).
+    pub client_id: Arc<str>,
+    /// The client library, once it said (ApiVersions v3+).
+    pub software: Option<ClientSoftware>,
+    /// When the connection was accepted.
+    pub opened: Instant,
+}
+
+impl Session {
+    /// A fresh session for a connection accepted on `listener` from `peer`.
+    pub fn new(id: u64, listener: Listener, peer: SocketAddr) -> Session {
+        let auth = if listener.protocol.uses_sasl() {
+            AuthState::Pending
+        } else {
+            AuthState::NotRequired
+        };
+        Session {
+            id,
+            listener,
+            peer,
+            principal: Principal::anonymous(),
+            auth,
+            client_id: Arc::from(""),
+            software: None,
+            opened: Instant::now(),
+        }
+    }
+
+    /// Whether the connection may send requests other than ApiVersions and SASL ones.
+    pub fn is_authenticated(&self) -> bool {
+        matches!(
+            self.auth,
+            AuthState::NotRequired | AuthState::Authenticated { .. }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 5000))
+    }
+
+    #[test]
+    fn a_plaintext_session_is_anonymous_and_needs_no_authentication() {
+        let s = Session::new(1, Listener::plaintext(), peer());
+        assert!(s.principal.is_anonymous());
+        assert_eq!(s.principal.to_string(), "User:ANONYMOUS");
+        assert_eq!(s.auth, AuthState::NotRequired);
+        assert!(s.is_authenticated());
+        assert_eq!(&*s.client_id, "");
+        assert!(s.software.is_none());
+    }
+
+    #[test]
+    fn a_sasl_listener_starts_unauthenticated() {
+        for protocol in [SecurityProtocol::SaslPlaintext, SecurityProtocol::SaslSsl] {
+            let listener = Listener {
+                name: Arc::from("EXTERNAL"),
+                protocol,
+            };
+            let s = Session::new(2, listener, peer());
+            assert_eq!(s.auth, AuthState::Pending);
+            assert!(!s.is_authenticated());
+        }
+        let mut s = Session::new(
+            3,
+            Listener {
+                name: Arc::from("EXTERNAL"),
+                protocol: SecurityProtocol::SaslSsl,
+            },
+            peer(),
+        );
+        s.auth = AuthState::Authenticated { expires: None };
+        s.principal = Principal::user("alice");
+        assert!(s.is_authenticated());
+        assert_eq!(s.principal.to_string(), "User:alice");
+    }
+
+    #[test]
+    fn protocol_names_are_kafkas() {
+        let names: Vec<_> = [
+            SecurityProtocol::Plaintext,
+            SecurityProtocol::Ssl,
+            SecurityProtocol::SaslPlaintext,
+            SecurityProtocol::SaslSsl,
+        ]
+        .iter()
+        .map(|p| (p.name(), p.uses_sasl(), p.uses_tls()))
+        .collect();
+        assert_eq!(
+            names,
+            [
+                ("PLAINTEXT", false, false),
+                ("SSL", false, true),
+                ("SASL_PLAINTEXT", true, false),
+                ("SASL_SSL", true, true)
+            ]
+        );
+    }
+}
