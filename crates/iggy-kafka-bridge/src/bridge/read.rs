@@ -1,0 +1,392 @@
+//! The read path: Iggy polls mapped back to Kafka records, a read answered from one
+//! poll when the cached description allows ([`IggyBridge::read_fast`]), a read that
+//! starts at the batch holding its offset and re-encodes runs of records as Kafka
+//! batches within the byte limit, and scans of a whole partition.
+//!
+//! Polls are sized from the Fetch's byte limit with a running estimate of the bytes one
+//! message takes; what a read polled but did not return goes to `read_ahead`.
+
+use super::read_ahead::{PendingPoll, append_records, mapped_size};
+use super::topics::Resolved;
+use super::{IggyBridge, named};
+use crate::errors::Op;
+use crate::mapping::{self, BatchFrame, MappedRecord};
+use bytes::{Bytes, BytesMut};
+use iggy::prelude::{Consumer, Identifier, MessageClient, PollingStrategy};
+use kafka_records::NewRecord;
+use kafka_store::{ReadOutcome, StoreError, StoreResult, Watermarks};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+impl IggyBridge {
+    pub(super) async fn poll(
+        &self,
+        r: &Resolved,
+        name: &str,
+        partition: u32,
+        offset: u64,
+        count: u32,
+    ) -> StoreResult<Vec<MappedRecord>> {
+        Ok(self.poll_at(r, name, partition, offset, count).await?.0)
+    }
+
+    /// Polls up to `count` messages from `offset`; also returns Iggy's current offset of
+    /// the partition (the offset of its last message) as the poll saw it.
+    pub(super) async fn poll_at(
+        &self,
+        r: &Resolved,
+        name: &str,
+        partition: u32,
+        offset: u64,
+        count: u32,
+    ) -> StoreResult<(Vec<MappedRecord>, u64)> {
+        let kafka_partition = i32::try_from(partition).unwrap_or(-1);
+        let (s, t) = (
+            named(&r.target.stream, name)?,
+            named(&r.target.topic, name)?,
+        );
+        let consumer =
+            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
+        let polled = self
+            .call(
+                Op::Read,
+                name,
+                kafka_partition,
+                self.any_session().poll_messages(
+                    &s,
+                    &t,
+                    Some(partition),
+                    &consumer,
+                    &PollingStrategy::offset(offset),
+                    count.max(1),
+                    false,
+                ),
+            )
+            .await?;
+        if !polled.messages.is_empty() {
+            let bytes: usize = polled
+                .messages
+                .iter()
+                .map(|m| m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len))
+                .sum();
+            // Record overhead in a Kafka batch is about 10 bytes plus the headers' names.
+            let each = (bytes / polled.messages.len()).saturating_add(16).max(16);
+            let old = self.inner.message_bytes.load(Ordering::Relaxed);
+            self.inner
+                .message_bytes
+                .store((old * 3 + each) / 4, Ordering::Relaxed);
+        }
+        // Sized once: a filtered iterator would grow the vector step by step, moving
+        // the records each time.
+        let mut records = Vec::with_capacity(polled.messages.len());
+        for m in polled.messages.iter().filter(|m| m.header.offset >= offset) {
+            records.push(mapping::from_message(m).map_err(|e| {
+                StoreError::Internal(format!(
+                    "{name}/{partition} offset {}: {e}",
+                    m.header.offset
+                ))
+            })?);
+        }
+        Ok((records, polled.current_offset))
+    }
+
+    /// How many messages to ask Iggy for to fill about `max_bytes`.
+    pub(super) fn poll_count(&self, max_bytes: usize) -> u32 {
+        let each = self.inner.message_bytes.load(Ordering::Relaxed).max(16);
+        let n = (max_bytes / each).saturating_add(1);
+        u32::try_from(n)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.inner.config.poll_batch_messages)
+    }
+
+    /// One poll at `offset` with the cached description. A hit is a poll that starts
+    /// exactly at `offset` (so it is inside the log) and gives the high watermark too;
+    /// anything else (nothing there, or the log starts later) is a miss, and the caller
+    /// asks Iggy for fresh watermarks to answer exactly.
+    async fn read_fast(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> StoreResult<Fast> {
+        let count = self.poll_count(max_bytes);
+        let (Ok(start), Ok(p)) = (u64::try_from(offset), u32::try_from(partition)) else {
+            return Ok(Fast::Miss);
+        };
+        let r = self.require_cached(topic, partition).await?;
+        // The log start only moves up, so below the cached one (the logical start, or
+        // where retention had left the partition) is below the real one too.
+        let cached = self.watermarks_of(&r, p)?;
+        if offset < cached.log_start_offset {
+            return Ok(Fast::Miss);
+        }
+        if let Some(taken) = self.take_ahead(&r.target, p, start, max_bytes).await {
+            let w = Watermarks {
+                log_start_offset: cached.log_start_offset,
+                high_watermark: i64::try_from(taken.high_watermark).unwrap_or(i64::MAX),
+            };
+            return Ok(Fast::Hit(r, w, taken.records, taken.pending));
+        }
+        let (first, current) = match self.poll_at(&r, topic, p, start, count).await {
+            Ok(polled) => polled,
+            Err(e) => {
+                self.forget(topic);
+                return Err(e);
+            }
+        };
+        let Some(head) = first.first() else {
+            // Iggy's current offset is that of the last message, so an offset right
+            // after it is the end; 0 is ambiguous (empty, or one message at 0).
+            if current > 0 && current.checked_add(1) == Some(start) {
+                return Ok(Fast::AtEnd(Watermarks {
+                    log_start_offset: cached.log_start_offset,
+                    high_watermark: offset,
+                }));
+            }
+            return Ok(Fast::Miss);
+        };
+        if head.offset != start {
+            return Ok(Fast::Miss);
+        }
+        let last = first.last().map_or(start, |m| m.offset);
+        let high_watermark = i64::try_from(current.max(last).saturating_add(1)).unwrap_or(i64::MAX);
+        let w = Watermarks {
+            log_start_offset: cached.log_start_offset,
+            high_watermark,
+        };
+        Ok(Fast::Hit(r, w, first.into(), None))
+    }
+
+    /// Scans the partition from its log start; `visit` returns `true` to stop.
+    pub(super) async fn scan(
+        &self,
+        name: &str,
+        partition: i32,
+        mut visit: impl FnMut(&MappedRecord) -> bool,
+    ) -> StoreResult<()> {
+        let r = self.require(name, partition).await?;
+        let p = u32::try_from(partition).unwrap_or(0);
+        let w = self.watermarks_of(&r, p)?;
+        let mut offset = u64::try_from(w.log_start_offset).unwrap_or(0);
+        let end = u64::try_from(w.high_watermark).unwrap_or(0);
+        while offset < end {
+            let records = self
+                .poll(&r, name, p, offset, self.inner.config.poll_batch_messages)
+                .await?;
+            let Some(last) = records.last().map(|m| m.offset) else {
+                break;
+            };
+            for m in &records {
+                if m.offset < end && visit(m) {
+                    return Ok(());
+                }
+            }
+            offset = last + 1;
+        }
+        Ok(())
+    }
+
+    /// What [`kafka_store::LogStore::read`] answers.
+    pub(super) async fn read_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> StoreResult<ReadOutcome> {
+        let p = u32::try_from(partition).unwrap_or(0);
+        let chunk = self.poll_count(max_bytes);
+        let (r, w, first, mut running) =
+            match self.read_fast(topic, partition, offset, max_bytes).await? {
+                Fast::Hit(r, w, first, running) => (r, w, first, running),
+                Fast::AtEnd(w) => {
+                    return Ok(ReadOutcome {
+                        watermarks: w,
+                        batches: Vec::new(),
+                    });
+                }
+                Fast::Miss => {
+                    let r = self.require(topic, partition).await?;
+                    let w = self.watermarks_of(&r, p)?;
+                    if offset < w.log_start_offset || offset > w.high_watermark {
+                        return Err(StoreError::OffsetOutOfRange {
+                            offset,
+                            log_start_offset: w.log_start_offset,
+                            high_watermark: w.high_watermark,
+                        });
+                    }
+                    if offset == w.high_watermark {
+                        return Ok(ReadOutcome {
+                            watermarks: w,
+                            batches: Vec::new(),
+                        });
+                    }
+                    let start = u64::try_from(offset).unwrap_or(0);
+                    let first = self.poll(&r, topic, p, start, chunk).await?;
+                    (r, w, VecDeque::from(first), None)
+                }
+            };
+        let mut out = ReadOutcome {
+            watermarks: w,
+            batches: Vec::new(),
+        };
+        let start = u64::try_from(offset).unwrap_or(0);
+        let end = u64::try_from(w.high_watermark).unwrap_or(0);
+        let mut buf: VecDeque<MappedRecord> = first;
+        // A read starts with the batch holding the offset, as in Kafka.
+        if let Some(first) = buf.front()
+            && let Some(delta) = first.offset_delta
+            && delta > 0
+        {
+            let physical_start = u64::try_from(w.high_watermark).unwrap_or(0).saturating_sub(
+                r.partitions
+                    .iter()
+                    .find(|x| x.id == p)
+                    .map_or(0, |x| x.messages_count),
+            );
+            let base = first
+                .offset
+                .saturating_sub(u64::from(delta.unsigned_abs()))
+                .max(physical_start);
+            if base < first.offset {
+                let head_len = u32::try_from(first.offset - base).unwrap_or(u32::MAX);
+                let head = self.poll(&r, topic, p, base, head_len).await?;
+                for m in head.into_iter().rev().filter(|m| m.offset < start) {
+                    buf.push_front(m);
+                }
+            }
+        }
+        let mut size = 0usize;
+        let mut next = buf.back().map_or(start, |m| m.offset + 1);
+        loop {
+            let Some(first) = buf.pop_front() else {
+                if next >= end {
+                    break;
+                }
+                let want = self.poll_count(max_bytes.saturating_sub(size));
+                let more = self
+                    .poll_next(&r, topic, p, next, want, &mut running)
+                    .await?;
+                let Some(last) = more.last() else { break };
+                next = last.offset + 1;
+                append_records(&mut buf, more, 0);
+                continue;
+            };
+            let base = first.offset_delta.map_or(first.offset, |d| {
+                first.offset.saturating_sub(u64::from(d.unsigned_abs()))
+            });
+            let frame = first.batch.filter(|_| first.offset_delta == Some(0));
+            let belongs = |m: &MappedRecord| {
+                m.offset_delta.is_some()
+                    && m.batch.is_none()
+                    && m.offset_delta
+                        .map(|d| m.offset.saturating_sub(u64::from(d.unsigned_abs())))
+                        == Some(base)
+            };
+            let native = first.offset_delta.is_none();
+            // A batch that will not fit is not read further: its head stays for the
+            // next read, and the Iggy poll for its rest is not made now.
+            if let Some(f) = &frame
+                && !out.batches.is_empty()
+                && usize::try_from(f.record_count)
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(mapped_size(&first))
+                    > max_bytes.saturating_sub(size)
+            {
+                buf.push_front(first);
+                break;
+            }
+            let mut last_offset = first.offset;
+            let mut members = vec![first];
+            if !native {
+                loop {
+                    if buf.is_empty() && next < end {
+                        // The rest of this batch, when its frame tells how much that is.
+                        let want = frame
+                            .as_ref()
+                            .and_then(|f| usize::try_from(f.record_count).ok())
+                            .and_then(|n| n.checked_sub(members.len()))
+                            .and_then(|n| u32::try_from(n).ok())
+                            .filter(|n| *n > 0)
+                            .map_or(chunk, |n| n.min(chunk));
+                        let more = self
+                            .poll_next(&r, topic, p, next, want, &mut running)
+                            .await?;
+                        let Some(last) = more.last() else { break };
+                        next = last.offset + 1;
+                        append_records(&mut buf, more, 0);
+                    }
+                    match buf.front() {
+                        Some(m) if m.offset == last_offset + 1 && belongs(m) => {
+                            if let Some(m) = buf.pop_front() {
+                                last_offset = m.offset;
+                                members.push(m);
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+            }
+            let mut run = Run {
+                base: i64::try_from(members[0].offset).unwrap_or(i64::MAX),
+                frame: frame
+                    .filter(|f| usize::try_from(f.record_count).ok() == Some(members.len())),
+                records: members
+                    .iter_mut()
+                    .map(|m| std::mem::take(&mut m.record))
+                    .collect(),
+            };
+            let bytes = run.encode()?;
+            if !out.batches.is_empty() && size + bytes.len() > max_bytes {
+                // Keep the run for the next read of this partition.
+                for (m, record) in members.iter_mut().zip(run.records.drain(..)) {
+                    m.record = record;
+                }
+                for m in members.into_iter().rev() {
+                    buf.push_front(m);
+                }
+                break;
+            }
+            size += bytes.len();
+            out.batches.push(bytes);
+            if size >= max_bytes {
+                break;
+            }
+        }
+        self.keep_ahead(&r, topic, p, buf, next, end, max_bytes, running);
+        Ok(out)
+    }
+}
+
+/// What [`IggyBridge::read_fast`] found.
+enum Fast {
+    /// The topic, the watermarks, the records from the offset read, and a read-ahead
+    /// poll still running for the records after them.
+    Hit(
+        Arc<Resolved>,
+        Watermarks,
+        VecDeque<MappedRecord>,
+        Option<(u64, PendingPoll)>,
+    ),
+    AtEnd(Watermarks),
+    Miss,
+}
+
+/// One run of consecutive records read back as one Kafka batch.
+struct Run {
+    base: i64,
+    frame: Option<BatchFrame>,
+    records: Vec<NewRecord>,
+}
+
+impl Run {
+    fn encode(&self) -> StoreResult<Bytes> {
+        let mut out = BytesMut::new();
+        mapping::encode_run(self.base, self.frame.as_ref(), &self.records, &mut out).map_err(
+            |e| StoreError::Internal(format!("re-encoding the batch at {}: {e}", self.base)),
+        )?;
+        Ok(out.freeze())
+    }
+}

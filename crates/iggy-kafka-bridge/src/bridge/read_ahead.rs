@@ -1,0 +1,293 @@
+//! Read-ahead: records polled before their reader asks for them. After a read, what it
+//! polled but did not return is kept for the partition's next read, and when the
+//! partition holds more, one poll for the next few reads' worth starts in the
+//! background, so the next Fetches find their records here instead of waiting on Iggy.
+//!
+//! Kept records are reused for at most `metadata_max_age`, bounded by
+//! `read_ahead_bytes` over all partitions and by [`MAX_READ_AHEAD_PARTITIONS`]; a
+//! `read_ahead_bytes` or `metadata_max_age` of 0 turns read-ahead off.
+
+use super::IggyBridge;
+use super::topics::Resolved;
+use crate::config::IggyTopicRef;
+use crate::mapping::MappedRecord;
+use bytes::Bytes;
+use kafka_store::StoreResult;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Most partitions with records polled ahead of their reader.
+const MAX_READ_AHEAD_PARTITIONS: usize = 4096;
+
+/// How many reads' worth (of the read's byte limit) one read-ahead poll asks for.
+const READ_AHEAD_READS: usize = 4;
+
+impl IggyBridge {
+    /// Keeps what a read polled but did not return (`buf`, consecutive up to `next`) for
+    /// the next read of the partition, and when the partition holds more than that
+    /// (`next < end`, the high watermark) starts polling the next [`READ_AHEAD_READS`]
+    /// reads' worth in one call, so the next Fetches find their records here instead of
+    /// waiting for Iggy. A poll still running from an earlier read (`running`, for the
+    /// records from `next`) is kept instead of starting another. Bounded by
+    /// `read_ahead_bytes` over all partitions (without room for another poll, `buf` is
+    /// still kept); nothing is kept when that is 0.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn keep_ahead(
+        &self,
+        r: &Arc<Resolved>,
+        topic: &str,
+        partition: u32,
+        buf: VecDeque<MappedRecord>,
+        next: u64,
+        end: u64,
+        max_bytes: usize,
+        running: Option<(u64, PendingPoll)>,
+    ) {
+        let limit = self.inner.config.read_ahead_bytes;
+        if limit == 0 || self.inner.config.metadata_max_age.is_zero() {
+            return;
+        }
+        // A poll for other records than the next ones is left to finish unread.
+        let running = running.filter(|(from, _)| *from == next);
+        let held: usize = buf.iter().map(mapped_size).sum();
+        // Several reads ahead: fewer, larger polls, and the one for the reads after next
+        // overlaps the next.
+        let depth = max_bytes.saturating_mul(READ_AHEAD_READS);
+        let more = running.is_some() || (next < end && held < depth);
+        let reserve = |bytes: usize| {
+            let total = self.inner.ahead_bytes.fetch_add(bytes, Ordering::Relaxed);
+            let fits = total.saturating_add(bytes) <= limit;
+            if !fits {
+                self.inner.ahead_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            }
+            fits
+        };
+        // Without room for another poll, what is already polled is still kept.
+        let (more, reserved) = if more && reserve(held.saturating_add(depth)) {
+            (true, held.saturating_add(depth))
+        } else if !buf.is_empty() && reserve(held) {
+            (false, held)
+        } else {
+            return;
+        };
+        let Ok(mut slots) = self.inner.ahead.lock() else {
+            self.inner
+                .ahead_bytes
+                .fetch_sub(reserved, Ordering::Relaxed);
+            return;
+        };
+        let key = (r.target.clone(), partition);
+        if slots.len() >= MAX_READ_AHEAD_PARTITIONS && !slots.contains_key(&key) {
+            drop(slots);
+            self.inner
+                .ahead_bytes
+                .fetch_sub(reserved, Ordering::Relaxed);
+            return;
+        }
+        let pending = more.then(|| {
+            running.unwrap_or_else(|| {
+                let this = self.clone();
+                let (r, topic) = (r.clone(), topic.to_owned());
+                let count = self.poll_count(depth);
+                (
+                    next,
+                    tokio::spawn(
+                        async move { this.poll_at(&r, &topic, partition, next, count).await },
+                    ),
+                )
+            })
+        });
+        let ahead = Ahead {
+            start: buf.front().map_or(next, |m| m.offset),
+            records: buf,
+            held,
+            high_watermark: end,
+            at: std::time::Instant::now(),
+            reserved,
+            pending,
+        };
+        if let Some(old) = slots.insert(key, ahead) {
+            // A replaced poll still runs to its end (cancelling an SDK call midway could
+            // leave its connection out of step); its answer is dropped.
+            self.inner
+                .ahead_bytes
+                .fetch_sub(old.reserved, Ordering::Relaxed);
+        }
+    }
+
+    /// The records kept by [`Self::keep_ahead`] when they start at `start` and are
+    /// younger than `metadata_max_age`, with the high watermark last seen. The poll
+    /// started for the records after them is waited for only when the kept ones are
+    /// fewer than `want` bytes and it has not finished; otherwise it comes back still
+    /// running, for the read to keep.
+    pub(super) async fn take_ahead(
+        &self,
+        target: &IggyTopicRef,
+        partition: u32,
+        start: u64,
+        want: usize,
+    ) -> Option<Taken> {
+        let ahead = {
+            let mut slots = self.inner.ahead.lock().ok()?;
+            let key = (target.clone(), partition);
+            let slot = slots.get(&key)?;
+            let fresh = slot.at.elapsed() < self.inner.config.metadata_max_age;
+            if fresh && slot.start != start {
+                // Another reader's position; leave it.
+                return None;
+            }
+            let ahead = slots.remove(&key)?;
+            self.inner
+                .ahead_bytes
+                .fetch_sub(ahead.reserved, Ordering::Relaxed);
+            if !fresh {
+                return None;
+            }
+            ahead
+        };
+        let mut records = ahead.records;
+        let mut high_watermark = ahead.high_watermark;
+        let mut running = None;
+        if let Some((from, handle)) = ahead.pending {
+            let expected = records.back().map_or(start, |m| m.offset + 1);
+            if from == expected && !handle.is_finished() && ahead.held >= want {
+                running = Some((from, handle));
+            } else if let Ok(Ok(Ok((more, current)))) =
+                tokio::time::timeout(self.inner.config.call_timeout, handle).await
+                && from == expected
+            {
+                if !more.is_empty() {
+                    high_watermark = high_watermark.max(current.saturating_add(1));
+                }
+                append_records(&mut records, more, expected);
+            }
+        }
+        if records.front().map(|m| m.offset) != Some(start) {
+            return None;
+        }
+        let last = records.back().map_or(start, |m| m.offset);
+        Some(Taken {
+            records,
+            high_watermark: high_watermark.max(last.saturating_add(1)),
+            pending: running,
+        })
+    }
+
+    /// The records from `next`: the answer of `running` when it polls from there (it is
+    /// consumed either way), else a new poll of `count`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn poll_next(
+        &self,
+        r: &Resolved,
+        topic: &str,
+        partition: u32,
+        next: u64,
+        count: u32,
+        running: &mut Option<(u64, PendingPoll)>,
+    ) -> StoreResult<Vec<MappedRecord>> {
+        if let Some((from, handle)) = running.take()
+            && from == next
+            && let Ok(Ok(Ok((more, _)))) =
+                tokio::time::timeout(self.inner.config.call_timeout, handle).await
+            && more.first().is_none_or(|m| m.offset >= next)
+        {
+            return Ok(more);
+        }
+        self.poll(r, topic, partition, next, count).await
+    }
+
+    /// Drops what was polled ahead for the partitions of a deleted topic.
+    pub(super) fn forget_read_ahead(&self, target: &IggyTopicRef) {
+        if let Ok(mut slots) = self.inner.ahead.lock() {
+            slots.retain(|(t, _), ahead| {
+                let keep = t != target;
+                if !keep {
+                    self.inner
+                        .ahead_bytes
+                        .fetch_sub(ahead.reserved, Ordering::Relaxed);
+                }
+                keep
+            });
+        }
+    }
+}
+
+/// Records of one partition polled ahead of its reader (see `IggyBridge::keep_ahead`).
+pub(super) struct Ahead {
+    /// Offset of the first record (or of the pending poll when there is none).
+    start: u64,
+    records: VecDeque<MappedRecord>,
+    /// Bytes of `records` ([`mapped_size`]).
+    held: usize,
+    /// The partition's high watermark when the records were kept.
+    high_watermark: u64,
+    at: std::time::Instant,
+    /// Bytes counted against `read_ahead_bytes` for this slot.
+    reserved: usize,
+    /// A poll of the records after `records`: from which offset, and its task.
+    pending: Option<(u64, PendingPoll)>,
+}
+
+pub(super) type PendingPoll = tokio::task::JoinHandle<StoreResult<(Vec<MappedRecord>, u64)>>;
+
+/// What [`IggyBridge::take_ahead`] hands a read.
+pub(super) struct Taken {
+    pub(super) records: VecDeque<MappedRecord>,
+    pub(super) high_watermark: u64,
+    pub(super) pending: Option<(u64, PendingPoll)>,
+}
+
+/// Appends the records of `more` from offset `from` on to `records`, moving each record
+/// once: an empty deque takes over the vector's buffer, a non-empty one grows once.
+pub(super) fn append_records(
+    records: &mut VecDeque<MappedRecord>,
+    mut more: Vec<MappedRecord>,
+    from: u64,
+) {
+    more.retain(|m| m.offset >= from);
+    if records.is_empty() {
+        *records = VecDeque::from(more);
+    } else {
+        records.reserve(more.len());
+        records.extend(more);
+    }
+}
+
+/// About the bytes one record takes in memory and in a Kafka batch.
+pub(super) fn mapped_size(m: &MappedRecord) -> usize {
+    let r = &m.record;
+    r.key.as_ref().map_or(0, Bytes::len)
+        + r.value.as_ref().map_or(0, Bytes::len)
+        + r.headers
+            .iter()
+            .map(|h| h.key.len() + h.value.as_ref().map_or(0, Bytes::len))
+            .sum::<usize>()
+        + 16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_records::NewRecord;
+
+    #[test]
+    fn appended_records_start_where_asked_and_keep_their_order() {
+        let at = |offset: u64| MappedRecord {
+            offset,
+            record: NewRecord::default(),
+            offset_delta: None,
+            batch: None,
+            envelope: false,
+        };
+        let offsets = |d: &VecDeque<MappedRecord>| d.iter().map(|m| m.offset).collect::<Vec<_>>();
+        let mut records = VecDeque::from(vec![at(1), at(2)]);
+        append_records(&mut records, vec![at(2), at(3), at(4)], 3);
+        assert_eq!(offsets(&records), [1, 2, 3, 4]);
+        let mut empty = VecDeque::new();
+        append_records(&mut empty, vec![at(5), at(6), at(7)], 6);
+        assert_eq!(offsets(&empty), [6, 7]);
+        append_records(&mut empty, Vec::new(), 0);
+        assert_eq!(offsets(&empty), [6, 7]);
+    }
+}

@@ -1,0 +1,109 @@
+//! The Iggy connections: opening them (bounded retries, credentials refused at once),
+//! choosing one per call, closing them, and the `call_timeout` every SDK call runs
+//! under.
+//!
+//! Appends to one partition always use the same session ([`IggyBridge::session_for`]),
+//! so their sends reach Iggy in the order the partition's send queue made them; every
+//! other call takes the next session in turn.
+
+use super::IggyBridge;
+use crate::config::{BridgeConfig, IggyTopicRef};
+use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
+use iggy::prelude::{AutoLogin, Client, Credentials, IggyClient, IggyDuration, IggyError};
+use kafka_store::StoreResult;
+use std::sync::atomic::Ordering;
+
+impl IggyBridge {
+    /// Closes every session.
+    pub async fn close(&self) {
+        for client in &self.inner.sessions {
+            let _ = tokio::time::timeout(self.inner.config.call_timeout, client.shutdown()).await;
+        }
+    }
+
+    pub(super) fn any_session(&self) -> &IggyClient {
+        let n = self.inner.sessions.len();
+        let i = self.inner.next_session.fetch_add(1, Ordering::Relaxed) % n.max(1);
+        &self.inner.sessions[i.min(n.saturating_sub(1))]
+    }
+
+    pub(super) fn session_for(&self, target: &IggyTopicRef, partition: u32) -> &IggyClient {
+        let n = self.inner.sessions.len().max(1);
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in target.stream.bytes().chain(target.topic.bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        let i = (h ^ u64::from(partition)) as usize % n;
+        &self.inner.sessions[i.min(self.inner.sessions.len().saturating_sub(1))]
+    }
+
+    pub(super) async fn call<T>(
+        &self,
+        op: Op,
+        topic: &str,
+        partition: i32,
+        fut: impl Future<Output = Result<T, IggyError>>,
+    ) -> StoreResult<T> {
+        let limit = self.inner.config.call_timeout;
+        match tokio::time::timeout(limit, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(map_iggy_error(&e, op, topic, partition)),
+            Err(_) => Err(timeout(
+                op,
+                &format!("iggy call for {topic}/{partition}: no answer within {limit:?}"),
+            )),
+        }
+    }
+}
+
+pub(super) async fn open_session(config: &BridgeConfig) -> Result<IggyClient, BridgeError> {
+    let credentials = Credentials::UsernamePassword(
+        config.username.clone(),
+        secrecy::SecretString::from(config.password.clone()),
+    );
+    let builder = IggyClient::builder()
+        .with_tcp()
+        .with_server_address(config.address.clone())
+        .with_auto_sign_in(AutoLogin::Enabled(credentials))
+        // Bounded: the SDK's default retries forever, which would hang a Kafka request
+        // (the per-call timeout still caps each call).
+        .with_reconnection_max_retries(Some(config.connect_retries))
+        .with_reconnection_interval(IggyDuration::new(config.retry_interval));
+    let builder = if config.tcp_nodelay {
+        builder.with_no_delay()
+    } else {
+        builder
+    };
+    let client = builder
+        .build()
+        .map_err(|e| BridgeError::Config(format!("iggy client: {e}")))?;
+    let mut last = String::new();
+    for attempt in 1..=config.connect_retries {
+        match tokio::time::timeout(config.call_timeout, client.connect()).await {
+            Ok(Ok(())) => return Ok(client),
+            Ok(Err(
+                e @ (IggyError::InvalidCredentials
+                | IggyError::InvalidUsername
+                | IggyError::InvalidPassword
+                | IggyError::Unauthenticated
+                | IggyError::Unauthorized),
+            )) => {
+                return Err(BridgeError::Credentials {
+                    username: config.username.clone(),
+                    reason: e.to_string(),
+                });
+            }
+            Ok(Err(e)) => last = e.to_string(),
+            Err(_) => last = format!("no answer within {:?}", config.call_timeout),
+        }
+        tracing::warn!(attempt, address = %config.address, error = %last, "cannot connect to Iggy");
+        if attempt < config.connect_retries {
+            tokio::time::sleep(config.retry_interval).await;
+        }
+    }
+    Err(BridgeError::Unreachable {
+        address: config.address.clone(),
+        attempts: config.connect_retries,
+        last,
+    })
+}
