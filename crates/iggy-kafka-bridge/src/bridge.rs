@@ -37,6 +37,7 @@ mod watches;
 use crate::config::{BridgeConfig, IggyTopicRef, TopicMap};
 use crate::errors::BridgeError;
 use crate::meta::Meta;
+use crate::partition::PartitionId;
 use append::SharedSendQueue;
 use iggy::prelude::{Identifier, IggyClient};
 use kafka_store::{LogStore, NewTopic, StoreError, StoreResult, TopicConfig, TopicInfo};
@@ -68,17 +69,17 @@ struct Inner {
     sessions: Vec<IggyClient>,
     next_session: AtomicUsize,
     sends: Semaphore,
-    send_queues: Mutex<HashMap<(IggyTopicRef, u32), SharedSendQueue>>,
+    send_queues: Mutex<HashMap<(IggyTopicRef, PartitionId), SharedSendQueue>>,
     meta: Meta,
     /// Kafka topic name -> its description, reused for `metadata_max_age`.
     topics: Mutex<HashMap<String, CachedTopic>>,
     /// High watermarks after this gateway's own appends, for long polls.
-    watches: Mutex<HashMap<(IggyTopicRef, u32), watch::Sender<i64>>>,
+    watches: Mutex<HashMap<(IggyTopicRef, PartitionId), watch::Sender<i64>>>,
     /// Running estimate of the bytes one polled message takes in a Kafka batch, to size
     /// polls from a Fetch's byte limit.
     message_bytes: AtomicUsize,
     /// Records polled ahead of their reader, per partition.
-    ahead: Mutex<HashMap<(IggyTopicRef, u32), Ahead>>,
+    ahead: Mutex<HashMap<(IggyTopicRef, PartitionId), Ahead>>,
     /// Bytes reserved by `ahead`, bounded by `read_ahead_bytes`.
     ahead_bytes: AtomicUsize,
 }

@@ -10,7 +10,11 @@
 //!            user headers when lossless, else an envelope), batch framing, re-encoding
 //! errors     the one table from Iggy errors to StoreError, and BridgeError
 //! meta       the bridge's durable state in Iggy: committed offsets, topic settings
-//! bridge     IggyBridge: sessions, per-call timeouts, per-partition append ordering
+//! partition  PartitionId: a partition number valid in Kafka (i32) and Iggy (u32)
+//! convert    offsets, counts and times between Kafka's i64 and Iggy's u64
+//! bridge     IggyBridge: sessions and call timeouts, the topic cache, the append path
+//!            with its per-partition send queues, reads and read-ahead, long polls,
+//!            and the LogStore/OffsetStore impls (one submodule each)
 //! ```
 //!
 //! Wiring it into a gateway:
@@ -29,9 +33,11 @@
 
 mod bridge;
 pub mod config;
+mod convert;
 pub mod errors;
 pub mod mapping;
 mod meta;
+mod partition;
 
 pub use bridge::IggyBridge;
 pub use config::{BridgeConfig, IggyTopicRef, TopicMap};

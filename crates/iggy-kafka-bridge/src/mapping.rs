@@ -46,6 +46,7 @@
 //! present else the producer's origin timestamp, headers = the other user headers in map
 //! order with their raw value bytes.
 
+use crate::convert;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use iggy::prelude::{HeaderKey, HeaderKind, HeaderValue, IggyMessage, IggyTimestamp};
 use iggy_common::{IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE};
@@ -416,11 +417,14 @@ fn build_wire(
         + key.map_or(0, |k| entry_len(KEY_HEADER.as_bytes(), k))
         + entry_len(RECORD_HEADER.as_bytes(), frame)
         + entry_len(TIMESTAMP_HEADER.as_bytes(), &timestamp);
-    if size > MAX_USER_HEADERS_SIZE as usize {
-        return Err(MappingError::Unrepresentable(format!(
-            "{size} bytes of user headers (Iggy's cap is {MAX_USER_HEADERS_SIZE})"
-        )));
-    }
+    let user_headers_length = u32::try_from(size)
+        .ok()
+        .filter(|n| *n <= MAX_USER_HEADERS_SIZE)
+        .ok_or_else(|| {
+            MappingError::Unrepresentable(format!(
+                "{size} bytes of user headers (Iggy's cap is {MAX_USER_HEADERS_SIZE})"
+            ))
+        })?;
     let mut headers = BytesMut::with_capacity(size);
     let put_user = |out: &mut BytesMut, hs: &[Header]| {
         for h in hs {
@@ -449,12 +453,15 @@ fn build_wire(
     } else {
         envelope(record)?
     };
-    if payload.is_empty() || payload.len() > MAX_PAYLOAD_SIZE as usize {
-        return Err(MappingError::Unrepresentable(format!(
-            "a payload of {} bytes (Iggy takes 1 to {MAX_PAYLOAD_SIZE})",
-            payload.len()
-        )));
-    }
+    let payload_length = u32::try_from(payload.len())
+        .ok()
+        .filter(|n| (1..=MAX_PAYLOAD_SIZE).contains(n))
+        .ok_or_else(|| {
+            MappingError::Unrepresentable(format!(
+                "a payload of {} bytes (Iggy takes 1 to {MAX_PAYLOAD_SIZE})",
+                payload.len()
+            ))
+        })?;
     Ok(IggyMessage {
         header: IggyMessageHeader {
             checksum: 0,
@@ -462,8 +469,8 @@ fn build_wire(
             offset: 0,
             timestamp: 0,
             origin_timestamp: origin_micros,
-            user_headers_length: u32::try_from(size).unwrap_or(u32::MAX),
-            payload_length: u32::try_from(payload.len()).unwrap_or(u32::MAX),
+            user_headers_length,
+            payload_length,
             reserved: 0,
         },
         payload,
@@ -579,9 +586,9 @@ pub fn from_message(message: &IggyMessage) -> Result<MappedRecord, MappingError>
 fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, MappingError> {
     let offset = message.header.offset;
     // Iggy timestamps are microseconds since the epoch.
-    let timestamp = s.timestamp.unwrap_or_else(|| {
-        i64::try_from(message.header.origin_timestamp / 1000).unwrap_or(i64::MAX)
-    });
+    let timestamp = s
+        .timestamp
+        .unwrap_or_else(|| convert::kafka_i64(message.header.origin_timestamp / 1000));
     let Some(frame) = s.frame else {
         return Ok(MappedRecord {
             offset,
@@ -660,7 +667,7 @@ fn from_message_mapped(message: &IggyMessage) -> Result<MappedRecord, MappingErr
             .as_int64()
             .map_err(|e| MappingError::BadFrame(e.to_string()))?,
         // Iggy timestamps are microseconds since the epoch.
-        _ => i64::try_from(message.header.origin_timestamp / 1000).unwrap_or(i64::MAX),
+        _ => convert::kafka_i64(message.header.origin_timestamp / 1000),
     };
     let Some(frame) = headers.get(&key(RECORD_HEADER)?) else {
         return Ok(MappedRecord {

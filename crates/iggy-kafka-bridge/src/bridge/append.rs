@@ -10,8 +10,10 @@
 use super::topics::Resolved;
 use super::{IggyBridge, named, poisoned};
 use crate::config::IggyTopicRef;
+use crate::convert;
 use crate::errors::Op;
 use crate::mapping::{self, BatchFrame};
+use crate::partition::PartitionId;
 use bytes::Bytes;
 use iggy::prelude::{IggyMessage, MessageClient, Partitioning};
 use kafka_records::{ExactReencoding, NewRecord, RecordBatch};
@@ -85,7 +87,11 @@ impl Drop for Draining<'_> {
 }
 
 impl IggyBridge {
-    fn send_queue(&self, target: &IggyTopicRef, partition: u32) -> StoreResult<SharedSendQueue> {
+    fn send_queue(
+        &self,
+        target: &IggyTopicRef,
+        partition: PartitionId,
+    ) -> StoreResult<SharedSendQueue> {
         let mut locks = self.inner.send_queues.lock().map_err(poisoned)?;
         Ok(locks
             .entry((target.clone(), partition))
@@ -99,7 +105,7 @@ impl IggyBridge {
         &self,
         r: &Arc<Resolved>,
         topic: &str,
-        partition: u32,
+        partition: PartitionId,
         messages: Vec<IggyMessage>,
     ) -> StoreResult<tokio::sync::oneshot::Receiver<StoreResult<Sent>>> {
         let queue = self.send_queue(&r.target, partition)?;
@@ -134,10 +140,16 @@ impl IggyBridge {
         partition: i32,
         batches: Vec<Bytes>,
     ) -> StoreResult<PendingAppend> {
-        let r = self.require_cached(topic, partition).await?;
-        let p = u32::try_from(partition).unwrap_or(0);
+        let p = PartitionId::of(topic, partition)?;
+        let r = self.require_cached(topic, p).await?;
         let meta = self.meta_of(&r)?;
-        let max = usize::try_from(meta.config.max_message_bytes).unwrap_or(0);
+        // Settings are checked when set, so only a damaged metadata record gets here.
+        let max = usize::try_from(meta.config.max_message_bytes).map_err(|_| {
+            StoreError::Internal(format!(
+                "topic {topic}: stored max.message.bytes {} is negative",
+                meta.config.max_message_bytes
+            ))
+        })?;
         // Refuse the whole call before anything is sent.
         if let Some(big) = batches.iter().find(|b| b.len() > max) {
             return Err(StoreError::MessageTooLarge {
@@ -185,9 +197,9 @@ impl IggyBridge {
                     .map_err(|e| StoreError::LimitReached(e.to_string()))?;
             }
         }
-        let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+        let count = convert::kafka_count(messages.len());
         if messages.is_empty() {
-            let fresh = self.require(topic, partition).await?;
+            let fresh = self.require(topic, p).await?;
             let w = self.watermarks_of(&fresh, p)?;
             return Ok(Box::pin(std::future::ready(Ok(AppendOutcome {
                 base_offset: w.high_watermark,
@@ -211,7 +223,13 @@ impl IggyBridge {
     }
 
     /// Sends what waits in `queue`, a group per Iggy call, until it is empty.
-    async fn drain(&self, r: &Arc<Resolved>, topic: &str, partition: u32, queue: &SharedSendQueue) {
+    async fn drain(
+        &self,
+        r: &Arc<Resolved>,
+        topic: &str,
+        partition: PartitionId,
+        queue: &SharedSendQueue,
+    ) {
         let mut guard = Draining {
             queue,
             finished: false,
@@ -229,7 +247,7 @@ impl IggyBridge {
             };
             let counts: Vec<i64> = group
                 .iter()
-                .map(|w| i64::try_from(w.messages.len()).unwrap_or(i64::MAX))
+                .map(|w| convert::kafka_count(w.messages.len()))
                 .collect();
             let mut dones = Vec::with_capacity(group.len());
             let mut messages = Vec::with_capacity(group.iter().map(|w| w.messages.len()).sum());
@@ -259,10 +277,9 @@ impl IggyBridge {
         &self,
         r: &Arc<Resolved>,
         topic: &str,
-        partition: u32,
+        partition: PartitionId,
         messages: &mut [IggyMessage],
     ) -> StoreResult<Sent> {
-        let kafka_partition = i32::try_from(partition).unwrap_or(-1);
         let (s, t) = (
             named(&r.target.stream, topic)?,
             named(&r.target.topic, topic)?,
@@ -278,8 +295,13 @@ impl IggyBridge {
             .call(
                 Op::Write,
                 topic,
-                kafka_partition,
-                session.send_messages(&s, &t, &Partitioning::partition_id(partition), messages),
+                partition.kafka(),
+                session.send_messages(
+                    &s,
+                    &t,
+                    &Partitioning::partition_id(partition.iggy()),
+                    messages,
+                ),
             )
             .await;
         let response = match sent {
@@ -293,7 +315,7 @@ impl IggyBridge {
         let confirmed = response
             .confirmations
             .iter()
-            .find(|c| c.partition_id == partition)
+            .find(|c| c.partition_id == partition.iggy())
             .or(response.confirmations.first())
             .and_then(|c| i64::try_from(c.base_offset).ok());
         match confirmed {
@@ -305,9 +327,9 @@ impl IggyBridge {
             // A server that confirms nothing: one send at a time per partition makes
             // "high watermark after minus what was sent" exact for this gateway.
             None => {
-                let fresh = self.require(topic, kafka_partition).await?;
+                let fresh = self.require(topic, partition).await?;
                 let w = self.watermarks_of(&fresh, partition)?;
-                let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+                let count = convert::kafka_count(messages.len());
                 Ok(Sent {
                     base_offset: w.high_watermark - count,
                     log_start_offset: w.log_start_offset,

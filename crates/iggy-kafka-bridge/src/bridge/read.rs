@@ -9,8 +9,10 @@
 use super::read_ahead::{PendingPoll, append_records, mapped_size};
 use super::topics::Resolved;
 use super::{IggyBridge, named};
+use crate::convert;
 use crate::errors::Op;
 use crate::mapping::{self, BatchFrame, MappedRecord};
+use crate::partition::PartitionId;
 use bytes::{Bytes, BytesMut};
 use iggy::prelude::{Consumer, Identifier, MessageClient, PollingStrategy};
 use kafka_records::NewRecord;
@@ -24,7 +26,7 @@ impl IggyBridge {
         &self,
         r: &Resolved,
         name: &str,
-        partition: u32,
+        partition: PartitionId,
         offset: u64,
         count: u32,
     ) -> StoreResult<Vec<MappedRecord>> {
@@ -37,11 +39,10 @@ impl IggyBridge {
         &self,
         r: &Resolved,
         name: &str,
-        partition: u32,
+        partition: PartitionId,
         offset: u64,
         count: u32,
     ) -> StoreResult<(Vec<MappedRecord>, u64)> {
-        let kafka_partition = i32::try_from(partition).unwrap_or(-1);
         let (s, t) = (
             named(&r.target.stream, name)?,
             named(&r.target.topic, name)?,
@@ -52,11 +53,11 @@ impl IggyBridge {
             .call(
                 Op::Read,
                 name,
-                kafka_partition,
+                partition.kafka(),
                 self.any_session().poll_messages(
                     &s,
                     &t,
-                    Some(partition),
+                    Some(partition.iggy()),
                     &consumer,
                     &PollingStrategy::offset(offset),
                     count.max(1),
@@ -95,9 +96,7 @@ impl IggyBridge {
     pub(super) fn poll_count(&self, max_bytes: usize) -> u32 {
         let each = self.inner.message_bytes.load(Ordering::Relaxed).max(16);
         let n = (max_bytes / each).saturating_add(1);
-        u32::try_from(n)
-            .unwrap_or(u32::MAX)
-            .clamp(1, self.inner.config.poll_batch_messages)
+        convert::poll_count(n).clamp(1, self.inner.config.poll_batch_messages)
     }
 
     /// One poll at `offset` with the cached description. A hit is a poll that starts
@@ -107,15 +106,15 @@ impl IggyBridge {
     async fn read_fast(
         &self,
         topic: &str,
-        partition: i32,
+        p: PartitionId,
         offset: i64,
         max_bytes: usize,
     ) -> StoreResult<Fast> {
         let count = self.poll_count(max_bytes);
-        let (Ok(start), Ok(p)) = (u64::try_from(offset), u32::try_from(partition)) else {
+        let Ok(start) = u64::try_from(offset) else {
             return Ok(Fast::Miss);
         };
-        let r = self.require_cached(topic, partition).await?;
+        let r = self.require_cached(topic, p).await?;
         // The log start only moves up, so below the cached one (the logical start, or
         // where retention had left the partition) is below the real one too.
         let cached = self.watermarks_of(&r, p)?;
@@ -125,7 +124,7 @@ impl IggyBridge {
         if let Some(taken) = self.take_ahead(&r.target, p, start, max_bytes).await {
             let w = Watermarks {
                 log_start_offset: cached.log_start_offset,
-                high_watermark: i64::try_from(taken.high_watermark).unwrap_or(i64::MAX),
+                high_watermark: convert::kafka_i64(taken.high_watermark),
             };
             return Ok(Fast::Hit(r, w, taken.records, taken.pending));
         }
@@ -151,7 +150,7 @@ impl IggyBridge {
             return Ok(Fast::Miss);
         }
         let last = first.last().map_or(start, |m| m.offset);
-        let high_watermark = i64::try_from(current.max(last).saturating_add(1)).unwrap_or(i64::MAX);
+        let high_watermark = convert::kafka_i64(current.max(last).saturating_add(1));
         let w = Watermarks {
             log_start_offset: cached.log_start_offset,
             high_watermark,
@@ -163,14 +162,13 @@ impl IggyBridge {
     pub(super) async fn scan(
         &self,
         name: &str,
-        partition: i32,
+        p: PartitionId,
         mut visit: impl FnMut(&MappedRecord) -> bool,
     ) -> StoreResult<()> {
-        let r = self.require(name, partition).await?;
-        let p = u32::try_from(partition).unwrap_or(0);
+        let r = self.require(name, p).await?;
         let w = self.watermarks_of(&r, p)?;
-        let mut offset = u64::try_from(w.log_start_offset).unwrap_or(0);
-        let end = u64::try_from(w.high_watermark).unwrap_or(0);
+        let mut offset = convert::iggy_offset(w.log_start_offset)?;
+        let end = convert::iggy_offset(w.high_watermark)?;
         while offset < end {
             let records = self
                 .poll(&r, name, p, offset, self.inner.config.poll_batch_messages)
@@ -196,54 +194,50 @@ impl IggyBridge {
         offset: i64,
         max_bytes: usize,
     ) -> StoreResult<ReadOutcome> {
-        let p = u32::try_from(partition).unwrap_or(0);
+        let p = PartitionId::of(topic, partition)?;
         let chunk = self.poll_count(max_bytes);
-        let (r, w, first, mut running) =
-            match self.read_fast(topic, partition, offset, max_bytes).await? {
-                Fast::Hit(r, w, first, running) => (r, w, first, running),
-                Fast::AtEnd(w) => {
+        let (r, w, first, mut running) = match self.read_fast(topic, p, offset, max_bytes).await? {
+            Fast::Hit(r, w, first, running) => (r, w, first, running),
+            Fast::AtEnd(w) => {
+                return Ok(ReadOutcome {
+                    watermarks: w,
+                    batches: Vec::new(),
+                });
+            }
+            Fast::Miss => {
+                let r = self.require(topic, p).await?;
+                let w = self.watermarks_of(&r, p)?;
+                if offset < w.log_start_offset || offset > w.high_watermark {
+                    return Err(out_of_range(offset, &w));
+                }
+                if offset == w.high_watermark {
                     return Ok(ReadOutcome {
                         watermarks: w,
                         batches: Vec::new(),
                     });
                 }
-                Fast::Miss => {
-                    let r = self.require(topic, partition).await?;
-                    let w = self.watermarks_of(&r, p)?;
-                    if offset < w.log_start_offset || offset > w.high_watermark {
-                        return Err(StoreError::OffsetOutOfRange {
-                            offset,
-                            log_start_offset: w.log_start_offset,
-                            high_watermark: w.high_watermark,
-                        });
-                    }
-                    if offset == w.high_watermark {
-                        return Ok(ReadOutcome {
-                            watermarks: w,
-                            batches: Vec::new(),
-                        });
-                    }
-                    let start = u64::try_from(offset).unwrap_or(0);
-                    let first = self.poll(&r, topic, p, start, chunk).await?;
-                    (r, w, VecDeque::from(first), None)
-                }
-            };
+                let start = u64::try_from(offset).map_err(|_| out_of_range(offset, &w))?;
+                let first = self.poll(&r, topic, p, start, chunk).await?;
+                (r, w, VecDeque::from(first), None)
+            }
+        };
         let mut out = ReadOutcome {
             watermarks: w,
             batches: Vec::new(),
         };
-        let start = u64::try_from(offset).unwrap_or(0);
-        let end = u64::try_from(w.high_watermark).unwrap_or(0);
+        // Both ways here checked the offset against the log start, which is not negative.
+        let start = u64::try_from(offset).map_err(|_| out_of_range(offset, &w))?;
+        let end = convert::iggy_offset(w.high_watermark)?;
         let mut buf: VecDeque<MappedRecord> = first;
         // A read starts with the batch holding the offset, as in Kafka.
         if let Some(first) = buf.front()
             && let Some(delta) = first.offset_delta
             && delta > 0
         {
-            let physical_start = u64::try_from(w.high_watermark).unwrap_or(0).saturating_sub(
+            let physical_start = end.saturating_sub(
                 r.partitions
                     .iter()
-                    .find(|x| x.id == p)
+                    .find(|x| x.id == p.iggy())
                     .map_or(0, |x| x.messages_count),
             );
             let base = first
@@ -251,7 +245,7 @@ impl IggyBridge {
                 .saturating_sub(u64::from(delta.unsigned_abs()))
                 .max(physical_start);
             if base < first.offset {
-                let head_len = u32::try_from(first.offset - base).unwrap_or(u32::MAX);
+                let head_len = convert::poll_count(first.offset - base);
                 let head = self.poll(&r, topic, p, base, head_len).await?;
                 for m in head.into_iter().rev().filter(|m| m.offset < start) {
                     buf.push_front(m);
@@ -290,10 +284,9 @@ impl IggyBridge {
             // next read, and the Iggy poll for its rest is not made now.
             if let Some(f) = &frame
                 && !out.batches.is_empty()
-                && usize::try_from(f.record_count)
-                    .unwrap_or(usize::MAX)
-                    .saturating_mul(mapped_size(&first))
-                    > max_bytes.saturating_sub(size)
+                && usize::try_from(f.record_count).map_or(true, |n| {
+                    n.saturating_mul(mapped_size(&first)) > max_bytes.saturating_sub(size)
+                })
             {
                 buf.push_front(first);
                 break;
@@ -330,7 +323,7 @@ impl IggyBridge {
                 }
             }
             let mut run = Run {
-                base: i64::try_from(members[0].offset).unwrap_or(i64::MAX),
+                base: convert::kafka_i64(members[0].offset),
                 frame: frame
                     .filter(|f| usize::try_from(f.record_count).ok() == Some(members.len())),
                 records: members
@@ -357,6 +350,15 @@ impl IggyBridge {
         }
         self.keep_ahead(&r, topic, p, buf, next, end, max_bytes, running);
         Ok(out)
+    }
+}
+
+/// The answer to a read at `offset` outside the log.
+fn out_of_range(offset: i64, w: &Watermarks) -> StoreError {
+    StoreError::OffsetOutOfRange {
+        offset,
+        log_start_offset: w.log_start_offset,
+        high_watermark: w.high_watermark,
     }
 }
 

@@ -11,6 +11,7 @@ use super::IggyBridge;
 use super::topics::Resolved;
 use crate::config::IggyTopicRef;
 use crate::mapping::MappedRecord;
+use crate::partition::PartitionId;
 use bytes::Bytes;
 use kafka_store::StoreResult;
 use std::collections::VecDeque;
@@ -37,7 +38,7 @@ impl IggyBridge {
         &self,
         r: &Arc<Resolved>,
         topic: &str,
-        partition: u32,
+        partition: PartitionId,
         buf: VecDeque<MappedRecord>,
         next: u64,
         end: u64,
@@ -124,7 +125,7 @@ impl IggyBridge {
     pub(super) async fn take_ahead(
         &self,
         target: &IggyTopicRef,
-        partition: u32,
+        partition: PartitionId,
         start: u64,
         want: usize,
     ) -> Option<Taken> {
@@ -181,7 +182,7 @@ impl IggyBridge {
         &self,
         r: &Resolved,
         topic: &str,
-        partition: u32,
+        partition: PartitionId,
         next: u64,
         count: u32,
         running: &mut Option<(u64, PendingPoll)>,

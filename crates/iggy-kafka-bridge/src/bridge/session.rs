@@ -9,6 +9,7 @@
 use super::IggyBridge;
 use crate::config::{BridgeConfig, IggyTopicRef};
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
+use crate::partition::PartitionId;
 use iggy::prelude::{AutoLogin, Client, Credentials, IggyClient, IggyDuration, IggyError};
 use kafka_store::StoreResult;
 use std::sync::atomic::Ordering;
@@ -27,13 +28,13 @@ impl IggyBridge {
         &self.inner.sessions[i.min(n.saturating_sub(1))]
     }
 
-    pub(super) fn session_for(&self, target: &IggyTopicRef, partition: u32) -> &IggyClient {
+    pub(super) fn session_for(&self, target: &IggyTopicRef, partition: PartitionId) -> &IggyClient {
         let n = self.inner.sessions.len().max(1);
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in target.stream.bytes().chain(target.topic.bytes()) {
             h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
         }
-        let i = (h ^ u64::from(partition)) as usize % n;
+        let i = (h ^ u64::from(partition.iggy())) as usize % n;
         &self.inner.sessions[i.min(self.inner.sessions.len().saturating_sub(1))]
     }
 

@@ -6,8 +6,10 @@
 use super::topics::{Resolved, expiry_of, topic_id, topic_size_of, validate_config};
 use super::{IggyBridge, named};
 use crate::config::IggyTopicRef;
+use crate::convert;
 use crate::errors::{Op, map_iggy_error, timeout};
 use crate::meta::{TopicKey, TopicMeta, ensure_stream};
+use crate::partition::{self, PartitionId};
 use async_trait::async_trait;
 use bytes::Bytes;
 use iggy::prelude::{IggyError, MaxTopicSize, PartitionClient, TopicClient, TopicCreateOptions};
@@ -26,14 +28,8 @@ impl LogStore for IggyBridge {
     }
 
     async fn create_topic(&self, topic: NewTopic, validate_only: bool) -> StoreResult<TopicInfo> {
-        if topic.partitions < 1 {
-            return Err(StoreError::InvalidPartitions(format!(
-                "{} partitions (at least 1)",
-                topic.partitions
-            )));
-        }
+        let partitions = partition::count_for_iggy(topic.partitions)?;
         validate_config(&topic.config)?;
-        let partitions = u32::try_from(topic.partitions).unwrap_or(1);
         if self.resolve(&topic.name).await?.is_some() {
             return Err(StoreError::TopicAlreadyExists(topic.name));
         }
@@ -95,10 +91,11 @@ impl LogStore for IggyBridge {
                 },
             )
             .await?;
+        let created_partitions = partition::count_for_kafka(&topic.name, created.partitions_count)?;
         let info = TopicInfo {
             id: topic_id(&key),
             name: topic.name,
-            partitions: i32::try_from(created.partitions_count).unwrap_or(topic.partitions),
+            partitions: created_partitions,
             config: topic.config,
         };
         self.remember(&info.name, Some(Arc::new(Resolved::new(target, created))))?;
@@ -106,13 +103,12 @@ impl LogStore for IggyBridge {
     }
 
     async fn delete_topic(&self, name: &str) -> StoreResult<()> {
-        let r = self
-            .require(name, 0)
-            .await
-            .map_err(|_| StoreError::UnknownTopicOrPartition {
+        let r = self.require(name, PartitionId::FIRST).await.map_err(|_| {
+            StoreError::UnknownTopicOrPartition {
                 topic: name.to_owned(),
                 partition: -1,
-            })?;
+            }
+        })?;
         let (s, t) = (
             named(&r.target.stream, name)?,
             named(&r.target.topic, name)?,
@@ -176,10 +172,11 @@ impl LogStore for IggyBridge {
                 };
                 let meta =
                     self.config_of(&key, t.message_expiry, t.max_topic_size, t.partitions_count)?;
+                let partitions = partition::count_for_kafka(&name, t.partitions_count)?;
                 out.push(TopicInfo {
                     name,
                     id: topic_id(&key),
-                    partitions: i32::try_from(t.partitions_count).unwrap_or(i32::MAX),
+                    partitions,
                     config: meta.config,
                 });
             }
@@ -194,17 +191,20 @@ impl LogStore for IggyBridge {
         total: i32,
         validate_only: bool,
     ) -> StoreResult<()> {
-        let r = self.require(name, 0).await?;
-        let current = i32::try_from(r.partitions_count).unwrap_or(i32::MAX);
-        if total <= current {
-            return Err(StoreError::InvalidPartitions(format!(
-                "topic {name} has {current} partitions, asked for {total}"
-            )));
-        }
+        let r = self.require(name, PartitionId::FIRST).await?;
+        let current = r.partitions_count;
+        let asked = u32::try_from(total)
+            .ok()
+            .filter(|asked| *asked > current)
+            .ok_or_else(|| {
+                StoreError::InvalidPartitions(format!(
+                    "topic {name} has {current} partitions, asked for {total}"
+                ))
+            })?;
         if validate_only {
             return Ok(());
         }
-        let add = u32::try_from(total - current).unwrap_or(0);
+        let add = asked - current;
         let (s, t) = (
             named(&r.target.stream, name)?,
             named(&r.target.topic, name)?,
@@ -221,8 +221,7 @@ impl LogStore for IggyBridge {
         added?;
         let meta = self.meta_of(&r)?;
         if meta.config.retention_bytes >= 0 {
-            let total = u32::try_from(total).unwrap_or(u32::MAX);
-            self.apply_iggy_settings(&r, name, &meta.config, total)
+            self.apply_iggy_settings(&r, name, &meta.config, asked)
                 .await?;
         }
         Ok(())
@@ -230,7 +229,7 @@ impl LogStore for IggyBridge {
 
     async fn set_topic_config(&self, name: &str, config: TopicConfig) -> StoreResult<()> {
         validate_config(&config)?;
-        let r = self.require(name, 0).await?;
+        let r = self.require(name, PartitionId::FIRST).await?;
         let applied = self
             .apply_iggy_settings(&r, name, &config, r.partitions_count)
             .await;
@@ -276,8 +275,9 @@ impl LogStore for IggyBridge {
     }
 
     async fn watermarks(&self, topic: &str, partition: i32) -> StoreResult<Watermarks> {
-        let r = self.require(topic, partition).await?;
-        self.watermarks_of(&r, u32::try_from(partition).unwrap_or(0))
+        let p = PartitionId::of(topic, partition)?;
+        let r = self.require(topic, p).await?;
+        self.watermarks_of(&r, p)
     }
 
     async fn offset_for_timestamp(
@@ -289,10 +289,10 @@ impl LogStore for IggyBridge {
         // Kafka timestamps are the producer's and need not grow with offsets, so Iggy's
         // own timestamp index cannot answer this; the partition is scanned instead.
         let mut hit = None;
-        self.scan(topic, partition, |m| {
+        self.scan(topic, PartitionId::of(topic, partition)?, |m| {
             if m.record.timestamp >= timestamp {
                 hit = Some(TimestampHit {
-                    offset: i64::try_from(m.offset).unwrap_or(i64::MAX),
+                    offset: convert::kafka_i64(m.offset),
                     timestamp: m.record.timestamp,
                 });
                 return true;
@@ -309,10 +309,10 @@ impl LogStore for IggyBridge {
         partition: i32,
     ) -> StoreResult<Option<TimestampHit>> {
         let mut best: Option<TimestampHit> = None;
-        self.scan(topic, partition, |m| {
+        self.scan(topic, PartitionId::of(topic, partition)?, |m| {
             if best.is_none_or(|b| m.record.timestamp > b.timestamp) {
                 best = Some(TimestampHit {
-                    offset: i64::try_from(m.offset).unwrap_or(i64::MAX),
+                    offset: convert::kafka_i64(m.offset),
                     timestamp: m.record.timestamp,
                 });
             }
@@ -328,8 +328,8 @@ impl LogStore for IggyBridge {
         partition: i32,
         before_offset: i64,
     ) -> StoreResult<i64> {
-        let r = self.require(topic, partition).await?;
-        let p = u32::try_from(partition).unwrap_or(0);
+        let p = PartitionId::of(topic, partition)?;
+        let r = self.require(topic, p).await?;
         let w = self.watermarks_of(&r, p)?;
         let target = if before_offset == -1 {
             w.high_watermark
@@ -349,7 +349,7 @@ impl LogStore for IggyBridge {
         // Iggy deletes whole segments only, so the log start is kept by the gateway
         // (see docs/bridge.md): Kafka clients no longer see the records below it.
         let mut meta = self.meta_of(&r)?;
-        meta.log_start.insert(p, target);
+        meta.log_start.insert(p.iggy(), target);
         self.inner
             .meta
             .put_topic(self.any_session(), &r.key, meta)

@@ -8,8 +8,10 @@
 
 use super::{IggyBridge, named, poisoned};
 use crate::config::IggyTopicRef;
+use crate::convert;
 use crate::errors::{Op, map_iggy_error, timeout};
 use crate::meta::{TopicKey, TopicMeta};
+use crate::partition::{self, PartitionId};
 use iggy::prelude::{
     IggyByteSize, IggyDuration, IggyError, IggyExpiry, MaxTopicSize, TopicClient,
     TopicUpdateOptions,
@@ -180,7 +182,11 @@ impl IggyBridge {
     }
 
     /// The topic's fresh description; fails when the topic or partition does not exist.
-    pub(super) async fn require(&self, name: &str, partition: i32) -> StoreResult<Arc<Resolved>> {
+    pub(super) async fn require(
+        &self,
+        name: &str,
+        partition: PartitionId,
+    ) -> StoreResult<Arc<Resolved>> {
         let resolved = self.resolve(name).await?;
         Self::check_partition(name, partition, resolved)
     }
@@ -190,28 +196,26 @@ impl IggyBridge {
     pub(super) async fn require_cached(
         &self,
         name: &str,
-        partition: i32,
+        partition: PartitionId,
     ) -> StoreResult<Arc<Resolved>> {
         let cached = self.resolve_cached(name).await?;
         match cached {
-            Some(r) if u32::try_from(partition).is_ok_and(|p| p < r.partitions_count) => Ok(r),
+            Some(r) if partition.is_below(r.partitions_count) => Ok(r),
             _ => self.require(name, partition).await,
         }
     }
 
     pub(super) fn check_partition(
         name: &str,
-        partition: i32,
+        partition: PartitionId,
         resolved: Option<Arc<Resolved>>,
     ) -> StoreResult<Arc<Resolved>> {
         let unknown = || StoreError::UnknownTopicOrPartition {
             topic: name.to_owned(),
-            partition,
+            partition: partition.kafka(),
         };
         let resolved = resolved.ok_or_else(unknown)?;
-        if partition < 0
-            || u32::try_from(partition).map_or(true, |p| p >= resolved.partitions_count)
-        {
+        if !partition.is_below(resolved.partitions_count) {
             return Err(unknown());
         }
         Ok(resolved)
@@ -239,14 +243,12 @@ impl IggyBridge {
         }
         // A topic made by a native Iggy client: describe what Iggy enforces.
         let retention_ms = match expiry {
-            IggyExpiry::ExpireDuration(d) => {
-                i64::try_from(d.as_micros() / 1000).unwrap_or(i64::MAX)
-            }
+            IggyExpiry::ExpireDuration(d) => convert::kafka_i64(d.as_micros() / 1000),
             _ => -1,
         };
         let retention_bytes = match size {
             MaxTopicSize::Custom(b) => {
-                i64::try_from(b.as_bytes_u64() / u64::from(partitions.max(1))).unwrap_or(i64::MAX)
+                convert::kafka_i64(b.as_bytes_u64() / u64::from(partitions.max(1)))
             }
             _ => -1,
         };
@@ -265,22 +267,26 @@ impl IggyBridge {
         Ok(TopicInfo {
             name: name.to_owned(),
             id: topic_id(&r.key),
-            partitions: i32::try_from(r.partitions_count).unwrap_or(i32::MAX),
+            partitions: partition::count_for_kafka(name, r.partitions_count)?,
             config: meta.config,
         })
     }
 
-    pub(super) fn watermarks_of(&self, r: &Resolved, partition: u32) -> StoreResult<Watermarks> {
+    pub(super) fn watermarks_of(
+        &self,
+        r: &Resolved,
+        partition: PartitionId,
+    ) -> StoreResult<Watermarks> {
         let p = r
             .partitions
             .iter()
-            .find(|p| p.id == partition)
+            .find(|p| p.id == partition.iggy())
             .ok_or_else(|| StoreError::UnknownTopicOrPartition {
                 topic: r.target.topic.clone(),
-                partition: i32::try_from(partition).unwrap_or(-1),
+                partition: partition.kafka(),
             })?;
-        let count = i64::try_from(p.messages_count).unwrap_or(i64::MAX);
-        let current = i64::try_from(p.current_offset).unwrap_or(i64::MAX);
+        let count = convert::kafka_i64(p.messages_count);
+        let current = convert::kafka_i64(p.current_offset);
         // Iggy reports the offset of the last message: 0 both for "empty" and for "one
         // message at 0", told apart by the count. A partition whose only message (at 0)
         // expired also reads as empty until the next append; see docs/bridge.md.
@@ -294,7 +300,7 @@ impl IggyBridge {
             .inner
             .meta
             .topic(&r.key)?
-            .and_then(|m| m.log_start.get(&partition).copied())
+            .and_then(|m| m.log_start.get(&partition.iggy()).copied())
             .unwrap_or(0);
         Ok(Watermarks {
             log_start_offset: physical_start.max(logical_start).min(high_watermark),

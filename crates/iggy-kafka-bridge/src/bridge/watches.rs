@@ -5,6 +5,7 @@
 
 use super::IggyBridge;
 use crate::config::IggyTopicRef;
+use crate::partition::PartitionId;
 use tokio::sync::watch;
 
 /// Most partitions with long-poll notification channels; past it they start over.
@@ -12,7 +13,12 @@ const MAX_WATCHED_PARTITIONS: usize = 100_000;
 
 impl IggyBridge {
     /// Tells long polls on this gateway that `partition` now ends at `high_watermark`.
-    pub(super) fn notify(&self, target: &IggyTopicRef, partition: u32, high_watermark: i64) {
+    pub(super) fn notify(
+        &self,
+        target: &IggyTopicRef,
+        partition: PartitionId,
+        high_watermark: i64,
+    ) {
         if let Ok(watches) = self.inner.watches.lock()
             && let Some(tx) = watches.get(&(target.clone(), partition))
         {
@@ -34,9 +40,9 @@ impl IggyBridge {
         topic: &str,
         partition: i32,
     ) -> Option<watch::Receiver<i64>> {
-        let p = u32::try_from(partition).ok()?;
+        let p = PartitionId::new(partition)?;
         let r = self.cached_any_age(topic)?;
-        if p >= r.partitions_count {
+        if !p.is_below(r.partitions_count) {
             return None;
         }
         let key = (r.target.clone(), p);
