@@ -133,7 +133,8 @@ impl IggyBridge {
     }
 
     /// Maps `batches` to Iggy messages and queues them for the partition (the order
-    /// point of [`LogStore::submit`]); the future resolves once Iggy confirms them.
+    /// point of [`kafka_store::LogStore::submit`]); the future resolves once Iggy
+    /// confirms them.
     pub(super) async fn start_append(
         &self,
         topic: &str,

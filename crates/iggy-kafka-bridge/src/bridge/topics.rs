@@ -205,7 +205,7 @@ impl IggyBridge {
         }
     }
 
-    pub(super) fn check_partition(
+    fn check_partition(
         name: &str,
         partition: PartitionId,
         resolved: Option<Arc<Resolved>>,
