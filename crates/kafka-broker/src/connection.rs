@@ -88,9 +88,17 @@ pub(crate) async fn serve<S>(
         let reader = read_frames(rd, broker.clone(), frames_tx, stop);
         let processor = process(session, conn, broker.clone(), frames_rx, resp_tx);
         let writer = write_responses(wr, broker.clone(), resp_rx);
-        // The reader ends first (EOF, error, shutdown); the processor then drains the
-        // queued requests and the writer sends their responses before the socket closes.
-        let (_, session, _) = tokio::join!(reader, processor, writer);
+        let work = async { tokio::join!(processor, writer).0 };
+        tokio::pin!(reader, work);
+        // Normally the reader ends first (EOF, error, shutdown); the processor then drains
+        // the queued requests and the writer sends their responses before the socket
+        // closes. When the processor ends first (the connection must close), the reader
+        // is dropped with it: a client that keeps its socket open holds nothing.
+        let session = tokio::select! {
+            biased;
+            session = &mut work => session,
+            () = &mut reader => work.await,
+        };
         broker.pipeline.disconnected(&session);
         debug!("connection closed");
     }

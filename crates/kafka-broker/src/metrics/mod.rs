@@ -161,7 +161,7 @@ impl Metrics {
         let partitions = Arc::new(PartitionCounters::default());
         reg.register_collector(Box::new(partitions.clone()));
         let scrape = http::ScrapeGauges::register(reg);
-        root.register_collector(Box::new(process::ProcessCollector::default()));
+        root.register_collector(Box::new(process::ProcessCollector));
         Metrics {
             registry: root,
             requests,
