@@ -321,3 +321,171 @@ impl Layer for MetricsLayer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::{Notes, Request};
+    use crate::session::Listener;
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::produce_request::{
+        PartitionProduceData, ProduceRequest, TopicProduceData,
+    };
+    use kafka_protocol::messages::produce_response::{
+        PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    };
+    use kafka_records::{BatchOptions, NewRecord, encode_batch};
+    use std::time::Instant;
+
+    fn batch(n: usize) -> Bytes {
+        let records: Vec<NewRecord> = (0..n)
+            .map(|_| NewRecord {
+                timestamp: 1,
+                key: None,
+                value: Some(Bytes::from_static(b"0123456789")),
+                headers: vec![],
+            })
+            .collect();
+        let mut out = BytesMut::new();
+        encode_batch(&BatchOptions::default(), &records, &mut out).unwrap();
+        out.freeze()
+    }
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[tokio::test]
+    async fn counts_requests_errors_bytes_and_only_acknowledged_partitions() {
+        let metrics = Arc::new(Metrics::new());
+        let layer = MetricsLayer::new(metrics.clone());
+        let mut session = Session::new(1, Listener::plaintext(), "127.0.0.1:9".parse().unwrap());
+        layer.on_connect(&session);
+        let (b0, b1) = (batch(3), batch(2));
+        let mut request = Request {
+            api: ApiKey::Produce,
+            version: 9,
+            correlation_id: 1,
+            client_id: None,
+            body: ProduceRequest {
+                topic_data: vec![TopicProduceData {
+                    name: "t".into(),
+                    partition_data: vec![
+                        PartitionProduceData {
+                            index: 0,
+                            records: Some(b0.clone()),
+                            ..Default::default()
+                        },
+                        PartitionProduceData {
+                            index: 1,
+                            records: Some(b1),
+                            ..Default::default()
+                        },
+                    ],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+            .into(),
+            frame_len: 500,
+            received: Instant::now(),
+            notes: Notes::default(),
+        };
+        assert!(matches!(
+            layer.on_request(&mut session, &mut request).await,
+            Verdict::Pass
+        ));
+        let (info, _) = request.split();
+        // Partition 0 appended, partition 1 refused.
+        let response: ResponseBody = ProduceResponse {
+            responses: vec![TopicProduceResponse {
+                name: "t".into(),
+                partition_responses: vec![
+                    PartitionProduceResponse {
+                        index: 0,
+                        ..Default::default()
+                    },
+                    PartitionProduceResponse {
+                        index: 1,
+                        error_code: ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .into();
+        layer.on_response(
+            &session,
+            &info,
+            &Completion {
+                body: Some(&response),
+                sent_bytes: 80,
+                closed: false,
+                by_layer: None,
+            },
+        );
+        layer.on_disconnect(&session);
+        let text = metrics.encode().unwrap();
+        let get = |s: &str| sample(&text, s).unwrap_or_else(|| panic!("no {s} in\n{text}"));
+        assert_eq!(
+            get("kafka_gateway_requests_total{api=\"Produce\",version=\"9\"}"),
+            1.0
+        );
+        assert_eq!(
+            get(
+                "kafka_gateway_response_errors_total{api=\"Produce\",version=\"9\",error=\"NOT_LEADER_OR_FOLLOWER\"}"
+            ),
+            1.0
+        );
+        assert_eq!(get("kafka_gateway_received_bytes_total"), 500.0);
+        assert_eq!(get("kafka_gateway_sent_bytes_total"), 80.0);
+        assert_eq!(
+            get("kafka_gateway_request_duration_seconds_count{api=\"Produce\"}"),
+            1.0
+        );
+        assert_eq!(
+            get("kafka_gateway_partition_produced_records_total{topic=\"t\",partition=\"0\"}"),
+            3.0
+        );
+        assert_eq!(
+            get("kafka_gateway_partition_produced_bytes_total{topic=\"t\",partition=\"0\"}"),
+            b0.len() as f64
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "kafka_gateway_partition_produced_records_total{topic=\"t\",partition=\"1\"}"
+            ),
+            None,
+            "a refused partition is not counted"
+        );
+        assert_eq!(
+            get("kafka_gateway_connections_accepted_total{listener=\"PLAINTEXT\"}"),
+            1.0
+        );
+        assert_eq!(
+            get("kafka_gateway_connections_open{listener=\"PLAINTEXT\"}"),
+            0.0
+        );
+    }
+
+    #[test]
+    fn rejected_frames_are_counted_by_reason() {
+        let metrics = Arc::new(Metrics::new());
+        let layer = MetricsLayer::new(metrics.clone());
+        let session = Session::new(1, Listener::plaintext(), "127.0.0.1:9".parse().unwrap());
+        layer.on_rejected(&session, None, 3, "unsupported API");
+        layer.on_rejected(&session, None, 3, "unsupported API");
+        let text = metrics.encode().unwrap();
+        assert_eq!(
+            sample(
+                &text,
+                "kafka_gateway_requests_rejected_total{reason=\"unsupported API\"}"
+            ),
+            Some(2.0)
+        );
+    }
+}
