@@ -126,40 +126,188 @@ impl Default for Timeouts {
     }
 }
 
+/// Longest duration accepted for a broker timeout or wait (7 days). Far beyond any sensible
+/// value, and it keeps `Instant + duration` arithmetic far away from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Longest cluster id accepted; Kafka's own are 22 characters.
+pub const MAX_CLUSTER_ID_LEN: usize = 255;
+
+/// A broker setting the broker refuses to run with: the field and the rule it breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+#[non_exhaustive]
+pub struct InvalidSetting {
+    /// The field, as its path in [`BrokerConfig`] (`node_id`, `limits.max_frame_size`,
+    /// `default_topic_config.retention_ms`), so a caller can name it its own way.
+    pub field: &'static str,
+    /// The rule the value breaks, e.g. `must be at least 1`.
+    pub reason: String,
+}
+
 impl BrokerConfig {
     /// Checks the values that would make the broker misbehave.
     pub fn validate(&self) -> Result<(), crate::BrokerError> {
-        let bad = |m: &str| Err(crate::BrokerError::Config(m.to_string()));
-        if self.advertised_host.is_empty() {
-            return bad("advertised host is empty");
+        self.check()
+            .map_err(|e| crate::BrokerError::Config(e.to_string()))
+    }
+
+    /// Every rule the broker's settings must follow; the first one broken is returned with
+    /// the field it is about. [`BrokerConfig::validate`] is this with the broker's error.
+    pub fn check(&self) -> Result<(), InvalidSetting> {
+        let bad = |field: &'static str, reason: &str| {
+            Err(InvalidSetting {
+                field,
+                reason: reason.to_string(),
+            })
+        };
+        let host = self.advertised_host.as_str();
+        if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return bad("advertised_host", "must be a host name or IP address");
         }
-        if self.advertised_port == 0 {
-            return bad("advertised port is 0");
-        }
-        if self.auto_create_partitions < 1
-            || self.auto_create_partitions > self.limits.max_partitions_per_topic
+        if host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified())
         {
-            return bad("auto-create partitions must be between 1 and max partitions per topic");
-        }
-        if self.limits.max_connections == 0 {
-            return bad("max connections is 0");
-        }
-        if self.limits.max_frame_size < 1024 || self.limits.max_frame_size > i32::MAX as usize {
-            return bad("max frame size must be between 1 KiB and 2 GiB");
-        }
-        if self.limits.max_buffered_request_bytes < self.limits.max_frame_size + 4 {
             return bad(
-                "max buffered request bytes must hold at least one frame of max frame size",
+                "advertised_host",
+                "clients cannot connect to an unspecified address; give a reachable host",
             );
         }
-        if self.limits.max_in_flight_per_connection == 0 {
-            return bad("max in-flight requests per connection is 0");
+        if self.advertised_port == 0 {
+            return bad("advertised_port", "must be between 1 and 65535");
         }
-        if self.timeouts.idle.is_zero()
-            || self.timeouts.read.is_zero()
-            || self.timeouts.write.is_zero()
+        if self.node_id < 0 {
+            return bad("node_id", "must be 0 or more");
+        }
+        let cluster_id = self.cluster_id.as_str();
+        if cluster_id.is_empty()
+            || cluster_id.len() > MAX_CLUSTER_ID_LEN
+            || cluster_id
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control())
         {
-            return bad("timeouts must be positive");
+            return bad(
+                "cluster_id",
+                "must be 1 to 255 characters without spaces or control characters",
+            );
+        }
+
+        let groups = &self.groups;
+        if groups.min_session_timeout > groups.max_session_timeout {
+            return bad(
+                "groups.min_session_timeout",
+                "must not exceed the maximum session timeout",
+            );
+        }
+        if groups.max_session_timeout.is_zero() {
+            return bad("groups.max_session_timeout", "must be above zero");
+        }
+        if groups.max_groups == 0 {
+            return bad("groups.max_groups", "must be at least 1");
+        }
+        if groups.max_members_per_group == 0 {
+            return bad("groups.max_members_per_group", "must be at least 1");
+        }
+
+        let limits = &self.limits;
+        let i32_max = i32::MAX as usize;
+        for (field, value) in [
+            ("limits.max_connections", limits.max_connections),
+            (
+                "limits.max_in_flight_per_connection",
+                limits.max_in_flight_per_connection,
+            ),
+            (
+                "limits.max_topics_per_request",
+                limits.max_topics_per_request,
+            ),
+            (
+                "limits.max_fetch_response_bytes",
+                limits.max_fetch_response_bytes,
+            ),
+            ("limits.max_records_per_batch", limits.max_records_per_batch),
+        ] {
+            if value == 0 {
+                return bad(field, "must be at least 1");
+            }
+        }
+        if limits.max_frame_size < 1024 || limits.max_frame_size > i32_max {
+            return bad(
+                "limits.max_frame_size",
+                "must be between 1024 and 2147483647 bytes",
+            );
+        }
+        let one_frame = limits.max_frame_size + 4;
+        if limits.max_buffered_request_bytes < one_frame {
+            return Err(InvalidSetting {
+                field: "limits.max_buffered_request_bytes",
+                reason: format!(
+                    "must hold one request of the largest frame size: at least {one_frame} bytes"
+                ),
+            });
+        }
+        if limits.max_decompressed_batch_bytes == 0 || limits.max_decompressed_batch_bytes > i32_max
+        {
+            return bad(
+                "limits.max_decompressed_batch_bytes",
+                "must be between 1 and 2147483647 bytes",
+            );
+        }
+        if limits.max_records_per_batch > i32_max {
+            return bad("limits.max_records_per_batch", "must be at most 2147483647");
+        }
+        if limits.max_partitions_per_topic < 1 {
+            return bad("limits.max_partitions_per_topic", "must be at least 1");
+        }
+        if self.auto_create_partitions < 1
+            || self.auto_create_partitions > limits.max_partitions_per_topic
+        {
+            return Err(InvalidSetting {
+                field: "auto_create_partitions",
+                reason: format!(
+                    "must be between 1 and the partition limit per topic ({})",
+                    limits.max_partitions_per_topic
+                ),
+            });
+        }
+        if limits.max_fetch_wait > MAX_DURATION {
+            return bad("limits.max_fetch_wait", "must be at most 7 days");
+        }
+
+        let timeouts = &self.timeouts;
+        for (field, value, zero_ok) in [
+            ("timeouts.idle", timeouts.idle, false),
+            ("timeouts.read", timeouts.read, false),
+            ("timeouts.write", timeouts.write, false),
+            ("timeouts.shutdown_drain", timeouts.shutdown_drain, true),
+        ] {
+            if value.is_zero() && !zero_ok {
+                return bad(field, "must be above zero");
+            }
+            if value > MAX_DURATION {
+                return bad(field, "must be at most 7 days");
+            }
+        }
+
+        let topic = &self.default_topic_config;
+        if topic.retention_ms == 0 || topic.retention_ms < -1 {
+            return bad(
+                "default_topic_config.retention_ms",
+                "must be -1 (keep forever) or at least 1",
+            );
+        }
+        if topic.retention_bytes == 0 || topic.retention_bytes < -1 {
+            return bad(
+                "default_topic_config.retention_bytes",
+                "must be -1 (no size cap) or at least 1",
+            );
+        }
+        if topic.max_message_bytes < 1 {
+            return bad(
+                "default_topic_config.max_message_bytes",
+                "must be at least 1",
+            );
         }
         Ok(())
     }
