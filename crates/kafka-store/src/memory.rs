@@ -289,6 +289,25 @@ impl Candidate {
     }
 }
 
+/// Owns the background retention task of a [`MemoryStore`]; dropping it stops the task
+/// (its stop signal's sender goes away), [`RetentionTask::stop`] also waits for the end.
+#[derive(Debug)]
+#[must_use = "the retention task stops when this guard is dropped"]
+pub struct RetentionTask {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl RetentionTask {
+    /// Stops the task and waits until it has ended (a pass under way completes first).
+    pub async fn stop(self) {
+        self.stop.send_replace(true);
+        // A join error means the task panicked; the panic was reported already and there
+        // is nothing left to stop.
+        let _ = self.task.await;
+    }
+}
+
 /// A batch checked and copied, ready to get its offsets.
 struct Prepared {
     buf: BytesMut,
@@ -358,6 +377,17 @@ impl MemoryStore {
                 }
             }
         })
+    }
+
+    /// Starts the background retention task (see [`MemoryStore::spawn_retention`]) owned
+    /// by the returned guard: the task stops when the guard is dropped or
+    /// [`RetentionTask::stop`] is awaited. Must be called within a tokio runtime.
+    pub fn start_retention(self: &Arc<Self>) -> RetentionTask {
+        let (stop, stopped) = watch::channel(false);
+        RetentionTask {
+            task: self.spawn_retention(stopped),
+            stop,
+        }
     }
 
     /// One pass of the background task; `false` once the store is gone.
@@ -1212,6 +1242,37 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_retention_guard_stops_its_task() {
+        let store = Arc::new(MemoryStore::new(MemoryStoreConfig {
+            retention_check_interval: Duration::from_millis(10),
+            ..MemoryStoreConfig::default()
+        }));
+        topic(&store, "t", config(1_000, -1)).await;
+        let old = now() - 3_600_000;
+        store
+            .append("t", 0, vec![batch_at(old, 10), batch_at(old, 10)], now())
+            .await
+            .unwrap();
+        let guard = store.start_retention();
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        assert_eq!(bounds(&store, "t").await, (2, 2));
+        tokio::time::timeout(Duration::from_secs(5), guard.stop())
+            .await
+            .unwrap();
+
+        let guard = store.start_retention();
+        let task = guard.task.abort_handle();
+        drop(guard);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !task.is_finished() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .unwrap();
     }
 
     #[tokio::test]
