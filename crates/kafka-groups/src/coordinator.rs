@@ -3,13 +3,15 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
+use kafka_protocol::ErrorCode;
+
 use crate::group::{Ctx, Group};
 use crate::member_id::MemberIds;
 use crate::timers::Timers;
 use crate::types::{
-    CoordinatorStats, ErrorCode, GroupConfig, GroupDescription, GroupListing, GroupState,
-    GroupStats, Heartbeat, JoinGroup, LeaveGroup, LeaveResponse, MemberLeaveResult, Millis,
-    Protocol, RequestId, Response, SyncGroup,
+    CoordinatorStats, GroupConfig, GroupDescription, GroupListing, GroupState, GroupStats,
+    Heartbeat, JoinGroup, LeaveGroup, LeaveResponse, MemberLeaveResult, Millis, Protocol,
+    RequestId, Response, SyncGroup,
 };
 
 /// Kafka's classic group coordinator as a sans-IO state machine.
@@ -53,14 +55,14 @@ impl Coordinator {
         if req.group_id.is_empty() {
             return self
                 .ctx
-                .join_error(id, req.member_id, ErrorCode::InvalidGroupId);
+                .join_error(id, req.member_id, ErrorCode::INVALID_GROUP_ID);
         }
         if req.session_timeout < config.min_session_timeout
             || req.session_timeout > config.max_session_timeout
         {
             return self
                 .ctx
-                .join_error(id, req.member_id, ErrorCode::InvalidSessionTimeout);
+                .join_error(id, req.member_id, ErrorCode::INVALID_SESSION_TIMEOUT);
         }
         // Checked on the request as sent, before anything is built from it.
         let metadata_bytes: usize = req
@@ -73,7 +75,7 @@ impl Coordinator {
         {
             return self
                 .ctx
-                .join_error(id, req.member_id, ErrorCode::UnknownServerError);
+                .join_error(id, req.member_id, ErrorCode::UNKNOWN_SERVER_ERROR);
         }
         let protocols = dedup_protocols(&req.protocols);
 
@@ -84,12 +86,14 @@ impl Coordinator {
             if !req.member_id.is_empty() {
                 return self
                     .ctx
-                    .join_error(id, req.member_id, ErrorCode::UnknownMemberId);
+                    .join_error(id, req.member_id, ErrorCode::UNKNOWN_MEMBER_ID);
             }
             if !self.make_room() {
-                return self
-                    .ctx
-                    .join_error(id, req.member_id, ErrorCode::CoordinatorNotAvailable);
+                return self.ctx.join_error(
+                    id,
+                    req.member_id,
+                    ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                );
             }
             self.groups
                 .insert(group_id.clone(), Group::new(group_id.clone(), now));
@@ -104,18 +108,18 @@ impl Coordinator {
     /// while the group is CompletingRebalance.
     pub fn sync(&mut self, now: Millis, id: RequestId, req: SyncGroup) {
         if req.group_id.is_empty() {
-            return self.ctx.sync_error(id, ErrorCode::InvalidGroupId);
+            return self.ctx.sync_error(id, ErrorCode::INVALID_GROUP_ID);
         }
         match self.groups.get_mut(&req.group_id) {
             Some(group) => group.sync(&mut self.ctx, now, id, req),
-            None => self.ctx.sync_error(id, ErrorCode::UnknownMemberId),
+            None => self.ctx.sync_error(id, ErrorCode::UNKNOWN_MEMBER_ID),
         }
     }
 
     /// A Heartbeat request; always answered at once.
     pub fn heartbeat(&mut self, now: Millis, id: RequestId, req: Heartbeat) {
         let error = if req.group_id.is_empty() {
-            ErrorCode::InvalidGroupId
+            ErrorCode::INVALID_GROUP_ID
         } else {
             match self.groups.get_mut(&req.group_id) {
                 Some(group) => group.heartbeat(
@@ -125,7 +129,7 @@ impl Coordinator {
                     req.group_instance_id.as_deref(),
                     req.generation_id,
                 ),
-                None => ErrorCode::UnknownMemberId,
+                None => ErrorCode::UNKNOWN_MEMBER_ID,
             }
         };
         self.ctx.heartbeat(id, error);
@@ -137,7 +141,7 @@ impl Coordinator {
             return self.ctx.leave(
                 id,
                 LeaveResponse {
-                    error: ErrorCode::InvalidGroupId,
+                    error: ErrorCode::INVALID_GROUP_ID,
                     members: Vec::new(),
                 },
             );
@@ -150,14 +154,14 @@ impl Coordinator {
                 .map(|l| MemberLeaveResult {
                     member_id: l.member_id,
                     group_instance_id: l.group_instance_id,
-                    error: ErrorCode::UnknownMemberId,
+                    error: ErrorCode::UNKNOWN_MEMBER_ID,
                 })
                 .collect(),
         };
         self.ctx.leave(
             id,
             LeaveResponse {
-                error: ErrorCode::None,
+                error: ErrorCode::NONE,
                 members,
             },
         );
@@ -258,7 +262,7 @@ impl Coordinator {
     /// `GROUP_ID_NOT_FOUND`.
     pub fn delete(&mut self, group_id: &str) -> Result<(), ErrorCode> {
         let Some(group) = self.groups.get_mut(group_id) else {
-            return Err(ErrorCode::GroupIdNotFound);
+            return Err(ErrorCode::GROUP_ID_NOT_FOUND);
         };
         match group.state {
             GroupState::Empty | GroupState::Dead => {
@@ -268,7 +272,7 @@ impl Coordinator {
             }
             GroupState::PreparingRebalance
             | GroupState::CompletingRebalance
-            | GroupState::Stable => Err(ErrorCode::NonEmptyGroup),
+            | GroupState::Stable => Err(ErrorCode::NON_EMPTY_GROUP),
         }
     }
 
@@ -293,7 +297,7 @@ impl Coordinator {
         group_instance_id: Option<&str>,
     ) -> Result<(), ErrorCode> {
         if group_id.is_empty() {
-            return Err(ErrorCode::InvalidGroupId);
+            return Err(ErrorCode::INVALID_GROUP_ID);
         }
         match self.groups.get_mut(group_id) {
             Some(group) => group.validate_commit(
@@ -303,9 +307,9 @@ impl Coordinator {
                 member_id,
                 group_instance_id,
             ),
-            None if generation_id >= 0 => Err(ErrorCode::IllegalGeneration),
+            None if generation_id >= 0 => Err(ErrorCode::ILLEGAL_GENERATION),
             None if !member_id.is_empty() || group_instance_id.is_some() => {
-                Err(ErrorCode::UnknownMemberId)
+                Err(ErrorCode::UNKNOWN_MEMBER_ID)
             }
             None => Ok(()),
         }

@@ -8,12 +8,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::ErrorCode;
 
 use crate::member_id::MemberIds;
 use crate::timers::{TimerKind, Timers};
 use crate::types::{
-    ErrorCode, GroupConfig, GroupDescription, GroupState, HeartbeatResponse, JoinGroup,
-    JoinResponse, JoinedMember, LeaveResponse, LeavingMember, MemberAssignment, MemberDescription,
+    GroupConfig, GroupDescription, GroupState, HeartbeatResponse, JoinGroup, JoinResponse,
+    JoinedMember, LeaveResponse, LeavingMember, MemberAssignment, MemberDescription,
     MemberLeaveResult, Millis, Protocol, RequestId, Response, SyncGroup, SyncResponse,
 };
 
@@ -331,9 +332,9 @@ impl Group {
         instance_id: Option<&str>,
     ) -> Result<(), ErrorCode> {
         if self.is_static_member_fenced(instance_id, member_id) {
-            Err(ErrorCode::FencedInstanceId)
+            Err(ErrorCode::FENCED_INSTANCE_ID)
         } else if !self.members.contains_key(member_id) {
-            Err(ErrorCode::UnknownMemberId)
+            Err(ErrorCode::UNKNOWN_MEMBER_ID)
         } else {
             Ok(())
         }
@@ -449,10 +450,10 @@ impl Group {
             None,
         );
         if let Some(id) = m.awaiting_join.take() {
-            ctx.join_error(id, String::new(), ErrorCode::UnknownMemberId);
+            ctx.join_error(id, String::new(), ErrorCode::UNKNOWN_MEMBER_ID);
         }
         if let Some(id) = m.awaiting_sync.take() {
-            ctx.sync_error(id, ErrorCode::UnknownMemberId);
+            ctx.sync_error(id, ErrorCode::UNKNOWN_MEMBER_ID);
         }
         if let Some(instance) = &m.instance_id {
             self.static_members.remove(instance);
@@ -493,7 +494,7 @@ impl Group {
     fn prepare_rebalance(&mut self, ctx: &mut Ctx, now: Millis) {
         if self.state == GroupState::CompletingRebalance {
             // Assignments computed for the old member set are void; waiting syncs rejoin.
-            self.reset_and_propagate_assignment_error(ctx, now, ErrorCode::RebalanceInProgress);
+            self.reset_and_propagate_assignment_error(ctx, now, ErrorCode::REBALANCE_IN_PROGRESS);
         }
         self.pending_sync.clear();
         self.set_sync_timer(ctx, None);
@@ -627,7 +628,7 @@ impl Group {
         let is_leader = self.leader.as_deref() == Some(member_id);
         let protocol = self.protocol_name.clone().unwrap_or_default();
         JoinResponse {
-            error: ErrorCode::None,
+            error: ErrorCode::NONE,
             generation_id: self.generation,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
@@ -681,7 +682,7 @@ impl Group {
                 m.assignment = assignments.remove(id).unwrap_or_default();
                 if let Some(request) = m.awaiting_sync.take() {
                     let response = SyncResponse {
-                        error: ErrorCode::None,
+                        error: ErrorCode::NONE,
                         protocol_type: self.protocol_type.clone(),
                         protocol_name: self.protocol_name.clone(),
                         assignment: m.assignment.clone(),
@@ -726,7 +727,7 @@ impl Group {
             // back under the cap at the next rebalance.
             self.remove_member(ctx, &req.member_id);
             self.forget_pending(ctx, &req.member_id);
-            ctx.join_error(id, String::new(), ErrorCode::GroupMaxSizeReached);
+            ctx.join_error(id, String::new(), ErrorCode::GROUP_MAX_SIZE_REACHED);
         } else if req.member_id.is_empty() {
             self.join_new_member(ctx, now, id, req, protocols);
         } else {
@@ -746,7 +747,7 @@ impl Group {
         protocols: Vec<Protocol>,
     ) {
         if !self.supports_protocols(&req.protocol_type, &protocols) {
-            ctx.join_error(id, String::new(), ErrorCode::InconsistentGroupProtocol);
+            ctx.join_error(id, String::new(), ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
             return;
         }
         match req.group_instance_id.clone() {
@@ -763,7 +764,7 @@ impl Group {
                 let new_id = ctx.ids.next(&req.client_id);
                 if req.require_known_member_id {
                     if self.pending.len() >= ctx.config.max_pending_members_per_group {
-                        ctx.join_error(id, String::new(), ErrorCode::GroupMaxSizeReached);
+                        ctx.join_error(id, String::new(), ErrorCode::GROUP_MAX_SIZE_REACHED);
                         return;
                     }
                     // KIP-394: hand out an id and wait for the member to come back with it;
@@ -776,7 +777,7 @@ impl Group {
                         Some(now + req.session_timeout),
                     );
                     self.pending.insert(new_id.clone(), slot);
-                    ctx.join_error(id, new_id, ErrorCode::MemberIdRequired);
+                    ctx.join_error(id, new_id, ErrorCode::MEMBER_ID_REQUIRED);
                 } else {
                     self.add_member_and_rebalance(ctx, now, id, new_id, req, protocols);
                 }
@@ -849,14 +850,14 @@ impl Group {
     ) {
         let member_id = req.member_id.clone();
         if !self.supports_protocols(&req.protocol_type, &protocols) {
-            ctx.join_error(id, member_id, ErrorCode::InconsistentGroupProtocol);
+            ctx.join_error(id, member_id, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
             return;
         }
         if self.pending.contains_key(&member_id) {
             if req.group_instance_id.is_some() {
                 // Pending ids go to dynamic members only; a static member presenting one is
                 // confused (Kafka treats it as an internal error). Make it start over.
-                ctx.join_error(id, member_id, ErrorCode::UnknownMemberId);
+                ctx.join_error(id, member_id, ErrorCode::UNKNOWN_MEMBER_ID);
             } else {
                 self.add_member_and_rebalance(ctx, now, id, member_id, req, protocols);
             }
@@ -864,16 +865,16 @@ impl Group {
         }
         let instance = req.group_instance_id.as_deref();
         if self.is_static_member_fenced(instance, &member_id) {
-            ctx.join_error(id, member_id, ErrorCode::FencedInstanceId);
+            ctx.join_error(id, member_id, ErrorCode::FENCED_INSTANCE_ID);
             return;
         }
         let instance_unknown = instance.is_some_and(|i| !self.static_members.contains_key(i));
         let Some(member) = self.members.get(&member_id) else {
-            ctx.join_error(id, member_id, ErrorCode::UnknownMemberId);
+            ctx.join_error(id, member_id, ErrorCode::UNKNOWN_MEMBER_ID);
             return;
         };
         if instance_unknown {
-            ctx.join_error(id, member_id, ErrorCode::UnknownMemberId);
+            ctx.join_error(id, member_id, ErrorCode::UNKNOWN_MEMBER_ID);
             return;
         }
         let unchanged = member.protocols == protocols;
@@ -897,7 +898,7 @@ impl Group {
                 self.update_member_and_rebalance(ctx, now, id, &req, protocols);
             }
             GroupState::Empty | GroupState::Dead => {
-                ctx.join_error(id, member_id, ErrorCode::UnknownMemberId);
+                ctx.join_error(id, member_id, ErrorCode::UNKNOWN_MEMBER_ID);
             }
         }
     }
@@ -922,7 +923,7 @@ impl Group {
             ctx.join_error(
                 superseded,
                 req.member_id.clone(),
-                ErrorCode::RebalanceInProgress,
+                ErrorCode::REBALANCE_IN_PROGRESS,
             );
         }
         self.maybe_prepare_rebalance(ctx, now);
@@ -944,7 +945,7 @@ impl Group {
     ) {
         let current_leader = self.leader.clone().unwrap_or_default();
         let Some(mut m) = self.members.remove(old_id) else {
-            ctx.join_error(id, String::new(), ErrorCode::UnknownMemberId);
+            ctx.join_error(id, String::new(), ErrorCode::UNKNOWN_MEMBER_ID);
             return;
         };
         log!(
@@ -962,10 +963,10 @@ impl Group {
         );
         // Whatever the old incarnation still waits for, it has been fenced.
         if let Some(old) = m.awaiting_join.take() {
-            ctx.join_error(old, old_id.to_owned(), ErrorCode::FencedInstanceId);
+            ctx.join_error(old, old_id.to_owned(), ErrorCode::FENCED_INSTANCE_ID);
         }
         if let Some(old) = m.awaiting_sync.take() {
-            ctx.sync_error(old, ErrorCode::FencedInstanceId);
+            ctx.sync_error(old, ErrorCode::FENCED_INSTANCE_ID);
         }
         m.id = new_id.clone();
         m.client_id = req.client_id;
@@ -1011,7 +1012,7 @@ impl Group {
             }
             GroupState::Empty | GroupState::Dead => {
                 // A static member implies a non-empty group; answer rather than trust it.
-                ctx.join_error(id, String::new(), ErrorCode::UnknownMemberId);
+                ctx.join_error(id, String::new(), ErrorCode::UNKNOWN_MEMBER_ID);
             }
         }
     }
@@ -1025,7 +1026,7 @@ impl Group {
             return ctx.sync_error(id, e);
         }
         if req.generation_id != self.generation {
-            return ctx.sync_error(id, ErrorCode::IllegalGeneration);
+            return ctx.sync_error(id, ErrorCode::ILLEGAL_GENERATION);
         }
         if req
             .protocol_type
@@ -1036,16 +1037,18 @@ impl Group {
                 .as_ref()
                 .is_some_and(|n| self.protocol_name.as_ref() != Some(n))
         {
-            return ctx.sync_error(id, ErrorCode::InconsistentGroupProtocol);
+            return ctx.sync_error(id, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
         }
         match self.state {
-            GroupState::Empty | GroupState::Dead => ctx.sync_error(id, ErrorCode::UnknownMemberId),
-            GroupState::PreparingRebalance => ctx.sync_error(id, ErrorCode::RebalanceInProgress),
+            GroupState::Empty | GroupState::Dead => {
+                ctx.sync_error(id, ErrorCode::UNKNOWN_MEMBER_ID)
+            }
+            GroupState::PreparingRebalance => ctx.sync_error(id, ErrorCode::REBALANCE_IN_PROGRESS),
             GroupState::CompletingRebalance => {
                 if let Some(m) = self.members.get_mut(&req.member_id)
                     && let Some(superseded) = m.awaiting_sync.replace(id)
                 {
-                    ctx.sync_error(superseded, ErrorCode::RebalanceInProgress);
+                    ctx.sync_error(superseded, ErrorCode::REBALANCE_IN_PROGRESS);
                 }
                 self.remove_pending_sync(ctx, &req.member_id);
                 if self.leader.as_deref() == Some(req.member_id.as_str()) {
@@ -1062,7 +1065,7 @@ impl Group {
                 ctx.respond(
                     id,
                     Response::Sync(SyncResponse {
-                        error: ErrorCode::None,
+                        error: ErrorCode::NONE,
                         protocol_type: self.protocol_type.clone(),
                         protocol_name: self.protocol_name.clone(),
                         assignment,
@@ -1086,7 +1089,7 @@ impl Group {
                 self.id,
                 bytes
             );
-            self.reset_and_propagate_assignment_error(ctx, now, ErrorCode::UnknownServerError);
+            self.reset_and_propagate_assignment_error(ctx, now, ErrorCode::UNKNOWN_SERVER_ERROR);
             self.maybe_prepare_rebalance(ctx, now);
             return;
         }
@@ -1118,17 +1121,17 @@ impl Group {
             return e;
         }
         if generation_id != self.generation {
-            return ErrorCode::IllegalGeneration;
+            return ErrorCode::ILLEGAL_GENERATION;
         }
         match self.state {
-            GroupState::Empty | GroupState::Dead => ErrorCode::UnknownMemberId,
+            GroupState::Empty | GroupState::Dead => ErrorCode::UNKNOWN_MEMBER_ID,
             GroupState::CompletingRebalance | GroupState::Stable => {
                 self.schedule_session(ctx, now, member_id);
-                ErrorCode::None
+                ErrorCode::NONE
             }
             GroupState::PreparingRebalance => {
                 self.schedule_session(ctx, now, member_id);
-                ErrorCode::RebalanceInProgress
+                ErrorCode::REBALANCE_IN_PROGRESS
             }
         }
     }
@@ -1163,22 +1166,22 @@ impl Group {
             return match current {
                 Some(member_id) => {
                     self.remove_member_and_update_group(ctx, now, &member_id);
-                    ErrorCode::None
+                    ErrorCode::NONE
                 }
-                None => ErrorCode::UnknownMemberId,
+                None => ErrorCode::UNKNOWN_MEMBER_ID,
             };
         }
         if self.forget_pending(ctx, &l.member_id) {
             if self.state == GroupState::PreparingRebalance {
                 self.maybe_complete_join(ctx, now);
             }
-            return ErrorCode::None;
+            return ErrorCode::NONE;
         }
         match self.validate_current_member(&l.member_id, l.group_instance_id.as_deref()) {
             Ok(()) => {
                 log!("group {}: member {} leaves", self.id, l.member_id);
                 self.remove_member_and_update_group(ctx, now, &l.member_id);
-                ErrorCode::None
+                ErrorCode::NONE
             }
             Err(e) => e,
         }
@@ -1196,11 +1199,11 @@ impl Group {
         if generation_id >= 0 || !member_id.is_empty() || instance_id.is_some() {
             self.validate_current_member(member_id, instance_id)?;
             if generation_id != self.generation {
-                return Err(ErrorCode::IllegalGeneration);
+                return Err(ErrorCode::ILLEGAL_GENERATION);
             }
         } else if self.state != GroupState::Empty {
             // Only members commit to a group that has members.
-            return Err(ErrorCode::UnknownMemberId);
+            return Err(ErrorCode::UNKNOWN_MEMBER_ID);
         }
         match self.state {
             GroupState::Empty => Ok(()),
@@ -1210,8 +1213,8 @@ impl Group {
                 self.schedule_session(ctx, now, member_id);
                 Ok(())
             }
-            GroupState::CompletingRebalance => Err(ErrorCode::RebalanceInProgress),
-            GroupState::Dead => Err(ErrorCode::CoordinatorNotAvailable),
+            GroupState::CompletingRebalance => Err(ErrorCode::REBALANCE_IN_PROGRESS),
+            GroupState::Dead => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
         }
     }
 

@@ -82,10 +82,37 @@
 //! outstanding KIP-394 ids, protocols and metadata bytes per member, assignment bytes per
 //! SyncGroup.
 //!
+//! # Error codes
+//!
+//! Responses and the synchronous calls carry [`kafka_protocol::ErrorCode`]. The coordinator
+//! produces these codes and no others:
+//!
+//! - `NONE` (0): success, as on the wire.
+//! - `UNKNOWN_SERVER_ERROR` (-1): what Kafka answers when group state is too large to
+//!   store, which is how this coordinator reports metadata or assignments above its caps.
+//! - `COORDINATOR_NOT_AVAILABLE` (15): the coordinator holds `max_groups` groups and none
+//!   can be evicted; the client backs off and retries.
+//! - `ILLEGAL_GENERATION` (22): the generation in the request is not the group's current
+//!   one.
+//! - `INCONSISTENT_GROUP_PROTOCOL` (23): the member's protocols are incompatible with the
+//!   group's, or the first member joined with an empty protocol type or protocol list.
+//! - `INVALID_GROUP_ID` (24): the group id is empty.
+//! - `UNKNOWN_MEMBER_ID` (25): the group does not know this member.
+//! - `INVALID_SESSION_TIMEOUT` (26): the session timeout is outside the configured range.
+//! - `REBALANCE_IN_PROGRESS` (27): the group is rebalancing, so the member must rejoin.
+//! - `NON_EMPTY_GROUP` (68): the group to delete still has members.
+//! - `GROUP_ID_NOT_FOUND` (69): the group to delete does not exist.
+//! - `MEMBER_ID_REQUIRED` (79), KIP-394: the member must rejoin with the id it was given.
+//! - `GROUP_MAX_SIZE_REACHED` (81): the group, or its outstanding KIP-394 ids, are at
+//!   their cap.
+//! - `FENCED_INSTANCE_ID` (82), KIP-345: another member with the same `group.instance.id`
+//!   registered with a different member id.
+//!
 //! ```
 //! use std::time::Duration;
 //! use bytes::Bytes;
 //! use kafka_groups::*;
+//! use kafka_protocol::ErrorCode;
 //!
 //! let mut c = Coordinator::new(GroupConfig::default());
 //! let now = Millis(0);
@@ -106,7 +133,7 @@
 //! let deadline = c.poll_timeout().unwrap();
 //! c.handle_timeout(deadline);
 //! let (id, Response::Join(join)) = c.poll_response().unwrap() else { panic!() };
-//! assert_eq!((id, join.error, join.generation_id), (RequestId(1), ErrorCode::None, 1));
+//! assert_eq!((id, join.error, join.generation_id), (RequestId(1), ErrorCode::NONE, 1));
 //! assert_eq!(join.leader, join.member_id);
 //! ```
 
@@ -121,8 +148,8 @@ mod proptests;
 
 pub use coordinator::Coordinator;
 pub use types::{
-    CoordinatorStats, ErrorCode, GroupConfig, GroupDescription, GroupListing, GroupState,
-    GroupStats, Heartbeat, HeartbeatResponse, JoinGroup, JoinResponse, JoinedMember, LeaveGroup,
-    LeaveResponse, LeavingMember, MemberAssignment, MemberDescription, MemberLeaveResult, Millis,
-    Protocol, RequestId, Response, SyncGroup, SyncResponse,
+    CoordinatorStats, GroupConfig, GroupDescription, GroupListing, GroupState, GroupStats,
+    Heartbeat, HeartbeatResponse, JoinGroup, JoinResponse, JoinedMember, LeaveGroup, LeaveResponse,
+    LeavingMember, MemberAssignment, MemberDescription, MemberLeaveResult, Millis, Protocol,
+    RequestId, Response, SyncGroup, SyncResponse,
 };

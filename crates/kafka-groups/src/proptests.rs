@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::ErrorCode;
 use proptest::prelude::*;
 
 use crate::Coordinator;
@@ -237,7 +238,7 @@ impl World {
                     )
                 };
                 if let Err(e) = result {
-                    assert_ne!(e, ErrorCode::None);
+                    assert_ne!(e, ErrorCode::NONE);
                 }
             }
             Op::Delete { group } => {
@@ -299,7 +300,7 @@ impl World {
     fn on_join(&mut self, client: usize, r: JoinResponse) {
         let state = &mut self.clients[client];
         match r.error {
-            ErrorCode::None => {
+            ErrorCode::NONE => {
                 assert!(r.generation_id > 0);
                 state.member_id = r.member_id.clone();
                 state.generation = r.generation_id;
@@ -315,8 +316,8 @@ impl World {
                     assert_eq!(*leader, r.leader, "two leaders in one generation");
                 }
             }
-            ErrorCode::MemberIdRequired => state.member_id = r.member_id,
-            ErrorCode::UnknownMemberId => state.member_id.clear(),
+            ErrorCode::MEMBER_ID_REQUIRED => state.member_id = r.member_id,
+            ErrorCode::UNKNOWN_MEMBER_ID => state.member_id.clear(),
             _ => {}
         }
     }

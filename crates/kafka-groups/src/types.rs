@@ -1,5 +1,7 @@
-//! The coordinator's vocabulary: virtual time, request ids, Kafka error codes, group states,
-//! configuration, and the request and response values the broker maps to and from the wire.
+//! The coordinator's vocabulary: virtual time, request ids, group states, configuration,
+//! and the request and response values the broker maps to and from the wire. Errors are
+//! [`ErrorCode`]s, the protocol's own type; the crate docs list the codes the coordinator
+//! produces.
 //!
 //! None of these types know about wire versions. The broker fills in what an older request
 //! version lacks (JoinGroup v0 has no rebalance timeout: pass the session timeout; LeaveGroup
@@ -11,6 +13,7 @@ use std::ops::Add;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::ErrorCode;
 
 /// A point in time, in milliseconds since an origin the driver chooses (process start, say).
 ///
@@ -55,93 +58,6 @@ impl Add<Duration> for Millis {
 /// makes the driver's routing ambiguous.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RequestId(pub u64);
-
-/// The Kafka error codes this coordinator produces, and nothing else.
-///
-/// [`ErrorCode::None`] is success, as on the wire. The `Display` text is Kafka's message for
-/// the code, so an `Err(ErrorCode)` reads well in logs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
-pub enum ErrorCode {
-    /// `NONE` (0).
-    #[error("no error")]
-    None,
-    /// `UNKNOWN_SERVER_ERROR` (-1). Also what Kafka answers when group state is too large to
-    /// store, which is how this coordinator reports metadata or assignments above its caps.
-    #[error("the server experienced an unexpected error when processing the request")]
-    UnknownServerError,
-    /// `COORDINATOR_NOT_AVAILABLE` (15). Here: the coordinator holds `max_groups` groups and
-    /// none can be evicted; the client backs off and retries.
-    #[error("the coordinator is not available")]
-    CoordinatorNotAvailable,
-    /// `ILLEGAL_GENERATION` (22).
-    #[error("the generation id provided in the request is not the current generation")]
-    IllegalGeneration,
-    /// `INCONSISTENT_GROUP_PROTOCOL` (23).
-    #[error(
-        "the group member's supported protocols are incompatible with those of existing members or first group member tried to join with empty protocol type or empty protocol list"
-    )]
-    InconsistentGroupProtocol,
-    /// `INVALID_GROUP_ID` (24).
-    #[error("the configured groupId is invalid")]
-    InvalidGroupId,
-    /// `UNKNOWN_MEMBER_ID` (25).
-    #[error("the coordinator is not aware of this member")]
-    UnknownMemberId,
-    /// `INVALID_SESSION_TIMEOUT` (26).
-    #[error("the session timeout is not within the range allowed by the broker")]
-    InvalidSessionTimeout,
-    /// `REBALANCE_IN_PROGRESS` (27).
-    #[error("the group is rebalancing, so a rejoin is needed")]
-    RebalanceInProgress,
-    /// `NON_EMPTY_GROUP` (68).
-    #[error("the group is not empty")]
-    NonEmptyGroup,
-    /// `GROUP_ID_NOT_FOUND` (69).
-    #[error("the group id does not exist")]
-    GroupIdNotFound,
-    /// `MEMBER_ID_REQUIRED` (79), KIP-394.
-    #[error(
-        "the group member needs to have a valid member id before actually entering a consumer group"
-    )]
-    MemberIdRequired,
-    /// `GROUP_MAX_SIZE_REACHED` (81).
-    #[error("the consumer group has reached its max size")]
-    GroupMaxSizeReached,
-    /// `FENCED_INSTANCE_ID` (82), KIP-345.
-    #[error(
-        "the broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id"
-    )]
-    FencedInstanceId,
-}
-
-impl ErrorCode {
-    /// The wire value.
-    #[must_use]
-    pub fn code(self) -> i16 {
-        match self {
-            Self::None => 0,
-            Self::UnknownServerError => -1,
-            Self::CoordinatorNotAvailable => 15,
-            Self::IllegalGeneration => 22,
-            Self::InconsistentGroupProtocol => 23,
-            Self::InvalidGroupId => 24,
-            Self::UnknownMemberId => 25,
-            Self::InvalidSessionTimeout => 26,
-            Self::RebalanceInProgress => 27,
-            Self::NonEmptyGroup => 68,
-            Self::GroupIdNotFound => 69,
-            Self::MemberIdRequired => 79,
-            Self::GroupMaxSizeReached => 81,
-            Self::FencedInstanceId => 82,
-        }
-    }
-
-    /// `true` for [`ErrorCode::None`].
-    #[must_use]
-    pub fn is_ok(self) -> bool {
-        self == Self::None
-    }
-}
 
 /// The classic protocol's group states, named as Kafka names them on the wire
 /// (DescribeGroups, ListGroups v4+).

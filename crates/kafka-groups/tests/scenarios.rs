@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_groups::*;
+use kafka_protocol::ErrorCode;
 
 const SESSION_MS: u64 = 10_000;
 const REBALANCE_MS: u64 = 30_000;
@@ -112,7 +113,7 @@ impl Harness {
     /// Applies a successful join answer to the client.
     fn joined(&mut self, cl: &mut Client, id: RequestId) -> JoinResponse {
         let r = self.take_join(id);
-        assert_eq!(r.error, ErrorCode::None, "{} join: {r:?}", cl.client_id);
+        assert_eq!(r.error, ErrorCode::NONE, "{} join: {r:?}", cl.client_id);
         cl.member_id = r.member_id.clone();
         cl.generation = r.generation_id;
         r
@@ -216,7 +217,7 @@ impl Harness {
         syncs[leader_at] = self.sync(&clients[leader_at], assignments);
         for (cl, id) in clients.iter().zip(syncs) {
             let r = self.take_sync(id);
-            assert_eq!(r.error, ErrorCode::None);
+            assert_eq!(r.error, ErrorCode::NONE);
             assert_eq!(r.assignment, Bytes::from(format!("for {}", cl.member_id)));
         }
         assert_eq!(self.state(&clients[0].group), Some(GroupState::Stable));
@@ -350,7 +351,7 @@ fn two_members_join_and_share_generation_and_leader() {
     );
     assert_eq!(ra.protocol_name.as_deref(), Some("range"));
     assert_eq!(h.state("g"), Some(GroupState::Stable));
-    assert_eq!(h.heartbeat(&a), ErrorCode::None);
+    assert_eq!(h.heartbeat(&a), ErrorCode::NONE);
 
     let d = h.c.describe("g").unwrap();
     assert_eq!(d.state, GroupState::Stable);
@@ -373,7 +374,7 @@ fn kip394_member_id_required_round() {
     a.require_known_member_id = true;
     let j = h.join(&a);
     let r = h.take_join(j);
-    assert_eq!(r.error, ErrorCode::MemberIdRequired);
+    assert_eq!(r.error, ErrorCode::MEMBER_ID_REQUIRED);
     assert!(r.member_id.starts_with("a-"));
     assert_eq!(r.generation_id, -1);
     assert_eq!(
@@ -400,7 +401,7 @@ fn kip394_unused_member_id_expires_after_session_timeout() {
         let j = h.join(&a);
         h.take_join(j)
     };
-    assert_eq!(r.error, ErrorCode::MemberIdRequired);
+    assert_eq!(r.error, ErrorCode::MEMBER_ID_REQUIRED);
     assert_eq!(h.c.poll_timeout(), Some(Millis(SESSION_MS)));
     h.advance(SESSION_MS);
     assert_eq!(
@@ -410,7 +411,7 @@ fn kip394_unused_member_id_expires_after_session_timeout() {
     );
     a.member_id = r.member_id;
     let j = h.join(&a);
-    assert_eq!(h.take_join(j).error, ErrorCode::UnknownMemberId);
+    assert_eq!(h.take_join(j).error, ErrorCode::UNKNOWN_MEMBER_ID);
 }
 
 #[test]
@@ -421,7 +422,7 @@ fn pending_member_id_holds_up_the_rebalance_until_it_expires() {
     let mut c = Client::new("c");
     c.require_known_member_id = true;
     let jc = h.join(&c);
-    assert_eq!(h.take_join(jc).error, ErrorCode::MemberIdRequired);
+    assert_eq!(h.take_join(jc).error, ErrorCode::MEMBER_ID_REQUIRED);
     b.protocols = vec![Protocol::new("range", "sub-b-v2")];
     let jb = h.join(&b);
     let ja = h.join(&a);
@@ -443,20 +444,20 @@ fn member_that_never_syncs_is_removed_at_session_timeout() {
     h.joined(&mut b, jb);
     // The leader syncs and heartbeats; b goes silent after its JoinGroup answer.
     let sa = h.sync(&a, vec![]);
-    assert_eq!(h.take_sync(sa).error, ErrorCode::None);
+    assert_eq!(h.take_sync(sa).error, ErrorCode::NONE);
     assert_eq!(h.state("g"), Some(GroupState::Stable));
     for _ in 0..3 {
         h.advance(SESSION_MS / 3);
-        assert_eq!(h.heartbeat(&a), ErrorCode::None);
+        assert_eq!(h.heartbeat(&a), ErrorCode::NONE);
     }
     h.advance(SESSION_MS / 3);
     assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
-    assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+    assert_eq!(h.heartbeat(&a), ErrorCode::REBALANCE_IN_PROGRESS);
     let ja = h.join(&a);
     let r = h.joined(&mut a, ja);
     assert_eq!(r.generation_id, 2);
     assert_eq!(r.members.len(), 1);
-    assert_eq!(h.heartbeat(&b), ErrorCode::UnknownMemberId);
+    assert_eq!(h.heartbeat(&b), ErrorCode::UNKNOWN_MEMBER_ID);
 }
 
 #[test]
@@ -470,15 +471,15 @@ fn member_that_heartbeats_but_never_syncs_is_removed_at_rebalance_timeout() {
     h.joined(&mut a, ja);
     h.joined(&mut b, jb);
     let sa = h.sync(&a, vec![]);
-    assert_eq!(h.take_sync(sa).error, ErrorCode::None);
+    assert_eq!(h.take_sync(sa).error, ErrorCode::NONE);
     for _ in 0..3 {
         h.advance(2_000);
-        assert_eq!(h.heartbeat(&a), ErrorCode::None);
-        assert_eq!(h.heartbeat(&b), ErrorCode::None);
+        assert_eq!(h.heartbeat(&a), ErrorCode::NONE);
+        assert_eq!(h.heartbeat(&b), ErrorCode::NONE);
     }
     h.advance(2_000);
     assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
-    assert_eq!(h.heartbeat(&b), ErrorCode::UnknownMemberId);
+    assert_eq!(h.heartbeat(&b), ErrorCode::UNKNOWN_MEMBER_ID);
 }
 
 #[test]
@@ -489,14 +490,14 @@ fn heartbeat_during_rebalance_asks_to_rejoin() {
     let jb = h.join(&b);
     assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
     assert!(!h.answered(jb));
-    assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+    assert_eq!(h.heartbeat(&a), ErrorCode::REBALANCE_IN_PROGRESS);
     // SyncGroup is refused too until the rebalance is over.
     let s = h.sync(&a, vec![]);
-    assert_eq!(h.take_sync(s).error, ErrorCode::RebalanceInProgress);
+    assert_eq!(h.take_sync(s).error, ErrorCode::REBALANCE_IN_PROGRESS);
     // A wrong generation is a wrong generation, whatever the state.
     let mut stale = a.clone();
     stale.generation = 0;
-    assert_eq!(h.heartbeat(&stale), ErrorCode::IllegalGeneration);
+    assert_eq!(h.heartbeat(&stale), ErrorCode::ILLEGAL_GENERATION);
 }
 
 #[test]
@@ -507,8 +508,8 @@ fn leader_leaving_mid_rebalance_hands_leadership_to_a_rejoined_member() {
     b.protocols = vec![Protocol::new("range", "new-subscription")];
     let jb = h.join(&b);
     let left = h.leave("g", &[(&a.member_id, None)]);
-    assert_eq!(left.error, ErrorCode::None);
-    assert_eq!(left.members[0].error, ErrorCode::None);
+    assert_eq!(left.error, ErrorCode::NONE);
+    assert_eq!(left.members[0].error, ErrorCode::NONE);
     // b was the only one left and had rejoined: the rebalance completes at once.
     let r = h.joined(&mut b, jb);
     assert_eq!(r.generation_id, 2);
@@ -526,19 +527,19 @@ fn leader_not_rejoining_is_replaced_by_a_member_that_did() {
     // The leader stays alive (heartbeats) but does not rejoin.
     for _ in 0..6 {
         h.advance(REBALANCE_MS / 6 - 1);
-        assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+        assert_eq!(h.heartbeat(&a), ErrorCode::REBALANCE_IN_PROGRESS);
     }
     h.advance(6);
     let r = h.joined(&mut b, jb);
     assert_eq!(r.leader, b.member_id);
     assert_eq!(r.members.len(), 1);
-    assert_eq!(h.heartbeat(&a), ErrorCode::UnknownMemberId);
+    assert_eq!(h.heartbeat(&a), ErrorCode::UNKNOWN_MEMBER_ID);
     // The old leader rejoins as a new member and the group grows again.
     a.member_id.clear();
     let ja = h.join(&a);
     assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
     let s = h.sync(&b, vec![]);
-    assert_eq!(h.take_sync(s).error, ErrorCode::RebalanceInProgress);
+    assert_eq!(h.take_sync(s).error, ErrorCode::REBALANCE_IN_PROGRESS);
     let jb = h.join(&b);
     let ra = h.joined(&mut a, ja);
     let rb = h.joined(&mut b, jb);
@@ -554,7 +555,7 @@ fn all_members_expire_then_group_is_empty_and_can_be_rejoined() {
     assert_eq!(h.state("g"), Some(GroupState::Empty));
     assert_eq!(h.c.generation("g"), Some(2), "emptying is a generation too");
     assert_eq!(h.c.poll_timeout(), None);
-    assert_eq!(h.heartbeat(&a), ErrorCode::UnknownMemberId);
+    assert_eq!(h.heartbeat(&a), ErrorCode::UNKNOWN_MEMBER_ID);
     let d = h.c.describe("g").unwrap();
     assert_eq!(d.protocol_type, "consumer");
     assert!(d.members.is_empty());
@@ -595,23 +596,23 @@ fn static_member_restart_keeps_assignment_without_rebalance() {
 
     let s = h.sync(&a2, vec![]);
     let s = h.take_sync(s);
-    assert_eq!(s.error, ErrorCode::None);
+    assert_eq!(s.error, ErrorCode::NONE);
     assert_eq!(s.assignment, Bytes::from(format!("for {}", old.member_id)));
-    assert_eq!(h.heartbeat(&b), ErrorCode::None, "others are undisturbed");
-    assert_eq!(h.heartbeat(&a2), ErrorCode::None);
+    assert_eq!(h.heartbeat(&b), ErrorCode::NONE, "others are undisturbed");
+    assert_eq!(h.heartbeat(&a2), ErrorCode::NONE);
 
     // The old incarnation is fenced.
-    assert_eq!(h.heartbeat(&old), ErrorCode::FencedInstanceId);
+    assert_eq!(h.heartbeat(&old), ErrorCode::FENCED_INSTANCE_ID);
     let s = h.sync(&old, vec![]);
-    assert_eq!(h.take_sync(s).error, ErrorCode::FencedInstanceId);
+    assert_eq!(h.take_sync(s).error, ErrorCode::FENCED_INSTANCE_ID);
     let j = h.join(&old);
-    assert_eq!(h.take_join(j).error, ErrorCode::FencedInstanceId);
+    assert_eq!(h.take_join(j).error, ErrorCode::FENCED_INSTANCE_ID);
     assert_eq!(
         h.c.validate_commit(h.now, "g", generation, &old.member_id, Some("inst-a")),
-        Err(ErrorCode::FencedInstanceId)
+        Err(ErrorCode::FENCED_INSTANCE_ID)
     );
     let left = h.leave("g", &[(&old.member_id, Some("inst-a"))]);
-    assert_eq!(left.members[0].error, ErrorCode::FencedInstanceId);
+    assert_eq!(left.members[0].error, ErrorCode::FENCED_INSTANCE_ID);
     assert_eq!(h.c.generation("g"), Some(generation));
 }
 
@@ -654,7 +655,7 @@ fn static_member_not_rejoining_stays_until_its_session_expires() {
     );
     let mut s = s;
     s.generation = 2;
-    assert_eq!(h.heartbeat(&s), ErrorCode::None);
+    assert_eq!(h.heartbeat(&s), ErrorCode::NONE);
 }
 
 #[test]
@@ -667,8 +668,8 @@ fn static_member_restart_during_completing_rebalance_fences_and_rebalances() {
     h.joined(&mut b, jb);
     let sb = h.sync(&b, vec![]);
     let old_sync = h.sync(&s, vec![]); // s leads; its sync completes the round at once
-    assert_eq!(h.take_sync(old_sync).error, ErrorCode::None);
-    assert_eq!(h.take_sync(sb).error, ErrorCode::None);
+    assert_eq!(h.take_sync(old_sync).error, ErrorCode::NONE);
+    assert_eq!(h.take_sync(sb).error, ErrorCode::NONE);
 
     // Now a rebalance, and during CompletingRebalance s restarts.
     b.protocols = vec![Protocol::new("range", "v2")];
@@ -685,9 +686,9 @@ fn static_member_restart_during_completing_rebalance_fences_and_rebalances() {
     assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
     assert_eq!(
         h.take_sync(s_follower_sync).error,
-        ErrorCode::RebalanceInProgress
+        ErrorCode::REBALANCE_IN_PROGRESS
     );
-    assert_eq!(h.heartbeat(&s), ErrorCode::FencedInstanceId);
+    assert_eq!(h.heartbeat(&s), ErrorCode::FENCED_INSTANCE_ID);
     let jb = h.join(&b);
     let r = h.joined(&mut s2, j2);
     h.joined(&mut b, jb);
@@ -700,12 +701,12 @@ fn session_timeout_of_one_member_rebalances_the_survivor() {
     let (mut a, b) = stable_pair(&mut h);
     for _ in 0..4 {
         h.advance(SESSION_MS / 4 - 1);
-        assert_eq!(h.heartbeat(&a), ErrorCode::None);
+        assert_eq!(h.heartbeat(&a), ErrorCode::NONE);
     }
     h.advance(4);
     assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
-    assert_eq!(h.heartbeat(&b), ErrorCode::UnknownMemberId);
-    assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+    assert_eq!(h.heartbeat(&b), ErrorCode::UNKNOWN_MEMBER_ID);
+    assert_eq!(h.heartbeat(&a), ErrorCode::REBALANCE_IN_PROGRESS);
     let j = h.join(&a);
     let r = h.joined(&mut a, j);
     assert_eq!(r.generation_id, 2);
@@ -724,15 +725,15 @@ fn rebalance_timeout_removes_members_that_do_not_rejoin() {
     assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
     for _ in 0..5 {
         h.advance(REBALANCE_MS / 5 - 1);
-        assert_eq!(h.heartbeat(&b), ErrorCode::RebalanceInProgress);
+        assert_eq!(h.heartbeat(&b), ErrorCode::REBALANCE_IN_PROGRESS);
         assert!(!h.answered(ja));
     }
     h.advance(5);
     let r = h.joined(&mut a, ja);
     assert_eq!(r.generation_id, 2);
     assert_eq!(r.members.len(), 1);
-    assert_eq!(h.heartbeat(&b), ErrorCode::UnknownMemberId);
-    assert_eq!(h.heartbeat(&c), ErrorCode::UnknownMemberId);
+    assert_eq!(h.heartbeat(&b), ErrorCode::UNKNOWN_MEMBER_ID);
+    assert_eq!(h.heartbeat(&c), ErrorCode::UNKNOWN_MEMBER_ID);
 }
 
 #[test]
@@ -741,7 +742,7 @@ fn follower_rejoining_stable_group_unchanged_gets_current_generation() {
     let (_a, b) = stable_pair(&mut h);
     let j = h.join(&b);
     let r = h.take_join(j);
-    assert_eq!(r.error, ErrorCode::None);
+    assert_eq!(r.error, ErrorCode::NONE);
     assert_eq!(r.generation_id, 1);
     assert_eq!(h.state("g"), Some(GroupState::Stable));
 }
@@ -753,7 +754,7 @@ fn superseded_requests_are_answered() {
     b.protocols = vec![Protocol::new("range", "v2")];
     let first = h.join(&b);
     let second = h.join(&b);
-    assert_eq!(h.take_join(first).error, ErrorCode::RebalanceInProgress);
+    assert_eq!(h.take_join(first).error, ErrorCode::REBALANCE_IN_PROGRESS);
     let mut a = a;
     let ja = h.join(&a);
     h.joined(&mut a, ja);
@@ -761,10 +762,10 @@ fn superseded_requests_are_answered() {
     // A follower's repeated SyncGroup replaces the parked one.
     let s1 = h.sync(&b, vec![]);
     let s2 = h.sync(&b, vec![]);
-    assert_eq!(h.take_sync(s1).error, ErrorCode::RebalanceInProgress);
+    assert_eq!(h.take_sync(s1).error, ErrorCode::REBALANCE_IN_PROGRESS);
     let sa = h.sync(&a, vec![]);
-    assert_eq!(h.take_sync(sa).error, ErrorCode::None);
-    assert_eq!(h.take_sync(s2).error, ErrorCode::None);
+    assert_eq!(h.take_sync(sa).error, ErrorCode::NONE);
+    assert_eq!(h.take_sync(s2).error, ErrorCode::NONE);
 }
 
 #[test]
@@ -782,11 +783,11 @@ fn new_member_parked_too_long_is_dropped() {
     let jc = h.join(&c);
     for _ in 0..4 {
         h.advance(5_000);
-        assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
-        assert_eq!(h.heartbeat(&b), ErrorCode::RebalanceInProgress);
+        assert_eq!(h.heartbeat(&a), ErrorCode::REBALANCE_IN_PROGRESS);
+        assert_eq!(h.heartbeat(&b), ErrorCode::REBALANCE_IN_PROGRESS);
     }
     let r = h.take_join(jc);
-    assert_eq!(r.error, ErrorCode::UnknownMemberId);
+    assert_eq!(r.error, ErrorCode::UNKNOWN_MEMBER_ID);
     assert_eq!(r.member_id, "");
     let (ja, jb) = (h.join(&a), h.join(&b));
     assert_eq!(h.joined(&mut a, ja).members.len(), 2);
@@ -813,7 +814,7 @@ fn initial_delay_extends_while_members_arrive_up_to_the_rebalance_timeout() {
     let ids: Vec<_> = joins.iter().map(|j| h.take_join(*j)).collect();
     assert!(
         ids.iter()
-            .all(|r| r.error == ErrorCode::None && r.generation_id == 1)
+            .all(|r| r.error == ErrorCode::NONE && r.generation_id == 1)
     );
     assert_eq!(ids[0].members.len(), 5);
     // A latecomer after completion starts the next rebalance instead.
@@ -876,7 +877,10 @@ fn protocol_is_chosen_by_vote_among_common_protocols() {
     let mut e = Client::new("e");
     e.protocols = vec![Protocol::new("sticky", "e")];
     let je = h.join(&e);
-    assert_eq!(h.take_join(je).error, ErrorCode::InconsistentGroupProtocol);
+    assert_eq!(
+        h.take_join(je).error,
+        ErrorCode::INCONSISTENT_GROUP_PROTOCOL
+    );
     let mut f = Client::new("f");
     f.protocols = vec![Protocol::new("range", "f")];
     let jf = h.join(&Client { ..f.clone() });
@@ -890,22 +894,22 @@ fn bad_joins_are_refused() {
     let mut a = Client::new("a");
     a.session_ms = 5_999;
     let j = h.join(&a);
-    assert_eq!(h.take_join(j).error, ErrorCode::InvalidSessionTimeout);
+    assert_eq!(h.take_join(j).error, ErrorCode::INVALID_SESSION_TIMEOUT);
     a.session_ms = 30 * 60 * 1000 + 1;
     let j = h.join(&a);
-    assert_eq!(h.take_join(j).error, ErrorCode::InvalidSessionTimeout);
+    assert_eq!(h.take_join(j).error, ErrorCode::INVALID_SESSION_TIMEOUT);
     a.session_ms = SESSION_MS;
     a.group.clear();
     let j = h.join(&a);
-    assert_eq!(h.take_join(j).error, ErrorCode::InvalidGroupId);
+    assert_eq!(h.take_join(j).error, ErrorCode::INVALID_GROUP_ID);
     a.group = "g".into();
     a.protocols.clear();
     let j = h.join(&a);
-    assert_eq!(h.take_join(j).error, ErrorCode::InconsistentGroupProtocol);
+    assert_eq!(h.take_join(j).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
     a.protocols = vec![Protocol::new("range", "x")];
     a.member_id = "made-up".into();
     let j = h.join(&a);
-    assert_eq!(h.take_join(j).error, ErrorCode::UnknownMemberId);
+    assert_eq!(h.take_join(j).error, ErrorCode::UNKNOWN_MEMBER_ID);
     assert!(
         h.c.list(&[]).is_empty(),
         "failed joins leave no groups behind"
@@ -919,10 +923,13 @@ fn bad_joins_are_refused() {
     req.protocol_type = "connect".into();
     let id = h.id();
     h.c.join(h.now, id, req);
-    assert_eq!(h.take_join(id).error, ErrorCode::InconsistentGroupProtocol);
+    assert_eq!(
+        h.take_join(id).error,
+        ErrorCode::INCONSISTENT_GROUP_PROTOCOL
+    );
     b.member_id = "nope".into();
     let j = h.join(&b);
-    assert_eq!(h.take_join(j).error, ErrorCode::UnknownMemberId);
+    assert_eq!(h.take_join(j).error, ErrorCode::UNKNOWN_MEMBER_ID);
 }
 
 #[test]
@@ -936,18 +943,18 @@ fn metadata_above_the_cap_is_refused() {
     let mut a = Client::new("a");
     a.protocols = vec![Protocol::new("range", vec![0u8; 96])];
     let j = h.join(&a);
-    assert_eq!(h.take_join(j).error, ErrorCode::UnknownServerError);
+    assert_eq!(h.take_join(j).error, ErrorCode::UNKNOWN_SERVER_ERROR);
     a.protocols = vec![
         Protocol::new("a", "x"),
         Protocol::new("b", "x"),
         Protocol::new("c", "x"),
     ];
     let j = h.join(&a);
-    assert_eq!(h.take_join(j).error, ErrorCode::UnknownServerError);
+    assert_eq!(h.take_join(j).error, ErrorCode::UNKNOWN_SERVER_ERROR);
     a.protocols = vec![Protocol::new("range", vec![0u8; 95])];
     let j = h.join(&a);
     h.advance(DELAY_MS);
-    assert_eq!(h.take_join(j).error, ErrorCode::None);
+    assert_eq!(h.take_join(j).error, ErrorCode::NONE);
 }
 
 #[test]
@@ -970,8 +977,8 @@ fn oversized_assignment_fails_the_round_and_rebalances() {
             assignment: Bytes::from(vec![0u8; 11]),
         }],
     );
-    assert_eq!(h.take_sync(sa).error, ErrorCode::UnknownServerError);
-    assert_eq!(h.take_sync(sb).error, ErrorCode::UnknownServerError);
+    assert_eq!(h.take_sync(sa).error, ErrorCode::UNKNOWN_SERVER_ERROR);
+    assert_eq!(h.take_sync(sb).error, ErrorCode::UNKNOWN_SERVER_ERROR);
     assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
 }
 
@@ -987,7 +994,7 @@ fn group_max_size_is_enforced() {
     let c = Client::new("c");
     let j = h.join(&c);
     let r = h.take_join(j);
-    assert_eq!(r.error, ErrorCode::GroupMaxSizeReached);
+    assert_eq!(r.error, ErrorCode::GROUP_MAX_SIZE_REACHED);
     assert_eq!(r.member_id, "");
     assert_eq!(h.c.describe("g").unwrap().members.len(), 2);
     assert_eq!(h.state("g"), Some(GroupState::Stable));
@@ -1002,9 +1009,9 @@ fn group_max_size_is_enforced() {
     d.group = "other".into();
     d.require_known_member_id = true;
     let j = h.join(&d);
-    assert_eq!(h.take_join(j).error, ErrorCode::MemberIdRequired);
+    assert_eq!(h.take_join(j).error, ErrorCode::MEMBER_ID_REQUIRED);
     let j = h.join(&d);
-    assert_eq!(h.take_join(j).error, ErrorCode::GroupMaxSizeReached);
+    assert_eq!(h.take_join(j).error, ErrorCode::GROUP_MAX_SIZE_REACHED);
 }
 
 #[test]
@@ -1027,7 +1034,7 @@ fn full_group_still_takes_back_a_restarting_static_member() {
     assert_eq!(h.c.describe("g").unwrap().members.len(), 2);
     // A genuinely new static member is still refused.
     let j = h.join(&Client::static_("t", "inst-t"));
-    assert_eq!(h.take_join(j).error, ErrorCode::GroupMaxSizeReached);
+    assert_eq!(h.take_join(j).error, ErrorCode::GROUP_MAX_SIZE_REACHED);
 }
 
 #[test]
@@ -1045,12 +1052,12 @@ fn group_max_size_counts_rejoined_members_while_preparing() {
     let jc = h.join(&c);
     let jb = h.join(&b);
     let r = h.take_join(jb);
-    assert_eq!(r.error, ErrorCode::GroupMaxSizeReached);
+    assert_eq!(r.error, ErrorCode::GROUP_MAX_SIZE_REACHED);
     let ra = h.joined(&mut a, ja);
     h.joined(&mut c, jc);
     assert_eq!(ra.members.len(), 2);
     b.generation = ra.generation_id;
-    assert_eq!(h.heartbeat(&b), ErrorCode::UnknownMemberId);
+    assert_eq!(h.heartbeat(&b), ErrorCode::UNKNOWN_MEMBER_ID);
 }
 
 #[test]
@@ -1069,10 +1076,10 @@ fn max_groups_evicts_the_longest_empty_group_or_refuses() {
     let mut z = Client::new("z");
     z.group = "z".into();
     let j = h.join(&z);
-    assert_eq!(h.take_join(j).error, ErrorCode::CoordinatorNotAvailable);
+    assert_eq!(h.take_join(j).error, ErrorCode::COORDINATOR_NOT_AVAILABLE);
 
     let left = h.leave("x", &[(&x.member_id, None)]);
-    assert_eq!(left.members[0].error, ErrorCode::None);
+    assert_eq!(left.members[0].error, ErrorCode::NONE);
     assert_eq!(h.state("x"), Some(GroupState::Empty));
     let j = h.join(&z);
     assert!(!h.answered(j));
@@ -1099,26 +1106,26 @@ fn leave_group_single_batched_and_by_instance_id() {
             ("", Some("inst-unknown")),
         ],
     );
-    assert_eq!(r.error, ErrorCode::None);
+    assert_eq!(r.error, ErrorCode::NONE);
     let errors: Vec<_> = r.members.iter().map(|m| m.error).collect();
     assert_eq!(
         errors,
         [
-            ErrorCode::None,
-            ErrorCode::UnknownMemberId,
-            ErrorCode::None,
-            ErrorCode::UnknownMemberId
+            ErrorCode::NONE,
+            ErrorCode::UNKNOWN_MEMBER_ID,
+            ErrorCode::NONE,
+            ErrorCode::UNKNOWN_MEMBER_ID
         ]
     );
     assert_eq!(r.members[2].group_instance_id.as_deref(), Some("inst-s"));
-    assert_eq!(h.heartbeat(&s), ErrorCode::UnknownMemberId);
-    assert_eq!(h.heartbeat(&a), ErrorCode::RebalanceInProgress);
+    assert_eq!(h.heartbeat(&s), ErrorCode::UNKNOWN_MEMBER_ID);
+    assert_eq!(h.heartbeat(&a), ErrorCode::REBALANCE_IN_PROGRESS);
 
     let r = h.leave("nope", &[(&a.member_id, None)]);
-    assert_eq!(r.error, ErrorCode::None);
-    assert_eq!(r.members[0].error, ErrorCode::UnknownMemberId);
+    assert_eq!(r.error, ErrorCode::NONE);
+    assert_eq!(r.members[0].error, ErrorCode::UNKNOWN_MEMBER_ID);
     let r = h.leave("", &[(&a.member_id, None)]);
-    assert_eq!(r.error, ErrorCode::InvalidGroupId);
+    assert_eq!(r.error, ErrorCode::INVALID_GROUP_ID);
 }
 
 #[test]
@@ -1132,8 +1139,8 @@ fn leaving_member_with_parked_join_gets_an_answer() {
     assert_eq!(d.protocol, "", "no protocol before Stable");
     assert_eq!(d.members[0].metadata, Bytes::new());
     let r = h.leave("g", &[(&member_id, None)]);
-    assert_eq!(r.members[0].error, ErrorCode::None);
-    assert_eq!(h.take_join(j).error, ErrorCode::UnknownMemberId);
+    assert_eq!(r.members[0].error, ErrorCode::NONE);
+    assert_eq!(h.take_join(j).error, ErrorCode::UNKNOWN_MEMBER_ID);
     h.advance(DELAY_MS);
     assert_eq!(h.state("g"), Some(GroupState::Empty));
 }
@@ -1145,11 +1152,11 @@ fn sync_validation() {
     let mut stale = a.clone();
     stale.generation = 7;
     let s = h.sync(&stale, vec![]);
-    assert_eq!(h.take_sync(s).error, ErrorCode::IllegalGeneration);
+    assert_eq!(h.take_sync(s).error, ErrorCode::ILLEGAL_GENERATION);
     let mut unknown = a.clone();
     unknown.member_id = "who".into();
     let s = h.sync(&unknown, vec![]);
-    assert_eq!(h.take_sync(s).error, ErrorCode::UnknownMemberId);
+    assert_eq!(h.take_sync(s).error, ErrorCode::UNKNOWN_MEMBER_ID);
     let id = h.id();
     h.c.sync(
         h.now,
@@ -1164,11 +1171,14 @@ fn sync_validation() {
             assignments: vec![],
         },
     );
-    assert_eq!(h.take_sync(id).error, ErrorCode::InconsistentGroupProtocol);
+    assert_eq!(
+        h.take_sync(id).error,
+        ErrorCode::INCONSISTENT_GROUP_PROTOCOL
+    );
     let mut elsewhere = a.clone();
     elsewhere.group = "other".into();
     let s = h.sync(&elsewhere, vec![]);
-    assert_eq!(h.take_sync(s).error, ErrorCode::UnknownMemberId);
+    assert_eq!(h.take_sync(s).error, ErrorCode::UNKNOWN_MEMBER_ID);
     // In Stable, a SyncGroup just returns the member's assignment again.
     let s = h.sync(&a, vec![]);
     let s = h.take_sync(s);
@@ -1183,15 +1193,15 @@ fn validate_commit_follows_kafka_rules() {
     assert_eq!(h.c.validate_commit(now, "free", -1, "", None), Ok(()));
     assert_eq!(
         h.c.validate_commit(now, "free", 1, "m", None),
-        Err(ErrorCode::IllegalGeneration)
+        Err(ErrorCode::ILLEGAL_GENERATION)
     );
     assert_eq!(
         h.c.validate_commit(now, "free", -1, "m", None),
-        Err(ErrorCode::UnknownMemberId)
+        Err(ErrorCode::UNKNOWN_MEMBER_ID)
     );
     assert_eq!(
         h.c.validate_commit(now, "", -1, "", None),
-        Err(ErrorCode::InvalidGroupId)
+        Err(ErrorCode::INVALID_GROUP_ID)
     );
 
     let (a, b) = stable_pair(&mut h);
@@ -1199,16 +1209,16 @@ fn validate_commit_follows_kafka_rules() {
     assert_eq!(h.c.validate_commit(now, "g", 1, &a.member_id, None), Ok(()));
     assert_eq!(
         h.c.validate_commit(now, "g", -1, "", None),
-        Err(ErrorCode::UnknownMemberId),
+        Err(ErrorCode::UNKNOWN_MEMBER_ID),
         "no simple commits into a group with members"
     );
     assert_eq!(
         h.c.validate_commit(now, "g", 1, "stranger", None),
-        Err(ErrorCode::UnknownMemberId)
+        Err(ErrorCode::UNKNOWN_MEMBER_ID)
     );
     assert_eq!(
         h.c.validate_commit(now, "g", 0, &a.member_id, None),
-        Err(ErrorCode::IllegalGeneration)
+        Err(ErrorCode::ILLEGAL_GENERATION)
     );
 
     // PreparingRebalance: members of the current generation may still commit.
@@ -1227,7 +1237,7 @@ fn validate_commit_follows_kafka_rules() {
     h.joined(&mut b2, jb);
     assert_eq!(
         h.c.validate_commit(h.now, "g", 2, &a.member_id, None),
-        Err(ErrorCode::RebalanceInProgress)
+        Err(ErrorCode::REBALANCE_IN_PROGRESS)
     );
     // A commit counts as a heartbeat.
     let sa = h.sync(&a, vec![]);
@@ -1240,7 +1250,7 @@ fn validate_commit_follows_kafka_rules() {
             h.c.validate_commit(h.now, "g", 2, &a.member_id, None),
             Ok(())
         );
-        assert_eq!(h.heartbeat(&b2), ErrorCode::None);
+        assert_eq!(h.heartbeat(&b2), ErrorCode::NONE);
     }
     // Empty again: simple commits are allowed.
     h.leave("g", &[(&a.member_id, None), (&b2.member_id, None)]);
@@ -1248,24 +1258,24 @@ fn validate_commit_follows_kafka_rules() {
     assert_eq!(h.c.validate_commit(h.now, "g", -1, "", None), Ok(()));
     assert_eq!(
         h.c.validate_commit(h.now, "g", 3, "", None),
-        Err(ErrorCode::UnknownMemberId)
+        Err(ErrorCode::UNKNOWN_MEMBER_ID)
     );
 }
 
 #[test]
 fn delete_only_empty_groups() {
     let mut h = Harness::new();
-    assert_eq!(h.c.delete("g"), Err(ErrorCode::GroupIdNotFound));
+    assert_eq!(h.c.delete("g"), Err(ErrorCode::GROUP_ID_NOT_FOUND));
     let (a, b) = stable_pair(&mut h);
-    assert_eq!(h.c.delete("g"), Err(ErrorCode::NonEmptyGroup));
+    assert_eq!(h.c.delete("g"), Err(ErrorCode::NON_EMPTY_GROUP));
     h.leave("g", &[(&a.member_id, None)]);
-    assert_eq!(h.c.delete("g"), Err(ErrorCode::NonEmptyGroup));
+    assert_eq!(h.c.delete("g"), Err(ErrorCode::NON_EMPTY_GROUP));
     h.leave("g", &[(&b.member_id, None)]);
     assert_eq!(h.state("g"), Some(GroupState::Empty));
     assert_eq!(h.c.delete("g"), Ok(()));
     assert_eq!(h.state("g"), None);
     assert_eq!(h.c.describe("g"), None);
-    assert_eq!(h.c.delete("g"), Err(ErrorCode::GroupIdNotFound));
+    assert_eq!(h.c.delete("g"), Err(ErrorCode::GROUP_ID_NOT_FOUND));
     assert_eq!(h.c.poll_timeout(), None);
 }
 
@@ -1280,7 +1290,7 @@ fn delete_forgets_outstanding_member_ids() {
     assert_eq!(h.c.poll_timeout(), None);
     a.member_id = r.member_id;
     let j = h.join(&a);
-    assert_eq!(h.take_join(j).error, ErrorCode::UnknownMemberId);
+    assert_eq!(h.take_join(j).error, ErrorCode::UNKNOWN_MEMBER_ID);
 }
 
 #[test]
@@ -1318,20 +1328,20 @@ fn list_filters_by_state() {
 #[test]
 fn error_codes_are_kafkas() {
     let codes = [
-        (ErrorCode::None, 0),
-        (ErrorCode::UnknownServerError, -1),
-        (ErrorCode::CoordinatorNotAvailable, 15),
-        (ErrorCode::IllegalGeneration, 22),
-        (ErrorCode::InconsistentGroupProtocol, 23),
-        (ErrorCode::InvalidGroupId, 24),
-        (ErrorCode::UnknownMemberId, 25),
-        (ErrorCode::InvalidSessionTimeout, 26),
-        (ErrorCode::RebalanceInProgress, 27),
-        (ErrorCode::NonEmptyGroup, 68),
-        (ErrorCode::GroupIdNotFound, 69),
-        (ErrorCode::MemberIdRequired, 79),
-        (ErrorCode::GroupMaxSizeReached, 81),
-        (ErrorCode::FencedInstanceId, 82),
+        (ErrorCode::NONE, 0),
+        (ErrorCode::UNKNOWN_SERVER_ERROR, -1),
+        (ErrorCode::COORDINATOR_NOT_AVAILABLE, 15),
+        (ErrorCode::ILLEGAL_GENERATION, 22),
+        (ErrorCode::INCONSISTENT_GROUP_PROTOCOL, 23),
+        (ErrorCode::INVALID_GROUP_ID, 24),
+        (ErrorCode::UNKNOWN_MEMBER_ID, 25),
+        (ErrorCode::INVALID_SESSION_TIMEOUT, 26),
+        (ErrorCode::REBALANCE_IN_PROGRESS, 27),
+        (ErrorCode::NON_EMPTY_GROUP, 68),
+        (ErrorCode::GROUP_ID_NOT_FOUND, 69),
+        (ErrorCode::MEMBER_ID_REQUIRED, 79),
+        (ErrorCode::GROUP_MAX_SIZE_REACHED, 81),
+        (ErrorCode::FENCED_INSTANCE_ID, 82),
     ];
     for (e, code) in codes {
         assert_eq!(e.code(), code, "{e:?}");

@@ -445,6 +445,7 @@ pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use bytes::BytesMut;
+    use kafka_protocol::ErrorCode;
 
     use super::*;
     use crate::{BatchOptions, NewRecord, encode_batch};
@@ -576,7 +577,7 @@ mod tests {
         let mut bytes = sample(&BatchOptions::default());
         bytes[MAGIC_OFFSET] = 1;
         let err = set_base_offset(&mut bytes, 1).unwrap_err();
-        assert_eq!(err.kafka_error_code(), crate::INVALID_RECORD);
+        assert_eq!(err.kafka_error_code(), ErrorCode::INVALID_RECORD);
     }
 
     #[test]
@@ -588,7 +589,7 @@ mod tests {
             err,
             RecordsError::UnsupportedMagic { found: 1, .. }
         ));
-        assert_eq!(err.kafka_error_code(), crate::INVALID_RECORD);
+        assert_eq!(err.kafka_error_code(), ErrorCode::INVALID_RECORD);
     }
 
     /// Sets attribute bits and fixes the CRC so only the attribute is wrong.
@@ -608,7 +609,10 @@ mod tests {
                 matches!(err, RecordsError::UnsupportedCompression { .. }),
                 "{err}"
             );
-            assert_eq!(err.kafka_error_code(), crate::UNSUPPORTED_COMPRESSION_TYPE);
+            assert_eq!(
+                err.kafka_error_code(),
+                ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
+            );
         }
     }
 
@@ -621,7 +625,7 @@ mod tests {
         };
         let err = RecordBatch::decode(&bytes, &limits).unwrap_err();
         assert!(matches!(err, RecordsError::TooManyRecords { found: 3, .. }));
-        assert_eq!(err.kafka_error_code(), crate::MESSAGE_TOO_LARGE);
+        assert_eq!(err.kafka_error_code(), ErrorCode::MESSAGE_TOO_LARGE);
 
         // A count the bytes cannot hold is refused before any record is read.
         let mut bytes = sample(&BatchOptions::default());
@@ -637,7 +641,7 @@ mod tests {
             matches!(err, RecordsError::InvalidRecordCount { .. }),
             "{err}"
         );
-        assert_eq!(err.kafka_error_code(), crate::INVALID_RECORD);
+        assert_eq!(err.kafka_error_code(), ErrorCode::INVALID_RECORD);
     }
 
     #[test]

@@ -390,6 +390,8 @@ mod snappy {
 
 #[cfg(test)]
 mod tests {
+    use kafka_protocol::ErrorCode;
+
     use super::*;
 
     #[test]
@@ -407,7 +409,10 @@ mod tests {
         }
         for id in 5..=7 {
             let err = Compression::from_id(id).unwrap_err();
-            assert_eq!(err.kafka_error_code(), crate::UNSUPPORTED_COMPRESSION_TYPE);
+            assert_eq!(
+                err.kafka_error_code(),
+                ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
+            );
         }
     }
 
@@ -424,7 +429,10 @@ mod tests {
             assert_eq!(enabled, codec.is_enabled());
             if !enabled {
                 let err = compress(codec, b"x", &mut BytesMut::new()).unwrap_err();
-                assert_eq!(err.kafka_error_code(), crate::UNSUPPORTED_COMPRESSION_TYPE);
+                assert_eq!(
+                    err.kafka_error_code(),
+                    ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
+                );
             }
         }
     }

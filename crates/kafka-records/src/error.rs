@@ -18,18 +18,9 @@
 //! - Failures on the encoding side are the gateway's own fault and answer
 //!   `UNKNOWN_SERVER_ERROR` (-1).
 
-use crate::codec::Compression;
+use kafka_protocol::ErrorCode;
 
-/// Kafka `UNKNOWN_SERVER_ERROR`.
-pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-/// Kafka `CORRUPT_MESSAGE`.
-pub const CORRUPT_MESSAGE: i16 = 2;
-/// Kafka `MESSAGE_TOO_LARGE`.
-pub const MESSAGE_TOO_LARGE: i16 = 10;
-/// Kafka `UNSUPPORTED_COMPRESSION_TYPE`.
-pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-/// Kafka `INVALID_RECORD`.
-pub const INVALID_RECORD: i16 = 87;
+use crate::codec::Compression;
 
 /// Everything that can go wrong decoding, encoding or rewriting a record batch.
 #[derive(Debug, thiserror::Error)]
@@ -213,12 +204,12 @@ impl RecordsError {
     /// The Kafka error code a broker answers for this error in a Produce response.
     ///
     /// See the module documentation for the reasoning behind each choice.
-    pub fn kafka_error_code(&self) -> i16 {
+    pub fn kafka_error_code(&self) -> ErrorCode {
         match self {
             Self::Truncated { .. }
             | Self::InvalidBatchLength { .. }
             | Self::CrcMismatch { .. }
-            | Self::Decompression { .. } => CORRUPT_MESSAGE,
+            | Self::Decompression { .. } => ErrorCode::CORRUPT_MESSAGE,
             Self::UnsupportedMagic { .. }
             | Self::InvalidRecordCount { .. }
             | Self::RecordCountMismatch { .. }
@@ -226,10 +217,14 @@ impl RecordsError {
             | Self::InvalidVarint { .. }
             | Self::InvalidLength { .. }
             | Self::RecordSizeMismatch { .. }
-            | Self::InvalidControlRecord { .. } => INVALID_RECORD,
-            Self::UnsupportedCompression { .. } => UNSUPPORTED_COMPRESSION_TYPE,
-            Self::DecompressedTooLarge { .. } | Self::TooManyRecords { .. } => MESSAGE_TOO_LARGE,
-            Self::Compression { .. } | Self::EncodeOverflow { .. } => UNKNOWN_SERVER_ERROR,
+            | Self::InvalidControlRecord { .. } => ErrorCode::INVALID_RECORD,
+            Self::UnsupportedCompression { .. } => ErrorCode::UNSUPPORTED_COMPRESSION_TYPE,
+            Self::DecompressedTooLarge { .. } | Self::TooManyRecords { .. } => {
+                ErrorCode::MESSAGE_TOO_LARGE
+            }
+            Self::Compression { .. } | Self::EncodeOverflow { .. } => {
+                ErrorCode::UNKNOWN_SERVER_ERROR
+            }
         }
     }
 }

@@ -56,10 +56,7 @@ pub use batch::{
 };
 pub use codec::Compression;
 pub use encode::{BatchOptions, ExactReencoding, NewRecord, encode_batch, encode_batch_with_crc};
-pub use error::{
-    CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, RecordsError, UNKNOWN_SERVER_ERROR,
-    UNSUPPORTED_COMPRESSION_TYPE,
-};
+pub use error::RecordsError;
 pub use record::{ControlRecord, ControlRecordType, Header, Headers, HeadersIter, Record, Records};
 pub use sequence::{BatchSequence, Batches, decode_batches};
 

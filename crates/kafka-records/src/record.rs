@@ -525,6 +525,7 @@ impl std::iter::FusedIterator for Records {}
 #[cfg(test)]
 mod tests {
     use bytes::BytesMut;
+    use kafka_protocol::ErrorCode;
 
     use super::*;
     use crate::{BatchOptions, DecodeLimits, NewRecord, RecordBatch, encode_batch};
@@ -708,7 +709,7 @@ mod tests {
             let err = result.expect_err(name);
             assert_eq!(
                 err.kafka_error_code(),
-                crate::INVALID_RECORD,
+                ErrorCode::INVALID_RECORD,
                 "{name}: {err}"
             );
         }

@@ -7,6 +7,7 @@
 use std::io::Write;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::ErrorCode;
 use kafka_records::{
     BatchOptions, Compression, DecodeLimits, Header, NewRecord, RecordBatch, RecordsError,
     decode_batches, encode_batch,
@@ -80,7 +81,7 @@ fn every_flipped_bit_is_caught_or_harmless() {
                         matches!(err, RecordsError::CrcMismatch { .. }),
                         "bit {bit}: {err}"
                     );
-                    assert_eq!(err.kafka_error_code(), kafka_records::CORRUPT_MESSAGE);
+                    assert_eq!(err.kafka_error_code(), ErrorCode::CORRUPT_MESSAGE);
                 }
             }
         }
@@ -101,7 +102,7 @@ fn truncation_at_every_byte_is_an_error_or_a_tail() {
             let err = decode_fully(&one.slice(..cut), &limits).unwrap_err();
             assert_eq!(
                 err.kafka_error_code(),
-                kafka_records::CORRUPT_MESSAGE,
+                ErrorCode::CORRUPT_MESSAGE,
                 "cut {cut}"
             );
         }
@@ -131,7 +132,7 @@ fn a_batch_length_too_small_to_be_a_batch_is_corruption_not_a_tail() {
     ));
     bytes[8..12].copy_from_slice(&(-1i32).to_be_bytes());
     let err = decode_batches(&Bytes::from(bytes), &DecodeLimits::default()).unwrap_err();
-    assert_eq!(err.kafka_error_code(), kafka_records::CORRUPT_MESSAGE);
+    assert_eq!(err.kafka_error_code(), ErrorCode::CORRUPT_MESSAGE);
 }
 
 #[test]
@@ -148,7 +149,7 @@ fn cannot_decode_compressed_garbage() {
             matches!(err, RecordsError::Decompression { .. }),
             "{codec:?}: {err}"
         );
-        assert_eq!(err.kafka_error_code(), kafka_records::CORRUPT_MESSAGE);
+        assert_eq!(err.kafka_error_code(), ErrorCode::CORRUPT_MESSAGE);
     }
 }
 
@@ -166,7 +167,7 @@ fn assert_refused(bytes: &Bytes, name: &str) {
     );
     assert_eq!(
         err.kafka_error_code(),
-        kafka_records::MESSAGE_TOO_LARGE,
+        ErrorCode::MESSAGE_TOO_LARGE,
         "{name}"
     );
 }
@@ -270,11 +271,7 @@ fn huge_claimed_counts_and_lengths_do_not_allocate() {
     section.extend_from_slice(&[0xfe, 0xff, 0xff, 0xff, 0x0f]);
     section.push(0);
     let err = decode_fully(&wrap(Compression::None, &section, 1), &unlimited).unwrap_err();
-    assert_eq!(
-        err.kafka_error_code(),
-        kafka_records::INVALID_RECORD,
-        "{err}"
-    );
+    assert_eq!(err.kafka_error_code(), ErrorCode::INVALID_RECORD, "{err}");
 
     // The same inside a compressed batch: the count check happens after inflating.
     let mut out = BytesMut::new();

@@ -7,8 +7,8 @@
 
 use super::{Ctx, bs};
 use kafka_groups::{
-    ErrorCode as GroupError, GroupState, Heartbeat, JoinGroup, LeaveGroup, LeavingMember,
-    MemberAssignment, Protocol, Response, SyncGroup,
+    GroupState, Heartbeat, JoinGroup, LeaveGroup, LeavingMember, MemberAssignment, Protocol,
+    Response, SyncGroup,
 };
 use kafka_protocol::ErrorCode;
 use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
@@ -32,10 +32,6 @@ use kafka_protocol::messages::list_groups_response::{ListGroupsResponse, ListedG
 use kafka_protocol::messages::sync_group_request::SyncGroupRequest;
 use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
 use std::time::Duration;
-
-fn code(e: GroupError) -> i16 {
-    e.code()
-}
 
 const UNAVAILABLE: i16 = ErrorCode::COORDINATOR_NOT_AVAILABLE.0;
 
@@ -152,7 +148,7 @@ pub(crate) async fn join_group(ctx: &Ctx<'_>, req: JoinGroupRequest) -> JoinGrou
     );
     let nullable = v >= 7;
     JoinGroupResponse {
-        error_code: code(r.error),
+        error_code: r.error.code(),
         generation_id: r.generation_id,
         protocol_type: if v >= 7 {
             r.protocol_type.map(bs)
@@ -204,7 +200,7 @@ pub(crate) async fn sync_group(ctx: &Ctx<'_>, req: SyncGroupRequest) -> SyncGrou
     };
     match ctx.broker.groups.sync(sync).await {
         Ok(Response::Sync(r)) => SyncGroupResponse {
-            error_code: code(r.error),
+            error_code: r.error.code(),
             protocol_type: if ctx.version >= 5 {
                 r.protocol_type.map(bs)
             } else {
@@ -233,7 +229,7 @@ pub(crate) async fn heartbeat(ctx: &Ctx<'_>, req: HeartbeatRequest) -> Heartbeat
         group_instance_id: req.group_instance_id.as_deref().map(str::to_string),
     };
     let error_code = match ctx.broker.groups.heartbeat(hb).await {
-        Ok(r) => code(r.error()),
+        Ok(r) => r.error().code(),
         Err(_) => UNAVAILABLE,
     };
     HeartbeatResponse {
@@ -270,14 +266,14 @@ pub(crate) async fn leave_group(ctx: &Ctx<'_>, req: LeaveGroupRequest) -> LeaveG
     };
     if batched {
         LeaveGroupResponse {
-            error_code: code(r.error),
+            error_code: r.error.code(),
             members: r
                 .members
                 .into_iter()
                 .map(|m| MemberResponse {
                     member_id: bs(m.member_id),
                     group_instance_id: m.group_instance_id.map(bs),
-                    error_code: code(m.error),
+                    error_code: m.error.code(),
                     ..MemberResponse::default()
                 })
                 .collect(),
@@ -292,7 +288,7 @@ pub(crate) async fn leave_group(ctx: &Ctx<'_>, req: LeaveGroupRequest) -> LeaveG
             r.error
         };
         LeaveGroupResponse {
-            error_code: code(error),
+            error_code: error.code(),
             ..LeaveGroupResponse::default()
         }
     }
@@ -476,7 +472,7 @@ pub(crate) async fn delete_groups(ctx: &Ctx<'_>, req: DeleteGroupsRequest) -> De
                 Ok(()) => ErrorCode::NONE,
                 Err(e) => e.error_code(),
             },
-            Ok(Err(GroupError::GroupIdNotFound)) => {
+            Ok(Err(ErrorCode::GROUP_ID_NOT_FOUND)) => {
                 // Known only by its offsets: deleting them deletes the group.
                 match offsets.fetch_all(g).await {
                     Ok(o) if !o.is_empty() => match offsets.delete_group(g).await {
@@ -487,7 +483,7 @@ pub(crate) async fn delete_groups(ctx: &Ctx<'_>, req: DeleteGroupsRequest) -> De
                     Err(e) => e.error_code(),
                 }
             }
-            Ok(Err(e)) => ErrorCode(e.code()),
+            Ok(Err(e)) => e,
         };
         results.push(DeletableGroupResult {
             group_id: g.clone(),

@@ -47,7 +47,7 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
     };
     let group_error = match check {
         Err(_) => Some(ErrorCode::COORDINATOR_NOT_AVAILABLE),
-        Ok(Err(e)) => Some(ErrorCode(e.code())),
+        Ok(Err(e)) => Some(e),
         Ok(Ok(())) => None,
     };
     if let Some(e) = group_error {

@@ -391,7 +391,7 @@ fn validate(
         max_records_per_batch: limits.max_records_per_batch,
     };
     let seq = decode_batches(records, &decode_limits)
-        .map_err(|e| fail(ErrorCode(e.kafka_error_code()), e.to_string()))?;
+        .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
     if seq.truncated_tail > 0 {
         return Err(fail(
             ErrorCode::CORRUPT_MESSAGE,
@@ -426,9 +426,9 @@ fn validate(
         let mut count = 0i64;
         let mut iter = batch
             .records()
-            .map_err(|e| fail(ErrorCode(e.kafka_error_code()), e.to_string()))?;
+            .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
         for r in &mut iter {
-            r.map_err(|e| fail(ErrorCode(e.kafka_error_code()), e.to_string()))?;
+            r.map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
             count += 1;
         }
         if count != expected || i64::from(batch.header().last_offset_delta) != expected - 1 {
@@ -445,7 +445,7 @@ fn validate(
         } else {
             let mut bytes = BytesMut::from(&batch.as_bytes()[..]);
             set_partition_leader_epoch(&mut bytes, 0)
-                .map_err(|e| fail(ErrorCode(e.kafka_error_code()), e.to_string()))?;
+                .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
             bytes.freeze()
         };
         out.push((
