@@ -33,7 +33,7 @@ mod config;
 mod shutdown;
 
 use clap::Parser;
-use config::{Backend, GatewayConfig};
+use config::{Backend, GatewayConfig, LogFormat};
 use iggy_kafka_bridge::IggyBridge;
 use kafka_broker::Stores;
 use kafka_broker::store::memory::MemoryStore;
@@ -44,7 +44,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tracing::{info, warn};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
@@ -53,7 +52,8 @@ use tracing_subscriber::filter::LevelFilter;
 ///
 /// Settings come from built-in defaults, then the optional TOML file, then IGGY_KAFKA_*
 /// environment variables (each layer overrides the previous one). Every setting is
-/// described in docs/configuration.md. Log verbosity follows RUST_LOG (default: info).
+/// described in docs/configuration.md. Log verbosity follows RUST_LOG (default: info),
+/// the log format IGGY_KAFKA_LOG_FORMAT (text or json).
 #[derive(Debug, Parser)]
 #[command(name = "iggy-gateway-kafka", version, about, long_about)]
 struct Cli {
@@ -91,7 +91,6 @@ enum Fatal {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
 
     let env = config::settings_from_env(std::env::vars_os().map(|(name, value)| {
         (
@@ -112,6 +111,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    init_tracing(config.log_format);
 
     match run(config) {
         Ok(()) => {
@@ -125,17 +125,20 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`); colours only on a terminal so
-/// captured logs stay plain text.
-fn init_tracing() {
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`). Text has colours only on a
+/// terminal so captured logs stay plain; JSON is one object per line with the message and
+/// the event's fields at the top level.
+fn init_tracing(format: LogFormat) {
     let filter = EnvFilter::builder()
         .with_default_directive(LevelFilter::INFO.into())
         .from_env_lossy();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.with_ansi(false).json().flatten_event(true).init(),
+    }
 }
 
 fn run(config: GatewayConfig) -> Result<(), Fatal> {
@@ -162,7 +165,6 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         })?;
     let bound = listener.local_addr().map_err(Fatal::LocalAddr)?;
     let broker = config.broker_config(bound.port());
-    broker.validate()?;
 
     if let Some(path) = &config.config_file {
         info!(file = %path.display(), "configuration file read");
@@ -170,9 +172,12 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     for warning in &config.warnings {
         warn!("{warning}");
     }
+    if let Some(addr) = config.metrics_addr {
+        warn!(%addr, "IGGY_KAFKA_METRICS_ADDR has no effect yet: this build serves no metrics endpoint");
+    }
 
-    let (stop_retention, retention_stopped) = watch::channel(false);
-    let (stores, retention) = match config.backend {
+    // The retention task lives as long as this guard, i.e. until the broker has stopped.
+    let (stores, _retention) = match config.backend {
         Backend::Memory(memory) => {
             warn!(
                 max_total_bytes = memory.max_total_bytes,
@@ -181,7 +186,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
                  gateway exits (topics, records and committed offsets)"
             );
             let store = Arc::new(MemoryStore::new(memory));
-            let retention = store.spawn_retention(retention_stopped);
+            let retention = store.start_retention();
             let stores = Stores {
                 log: store.clone(),
                 offsets: store,
@@ -218,15 +223,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     );
     announce(bound, &advertised);
 
-    let result = kafka_broker::run(listener, broker, stores, shutdown).await;
-
-    let _ = stop_retention.send(true);
-    // A join error means the retention task panicked; the panic was reported already and
-    // the data it guarded is going away with the process.
-    if let Some(retention) = retention {
-        let _ = retention.await;
-    }
-    Ok(result?)
+    Ok(kafka_broker::run(listener, broker, stores, shutdown).await?)
 }
 
 /// Writes the listen line (format in the crate docs). A closed stdout is not a reason to

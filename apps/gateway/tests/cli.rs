@@ -255,7 +255,7 @@ fn the_bridge_needs_a_password() {
             ("IGGY_KAFKA_IGGY_ADDR", "127.0.0.1:8090"),
             ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
         ],
-        &["IGGY_KAFKA_IGGY_PASSWORD", "no default password"],
+        &["IGGY_KAFKA_IGGY_PASSWORD", "is required", "no default"],
     );
 }
 
@@ -365,6 +365,62 @@ fn listen_line_does_not_depend_on_the_log_filter() {
     let (status, stderr) = gw.wait();
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let mut gw = Running::start(
+        &[],
+        &[
+            ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+            ("IGGY_KAFKA_LOG_FORMAT", "json"),
+        ],
+    );
+    gw.listen_line();
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert!(status.success(), "{status}: {stderr}");
+    let mut messages = Vec::new();
+    for line in stderr.lines() {
+        let event: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}\n{stderr}"));
+        let level = event["level"].as_str();
+        assert!(
+            matches!(level, Some("ERROR" | "WARN" | "INFO" | "DEBUG" | "TRACE")),
+            "{line}"
+        );
+        let message = event["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no message: {line}"));
+        messages.push(message.to_string());
+    }
+    // The same events as in text: the in-memory warning, readiness and the stop.
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("data is kept in memory only")),
+        "{stderr}"
+    );
+    assert!(messages.iter().any(|m| m == "gateway ready"), "{stderr}");
+    assert!(messages.iter().any(|m| m == "stopped"), "{stderr}");
+}
+
+#[test]
+fn unknown_log_format_is_a_configuration_error() {
+    assert_config_error(
+        &[],
+        &[("IGGY_KAFKA_LOG_FORMAT", "xml")],
+        &["IGGY_KAFKA_LOG_FORMAT=\"xml\"", "text or json"],
+    );
+}
+
+#[test]
+fn bad_metrics_address_is_a_configuration_error() {
+    assert_config_error(
+        &[],
+        &[("IGGY_KAFKA_METRICS_ADDR", "localhost:9100")],
+        &["IGGY_KAFKA_METRICS_ADDR=\"localhost:9100\"", "IP:PORT"],
+    );
 }
 
 #[test]

@@ -1,0 +1,211 @@
+//! The Apache Iggy bridge: whether it is on, how to reach and sign in to Iggy, where topics
+//! live and how calls are batched and bounded.
+//!
+//! The rules are the bridge's own ([`BridgeConfig::validate`]); this section fills the
+//! config, names the setting the bridge complains about, and warns about bridge settings
+//! given while the bridge is off.
+
+use super::values::{duration_ms, parsed, parsed_opt, verbatim_opt};
+use super::{ConfigError, Names};
+use iggy_kafka_bridge::{BridgeConfig, BridgeError};
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The bridge settings as read from the layers.
+// No `Debug`: it would print the Iggy password.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(default)]
+pub(super) struct Raw {
+    #[serde(deserialize_with = "parsed")]
+    bridge_enabled: bool,
+    #[serde(deserialize_with = "parsed")]
+    iggy_addr: String,
+    #[serde(deserialize_with = "parsed")]
+    iggy_username: String,
+    #[serde(deserialize_with = "verbatim_opt")]
+    iggy_password: Option<String>,
+    #[serde(deserialize_with = "parsed")]
+    iggy_stream: String,
+    #[serde(deserialize_with = "parsed_opt")]
+    topic_map_path: Option<PathBuf>,
+    #[serde(deserialize_with = "parsed")]
+    iggy_sessions: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_call_timeout_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    iggy_metadata_max_age_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    iggy_poll_batch_messages: u32,
+    #[serde(deserialize_with = "parsed")]
+    iggy_read_ahead_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_send_batch_bytes: usize,
+}
+
+impl Default for Raw {
+    fn default() -> Self {
+        let bridge = BridgeConfig::default();
+        Raw {
+            bridge_enabled: false,
+            iggy_addr: bridge.address,
+            iggy_username: bridge.username,
+            iggy_password: None,
+            iggy_stream: bridge.stream,
+            topic_map_path: bridge.topic_map_path,
+            iggy_sessions: bridge.sessions,
+            iggy_call_timeout_ms: duration_ms(bridge.call_timeout),
+            iggy_metadata_max_age_ms: duration_ms(bridge.metadata_max_age),
+            iggy_poll_batch_messages: bridge.poll_batch_messages,
+            iggy_read_ahead_bytes: bridge.read_ahead_bytes,
+            iggy_send_batch_bytes: bridge.send_batch_bytes,
+        }
+    }
+}
+
+/// The settings that only matter with the bridge on.
+const BRIDGE_ONLY: [&str; 11] = [
+    "iggy_addr",
+    "iggy_username",
+    "iggy_password",
+    "iggy_stream",
+    "topic_map_path",
+    "iggy_sessions",
+    "iggy_call_timeout_ms",
+    "iggy_metadata_max_age_ms",
+    "iggy_poll_batch_messages",
+    "iggy_read_ahead_bytes",
+    "iggy_send_batch_bytes",
+];
+
+/// [`BridgeConfig`] fields as its validation messages begin with them, and the key each
+/// comes from. A message about any other field names `bridge_enabled`.
+const BRIDGE_FIELDS: [(&str, &str); 9] = [
+    ("address", "iggy_addr"),
+    ("username", "iggy_username"),
+    ("password", "iggy_password"),
+    ("stream", "iggy_stream"),
+    ("sessions", "iggy_sessions"),
+    ("call_timeout", "iggy_call_timeout_ms"),
+    ("metadata_max_age", "iggy_metadata_max_age_ms"),
+    ("poll_batch_messages", "iggy_poll_batch_messages"),
+    ("send_batch_bytes", "iggy_send_batch_bytes"),
+];
+
+/// The bridge's part of the configuration.
+pub(super) struct Bridge {
+    /// `None` while the bridge is off.
+    pub config: Option<BridgeConfig>,
+    /// Bridge settings given while the bridge is off.
+    pub warnings: Vec<String>,
+}
+
+impl Raw {
+    /// The bridge config if the bridge is on and accepts it, or the warnings for the
+    /// settings that have no effect while it is off.
+    pub(super) fn validate(self, names: &Names<'_>) -> Result<Bridge, ConfigError> {
+        if !self.bridge_enabled {
+            let warnings = BRIDGE_ONLY
+                .iter()
+                .filter(|key| names.is_set(key))
+                .map(|key| {
+                    format!(
+                        "{} has no effect: the Iggy bridge is disabled",
+                        names.ignored_name(key)
+                    )
+                })
+                .collect();
+            return Ok(Bridge {
+                config: None,
+                warnings,
+            });
+        }
+        // The bridge either connects at start or the gateway does not start: it never
+        // falls back to the embedded store, which would forget everything at exit. An unset
+        // password stays empty, which the bridge refuses (there is no default).
+        let mut bridge =
+            BridgeConfig::new(self.iggy_username, self.iggy_password.unwrap_or_default());
+        bridge.address = self.iggy_addr;
+        bridge.stream = self.iggy_stream;
+        bridge.topic_map_path = self.topic_map_path;
+        bridge.sessions = self.iggy_sessions;
+        bridge.call_timeout = Duration::from_millis(self.iggy_call_timeout_ms);
+        bridge.metadata_max_age = Duration::from_millis(self.iggy_metadata_max_age_ms);
+        bridge.poll_batch_messages = self.iggy_poll_batch_messages;
+        bridge.read_ahead_bytes = self.iggy_read_ahead_bytes;
+        bridge.send_batch_bytes = self.iggy_send_batch_bytes;
+        bridge.validate().map_err(|e| bridge_error(&e, names))?;
+        Ok(Bridge {
+            config: Some(bridge),
+            warnings: Vec::new(),
+        })
+    }
+}
+
+/// The bridge's refusal, named by the setting its message is about.
+fn bridge_error(e: &BridgeError, names: &Names<'_>) -> ConfigError {
+    let reason = match e {
+        BridgeError::Config(reason) => reason.clone(),
+        other => other.to_string(),
+    };
+    let field = reason.split(' ').next().unwrap_or_default();
+    let key = BRIDGE_FIELDS
+        .iter()
+        .find(|(name, _)| *name == field)
+        .map_or("bridge_enabled", |(_, key)| *key);
+    names.invalid(key, &reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::load_err;
+
+    #[test]
+    fn the_bridge_names_the_setting_it_refuses() {
+        let on = ("IGGY_KAFKA_BRIDGE_ENABLED", "true");
+        let password = ("IGGY_KAFKA_IGGY_PASSWORD", "p");
+        for (var, value, rule) in [
+            (
+                "IGGY_KAFKA_IGGY_SESSIONS",
+                "0",
+                "sessions must be within 1..=64",
+            ),
+            ("IGGY_KAFKA_IGGY_SESSIONS", "65", "sessions must be within"),
+            (
+                "IGGY_KAFKA_IGGY_CALL_TIMEOUT_MS",
+                "0",
+                "call_timeout must be",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_METADATA_MAX_AGE_MS",
+                "3600001",
+                "metadata_max_age",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_POLL_BATCH_MESSAGES",
+                "0",
+                "poll_batch_messages",
+            ),
+            ("IGGY_KAFKA_IGGY_SEND_BATCH_BYTES", "0", "send_batch_bytes"),
+            (
+                "IGGY_KAFKA_IGGY_STREAM",
+                "__kafka_gateway",
+                "stream and meta_stream",
+            ),
+        ] {
+            let message = load_err(None, &[on, password, (var, value)]);
+            assert!(
+                message.starts_with(&format!("{var}={value:?}: ")),
+                "{var}: {message}"
+            );
+            assert!(message.contains(rule), "{var}: {message}");
+        }
+        let file = super::super::tests::toml_file("iggy_addr = \" \"\n");
+        let message = load_err(Some(file.path()), &[on, password]);
+        assert!(
+            message.starts_with(&format!("iggy_addr in {}: ", file.path().display())),
+            "{message}"
+        );
+    }
+}

@@ -1,0 +1,65 @@
+//! The consumer-group coordinator: session timeout bounds, the initial rebalance delay,
+//! group and member limits (Kafka's `group.*` settings).
+//!
+//! The rules are the broker's own ([`BrokerConfig::check`](kafka_broker::BrokerConfig::check)),
+//! which checks the coordinator settings it carries.
+
+use super::values::{duration_ms, parsed};
+use kafka_broker::GroupConfig;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// The group settings as read from the layers.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(default)]
+pub(super) struct Raw {
+    #[serde(deserialize_with = "parsed")]
+    group_min_session_timeout_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    group_max_session_timeout_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    group_initial_rebalance_delay_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    group_max_groups: usize,
+    #[serde(deserialize_with = "parsed")]
+    group_max_members: usize,
+}
+
+impl Default for Raw {
+    fn default() -> Self {
+        let groups = GroupConfig::default();
+        Raw {
+            group_min_session_timeout_ms: duration_ms(groups.min_session_timeout),
+            group_max_session_timeout_ms: duration_ms(groups.max_session_timeout),
+            group_initial_rebalance_delay_ms: duration_ms(groups.initial_rebalance_delay),
+            group_max_groups: groups.max_groups,
+            group_max_members: groups.max_members_per_group,
+        }
+    }
+}
+
+/// Broker fields this section fills, and the key each comes from.
+pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
+    ("groups.min_session_timeout", "group_min_session_timeout_ms"),
+    ("groups.max_session_timeout", "group_max_session_timeout_ms"),
+    (
+        "groups.initial_rebalance_delay",
+        "group_initial_rebalance_delay_ms",
+    ),
+    ("groups.max_groups", "group_max_groups"),
+    ("groups.max_members_per_group", "group_max_members"),
+];
+
+impl Raw {
+    /// Writes the values into the coordinator settings; the others (the member id seed
+    /// among them) keep the broker's defaults.
+    pub(super) fn apply(self, groups: &mut GroupConfig) {
+        groups.min_session_timeout = Duration::from_millis(self.group_min_session_timeout_ms);
+        groups.max_session_timeout = Duration::from_millis(self.group_max_session_timeout_ms);
+        groups.initial_rebalance_delay =
+            Duration::from_millis(self.group_initial_rebalance_delay_ms);
+        groups.max_groups = self.group_max_groups;
+        groups.max_members_per_group = self.group_max_members;
+    }
+}

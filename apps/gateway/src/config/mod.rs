@@ -1,0 +1,398 @@
+//! The gateway's configuration: three layers merged with figment, then validated by section.
+//!
+//! Layers, later ones win:
+//!
+//! 1. built-in defaults (the owning library's own defaults, so there is one source of truth);
+//! 2. an optional TOML file (`--config <FILE>` or `IGGY_KAFKA_CONFIG`), flat keys in lower case;
+//! 3. `IGGY_KAFKA_*` environment variables, the same keys in upper case with the prefix.
+//!
+//! Environment values are handed to serde as raw strings and parsed per field with
+//! [`FromStr`](std::str::FromStr). figment's stock `Env` provider guesses types from the text
+//! instead, which turns a password of `123456` into a number, `[x]` into an array and `"x"`
+//! into `x`; raw strings keep every value exactly as written. An empty variable counts as
+//! unset, so templated deployments can pass `IGGY_KAFKA_ADVERTISED_HOST=` without effect.
+//!
+//! An unknown key in the file is an error: the file is written for this program, so a
+//! misspelt key is a mistake worth stopping for. An unknown `IGGY_KAFKA_*` variable is only
+//! a warning: environments carry variables nobody wrote for the gateway (Kubernetes
+//! injects `IGGY_KAFKA_PORT`, `IGGY_KAFKA_SERVICE_HOST`, ... for a Service named
+//! `iggy-kafka`), and refusing to start there would make the gateway undeployable.
+//!
+//! # Sections and who checks them
+//!
+//! The file stays flat; the keys fall into sections, one module each, and every rule lives
+//! with the code that owns the value:
+//!
+//! | Section | Keys | Rules checked by |
+//! |---|---|---|
+//! | [`listener`] | `bind_addr`, `metrics_addr`, `advertised_*`, `node_id`, `cluster_id`, `instance_id` | the gateway (addresses it binds); [`BrokerConfig::check`] (what is announced) |
+//! | [`limits`], [`timeouts`], [`topics`], [`groups`] | `max_*`, `*_timeout_secs`, `auto_create_*`, `default_*`, `group_*` | [`BrokerConfig::check`] |
+//! | [`memory`] | `memory_*` | the gateway: the embedded store's config has no checks of its own |
+//! | [`bridge`] | `bridge_enabled`, `iggy_*`, `topic_map_path` | [`BridgeConfig::validate`](iggy_kafka_bridge::BridgeConfig::validate) |
+//! | [`logging`] | `log_format` | the gateway |
+//!
+//! Every error is one line naming the setting as the operator wrote it: the variable for
+//! values from the environment, the key and file for values from a file. A library's
+//! error says which of its fields is wrong; the section that fills the field knows the key.
+
+mod bridge;
+mod groups;
+mod limits;
+mod listener;
+mod logging;
+mod memory;
+#[cfg(test)]
+mod tests;
+mod timeouts;
+mod topics;
+mod values;
+
+pub use logging::LogFormat;
+
+use figment::providers::{Format, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile, Provider};
+use iggy_kafka_bridge::BridgeConfig;
+use kafka_broker::BrokerConfig;
+use kafka_broker::config::InvalidSetting;
+use kafka_broker::store::memory::MemoryStoreConfig;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Prefix of every environment variable the gateway reads.
+pub const ENV_PREFIX: &str = "IGGY_KAFKA_";
+
+/// The variable naming the TOML file; it selects a layer, it is not a setting itself.
+pub const CONFIG_FILE_VAR: &str = "IGGY_KAFKA_CONFIG";
+
+/// A configuration the gateway refuses to start with. The message is one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
+impl ConfigError {
+    fn new(message: impl Into<String>) -> Self {
+        ConfigError(message.into())
+    }
+}
+
+/// Which backend serves the data.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// Everything in process memory, lost at exit.
+    Memory(MemoryStoreConfig),
+    /// Apache Iggy, through the bridge (`IGGY_KAFKA_BRIDGE_ENABLED=true`).
+    Iggy(Box<BridgeConfig>),
+}
+
+/// A validated configuration, ready to start the gateway.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Address to bind.
+    pub bind_addr: SocketAddr,
+    /// Address of the HTTP endpoint for metrics and health checks; `None` serves none.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Port announced to clients; `None` announces the port actually bound, which makes
+    /// `IGGY_KAFKA_BIND_ADDR=127.0.0.1:0` usable.
+    pub advertised_port: Option<u16>,
+    /// Broker settings; its advertised port is replaced at start (see
+    /// [`GatewayConfig::broker_config`]).
+    pub broker: BrokerConfig,
+    /// The data backend.
+    pub backend: Backend,
+    /// How log lines are written.
+    pub log_format: LogFormat,
+    /// The file that was read, if any.
+    pub config_file: Option<PathBuf>,
+    /// Settings that were given but have no effect, one message each, to be logged as
+    /// warnings once logging is up.
+    pub warnings: Vec<String>,
+}
+
+impl GatewayConfig {
+    /// The broker configuration for a listener bound to `bound_port`.
+    pub fn broker_config(&self, bound_port: u16) -> BrokerConfig {
+        BrokerConfig {
+            advertised_port: self.advertised_port.unwrap_or(bound_port),
+            ..self.broker.clone()
+        }
+    }
+}
+
+/// Where a setting's value came from; used to name it in errors the way it was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Default,
+    File,
+    Env,
+}
+
+/// Knows which layer supplied each key, and names keys accordingly.
+struct Names<'a> {
+    file: Option<&'a Path>,
+    file_keys: BTreeSet<String>,
+    env: Vec<(String, String)>,
+}
+
+impl Names<'_> {
+    fn origin(&self, key: &str) -> Origin {
+        if self.env.iter().any(|(k, _)| k == key) {
+            Origin::Env
+        } else if self.file_keys.contains(key) {
+            Origin::File
+        } else {
+            Origin::Default
+        }
+    }
+
+    /// The setting as the operator wrote it, for error messages.
+    fn name(&self, key: &str) -> String {
+        match (self.origin(key), self.file) {
+            (Origin::Env, _) => {
+                let value = self
+                    .env
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map_or("", |(_, v)| v.as_str());
+                format!("{}={value:?}", env_name(key))
+            }
+            (Origin::File, Some(path)) => format!("{key} in {}", path.display()),
+            _ => format!("{} (default)", env_name(key)),
+        }
+    }
+
+    /// The error for `key` breaking the rule `why`.
+    fn invalid(&self, key: &str, why: &str) -> ConfigError {
+        ConfigError::new(format!("{}: {why}", self.name(key)))
+    }
+
+    fn is_set(&self, key: &str) -> bool {
+        self.origin(key) != Origin::Default
+    }
+
+    /// A setting named for a "has no effect" warning.
+    fn ignored_name(&self, key: &str) -> String {
+        match (self.origin(key), self.file) {
+            (Origin::File, Some(path)) => format!("{key} in {}", path.display()),
+            _ => env_name(key),
+        }
+    }
+}
+
+/// `max_connections` -> `IGGY_KAFKA_MAX_CONNECTIONS`.
+pub fn env_name(key: &str) -> String {
+    format!("{ENV_PREFIX}{}", key.to_ascii_uppercase())
+}
+
+/// Every setting's key, section by section, read from the sections' serde derives so the
+/// list cannot drift from the structs.
+pub fn keys() -> &'static [&'static str] {
+    static KEYS: OnceLock<Vec<&'static str>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        [
+            values::fields::<listener::Raw>(),
+            values::fields::<limits::Raw>(),
+            values::fields::<timeouts::Raw>(),
+            values::fields::<topics::Raw>(),
+            values::fields::<groups::Raw>(),
+            values::fields::<memory::Raw>(),
+            values::fields::<bridge::Raw>(),
+            values::fields::<logging::Raw>(),
+        ]
+        .concat()
+    })
+}
+
+/// The environment layer: `IGGY_KAFKA_*` variables as raw strings.
+struct EnvLayer<'a>(&'a [(String, String)]);
+
+impl Provider for EnvLayer<'_> {
+    fn metadata(&self) -> Metadata {
+        Metadata::named("environment variable")
+            .interpolater(|_, path| path.iter().map(|k| env_name(k)).collect())
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let dict: Dict = self
+            .0
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+            .collect();
+        Ok(Profile::Default.collect(dict))
+    }
+}
+
+/// Picks the gateway's variables out of the process environment: prefix stripped, key in
+/// lower case, empty values dropped. [`CONFIG_FILE_VAR`] is not a setting and is skipped.
+pub fn settings_from_env<I, K, V>(vars: I) -> Vec<(String, String)>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    let mut settings: Vec<(String, String)> = vars
+        .into_iter()
+        .filter_map(|(name, value)| {
+            let name = name.as_ref();
+            let key = name.strip_prefix(ENV_PREFIX)?;
+            if name == CONFIG_FILE_VAR || value.as_ref().trim().is_empty() {
+                return None;
+            }
+            Some((key.to_ascii_lowercase(), value.as_ref().to_string()))
+        })
+        .collect();
+    settings.sort();
+    settings
+}
+
+/// Reads and validates the configuration from an optional TOML file and the gateway's
+/// environment settings (see [`settings_from_env`]).
+pub fn load(file: Option<&Path>, env: Vec<(String, String)>) -> Result<GatewayConfig, ConfigError> {
+    let known = keys();
+    let (env, unknown_env): (Vec<_>, Vec<_>) = env
+        .into_iter()
+        .partition(|(k, _)| known.contains(&k.as_str()));
+    let mut warnings: Vec<String> = unknown_env
+        .iter()
+        .map(|(key, _)| {
+            format!(
+                "{} is not a setting of this gateway and is ignored (see docs/configuration.md)",
+                env_name(key)
+            )
+        })
+        .collect();
+
+    let mut figment = Figment::new();
+    let mut file_keys = BTreeSet::new();
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new(format!("cannot read config file {}: {e}", path.display()))
+        })?;
+        let toml = Toml::string(&text);
+        let data = toml.data().map_err(|e| {
+            ConfigError::new(format!(
+                "config file {} is not valid TOML: {}",
+                path.display(),
+                one_line(&e.kind.to_string())
+            ))
+        })?;
+        for key in data.values().flat_map(|dict| dict.keys()) {
+            if !known.contains(&key.as_str()) {
+                let hint = if known.contains(&key.to_ascii_lowercase().as_str()) {
+                    " (keys are lower case)"
+                } else {
+                    ""
+                };
+                return Err(ConfigError::new(format!(
+                    "unknown key {key:?} in config file {}{hint}; the supported ones are listed in docs/configuration.md",
+                    path.display()
+                )));
+            }
+            file_keys.insert(key.clone());
+        }
+        figment = figment.merge(toml);
+    }
+    figment = figment.merge(EnvLayer(&env));
+
+    let names = Names {
+        file,
+        file_keys,
+        env,
+    };
+    let mut config = validate(&figment, &names)?;
+    warnings.append(&mut config.warnings);
+    config.warnings = warnings;
+    Ok(config)
+}
+
+/// Reads one section out of the merged layers. Keys of other sections are skipped here;
+/// unknown keys were dealt with before.
+fn extract<T: DeserializeOwned>(figment: &Figment, names: &Names<'_>) -> Result<T, ConfigError> {
+    figment.extract().map_err(|e| {
+        let setting = e
+            .path
+            .first()
+            .map_or_else(|| "configuration".to_string(), |key| names.name(key));
+        ConfigError::new(format!("{setting}: {}", one_line(&e.kind.to_string())))
+    })
+}
+
+/// Multi-line messages (TOML parse errors draw a caret diagram) folded to their first and
+/// last lines, which carry the position and the reason.
+fn one_line(message: &str) -> String {
+    let lines: Vec<&str> = message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    match lines.as_slice() {
+        [] => String::new(),
+        [only] => (*only).to_string(),
+        [first, .., last] => format!("{first}: {last}"),
+    }
+}
+
+/// Reads every section, fills the libraries' configs and has each owner check its part.
+fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, ConfigError> {
+    let listener: listener::Raw = extract(figment, names)?;
+    let limits: limits::Raw = extract(figment, names)?;
+    let timeouts: timeouts::Raw = extract(figment, names)?;
+    let topics: topics::Raw = extract(figment, names)?;
+    let groups: groups::Raw = extract(figment, names)?;
+    let memory: memory::Raw = extract(figment, names)?;
+    let bridge: bridge::Raw = extract(figment, names)?;
+    let logging: logging::Raw = extract(figment, names)?;
+
+    let mut broker = BrokerConfig::default();
+    let listener = listener.validate(names, &mut broker)?;
+    limits.apply(&mut broker.limits);
+    timeouts.apply(&mut broker.timeouts);
+    topics.apply(&mut broker);
+    groups.apply(&mut broker.groups);
+    broker
+        .check()
+        .map_err(|e| broker_setting_error(&e, names))?;
+
+    let memory = memory.validate(names)?;
+    let bridge = bridge.validate(names)?;
+    let log_format = logging.validate(names)?;
+
+    Ok(GatewayConfig {
+        bind_addr: listener.bind_addr,
+        metrics_addr: listener.metrics_addr,
+        advertised_port: listener.advertised_port,
+        broker,
+        backend: match bridge.config {
+            Some(b) => Backend::Iggy(Box::new(b)),
+            None => Backend::Memory(memory),
+        },
+        log_format,
+        config_file: names.file.map(Path::to_path_buf),
+        warnings: bridge.warnings,
+    })
+}
+
+/// The broker's verdict on one of its fields, with the field named by the setting that
+/// filled it.
+fn broker_setting_error(e: &InvalidSetting, names: &Names<'_>) -> ConfigError {
+    let key = [
+        listener::BROKER_FIELDS,
+        limits::BROKER_FIELDS,
+        timeouts::BROKER_FIELDS,
+        topics::BROKER_FIELDS,
+        groups::BROKER_FIELDS,
+    ]
+    .into_iter()
+    .flatten()
+    .find(|(field, _)| *field == e.field)
+    .map(|(_, key)| *key);
+    match key {
+        Some(key) => names.invalid(key, &e.reason),
+        // A field no setting fills keeps its default; the broker rejecting it is a bug
+        // here, but still one line and still a refusal to start.
+        None => ConfigError::new(format!("broker setting {e}")),
+    }
+}

@@ -1,0 +1,593 @@
+//! The whole configuration through [`load`]: layers, names in errors, defaults, docs.
+
+use super::*;
+use figment::value::Dict;
+use kafka_broker::store::TopicConfig;
+use std::io::Write as _;
+use std::time::Duration;
+
+pub(super) fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    settings_from_env(pairs.iter().copied())
+}
+
+pub(super) fn toml_file(contents: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(contents.as_bytes()).unwrap();
+    file
+}
+
+pub(super) fn load_err(file: Option<&Path>, pairs: &[(&str, &str)]) -> String {
+    let message = load(file, env(pairs)).unwrap_err().to_string();
+    assert!(!message.contains('\n'), "not one line: {message}");
+    message
+}
+
+/// Every section's defaults in one dictionary, keyed like the file.
+fn defaults() -> Dict {
+    fn dict<T: serde::Serialize>(section: T) -> Dict {
+        Value::serialize(section).unwrap().into_dict().unwrap()
+    }
+    [
+        dict(listener::Raw::default()),
+        dict(limits::Raw::default()),
+        dict(timeouts::Raw::default()),
+        dict(topics::Raw::default()),
+        dict(groups::Raw::default()),
+        dict(memory::Raw::default()),
+        dict(bridge::Raw::default()),
+        dict(logging::Raw::default()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+#[test]
+fn defaults_are_the_broker_defaults() {
+    let config = load(None, Vec::new()).unwrap();
+    let defaults = BrokerConfig::default();
+    assert_eq!(config.bind_addr, "127.0.0.1:9093".parse().unwrap());
+    assert_eq!(config.advertised_port, None);
+    assert_eq!(config.broker.advertised_host, "127.0.0.1");
+    assert_eq!(config.broker.node_id, defaults.node_id);
+    assert_eq!(config.broker.cluster_id, defaults.cluster_id);
+    assert_eq!(config.broker.instance_id, 0);
+    assert!(config.broker.auto_create_topics);
+    assert_eq!(config.broker.auto_create_partitions, 1);
+    assert_eq!(
+        config.broker.default_topic_config,
+        defaults.default_topic_config
+    );
+    assert_eq!(
+        format!("{:?}", config.broker.limits),
+        format!("{:?}", defaults.limits)
+    );
+    assert_eq!(
+        format!("{:?}", config.broker.timeouts),
+        format!("{:?}", defaults.timeouts)
+    );
+    assert!(matches!(
+        &config.backend,
+        Backend::Memory(m) if *m == MemoryStoreConfig::default()
+    ));
+    assert_eq!(config.metrics_addr, None);
+    assert_eq!(config.log_format, LogFormat::Text);
+    assert!(config.warnings.is_empty());
+    assert_eq!(config.config_file, None);
+}
+
+#[test]
+fn keys_follow_the_struct_and_are_all_documented() {
+    let keys = keys();
+    assert!(keys.len() >= 30, "{keys:?}");
+    for expected in [
+        "bind_addr",
+        "advertised_host",
+        "advertised_port",
+        "max_connections",
+        "max_frame_size",
+        "idle_timeout_secs",
+        "read_timeout_secs",
+        "write_timeout_secs",
+        "shutdown_drain_timeout_secs",
+        "instance_id",
+        "bridge_enabled",
+        "auto_create_topics_enabled",
+        "auto_create_topics_partitions",
+        "iggy_addr",
+        "iggy_username",
+        "iggy_password",
+        "iggy_stream",
+        "topic_map_path",
+        "iggy_sessions",
+        "iggy_metadata_max_age_ms",
+        "iggy_read_ahead_bytes",
+        "iggy_send_batch_bytes",
+        "metrics_addr",
+        "log_format",
+    ] {
+        assert!(keys.contains(&expected), "{expected} missing");
+    }
+    let docs = include_str!("../../../../docs/configuration.md");
+    for key in keys {
+        let row = format!("| `{}` | `{key}` |", env_name(key));
+        assert!(
+            docs.contains(&row),
+            "docs/configuration.md lacks the row {row}"
+        );
+    }
+}
+
+#[test]
+fn documented_defaults_are_the_real_ones() {
+    let docs = include_str!("../../../../docs/configuration.md");
+    let defaults = defaults();
+    let mut checked = 0;
+    for key in keys() {
+        let text = match defaults.get(*key) {
+            Some(Value::String(_, s)) => s.clone(),
+            Some(Value::Num(_, n)) => n
+                .to_u128()
+                .map(|n| n.to_string())
+                .or_else(|| n.to_i128().map(|n| n.to_string()))
+                .unwrap_or_else(|| panic!("{key}: {n:?}")),
+            Some(Value::Bool(_, b)) => b.to_string(),
+            // Unset options are described in words.
+            _ => continue,
+        };
+        let row = format!("| `{}` | `{key}` | `{text}`", env_name(key));
+        assert!(docs.contains(&row), "docs/configuration.md lacks {row}");
+        checked += 1;
+    }
+    assert!(checked >= 25, "{checked}");
+}
+
+#[test]
+fn environment_selection() {
+    let settings = env(&[
+        ("IGGY_KAFKA_MAX_CONNECTIONS", "5"),
+        ("IGGY_KAFKA_CONFIG", "/etc/gateway.toml"),
+        ("IGGY_KAFKA_ADVERTISED_HOST", "  "),
+        ("IGGY_KAFKAX_OTHER", "1"),
+        ("PATH", "/bin"),
+    ]);
+    assert_eq!(
+        settings,
+        vec![("max_connections".to_string(), "5".to_string())]
+    );
+}
+
+#[test]
+fn environment_overrides_file_which_overrides_defaults() {
+    let file = toml_file(
+        r#"
+        max_connections = 10
+        idle_timeout_secs = 5
+        advertised_host = "file.example"
+        auto_create_topics_enabled = false
+        "#,
+    );
+    let config = load(
+        Some(file.path()),
+        env(&[
+            ("IGGY_KAFKA_MAX_CONNECTIONS", "20"),
+            ("IGGY_KAFKA_ADVERTISED_PORT", "19092"),
+        ]),
+    )
+    .unwrap();
+    // Environment wins over the file.
+    assert_eq!(config.broker.limits.max_connections, 20);
+    // The file wins over the defaults.
+    assert_eq!(config.broker.timeouts.idle, Duration::from_secs(5));
+    assert_eq!(config.broker.advertised_host, "file.example");
+    assert!(!config.broker.auto_create_topics);
+    // Untouched keys keep their defaults.
+    assert_eq!(
+        config.broker.timeouts.read,
+        BrokerConfig::default().timeouts.read
+    );
+    assert_eq!(config.advertised_port, Some(19092));
+    assert_eq!(config.broker_config(40000).advertised_port, 19092);
+    assert_eq!(config.config_file.as_deref(), Some(file.path()));
+}
+
+#[test]
+fn file_values_may_be_strings_and_env_values_stay_verbatim() {
+    let file = toml_file("max_connections = \"100\"\ncluster_id = \"from-file\"\n");
+    let config = load(
+        Some(file.path()),
+        env(&[
+            // figment's own Env provider would read these as a number and an array.
+            ("IGGY_KAFKA_CLUSTER_ID", "007"),
+            ("IGGY_KAFKA_IGGY_PASSWORD", " [secret] "),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(config.broker.limits.max_connections, 100);
+    assert_eq!(config.broker.cluster_id, "007");
+}
+
+#[test]
+fn the_bound_port_is_advertised_unless_one_is_set() {
+    let config = load(None, env(&[("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")])).unwrap();
+    assert_eq!(config.bind_addr.port(), 0);
+    assert_eq!(config.broker_config(45678).advertised_port, 45678);
+    assert_eq!(config.broker_config(45678).advertised_host, "127.0.0.1");
+}
+
+#[test]
+fn wildcard_bind_needs_an_advertised_host() {
+    for wildcard in ["0.0.0.0:9093", "[::]:9093"] {
+        let message = load_err(None, &[("IGGY_KAFKA_BIND_ADDR", wildcard)]);
+        assert!(message.contains("IGGY_KAFKA_ADVERTISED_HOST"), "{message}");
+        assert!(message.contains("IGGY_KAFKA_BIND_ADDR"), "{message}");
+        let config = load(
+            None,
+            env(&[
+                ("IGGY_KAFKA_BIND_ADDR", wildcard),
+                ("IGGY_KAFKA_ADVERTISED_HOST", "gw.example"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.broker.advertised_host, "gw.example");
+    }
+    let message = load_err(None, &[("IGGY_KAFKA_ADVERTISED_HOST", "0.0.0.0")]);
+    assert!(message.contains("IGGY_KAFKA_ADVERTISED_HOST"), "{message}");
+}
+
+#[test]
+fn bad_environment_values_name_the_variable() {
+    for (var, value) in [
+        ("IGGY_KAFKA_MAX_CONNECTIONS", "abc"),
+        ("IGGY_KAFKA_MAX_CONNECTIONS", "0"),
+        ("IGGY_KAFKA_MAX_CONNECTIONS", "-1"),
+        ("IGGY_KAFKA_BIND_ADDR", "localhost"),
+        ("IGGY_KAFKA_ADVERTISED_PORT", "0"),
+        ("IGGY_KAFKA_ADVERTISED_PORT", "65536"),
+        ("IGGY_KAFKA_INSTANCE_ID", "65536"),
+        ("IGGY_KAFKA_NODE_ID", "-1"),
+        ("IGGY_KAFKA_CLUSTER_ID", "has space"),
+        ("IGGY_KAFKA_MAX_FRAME_SIZE", "100"),
+        ("IGGY_KAFKA_MAX_FRAME_SIZE", "4294967296"),
+        ("IGGY_KAFKA_MAX_IN_FLIGHT_PER_CONNECTION", "0"),
+        ("IGGY_KAFKA_MAX_PARTITIONS_PER_TOPIC", "0"),
+        ("IGGY_KAFKA_MAX_FETCH_WAIT_MS", "1e3"),
+        ("IGGY_KAFKA_IDLE_TIMEOUT_SECS", "0"),
+        ("IGGY_KAFKA_READ_TIMEOUT_SECS", "999999999"),
+        ("IGGY_KAFKA_WRITE_TIMEOUT_SECS", "1.5"),
+        ("IGGY_KAFKA_AUTO_CREATE_TOPICS_ENABLED", "yes"),
+        ("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "0"),
+        ("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "1001"),
+        ("IGGY_KAFKA_DEFAULT_RETENTION_MS", "0"),
+        ("IGGY_KAFKA_DEFAULT_RETENTION_BYTES", "-2"),
+        ("IGGY_KAFKA_DEFAULT_MAX_MESSAGE_BYTES", "0"),
+        ("IGGY_KAFKA_MEMORY_MAX_TOTAL_BYTES", "0"),
+        ("IGGY_KAFKA_MEMORY_MAX_TOPICS", "0"),
+        ("IGGY_KAFKA_MEMORY_RETENTION_CHECK_INTERVAL_MS", "0"),
+        ("IGGY_KAFKA_BRIDGE_ENABLED", "1"),
+        ("IGGY_KAFKA_MAX_BUFFERED_REQUEST_BYTES", "1024"),
+        ("IGGY_KAFKA_MAX_RECORDS_PER_BATCH", "0"),
+        ("IGGY_KAFKA_MAX_RECORDS_PER_BATCH", "2147483648"),
+        ("IGGY_KAFKA_MAX_DECOMPRESSED_BATCH_BYTES", "0"),
+        ("IGGY_KAFKA_MAX_FETCH_WAIT_MS", "604800001"),
+        ("IGGY_KAFKA_SHUTDOWN_DRAIN_TIMEOUT_SECS", "604801"),
+        ("IGGY_KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS", "1800001"),
+        ("IGGY_KAFKA_GROUP_MAX_GROUPS", "0"),
+        ("IGGY_KAFKA_GROUP_MAX_MEMBERS", "0"),
+        ("IGGY_KAFKA_MEMORY_RETENTION_CHECK_INTERVAL_MS", "604800001"),
+        ("IGGY_KAFKA_METRICS_ADDR", "localhost:9100"),
+        ("IGGY_KAFKA_LOG_FORMAT", "xml"),
+    ] {
+        let message = load_err(None, &[(var, value)]);
+        assert!(
+            message.starts_with(&format!("{var}={value:?}: ")),
+            "{var}={value}: {message}"
+        );
+    }
+}
+
+#[test]
+fn bad_file_values_name_the_key_and_the_file() {
+    let file = toml_file("max_connections = 0\n");
+    let message = load_err(Some(file.path()), &[]);
+    assert_eq!(
+        message,
+        format!(
+            "max_connections in {}: must be at least 1",
+            file.path().display()
+        )
+    );
+
+    let file = toml_file("max_connections = \"many\"\n");
+    let message = load_err(Some(file.path()), &[]);
+    assert!(message.starts_with("max_connections in "), "{message}");
+
+    // The environment overrides a bad file value, and is then what gets checked.
+    let file = toml_file("max_connections = 0\n");
+    assert!(
+        load(
+            Some(file.path()),
+            env(&[("IGGY_KAFKA_MAX_CONNECTIONS", "3")])
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn unknown_variables_are_warned_about_unknown_file_keys_refused() {
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_SASL_ENABLED", "true"),
+            ("IGGY_KAFKA_PORT", "tcp://10.0.0.1:9093"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
+    assert!(config.warnings[0].starts_with("IGGY_KAFKA_PORT is not a setting"));
+    assert!(config.warnings[1].starts_with("IGGY_KAFKA_SASL_ENABLED is not a setting"));
+
+    let file = toml_file("max_conections = 3\n");
+    let message = load_err(Some(file.path()), &[]);
+    assert!(
+        message.contains("unknown key \"max_conections\""),
+        "{message}"
+    );
+
+    let file = toml_file("MAX_CONNECTIONS = 3\n");
+    let message = load_err(Some(file.path()), &[]);
+    assert!(message.contains("keys are lower case"), "{message}");
+
+    let file = toml_file("[server]\nbind_addr = \"127.0.0.1:1\"\n");
+    let message = load_err(Some(file.path()), &[]);
+    assert!(message.contains("unknown key \"server\""), "{message}");
+}
+
+#[test]
+fn unreadable_or_malformed_files_are_refused() {
+    let message = load_err(Some(Path::new("/nonexistent/gateway.toml")), &[]);
+    assert!(
+        message.starts_with("cannot read config file /nonexistent/gateway.toml"),
+        "{message}"
+    );
+
+    let file = toml_file("max_connections = \n");
+    let message = load_err(Some(file.path()), &[]);
+    assert!(message.contains("is not valid TOML"), "{message}");
+    assert!(message.contains("line 1"), "{message}");
+}
+
+#[test]
+fn bridge_needs_a_password_and_takes_the_iggy_settings() {
+    let message = load_err(
+        None,
+        &[
+            ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+            ("IGGY_KAFKA_IGGY_ADDR", "127.0.0.1:8090"),
+        ],
+    );
+    assert!(message.contains("IGGY_KAFKA_IGGY_PASSWORD"), "{message}");
+    // The rule and its words are the bridge's; the gateway names the variable.
+    assert!(message.contains("is required"), "{message}");
+    assert!(message.contains("no default"), "{message}");
+
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+            ("IGGY_KAFKA_IGGY_ADDR", "10.1.2.3:9090"),
+            ("IGGY_KAFKA_IGGY_USERNAME", "gateway"),
+            ("IGGY_KAFKA_IGGY_PASSWORD", "s3cret [x]"),
+            ("IGGY_KAFKA_IGGY_STREAM", "events"),
+            ("IGGY_KAFKA_IGGY_SESSIONS", "8"),
+            ("IGGY_KAFKA_IGGY_METADATA_MAX_AGE_MS", "0"),
+            ("IGGY_KAFKA_IGGY_READ_AHEAD_BYTES", "0"),
+            ("IGGY_KAFKA_IGGY_SEND_BATCH_BYTES", "262144"),
+        ]),
+    )
+    .expect("valid bridge settings");
+    let Backend::Iggy(b) = &config.backend else {
+        panic!("expected the Iggy backend, got {:?}", config.backend);
+    };
+    assert_eq!(b.address, "10.1.2.3:9090");
+    assert_eq!(b.username, "gateway");
+    assert_eq!(b.password, "s3cret [x]");
+    assert_eq!(b.stream, "events");
+    assert_eq!(b.sessions, 8);
+    assert_eq!(b.metadata_max_age, Duration::ZERO);
+    assert_eq!(b.read_ahead_bytes, 0);
+    assert_eq!(b.send_batch_bytes, 262_144);
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+
+    let file = toml_file("bridge_enabled = true\n");
+    let message = load_err(Some(file.path()), &[]);
+    assert!(message.contains("IGGY_KAFKA_IGGY_PASSWORD"), "{message}");
+}
+
+#[test]
+fn bridge_settings_without_the_bridge_are_reported_as_ignored() {
+    let file = toml_file("iggy_stream = \"kafka\"\n");
+    let config = load(
+        Some(file.path()),
+        env(&[
+            ("IGGY_KAFKA_IGGY_ADDR", "127.0.0.1:8090"),
+            ("IGGY_KAFKA_TOPIC_MAP_PATH", "/etc/map.toml"),
+        ]),
+    )
+    .unwrap();
+    let suffix = " has no effect: the Iggy bridge is disabled";
+    assert_eq!(
+        config.warnings,
+        vec![
+            format!("IGGY_KAFKA_IGGY_ADDR{suffix}"),
+            format!("iggy_stream in {}{suffix}", file.path().display()),
+            format!("IGGY_KAFKA_TOPIC_MAP_PATH{suffix}"),
+        ]
+    );
+}
+
+#[test]
+fn drain_timeout_may_be_zero() {
+    let config = load(
+        None,
+        env(&[("IGGY_KAFKA_SHUTDOWN_DRAIN_TIMEOUT_SECS", "0")]),
+    )
+    .unwrap();
+    assert_eq!(config.broker.timeouts.shutdown_drain, Duration::ZERO);
+}
+
+#[test]
+fn every_setting_reaches_the_broker_and_store() {
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_BIND_ADDR", "[::1]:0"),
+            ("IGGY_KAFKA_NODE_ID", "7"),
+            ("IGGY_KAFKA_CLUSTER_ID", "c1"),
+            ("IGGY_KAFKA_INSTANCE_ID", "65535"),
+            ("IGGY_KAFKA_MAX_CONNECTIONS", "11"),
+            ("IGGY_KAFKA_MAX_FRAME_SIZE", "2048"),
+            ("IGGY_KAFKA_MAX_IN_FLIGHT_PER_CONNECTION", "3"),
+            ("IGGY_KAFKA_MAX_PARTITIONS_PER_TOPIC", "50"),
+            ("IGGY_KAFKA_MAX_TOPICS_PER_REQUEST", "4"),
+            ("IGGY_KAFKA_MAX_FETCH_RESPONSE_BYTES", "5000"),
+            ("IGGY_KAFKA_MAX_FETCH_WAIT_MS", "250"),
+            ("IGGY_KAFKA_MAX_DECOMPRESSED_BATCH_BYTES", "6000"),
+            ("IGGY_KAFKA_MAX_RECORDS_PER_BATCH", "70"),
+            ("IGGY_KAFKA_IDLE_TIMEOUT_SECS", "8"),
+            ("IGGY_KAFKA_READ_TIMEOUT_SECS", "9"),
+            ("IGGY_KAFKA_WRITE_TIMEOUT_SECS", "10"),
+            ("IGGY_KAFKA_SHUTDOWN_DRAIN_TIMEOUT_SECS", "12"),
+            ("IGGY_KAFKA_AUTO_CREATE_TOPICS_ENABLED", "false"),
+            ("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "50"),
+            ("IGGY_KAFKA_DEFAULT_RETENTION_MS", "-1"),
+            ("IGGY_KAFKA_DEFAULT_RETENTION_BYTES", "1000000"),
+            ("IGGY_KAFKA_DEFAULT_MAX_MESSAGE_BYTES", "4096"),
+            ("IGGY_KAFKA_MEMORY_MAX_TOTAL_BYTES", "123456"),
+            ("IGGY_KAFKA_MEMORY_MAX_TOPICS", "13"),
+            ("IGGY_KAFKA_MEMORY_RETENTION_CHECK_INTERVAL_MS", "500"),
+            ("IGGY_KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS", "100"),
+            ("IGGY_KAFKA_GROUP_MAX_SESSION_TIMEOUT_MS", "200"),
+            ("IGGY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"),
+            ("IGGY_KAFKA_GROUP_MAX_GROUPS", "14"),
+            ("IGGY_KAFKA_GROUP_MAX_MEMBERS", "15"),
+        ]),
+    )
+    .unwrap();
+    let broker = config.broker_config(4321);
+    assert_eq!(config.bind_addr, "[::1]:0".parse().unwrap());
+    assert_eq!(broker.advertised_host, "::1");
+    assert_eq!(broker.advertised_port, 4321);
+    assert_eq!(broker.node_id, 7);
+    assert_eq!(broker.cluster_id, "c1");
+    assert_eq!(broker.instance_id, 65535);
+    let l = &broker.limits;
+    assert_eq!(
+        (
+            l.max_connections,
+            l.max_frame_size,
+            l.max_in_flight_per_connection,
+            l.max_partitions_per_topic,
+            l.max_topics_per_request,
+            l.max_fetch_response_bytes,
+            l.max_fetch_wait,
+            l.max_decompressed_batch_bytes,
+            l.max_records_per_batch,
+        ),
+        (
+            11,
+            2048,
+            3,
+            50,
+            4,
+            5000,
+            Duration::from_millis(250),
+            6000,
+            70
+        )
+    );
+    let t = &broker.timeouts;
+    assert_eq!(
+        (t.idle, t.read, t.write, t.shutdown_drain),
+        (
+            Duration::from_secs(8),
+            Duration::from_secs(9),
+            Duration::from_secs(10),
+            Duration::from_secs(12)
+        )
+    );
+    assert!(!broker.auto_create_topics);
+    assert_eq!(broker.auto_create_partitions, 50);
+    assert_eq!(
+        broker.default_topic_config,
+        TopicConfig {
+            retention_ms: -1,
+            retention_bytes: 1_000_000,
+            max_message_bytes: 4096,
+        }
+    );
+    let expected = MemoryStoreConfig {
+        max_topics: 13,
+        max_total_bytes: 123_456,
+        retention_check_interval: Duration::from_millis(500),
+    };
+    assert!(matches!(&config.backend, Backend::Memory(m) if *m == expected));
+    let g = &broker.groups;
+    assert_eq!(
+        (
+            g.min_session_timeout,
+            g.max_session_timeout,
+            g.initial_rebalance_delay,
+            g.max_groups,
+            g.max_members_per_group,
+        ),
+        (
+            Duration::from_millis(100),
+            Duration::from_millis(200),
+            Duration::ZERO,
+            14,
+            15
+        )
+    );
+}
+
+#[test]
+fn broker_rules_are_the_brokers_with_the_setting_named() {
+    // The gateway has no words of its own for these rules: the message is the broker's
+    // reason after the variable.
+    let mut broker = BrokerConfig::default();
+    broker.limits.max_frame_size = 100;
+    let reason = broker.check().unwrap_err().reason;
+    assert_eq!(
+        load_err(None, &[("IGGY_KAFKA_MAX_FRAME_SIZE", "100")]),
+        format!("IGGY_KAFKA_MAX_FRAME_SIZE=\"100\": {reason}")
+    );
+    assert!(reason.contains("between 1024 and 2147483647"), "{reason}");
+
+    // A rule tying two settings names the one the broker reports, even at its default.
+    let message = load_err(None, &[("IGGY_KAFKA_MAX_FRAME_SIZE", "1073741824")]);
+    assert!(
+        message.starts_with("IGGY_KAFKA_MAX_BUFFERED_REQUEST_BYTES (default): "),
+        "{message}"
+    );
+    assert!(message.contains("1073741828"), "{message}");
+
+    // Every broker field a setting fills is named by that setting.
+    let file = toml_file("idle_timeout_secs = 0\n");
+    assert_eq!(
+        load_err(Some(file.path()), &[]),
+        format!(
+            "idle_timeout_secs in {}: must be above zero",
+            file.path().display()
+        )
+    );
+}
+
+#[test]
+fn one_line_keeps_position_and_reason() {
+    assert_eq!(one_line("just this"), "just this");
+    assert_eq!(
+        one_line("TOML parse error at line 1, column 5\n  |\n1 | a =\n  |    ^\ninvalid string\n"),
+        "TOML parse error at line 1, column 5: invalid string"
+    );
+}
