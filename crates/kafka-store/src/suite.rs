@@ -2,10 +2,10 @@
 //! do, written once against the traits so the embedded store and the Iggy bridge are held
 //! to the same tests.
 //!
-//! Each check is a `pub async fn(&Harness) -> Result<(), String>`; the error names what
-//! was expected and what came back. Checks create their topics and groups under the
-//! harness prefix, so they may share one backend (a real Iggy server) as long as each
-//! gets a distinct prefix. [`store_suite!`](crate::store_suite) turns every check into a
+//! Each check is a `pub async fn(&Harness) -> CheckResult`; a failure names what was
+//! expected and what came back. Checks create their topics and groups under the harness
+//! prefix, so they may share one backend (a real Iggy server) as long as each gets a
+//! distinct prefix. [`store_suite!`](crate::store_suite) turns every check into a
 //! separate `#[tokio::test]`:
 //!
 //! ```ignore
@@ -16,10 +16,14 @@
 //! kafka_store::store_suite!(harness);
 //! ```
 //!
-//! Backends differ in how retention is triggered, so the retention checks run only when
-//! the harness carries a [`RetentionDriver`]; without one they pass vacuously. Likewise
-//! the long-poll check needs [`LogStore::watch`] to return a receiver for an existing
-//! partition, and is skipped for backends that can only be polled.
+//! Some checks need a [`Capability`] that not every backend has: retention applied as of
+//! a chosen clock ([`RetentionDriver`]), retention the backend applies by itself in real
+//! time ([`ExpiryDriver`], for which a `RetentionDriver` can stand in), a
+//! [`LogStore::watch`] that notifies, and for a backend whose notifications miss other
+//! writers' appends, a second handle to write through. Without it a check ends with
+//! [`CheckError::Skipped`], which the generated test prints as
+//! `SKIPPED: <check>: <why>`; a harness that declares the capability expected
+//! ([`Harness::expecting`]) turns that skip into a failure.
 
 use crate::memory::MemoryStore;
 use crate::{
@@ -36,6 +40,79 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinSet;
 
+/// What a check needs beyond the [`LogStore`] and [`OffsetStore`] traits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// Retention applied on demand as of a chosen clock: [`Harness::retention`].
+    RetentionOnDemand,
+    /// Retention the backend applies by itself, by its own clock: [`Harness::expiry`],
+    /// or a [`RetentionDriver`] standing in for it.
+    RetentionInRealTime,
+    /// [`LogStore::watch`] returns a receiver for a partition the store has looked up.
+    Watch,
+    /// Another handle on the same data ([`Harness::other_writer`]), needed when the
+    /// backend's notifications miss appends made elsewhere.
+    OtherWriter,
+}
+
+impl Capability {
+    /// Every capability, for a harness that must run every check.
+    pub const ALL: &'static [Capability] = &[
+        Capability::RetentionOnDemand,
+        Capability::RetentionInRealTime,
+        Capability::Watch,
+        Capability::OtherWriter,
+    ];
+}
+
+/// Why a check did not pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CheckError {
+    /// The backend did something other than what the check expects.
+    Failed(String),
+    /// The check could not run: the harness lacks what it needs.
+    Skipped(String),
+}
+
+impl std::fmt::Display for CheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckError::Failed(e) => write!(f, "{e}"),
+            CheckError::Skipped(why) => write!(f, "skipped: {why}"),
+        }
+    }
+}
+
+impl From<String> for CheckError {
+    fn from(e: String) -> Self {
+        CheckError::Failed(e)
+    }
+}
+
+impl From<&str> for CheckError {
+    fn from(e: &str) -> Self {
+        CheckError::Failed(e.to_owned())
+    }
+}
+
+/// The outcome of one check.
+pub type CheckResult = Result<(), CheckError>;
+
+/// Reports a check's outcome the way [`store_suite!`](crate::store_suite) does: nothing
+/// when it passed, a `SKIPPED: <check>: <why>` line on stderr when it was skipped, and a
+/// panic when it failed.
+pub fn report(check: &str, outcome: CheckResult) {
+    match outcome {
+        Ok(()) => {}
+        Err(CheckError::Skipped(why)) => {
+            // Straight to the process's stderr: visible even when the harness captures.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "SKIPPED: {check}: {why}");
+        }
+        Err(CheckError::Failed(e)) => panic!("store suite check {check} failed: {e}"),
+    }
+}
+
 /// How a backend applies retention on demand, as of a given clock.
 #[async_trait]
 pub trait RetentionDriver: Send + Sync {
@@ -50,6 +127,21 @@ impl RetentionDriver for MemoryStore {
     }
 }
 
+/// A backend that drops expired records by itself, in real time (Iggy's message expiry).
+#[async_trait]
+pub trait ExpiryDriver: Send + Sync {
+    /// Creates a one-partition topic `name` with `config`, in a form the backend's own
+    /// retention can act on within a test (for Iggy: segments small enough to fill).
+    async fn create_topic(&self, name: &str, config: TopicConfig) -> Result<(), String>;
+
+    /// Bytes of records to append before the first of them can be dropped (a backend
+    /// that drops whole segments only drops full ones).
+    fn fill_bytes(&self) -> usize;
+
+    /// The longest the backend may take, after records expired, to drop them.
+    fn grace(&self) -> Duration;
+}
+
 /// A backend under test and the name prefix its checks create things under.
 #[derive(Clone)]
 pub struct Harness {
@@ -57,8 +149,18 @@ pub struct Harness {
     pub log: Arc<dyn LogStore>,
     /// The offset backend.
     pub offsets: Arc<dyn OffsetStore>,
-    /// Applies retention on demand; `None` skips the retention checks.
+    /// Applies retention on demand; `None` skips the checks that need it.
     pub retention: Option<Arc<dyn RetentionDriver>>,
+    /// Creates topics the backend expires by itself; `None` lets
+    /// [`retention_in_real_time`] use `retention` instead, or skip.
+    pub expiry: Option<Arc<dyn ExpiryDriver>>,
+    /// A second handle on the data behind `log`, as another gateway or a native
+    /// producer would write; `None` lets [`long_poll_sees_other_writers`] write through
+    /// `log` when the backend notifies every append, or skip.
+    pub other_writer: Option<Arc<dyn LogStore>>,
+    /// Capabilities this backend must have: a check that would be skipped for lack of
+    /// one of them fails instead.
+    pub expected: Vec<Capability>,
     /// Prefix of every topic and group name the checks create.
     pub prefix: String,
 }
@@ -68,20 +170,21 @@ impl Debug for Harness {
         f.debug_struct("Harness")
             .field("log", &self.log.name())
             .field("retention", &self.retention.is_some())
+            .field("expiry", &self.expiry.is_some())
+            .field(
+                "other_writer",
+                &self.other_writer.as_ref().map(|w| w.name()),
+            )
+            .field("expected", &self.expected)
             .field("prefix", &self.prefix)
             .finish()
     }
 }
 
 impl Harness {
-    /// A harness over one store serving both traits, without a retention driver.
+    /// A harness over one store serving both traits, without drivers or other writers.
     pub fn new<S: LogStore + OffsetStore>(store: Arc<S>, prefix: impl Into<String>) -> Self {
-        Self {
-            log: store.clone(),
-            offsets: store,
-            retention: None,
-            prefix: prefix.into(),
-        }
+        Self::from_parts(store.clone(), store, prefix)
     }
 
     /// A harness over separate log and offset backends.
@@ -94,19 +197,58 @@ impl Harness {
             log,
             offsets,
             retention: None,
+            expiry: None,
+            other_writer: None,
+            expected: Vec::new(),
             prefix: prefix.into(),
         }
     }
 
-    /// Enables the retention checks.
+    /// Enables the checks of retention as of a chosen clock.
     pub fn with_retention(mut self, driver: Arc<dyn RetentionDriver>) -> Self {
         self.retention = Some(driver);
         self
     }
 
+    /// Enables the check of retention the backend applies by itself.
+    pub fn with_expiry(mut self, driver: Arc<dyn ExpiryDriver>) -> Self {
+        self.expiry = Some(driver);
+        self
+    }
+
+    /// Gives the checks a second handle on the same data to write through.
+    pub fn with_other_writer(mut self, writer: Arc<dyn LogStore>) -> Self {
+        self.other_writer = Some(writer);
+        self
+    }
+
+    /// Declares capabilities the backend must have: the checks that need them fail
+    /// instead of skipping.
+    pub fn expecting(mut self, capabilities: &[Capability]) -> Self {
+        self.expected.extend_from_slice(capabilities);
+        self
+    }
+
+    /// Whether the harness declared `capability` expected.
+    pub fn expects(&self, capability: Capability) -> bool {
+        self.expected.contains(&capability)
+    }
+
     /// A topic or group name under the prefix. Only `[a-zA-Z0-9._-]`, as Kafka allows.
     pub fn name(&self, suffix: &str) -> String {
         format!("{}-{suffix}", self.prefix)
+    }
+
+    /// The outcome of a check that cannot run without `capability`: skipped, or failed
+    /// when the harness expects the capability.
+    fn lacks(&self, capability: Capability, why: &str) -> CheckError {
+        if self.expects(capability) {
+            CheckError::Failed(format!(
+                "{why}, but the harness expects {capability:?} of this backend"
+            ))
+        } else {
+            CheckError::Skipped(format!("{why} ({capability:?})"))
+        }
     }
 
     async fn create(
@@ -132,10 +274,22 @@ impl Harness {
 }
 
 /// Runs every check in turn against one harness, stopping at the first failure.
-pub async fn run_all(h: &Harness) -> Result<(), String> {
+/// Returns the checks that were skipped, each with its reason.
+pub async fn run_all(h: &Harness) -> Result<Vec<String>, String> {
+    let mut skipped = Vec::new();
     macro_rules! run {
-        ($($check:ident),*) => {
-            $( $check(h).await.map_err(|e| format!("{}: {e}", stringify!($check)))?; )*
+        ($($check:ident,)*) => {
+            $(
+                match $check(h).await {
+                    Ok(()) => {}
+                    Err(CheckError::Skipped(why)) => {
+                        skipped.push(format!("{}: {why}", stringify!($check)));
+                    }
+                    Err(CheckError::Failed(e)) => {
+                        return Err(format!("{}: {e}", stringify!($check)));
+                    }
+                }
+            )*
         };
     }
     run!(
@@ -151,20 +305,24 @@ pub async fn run_all(h: &Harness) -> Result<(), String> {
         delete_records,
         retention_by_time,
         retention_by_size,
+        retention_in_real_time,
         concurrent_producers,
         submitted_appends_keep_their_order,
         long_poll_wakeup,
+        long_poll_sees_other_writers,
         offsets_commit_and_fetch,
-        offsets_delete_and_groups
+        offsets_delete_and_groups,
     );
-    Ok(())
+    Ok(skipped)
 }
 
 /// Instantiates every suite check as a separate `#[tokio::test]` (multi-threaded).
 ///
 /// `$make` is an `async fn(&'static str) -> Harness`, called with the check's name for
 /// each test; it should build a fresh backend or at least a prefix no other test uses.
-/// With `store_suite!(optional make)`, `make` returns `Option<Harness>` and `None` skips.
+/// With `store_suite!(optional make)`, `make` returns `Option<Harness>` and `None` skips
+/// (`make` prints why). A check that lacks a capability prints
+/// `SKIPPED: <check>: <why>` and passes, unless the harness expects the capability.
 /// The calling crate needs `tokio` with the `macros` and `rt-multi-thread` features.
 #[macro_export]
 macro_rules! store_suite {
@@ -190,9 +348,11 @@ macro_rules! store_suite {
             delete_records,
             retention_by_time,
             retention_by_size,
+            retention_in_real_time,
             concurrent_producers,
             submitted_appends_keep_their_order,
             long_poll_wakeup,
+            long_poll_sees_other_writers,
             offsets_commit_and_fetch,
             offsets_delete_and_groups,
         );
@@ -211,9 +371,10 @@ macro_rules! store_suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $check() {
                 let harness = $crate::store_suite!(@harness $mode $make, $check);
-                if let Err(e) = $crate::suite::$check(&harness).await {
-                    panic!("store suite check {} failed: {e}", stringify!($check));
-                }
+                $crate::suite::report(
+                    stringify!($check),
+                    $crate::suite::$check(&harness).await,
+                );
             }
         )*
     };
@@ -226,7 +387,7 @@ macro_rules! store_suite {
 macro_rules! ensure {
     ($cond:expr, $($fmt:tt)+) => {
         if !$cond {
-            return Err(format!($($fmt)+));
+            return Err(format!($($fmt)+).into());
         }
     };
 }
@@ -240,7 +401,8 @@ macro_rules! ensure_eq {
                 format_args!($($fmt)+),
                 right,
                 left
-            ));
+            )
+            .into());
         }
     }};
 }
@@ -443,7 +605,7 @@ fn committed(offset: i64, metadata: Option<&str>) -> CommittedOffset {
 
 /// Create, describe (by name, by id, in the listing) and delete topics; ids are non-zero
 /// and distinct, and a recreated topic starts empty with a new id.
-pub async fn topic_lifecycle(h: &Harness) -> Result<(), String> {
+pub async fn topic_lifecycle(h: &Harness) -> CheckResult {
     let config = TopicConfig {
         retention_ms: 3_600_000,
         retention_bytes: 1 << 20,
@@ -548,7 +710,7 @@ pub async fn topic_lifecycle(h: &Harness) -> Result<(), String> {
 
 /// Duplicate and invalid creates, `validate_only`, `create_partitions` and
 /// `set_topic_config`, and unknown topics or partitions.
-pub async fn topic_admin(h: &Harness) -> Result<(), String> {
+pub async fn topic_admin(h: &Harness) -> CheckResult {
     let name = h.create("admin", 2, keep_forever()).await?;
     let new = |name: &str, partitions| NewTopic {
         name: name.to_owned(),
@@ -692,7 +854,7 @@ pub async fn topic_admin(h: &Harness) -> Result<(), String> {
 
 /// Offsets are consecutive across the batches of one call and across calls, the
 /// producer's base offset is replaced, and partitions count separately.
-pub async fn append_assigns_consecutive_offsets(h: &Harness) -> Result<(), String> {
+pub async fn append_assigns_consecutive_offsets(h: &Harness) -> CheckResult {
     let name = h.create("offsets", 2, keep_forever()).await?;
     let ts = now_ms();
     let outcome = h
@@ -762,7 +924,7 @@ pub async fn append_assigns_consecutive_offsets(h: &Harness) -> Result<(), Strin
 
 /// Batches come back byte for byte (bar the rewritten base offset), compressed or not,
 /// with keys, values, null fields and headers intact.
-pub async fn read_back_byte_exact(h: &Harness) -> Result<(), String> {
+pub async fn read_back_byte_exact(h: &Harness) -> CheckResult {
     let name = h.create("exact", 1, keep_forever()).await?;
     let ts = now_ms() - 5_000;
     let records = vec![
@@ -816,7 +978,7 @@ pub async fn read_back_byte_exact(h: &Harness) -> Result<(), String> {
 /// Batches a producer encoded in a form other than the shortest one (a varint in more
 /// bytes than needed, a record attribute bit) read back as valid batches with the same
 /// records: a store that rebuilds batches must not reuse the producer's CRC for them.
-pub async fn read_back_valid_from_any_encoding(h: &Harness) -> Result<(), String> {
+pub async fn read_back_valid_from_any_encoding(h: &Harness) -> CheckResult {
     let name = h.create("encoding", 1, keep_forever()).await?;
     let ts = now_ms() - 5_000;
     let canonical = encode(&[record(ts, Some("k"), Some("v"))])?;
@@ -861,7 +1023,7 @@ pub async fn read_back_valid_from_any_encoding(h: &Harness) -> Result<(), String
 /// Watermarks move with appends; reads at the high watermark are empty, beyond it or
 /// below the log start they are out of range; a read starts with the batch holding the
 /// offset.
-pub async fn watermarks_and_read_bounds(h: &Harness) -> Result<(), String> {
+pub async fn watermarks_and_read_bounds(h: &Harness) -> CheckResult {
     let name = h.create("bounds", 1, keep_forever()).await?;
     ensure_eq!(watermarks(h, &name, 0).await?, (0, 0), "empty partition");
     let empty = h
@@ -936,7 +1098,7 @@ pub async fn watermarks_and_read_bounds(h: &Harness) -> Result<(), String> {
 }
 
 /// `max_bytes` bounds a read, yet the first batch always comes back whole (KIP-74).
-pub async fn read_honours_max_bytes(h: &Harness) -> Result<(), String> {
+pub async fn read_honours_max_bytes(h: &Harness) -> CheckResult {
     let name = h.create("maxbytes", 1, keep_forever()).await?;
     let ts = now_ms();
     let batches = vec![
@@ -979,7 +1141,7 @@ pub async fn read_honours_max_bytes(h: &Harness) -> Result<(), String> {
 }
 
 /// A batch above the topic's `max.message.bytes` is refused, and with it the whole call.
-pub async fn message_too_large(h: &Harness) -> Result<(), String> {
+pub async fn message_too_large(h: &Harness) -> CheckResult {
     let config = TopicConfig {
         max_message_bytes: 512,
         ..keep_forever()
@@ -1014,7 +1176,7 @@ pub async fn message_too_large(h: &Harness) -> Result<(), String> {
 /// `offset_for_timestamp` finds the exact first record at or after a timestamp, even
 /// when timestamps are out of order and when the log start falls inside a batch;
 /// `max_timestamp` finds the first record with the largest timestamp.
-pub async fn timestamps(h: &Harness) -> Result<(), String> {
+pub async fn timestamps(h: &Harness) -> CheckResult {
     let name = h.create("timestamps", 1, keep_forever()).await?;
     ensure_eq!(
         h.log
@@ -1132,7 +1294,7 @@ pub async fn timestamps(h: &Harness) -> Result<(), String> {
 
 /// `delete_records` moves the log start (also into a batch), never backwards, -1 means
 /// the high watermark, and beyond the high watermark is out of range.
-pub async fn delete_records(h: &Harness) -> Result<(), String> {
+pub async fn delete_records(h: &Harness) -> CheckResult {
     let name = h.create("delete", 1, keep_forever()).await?;
     let ts = now_ms();
     append(
@@ -1220,9 +1382,13 @@ pub async fn delete_records(h: &Harness) -> Result<(), String> {
 
 /// `retention.ms` drops whole batches from the front whose newest record is too old
 /// (all of them once everything expired); `retention.ms=-1` keeps everything.
-pub async fn retention_by_time(h: &Harness) -> Result<(), String> {
+pub async fn retention_by_time(h: &Harness) -> CheckResult {
     let Some(driver) = h.retention.clone() else {
-        return Ok(());
+        return Err(h.lacks(
+            Capability::RetentionOnDemand,
+            "no RetentionDriver: the backend cannot apply retention as of a chosen clock \
+             (retention_in_real_time tests its own retention)",
+        ));
     };
     let config = TopicConfig {
         retention_ms: 60_000,
@@ -1301,9 +1467,13 @@ pub async fn retention_by_time(h: &Harness) -> Result<(), String> {
 
 /// `retention.bytes` drops whole batches from the front until the partition fits (give or
 /// take one batch, as backends round to their segments), but never the last batch.
-pub async fn retention_by_size(h: &Harness) -> Result<(), String> {
+pub async fn retention_by_size(h: &Harness) -> CheckResult {
     let Some(driver) = h.retention.clone() else {
-        return Ok(());
+        return Err(h.lacks(
+            Capability::RetentionOnDemand,
+            "no RetentionDriver: the backend cannot apply retention as of a chosen clock \
+             (retention_in_real_time tests its own retention)",
+        ));
     };
     let ts = now_ms();
     let one = sized_batch(300, ts)?;
@@ -1352,9 +1522,121 @@ pub async fn retention_by_size(h: &Harness) -> Result<(), String> {
     Ok(())
 }
 
+/// Records older than `retention.ms` go without anyone asking, by the backend's own
+/// clock: whole batches from the front (at least the first; a backend that drops whole
+/// segments keeps its newest), reads below the new log start are out of range, what is
+/// left reads back intact, offsets continue, and `retention.ms=-1` keeps everything.
+///
+/// With an [`ExpiryDriver`] the check waits for the backend; with only a
+/// [`RetentionDriver`] it applies retention as of a clock past the expiry instead.
+pub async fn retention_in_real_time(h: &Harness) -> CheckResult {
+    const RETENTION_MS: i64 = 1_000;
+    const VALUE: usize = 256 * 1024;
+    let expiring_config = TopicConfig {
+        retention_ms: RETENTION_MS,
+        ..keep_forever()
+    };
+    let (expiring, forever) = (h.name("realtime"), h.name("realtime-forever"));
+    let count = match (&h.expiry, &h.retention) {
+        (Some(driver), _) => {
+            driver.create_topic(&expiring, expiring_config).await?;
+            driver.create_topic(&forever, keep_forever()).await?;
+            (driver.fill_bytes() / VALUE + 2).max(3)
+        }
+        (None, Some(_)) => {
+            h.create("realtime", 1, expiring_config).await?;
+            h.create("realtime-forever", 1, keep_forever()).await?;
+            3
+        }
+        (None, None) => {
+            return Err(h.lacks(
+                Capability::RetentionInRealTime,
+                "neither an ExpiryDriver nor a RetentionDriver: nothing applies retention",
+            ));
+        }
+    };
+    let value = |i: usize| -> Bytes {
+        let mut v = format!("{i:08}-").into_bytes();
+        v.resize(VALUE, b'r');
+        Bytes::from(v)
+    };
+    for i in 0..count {
+        let bytes = encode(&[NewRecord {
+            timestamp: now_ms(),
+            key: None,
+            value: Some(value(i)),
+            headers: vec![],
+        }])?;
+        for name in [&expiring, &forever] {
+            append(h, name, 0, vec![bytes.clone()]).await?;
+        }
+    }
+    let count = count as i64;
+    let start = match (&h.expiry, &h.retention) {
+        (Some(driver), _) => {
+            let wait = Duration::from_millis(RETENTION_MS as u64) + driver.grace();
+            let deadline = tokio::time::Instant::now() + wait;
+            loop {
+                let (start, _) = watermarks(h, &expiring, 0).await?;
+                if start > 0 {
+                    break start;
+                }
+                ensure!(
+                    tokio::time::Instant::now() < deadline,
+                    "nothing of {count} records of {VALUE} bytes was dropped within {wait:?} \
+                     with retention.ms {RETENTION_MS}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        (None, Some(driver)) => {
+            driver
+                .apply_retention(now_ms() + RETENTION_MS + 1_000)
+                .await;
+            watermarks(h, &expiring, 0).await?.0
+        }
+        (None, None) => return Err("no retention driver".into()),
+    };
+    let (start_now, hw) = watermarks(h, &expiring, 0).await?;
+    ensure_eq!(hw, count, "high watermark after retention");
+    ensure!(
+        (1..=count).contains(&start_now) && start_now >= start,
+        "log start after retention: {start_now} (first seen {start}), expected 1..={count}"
+    );
+    expect_err(
+        h.log.read(&expiring, 0, start_now - 1, 1 << 20).await,
+        is_out_of_range,
+        "read of an expired offset",
+    )?;
+    let left = read_all(h, &expiring, start_now).await?;
+    let left: Vec<(i64, Option<Bytes>)> = left
+        .iter()
+        .map(records_of)
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .map(|r| (r.0, r.3))
+        .collect();
+    let expected: Vec<(i64, Option<Bytes>)> = (start_now..count)
+        .map(|o| (o, Some(value(o as usize))))
+        .collect();
+    ensure_eq!(left, expected, "records left after retention");
+    ensure_eq!(
+        append(h, &expiring, 0, vec![batch(1, now_ms(), "later")?]).await?,
+        count,
+        "offsets continue after retention"
+    );
+    ensure_eq!(
+        watermarks(h, &forever, 0).await?,
+        (0, count),
+        "retention.ms=-1 keeps everything"
+    );
+    Ok(())
+}
+
 /// Eight producers appending to one partition at once get unique, contiguous offsets,
 /// each producer's batches in its own order, and every batch reads back intact.
-pub async fn concurrent_producers(h: &Harness) -> Result<(), String> {
+pub async fn concurrent_producers(h: &Harness) -> CheckResult {
     const PRODUCERS: usize = 8;
     const APPENDS: usize = 200;
     let name = h.create("concurrent", 1, keep_forever()).await?;
@@ -1420,7 +1702,7 @@ pub async fn concurrent_producers(h: &Harness) -> Result<(), String> {
 /// when their futures are awaited in another order or only after a plain `append` to the
 /// same partition; a submit the store refuses takes no place; another partition is
 /// independent.
-pub async fn submitted_appends_keep_their_order(h: &Harness) -> Result<(), String> {
+pub async fn submitted_appends_keep_their_order(h: &Harness) -> CheckResult {
     const SUBMITS: usize = 24;
     let name = h.create("submit", 2, keep_forever()).await?;
     let mut pending = Vec::with_capacity(SUBMITS);
@@ -1492,11 +1774,16 @@ pub async fn submitted_appends_keep_their_order(h: &Harness) -> Result<(), Strin
 }
 
 /// A task waiting on [`LogStore::watch`] wakes when another appends, with the new high
-/// watermark; other partitions are not woken. Skipped when the backend cannot notify.
-pub async fn long_poll_wakeup(h: &Harness) -> Result<(), String> {
+/// watermark; other partitions are not woken. Needs [`Capability::Watch`].
+pub async fn long_poll_wakeup(h: &Harness) -> CheckResult {
     let name = h.create("watch", 2, keep_forever()).await?;
+    // A fetch looks its topics up before it waits; a backend may watch only those.
+    h.log.topic(&name).await.ctx("topic before watch")?;
     let Some(mut rx) = h.log.watch(&name, 0) else {
-        return Ok(());
+        return Err(h.lacks(
+            Capability::Watch,
+            "watch returned None for an existing partition: the backend cannot notify",
+        ));
     };
     ensure!(
         h.log.watch(&name, 2).is_none(),
@@ -1539,9 +1826,113 @@ pub async fn long_poll_wakeup(h: &Harness) -> Result<(), String> {
     Ok(())
 }
 
+/// A record appended through another handle on the same data (a second gateway, a
+/// native producer) reaches a reader that waits the way the broker's long poll does: on
+/// [`LogStore::watch`] when the backend notifies every append, otherwise on the watch or
+/// a re-read every [`LogStore::poll_interval`], whichever comes first. The other handle
+/// is [`Harness::other_writer`]; a backend that notifies every append may do without
+/// (the log itself writes), one that does not needs [`Capability::OtherWriter`].
+pub async fn long_poll_sees_other_writers(h: &Harness) -> CheckResult {
+    // Generous: this bounds a hang, it does not measure latency.
+    const WAIT: Duration = Duration::from_secs(10);
+    let notifies = h.log.notifies_every_append();
+    let writer = match (&h.other_writer, notifies) {
+        (Some(writer), _) => Arc::clone(writer),
+        (None, true) => Arc::clone(&h.log),
+        (None, false) => {
+            return Err(h.lacks(
+                Capability::OtherWriter,
+                "the backend's notifications miss appends made elsewhere and the harness \
+                 has no other writer",
+            ));
+        }
+    };
+    let name = h.create("others", 1, keep_forever()).await?;
+    h.log.topic(&name).await.ctx("topic before waiting")?;
+    ensure!(
+        writer
+            .topic(&name)
+            .await
+            .ctx("topic through the other writer")?
+            .is_some(),
+        "the other writer must see the topic"
+    );
+    let mut rx = h.log.watch(&name, 0);
+    if notifies && rx.is_none() {
+        return Err(h.lacks(
+            Capability::Watch,
+            "watch returned None for an existing partition: the backend cannot notify",
+        ));
+    }
+    let interval = h.log.poll_interval();
+    let log = Arc::clone(&h.log);
+    let topic = name.clone();
+    let reader = tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut reads = 0u32;
+        loop {
+            let read = log
+                .read(&topic, 0, 0, 1 << 20)
+                .await
+                .ctx("read while waiting")?;
+            reads += 1;
+            if !read.is_empty() {
+                return Ok::<_, String>((read.batches, reads));
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(format!(
+                    "nothing to read {WAIT:?} after another handle appended ({reads} reads, \
+                     poll interval {interval:?}, notifies every append: {notifies})"
+                ));
+            }
+            // Like the broker: the watch alone when it sees every append, else the watch
+            // or the poll interval.
+            let wait = if notifies {
+                deadline - now
+            } else {
+                interval.min(deadline - now)
+            };
+            match rx.as_mut() {
+                Some(rx) => {
+                    let _ = tokio::time::timeout(wait, rx.changed()).await;
+                }
+                None => tokio::time::sleep(wait).await,
+            }
+        }
+    });
+    let written = vec![
+        record(now_ms(), Some("k"), Some("from-elsewhere-0")),
+        record(now_ms(), None, Some("from-elsewhere-1")),
+    ];
+    let base = writer
+        .append(&name, 0, vec![encode(&written)?], now_ms())
+        .await
+        .ctx("append through the other writer")?
+        .base_offset;
+    ensure_eq!(base, 0, "base offset of the other writer's append");
+    let (batches, _reads) = reader
+        .await
+        .map_err(|e| format!("reader task failed: {e}"))??;
+    let records: Vec<Rec> = batches
+        .iter()
+        .map(records_of)
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    let expected: Vec<Rec> = written
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (i as i64, r.timestamp, r.key.clone(), r.value.clone()))
+        .collect();
+    ensure_eq!(records, expected, "records the waiting reader got");
+    Ok(())
+}
+
 /// Commit and fetch one group's offsets: fetch_all sorted, overwrites, metadata and
 /// epochs kept, groups isolated.
-pub async fn offsets_commit_and_fetch(h: &Harness) -> Result<(), String> {
+pub async fn offsets_commit_and_fetch(h: &Harness) -> CheckResult {
     let group = h.name("group");
     let other_group = h.name("group-other");
     let (t1, t2) = (h.name("t1"), h.name("t2"));
@@ -1610,7 +2001,7 @@ pub async fn offsets_commit_and_fetch(h: &Harness) -> Result<(), String> {
 }
 
 /// Delete some partitions' offsets, delete whole groups, list groups sorted.
-pub async fn offsets_delete_and_groups(h: &Harness) -> Result<(), String> {
+pub async fn offsets_delete_and_groups(h: &Harness) -> CheckResult {
     let (a, b) = (h.name("groups-a"), h.name("groups-b"));
     let t = h.name("t");
     for group in [&b, &a] {

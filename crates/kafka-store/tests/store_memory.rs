@@ -5,7 +5,8 @@
 //! The full storage behaviour suite runs against the memory store in the crate's unit
 //! tests (`memory::tests`), so plain `cargo test` covers it. With
 //! `--features test-suite` it also runs here, through the exported `store_suite!` macro,
-//! exactly as an external backend crate instantiates it.
+//! exactly as an external backend crate instantiates it, with every capability expected:
+//! a check the memory store would skip fails here.
 
 // Helpers shared by the tests fail the test on bad input, which is what unwrap is for here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -20,12 +21,64 @@ use tokio::sync::watch;
 
 #[cfg(feature = "test-suite")]
 async fn harness(test: &'static str) -> kafka_store::suite::Harness {
+    use kafka_store::suite::{Capability, Harness};
     let store = Arc::new(MemoryStore::default());
-    kafka_store::suite::Harness::new(Arc::clone(&store), test).with_retention(store)
+    Harness::new(Arc::clone(&store), test)
+        .with_retention(store)
+        .expecting(Capability::ALL)
 }
 
 #[cfg(feature = "test-suite")]
 kafka_store::store_suite!(harness);
+
+/// A check that lacks a capability is skipped, with its reason, unless the harness
+/// expects the capability; then it fails.
+#[cfg(feature = "test-suite")]
+#[tokio::test]
+async fn missing_capabilities_skip_unless_expected() {
+    use kafka_store::suite::{self, Capability, CheckError, Harness};
+    let store = Arc::new(MemoryStore::default());
+    let bare = Harness::new(Arc::clone(&store), "bare");
+    for (check, outcome) in [
+        ("retention_by_time", suite::retention_by_time(&bare).await),
+        ("retention_by_size", suite::retention_by_size(&bare).await),
+        (
+            "retention_in_real_time",
+            suite::retention_in_real_time(&bare).await,
+        ),
+    ] {
+        match outcome {
+            Err(CheckError::Skipped(why)) => assert!(why.contains("Retention"), "{check}: {why}"),
+            other => panic!("{check} without a retention driver: {other:?}"),
+        }
+    }
+    let strict = Harness::new(Arc::clone(&store), "strict").expecting(&[
+        Capability::RetentionOnDemand,
+        Capability::RetentionInRealTime,
+    ]);
+    assert!(matches!(
+        suite::retention_by_time(&strict).await,
+        Err(CheckError::Failed(_))
+    ));
+    assert!(matches!(
+        suite::retention_in_real_time(&strict).await,
+        Err(CheckError::Failed(_))
+    ));
+    // run_all reports what it skipped and runs the rest.
+    let skipped = suite::run_all(&Harness::new(store, "all")).await.unwrap();
+    let names: Vec<&str> = skipped
+        .iter()
+        .map(|s| s.split(':').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "retention_by_time",
+            "retention_by_size",
+            "retention_in_real_time"
+        ]
+    );
+}
 
 fn now_ms() -> i64 {
     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
