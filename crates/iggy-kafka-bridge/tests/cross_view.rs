@@ -67,11 +67,11 @@ fn records_of(bytes: &Bytes) -> Vec<kafka_records::Record> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_iggy_view_of_kafka_records() {
-    let Some(bin) = support::server_bin() else {
+    let Some(bin) = support::server_bin("native_iggy_view_of_kafka_records") else {
         return;
     };
-    let server = Server::start(bin);
-    let bridge = server.bridge().await;
+    let server = Server::start(&bin);
+    let bridge = support::bridge(&server).await;
     let topic = format!("xview-{}", support::run_id());
     create(&bridge, &topic, 1).await;
     let native = NewRecord {
@@ -162,11 +162,12 @@ async fn native_iggy_view_of_kafka_records() {
 /// show where a Kafka client would notice them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_by_other_iggy_clients_are_seen_despite_the_cache() {
-    let Some(bin) = support::server_bin() else {
+    let Some(bin) = support::server_bin("changes_by_other_iggy_clients_are_seen_despite_the_cache")
+    else {
         return;
     };
-    let server = Server::start(bin);
-    let mut config = server.config();
+    let server = Server::start(&bin);
+    let mut config = support::config(&server);
     config.metadata_max_age = Duration::from_secs(3600);
     let bridge = iggy_kafka_bridge::IggyBridge::connect(config)
         .await
@@ -249,12 +250,12 @@ async fn changes_by_other_iggy_clients_are_seen_despite_the_cache() {
 /// from read-ahead or straight from Iggy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_ahead_serves_what_iggy_would() {
-    let Some(bin) = support::server_bin() else {
+    let Some(bin) = support::server_bin("read_ahead_serves_what_iggy_would") else {
         return;
     };
-    let server = Server::start(bin);
-    let ahead = server.bridge().await;
-    let mut config = server.config();
+    let server = Server::start(&bin);
+    let ahead = support::bridge(&server).await;
+    let mut config = support::config(&server);
     config.read_ahead_bytes = 0;
     let direct = iggy_kafka_bridge::IggyBridge::connect(config.clone())
         .await
@@ -323,11 +324,11 @@ async fn read_ahead_serves_what_iggy_would() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_offsets_survive_a_bridge_restart() {
-    let Some(bin) = support::server_bin() else {
+    let Some(bin) = support::server_bin("committed_offsets_survive_a_bridge_restart") else {
         return;
     };
-    let server = Server::start(bin);
-    let bridge = server.bridge().await;
+    let server = Server::start(&bin);
+    let bridge = support::bridge(&server).await;
     let topic = format!("restart-{}", support::run_id());
     create(&bridge, &topic, 2).await;
     let committed = CommittedOffset {
@@ -354,7 +355,7 @@ async fn committed_offsets_survive_a_bridge_restart() {
     bridge.close().await;
     drop(bridge);
 
-    let again = server.bridge().await;
+    let again = support::bridge(&server).await;
     assert_eq!(again.fetch("g1", &topic, 1).await.unwrap(), Some(committed));
     assert_eq!(again.groups().await.unwrap(), vec!["g1".to_owned()]);
     let info = again.topic(&topic).await.unwrap().unwrap();
@@ -365,11 +366,11 @@ async fn committed_offsets_survive_a_bridge_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bridge_recovers_after_an_iggy_restart() {
-    let Some(bin) = support::server_bin() else {
+    let Some(bin) = support::server_bin("bridge_recovers_after_an_iggy_restart") else {
         return;
     };
-    let mut server = Server::start(bin);
-    let bridge = server.bridge().await;
+    let mut server = Server::start(&bin);
+    let bridge = support::bridge(&server).await;
     let topic = format!("recover-{}", support::run_id());
     create(&bridge, &topic, 1).await;
     let one = NewRecord {

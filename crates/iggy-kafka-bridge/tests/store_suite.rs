@@ -1,10 +1,25 @@
-//! The broker's storage behaviour suite against the bridge on a real Iggy server.
+//! The storage behaviour suite against the bridge on a real Iggy server.
 //!
-//! `kafka_store::store_suite!(optional ...)` instantiates every check; without
+//! `kafka_store::store_suite!(optional ...)` instantiates every check. Without
 //! `IGGY_SERVER_BIN` the harness is `None` and every test prints
-//! `SKIPPED: IGGY_SERVER_BIN not set` and returns. One server serves all checks
-//! that run at the same time (each check uses its own name prefix); it stops when the
-//! last of them drops its harness.
+//! `SKIPPED: <check> on Iggy: IGGY_SERVER_BIN not set` and returns; with it, a server
+//! that does not start fails every test. One server serves all checks that run at the
+//! same time (each check uses its own name prefix); it stops when the last of them drops
+//! its harness.
+//!
+//! The harness expects of the bridge what it can do on a real server, so those checks
+//! fail rather than skip:
+//! - long polls: `watch` on looked-up partitions, and a second bridge on the same server
+//!   as the other writer whose appends only the `poll_interval` re-reads see;
+//! - retention in real time: Iggy drops expired messages by whole sealed segments, and
+//!   segment size is fixed when a topic is created, which the bridge leaves at Iggy's
+//!   1 GiB. The expiry driver therefore creates its topics as a native Iggy client, with
+//!   1 MiB segments and the message expiry the bridge would set for `retention.ms`, and
+//!   the server runs its segment cleaner every second; the bridge then appends, and
+//!   must report the log start Iggy's cleaner left.
+//!
+//! Retention as of a chosen clock (`retention_by_time`, `retention_by_size`) has no
+//! Iggy counterpart and prints `SKIPPED:`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,8 +27,12 @@ mod support;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use iggy::prelude::{
+    AutoLogin, Client, Credentials, Identifier, IggyByteSize, IggyClient, IggyDuration, IggyExpiry,
+    MaxTopicSize, StreamClient, TopicClient, TopicCreateOptions,
+};
 use iggy_kafka_bridge::IggyBridge;
-use kafka_store::suite::Harness;
+use kafka_store::suite::{Capability, ExpiryDriver, Harness};
 use kafka_store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
     StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
@@ -23,6 +42,12 @@ use std::time::Duration;
 use support::Server;
 use tokio::sync::watch;
 
+/// Smallest segment Iggy accepts; the expiry driver's topics fill one quickly.
+const SEGMENT_BYTES: u64 = 1 << 20;
+
+/// How often the server's segment cleaner runs.
+const CLEANER_INTERVAL: &str = "1s";
+
 static SERVER: Mutex<Weak<Server>> = Mutex::new(Weak::new());
 
 fn shared_server(bin: std::path::PathBuf) -> Arc<Server> {
@@ -30,7 +55,10 @@ fn shared_server(bin: std::path::PathBuf) -> Arc<Server> {
     if let Some(server) = slot.upgrade() {
         return server;
     }
-    let server = Arc::new(Server::start(bin));
+    let server = Arc::new(Server::start_with(
+        &bin,
+        &[("IGGY_DATA_MAINTENANCE_MESSAGES_INTERVAL", CLEANER_INTERVAL)],
+    ));
     *slot = Arc::downgrade(&server);
     server
 }
@@ -126,17 +154,112 @@ impl OffsetStore for Guarded {
     }
 }
 
+/// Creates topics as a native Iggy client, in the stream the bridge maps Kafka topics
+/// to, with segments small enough for Iggy's expiry to act on within a test.
+struct NativeExpiry {
+    client: IggyClient,
+    stream: String,
+    _server: Arc<Server>,
+}
+
+impl NativeExpiry {
+    async fn connect(server: Arc<Server>) -> NativeExpiry {
+        let client = IggyClient::builder()
+            .with_tcp()
+            .with_server_address(server.address.clone())
+            .with_auto_sign_in(AutoLogin::Enabled(Credentials::UsernamePassword(
+                support::USER.into(),
+                secrecy::SecretString::from(support::PASSWORD.to_owned()),
+            )))
+            .build()
+            .unwrap();
+        client
+            .connect()
+            .await
+            .unwrap_or_else(|e| panic!("native connect: {e}; server log:\n{}", server.log_tail()));
+        NativeExpiry {
+            client,
+            stream: support::config(&server).stream,
+            _server: server,
+        }
+    }
+}
+
+#[async_trait]
+impl ExpiryDriver for NativeExpiry {
+    async fn create_topic(&self, name: &str, config: TopicConfig) -> Result<(), String> {
+        let stream = Identifier::named(&self.stream).map_err(|e| e.to_string())?;
+        // The bridge creates the stream with its first topic; checks run concurrently.
+        if self
+            .client
+            .get_stream(&stream)
+            .await
+            .map_err(|e| format!("get stream {}: {e}", self.stream))?
+            .is_none()
+            && let Err(e) = self.client.create_stream(&self.stream).await
+        {
+            let exists = self.client.get_stream(&stream).await.ok().flatten();
+            if exists.is_none() {
+                return Err(format!("create stream {}: {e}", self.stream));
+            }
+        }
+        let message_expiry = match u64::try_from(config.retention_ms) {
+            Ok(ms) if ms > 0 => {
+                IggyExpiry::ExpireDuration(IggyDuration::new(Duration::from_millis(ms)))
+            }
+            _ => IggyExpiry::NeverExpire,
+        };
+        let options = TopicCreateOptions {
+            partitions_count: Some(1),
+            message_expiry: Some(message_expiry),
+            max_topic_size: Some(MaxTopicSize::Unlimited),
+            segment_size: Some(IggyByteSize::from(SEGMENT_BYTES)),
+            ..TopicCreateOptions::default()
+        };
+        self.client
+            .create_topic(&stream, name, &options)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("create Iggy topic {}/{name}: {e}", self.stream))
+    }
+
+    fn fill_bytes(&self) -> usize {
+        SEGMENT_BYTES as usize
+    }
+
+    fn grace(&self) -> Duration {
+        // Cleaner passes every second; the rest is slack for a loaded machine.
+        Duration::from_secs(30)
+    }
+}
+
+async fn guarded(server: &Arc<Server>) -> Arc<Guarded> {
+    Arc::new(Guarded {
+        bridge: support::bridge(server).await,
+        _server: Arc::clone(server),
+    })
+}
+
 async fn harness(test: &'static str) -> Option<Harness> {
-    let bin = support::server_bin()?;
-    let server = tokio::task::spawn_blocking(move || shared_server(bin))
-        .await
-        .expect("server start");
-    let bridge = server.bridge().await;
-    let store = Arc::new(Guarded {
-        bridge,
-        _server: server,
-    });
-    Some(Harness::new(store, format!("{test}-{}", support::run_id())))
+    let bin = support::server_bin(&format!("{test} on Iggy"))?;
+    let server = match tokio::task::spawn_blocking(move || shared_server(bin)).await {
+        Ok(server) => server,
+        // The start-up panic carries the server's log: pass it on as it is.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+    let store = guarded(&server).await;
+    let other_writer = guarded(&server).await;
+    let expiry = Arc::new(NativeExpiry::connect(Arc::clone(&server)).await);
+    Some(
+        Harness::new(store, format!("{test}-{}", support::run_id()))
+            .with_other_writer(other_writer)
+            .with_expiry(expiry)
+            .expecting(&[
+                Capability::Watch,
+                Capability::OtherWriter,
+                Capability::RetentionInRealTime,
+            ]),
+    )
 }
 
 kafka_store::store_suite!(optional harness);

@@ -5,18 +5,20 @@
 //! and the gateway's log when it fails.
 //!
 //! A client that is not installed is skipped with `SKIPPED: <client> not installed (run
-//! scripts/test.sh)`, unless `KAFKA_CLIENTS_REQUIRED=1`, which makes it a failure.
+//! scripts/test.sh)`, unless `KAFKA_CLIENTS_REQUIRED=1`, which makes it a failure. The
+//! Iggy server behind the `_on_iggy` tests comes from the shared `test-support` crate.
 
 // Each test file compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+pub use test_support::{IggyServer, read_lossy, scratch_dir, tail, unique};
 
 /// How long the gateway may take to write its listen line.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -27,27 +29,6 @@ pub fn repo_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
-fn unique() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "{}-{}-{}",
-        std::process::id(),
-        nanos % 1_000_000_000_000,
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// A fresh scratch directory under the system temp dir; its owner removes it.
-pub fn scratch_dir(what: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("iggy-gateway-kafka-{what}-{}", unique()));
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
-
 /// A topic prefix no other test (or run) uses, of characters valid in a topic name.
 pub fn topic_prefix(test: &str) -> String {
     let name: String = test
@@ -55,19 +36,6 @@ pub fn topic_prefix(test: &str) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     format!("{name}-{}", unique())
-}
-
-pub fn read_lossy(path: &Path) -> String {
-    let mut buf = Vec::new();
-    if let Ok(mut f) = File::open(path) {
-        let _ = f.read_to_end(&mut buf);
-    }
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
-pub fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// The bound address from the first stdout line, `listening on <BOUND> advertised
@@ -194,139 +162,16 @@ pub enum Backend {
     /// The embedded in-memory store (the default).
     Memory,
     /// A real Apache Iggy server through the bridge. Needs `IGGY_SERVER_BIN`, the path of
-    /// an `iggy-server` binary; without it the test prints `SKIPPED:` and passes.
+    /// an `iggy-server` binary; without it the test prints `SKIPPED:` and passes, with it
+    /// a server that does not start fails the test.
     Iggy,
 }
 
-/// Root credentials of the Iggy servers the tests start.
-const IGGY_USER: &str = "iggy";
-const IGGY_PASSWORD: &str = "gateway-tests";
-
-/// An `iggy-server` on loopback with free ports and a fresh data directory, stopped
-/// (SIGTERM, then SIGKILL) and removed on drop.
-pub struct IggyServer {
-    child: Child,
-    pub address: String,
-    dir: PathBuf,
-    bin: PathBuf,
-    /// HTTP, QUIC and WebSocket ports (disabled, but their addresses must not clash).
-    spare_ports: [u16; 3],
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-impl IggyServer {
-    /// Starts `bin` and waits until its TCP listener accepts connections.
-    pub fn start(bin: &Path) -> IggyServer {
-        let dir = scratch_dir("iggy");
-        let address = format!("127.0.0.1:{}", free_port());
-        let spare_ports = [free_port(), free_port(), free_port()];
-        let child = Self::spawn(bin, &dir, &address, spare_ports);
-        let mut server = IggyServer {
-            child,
-            address,
-            dir,
-            bin: bin.to_path_buf(),
-            spare_ports,
-        };
-        server.wait_ready();
-        server
-    }
-
-    fn spawn(bin: &Path, dir: &Path, address: &str, spare: [u16; 3]) -> Child {
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("server.log"))
-            .expect("open iggy log");
-        Command::new(bin)
-            .current_dir(dir)
-            .env("IGGY_SYSTEM_PATH", dir.join("data"))
-            .env("IGGY_TCP_ADDRESS", address)
-            .env("IGGY_HTTP_ENABLED", "false")
-            .env("IGGY_QUIC_ENABLED", "false")
-            .env("IGGY_WEBSOCKET_ENABLED", "false")
-            .env("IGGY_HTTP_ADDRESS", format!("127.0.0.1:{}", spare[0]))
-            .env("IGGY_QUIC_ADDRESS", format!("127.0.0.1:{}", spare[1]))
-            .env("IGGY_WEBSOCKET_ADDRESS", format!("127.0.0.1:{}", spare[2]))
-            .env("IGGY_ROOT_USERNAME", IGGY_USER)
-            .env("IGGY_ROOT_PASSWORD", IGGY_PASSWORD)
-            .env("IGGY_TELEMETRY_ENABLED", "false")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log.try_clone().expect("clone iggy log")))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()))
-    }
-
-    fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while TcpStream::connect(&self.address).is_err() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("iggy-server exited ({status}):\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "iggy-server did not listen on {} within 90 s:\n{}",
-                self.address,
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Stops the server (SIGTERM, so it flushes) and starts it again on the same address
-    /// and data directory.
-    pub fn restart(&mut self) {
-        self.stop();
-        self.child = Self::spawn(&self.bin, &self.dir, &self.address, self.spare_ports);
-        self.wait_ready();
-    }
-
-    fn stop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
-
-    fn log(&self) -> String {
-        tail(&read_lossy(&self.dir.join("server.log")), 30)
-    }
-}
-
-impl Drop for IggyServer {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The `iggy-server` binary named by `IGGY_SERVER_BIN`, or `None` after printing why the
-/// test is skipped.
+/// The `iggy-server` binary named by `IGGY_SERVER_BIN`, or `None` after printing
+/// `SKIPPED: <name> on Iggy: IGGY_SERVER_BIN not set`. A server that is named but does not
+/// start fails the test (see the `test-support` crate).
 pub fn iggy_server_bin(name: &str) -> Option<PathBuf> {
-    match std::env::var_os("IGGY_SERVER_BIN").filter(|v| !v.is_empty()) {
-        Some(bin) => Some(PathBuf::from(bin)),
-        None => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: {name} on Iggy: IGGY_SERVER_BIN not set (path of an iggy-server binary)"
-            );
-            None
-        }
-    }
+    test_support::iggy_server_bin(&format!("{name} on Iggy"))
 }
 
 /// The gateway settings that point the bridge at `iggy`.
@@ -334,8 +179,11 @@ pub fn bridge_env(iggy: &IggyServer) -> Vec<(&'static str, String)> {
     vec![
         ("IGGY_KAFKA_BRIDGE_ENABLED", "true".into()),
         ("IGGY_KAFKA_IGGY_ADDR", iggy.address.clone()),
-        ("IGGY_KAFKA_IGGY_USERNAME", IGGY_USER.into()),
-        ("IGGY_KAFKA_IGGY_PASSWORD", IGGY_PASSWORD.into()),
+        ("IGGY_KAFKA_IGGY_USERNAME", test_support::IGGY_USER.into()),
+        (
+            "IGGY_KAFKA_IGGY_PASSWORD",
+            test_support::IGGY_PASSWORD.into(),
+        ),
     ]
 }
 
