@@ -367,19 +367,33 @@ impl RecordBatch {
 
     /// Iterates the records, decompressing first if the batch is compressed.
     ///
-    /// Each call decompresses again: call it once per batch. Uncompressed records are
-    /// slices of the input; compressed ones are slices of one decompressed buffer.
+    /// Each call decompresses again: call it once per batch, or keep
+    /// [`RecordBatch::records_section`] and iterate it with [`RecordBatch::records_in`].
+    /// Uncompressed records are slices of the input; compressed ones are slices of one
+    /// decompressed buffer.
     pub fn records(&self) -> Result<Records> {
+        Ok(self.records_in(self.records_section()?))
+    }
+
+    /// The records section uncompressed: a slice of the batch when it is not compressed,
+    /// else decompressed (within the decode limits) into one buffer.
+    pub fn records_section(&self) -> Result<Bytes> {
         let section = self.raw_records();
-        let data = match self.compression {
+        Ok(match self.compression {
             Compression::None => section,
             codec => {
                 let data = codec::decompress(codec, &section, self.limits.max_decompressed_bytes)?;
                 check_count_fits(&self.header, data.len())?;
                 Bytes::from(data)
             }
-        };
-        Ok(Records::new(data, &self.header))
+        })
+    }
+
+    /// Iterates the records of `section`, a records section this batch gave with
+    /// [`RecordBatch::records_section`] (no second decompression). Another buffer gives
+    /// errors or other records, never a panic.
+    pub fn records_in(&self, section: Bytes) -> Records {
+        Records::new(section, &self.header)
     }
 }
 

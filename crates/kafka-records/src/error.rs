@@ -130,6 +130,19 @@ pub enum RecordsError {
         found: usize,
     },
 
+    /// `lastOffsetDelta` is not the record count minus one.
+    #[error(
+        "batch at base offset {base_offset} holds {records} records but its last offset delta is {last_offset_delta}"
+    )]
+    LastOffsetDeltaMismatch {
+        /// Base offset of the batch.
+        base_offset: i64,
+        /// `lastOffsetDelta` on the wire.
+        last_offset_delta: i32,
+        /// Records in the batch.
+        records: i32,
+    },
+
     /// Bytes remain after the last declared record.
     #[error("batch at base offset {base_offset}: {extra} bytes left after its {expected} records")]
     TrailingRecordBytes {
@@ -213,6 +226,7 @@ impl RecordsError {
             Self::UnsupportedMagic { .. }
             | Self::InvalidRecordCount { .. }
             | Self::RecordCountMismatch { .. }
+            | Self::LastOffsetDeltaMismatch { .. }
             | Self::TrailingRecordBytes { .. }
             | Self::InvalidVarint { .. }
             | Self::InvalidLength { .. }

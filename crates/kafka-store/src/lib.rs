@@ -13,9 +13,12 @@
 //! [`LogStore::read`] carrying its real offsets. Every method takes `&self`; stores are
 //! shared by all connections behind an `Arc`.
 
+mod batch;
 pub mod memory;
 #[cfg(any(test, feature = "test-suite"))]
 pub mod suite;
+
+pub use batch::{ValidBatch, ValidBatches, check_batches};
 
 use async_trait::async_trait;
 use bytes::Bytes;

@@ -1,0 +1,221 @@
+//! Record batches checked once, whole, before they cross the storage seam.
+//!
+//! The broker decodes a produced batch once ([`check_batches`]): CRC-32C, magic 2, codec,
+//! the decompressed size and record count within limits, every record well-formed, and
+//! `recordCount` and `lastOffsetDelta` consistent with the records. What passes is a
+//! [`ValidBatch`]: the batch bytes, their parsed header, and the records section already
+//! decompressed. Stores take `ValidBatch`es, so none checks or decompresses again: the
+//! embedded store uses the header as is, the Iggy bridge maps the records from the kept
+//! section.
+//!
+//! Only [`check_batches`] makes a `ValidBatch` (and [`ValidBatch::with_leader_epoch`],
+//! from one). The records section is held as long as the batch: a compressed batch
+//! costs its decompressed size (bounded by `DecodeLimits::max_decompressed_bytes`) until
+//! the store has taken it.
+
+use bytes::{Bytes, BytesMut};
+use kafka_records::{
+    BatchHeader, DecodeLimits, RecordBatch, Records, RecordsError, decode_batches,
+    set_partition_leader_epoch,
+};
+
+/// A record batch that passed every check of [`check_batches`].
+#[derive(Debug, Clone)]
+pub struct ValidBatch {
+    batch: RecordBatch,
+    section: Bytes,
+}
+
+/// The checked batches of one partition's `records` field.
+#[derive(Debug)]
+pub struct ValidBatches {
+    /// The whole batches, in order.
+    pub batches: Vec<ValidBatch>,
+    /// Bytes after the last whole batch (a partial batch), or 0.
+    pub truncated_tail: usize,
+}
+
+/// Checks every whole batch of `records`: see the module documentation. The first
+/// failing batch fails the call.
+pub fn check_batches(records: &Bytes, limits: &DecodeLimits) -> Result<ValidBatches, RecordsError> {
+    let seq = decode_batches(records, limits)?;
+    let mut batches = Vec::with_capacity(seq.batches.len());
+    for batch in seq.batches {
+        batches.push(ValidBatch::check(batch)?);
+    }
+    Ok(ValidBatches {
+        batches,
+        truncated_tail: seq.truncated_tail,
+    })
+}
+
+impl ValidBatch {
+    /// Decompresses and walks the records of a CRC-verified batch.
+    fn check(batch: RecordBatch) -> Result<ValidBatch, RecordsError> {
+        let section = batch.records_section()?;
+        let header = batch.header();
+        let mut count = 0i64;
+        for record in batch.records_in(section.clone()) {
+            record?;
+            count += 1;
+        }
+        if count != i64::from(header.record_count) {
+            return Err(RecordsError::RecordCountMismatch {
+                base_offset: header.base_offset,
+                expected: header.record_count,
+                found: usize::try_from(count).unwrap_or(0),
+            });
+        }
+        if i64::from(header.last_offset_delta) != count - 1 {
+            return Err(RecordsError::LastOffsetDeltaMismatch {
+                base_offset: header.base_offset,
+                last_offset_delta: header.last_offset_delta,
+                records: header.record_count,
+            });
+        }
+        Ok(ValidBatch { batch, section })
+    }
+
+    /// The parsed header.
+    pub fn header(&self) -> &BatchHeader {
+        self.batch.header()
+    }
+
+    /// The decoded batch (header, codec, attributes).
+    pub fn batch(&self) -> &RecordBatch {
+        &self.batch
+    }
+
+    /// The whole encoded batch, as produced (apart from [`ValidBatch::with_leader_epoch`]).
+    pub fn as_bytes(&self) -> &Bytes {
+        self.batch.as_bytes()
+    }
+
+    /// Bytes the batch takes on the wire.
+    pub fn len(&self) -> usize {
+        self.batch.encoded_len()
+    }
+
+    /// Whether the batch is empty (never: a valid batch has a header and a record).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The records, from the kept uncompressed section: no second decompression. They
+    /// were all read once already, so iterating gives no error.
+    pub fn records(&self) -> Records {
+        self.batch.records_in(self.section.clone())
+    }
+
+    /// The batch with its partition leader epoch set to `epoch`: the same batch when it
+    /// already carries it, else a copy with the field rewritten (it is outside the CRC).
+    pub fn with_leader_epoch(self, epoch: i32) -> Result<ValidBatch, RecordsError> {
+        if self.header().partition_leader_epoch == epoch {
+            return Ok(self);
+        }
+        let mut bytes = BytesMut::from(&self.as_bytes()[..]);
+        set_partition_leader_epoch(&mut bytes, epoch)?;
+        let bytes = bytes.freeze();
+        // The header is read again from the new bytes; nothing else changed, so the CRC
+        // is not recomputed and the kept section still belongs to it.
+        let limits = DecodeLimits {
+            max_decompressed_bytes: usize::MAX,
+            max_records_per_batch: usize::MAX,
+        };
+        let batch = RecordBatch::decode_verified(&bytes, &limits)?;
+        Ok(ValidBatch {
+            batch,
+            section: self.section,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_records::{BatchOptions, Compression, NewRecord, encode_batch};
+
+    fn encoded(n: usize, compression: Compression) -> Bytes {
+        let records: Vec<NewRecord> = (0..n)
+            .map(|i| NewRecord {
+                timestamp: 1_700_000_000_000 + i as i64,
+                key: Some(Bytes::from(format!("k{i}"))),
+                value: Some(Bytes::from(vec![b'v'; 100])),
+                headers: vec![],
+            })
+            .collect();
+        let mut out = BytesMut::new();
+        encode_batch(
+            &BatchOptions {
+                compression,
+                ..BatchOptions::default()
+            },
+            &records,
+            &mut out,
+        )
+        .unwrap();
+        out.freeze()
+    }
+
+    #[test]
+    fn checks_every_batch_and_keeps_the_records_section() {
+        let mut both = encoded(3, Compression::None).to_vec();
+        both.extend_from_slice(&encoded(4, Compression::Zstd));
+        both.extend_from_slice(&[0, 0, 0]);
+        let v = check_batches(&Bytes::from(both), &DecodeLimits::default()).unwrap();
+        assert_eq!(v.truncated_tail, 3);
+        assert_eq!(v.batches.len(), 2);
+        let counts: Vec<usize> = v.batches.iter().map(|b| b.records().count()).collect();
+        assert_eq!(counts, [3, 4]);
+        let keys: Vec<Bytes> = v.batches[1]
+            .records()
+            .map(|r| r.unwrap().key.unwrap())
+            .collect();
+        assert_eq!(keys, [&b"k0"[..], b"k1", b"k2", b"k3"]);
+    }
+
+    #[test]
+    fn a_count_that_does_not_match_the_records_is_refused() {
+        let mut b = encoded(3, Compression::None).to_vec();
+        // lastOffsetDelta (offset 23) says 5 records.
+        b[23..27].copy_from_slice(&4i32.to_be_bytes());
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        let err = check_batches(&Bytes::from(b), &DecodeLimits::default()).unwrap_err();
+        assert!(
+            matches!(err, RecordsError::LastOffsetDeltaMismatch { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_bad_crc_or_record_is_refused() {
+        let mut b = encoded(2, Compression::None).to_vec();
+        let last = b.len() - 1;
+        b[last] ^= 0xff;
+        assert!(check_batches(&Bytes::from(b), &DecodeLimits::default()).is_err());
+    }
+
+    #[test]
+    fn stamping_the_leader_epoch_keeps_the_records() {
+        let mut b = encoded(2, Compression::Lz4).to_vec();
+        b[12..16].copy_from_slice(&7i32.to_be_bytes());
+        let v = check_batches(&Bytes::from(b), &DecodeLimits::default()).unwrap();
+        let batch = v.batches.into_iter().next().unwrap();
+        assert_eq!(batch.header().partition_leader_epoch, 7);
+        let stamped = batch.with_leader_epoch(0).unwrap();
+        assert_eq!(stamped.header().partition_leader_epoch, 0);
+        assert_eq!(stamped.records().count(), 2);
+        // Still a valid batch: the CRC does not cover the epoch.
+        let again = check_batches(stamped.as_bytes(), &DecodeLimits::default()).unwrap();
+        assert_eq!(again.batches.len(), 1);
+        let same = again
+            .batches
+            .into_iter()
+            .next()
+            .unwrap()
+            .with_leader_epoch(0)
+            .unwrap();
+        assert_eq!(same.as_bytes(), stamped.as_bytes());
+    }
+}
