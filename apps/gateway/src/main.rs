@@ -35,8 +35,9 @@ mod shutdown;
 use clap::Parser;
 use config::{Backend, GatewayConfig, LogFormat};
 use iggy_kafka_bridge::IggyBridge;
-use kafka_broker::Stores;
+use kafka_broker::metrics::Metrics;
 use kafka_broker::store::memory::MemoryStore;
+use kafka_broker::{Server, Stores};
 use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -75,6 +76,11 @@ enum Fatal {
     Signals(std::io::Error),
     #[error("cannot bind IGGY_KAFKA_BIND_ADDR={addr}: {source}")]
     Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot bind IGGY_KAFKA_METRICS_ADDR={addr}: {source}")]
+    BindMetrics {
         addr: SocketAddr,
         source: std::io::Error,
     },
@@ -172,9 +178,17 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     for warning in &config.warnings {
         warn!("{warning}");
     }
-    if let Some(addr) = config.metrics_addr {
-        warn!(%addr, "IGGY_KAFKA_METRICS_ADDR has no effect yet: this build serves no metrics endpoint");
-    }
+    // The observability endpoint is bound before anything else starts, so a taken port
+    // fails the start-up like the Kafka port does.
+    let http = match config.metrics_addr {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| Fatal::BindMetrics { addr, source })?,
+        ),
+        None => None,
+    };
+    let mut metrics = http.as_ref().map(|_| Metrics::new());
 
     // The retention task lives as long as this guard, i.e. until the broker has stopped.
     let (stores, _retention) = match config.backend {
@@ -204,6 +218,9 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
                     source,
                 })?;
             info!(iggy = %addr, stream = %stream, "storing records and committed offsets in Apache Iggy");
+            if let Some(metrics) = metrics.as_mut() {
+                bridge.register_metrics(metrics.registry_mut());
+            }
             let bridge = Arc::new(bridge);
             let stores = Stores {
                 log: bridge.clone(),
@@ -221,9 +238,20 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         cluster_id = %broker.cluster_id,
         "gateway ready"
     );
+    let mut server = Server::new(broker, stores);
+    if let Some(http) = http {
+        match http.local_addr() {
+            Ok(addr) => info!(%addr, "serving /metrics, /health and /ready"),
+            Err(e) => warn!(error = %e, "observability endpoint address unknown"),
+        }
+        server = server.http(http);
+    }
+    if let Some(metrics) = metrics {
+        server = server.metrics(Arc::new(metrics));
+    }
     announce(bound, &advertised);
 
-    Ok(kafka_broker::run(listener, broker, stores, shutdown).await?)
+    Ok(server.serve(listener, shutdown).await?)
 }
 
 /// Writes the listen line (format in the crate docs). A closed stdout is not a reason to

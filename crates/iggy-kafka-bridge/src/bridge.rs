@@ -37,6 +37,7 @@ mod watches;
 use crate::config::{BridgeConfig, IggyTopicRef, TopicMap};
 use crate::errors::BridgeError;
 use crate::meta::Meta;
+use crate::metrics::IggyMetrics;
 use crate::partition::PartitionId;
 use append::SharedSendQueue;
 use iggy::prelude::{Identifier, IggyClient};
@@ -82,6 +83,8 @@ struct Inner {
     ahead: Mutex<HashMap<(IggyTopicRef, PartitionId), Ahead>>,
     /// Bytes reserved by `ahead`, bounded by `read_ahead_bytes`.
     ahead_bytes: AtomicUsize,
+    /// Round trips to Iggy.
+    metrics: IggyMetrics,
 }
 
 fn named(name: &str, topic: &str) -> StoreResult<Identifier> {
@@ -106,8 +109,9 @@ impl IggyBridge {
         for _ in 0..config.sessions {
             sessions.push(session::open_session(&config).await?);
         }
+        let metrics = IggyMetrics::default();
         let meta = match sessions.first() {
-            Some(client) => Meta::open(client, &config.meta_stream, config.call_timeout)
+            Some(client) => Meta::open(client, &config.meta_stream, config.call_timeout, &metrics)
                 .await
                 .map_err(|e| BridgeError::Setup(e.to_string()))?,
             None => return Err(BridgeError::Config("sessions must be at least 1".into())),
@@ -126,8 +130,16 @@ impl IggyBridge {
                 message_bytes: AtomicUsize::new(256),
                 ahead: Mutex::new(HashMap::new()),
                 ahead_bytes: AtomicUsize::new(0),
+                metrics,
             }),
         })
+    }
+
+    /// Adds the Iggy round-trip metrics (`kafka_gateway_iggy_*`, see
+    /// docs/observability.md) to `registry`. Round trips are counted from the start
+    /// either way.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.inner.metrics.register(registry);
     }
 
     /// The topic map in use.

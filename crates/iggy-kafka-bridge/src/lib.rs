@@ -37,6 +37,7 @@ mod convert;
 pub mod errors;
 pub mod mapping;
 mod meta;
+mod metrics;
 mod partition;
 
 pub use bridge::IggyBridge;

@@ -20,6 +20,7 @@
 //! would not see each other's later writes (they read it at connect only).
 
 use crate::errors::{Op, map_iggy_error, timeout};
+use crate::metrics::IggyMetrics;
 use bytes::Bytes;
 use iggy::prelude::{
     Consumer, Identifier, IggyClient, IggyError, IggyMessage, MessageClient, Partitioning,
@@ -89,6 +90,7 @@ type OffsetKey = (String, String, i32);
 pub struct Meta {
     stream: String,
     call_timeout: Duration,
+    metrics: IggyMetrics,
     offsets: Mutex<BTreeMap<OffsetKey, CommittedOffset>>,
     topics: Mutex<BTreeMap<TopicKey, TopicMeta>>,
     writes: tokio::sync::Mutex<()>,
@@ -99,16 +101,20 @@ fn poisoned<T>(_: T) -> StoreError {
 }
 
 async fn call<T>(
+    metrics: &IggyMetrics,
     limit: Duration,
     op: Op,
     what: &str,
     fut: impl Future<Output = Result<T, IggyError>>,
 ) -> StoreResult<T> {
-    match tokio::time::timeout(limit, fut).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(map_iggy_error(&e, op, what, 0)),
-        Err(_) => Err(timeout(op, &format!("{what}: no answer within {limit:?}"))),
-    }
+    let round_trip = async {
+        match tokio::time::timeout(limit, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(map_iggy_error(&e, op, what, 0)),
+            Err(_) => Err(timeout(op, &format!("{what}: no answer within {limit:?}"))),
+        }
+    };
+    metrics.observe(op, round_trip).await
 }
 
 fn named(name: &str) -> StoreResult<Identifier> {
@@ -121,15 +127,17 @@ impl Meta {
         client: &IggyClient,
         stream: &str,
         call_timeout: Duration,
+        metrics: &IggyMetrics,
     ) -> StoreResult<Self> {
         let meta = Self {
             stream: stream.to_owned(),
             call_timeout,
+            metrics: metrics.clone(),
             offsets: Mutex::new(BTreeMap::new()),
             topics: Mutex::new(BTreeMap::new()),
             writes: tokio::sync::Mutex::new(()),
         };
-        ensure_stream(client, stream, call_timeout).await?;
+        ensure_stream(client, stream, call_timeout, metrics).await?;
         for topic in [OFFSETS_TOPIC, TOPICS_TOPIC] {
             meta.ensure_topic(client, topic).await?;
         }
@@ -161,6 +169,7 @@ impl Meta {
     async fn ensure_topic(&self, client: &IggyClient, topic: &str) -> StoreResult<()> {
         let (s, t) = (named(&self.stream)?, named(topic)?);
         let found = call(
+            &self.metrics,
             self.call_timeout,
             Op::Admin,
             topic,
@@ -175,6 +184,7 @@ impl Meta {
             ..TopicCreateOptions::default()
         };
         match call(
+            &self.metrics,
             self.call_timeout,
             Op::Admin,
             topic,
@@ -195,6 +205,7 @@ impl Meta {
         let mut offset = 0u64;
         loop {
             let polled = call(
+                &self.metrics,
                 self.call_timeout,
                 Op::Read,
                 topic,
@@ -234,6 +245,7 @@ impl Meta {
             })
             .collect::<StoreResult<Vec<_>>>()?;
         call(
+            &self.metrics,
             self.call_timeout,
             Op::Write,
             topic,
@@ -455,15 +467,28 @@ fn apply_topic(map: &mut BTreeMap<TopicKey, TopicMeta>, r: TopicRecord) {
 }
 
 /// Creates a stream unless it exists; a concurrent creator winning the race is success.
-pub async fn ensure_stream(client: &IggyClient, stream: &str, limit: Duration) -> StoreResult<()> {
+pub async fn ensure_stream(
+    client: &IggyClient,
+    stream: &str,
+    limit: Duration,
+    metrics: &IggyMetrics,
+) -> StoreResult<()> {
     let id = named(stream)?;
-    if call(limit, Op::Admin, stream, client.get_stream(&id))
+    if call(metrics, limit, Op::Admin, stream, client.get_stream(&id))
         .await?
         .is_some()
     {
         return Ok(());
     }
-    match call(limit, Op::Admin, stream, client.create_stream(stream)).await {
+    match call(
+        metrics,
+        limit,
+        Op::Admin,
+        stream,
+        client.create_stream(stream),
+    )
+    .await
+    {
         Ok(_) | Err(StoreError::TopicAlreadyExists(_)) => Ok(()),
         Err(e) => Err(e),
     }

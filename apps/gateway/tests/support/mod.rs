@@ -132,6 +132,12 @@ impl Gateway {
         gw
     }
 
+    /// The Iggy server behind a gateway started on [`Backend::Iggy`].
+    #[allow(dead_code)] // not every test binary stops its server
+    pub fn iggy_mut(&mut self) -> Option<&mut IggyServer> {
+        self.iggy.as_mut()
+    }
+
     /// How the gateway exited, if it has.
     pub fn exit_status(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()

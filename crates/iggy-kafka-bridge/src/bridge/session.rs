@@ -10,7 +10,9 @@ use super::IggyBridge;
 use crate::config::{BridgeConfig, IggyTopicRef};
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
 use crate::partition::PartitionId;
-use iggy::prelude::{AutoLogin, Client, Credentials, IggyClient, IggyDuration, IggyError};
+use iggy::prelude::{
+    AutoLogin, Client, Credentials, IggyClient, IggyDuration, IggyError, SystemClient,
+};
 use kafka_store::StoreResult;
 use std::sync::atomic::Ordering;
 
@@ -46,14 +48,22 @@ impl IggyBridge {
         fut: impl Future<Output = Result<T, IggyError>>,
     ) -> StoreResult<T> {
         let limit = self.inner.config.call_timeout;
-        match tokio::time::timeout(limit, fut).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(map_iggy_error(&e, op, topic, partition)),
-            Err(_) => Err(timeout(
-                op,
-                &format!("iggy call for {topic}/{partition}: no answer within {limit:?}"),
-            )),
-        }
+        let round_trip = async {
+            match tokio::time::timeout(limit, fut).await {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(map_iggy_error(&e, op, topic, partition)),
+                Err(_) => Err(timeout(
+                    op,
+                    &format!("iggy call for {topic}/{partition}: no answer within {limit:?}"),
+                )),
+            }
+        };
+        self.inner.metrics.observe(op, round_trip).await
+    }
+
+    /// One round trip to the server (the readiness check).
+    pub(super) async fn ping_server(&self) -> StoreResult<()> {
+        self.call(Op::Read, "", -1, self.any_session().ping()).await
     }
 }
 

@@ -48,7 +48,13 @@ impl LogStore for IggyBridge {
             });
         }
         let session = self.any_session();
-        ensure_stream(session, &target.stream, self.inner.config.call_timeout).await?;
+        ensure_stream(
+            session,
+            &target.stream,
+            self.inner.config.call_timeout,
+            &self.inner.metrics,
+        )
+        .await?;
         let s = named(&target.stream, &topic.name)?;
         let mut options = TopicCreateOptions {
             partitions_count: Some(partitions),
@@ -367,6 +373,10 @@ impl LogStore for IggyBridge {
     fn notifies_every_append(&self) -> bool {
         // Native Iggy producers write to the same partitions without telling us.
         false
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.ping_server().await
     }
 
     fn poll_interval(&self) -> Duration {

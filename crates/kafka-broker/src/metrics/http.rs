@@ -19,7 +19,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -225,7 +225,7 @@ async fn offsets(metrics: &Metrics, broker: &Broker) -> bool {
     let Ok(topics) = log.topics().await else {
         return true;
     };
-    let live: HashSet<&str> = topics.iter().map(|t| t.name.as_str()).collect();
+    let live: Vec<(&str, u128)> = topics.iter().map(|t| (t.name.as_str(), t.id)).collect();
     metrics.partitions.retain(&live);
     let mut truncated = false;
     let mut ends: HashMap<(String, i32), i64> = HashMap::new();

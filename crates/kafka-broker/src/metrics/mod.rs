@@ -18,7 +18,7 @@ use crate::pipeline::{Completion, Layer, Request, RequestInfo, Verdict};
 use crate::session::Session;
 use async_trait::async_trait;
 use kafka_protocol::{ApiKey, ErrorCode, RequestBody, ResponseBody};
-pub use partitions::PartitionCounters;
+pub use partitions::{PartitionCounters, TopicRef};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -192,6 +192,15 @@ impl Metrics {
     }
 }
 
+/// A response's topic: by name, or by id when the version carries ids only.
+fn topic_ref(name: &str, id: kafka_protocol::Uuid) -> TopicRef<'_> {
+    if name.is_empty() {
+        TopicRef::Id(id.as_u128())
+    } else {
+        TopicRef::Name(name)
+    }
+}
+
 /// Counts requests, errors, latency, bytes and per-partition traffic.
 #[derive(Debug)]
 pub struct MetricsLayer {
@@ -296,9 +305,13 @@ impl Layer for MetricsLayer {
                 for (topic, sizes) in resp.responses.iter().zip(sizes) {
                     for (p, (index, records, bytes)) in topic.partition_responses.iter().zip(sizes)
                     {
-                        if p.error_code == 0 && p.index == *index && !topic.name.is_empty() {
-                            m.partitions
-                                .produced(&topic.name, p.index, *records, *bytes);
+                        if p.error_code == 0 && p.index == *index {
+                            m.partitions.produced(
+                                topic_ref(&topic.name, topic.topic_id),
+                                p.index,
+                                *records,
+                                *bytes,
+                            );
                         }
                     }
                 }
@@ -308,11 +321,14 @@ impl Layer for MetricsLayer {
                     for p in &topic.partitions {
                         if let Some(records) = p.records.as_deref()
                             && !records.is_empty()
-                            && !topic.topic.is_empty()
                         {
                             let (n, bytes) = partitions::batch_totals(records);
-                            m.partitions
-                                .fetched(&topic.topic, p.partition_index, n, bytes);
+                            m.partitions.fetched(
+                                topic_ref(&topic.topic, topic.topic_id),
+                                p.partition_index,
+                                n,
+                                bytes,
+                            );
                         }
                     }
                 }

@@ -1,0 +1,125 @@
+//! Iggy round trips as Prometheus metrics: how many, how many failed or timed out, and
+//! how long they took, by kind of operation (`read`, `admin`, `write`).
+//!
+//! Every SDK call the bridge makes under its call timeout is observed here (polls,
+//! sends, topic lookups and administration, the meta log, pings). The families exist
+//! from the start; [`crate::IggyBridge::register_metrics`] adds them to a registry.
+
+use crate::errors::Op;
+use kafka_store::StoreResult;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use std::future::Future;
+use std::time::Instant;
+
+/// The `op` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct OpLabel {
+    op: &'static str,
+}
+
+fn label(op: Op) -> OpLabel {
+    OpLabel {
+        op: match op {
+            Op::Read => "read",
+            Op::Admin => "admin",
+            Op::Write => "write",
+        },
+    }
+}
+
+/// The round-trip families; clones share them.
+#[derive(Clone, Debug)]
+pub(crate) struct IggyMetrics {
+    requests: Family<OpLabel, Counter>,
+    errors: Family<OpLabel, Counter>,
+    latency: Family<OpLabel, Histogram>,
+}
+
+impl Default for IggyMetrics {
+    fn default() -> Self {
+        IggyMetrics {
+            requests: Family::default(),
+            errors: Family::default(),
+            // 50 µs to 13 s.
+            latency: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.00005, 2.0, 19))
+            }),
+        }
+    }
+}
+
+impl IggyMetrics {
+    pub(crate) fn register(&self, registry: &mut Registry) {
+        let reg = registry.sub_registry_with_prefix("kafka_gateway_iggy");
+        reg.register(
+            "requests",
+            "Round trips to the Iggy server, by kind of operation",
+            self.requests.clone(),
+        );
+        reg.register(
+            "request_errors",
+            "Round trips to the Iggy server that failed or timed out, by kind of operation",
+            self.errors.clone(),
+        );
+        reg.register_with_unit(
+            "request_duration",
+            "Round-trip time to the Iggy server, by kind of operation",
+            Unit::Seconds,
+            self.latency.clone(),
+        );
+    }
+
+    /// Runs one round trip and records it.
+    pub(crate) async fn observe<T>(
+        &self,
+        op: Op,
+        fut: impl Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        let started = Instant::now();
+        let result = fut.await;
+        let l = label(op);
+        self.requests.get_or_create(&l).inc();
+        self.latency
+            .get_or_create(&l)
+            .observe(started.elapsed().as_secs_f64());
+        if result.is_err() {
+            self.errors.get_or_create(&l).inc();
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_store::StoreError;
+
+    #[tokio::test]
+    async fn counts_round_trips_errors_and_latency_by_op() {
+        let m = IggyMetrics::default();
+        let mut reg = Registry::default();
+        m.register(&mut reg);
+        m.observe(Op::Read, async { Ok(()) }).await.unwrap();
+        m.observe(Op::Read, async { Ok(()) }).await.unwrap();
+        let _ = m
+            .observe(Op::Write, async {
+                Err::<(), _>(StoreError::Internal("x".into()))
+            })
+            .await;
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+        for line in [
+            "kafka_gateway_iggy_requests_total{op=\"read\"} 2",
+            "kafka_gateway_iggy_requests_total{op=\"write\"} 1",
+            "kafka_gateway_iggy_request_errors_total{op=\"write\"} 1",
+            "kafka_gateway_iggy_request_duration_seconds_count{op=\"read\"} 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        assert!(!text.contains("request_errors_total{op=\"read\"}"));
+    }
+}
