@@ -73,8 +73,6 @@ pub struct BridgeConfig {
     /// stored batches much larger than the polls that read them cost Iggy CPU on every
     /// read; larger sends mean fewer round trips when many small appends wait.
     pub send_batch_bytes: usize,
-    /// Bounds for decoding produced batches.
-    pub decode_limits: kafka_records::DecodeLimits,
     /// How often the broker re-reads a partition for a waiting fetch.
     pub poll_interval: Duration,
 }
@@ -98,7 +96,6 @@ impl std::fmt::Debug for BridgeConfig {
             .field("tcp_nodelay", &self.tcp_nodelay)
             .field("read_ahead_bytes", &self.read_ahead_bytes)
             .field("send_batch_bytes", &self.send_batch_bytes)
-            .field("decode_limits", &self.decode_limits)
             .field("poll_interval", &self.poll_interval)
             .finish()
     }
@@ -125,7 +122,6 @@ impl Default for BridgeConfig {
             tcp_nodelay: true,
             read_ahead_bytes: 64 << 20,
             send_batch_bytes: 1 << 20,
-            decode_limits: kafka_records::DecodeLimits::default(),
             poll_interval: Duration::from_millis(100),
         }
     }

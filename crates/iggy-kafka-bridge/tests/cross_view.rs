@@ -14,6 +14,11 @@ use iggy::prelude::{
 use iggy_kafka_bridge::mapping::{KEY_HEADER, RECORD_HEADER};
 use kafka_records::{BatchOptions, DecodeLimits, Header, NewRecord, RecordBatch, encode_batch};
 use kafka_store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig};
+
+/// Checks encoded batches as the broker does before appending them.
+fn valid(batches: Vec<Bytes>) -> Vec<kafka_store::ValidBatch> {
+    kafka_store::suite::valid(batches).unwrap()
+}
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -91,7 +96,7 @@ async fn native_iggy_view_of_kafka_records() {
     };
     let sent = batch(&[native, tombstone]);
     bridge
-        .append(&topic, 0, vec![sent.clone()], 0)
+        .append(&topic, 0, valid(vec![sent.clone()]), 0)
         .await
         .unwrap();
 
@@ -181,7 +186,7 @@ async fn changes_by_other_iggy_clients_are_seen_despite_the_cache() {
         headers: vec![],
     };
     let out = bridge
-        .append(&topic, 0, vec![batch(&[record(b"a")])], 0)
+        .append(&topic, 0, valid(vec![batch(&[record(b"a")])]), 0)
         .await
         .unwrap();
     assert_eq!(out.base_offset, 0);
@@ -214,7 +219,7 @@ async fn changes_by_other_iggy_clients_are_seen_despite_the_cache() {
         2
     );
     let out = bridge
-        .append(&topic, 0, vec![batch(&[record(b"b")])], 0)
+        .append(&topic, 0, valid(vec![batch(&[record(b"b")])]), 0)
         .await
         .unwrap();
     assert_eq!(out.base_offset, 2, "the confirmation, not a cached count");
@@ -228,7 +233,7 @@ async fn changes_by_other_iggy_clients_are_seen_despite_the_cache() {
     // count makes the bridge ask Iggy again.
     client.create_partitions(&s, &t, 1).await.unwrap();
     let out = bridge
-        .append(&topic, 1, vec![batch(&[record(b"p1")])], 0)
+        .append(&topic, 1, valid(vec![batch(&[record(b"p1")])]), 0)
         .await
         .unwrap();
     assert_eq!(out.base_offset, 0);
@@ -238,7 +243,7 @@ async fn changes_by_other_iggy_clients_are_seen_despite_the_cache() {
     client.delete_topic(&s, &t).await.unwrap();
     assert!(
         bridge
-            .append(&topic, 0, vec![batch(&[record(b"c")])], 0)
+            .append(&topic, 0, valid(vec![batch(&[record(b"c")])]), 0)
             .await
             .is_err()
     );
@@ -282,7 +287,7 @@ async fn read_ahead_serves_what_iggy_would() {
             .collect();
         total += i64::try_from(records.len()).unwrap();
         ahead
-            .append(&topic, 0, vec![batch(&records)], 0)
+            .append(&topic, 0, valid(vec![batch(&records)]), 0)
             .await
             .unwrap();
     }
@@ -380,7 +385,7 @@ async fn bridge_recovers_after_an_iggy_restart() {
         headers: vec![],
     };
     bridge
-        .append(&topic, 0, vec![batch(&[one])], 0)
+        .append(&topic, 0, valid(vec![batch(&[one])]), 0)
         .await
         .unwrap();
 
@@ -408,7 +413,7 @@ async fn bridge_recovers_after_an_iggy_restart() {
         headers: vec![],
     };
     let outcome = bridge
-        .append(&topic, 0, vec![batch(&[two])], 0)
+        .append(&topic, 0, valid(vec![batch(&[two])]), 0)
         .await
         .unwrap();
     assert_eq!(outcome.base_offset, 1);

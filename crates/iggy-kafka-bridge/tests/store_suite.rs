@@ -26,7 +26,6 @@
 mod support;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use iggy::prelude::{
     AutoLogin, Client, Credentials, Identifier, IggyByteSize, IggyClient, IggyDuration, IggyExpiry,
     MaxTopicSize, StreamClient, TopicClient, TopicCreateOptions,
@@ -35,7 +34,7 @@ use iggy_kafka_bridge::IggyBridge;
 use kafka_store::suite::{Capability, ExpiryDriver, Harness};
 use kafka_store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
-    StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
+    StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
 };
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -95,10 +94,22 @@ impl LogStore for Guarded {
     async fn set_topic_config(&self, name: &str, config: TopicConfig) -> StoreResult<()> {
         self.bridge.set_topic_config(name, config).await
     }
-    async fn append(&self, t: &str, p: i32, b: Vec<Bytes>, now: i64) -> StoreResult<AppendOutcome> {
+    async fn append(
+        &self,
+        t: &str,
+        p: i32,
+        b: Vec<ValidBatch>,
+        now: i64,
+    ) -> StoreResult<AppendOutcome> {
         self.bridge.append(t, p, b, now).await
     }
-    async fn submit(&self, t: &str, p: i32, b: Vec<Bytes>, now: i64) -> StoreResult<PendingAppend> {
+    async fn submit(
+        &self,
+        t: &str,
+        p: i32,
+        b: Vec<ValidBatch>,
+        now: i64,
+    ) -> StoreResult<PendingAppend> {
         self.bridge.submit(t, p, b, now).await
     }
     async fn read(&self, t: &str, p: i32, o: i64, max: usize) -> StoreResult<ReadOutcome> {

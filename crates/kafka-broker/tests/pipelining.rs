@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
 use kafka_broker::store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
-    StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
+    StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
 };
 use kafka_broker::{BrokerConfig, Stores};
 use kafka_protocol::api::{decode_response, encode_request};
@@ -92,10 +92,22 @@ impl LogStore for Held {
     async fn set_topic_config(&self, name: &str, config: TopicConfig) -> StoreResult<()> {
         self.inner.set_topic_config(name, config).await
     }
-    async fn append(&self, t: &str, p: i32, b: Vec<Bytes>, now: i64) -> StoreResult<AppendOutcome> {
+    async fn append(
+        &self,
+        t: &str,
+        p: i32,
+        b: Vec<ValidBatch>,
+        now: i64,
+    ) -> StoreResult<AppendOutcome> {
         self.submit(t, p, b, now).await?.await
     }
-    async fn submit(&self, t: &str, p: i32, b: Vec<Bytes>, now: i64) -> StoreResult<PendingAppend> {
+    async fn submit(
+        &self,
+        t: &str,
+        p: i32,
+        b: Vec<ValidBatch>,
+        now: i64,
+    ) -> StoreResult<PendingAppend> {
         // The place is taken now; only the confirmation waits.
         let outcome = self.inner.append(t, p, b, now).await?;
         let open = self.open.fetch_add(1, Ordering::SeqCst) + 1;

@@ -39,6 +39,16 @@ pub enum RecordsError {
         available: usize,
     },
 
+    /// Bytes meant to hold exactly one whole batch hold another number of batches, or a
+    /// partial one after it.
+    #[error("expected exactly one whole batch, found {batches} and {tail} bytes after them")]
+    NotOneBatch {
+        /// Whole batches found.
+        batches: usize,
+        /// Bytes after the last whole batch.
+        tail: usize,
+    },
+
     /// `batchLength` is smaller than a batch header, or negative.
     #[error("invalid batch length {found}: a v2 batch needs at least {min}")]
     InvalidBatchLength {
@@ -220,6 +230,7 @@ impl RecordsError {
     pub fn kafka_error_code(&self) -> ErrorCode {
         match self {
             Self::Truncated { .. }
+            | Self::NotOneBatch { .. }
             | Self::InvalidBatchLength { .. }
             | Self::CrcMismatch { .. }
             | Self::Decompression { .. } => ErrorCode::CORRUPT_MESSAGE,

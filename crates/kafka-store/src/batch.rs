@@ -50,6 +50,19 @@ pub fn check_batches(records: &Bytes, limits: &DecodeLimits) -> Result<ValidBatc
 }
 
 impl ValidBatch {
+    /// Checks `bytes`, which must hold exactly one whole batch, with `limits` (see
+    /// [`check_batches`]).
+    pub fn from_bytes(bytes: &Bytes, limits: &DecodeLimits) -> Result<ValidBatch, RecordsError> {
+        let mut v = check_batches(bytes, limits)?;
+        match (v.batches.pop(), v.batches.len(), v.truncated_tail) {
+            (Some(batch), 0, 0) => Ok(batch),
+            (last, more, tail) => Err(RecordsError::NotOneBatch {
+                batches: more + usize::from(last.is_some()),
+                tail,
+            }),
+        }
+    }
+
     /// Decompresses and walks the records of a CRC-verified batch.
     fn check(batch: RecordBatch) -> Result<ValidBatch, RecordsError> {
         let section = batch.records_section()?;

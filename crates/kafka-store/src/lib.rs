@@ -7,8 +7,9 @@
 //!   offset, watermarks, timestamp lookups, topic configuration, record deletion.
 //! - [`OffsetStore`]: committed consumer-group offsets.
 //!
-//! Batches cross this seam in Kafka's record batch v2 format (already CRC-checked and
-//! validated by the Produce handler). The store assigns offsets: it rewrites the base
+//! Batches cross this seam in Kafka's record batch v2 format as [`ValidBatch`]es: checked
+//! whole once ([`check_batches`]), with their header parsed and their records
+//! decompressed, so no store checks or decompresses them again. The store assigns offsets: it rewrites the base
 //! offset of each appended batch, so a batch produced with base offset 0 comes back from
 //! [`LogStore::read`] carrying its real offsets. Every method takes `&self`; stores are
 //! shared by all connections behind an `Arc`.
@@ -257,14 +258,14 @@ pub trait LogStore: Send + Sync + 'static {
     /// Replaces a topic's settings.
     async fn set_topic_config(&self, name: &str, config: TopicConfig) -> StoreResult<()>;
 
-    /// Appends whole record batches (v2, CRC already verified) to one partition, in order,
-    /// assigning consecutive offsets. `now_ms` is the broker's clock, used for retention
-    /// and log-append time.
+    /// Appends whole record batches, checked by [`check_batches`], to one partition, in
+    /// order, assigning consecutive offsets. `now_ms` is the broker's clock, used for
+    /// retention and log-append time.
     async fn append(
         &self,
         topic: &str,
         partition: i32,
-        batches: Vec<Bytes>,
+        batches: Vec<ValidBatch>,
         now_ms: i64,
     ) -> StoreResult<AppendOutcome>;
 
@@ -281,7 +282,7 @@ pub trait LogStore: Send + Sync + 'static {
         &self,
         topic: &str,
         partition: i32,
-        batches: Vec<Bytes>,
+        batches: Vec<ValidBatch>,
         now_ms: i64,
     ) -> StoreResult<PendingAppend> {
         let outcome = self.append(topic, partition, batches, now_ms).await?;

@@ -19,7 +19,7 @@
 
 use crate::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, ReadOutcome, StoreError,
-    StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
+    StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
 };
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
@@ -560,36 +560,21 @@ impl MemoryStore {
         Ok(())
     }
 
-    fn prepare(bytes: &Bytes, max_message_bytes: i32) -> StoreResult<Prepared> {
-        let header = BatchHeader::parse(bytes).map_err(corrupt)?;
-        if header.magic != 2 {
-            return Err(corrupt(format_args!("magic {} is not 2", header.magic)));
-        }
-        if header.batch_length < 0 || header.total_len() != bytes.len() {
-            return Err(corrupt(format_args!(
-                "batch length {} does not match the {} bytes given",
-                header.batch_length,
-                bytes.len()
-            )));
-        }
-        if header.record_count < 1 || header.last_offset_delta < 0 {
-            return Err(corrupt(format_args!(
-                "batch holds {} records with last offset delta {}",
-                header.record_count, header.last_offset_delta
-            )));
-        }
+    fn prepare(batch: &ValidBatch, max_message_bytes: i32) -> StoreResult<Prepared> {
+        // Magic, length, CRC, record count and offset deltas were checked when the batch
+        // was made valid; only the topic's own limit is left.
         let max = usize::try_from(max_message_bytes).unwrap_or(0);
-        if bytes.len() > max {
+        if batch.len() > max {
             return Err(StoreError::MessageTooLarge {
-                size: bytes.len(),
+                size: batch.len(),
                 max,
             });
         }
         // The one copy: it detaches the batch from the request buffer it was sliced from
         // (which would otherwise stay alive as long as the batch) and makes it writable.
         Ok(Prepared {
-            buf: BytesMut::from(&bytes[..]),
-            header,
+            buf: BytesMut::from(&batch.as_bytes()[..]),
+            header: *batch.header(),
         })
     }
 }
@@ -728,7 +713,7 @@ impl LogStore for MemoryStore {
         &self,
         topic: &str,
         partition: i32,
-        batches: Vec<Bytes>,
+        batches: Vec<ValidBatch>,
         _now_ms: i64,
     ) -> StoreResult<AppendOutcome> {
         let (part, max_message_bytes) = self.partition(topic, partition)?;
@@ -992,6 +977,10 @@ mod tests {
     use kafka_protocol::ErrorCode;
     use kafka_records::{BatchOptions, NewRecord, encode_batch};
 
+    fn valid(batches: Vec<Bytes>) -> Vec<ValidBatch> {
+        suite::valid(batches).unwrap()
+    }
+
     async fn harness(test: &'static str) -> Harness {
         let store = Arc::new(MemoryStore::default());
         Harness::new(Arc::clone(&store), test).with_retention(store)
@@ -1061,7 +1050,10 @@ mod tests {
         let size = one.len();
         let limit = 2 * size + size / 2;
         topic(&store, "t", config(-1, limit as i64)).await;
-        store.append("t", 0, vec![one; 5], now()).await.unwrap();
+        store
+            .append("t", 0, valid(vec![one; 5]), now())
+            .await
+            .unwrap();
         assert_eq!(store.total_bytes(), 5 * size);
         store.apply_retention(now());
         // 5 -> 4 -> 3 -> 2 batches: 2 * size is the first total within the limit.
@@ -1078,7 +1070,7 @@ mod tests {
         topic(&store, "t", config(1_000, -1)).await;
         let t = 1_700_000_000_000;
         let batches = vec![batch_at(t - 1, 10), batch_at(t, 10), batch_at(t + 1, 10)];
-        store.append("t", 0, batches, t).await.unwrap();
+        store.append("t", 0, valid(batches), t).await.unwrap();
         store.apply_retention(t + 1_000);
         assert_eq!(bounds(&store, "t").await, (1, 3));
         store.apply_retention(t + 1_001);
@@ -1104,7 +1096,7 @@ mod tests {
             out.freeze()
         };
         store
-            .append("t", 0, vec![two(now()), two(now())], now())
+            .append("t", 0, valid(vec![two(now()), two(now())]), now())
             .await
             .unwrap();
         store.delete_records("t", 0, 3).await.unwrap();
@@ -1124,15 +1116,15 @@ mod tests {
         topic(&store, "a", config(-1, -1)).await;
         topic(&store, "b", config(-1, -1)).await;
         store
-            .append("a", 0, vec![one.clone(); 2], now())
+            .append("a", 0, valid(vec![one.clone(); 2]), now())
             .await
             .unwrap();
         store
-            .append("b", 0, vec![one.clone()], now())
+            .append("b", 0, valid(vec![one.clone()]), now())
             .await
             .unwrap();
         let err = store
-            .append("b", 0, vec![one.clone()], now())
+            .append("b", 0, valid(vec![one.clone()]), now())
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::LimitReached(_)), "{err:?}");
@@ -1146,12 +1138,12 @@ mod tests {
         store.delete_records("a", 0, 1).await.unwrap();
         assert_eq!(store.total_bytes(), 2 * size);
         store
-            .append("b", 0, vec![one.clone()], now())
+            .append("b", 0, valid(vec![one.clone()]), now())
             .await
             .unwrap();
         store.delete_topic("a").await.unwrap();
         assert_eq!(store.total_bytes(), 2 * size);
-        store.append("b", 0, vec![one], now()).await.unwrap();
+        store.append("b", 0, valid(vec![one]), now()).await.unwrap();
         assert_eq!(store.total_bytes(), 3 * size);
     }
 
@@ -1211,7 +1203,12 @@ mod tests {
         topic(&store, "t", config(1_000, -1)).await;
         let old = now() - 3_600_000;
         store
-            .append("t", 0, vec![batch_at(old, 10), batch_at(old, 10)], now())
+            .append(
+                "t",
+                0,
+                valid(vec![batch_at(old, 10), batch_at(old, 10)]),
+                now(),
+            )
             .await
             .unwrap();
         let (stop, stopped) = watch::channel(false);
@@ -1253,7 +1250,12 @@ mod tests {
         topic(&store, "t", config(1_000, -1)).await;
         let old = now() - 3_600_000;
         store
-            .append("t", 0, vec![batch_at(old, 10), batch_at(old, 10)], now())
+            .append(
+                "t",
+                0,
+                valid(vec![batch_at(old, 10), batch_at(old, 10)]),
+                now(),
+            )
             .await
             .unwrap();
         let guard = store.start_retention();
@@ -1294,7 +1296,12 @@ mod tests {
         encode_batch(&options, &records, &mut out).unwrap();
         kafka_records::set_log_append_time(&mut out, append_time).unwrap();
         store
-            .append("t", 0, vec![batch_at(1, 1), out.freeze()], append_time)
+            .append(
+                "t",
+                0,
+                valid(vec![batch_at(1, 1), out.freeze()]),
+                append_time,
+            )
             .await
             .unwrap();
         let hit = |offset, timestamp| Some(TimestampHit { offset, timestamp });
@@ -1324,7 +1331,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn corrupt_batches_are_refused() {
+    async fn corrupt_batches_cannot_reach_the_store() {
         let store = MemoryStore::default();
         topic(&store, "t", config(-1, -1)).await;
         let good = batch_at(now(), 10);
@@ -1332,20 +1339,23 @@ mod tests {
         two.extend_from_slice(&good);
         let mut bad_magic = BytesMut::from(&good[..]);
         bad_magic[16] = 1;
+        // What the store used to check itself is refused before a ValidBatch exists.
         for bad in [
-            vec![],
-            vec![Bytes::from_static(b"short")],
-            vec![good.slice(..good.len() - 1)],
-            vec![two.freeze()],
-            vec![bad_magic.freeze()],
-            vec![good.clone(), Bytes::from_static(b"short")],
+            Bytes::from_static(b"short"),
+            good.slice(..good.len() - 1),
+            two.freeze(),
+            bad_magic.freeze(),
         ] {
-            let err = store.append("t", 0, bad.clone(), now()).await.unwrap_err();
             assert!(
-                matches!(err, StoreError::CorruptBatch(_)),
-                "{bad:?}: {err:?}"
+                ValidBatch::from_bytes(&bad, &DecodeLimits::default()).is_err(),
+                "{bad:?}"
             );
         }
+        let err = store
+            .append("t", 0, valid(vec![]), now())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::CorruptBatch(_)), "{err:?}");
         assert_eq!(bounds(&store, "t").await, (0, 0));
         assert_eq!(store.total_bytes(), 0);
     }
@@ -1355,7 +1365,7 @@ mod tests {
         let store = MemoryStore::default();
         topic(&store, "t", config(-1, -1)).await;
         store
-            .append("t", 0, vec![batch_at(now(), 10)], now())
+            .append("t", 0, valid(vec![batch_at(now(), 10)]), now())
             .await
             .unwrap();
         let a = store.read("t", 0, 0, 1 << 20).await.unwrap();

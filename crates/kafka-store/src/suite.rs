@@ -28,6 +28,7 @@
 use crate::memory::MemoryStore;
 use crate::{
     CommittedOffset, LogStore, NewTopic, OffsetStore, StoreError, StoreResult, TopicConfig,
+    ValidBatch,
 };
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
@@ -519,6 +520,14 @@ fn records_of(bytes: &Bytes) -> Result<Vec<Rec>, String> {
         .collect()
 }
 
+/// Checks encoded batches as the broker does before appending them.
+pub fn valid(batches: Vec<Bytes>) -> Result<Vec<ValidBatch>, String> {
+    batches
+        .iter()
+        .map(|b| ValidBatch::from_bytes(b, &DecodeLimits::default()).map_err(|e| e.to_string()))
+        .collect()
+}
+
 async fn append(
     h: &Harness,
     topic: &str,
@@ -526,7 +535,7 @@ async fn append(
     batches: Vec<Bytes>,
 ) -> Result<i64, String> {
     h.log
-        .append(topic, partition, batches, now_ms())
+        .append(topic, partition, valid(batches)?, now_ms())
         .await
         .map(|o| o.base_offset)
         .ctx(&format!("append to {topic}/{partition}"))
@@ -833,7 +842,12 @@ pub async fn topic_admin(h: &Harness) -> CheckResult {
         )?;
         expect_err(
             h.log
-                .append(&name, partition, vec![batch(1, now_ms(), "x")?], now_ms())
+                .append(
+                    &name,
+                    partition,
+                    valid(vec![batch(1, now_ms(), "x")?])?,
+                    now_ms(),
+                )
                 .await,
             is_unknown,
             &format!("append to partition {partition}"),
@@ -862,7 +876,11 @@ pub async fn append_assigns_consecutive_offsets(h: &Harness) -> CheckResult {
         .append(
             &name,
             0,
-            vec![batch(3, ts, "a")?, batch(1, ts, "b")?, batch(2, ts, "c")?],
+            valid(vec![
+                batch(3, ts, "a")?,
+                batch(1, ts, "b")?,
+                batch(2, ts, "c")?,
+            ])?,
             ts,
         )
         .await
@@ -1151,12 +1169,14 @@ pub async fn message_too_large(h: &Harness) -> CheckResult {
     let small = sized_batch(10, ts)?;
     let big = sized_batch(1_000, ts)?;
     expect_err(
-        h.log.append(&name, 0, vec![big.clone()], ts).await,
+        h.log.append(&name, 0, valid(vec![big.clone()])?, ts).await,
         |e| matches!(e, StoreError::MessageTooLarge { .. }),
         "appending a batch over max.message.bytes",
     )?;
     expect_err(
-        h.log.append(&name, 0, vec![small.clone(), big], ts).await,
+        h.log
+            .append(&name, 0, valid(vec![small.clone(), big])?, ts)
+            .await,
         |e| matches!(e, StoreError::MessageTooLarge { .. }),
         "appending a small and a too large batch",
     )?;
@@ -1650,7 +1670,7 @@ pub async fn concurrent_producers(h: &Harness) -> CheckResult {
                 let count = 1 + (producer + i) % 3;
                 let bytes = batch(count, now_ms(), &format!("p{producer}-{i}"))?;
                 let base = log
-                    .append(&name, 0, vec![bytes], now_ms())
+                    .append(&name, 0, valid(vec![bytes])?, now_ms())
                     .await
                     .map(|o| o.base_offset)
                     .ctx(&format!("producer {producer} append {i}"))?;
@@ -1712,7 +1732,7 @@ pub async fn submitted_appends_keep_their_order(h: &Harness) -> CheckResult {
         let bytes = batch(count, now_ms(), &format!("s{i}"))?;
         let future = h
             .log
-            .submit(&name, 0, vec![bytes], now_ms())
+            .submit(&name, 0, valid(vec![bytes])?, now_ms())
             .await
             .ctx(&format!("submit {i}"))?;
         pending.push((i, count as i64, future));
@@ -1720,7 +1740,10 @@ pub async fn submitted_appends_keep_their_order(h: &Harness) -> CheckResult {
         if i == SUBMITS / 2 {
             // Refused before it takes a place: the next submit follows the previous one.
             let too_big = sized_batch(2 << 20, now_ms())?;
-            let refused = h.log.submit(&name, 0, vec![too_big], now_ms()).await;
+            let refused = h
+                .log
+                .submit(&name, 0, valid(vec![too_big])?, now_ms())
+                .await;
             ensure!(
                 matches!(refused, Err(StoreError::MessageTooLarge { .. })),
                 "a batch over max.message.bytes must be refused at submit, got {:?}",
@@ -1735,7 +1758,7 @@ pub async fn submitted_appends_keep_their_order(h: &Harness) -> CheckResult {
     let tail = batch(3, now_ms(), "tail")?;
     let tail_offset = h
         .log
-        .append(&name, 0, vec![tail], now_ms())
+        .append(&name, 0, valid(vec![tail])?, now_ms())
         .await
         .ctx("append after the submits")?
         .base_offset;
@@ -1906,7 +1929,7 @@ pub async fn long_poll_sees_other_writers(h: &Harness) -> CheckResult {
         record(now_ms(), None, Some("from-elsewhere-1")),
     ];
     let base = writer
-        .append(&name, 0, vec![encode(&written)?], now_ms())
+        .append(&name, 0, valid(vec![encode(&written)?])?, now_ms())
         .await
         .ctx("append through the other writer")?
         .base_offset;

@@ -14,7 +14,7 @@
 use bytes::{Bytes, BytesMut};
 use kafka_records::{BatchOptions, NewRecord, RecordBatch, encode_batch};
 use kafka_store::memory::{MemoryStore, MemoryStoreConfig};
-use kafka_store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig};
+use kafka_store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig, ValidBatch};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
@@ -80,6 +80,14 @@ async fn missing_capabilities_skip_unless_expected() {
     );
 }
 
+/// Checks encoded batches as the broker does before appending them.
+fn valid(batches: Vec<Bytes>) -> Vec<ValidBatch> {
+    batches
+        .iter()
+        .map(|b| ValidBatch::from_bytes(b, &kafka_records::DecodeLimits::default()).unwrap())
+        .collect()
+}
+
 fn now_ms() -> i64 {
     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     i64::try_from(since.as_millis()).unwrap()
@@ -117,7 +125,12 @@ async fn produce_consume_and_commit_through_trait_objects() {
         .unwrap();
     let ts = now_ms();
     let outcome = log
-        .append("orders", 0, vec![batch(ts, b"one"), batch(ts, b"two")], ts)
+        .append(
+            "orders",
+            0,
+            valid(vec![batch(ts, b"one"), batch(ts, b"two")]),
+            ts,
+        )
         .await
         .unwrap();
     assert_eq!(outcome.base_offset, 0);
@@ -169,7 +182,7 @@ async fn background_retention_runs_until_shutdown() {
         .append(
             "events",
             0,
-            vec![batch(hour_ago, b"stale"), batch(now_ms(), b"fresh")],
+            valid(vec![batch(hour_ago, b"stale"), batch(now_ms(), b"fresh")]),
             now_ms(),
         )
         .await

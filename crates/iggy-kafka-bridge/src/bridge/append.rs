@@ -16,8 +16,8 @@ use crate::mapping::{self, BatchFrame};
 use crate::partition::PartitionId;
 use bytes::Bytes;
 use iggy::prelude::{IggyMessage, MessageClient, Partitioning};
-use kafka_records::{ExactReencoding, NewRecord, RecordBatch};
-use kafka_store::{AppendOutcome, PendingAppend, StoreError, StoreResult};
+use kafka_records::{ExactReencoding, NewRecord};
+use kafka_store::{AppendOutcome, PendingAppend, StoreError, StoreResult, ValidBatch};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -139,7 +139,7 @@ impl IggyBridge {
         &self,
         topic: &str,
         partition: i32,
-        batches: Vec<Bytes>,
+        batches: Vec<ValidBatch>,
     ) -> StoreResult<PendingAppend> {
         let p = PartitionId::of(topic, partition)?;
         let r = self.require_cached(topic, p).await?;
@@ -160,15 +160,12 @@ impl IggyBridge {
         }
         let mut messages: Vec<IggyMessage> = Vec::new();
         let origin = iggy::prelude::IggyTimestamp::now().as_micros();
-        for bytes in &batches {
-            // The broker verified the CRC before calling append (the trait's contract).
-            let batch = RecordBatch::decode_verified(bytes, &self.inner.config.decode_limits)
-                .map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
+        for valid in &batches {
+            // Checked whole by the broker, records already decompressed: mapped as they are.
+            let batch = valid.batch();
             let frame = mapping::frame_of(batch.header());
-            let records = batch
-                .records()
-                .map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
-            let mut exact = ExactReencoding::new(&batch);
+            let records = valid.records();
+            let mut exact = ExactReencoding::new(batch);
             let head = messages.len();
             let mut first_record = None;
             for (i, record) in records.enumerate() {

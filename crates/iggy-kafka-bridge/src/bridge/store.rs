@@ -11,11 +11,10 @@ use crate::errors::{Op, map_iggy_error, timeout};
 use crate::meta::{TopicKey, TopicMeta, ensure_stream};
 use crate::partition::{self, PartitionId};
 use async_trait::async_trait;
-use bytes::Bytes;
 use iggy::prelude::{IggyError, MaxTopicSize, PartitionClient, TopicClient, TopicCreateOptions};
 use kafka_store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
-    StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo, Watermarks,
+    StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -253,7 +252,7 @@ impl LogStore for IggyBridge {
         &self,
         topic: &str,
         partition: i32,
-        batches: Vec<Bytes>,
+        batches: Vec<ValidBatch>,
         _now_ms: i64,
     ) -> StoreResult<AppendOutcome> {
         self.start_append(topic, partition, batches).await?.await
@@ -263,7 +262,7 @@ impl LogStore for IggyBridge {
         &self,
         topic: &str,
         partition: i32,
-        batches: Vec<Bytes>,
+        batches: Vec<ValidBatch>,
         _now_ms: i64,
     ) -> StoreResult<PendingAppend> {
         self.start_append(topic, partition, batches).await

@@ -19,14 +19,14 @@
 use super::{Ctx, Reply, Step, bs};
 use crate::broker::now_ms;
 use crate::producers::{BatchId, Verdict};
-use crate::store::{AppendOutcome, PendingAppend, TopicInfo};
-use bytes::{Bytes, BytesMut};
+use crate::store::{AppendOutcome, PendingAppend, TopicInfo, ValidBatch, check_batches};
+use bytes::Bytes;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::{ErrorCode, Uuid};
-use kafka_records::{Compression, DecodeLimits, decode_batches, set_partition_leader_epoch};
+use kafka_records::{Compression, DecodeLimits};
 use std::time::Duration;
 use tracing::debug;
 
@@ -58,7 +58,7 @@ struct PerTopic<T> {
 /// One partition's validated batches.
 struct Batches {
     topic: String,
-    batches: Vec<(Bytes, BatchId)>,
+    batches: Vec<(ValidBatch, BatchId)>,
 }
 
 impl Prepared {
@@ -378,78 +378,62 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
     }
 }
 
-/// Checks every batch and returns them, each stamped with leader epoch 0, ready to append,
-/// with their producer identity.
+/// Checks every batch ([`check_batches`]: CRC, records, counts; once, for the whole way
+/// to the store) and the gateway's own rules, and returns them, each stamped with leader
+/// epoch 0, ready to append, with their producer identity.
 fn validate(
     ctx: &Ctx<'_>,
     topic: &TopicInfo,
     records: &Bytes,
-) -> Result<Vec<(Bytes, BatchId)>, Failure> {
+) -> Result<Vec<(ValidBatch, BatchId)>, Failure> {
     let limits = &ctx.broker.config.limits;
     let decode_limits = DecodeLimits {
         max_decompressed_bytes: limits.max_decompressed_batch_bytes,
         max_records_per_batch: limits.max_records_per_batch,
     };
-    let seq = decode_batches(records, &decode_limits)
+    let checked = check_batches(records, &decode_limits)
         .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
-    if seq.truncated_tail > 0 {
+    if checked.truncated_tail > 0 {
         return Err(fail(
             ErrorCode::CORRUPT_MESSAGE,
-            format!("{} bytes of a partial batch at the end", seq.truncated_tail),
+            format!(
+                "{} bytes of a partial batch at the end",
+                checked.truncated_tail
+            ),
         ));
     }
     let max = usize::try_from(topic.config.max_message_bytes).unwrap_or(0);
-    let mut out = Vec::with_capacity(seq.batches.len());
-    for batch in &seq.batches {
-        if batch.encoded_len() > max {
+    let mut out = Vec::with_capacity(checked.batches.len());
+    for batch in checked.batches {
+        if batch.len() > max {
             return Err(fail(
                 ErrorCode::MESSAGE_TOO_LARGE,
                 format!(
                     "batch of {} bytes exceeds max.message.bytes {max}",
-                    batch.encoded_len()
+                    batch.len()
                 ),
             ));
         }
-        if batch.is_transactional() || batch.is_control() {
+        if batch.batch().is_transactional() || batch.batch().is_control() {
             return Err(fail(
                 ErrorCode::UNSUPPORTED_VERSION,
                 "transactional and control batches are not supported",
             ));
         }
-        if batch.compression() == Compression::Zstd && ctx.version < 7 {
+        if batch.batch().compression() == Compression::Zstd && ctx.version < 7 {
             return Err(fail(
                 ErrorCode::UNSUPPORTED_COMPRESSION_TYPE,
                 "zstd needs Produce v7 or later",
             ));
         }
-        let expected = i64::from(batch.header().record_count);
-        let mut count = 0i64;
-        let mut iter = batch
-            .records()
-            .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
-        for r in &mut iter {
-            r.map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
-            count += 1;
-        }
-        if count != expected || i64::from(batch.header().last_offset_delta) != expected - 1 {
-            return Err(fail(
-                ErrorCode::INVALID_RECORD,
-                format!("batch claims {expected} records, holds {count}"),
-            ));
-        }
-        let h = batch.header();
+        let h = *batch.header();
         // Stored batches carry leader epoch 0. Most producers already send 0 (librdkafka
         // does); only the others' batches are copied to be stamped.
-        let bytes = if h.partition_leader_epoch == 0 {
-            batch.as_bytes().clone()
-        } else {
-            let mut bytes = BytesMut::from(&batch.as_bytes()[..]);
-            set_partition_leader_epoch(&mut bytes, 0)
-                .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
-            bytes.freeze()
-        };
+        let batch = batch
+            .with_leader_epoch(0)
+            .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
         out.push((
-            bytes,
+            batch,
             BatchId {
                 producer_id: h.producer_id,
                 epoch: h.producer_epoch,
