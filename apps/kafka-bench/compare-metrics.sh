@@ -30,8 +30,9 @@ BPID=""
 SPID=""
 ADDR=""
 cleanup() {
-  [[ -n "$SPID" ]] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
-  [[ -n "$BPID" ]] && kill "$BPID" 2>/dev/null && wait "$BPID" 2>/dev/null
+  # The scraper dies of the signal, so its wait status is not 0.
+  if [[ -n "$SPID" ]]; then kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null || true; fi
+  if [[ -n "$BPID" ]]; then kill "$BPID" 2>/dev/null; wait "$BPID" 2>/dev/null || true; fi
   SPID=""
   BPID=""
 }
