@@ -181,7 +181,7 @@ pub(crate) async fn start<'a>(
     let session = session.clone();
     let (info, body) = request.split();
     match stop {
-        Some((layer, Verdict::Answer(body))) => Step::Done(finish(
+        Some((layer, Verdict::Answer(body))) if body.api_key() == info.api => Step::Done(finish(
             broker,
             &session,
             seen,
@@ -189,6 +189,22 @@ pub(crate) async fn start<'a>(
             Reply::Body(body),
             Some(layer),
         )),
+        Some((layer, Verdict::Answer(body))) => {
+            // Another API's body would be read as this one's by the client.
+            error!(
+                layer,
+                answered = body.api_key().name(),
+                "a layer answered with another API's response, closing connection"
+            );
+            Step::Done(finish(
+                broker,
+                &session,
+                seen,
+                info,
+                Reply::Close,
+                Some(layer),
+            ))
+        }
         Some((layer, Verdict::Close(reason))) => {
             warn!(layer, reason, "closing connection");
             Step::Done(finish(

@@ -67,6 +67,8 @@ impl Layer for Spy {
                 )
             }
             RequestBody::DeleteTopics(_) => Verdict::Close("deletes are not allowed here"),
+            // A wrong answer: another API's body. The pipeline closes instead of sending it.
+            RequestBody::DescribeCluster(_) => Verdict::Answer(MetadataResponse::default().into()),
             _ => Verdict::Pass,
         }
     }
@@ -274,6 +276,14 @@ async fn layers_see_sessions_answer_and_close_and_metrics_count_exactly() {
     bad.write_all(&raw).await.unwrap();
     assert!(response(&mut bad).await.is_none(), "closed");
 
+    // The spy answers DescribeCluster with a Metadata body: never sent, the connection
+    // closes.
+    let mut wrong = TcpStream::connect(gw.kafka).await.unwrap();
+    let body =
+        kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest::default();
+    wrong.write_all(&frame(35, 0, body.into())).await.unwrap();
+    assert!(response(&mut wrong).await.is_none(), "closed, not answered");
+
     // DeleteTopics: the spy closes the connection.
     let body = kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest {
         topic_names: vec![ByteString::from_static("t")],
@@ -320,7 +330,7 @@ async fn layers_see_sessions_answer_and_close_and_metrics_count_exactly() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    drop(bad);
+    drop((bad, wrong));
     let m = scrape(gw.http).await;
     let get = |k: &str| {
         m.get(k)
@@ -371,7 +381,7 @@ async fn layers_see_sessions_answer_and_close_and_metrics_count_exactly() {
     );
     assert_eq!(
         get("kafka_gateway_connections_accepted_total{listener=\"PLAINTEXT\"}"),
-        3.0
+        4.0
     );
     assert!(get("kafka_gateway_received_bytes_total") > 0.0);
     assert!(get("kafka_gateway_sent_bytes_total") > 0.0);
