@@ -291,7 +291,7 @@ async fn process(
             .instrument(span.clone())
             .await;
         if !Arc::ptr_eq(&before.0, &session.client_id) {
-            conn.record("client_id", &*session.client_id);
+            conn.record("client_id", tracing::field::display(&*session.client_id));
         }
         if before.1 != session.principal {
             conn.record("principal", tracing::field::display(&session.principal));
