@@ -558,3 +558,85 @@ fn a_frame_trickling_in_is_closed_at_its_read_deadline() {
     );
     gw.assert_still_serving("a trickling frame");
 }
+
+// ---- the observability endpoint ---------------------------------------------------------
+
+/// `GET path` on the HTTP endpoint: the status code, `None` when the connection ended
+/// without one.
+fn http_status(addr: std::net::SocketAddr, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, PATIENCE).ok()?;
+    s.set_read_timeout(Some(PATIENCE)).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\n\r\n").ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    raw.split(' ').nth(1)?.parse().ok()
+}
+
+fn metrics_gateway() -> (Gateway, std::net::SocketAddr) {
+    let http = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gw = Gateway::start(&[("IGGY_KAFKA_METRICS_ADDR", &http.to_string())]);
+    (gw, http)
+}
+
+#[test]
+fn the_metrics_endpoint_refuses_what_it_does_not_serve() {
+    let (mut gw, http) = metrics_gateway();
+    // Methods other than GET/HEAD.
+    let mut s = TcpStream::connect(http).unwrap();
+    s.write_all(b"POST /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 405"), "{r}");
+    // A head that never ends: refused at 8 KiB.
+    let mut s = TcpStream::connect(http).unwrap();
+    let _ = s.write_all(&vec![b'a'; 64 * 1024]);
+    let mut r = Vec::new();
+    let _ = s.read_to_end(&mut r);
+    assert!(
+        String::from_utf8_lossy(&r).starts_with("HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+    // Silent connections beyond the concurrency bound: closed after the head timeout, and
+    // a scrape gets through again.
+    let silent: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(http).unwrap()).collect();
+    let deadline = Instant::now() + PATIENCE;
+    while http_status(http, "/health") != Some(200) {
+        assert!(Instant::now() < deadline, "/health never answered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(silent);
+    assert_eq!(http_status(http, "/health"), Some(200));
+    gw.assert_still_serving("abuse of the metrics endpoint");
+}
+
+#[test]
+fn a_scrape_flood_does_not_stop_kafka_clients() {
+    let (mut gw, http) = metrics_gateway();
+    // 8 threads scraping back to back while Kafka clients keep being answered.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scrapers: Vec<_> = (0..8)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 500 {
+                    let _ = http_status(http, "/metrics");
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        gw.assert_still_serving("during a scrape flood");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let scrapes: u32 = scrapers.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(scrapes > 0);
+    assert_eq!(http_status(http, "/metrics"), Some(200));
+}
