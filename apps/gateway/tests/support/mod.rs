@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod attack;
+
 pub use test_support::{IggyServer, read_lossy, scratch_dir, tail, unique};
 
 /// How long the gateway may take to write its listen line.
@@ -136,6 +138,16 @@ impl Gateway {
     #[allow(dead_code)] // not every test binary stops its server
     pub fn iggy_mut(&mut self) -> Option<&mut IggyServer> {
         self.iggy.as_mut()
+    }
+
+    /// The gateway's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the gateway process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.exit_status().is_none()
     }
 
     /// How the gateway exited, if it has.
