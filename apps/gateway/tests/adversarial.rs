@@ -295,13 +295,18 @@ fn parse_api_versions(buf: &[u8], version: i16) -> Result<ApiVersionsResponse, S
 
 #[test]
 fn fresh_gateway_answers_api_versions_v0_to_v3() {
-    let mut gw = Gateway::start(&[]);
+    let Some(mut gw) = Gateway::attack("adversarial", &[]) else {
+        return;
+    };
     gw.assert_still_serving("start-up");
 }
 
 #[test]
 fn oversized_frame_size_is_closed() {
-    let mut gw = Gateway::start(&[("IGGY_KAFKA_MAX_FRAME_SIZE", "4096")]);
+    let Some(mut gw) = Gateway::attack("adversarial", &[("IGGY_KAFKA_MAX_FRAME_SIZE", "4096")])
+    else {
+        return;
+    };
     for size in [4097i32, 64 * 1024 * 1024, i32::MAX] {
         let mut s = gw.connect();
         send(&mut s, &size.to_be_bytes());
@@ -330,7 +335,9 @@ fn oversized_frame_size_is_closed() {
 
 #[test]
 fn negative_frame_size_is_closed() {
-    let mut gw = Gateway::start(&[]);
+    let Some(mut gw) = Gateway::attack("adversarial", &[]) else {
+        return;
+    };
     for size in [-1i32, i32::MIN] {
         let mut s = gw.connect();
         send(&mut s, &size.to_be_bytes());
@@ -347,7 +354,10 @@ fn negative_frame_size_is_closed() {
 
 #[test]
 fn truncated_frame_then_silence_is_closed_after_read_timeout() {
-    let mut gw = Gateway::start(&[("IGGY_KAFKA_READ_TIMEOUT_SECS", "1")]);
+    let Some(mut gw) = Gateway::attack("adversarial", &[("IGGY_KAFKA_READ_TIMEOUT_SECS", "1")])
+    else {
+        return;
+    };
     // a size prefix announcing 100 bytes, then only the start of an ApiVersions header
     let mut s = gw.connect();
     let frame = api_versions_request(0, 1);
@@ -370,7 +380,9 @@ fn truncated_frame_then_silence_is_closed_after_read_timeout() {
 
 #[test]
 fn unknown_api_key_is_closed() {
-    let mut gw = Gateway::start(&[]);
+    let Some(mut gw) = Gateway::attack("adversarial", &[]) else {
+        return;
+    };
     for key in [9999i16, i16::MAX, -1] {
         let mut s = gw.connect();
         send(&mut s, &request(key, 0, 42, false, &[0, 0, 0, 0]));
@@ -383,7 +395,9 @@ fn unknown_api_key_is_closed() {
 
 #[test]
 fn unsupported_version_of_a_known_api_is_closed() {
-    let mut gw = Gateway::start(&[]);
+    let Some(mut gw) = Gateway::attack("adversarial", &[]) else {
+        return;
+    };
     for (key, name) in [(METADATA, "Metadata"), (0, "Produce"), (1, "Fetch")] {
         let mut s = gw.connect();
         send(&mut s, &request(key, 99, 43, true, &[0, 0, 0, 0]));
@@ -400,7 +414,9 @@ fn unsupported_version_of_a_known_api_is_closed() {
 
 #[test]
 fn api_versions_v99_gets_a_v0_shaped_unsupported_version_answer() {
-    let mut gw = Gateway::start(&[]);
+    let Some(mut gw) = Gateway::attack("adversarial", &[]) else {
+        return;
+    };
     let mut s = gw.connect();
     // as a client from the future would send it: flexible header and a v3-like body
     let mut body = Vec::new();
@@ -448,7 +464,10 @@ fn api_versions_v99_gets_a_v0_shaped_unsupported_version_answer() {
 #[test]
 fn connections_past_max_connections_are_closed() {
     const MAX: usize = 4;
-    let mut gw = Gateway::start(&[("IGGY_KAFKA_MAX_CONNECTIONS", "4")]);
+    let Some(mut gw) = Gateway::attack("adversarial", &[("IGGY_KAFKA_MAX_CONNECTIONS", "4")])
+    else {
+        return;
+    };
     // MAX connections, each proven live (and so counted) by an ApiVersions round trip
     let mut held = Vec::new();
     for i in 0..MAX {
@@ -519,7 +538,10 @@ fn a_frame_trickling_in_is_closed_at_its_read_deadline() {
     // One deadline covers the whole frame: bytes arriving now and then must not keep a
     // half-sent request open (a slow-loris client). The frame announces 100 bytes and
     // then sends one byte every 200 ms, which would take 20 s to complete.
-    let mut gw = Gateway::start(&[("IGGY_KAFKA_READ_TIMEOUT_SECS", "1")]);
+    let Some(mut gw) = Gateway::attack("adversarial", &[("IGGY_KAFKA_READ_TIMEOUT_SECS", "1")])
+    else {
+        return;
+    };
     let mut s = gw.connect();
     send(&mut s, &100i32.to_be_bytes());
     let started = Instant::now();
@@ -577,6 +599,7 @@ fn metrics_gateway() -> (Gateway, std::net::SocketAddr) {
         .unwrap()
         .local_addr()
         .unwrap();
+    // Its own gateway even in a soak run: the metrics address is the test's.
     let gw = Gateway::start(&[("IGGY_KAFKA_METRICS_ADDR", &http.to_string())]);
     (gw, http)
 }

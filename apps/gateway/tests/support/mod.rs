@@ -55,7 +55,10 @@ pub fn parse_listen_line(stdout: &str) -> Option<Result<SocketAddr, String>> {
 
 /// The gateway binary on `127.0.0.1:0`; killed, and its scratch dir removed, on drop.
 pub struct Gateway {
-    child: Child,
+    /// The process this harness started; `None` for an external gateway.
+    child: Option<Child>,
+    /// The external gateway's process id (see [`Gateway::attack`]).
+    external_pid: Option<u32>,
     pub addr: SocketAddr,
     dir: PathBuf,
     stdout: PathBuf,
@@ -92,7 +95,8 @@ impl Gateway {
         }
         let child = cmd.spawn().expect("spawn the gateway binary");
         let mut gw = Gateway {
-            child,
+            child: Some(child),
+            external_pid: None,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             dir,
             stdout,
@@ -142,7 +146,62 @@ impl Gateway {
 
     /// The gateway's process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.child {
+            Some(c) => c.id(),
+            None => self.external_pid.unwrap_or(0),
+        }
+    }
+
+    /// Whether this is a gateway the tests did not start (see [`Gateway::attack`]).
+    pub fn is_external(&self) -> bool {
+        self.child.is_none()
+    }
+
+    /// A gateway for an attack test: normally a fresh one started with `env`, like
+    /// [`Gateway::start`]. With `IGGY_KAFKA_TEST_GATEWAY=<addr>` and
+    /// `IGGY_KAFKA_TEST_GATEWAY_PID=<pid>` set, the attack goes to that running gateway
+    /// instead (the soak run, `apps/kafka-bench/soak-under-attack.sh`, attacks the gateway
+    /// that serves its load), provided every setting in `env` is among the settings that
+    /// gateway was started with (`IGGY_KAFKA_TEST_GATEWAY_SETTINGS`, `KEY=VALUE` separated by
+    /// `;`); otherwise the test prints `SKIPPED:` and returns `None`.
+    pub fn attack(name: &str, env: &[(&str, &str)]) -> Option<Gateway> {
+        let Ok(addr) = std::env::var("IGGY_KAFKA_TEST_GATEWAY") else {
+            return Some(Gateway::start(env));
+        };
+        let addr: SocketAddr = addr
+            .parse()
+            .unwrap_or_else(|e| panic!("IGGY_KAFKA_TEST_GATEWAY={addr:?}: {e}"));
+        let pid: u32 = std::env::var("IGGY_KAFKA_TEST_GATEWAY_PID")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .expect("IGGY_KAFKA_TEST_GATEWAY_PID must name the external gateway's process");
+        let settings = std::env::var("IGGY_KAFKA_TEST_GATEWAY_SETTINGS").unwrap_or_default();
+        let has = |k: &str, v: &str| {
+            settings
+                .split(';')
+                .filter_map(|kv| kv.split_once('='))
+                .any(|(sk, sv)| sk.trim() == k && sv.trim() == v)
+        };
+        if let Some((k, v)) = env.iter().find(|(k, v)| !has(k, v)) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: {name}: needs {k}={v}, which the external gateway at {addr} was not started with"
+            );
+            return None;
+        }
+        let dir = scratch_dir("external-gateway");
+        Some(Gateway {
+            child: None,
+            external_pid: Some(pid),
+            addr,
+            stdout: dir.join("none"),
+            // The external gateway's log, when the soak run names it.
+            stderr: std::env::var_os("IGGY_KAFKA_TEST_GATEWAY_LOG")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| dir.join("none")),
+            dir,
+            iggy: None,
+        })
     }
 
     /// Whether the gateway process is still running.
@@ -152,7 +211,17 @@ impl Gateway {
 
     /// How the gateway exited, if it has.
     pub fn exit_status(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().ok().flatten()
+        match &mut self.child {
+            Some(c) => c.try_wait().ok().flatten(),
+            None => {
+                let alive = Path::new(&format!("/proc/{}", self.pid())).exists();
+                // An external gateway that is gone counts as exited (the status is unknown).
+                (!alive).then(|| {
+                    use std::os::unix::process::ExitStatusExt;
+                    ExitStatus::from_raw(0)
+                })
+            }
+        }
     }
 
     /// The gateway's stdout and the last `lines` lines of its log (stderr).
@@ -167,8 +236,10 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let _ = fs::remove_dir_all(&self.dir);
         drop(self.iggy.take());
     }
