@@ -48,7 +48,9 @@ def flood(stop, acked, index):
             with acked.get_lock():
                 acked.value += 1024
 
-    while not stop.is_set():
+    parent = os.getppid()
+    # Stops with the probe, or when the probe is gone (it exits with os._exit).
+    while not stop.is_set() and os.getppid() == parent:
         try:
             p.produce(flood_topic, payload, partition=index % 2, on_delivery=delivered)
         except BufferError:

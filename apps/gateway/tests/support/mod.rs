@@ -305,9 +305,14 @@ struct Script {
 
 impl Drop for Script {
     fn drop(&mut self) {
+        // The whole group, also when the script itself has exited: processes it started
+        // and left behind (a flooder, a consumer subprocess) must not outlive the test.
+        let pgid = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &pgid])
+            .stderr(Stdio::null())
+            .status();
         if let Ok(None) = self.child.try_wait() {
-            let pgid = format!("-{}", self.child.id());
-            let _ = Command::new("kill").args(["-KILL", "--", &pgid]).status();
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
