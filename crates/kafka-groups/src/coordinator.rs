@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use kafka_protocol::ErrorCode;
 
 use crate::group::{Ctx, Group};
-use crate::member_id::MemberIds;
+use crate::member_id::{MAX_ID_PREFIX_BYTES, MemberIds, truncated};
 use crate::timers::Timers;
 use crate::types::{
     CoordinatorStats, GroupConfig, GroupDescription, GroupListing, GroupState, GroupStats,
@@ -50,8 +50,12 @@ impl Coordinator {
     /// A JoinGroup request. Answered at once (errors, KIP-394's `MEMBER_ID_REQUIRED`, a
     /// follower rejoining a Stable group unchanged, a static member replaced without a
     /// rebalance) or when the rebalance it starts or joins completes.
-    pub fn join(&mut self, now: Millis, id: RequestId, req: JoinGroup) {
+    pub fn join(&mut self, now: Millis, id: RequestId, mut req: JoinGroup) {
         let config = &self.ctx.config;
+        req.rebalance_timeout = req.rebalance_timeout.min(config.max_rebalance_timeout);
+        if req.client_id.len() > MAX_ID_PREFIX_BYTES {
+            req.client_id = truncated(&req.client_id, MAX_ID_PREFIX_BYTES).to_owned();
+        }
         if req.group_id.is_empty() {
             return self
                 .ctx

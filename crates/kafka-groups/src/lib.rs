@@ -80,7 +80,9 @@
 //!
 //! Every collection grown by input is capped by [`GroupConfig`]: groups, members per group,
 //! outstanding KIP-394 ids, protocols and metadata bytes per member, assignment bytes per
-//! SyncGroup.
+//! SyncGroup. Every duration a client asks for is bounded too: session timeouts are refused
+//! outside their range, rebalance timeouts are held to `max_rebalance_timeout`. Client ids
+//! are kept to [`MAX_ID_PREFIX_BYTES`], so member ids always fit the wire.
 //!
 //! # Error codes
 //!
@@ -147,6 +149,7 @@ pub mod types;
 mod proptests;
 
 pub use coordinator::Coordinator;
+pub use member_id::MAX_ID_PREFIX_BYTES;
 pub use types::{
     CoordinatorStats, GroupConfig, GroupDescription, GroupListing, GroupState, GroupStats,
     Heartbeat, HeartbeatResponse, JoinGroup, JoinResponse, JoinedMember, LeaveGroup, LeaveResponse,

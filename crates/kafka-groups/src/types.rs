@@ -154,6 +154,11 @@ pub struct GroupConfig {
     /// a process must pick a fresh seed (e.g. from the OS's random source) at start so that
     /// ids handed out before a restart are not handed out again. Default 0 (for tests).
     pub member_id_seed: u64,
+    /// Longest rebalance timeout a member gets; a JoinGroup asking for more is held to
+    /// this (Kafka bounds it only by the field's type, about 24.8 days, so one member that
+    /// never rejoins could hold a rebalance that long). Default 5 min, the consumer's
+    /// default `max.poll.interval.ms`.
+    pub max_rebalance_timeout: Duration,
 }
 
 impl Default for GroupConfig {
@@ -170,6 +175,7 @@ impl Default for GroupConfig {
             max_metadata_bytes: 1 << 20,
             max_assignment_bytes: 16 << 20,
             member_id_seed: 0,
+            max_rebalance_timeout: Duration::from_secs(5 * 60),
         }
     }
 }
@@ -212,6 +218,7 @@ pub struct JoinGroup {
     /// Supported protocols in preference order. A repeated name keeps its first occurrence.
     pub protocols: Vec<Protocol>,
     /// From the request header; prefixes generated member ids and shows in DescribeGroups.
+    /// Only its first [`MAX_ID_PREFIX_BYTES`](crate::MAX_ID_PREFIX_BYTES) bytes are kept.
     pub client_id: String,
     /// The client's address, for DescribeGroups.
     pub client_host: String,

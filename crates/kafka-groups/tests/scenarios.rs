@@ -1363,3 +1363,43 @@ fn member_ids_are_reproducible_from_the_seed() {
     assert_eq!(run(1), run(1));
     assert_ne!(run(1), run(2));
 }
+
+#[test]
+fn huge_rebalance_timeout_is_held_to_the_maximum() {
+    let mut h = Harness::with(GroupConfig {
+        max_rebalance_timeout: Duration::from_millis(REBALANCE_MS),
+        ..GroupConfig::default()
+    });
+    let mut cl = [Client::new("a"), Client::new("b")];
+    // b asks for the largest timeout the wire allows (about 24.8 days), then keeps
+    // heartbeating without ever rejoining.
+    cl[1].rebalance_ms = i32::MAX as u64;
+    h.drive_to_stable(&mut cl);
+    let [mut a, b] = cl;
+    let ja = h.join(&a);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+    for _ in 0..5 {
+        h.advance(REBALANCE_MS / 5 - 1);
+        assert_eq!(h.heartbeat(&b), ErrorCode::REBALANCE_IN_PROGRESS);
+        assert!(!h.answered(ja));
+    }
+    h.advance(6);
+    let r = h.joined(&mut a, ja);
+    assert_eq!(
+        r.members.len(),
+        1,
+        "the silent member was removed at the bound"
+    );
+    assert_eq!(h.heartbeat(&b), ErrorCode::UNKNOWN_MEMBER_ID);
+}
+
+#[test]
+fn long_client_ids_make_member_ids_that_fit_the_wire() {
+    let mut h = Harness::new();
+    let mut cl = [Client::new(&"x".repeat(32 * 1024))];
+    h.drive_to_stable(&mut cl);
+    let member = &cl[0].member_id;
+    assert!(member.len() <= MAX_ID_PREFIX_BYTES + 37, "{}", member.len());
+    let described = h.c.describe("g").expect("group exists");
+    assert!(described.members[0].client_id.len() <= MAX_ID_PREFIX_BYTES);
+}
