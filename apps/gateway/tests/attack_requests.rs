@@ -451,3 +451,47 @@ fn fetch_with_duplicate_partitions_and_huge_partition_counts() {
         assert_eq!(r.i32(), 0, "no topics");
     });
 }
+
+#[test]
+fn metadata_auto_creates_at_most_the_per_request_cap() {
+    under_attack(&[("IGGY_KAFKA_MAX_TOPICS_PER_REQUEST", "100")], |gw| {
+        let prefix = support::topic_prefix("auto");
+        let names = 300;
+        let mut s = connect(gw.addr).unwrap();
+        let request = || metadata_v1((0..names).map(|i| format!("{prefix}-{i}").into_bytes()));
+        let count_created = |body: &[u8]| {
+            let mut r = Reader(body);
+            r.i32();
+            for _ in 0..r.i32() {
+                r.i32();
+                r.str();
+                r.i32();
+                r.str();
+            }
+            r.i32();
+            assert_eq!(r.i32(), names);
+            let mut created = 0;
+            for _ in 0..names {
+                let error = r.i16();
+                r.str();
+                r.take(1); // is_internal
+                let partitions = r.i32();
+                for _ in 0..partitions {
+                    r.take(2 + 4 + 4);
+                    let replicas = r.i32();
+                    r.take(4 * replicas as usize);
+                    let isr = r.i32();
+                    r.take(4 * isr as usize);
+                }
+                match error {
+                    NONE => created += 1,
+                    3 => {} // UNKNOWN_TOPIC_OR_PARTITION: asked again later
+                    other => panic!("metadata answered {other}"),
+                }
+            }
+            created
+        };
+        assert_eq!(count_created(&roundtrip(&mut s, &request(), gw)), 100);
+        assert_eq!(count_created(&roundtrip(&mut s, &request(), gw)), 200);
+    });
+}

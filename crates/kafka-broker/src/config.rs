@@ -73,7 +73,8 @@ pub struct Limits {
     pub max_in_flight_per_connection: usize,
     /// Partitions one topic may have.
     pub max_partitions_per_topic: i32,
-    /// Topics one request may create.
+    /// Topics one CreateTopics request may create, and one Metadata request may
+    /// auto-create.
     pub max_topics_per_request: usize,
     /// Upper bound on a Fetch response, whatever the client asks for.
     pub max_fetch_response_bytes: usize,
@@ -232,6 +233,9 @@ impl BrokerConfig {
                 "groups.initial_rebalance_delay",
                 "must not exceed the maximum rebalance timeout",
             );
+        }
+        if groups.max_id_bytes == 0 || groups.max_id_bytes > i16::MAX as usize {
+            return bad("groups.max_id_bytes", "must be between 1 and 32767");
         }
         if groups.max_groups == 0 {
             return bad("groups.max_groups", "must be at least 1");

@@ -56,10 +56,19 @@ impl Coordinator {
         if req.client_id.len() > MAX_ID_PREFIX_BYTES {
             req.client_id = truncated(&req.client_id, MAX_ID_PREFIX_BYTES).to_owned();
         }
-        if req.group_id.is_empty() {
+        if req.group_id.is_empty() || req.group_id.len() > config.max_id_bytes {
             return self
                 .ctx
                 .join_error(id, req.member_id, ErrorCode::INVALID_GROUP_ID);
+        }
+        if req
+            .group_instance_id
+            .as_ref()
+            .is_some_and(|i| i.len() > config.max_id_bytes)
+        {
+            return self
+                .ctx
+                .join_error(id, req.member_id, ErrorCode::INVALID_REQUEST);
         }
         if req.session_timeout < config.min_session_timeout
             || req.session_timeout > config.max_session_timeout
@@ -282,6 +291,7 @@ impl Coordinator {
 
     /// Whether an OffsetCommit may proceed, by Kafka's rules:
     ///
+    /// - the group id must be 1 to `max_id_bytes` bytes (`INVALID_GROUP_ID`);
     /// - generation -1 with no member id and no instance id is a "simple" commit from a
     ///   consumer that uses `assign()`; allowed only while the group is Empty or unknown
     ///   (`UNKNOWN_MEMBER_ID` once it has members);
@@ -300,7 +310,8 @@ impl Coordinator {
         member_id: &str,
         group_instance_id: Option<&str>,
     ) -> Result<(), ErrorCode> {
-        if group_id.is_empty() {
+        // A group id too long to hold a group would also be kept by the offset store.
+        if group_id.is_empty() || group_id.len() > self.ctx.config.max_id_bytes {
             return Err(ErrorCode::INVALID_GROUP_ID);
         }
         match self.groups.get_mut(group_id) {

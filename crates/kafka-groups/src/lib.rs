@@ -98,10 +98,12 @@
 //!   one.
 //! - `INCONSISTENT_GROUP_PROTOCOL` (23): the member's protocols are incompatible with the
 //!   group's, or the first member joined with an empty protocol type or protocol list.
-//! - `INVALID_GROUP_ID` (24): the group id is empty.
+//! - `INVALID_GROUP_ID` (24): the group id is empty, or longer than `max_id_bytes`.
 //! - `UNKNOWN_MEMBER_ID` (25): the group does not know this member.
 //! - `INVALID_SESSION_TIMEOUT` (26): the session timeout is outside the configured range.
 //! - `REBALANCE_IN_PROGRESS` (27): the group is rebalancing, so the member must rejoin.
+//! - `INVALID_REQUEST` (42): a JoinGroup's `group.instance.id` is longer than
+//!   `max_id_bytes`.
 //! - `NON_EMPTY_GROUP` (68): the group to delete still has members.
 //! - `GROUP_ID_NOT_FOUND` (69): the group to delete does not exist.
 //! - `MEMBER_ID_REQUIRED` (79), KIP-394: the member must rejoin with the id it was given.

@@ -159,6 +159,12 @@ pub struct GroupConfig {
     /// never rejoins could hold a rebalance that long). Default 5 min, the consumer's
     /// default `max.poll.interval.ms`.
     pub max_rebalance_timeout: Duration,
+    /// Longest group id and `group.instance.id`, in bytes. Both are kept (in the group, its
+    /// timers and the offset store) for as long as the group lives, so a JoinGroup with a
+    /// longer group id gets `INVALID_GROUP_ID` and one with a longer instance id
+    /// `INVALID_REQUEST`. Kafka bounds neither beyond the wire's 32 767 bytes (its clients
+    /// refuse instance ids over 249 characters). Default 255.
+    pub max_id_bytes: usize,
 }
 
 impl Default for GroupConfig {
@@ -176,6 +182,7 @@ impl Default for GroupConfig {
             max_assignment_bytes: 16 << 20,
             member_id_seed: 0,
             max_rebalance_timeout: Duration::from_secs(5 * 60),
+            max_id_bytes: 255,
         }
     }
 }

@@ -1403,3 +1403,24 @@ fn long_client_ids_make_member_ids_that_fit_the_wire() {
     let described = h.c.describe("g").expect("group exists");
     assert!(described.members[0].client_id.len() <= MAX_ID_PREFIX_BYTES);
 }
+
+#[test]
+fn overlong_group_and_instance_ids_are_refused() {
+    let mut h = Harness::with(GroupConfig {
+        max_id_bytes: 8,
+        ..GroupConfig::default()
+    });
+    let mut cl = Client::new("a");
+    cl.group = "g".repeat(9);
+    let j = h.join(&cl);
+    assert_eq!(h.take_join(j).error, ErrorCode::INVALID_GROUP_ID);
+    let mut cl = Client::static_("a", &"i".repeat(9));
+    cl.group = "g".into();
+    let j = h.join(&cl);
+    assert_eq!(h.take_join(j).error, ErrorCode::INVALID_REQUEST);
+    assert_eq!(
+        h.c.validate_commit(h.now, &"g".repeat(9), -1, "", None),
+        Err(ErrorCode::INVALID_GROUP_ID)
+    );
+    assert_eq!(h.c.validate_commit(h.now, "g", -1, "", None), Ok(()));
+}

@@ -26,6 +26,8 @@ pub(super) struct Raw {
     group_max_members: usize,
     #[serde(deserialize_with = "parsed")]
     group_max_rebalance_timeout_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    group_max_id_bytes: usize,
 }
 
 impl Default for Raw {
@@ -38,6 +40,7 @@ impl Default for Raw {
             group_max_groups: groups.max_groups,
             group_max_members: groups.max_members_per_group,
             group_max_rebalance_timeout_ms: duration_ms(groups.max_rebalance_timeout),
+            group_max_id_bytes: groups.max_id_bytes,
         }
     }
 }
@@ -56,6 +59,7 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "groups.max_rebalance_timeout",
         "group_max_rebalance_timeout_ms",
     ),
+    ("groups.max_id_bytes", "group_max_id_bytes"),
 ];
 
 impl Raw {
@@ -69,5 +73,6 @@ impl Raw {
         groups.max_groups = self.group_max_groups;
         groups.max_members_per_group = self.group_max_members;
         groups.max_rebalance_timeout = Duration::from_millis(self.group_max_rebalance_timeout_ms);
+        groups.max_id_bytes = self.group_max_id_bytes;
     }
 }

@@ -106,3 +106,48 @@ pub(crate) fn refusal(body: &RequestBody, version: i16) -> Option<ResponseBody> 
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+    use kafka_protocol::messages::metadata_request::MetadataRequest;
+
+    #[test]
+    fn entries_are_counted_over_every_level() {
+        let fetch = FetchRequest {
+            topics: vec![
+                FetchTopic {
+                    partitions: vec![FetchPartition::default(); 3],
+                    ..FetchTopic::default()
+                },
+                FetchTopic::default(),
+            ],
+            ..FetchRequest::default()
+        };
+        assert_eq!(entries(&RequestBody::Fetch(fetch)), Some(5));
+        let describe = DescribeGroupsRequest {
+            groups: vec!["g".into(); 7],
+            ..DescribeGroupsRequest::default()
+        };
+        assert_eq!(entries(&RequestBody::DescribeGroups(describe)), Some(7));
+        let all_topics = MetadataRequest {
+            topics: None,
+            ..MetadataRequest::default()
+        };
+        assert_eq!(entries(&RequestBody::Metadata(all_topics)), Some(0));
+    }
+
+    #[test]
+    fn only_apis_with_a_top_level_error_are_answered() {
+        let fetch = RequestBody::Fetch(FetchRequest::default());
+        assert!(refusal(&fetch, 7).is_some());
+        assert!(
+            refusal(&fetch, 6).is_none(),
+            "Fetch v6 has no top-level error"
+        );
+        let describe = RequestBody::DescribeGroups(DescribeGroupsRequest::default());
+        assert!(refusal(&describe, 5).is_none());
+    }
+}

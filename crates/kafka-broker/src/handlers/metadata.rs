@@ -4,7 +4,9 @@
 //! (v1+) or an empty one (v0) means every topic. Unknown topics named in the request are
 //! created when auto-creation is enabled and the request allows it (always before v4,
 //! `allow_auto_topic_creation` from v4); otherwise they are reported
-//! `UNKNOWN_TOPIC_OR_PARTITION`. Topics can be named by id from v10.
+//! `UNKNOWN_TOPIC_OR_PARTITION`. Topics can be named by id from v10. One request
+//! auto-creates at most `max_topics_per_request` topics; further unknown names are
+//! answered `UNKNOWN_TOPIC_OR_PARTITION`, so the client asks again.
 //!
 //! A request can name many topics, so what it triggers is logged once per request with
 //! counts (invalid names, auto-created topics), never once per topic at INFO.
@@ -74,7 +76,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
         }
     } else {
         let may_create = c.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
-        let (mut invalid, mut created) = (0usize, 0usize);
+        let (mut invalid, mut created, mut deferred) = (0usize, 0usize, 0usize);
         for t in req.topics.iter().flatten() {
             let name = t.name.as_deref();
             let found = match name {
@@ -89,6 +91,11 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
                         invalid += 1;
                         debug!(topic = n, why, "metadata for an invalid topic name");
                         error_entry(Some(n), Uuid::ZERO, ErrorCode::INVALID_TOPIC_EXCEPTION)
+                    } else if may_create && created >= c.limits.max_topics_per_request {
+                        // Auto-creation is paced like CreateTopics: the rest of the names wait
+                        // for the client's next Metadata request.
+                        deferred += 1;
+                        error_entry(Some(n), Uuid::ZERO, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
                     } else if may_create {
                         let new = NewTopic {
                             name: n.to_string(),
@@ -133,8 +140,11 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
                 "metadata request named invalid topic names"
             );
         }
-        if created > 0 {
-            info!(created, "topics auto-created by a metadata request");
+        if created > 0 || deferred > 0 {
+            info!(
+                created,
+                deferred, "topics auto-created by a metadata request"
+            );
         }
     }
     MetadataResponse {
