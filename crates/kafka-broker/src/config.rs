@@ -237,6 +237,12 @@ impl BrokerConfig {
         if groups.max_id_bytes == 0 || groups.max_id_bytes > i16::MAX as usize {
             return bad("groups.max_id_bytes", "must be between 1 and 32767");
         }
+        if groups.max_state_bytes == 0 {
+            return bad("groups.max_state_bytes", "must be at least 1");
+        }
+        if groups.max_pending_members == 0 {
+            return bad("groups.max_pending_members", "must be at least 1");
+        }
         if groups.max_groups == 0 {
             return bad("groups.max_groups", "must be at least 1");
         }

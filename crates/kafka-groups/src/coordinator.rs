@@ -35,6 +35,8 @@ impl Coordinator {
                 out: VecDeque::new(),
                 ids,
                 rebalances: 0,
+                state_bytes: 0,
+                pending_total: 0,
             },
         }
     }
@@ -89,6 +91,12 @@ impl Coordinator {
             return self
                 .ctx
                 .join_error(id, req.member_id, ErrorCode::UNKNOWN_SERVER_ERROR);
+        }
+        // Over all groups: retriable, the client backs off while others leave.
+        if self.ctx.state_bytes.saturating_add(metadata_bytes) > config.max_state_bytes {
+            return self
+                .ctx
+                .join_error(id, req.member_id, ErrorCode::COORDINATOR_NOT_AVAILABLE);
         }
         let protocols = dedup_protocols(&req.protocols);
 
@@ -450,6 +458,25 @@ impl Coordinator {
             for (id, m) in &g.members {
                 push(m.session_deadline, TimerKind::Session(id.clone()));
             }
+        }
+        let bytes: usize = self
+            .groups
+            .values()
+            .flat_map(|g| g.members.values())
+            .map(crate::group::Member::bytes)
+            .sum();
+        if bytes != self.ctx.state_bytes {
+            return Err(format!(
+                "state bytes out of step: {} counted, {bytes} held",
+                self.ctx.state_bytes
+            ));
+        }
+        let pending: usize = self.groups.values().map(|g| g.pending.len()).sum();
+        if pending != self.ctx.pending_total {
+            return Err(format!(
+                "pending total out of step: {} counted, {pending} held",
+                self.ctx.pending_total
+            ));
         }
         let set: std::collections::BTreeSet<_> = self
             .ctx

@@ -80,7 +80,8 @@
 //!
 //! Every collection grown by input is capped by [`GroupConfig`]: groups, members per group,
 //! outstanding KIP-394 ids, protocols and metadata bytes per member, assignment bytes per
-//! SyncGroup. Every duration a client asks for is bounded too: session timeouts are refused
+//! SyncGroup, and over all groups: bytes of metadata and assignments, outstanding KIP-394
+//! ids. Every duration a client asks for is bounded too: session timeouts are refused
 //! outside their range, rebalance timeouts are held to `max_rebalance_timeout`. Client ids
 //! are kept to [`MAX_ID_PREFIX_BYTES`], so member ids always fit the wire.
 //!
@@ -93,7 +94,9 @@
 //! - `UNKNOWN_SERVER_ERROR` (-1): what Kafka answers when group state is too large to
 //!   store, which is how this coordinator reports metadata or assignments above its caps.
 //! - `COORDINATOR_NOT_AVAILABLE` (15): the coordinator holds `max_groups` groups and none
-//!   can be evicted; the client backs off and retries.
+//!   can be evicted, or a coordinator-wide cap is reached (`max_state_bytes` of member
+//!   metadata and assignments, `max_pending_members` KIP-394 ids); the client backs off
+//!   and retries.
 //! - `ILLEGAL_GENERATION` (22): the generation in the request is not the group's current
 //!   one.
 //! - `INCONSISTENT_GROUP_PROTOCOL` (23): the member's protocols are incompatible with the

@@ -165,6 +165,17 @@ pub struct GroupConfig {
     /// `INVALID_REQUEST`. Kafka bounds neither beyond the wire's 32 767 bytes (its clients
     /// refuse instance ids over 249 characters). Default 255.
     pub max_id_bytes: usize,
+    /// Bytes of protocol metadata and assignments held over all members of all groups
+    /// (each group's share is capped by `max_metadata_bytes` per member and
+    /// `max_assignment_bytes`, but groups times members times those is far too much). A
+    /// JoinGroup that would go over gets `COORDINATOR_NOT_AVAILABLE` (retriable); a
+    /// leader's SyncGroup that would, `UNKNOWN_SERVER_ERROR` as for an oversized
+    /// assignment. Default 256 MiB.
+    pub max_state_bytes: usize,
+    /// KIP-394 member ids handed out but not yet used, over all groups; beyond it a
+    /// JoinGroup without a member id gets `COORDINATOR_NOT_AVAILABLE` (retriable). Default
+    /// 100 000.
+    pub max_pending_members: usize,
 }
 
 impl Default for GroupConfig {
@@ -183,6 +194,8 @@ impl Default for GroupConfig {
             member_id_seed: 0,
             max_rebalance_timeout: Duration::from_secs(5 * 60),
             max_id_bytes: 255,
+            max_state_bytes: 256 << 20,
+            max_pending_members: 100_000,
         }
     }
 }

@@ -1424,3 +1424,41 @@ fn overlong_group_and_instance_ids_are_refused() {
     );
     assert_eq!(h.c.validate_commit(h.now, "g", -1, "", None), Ok(()));
 }
+
+#[test]
+fn coordinator_wide_caps_hold_across_groups() {
+    let mut h = Harness::with(GroupConfig {
+        max_pending_members: 3,
+        max_state_bytes: 64,
+        initial_rebalance_delay: Duration::ZERO,
+        ..GroupConfig::default()
+    });
+    // KIP-394 ids over all groups: the fourth group's newcomer must retry later.
+    for (i, group) in ["p1", "p2", "p3", "p4"].into_iter().enumerate() {
+        let mut cl = Client::new("k");
+        cl.group = group.into();
+        cl.require_known_member_id = true;
+        let j = h.join(&cl);
+        let expected = if i < 3 {
+            ErrorCode::MEMBER_ID_REQUIRED
+        } else {
+            ErrorCode::COORDINATOR_NOT_AVAILABLE
+        };
+        assert_eq!(h.take_join(j).error, expected, "{group}");
+    }
+    // Metadata bytes over all groups: 40 bytes each, so the second member does not fit.
+    let mut a = Client::new("a");
+    a.group = "m1".into();
+    a.protocols = vec![Protocol::new("range", vec![0u8; 35])];
+    let j = h.join(&a);
+    h.joined(&mut a, j);
+    let mut b = Client::new("b");
+    b.group = "m2".into();
+    b.protocols = a.protocols.clone();
+    let j = h.join(&b);
+    assert_eq!(h.take_join(j).error, ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    // Once the first member leaves, there is room again.
+    h.leave("m1", &[(a.member_id.as_str(), None)]);
+    let j = h.join(&b);
+    assert_eq!(h.take_join(j).error, ErrorCode::NONE);
+}

@@ -28,6 +28,10 @@ pub(super) struct Raw {
     group_max_rebalance_timeout_ms: u64,
     #[serde(deserialize_with = "parsed")]
     group_max_id_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    group_max_state_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    group_max_pending_members: usize,
 }
 
 impl Default for Raw {
@@ -41,6 +45,8 @@ impl Default for Raw {
             group_max_members: groups.max_members_per_group,
             group_max_rebalance_timeout_ms: duration_ms(groups.max_rebalance_timeout),
             group_max_id_bytes: groups.max_id_bytes,
+            group_max_state_bytes: groups.max_state_bytes,
+            group_max_pending_members: groups.max_pending_members,
         }
     }
 }
@@ -60,6 +66,8 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "group_max_rebalance_timeout_ms",
     ),
     ("groups.max_id_bytes", "group_max_id_bytes"),
+    ("groups.max_state_bytes", "group_max_state_bytes"),
+    ("groups.max_pending_members", "group_max_pending_members"),
 ];
 
 impl Raw {
@@ -74,5 +82,7 @@ impl Raw {
         groups.max_members_per_group = self.group_max_members;
         groups.max_rebalance_timeout = Duration::from_millis(self.group_max_rebalance_timeout_ms);
         groups.max_id_bytes = self.group_max_id_bytes;
+        groups.max_state_bytes = self.group_max_state_bytes;
+        groups.max_pending_members = self.group_max_pending_members;
     }
 }
