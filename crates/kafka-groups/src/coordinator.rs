@@ -93,7 +93,8 @@ impl Coordinator {
                 .join_error(id, req.member_id, ErrorCode::UNKNOWN_SERVER_ERROR);
         }
         // Over all groups: retriable, the client backs off while others leave.
-        if self.ctx.state_bytes.saturating_add(metadata_bytes) > config.max_state_bytes {
+        let member_bytes = metadata_bytes + crate::group::MEMBER_OVERHEAD;
+        if self.ctx.state_bytes.saturating_add(member_bytes) > config.max_state_bytes {
             return self
                 .ctx
                 .join_error(id, req.member_id, ErrorCode::COORDINATOR_NOT_AVAILABLE);

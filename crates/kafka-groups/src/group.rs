@@ -90,6 +90,10 @@ fn sync_error(error: ErrorCode) -> SyncResponse {
     }
 }
 
+/// What one member costs besides the bytes a client chose the size of, counted against
+/// `max_state_bytes` so that the member count over all groups is bounded too.
+pub(crate) const MEMBER_OVERHEAD: usize = 256;
+
 /// Bytes of protocol names and metadata.
 pub(crate) fn protocol_bytes(protocols: &[Protocol]) -> usize {
     protocols
@@ -121,10 +125,16 @@ pub(crate) struct Member {
 }
 
 impl Member {
-    /// What the member holds that a client chose the size of: protocol names and metadata,
-    /// and its assignment.
+    /// What the member costs the coordinator, roughly: its ids, protocol names and
+    /// metadata, assignment, and [`MEMBER_OVERHEAD`] for the rest (the entry, its timer).
     pub(crate) fn bytes(&self) -> usize {
-        protocol_bytes(&self.protocols) + self.assignment.len()
+        MEMBER_OVERHEAD
+            + self.id.len()
+            + self.instance_id.as_ref().map_or(0, String::len)
+            + self.client_id.len()
+            + self.client_host.len()
+            + protocol_bytes(&self.protocols)
+            + self.assignment.len()
     }
 
     fn metadata(&self, protocol: &str) -> Bytes {

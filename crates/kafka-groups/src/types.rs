@@ -165,12 +165,12 @@ pub struct GroupConfig {
     /// `INVALID_REQUEST`. Kafka bounds neither beyond the wire's 32 767 bytes (its clients
     /// refuse instance ids over 249 characters). Default 255.
     pub max_id_bytes: usize,
-    /// Bytes of protocol metadata and assignments held over all members of all groups
-    /// (each group's share is capped by `max_metadata_bytes` per member and
-    /// `max_assignment_bytes`, but groups times members times those is far too much). A
-    /// JoinGroup that would go over gets `COORDINATOR_NOT_AVAILABLE` (retriable); a
-    /// leader's SyncGroup that would, `UNKNOWN_SERVER_ERROR` as for an oversized
-    /// assignment. Default 256 MiB.
+    /// Bytes held for members over all groups: ids, protocol metadata, assignments and a
+    /// fixed 256 bytes per member (each group's share is capped by `max_members_per_group`,
+    /// `max_metadata_bytes` per member and `max_assignment_bytes`, but groups times those
+    /// is far too much). A JoinGroup that would go over gets `COORDINATOR_NOT_AVAILABLE`
+    /// (retriable); a leader's SyncGroup that would, `UNKNOWN_SERVER_ERROR` as for an
+    /// oversized assignment. Default 256 MiB (about a million small members).
     pub max_state_bytes: usize,
     /// KIP-394 member ids handed out but not yet used, over all groups; beyond it a
     /// JoinGroup without a member id gets `COORDINATOR_NOT_AVAILABLE` (retriable). Default
