@@ -154,6 +154,18 @@ fn under_attack(env: &[(&str, &str)], attack: impl FnOnce(&mut Gateway)) -> Gate
     gw
 }
 
+/// A connection, and a fresh topic auto-created through it.
+fn with_topic(gw: &Gateway, name: &str) -> (TcpStream, String) {
+    let mut s = connect(gw.addr).unwrap();
+    let topic = support::topic_prefix(name);
+    roundtrip(
+        &mut s,
+        &metadata_v1(std::iter::once(topic.clone().into_bytes())),
+        gw,
+    );
+    (s, topic)
+}
+
 fn log_lines(gw: &Gateway) -> Vec<String> {
     gw.output(usize::MAX)
         .lines()
@@ -353,13 +365,7 @@ fn offset_commits_for_made_up_groups_are_capped_and_expire() {
             ("IGGY_KAFKA_OFFSETS_RETENTION_MS", "1000"),
         ],
         |gw| {
-            let mut s = connect(gw.addr).unwrap();
-            let topic = support::topic_prefix("commit-flood");
-            roundtrip(
-                &mut s,
-                &metadata_v1(std::iter::once(topic.clone().into_bytes())),
-                gw,
-            );
+            let (mut s, topic) = with_topic(gw, "commit-flood");
             let commit = |s: &mut TcpStream, corr: i32, group: &str| {
                 let body = roundtrip(s, &offset_commit(corr, group, &topic), gw);
                 let mut r = Reader(&body);
@@ -396,13 +402,7 @@ fn offset_commits_for_made_up_groups_are_capped_and_expire() {
 #[test]
 fn fetch_with_duplicate_partitions_and_huge_partition_counts() {
     under_attack(&[], |gw| {
-        let mut s = connect(gw.addr).unwrap();
-        let topic = support::topic_prefix("fetch-dups");
-        roundtrip(
-            &mut s,
-            &metadata_v1(std::iter::once(topic.clone().into_bytes())),
-            gw,
-        );
+        let (mut s, topic) = with_topic(gw, "fetch-dups");
         let fetch = |version: i16, copies: i32| {
             let mut body = Vec::new();
             i32be(&mut body, -1); // replica
