@@ -1,7 +1,7 @@
 //! Shared broker state: configuration, stores, and the producer-id allocator.
 
 use crate::config::BrokerConfig;
-use crate::groups::Groups;
+use crate::groups::{Groups, OffsetRetention};
 use crate::pipeline::Pipeline;
 use crate::producers::Producers;
 use crate::server::Stores;
@@ -29,7 +29,14 @@ impl Broker {
         // Producer ids: the instance id in the high 16 bits (below the sign bit), a
         // counter below, so gateways fronting one store never hand out the same id.
         let base = i64::from(config.instance_id & 0x7fff) << 48;
-        let groups = Groups::spawn(config.groups.clone());
+        let groups = Groups::spawn(
+            config.groups.clone(),
+            OffsetRetention {
+                retention: config.limits.offsets_retention,
+                max_groups: config.limits.max_groups_with_offsets,
+            },
+            Arc::clone(&stores.offsets),
+        );
         let budget = config
             .limits
             .max_buffered_request_bytes

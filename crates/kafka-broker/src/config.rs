@@ -73,7 +73,8 @@ pub struct Limits {
     pub max_in_flight_per_connection: usize,
     /// Partitions one topic may have.
     pub max_partitions_per_topic: i32,
-    /// Topics one request may create.
+    /// Topics one CreateTopics request may create, and one Metadata request may
+    /// auto-create.
     pub max_topics_per_request: usize,
     /// Upper bound on a Fetch response, whatever the client asks for.
     pub max_fetch_response_bytes: usize,
@@ -83,6 +84,17 @@ pub struct Limits {
     pub max_decompressed_batch_bytes: usize,
     /// Most records in one produced batch.
     pub max_records_per_batch: usize,
+    /// Most list entries (topics, partitions, groups, members, names, configs, summed over
+    /// every level) in one request of the metadata, fetch, group, offset, topic and config
+    /// APIs. Kafka has no such bound. Over it, APIs with a top-level error code answer
+    /// `INVALID_REQUEST`; the others have their connection closed.
+    pub max_entries_per_request: usize,
+    /// Groups with committed offsets held at once. An OffsetCommit that would add one more
+    /// gets `COORDINATOR_NOT_AVAILABLE` for every partition. Kafka has no such bound.
+    pub max_groups_with_offsets: usize,
+    /// How long the committed offsets of a group without members are kept after its last
+    /// commit or the last time it had members (Kafka's `offsets.retention.minutes`).
+    pub offsets_retention: Duration,
 }
 
 impl Default for Limits {
@@ -98,6 +110,9 @@ impl Default for Limits {
             max_fetch_wait: Duration::from_secs(30),
             max_decompressed_batch_bytes: 64 * 1024 * 1024,
             max_records_per_batch: 1_000_000,
+            max_entries_per_request: 100_000,
+            max_groups_with_offsets: 100_000,
+            offsets_retention: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -129,6 +144,10 @@ impl Default for Timeouts {
 /// Longest duration accepted for a broker timeout or wait (7 days). Far beyond any sensible
 /// value, and it keeps `Instant + duration` arithmetic far away from overflow.
 pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Longest offsets retention accepted (ten years); retention is compared on wall-clock
+/// milliseconds, so only overflow needs keeping away.
+pub const MAX_OFFSETS_RETENTION: Duration = Duration::from_secs(3650 * 24 * 3600);
 
 /// Longest cluster id accepted; Kafka's own are 22 characters.
 pub const MAX_CLUSTER_ID_LEN: usize = 255;
@@ -203,6 +222,27 @@ impl BrokerConfig {
         if groups.max_session_timeout.is_zero() {
             return bad("groups.max_session_timeout", "must be above zero");
         }
+        if groups.max_rebalance_timeout.is_zero() || groups.max_rebalance_timeout > MAX_DURATION {
+            return bad(
+                "groups.max_rebalance_timeout",
+                "must be above zero and at most 7 days",
+            );
+        }
+        if groups.initial_rebalance_delay > groups.max_rebalance_timeout {
+            return bad(
+                "groups.initial_rebalance_delay",
+                "must not exceed the maximum rebalance timeout",
+            );
+        }
+        if groups.max_id_bytes == 0 || groups.max_id_bytes > i16::MAX as usize {
+            return bad("groups.max_id_bytes", "must be between 1 and 32767");
+        }
+        if groups.max_state_bytes == 0 {
+            return bad("groups.max_state_bytes", "must be at least 1");
+        }
+        if groups.max_pending_members == 0 {
+            return bad("groups.max_pending_members", "must be at least 1");
+        }
         if groups.max_groups == 0 {
             return bad("groups.max_groups", "must be at least 1");
         }
@@ -227,6 +267,14 @@ impl BrokerConfig {
                 limits.max_fetch_response_bytes,
             ),
             ("limits.max_records_per_batch", limits.max_records_per_batch),
+            (
+                "limits.max_entries_per_request",
+                limits.max_entries_per_request,
+            ),
+            (
+                "limits.max_groups_with_offsets",
+                limits.max_groups_with_offsets,
+            ),
         ] {
             if value == 0 {
                 return bad(field, "must be at least 1");
@@ -270,6 +318,14 @@ impl BrokerConfig {
                     limits.max_partitions_per_topic
                 ),
             });
+        }
+        if limits.offsets_retention < Duration::from_secs(1)
+            || limits.offsets_retention > MAX_OFFSETS_RETENTION
+        {
+            return bad(
+                "limits.offsets_retention",
+                "must be between 1 second and 3650 days",
+            );
         }
         if limits.max_fetch_wait > MAX_DURATION {
             return bad("limits.max_fetch_wait", "must be at most 7 days");

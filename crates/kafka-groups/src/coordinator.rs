@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use kafka_protocol::ErrorCode;
 
 use crate::group::{Ctx, Group};
-use crate::member_id::MemberIds;
+use crate::member_id::{MAX_ID_PREFIX_BYTES, MemberIds, truncated};
 use crate::timers::Timers;
 use crate::types::{
     CoordinatorStats, GroupConfig, GroupDescription, GroupListing, GroupState, GroupStats,
@@ -35,6 +35,8 @@ impl Coordinator {
                 out: VecDeque::new(),
                 ids,
                 rebalances: 0,
+                state_bytes: 0,
+                pending_total: 0,
             },
         }
     }
@@ -50,12 +52,25 @@ impl Coordinator {
     /// A JoinGroup request. Answered at once (errors, KIP-394's `MEMBER_ID_REQUIRED`, a
     /// follower rejoining a Stable group unchanged, a static member replaced without a
     /// rebalance) or when the rebalance it starts or joins completes.
-    pub fn join(&mut self, now: Millis, id: RequestId, req: JoinGroup) {
+    pub fn join(&mut self, now: Millis, id: RequestId, mut req: JoinGroup) {
         let config = &self.ctx.config;
-        if req.group_id.is_empty() {
+        req.rebalance_timeout = req.rebalance_timeout.min(config.max_rebalance_timeout);
+        if req.client_id.len() > MAX_ID_PREFIX_BYTES {
+            req.client_id = truncated(&req.client_id, MAX_ID_PREFIX_BYTES).to_owned();
+        }
+        if req.group_id.is_empty() || req.group_id.len() > config.max_id_bytes {
             return self
                 .ctx
                 .join_error(id, req.member_id, ErrorCode::INVALID_GROUP_ID);
+        }
+        if req
+            .group_instance_id
+            .as_ref()
+            .is_some_and(|i| i.len() > config.max_id_bytes)
+        {
+            return self
+                .ctx
+                .join_error(id, req.member_id, ErrorCode::INVALID_REQUEST);
         }
         if req.session_timeout < config.min_session_timeout
             || req.session_timeout > config.max_session_timeout
@@ -76,6 +91,13 @@ impl Coordinator {
             return self
                 .ctx
                 .join_error(id, req.member_id, ErrorCode::UNKNOWN_SERVER_ERROR);
+        }
+        // Over all groups: retriable, the client backs off while others leave.
+        let member_bytes = metadata_bytes + crate::group::MEMBER_OVERHEAD;
+        if self.ctx.state_bytes.saturating_add(member_bytes) > config.max_state_bytes {
+            return self
+                .ctx
+                .join_error(id, req.member_id, ErrorCode::COORDINATOR_NOT_AVAILABLE);
         }
         let protocols = dedup_protocols(&req.protocols);
 
@@ -278,6 +300,7 @@ impl Coordinator {
 
     /// Whether an OffsetCommit may proceed, by Kafka's rules:
     ///
+    /// - the group id must be 1 to `max_id_bytes` bytes (`INVALID_GROUP_ID`);
     /// - generation -1 with no member id and no instance id is a "simple" commit from a
     ///   consumer that uses `assign()`; allowed only while the group is Empty or unknown
     ///   (`UNKNOWN_MEMBER_ID` once it has members);
@@ -296,7 +319,8 @@ impl Coordinator {
         member_id: &str,
         group_instance_id: Option<&str>,
     ) -> Result<(), ErrorCode> {
-        if group_id.is_empty() {
+        // A group id too long to hold a group would also be kept by the offset store.
+        if group_id.is_empty() || group_id.len() > self.ctx.config.max_id_bytes {
             return Err(ErrorCode::INVALID_GROUP_ID);
         }
         match self.groups.get_mut(group_id) {
@@ -435,6 +459,25 @@ impl Coordinator {
             for (id, m) in &g.members {
                 push(m.session_deadline, TimerKind::Session(id.clone()));
             }
+        }
+        let bytes: usize = self
+            .groups
+            .values()
+            .flat_map(|g| g.members.values())
+            .map(crate::group::Member::bytes)
+            .sum();
+        if bytes != self.ctx.state_bytes {
+            return Err(format!(
+                "state bytes out of step: {} counted, {bytes} held",
+                self.ctx.state_bytes
+            ));
+        }
+        let pending: usize = self.groups.values().map(|g| g.pending.len()).sum();
+        if pending != self.ctx.pending_total {
+            return Err(format!(
+                "pending total out of step: {} counted, {pending} held",
+                self.ctx.pending_total
+            ));
         }
         let set: std::collections::BTreeSet<_> = self
             .ctx

@@ -39,6 +39,11 @@ pub(crate) struct Ctx {
     pub(crate) ids: MemberIds,
     /// Generations completed over all groups since the coordinator started.
     pub(crate) rebalances: u64,
+    /// Bytes of protocol metadata and assignments held by every member of every group
+    /// (see [`Member::bytes`]), checked against `max_state_bytes`.
+    pub(crate) state_bytes: usize,
+    /// KIP-394 ids outstanding over all groups, checked against `max_pending_members`.
+    pub(crate) pending_total: usize,
 }
 
 impl Ctx {
@@ -85,6 +90,18 @@ fn sync_error(error: ErrorCode) -> SyncResponse {
     }
 }
 
+/// What one member costs besides the bytes a client chose the size of, counted against
+/// `max_state_bytes` so that the member count over all groups is bounded too.
+pub(crate) const MEMBER_OVERHEAD: usize = 256;
+
+/// Bytes of protocol names and metadata.
+pub(crate) fn protocol_bytes(protocols: &[Protocol]) -> usize {
+    protocols
+        .iter()
+        .map(|p| p.name.len() + p.metadata.len())
+        .sum()
+}
+
 #[derive(Debug)]
 pub(crate) struct Member {
     pub(crate) id: String,
@@ -108,6 +125,18 @@ pub(crate) struct Member {
 }
 
 impl Member {
+    /// What the member costs the coordinator, roughly: its ids, protocol names and
+    /// metadata, assignment, and [`MEMBER_OVERHEAD`] for the rest (the entry, its timer).
+    pub(crate) fn bytes(&self) -> usize {
+        MEMBER_OVERHEAD
+            + self.id.len()
+            + self.instance_id.as_ref().map_or(0, String::len)
+            + self.client_id.len()
+            + self.client_host.len()
+            + protocol_bytes(&self.protocols)
+            + self.assignment.len()
+    }
+
     fn metadata(&self, protocol: &str) -> Bytes {
         self.protocols
             .iter()
@@ -189,8 +218,12 @@ impl Group {
             && self.pending.is_empty()
     }
 
-    /// Disarms every deadline; the group is about to be forgotten.
+    /// Disarms every deadline and gives back what the group counted against the
+    /// coordinator-wide caps; the group is about to be forgotten.
     pub(crate) fn disarm_all(&mut self, ctx: &mut Ctx) {
+        ctx.pending_total = ctx.pending_total.saturating_sub(self.pending.len());
+        let bytes: usize = self.members.values().map(Member::bytes).sum();
+        ctx.state_bytes = ctx.state_bytes.saturating_sub(bytes);
         ctx.timers
             .set(&mut self.join_deadline, &self.id, TimerKind::Join, None);
         ctx.timers
@@ -261,6 +294,7 @@ impl Group {
             }
             TimerKind::Pending(member_id) => {
                 if self.pending.remove(&member_id).is_some() {
+                    ctx.pending_total = ctx.pending_total.saturating_sub(1);
                     log!("group {}: pending member {} expired", self.id, member_id);
                     if self.state == GroupState::PreparingRebalance {
                         self.maybe_complete_join(ctx, now);
@@ -423,6 +457,7 @@ impl Group {
             self.leader = Some(member.id.clone());
         }
         self.forget_pending(ctx, &member.id);
+        ctx.state_bytes += member.bytes();
         self.members.insert(member.id.clone(), member);
     }
 
@@ -430,6 +465,7 @@ impl Group {
     fn forget_pending(&mut self, ctx: &mut Ctx, member_id: &str) -> bool {
         match self.pending.remove(member_id) {
             Some(mut slot) => {
+                ctx.pending_total = ctx.pending_total.saturating_sub(1);
                 let kind = TimerKind::Pending(member_id.to_owned());
                 ctx.timers.set(&mut slot, &self.id, kind, None);
                 true
@@ -443,6 +479,7 @@ impl Group {
     /// (with no member id, so the client starts over).
     fn remove_member(&mut self, ctx: &mut Ctx, member_id: &str) -> Option<Member> {
         let mut m = self.members.remove(member_id)?;
+        ctx.state_bytes = ctx.state_bytes.saturating_sub(m.bytes());
         ctx.timers.set(
             &mut m.session_deadline,
             &self.id,
@@ -659,6 +696,7 @@ impl Group {
         let ids: Vec<String> = self.members.keys().cloned().collect();
         for id in &ids {
             if let Some(m) = self.members.get_mut(id) {
+                ctx.state_bytes = ctx.state_bytes.saturating_sub(m.assignment.len());
                 m.assignment = Bytes::new();
                 if let Some(request) = m.awaiting_sync.take() {
                     ctx.sync_error(request, error);
@@ -679,7 +717,9 @@ impl Group {
         let ids: Vec<String> = self.members.keys().cloned().collect();
         for id in &ids {
             if let Some(m) = self.members.get_mut(id) {
+                ctx.state_bytes = ctx.state_bytes.saturating_sub(m.assignment.len());
                 m.assignment = assignments.remove(id).unwrap_or_default();
+                ctx.state_bytes += m.assignment.len();
                 if let Some(request) = m.awaiting_sync.take() {
                     let response = SyncResponse {
                         error: ErrorCode::NONE,
@@ -767,6 +807,10 @@ impl Group {
                         ctx.join_error(id, String::new(), ErrorCode::GROUP_MAX_SIZE_REACHED);
                         return;
                     }
+                    if ctx.pending_total >= ctx.config.max_pending_members {
+                        ctx.join_error(id, String::new(), ErrorCode::COORDINATOR_NOT_AVAILABLE);
+                        return;
+                    }
                     // KIP-394: hand out an id and wait for the member to come back with it;
                     // a client that never does costs one entry for one session timeout.
                     let mut slot = None;
@@ -777,6 +821,7 @@ impl Group {
                         Some(now + req.session_timeout),
                     );
                     self.pending.insert(new_id.clone(), slot);
+                    ctx.pending_total += 1;
                     ctx.join_error(id, new_id, ErrorCode::MEMBER_ID_REQUIRED);
                 } else {
                     self.add_member_and_rebalance(ctx, now, id, new_id, req, protocols);
@@ -914,7 +959,9 @@ impl Group {
         let Some(m) = self.members.get_mut(&req.member_id) else {
             return;
         };
+        ctx.state_bytes = ctx.state_bytes.saturating_sub(m.bytes());
         m.protocols = protocols;
+        ctx.state_bytes += m.bytes();
         m.rebalance_timeout = req.rebalance_timeout;
         m.session_timeout = req.session_timeout;
         if let Some(superseded) = m.awaiting_join.replace(id) {
@@ -968,6 +1015,7 @@ impl Group {
         if let Some(old) = m.awaiting_sync.take() {
             ctx.sync_error(old, ErrorCode::FENCED_INSTANCE_ID);
         }
+        ctx.state_bytes = ctx.state_bytes.saturating_sub(m.bytes());
         m.id = new_id.clone();
         m.client_id = req.client_id;
         m.client_host = req.client_host;
@@ -983,6 +1031,7 @@ impl Group {
         if self.pending_sync.remove(old_id) {
             self.pending_sync.insert(new_id.clone());
         }
+        ctx.state_bytes += m.bytes();
         self.members.insert(new_id.clone(), m);
         self.schedule_session(ctx, now, &new_id);
 
@@ -1083,7 +1132,14 @@ impl Group {
         assignments: Vec<MemberAssignment>,
     ) {
         let bytes: usize = assignments.iter().map(|a| a.assignment.len()).sum();
-        if bytes > ctx.config.max_assignment_bytes {
+        // The group's current assignments are replaced, so they do not count twice.
+        let current: usize = self.members.values().map(|m| m.assignment.len()).sum();
+        let over_budget = ctx
+            .state_bytes
+            .saturating_sub(current)
+            .saturating_add(bytes)
+            > ctx.config.max_state_bytes;
+        if bytes > ctx.config.max_assignment_bytes || over_budget {
             log!(
                 "group {}: leader sent {} assignment bytes, over the cap",
                 self.id,

@@ -80,7 +80,10 @@
 //!
 //! Every collection grown by input is capped by [`GroupConfig`]: groups, members per group,
 //! outstanding KIP-394 ids, protocols and metadata bytes per member, assignment bytes per
-//! SyncGroup.
+//! SyncGroup, and over all groups: bytes of metadata and assignments, outstanding KIP-394
+//! ids. Every duration a client asks for is bounded too: session timeouts are refused
+//! outside their range, rebalance timeouts are held to `max_rebalance_timeout`. Client ids
+//! are kept to [`MAX_ID_PREFIX_BYTES`], so member ids always fit the wire.
 //!
 //! # Error codes
 //!
@@ -91,15 +94,19 @@
 //! - `UNKNOWN_SERVER_ERROR` (-1): what Kafka answers when group state is too large to
 //!   store, which is how this coordinator reports metadata or assignments above its caps.
 //! - `COORDINATOR_NOT_AVAILABLE` (15): the coordinator holds `max_groups` groups and none
-//!   can be evicted; the client backs off and retries.
+//!   can be evicted, or a coordinator-wide cap is reached (`max_state_bytes` of member
+//!   metadata and assignments, `max_pending_members` KIP-394 ids); the client backs off
+//!   and retries.
 //! - `ILLEGAL_GENERATION` (22): the generation in the request is not the group's current
 //!   one.
 //! - `INCONSISTENT_GROUP_PROTOCOL` (23): the member's protocols are incompatible with the
 //!   group's, or the first member joined with an empty protocol type or protocol list.
-//! - `INVALID_GROUP_ID` (24): the group id is empty.
+//! - `INVALID_GROUP_ID` (24): the group id is empty, or longer than `max_id_bytes`.
 //! - `UNKNOWN_MEMBER_ID` (25): the group does not know this member.
 //! - `INVALID_SESSION_TIMEOUT` (26): the session timeout is outside the configured range.
 //! - `REBALANCE_IN_PROGRESS` (27): the group is rebalancing, so the member must rejoin.
+//! - `INVALID_REQUEST` (42): a JoinGroup's `group.instance.id` is longer than
+//!   `max_id_bytes`.
 //! - `NON_EMPTY_GROUP` (68): the group to delete still has members.
 //! - `GROUP_ID_NOT_FOUND` (69): the group to delete does not exist.
 //! - `MEMBER_ID_REQUIRED` (79), KIP-394: the member must rejoin with the id it was given.
@@ -147,6 +154,7 @@ pub mod types;
 mod proptests;
 
 pub use coordinator::Coordinator;
+pub use member_id::MAX_ID_PREFIX_BYTES;
 pub use types::{
     CoordinatorStats, GroupConfig, GroupDescription, GroupListing, GroupState, GroupStats,
     Heartbeat, HeartbeatResponse, JoinGroup, JoinResponse, JoinedMember, LeaveGroup, LeaveResponse,

@@ -5,6 +5,26 @@
 //! that replays the same inputs sees the same ids. The counter is pushed through a bijection
 //! (an odd multiplier, then the splitmix64 finaliser), so the first 64 bits of the suffix
 //! differ for every id one generator hands out, whatever the seed.
+//!
+//! The prefix comes from the client (its client id or `group.instance.id`, each up to
+//! 32 767 bytes on the wire). Only its first [`MAX_ID_PREFIX_BYTES`] bytes are used, so
+//! every member id fits the protocol's string and stays small in every response that
+//! lists members.
+
+/// Longest prefix of a member id, in bytes (cut back to a character boundary).
+pub const MAX_ID_PREFIX_BYTES: usize = 255;
+
+/// `s` cut to at most `max` bytes on a character boundary.
+pub(crate) fn truncated(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
 
 #[derive(Debug)]
 pub(crate) struct MemberIds {
@@ -18,6 +38,7 @@ impl MemberIds {
     }
 
     pub(crate) fn next(&mut self, prefix: &str) -> String {
+        let prefix = truncated(prefix, MAX_ID_PREFIX_BYTES);
         self.counter = self.counter.wrapping_add(1);
         let hi = mix(self
             .seed
@@ -59,5 +80,16 @@ mod tests {
             assert!(seen.insert(id));
         }
         assert_ne!(MemberIds::new(1).next("c"), MemberIds::new(2).next("c"));
+    }
+
+    #[test]
+    fn long_prefixes_are_cut_on_a_character_boundary() {
+        let mut ids = MemberIds::new(3);
+        let long = "é".repeat(20_000);
+        let id = ids.next(&long);
+        assert!(id.len() <= MAX_ID_PREFIX_BYTES + 1 + 36, "{}", id.len());
+        assert!(id.starts_with(truncated(&long, MAX_ID_PREFIX_BYTES)));
+        assert_eq!(truncated(&long, MAX_ID_PREFIX_BYTES).len(), 254);
+        assert_eq!(truncated("short", MAX_ID_PREFIX_BYTES), "short");
     }
 }

@@ -154,6 +154,28 @@ pub struct GroupConfig {
     /// a process must pick a fresh seed (e.g. from the OS's random source) at start so that
     /// ids handed out before a restart are not handed out again. Default 0 (for tests).
     pub member_id_seed: u64,
+    /// Longest rebalance timeout a member gets; a JoinGroup asking for more is held to
+    /// this (Kafka bounds it only by the field's type, about 24.8 days, so one member that
+    /// never rejoins could hold a rebalance that long). Default 5 min, the consumer's
+    /// default `max.poll.interval.ms`.
+    pub max_rebalance_timeout: Duration,
+    /// Longest group id and `group.instance.id`, in bytes. Both are kept (in the group, its
+    /// timers and the offset store) for as long as the group lives, so a JoinGroup with a
+    /// longer group id gets `INVALID_GROUP_ID` and one with a longer instance id
+    /// `INVALID_REQUEST`. Kafka bounds neither beyond the wire's 32 767 bytes (its clients
+    /// refuse instance ids over 249 characters). Default 255.
+    pub max_id_bytes: usize,
+    /// Bytes held for members over all groups: ids, protocol metadata, assignments and a
+    /// fixed 256 bytes per member (each group's share is capped by `max_members_per_group`,
+    /// `max_metadata_bytes` per member and `max_assignment_bytes`, but groups times those
+    /// is far too much). A JoinGroup that would go over gets `COORDINATOR_NOT_AVAILABLE`
+    /// (retriable); a leader's SyncGroup that would, `UNKNOWN_SERVER_ERROR` as for an
+    /// oversized assignment. Default 256 MiB (about a million small members).
+    pub max_state_bytes: usize,
+    /// KIP-394 member ids handed out but not yet used, over all groups; beyond it a
+    /// JoinGroup without a member id gets `COORDINATOR_NOT_AVAILABLE` (retriable). Default
+    /// 100 000.
+    pub max_pending_members: usize,
 }
 
 impl Default for GroupConfig {
@@ -170,6 +192,10 @@ impl Default for GroupConfig {
             max_metadata_bytes: 1 << 20,
             max_assignment_bytes: 16 << 20,
             member_id_seed: 0,
+            max_rebalance_timeout: Duration::from_secs(5 * 60),
+            max_id_bytes: 255,
+            max_state_bytes: 256 << 20,
+            max_pending_members: 100_000,
         }
     }
 }
@@ -212,6 +238,7 @@ pub struct JoinGroup {
     /// Supported protocols in preference order. A repeated name keeps its first occurrence.
     pub protocols: Vec<Protocol>,
     /// From the request header; prefixes generated member ids and shows in DescribeGroups.
+    /// Only its first [`MAX_ID_PREFIX_BYTES`](crate::MAX_ID_PREFIX_BYTES) bytes are kept.
     pub client_id: String,
     /// The client's address, for DescribeGroups.
     pub client_host: String,

@@ -1363,3 +1363,103 @@ fn member_ids_are_reproducible_from_the_seed() {
     assert_eq!(run(1), run(1));
     assert_ne!(run(1), run(2));
 }
+
+#[test]
+fn huge_rebalance_timeout_is_held_to_the_maximum() {
+    let mut h = Harness::with(GroupConfig {
+        max_rebalance_timeout: Duration::from_millis(REBALANCE_MS),
+        ..GroupConfig::default()
+    });
+    let mut cl = [Client::new("a"), Client::new("b")];
+    // b asks for the largest timeout the wire allows (about 24.8 days), then keeps
+    // heartbeating without ever rejoining.
+    cl[1].rebalance_ms = i32::MAX as u64;
+    h.drive_to_stable(&mut cl);
+    let [mut a, b] = cl;
+    let ja = h.join(&a);
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+    for _ in 0..5 {
+        h.advance(REBALANCE_MS / 5 - 1);
+        assert_eq!(h.heartbeat(&b), ErrorCode::REBALANCE_IN_PROGRESS);
+        assert!(!h.answered(ja));
+    }
+    h.advance(6);
+    let r = h.joined(&mut a, ja);
+    assert_eq!(
+        r.members.len(),
+        1,
+        "the silent member was removed at the bound"
+    );
+    assert_eq!(h.heartbeat(&b), ErrorCode::UNKNOWN_MEMBER_ID);
+}
+
+#[test]
+fn long_client_ids_make_member_ids_that_fit_the_wire() {
+    let mut h = Harness::new();
+    let mut cl = [Client::new(&"x".repeat(32 * 1024))];
+    h.drive_to_stable(&mut cl);
+    let member = &cl[0].member_id;
+    assert!(member.len() <= MAX_ID_PREFIX_BYTES + 37, "{}", member.len());
+    let described = h.c.describe("g").expect("group exists");
+    assert!(described.members[0].client_id.len() <= MAX_ID_PREFIX_BYTES);
+}
+
+#[test]
+fn overlong_group_and_instance_ids_are_refused() {
+    let mut h = Harness::with(GroupConfig {
+        max_id_bytes: 8,
+        ..GroupConfig::default()
+    });
+    let mut cl = Client::new("a");
+    cl.group = "g".repeat(9);
+    let j = h.join(&cl);
+    assert_eq!(h.take_join(j).error, ErrorCode::INVALID_GROUP_ID);
+    let mut cl = Client::static_("a", &"i".repeat(9));
+    cl.group = "g".into();
+    let j = h.join(&cl);
+    assert_eq!(h.take_join(j).error, ErrorCode::INVALID_REQUEST);
+    assert_eq!(
+        h.c.validate_commit(h.now, &"g".repeat(9), -1, "", None),
+        Err(ErrorCode::INVALID_GROUP_ID)
+    );
+    assert_eq!(h.c.validate_commit(h.now, "g", -1, "", None), Ok(()));
+}
+
+#[test]
+fn coordinator_wide_caps_hold_across_groups() {
+    let mut h = Harness::with(GroupConfig {
+        max_pending_members: 3,
+        max_state_bytes: 600,
+        initial_rebalance_delay: Duration::ZERO,
+        ..GroupConfig::default()
+    });
+    // KIP-394 ids over all groups: the fourth group's newcomer must retry later.
+    for (i, group) in ["p1", "p2", "p3", "p4"].into_iter().enumerate() {
+        let mut cl = Client::new("k");
+        cl.group = group.into();
+        cl.require_known_member_id = true;
+        let j = h.join(&cl);
+        let expected = if i < 3 {
+            ErrorCode::MEMBER_ID_REQUIRED
+        } else {
+            ErrorCode::COORDINATOR_NOT_AVAILABLE
+        };
+        assert_eq!(h.take_join(j).error, expected, "{group}");
+    }
+    // Member bytes over all groups: a member with 40 bytes of protocol costs about 350 with
+    // its ids and the fixed overhead, so the second one does not fit in 600.
+    let mut a = Client::new("a");
+    a.group = "m1".into();
+    a.protocols = vec![Protocol::new("range", vec![0u8; 35])];
+    let j = h.join(&a);
+    h.joined(&mut a, j);
+    let mut b = Client::new("b");
+    b.group = "m2".into();
+    b.protocols = a.protocols.clone();
+    let j = h.join(&b);
+    assert_eq!(h.take_join(j).error, ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    // Once the first member leaves, there is room again.
+    h.leave("m1", &[(a.member_id.as_str(), None)]);
+    let j = h.join(&b);
+    assert_eq!(h.take_join(j).error, ErrorCode::NONE);
+}

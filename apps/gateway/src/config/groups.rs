@@ -1,5 +1,5 @@
-//! The consumer-group coordinator: session timeout bounds, the initial rebalance delay,
-//! group and member limits (Kafka's `group.*` settings).
+//! The consumer-group coordinator: session and rebalance timeout bounds, the initial
+//! rebalance delay, group and member limits (Kafka's `group.*` settings).
 //!
 //! The rules are the broker's own ([`BrokerConfig::check`](kafka_broker::BrokerConfig::check)),
 //! which checks the coordinator settings it carries.
@@ -24,6 +24,14 @@ pub(super) struct Raw {
     group_max_groups: usize,
     #[serde(deserialize_with = "parsed")]
     group_max_members: usize,
+    #[serde(deserialize_with = "parsed")]
+    group_max_rebalance_timeout_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    group_max_id_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    group_max_state_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    group_max_pending_members: usize,
 }
 
 impl Default for Raw {
@@ -35,6 +43,10 @@ impl Default for Raw {
             group_initial_rebalance_delay_ms: duration_ms(groups.initial_rebalance_delay),
             group_max_groups: groups.max_groups,
             group_max_members: groups.max_members_per_group,
+            group_max_rebalance_timeout_ms: duration_ms(groups.max_rebalance_timeout),
+            group_max_id_bytes: groups.max_id_bytes,
+            group_max_state_bytes: groups.max_state_bytes,
+            group_max_pending_members: groups.max_pending_members,
         }
     }
 }
@@ -49,6 +61,13 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     ),
     ("groups.max_groups", "group_max_groups"),
     ("groups.max_members_per_group", "group_max_members"),
+    (
+        "groups.max_rebalance_timeout",
+        "group_max_rebalance_timeout_ms",
+    ),
+    ("groups.max_id_bytes", "group_max_id_bytes"),
+    ("groups.max_state_bytes", "group_max_state_bytes"),
+    ("groups.max_pending_members", "group_max_pending_members"),
 ];
 
 impl Raw {
@@ -61,5 +80,9 @@ impl Raw {
             Duration::from_millis(self.group_initial_rebalance_delay_ms);
         groups.max_groups = self.group_max_groups;
         groups.max_members_per_group = self.group_max_members;
+        groups.max_rebalance_timeout = Duration::from_millis(self.group_max_rebalance_timeout_ms);
+        groups.max_id_bytes = self.group_max_id_bytes;
+        groups.max_state_bytes = self.group_max_state_bytes;
+        groups.max_pending_members = self.group_max_pending_members;
     }
 }

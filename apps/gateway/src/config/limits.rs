@@ -1,5 +1,5 @@
 //! Resource bounds of the broker: connections, frame and buffer sizes, pipelining depth,
-//! topic and fetch limits, produced batch limits.
+//! topic and fetch limits, produced batch limits, request entry caps, committed offsets.
 //!
 //! Every rule on them is the broker's own ([`BrokerConfig::check`](kafka_broker::BrokerConfig::check));
 //! this section only reads the values and says which key fills which field.
@@ -34,6 +34,12 @@ pub(super) struct Raw {
     max_decompressed_batch_bytes: usize,
     #[serde(deserialize_with = "parsed")]
     max_records_per_batch: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_entries_per_request: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_groups_with_offsets: usize,
+    #[serde(deserialize_with = "parsed")]
+    offsets_retention_ms: u64,
 }
 
 impl Default for Raw {
@@ -49,6 +55,9 @@ impl Default for Raw {
             max_fetch_wait,
             max_decompressed_batch_bytes,
             max_records_per_batch,
+            max_entries_per_request,
+            max_groups_with_offsets,
+            offsets_retention,
         } = Limits::default();
         Raw {
             max_connections,
@@ -61,6 +70,9 @@ impl Default for Raw {
             max_fetch_wait_ms: duration_ms(max_fetch_wait),
             max_decompressed_batch_bytes,
             max_records_per_batch,
+            max_entries_per_request,
+            max_groups_with_offsets,
+            offsets_retention_ms: duration_ms(offsets_retention),
         }
     }
 }
@@ -92,6 +104,9 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "max_decompressed_batch_bytes",
     ),
     ("limits.max_records_per_batch", "max_records_per_batch"),
+    ("limits.max_entries_per_request", "max_entries_per_request"),
+    ("limits.max_groups_with_offsets", "max_groups_with_offsets"),
+    ("limits.offsets_retention", "offsets_retention_ms"),
 ];
 
 impl Raw {
@@ -108,6 +123,9 @@ impl Raw {
             max_fetch_wait: Duration::from_millis(self.max_fetch_wait_ms),
             max_decompressed_batch_bytes: self.max_decompressed_batch_bytes,
             max_records_per_batch: self.max_records_per_batch,
+            max_entries_per_request: self.max_entries_per_request,
+            max_groups_with_offsets: self.max_groups_with_offsets,
+            offsets_retention: Duration::from_millis(self.offsets_retention_ms),
         };
     }
 }

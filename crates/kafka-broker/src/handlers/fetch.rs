@@ -12,16 +12,22 @@
 //! Fetch sessions (KIP-227) are declined: responses carry session id 0, so clients keep
 //! sending full fetch requests; an incremental request gets `FETCH_SESSION_ID_NOT_FOUND`,
 //! which makes the client start over with a full one.
+//!
+//! A partition named more than once is fetched once, as Kafka's map of fetch data does:
+//! it keeps its first place and its last fetch position; a topic named more than once has
+//! its partitions merged into its first entry. The number of entries is capped before
+//! anything is looked up (see [`super::caps`]).
 
 use super::Ctx;
 use crate::store::{StoreError, TopicInfo};
 use bytes::Bytes;
 use futures_util::future::select_all;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::fetch_response::{
     FetchResponse, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::{ErrorCode, Uuid};
+use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -44,8 +50,9 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: FetchRequest) -> FetchResponse {
     }
     let log = &ctx.broker.stores.log;
     let by_id = ctx.version >= 13;
-    let mut targets = Vec::with_capacity(req.topics.len());
-    for t in req.topics {
+    let topics = dedupe(req.topics, by_id);
+    let mut targets = Vec::with_capacity(topics.len());
+    for t in topics {
         let found = if by_id {
             log.topic_by_id(t.topic_id.as_u128()).await
         } else {
@@ -314,5 +321,97 @@ fn join(mut batches: Vec<Bytes>) -> Bytes {
             }
             Bytes::from(v)
         }
+    }
+}
+
+/// Merges repeated topics into their first entry and repeated partitions into their first
+/// place, keeping the last request for each partition.
+fn dedupe(topics: Vec<FetchTopic>, by_id: bool) -> Vec<FetchTopic> {
+    let mut out: Vec<FetchTopic> = Vec::with_capacity(topics.len());
+    let mut topic_at: HashMap<(u128, bytestring::ByteString), usize> = HashMap::new();
+    let mut partition_at: HashMap<(usize, i32), usize> = HashMap::new();
+    for mut t in topics {
+        let key = if by_id {
+            (t.topic_id.as_u128(), bytestring::ByteString::new())
+        } else {
+            (0, t.topic.clone())
+        };
+        let partitions = std::mem::take(&mut t.partitions);
+        let ti = *topic_at.entry(key).or_insert_with(|| {
+            out.push(t);
+            out.len() - 1
+        });
+        for p in partitions {
+            let slot = &mut out[ti].partitions;
+            match partition_at.get(&(ti, p.partition)) {
+                Some(&pi) => slot[pi] = p,
+                None => {
+                    partition_at.insert((ti, p.partition), slot.len());
+                    slot.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic(name: &str, partitions: &[(i32, i64)]) -> FetchTopic {
+        FetchTopic {
+            topic: name.into(),
+            partitions: partitions
+                .iter()
+                .map(|&(partition, fetch_offset)| FetchPartition {
+                    partition,
+                    fetch_offset,
+                    ..FetchPartition::default()
+                })
+                .collect(),
+            ..FetchTopic::default()
+        }
+    }
+
+    fn shape(topics: &[FetchTopic]) -> Vec<(String, Vec<(i32, i64)>)> {
+        topics
+            .iter()
+            .map(|t| {
+                (
+                    t.topic.to_string(),
+                    t.partitions
+                        .iter()
+                        .map(|p| (p.partition, p.fetch_offset))
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn repeated_partitions_are_fetched_once_with_the_last_position() {
+        let merged = dedupe(
+            vec![
+                topic("a", &[(0, 1), (1, 1), (0, 5)]),
+                topic("b", &[(0, 2)]),
+                topic("a", &[(2, 3), (1, 9)]),
+            ],
+            false,
+        );
+        assert_eq!(
+            shape(&merged),
+            vec![
+                ("a".to_string(), vec![(0, 5), (1, 9), (2, 3)]),
+                ("b".to_string(), vec![(0, 2)]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_million_copies_of_one_partition_become_one() {
+        let copies: Vec<(i32, i64)> = (0..1_000_000).map(|i| (0, i)).collect();
+        let merged = dedupe(vec![topic("a", &copies)], false);
+        assert_eq!(shape(&merged), vec![("a".to_string(), vec![(0, 999_999)])]);
     }
 }

@@ -4,8 +4,13 @@
 //! The gateway is the coordinator of every group (until several gateways share a store).
 //! Membership and rebalances are decided by the `kafka-groups` state machine; these
 //! handlers translate between wire versions and its domain types.
+//!
+//! What the coordinator keeps beyond the request (protocol metadata, assignments) is
+//! copied out of the request frame to its exact size, so a member never pins a frame.
+//! DescribeGroups describes each distinct group once, however often a request names it.
 
 use super::{Ctx, bs};
+use bytes::Bytes;
 use kafka_groups::{
     GroupState, Heartbeat, JoinGroup, LeaveGroup, LeavingMember, MemberAssignment, Protocol,
     Response, SyncGroup,
@@ -120,7 +125,9 @@ pub(crate) async fn join_group(ctx: &Ctx<'_>, req: JoinGroupRequest) -> JoinGrou
         protocols: req
             .protocols
             .iter()
-            .map(|p| Protocol::new(p.name.to_string(), p.metadata.clone()))
+            // Copied to their exact size: a slice would keep the whole request frame alive
+            // for as long as the member stays in the group.
+            .map(|p| Protocol::new(p.name.to_string(), Bytes::copy_from_slice(&p.metadata)))
             .collect(),
         client_id: ctx.session.client_id.to_string(),
         client_host: client_host(ctx),
@@ -194,7 +201,8 @@ pub(crate) async fn sync_group(ctx: &Ctx<'_>, req: SyncGroupRequest) -> SyncGrou
             .iter()
             .map(|a| MemberAssignment {
                 member_id: a.member_id.to_string(),
-                assignment: a.assignment.clone(),
+                // Kept until every member has synced: copied, not a slice of the frame.
+                assignment: Bytes::copy_from_slice(&a.assignment),
             })
             .collect(),
     };
@@ -298,7 +306,17 @@ pub(crate) async fn describe_groups(
     ctx: &Ctx<'_>,
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
-    let ids: Vec<String> = req.groups.iter().map(|g| g.to_string()).collect();
+    // A group named more than once is described once: the response is bounded by the
+    // distinct names, not by how often a request repeats one.
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut names = Vec::new();
+    for g in &req.groups {
+        if seen.insert(g) {
+            names.push(g.clone());
+        }
+    }
+    drop(seen);
+    let ids: Vec<String> = names.iter().map(|g| g.to_string()).collect();
     let found = ctx
         .broker
         .groups
@@ -310,8 +328,7 @@ pub(crate) async fn describe_groups(
         .await;
     let Ok(found) = found else {
         return DescribeGroupsResponse {
-            groups: req
-                .groups
+            groups: names
                 .iter()
                 .map(|g| DescribedGroup {
                     error_code: UNAVAILABLE,

@@ -4,7 +4,12 @@
 //! (v1+) or an empty one (v0) means every topic. Unknown topics named in the request are
 //! created when auto-creation is enabled and the request allows it (always before v4,
 //! `allow_auto_topic_creation` from v4); otherwise they are reported
-//! `UNKNOWN_TOPIC_OR_PARTITION`. Topics can be named by id from v10.
+//! `UNKNOWN_TOPIC_OR_PARTITION`. Topics can be named by id from v10. One request
+//! auto-creates at most `max_topics_per_request` topics; further unknown names are
+//! answered `UNKNOWN_TOPIC_OR_PARTITION`, so the client asks again.
+//!
+//! A request can name many topics, so what it triggers is logged once per request with
+//! counts (invalid names, auto-created topics), never once per topic at INFO.
 
 use super::{Ctx, bs, valid_topic_name};
 use crate::store::{NewTopic, TopicInfo};
@@ -13,7 +18,7 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::{ErrorCode, Uuid};
-use tracing::info;
+use tracing::{debug, info};
 
 /// The partition list of a topic as Metadata shows it.
 pub(crate) fn partitions(node_id: i32, count: i32) -> Vec<MetadataResponsePartition> {
@@ -71,6 +76,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
         }
     } else {
         let may_create = c.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
+        let (mut invalid, mut created, mut deferred) = (0usize, 0usize, 0usize);
         for t in req.topics.iter().flatten() {
             let name = t.name.as_deref();
             let found = match name {
@@ -82,8 +88,14 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
                 (Ok(None), None) => error_entry(None, t.topic_id, ErrorCode::UNKNOWN_TOPIC_ID),
                 (Ok(None), Some(n)) => {
                     if let Err(why) = valid_topic_name(n) {
-                        info!(topic = n, why, "metadata for an invalid topic name");
+                        invalid += 1;
+                        debug!(topic = n, why, "metadata for an invalid topic name");
                         error_entry(Some(n), Uuid::ZERO, ErrorCode::INVALID_TOPIC_EXCEPTION)
+                    } else if may_create && created >= c.limits.max_topics_per_request {
+                        // Auto-creation is paced like CreateTopics: the rest of the names wait
+                        // for the client's next Metadata request.
+                        deferred += 1;
+                        error_entry(Some(n), Uuid::ZERO, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
                     } else if may_create {
                         let new = NewTopic {
                             name: n.to_string(),
@@ -92,7 +104,8 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
                         };
                         match log.create_topic(new, false).await {
                             Ok(info) => {
-                                info!(
+                                created += 1;
+                                debug!(
                                     topic = n,
                                     partitions = info.partitions,
                                     "topic auto-created"
@@ -119,6 +132,19 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
                 (Err(e), n) => error_entry(n, t.topic_id, e.error_code()),
             };
             topics.push(entry);
+        }
+        if invalid > 0 {
+            info!(
+                invalid,
+                named = topics.len(),
+                "metadata request named invalid topic names"
+            );
+        }
+        if created > 0 || deferred > 0 {
+            info!(
+                created,
+                deferred, "topics auto-created by a metadata request"
+            );
         }
     }
     MetadataResponse {

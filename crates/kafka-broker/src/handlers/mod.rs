@@ -4,6 +4,7 @@
 //! whose appends hold their place in their partitions before the store confirms them).
 
 pub(crate) mod api_versions;
+pub(crate) mod caps;
 pub(crate) mod configs;
 pub(crate) mod describe_cluster;
 pub(crate) mod fetch;
@@ -120,6 +121,18 @@ pub(crate) async fn handle(ctx: Ctx<'_>, body: RequestBody) -> Step<'_> {
         RequestBody::Produce(r) => return produce::start(ctx, r).await,
         _ => ctx,
     };
+    let cap = ctx.broker.config.limits.max_entries_per_request;
+    if let Some(n) = caps::entries(&body).filter(|n| *n > cap) {
+        let refusal = caps::refusal(&body, ctx.version);
+        tracing::warn!(
+            api = body.api_key().name(),
+            entries = n,
+            cap,
+            closed = refusal.is_none(),
+            "request over the entry cap refused"
+        );
+        return Step::Done(refusal.map_or(Reply::Close, Reply::Body));
+    }
     let ctx = &ctx;
     Step::Done(Reply::Body(match body {
         RequestBody::ApiVersions(r) => api_versions::handle(ctx, r).into(),

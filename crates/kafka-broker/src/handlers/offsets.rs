@@ -3,7 +3,9 @@
 //! Commits are checked against the group's membership first (generation, member id,
 //! static instance; the rules live in `kafka-groups`), then per partition (the topic and
 //! partition must exist, metadata at most [`MAX_METADATA_BYTES`]), then stored in the
-//! offset store, where they outlive the group's members.
+//! offset store, where they outlive the group's members until the retention sweep
+//! (`crate::groups`) deletes them. A commit that would make one group too many with
+//! offsets gets `COORDINATOR_NOT_AVAILABLE` for every partition.
 
 use super::{Ctx, bs};
 use crate::broker::now_ms;
@@ -45,6 +47,7 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
             })
             .await
     };
+    let now = now_ms();
     let group_error = match check {
         Err(_) => Some(ErrorCode::COORDINATOR_NOT_AVAILABLE),
         Ok(Err(e)) => Some(e),
@@ -54,7 +57,6 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
         tracing::debug!(group = %group, generation, error = %e, "offset commit refused by the group");
     }
     let log = &ctx.broker.stores.log;
-    let now = now_ms();
     let mut to_store = Vec::new();
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
@@ -105,14 +107,26 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
             ..OffsetCommitResponseTopic::default()
         });
     }
-    if !to_store.is_empty()
-        && let Err(e) = ctx.broker.stores.offsets.commit(&group, to_store).await
-    {
+    // One group too many with committed offsets: refused (retriable; expiry makes room).
+    let stored = if to_store.is_empty() {
+        Ok(())
+    } else if !ctx.broker.groups.admit_commit(&group, now) {
+        tracing::debug!(group = %group, "offset commit refused: too many groups with offsets");
+        Err(ErrorCode::COORDINATOR_NOT_AVAILABLE)
+    } else {
+        ctx.broker
+            .stores
+            .offsets
+            .commit(&group, to_store)
+            .await
+            .map_err(|e| e.error_code())
+    };
+    if let Err(e) = stored {
         // Nothing of this call was stored: every partition that was about to be reports it.
         for t in &mut topics {
             for p in &mut t.partitions {
                 if p.error_code == ErrorCode::NONE.code() {
-                    p.error_code = e.error_code().code();
+                    p.error_code = e.code();
                 }
             }
         }
