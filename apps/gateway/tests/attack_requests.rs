@@ -14,7 +14,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use support::Gateway;
 use support::attack::{
-    FETCH, METADATA, Prober, closed_within, connect, frame, peak_rss_kib, read_frame,
+    FETCH, METADATA, Prober, closed_within, connect, frame, peak_rss_bound_kib, peak_rss_kib,
+    read_frame,
 };
 
 /// Peak RSS the gateway may reach during any of these attacks (debug build, embedded
@@ -135,23 +136,26 @@ fn roundtrip(s: &mut TcpStream, bytes: &[u8], gw: &Gateway) -> Vec<u8> {
 
 /// Runs `attack` against a gateway started with `env` while the probe runs, then checks
 /// the three promises.
-fn under_attack(env: &[(&str, &str)], attack: impl FnOnce(&mut Gateway)) -> Gateway {
+fn under_attack(env: &[(&str, &str)], attack: impl FnOnce(&mut Gateway)) -> Option<Gateway> {
     let mut env = env.to_vec();
     env.push(("RUST_LOG", "info"));
-    let mut gw = Gateway::start(&env);
+    let Some(mut gw) = Gateway::attack("attack_requests", &env) else {
+        return None;
+    };
     let probe = Prober::start(gw.addr, Duration::from_millis(50));
     attack(&mut gw);
     let report = probe.finish();
     assert!(gw.is_running(), "the gateway died\n{}", gw.output(40));
     let peak = peak_rss_kib(gw.pid()).expect("read VmHWM");
     eprintln!("peak RSS {peak} KiB, probe max {:?}", report.max);
+    let bound = peak_rss_bound_kib(&gw, PEAK_RSS_BOUND_KIB);
     assert!(
-        peak < PEAK_RSS_BOUND_KIB,
-        "peak RSS {peak} KiB over {PEAK_RSS_BOUND_KIB} KiB\n{}",
+        peak < bound,
+        "peak RSS {peak} KiB over {bound} KiB\n{}",
         gw.output(40)
     );
     report.assert_answered_within(PROBE_BOUND, &gw);
-    gw
+    Some(gw)
 }
 
 /// A connection, and a fresh topic auto-created through it.
@@ -179,7 +183,7 @@ fn log_lines(gw: &Gateway) -> Vec<String> {
 
 #[test]
 fn metadata_with_a_million_invalid_topic_names() {
-    let gw = under_attack(&[], |gw| {
+    let Some(gw) = under_attack(&[], |gw| {
         // Over the entry cap: refused before any name is looked at.
         let mut s = connect(gw.addr).unwrap();
         send(&mut s, &metadata_v1((0..1_000_000).map(|_| b"!".to_vec())));
@@ -204,7 +208,12 @@ fn metadata_with_a_million_invalid_topic_names() {
         r.i32(); // controller
         assert_eq!(r.i32(), names, "one entry per name");
         assert_eq!(r.i16(), 17, "INVALID_TOPIC_EXCEPTION");
-    });
+    }) else {
+        return;
+    };
+    if gw.is_external() {
+        return; // a shared log at another level: the lines are counted in standalone runs
+    }
     let lines = log_lines(&gw);
     let about_topics = lines
         .iter()

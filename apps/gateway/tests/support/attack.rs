@@ -98,6 +98,19 @@ pub fn peak_rss_kib(pid: u32) -> Option<u64> {
     proc_status_kib(pid, "VmHWM:")
 }
 
+/// The peak RSS bound an attack test asserts: `standalone_kib` for a gateway of its own; for
+/// an external gateway that also serves other load (the soak run), the bound the run sets in
+/// `IGGY_KAFKA_TEST_GATEWAY_PEAK_RSS_KIB` (none when unset).
+pub fn peak_rss_bound_kib(gw: &Gateway, standalone_kib: u64) -> u64 {
+    if !gw.is_external() {
+        return standalone_kib;
+    }
+    std::env::var("IGGY_KAFKA_TEST_GATEWAY_PEAK_RSS_KIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
 /// Current resident set size of a process in KiB (`VmRSS`).
 pub fn rss_kib(pid: u32) -> Option<u64> {
     proc_status_kib(pid, "VmRSS:")
