@@ -2,6 +2,8 @@
 //! the gateway application fills this from files and the environment.
 
 use crate::store::TopicConfig;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// Everything the broker needs to know, with defaults suitable for local use.
@@ -83,6 +85,35 @@ pub struct Limits {
     pub max_decompressed_batch_bytes: usize,
     /// Most records in one produced batch.
     pub max_records_per_batch: usize,
+    /// Open connections from one IP address at once (Kafka's `max.connections.per.ip`);
+    /// further ones are closed right after accept.
+    pub max_connections_per_ip: usize,
+    /// Per-address exceptions to `max_connections_per_ip` (Kafka's
+    /// `max.connections.per.ip.overrides`); 0 refuses every connection from the address.
+    pub max_connections_per_ip_overrides: BTreeMap<IpAddr, usize>,
+    /// New connections accepted per second (Kafka's `max.connection.creation.rate`); past
+    /// it, accepting waits, as Kafka delays accept. Up to one second's worth may arrive at once.
+    pub max_connection_creation_rate: u32,
+    /// Request bytes one IP address may hold of the budget for frames larger than
+    /// `small_request_bytes`; never below one frame of `max_frame_size`.
+    pub max_buffered_request_bytes_per_ip: usize,
+    /// Request bytes one connection may hold of the budget for frames larger than
+    /// `small_request_bytes`; never below one frame of `max_frame_size`.
+    pub max_buffered_request_bytes_per_connection: usize,
+    /// Frames up to this size (size prefix included) are small requests (ApiVersions,
+    /// Metadata, heartbeats, offset commits): they are served from
+    /// `small_request_reserve_bytes`, which larger frames cannot touch.
+    pub small_request_bytes: usize,
+    /// The part of `max_buffered_request_bytes` set aside for small requests, so they are
+    /// answered while large uploads wait for memory.
+    pub small_request_reserve_bytes: usize,
+    /// Encoded response bytes one connection may have waiting for its writer before the
+    /// broker starts no further request of it (as Kafka mutes the channel). One response
+    /// larger than this still goes out whole.
+    pub max_queued_response_bytes_per_connection: usize,
+    /// Encoded response bytes waiting for writers over all connections; past it, a
+    /// connection with any response still queued starts no further request.
+    pub max_queued_response_bytes: usize,
 }
 
 impl Default for Limits {
@@ -98,6 +129,15 @@ impl Default for Limits {
             max_fetch_wait: Duration::from_secs(30),
             max_decompressed_batch_bytes: 64 * 1024 * 1024,
             max_records_per_batch: 1_000_000,
+            max_connections_per_ip: 1000,
+            max_connections_per_ip_overrides: BTreeMap::new(),
+            max_connection_creation_rate: 1000,
+            max_buffered_request_bytes_per_ip: 256 * 1024 * 1024,
+            max_buffered_request_bytes_per_connection: 128 * 1024 * 1024,
+            small_request_bytes: 64 * 1024,
+            small_request_reserve_bytes: 32 * 1024 * 1024,
+            max_queued_response_bytes_per_connection: 1024 * 1024,
+            max_queued_response_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -227,6 +267,30 @@ impl BrokerConfig {
                 limits.max_fetch_response_bytes,
             ),
             ("limits.max_records_per_batch", limits.max_records_per_batch),
+            (
+                "limits.max_connections_per_ip",
+                limits.max_connections_per_ip,
+            ),
+            (
+                "limits.max_connection_creation_rate",
+                limits.max_connection_creation_rate as usize,
+            ),
+            (
+                "limits.max_buffered_request_bytes_per_ip",
+                limits.max_buffered_request_bytes_per_ip,
+            ),
+            (
+                "limits.max_buffered_request_bytes_per_connection",
+                limits.max_buffered_request_bytes_per_connection,
+            ),
+            (
+                "limits.max_queued_response_bytes_per_connection",
+                limits.max_queued_response_bytes_per_connection,
+            ),
+            (
+                "limits.max_queued_response_bytes",
+                limits.max_queued_response_bytes,
+            ),
         ] {
             if value == 0 {
                 return bad(field, "must be at least 1");
@@ -244,6 +308,25 @@ impl BrokerConfig {
                 field: "limits.max_buffered_request_bytes",
                 reason: format!(
                     "must hold one request of the largest frame size: at least {one_frame} bytes"
+                ),
+            });
+        }
+        if limits.small_request_bytes < 64 || limits.small_request_bytes > limits.max_frame_size
+        {
+            return bad(
+                "limits.small_request_bytes",
+                "must be between 64 bytes and the maximum frame size",
+            );
+        }
+        let room = limits.max_buffered_request_bytes - one_frame;
+        if limits.small_request_reserve_bytes < limits.small_request_bytes
+            || limits.small_request_reserve_bytes > room
+        {
+            return Err(InvalidSetting {
+                field: "limits.small_request_reserve_bytes",
+                reason: format!(
+                    "must hold one small request and leave room for one request of the largest frame size in the budget: between {} and {room} bytes",
+                    limits.small_request_bytes
                 ),
             });
         }

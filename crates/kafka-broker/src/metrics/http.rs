@@ -166,16 +166,11 @@ impl ScrapeGauges {
 /// Reads the state behind the scrape-time metrics from the broker.
 pub(crate) async fn refresh(metrics: &Metrics, broker: &Broker) {
     let g = &metrics.scrape;
-    let budget = broker
-        .config
-        .limits
-        .max_buffered_request_bytes
-        .min(tokio::sync::Semaphore::MAX_PERMITS);
-    let free = broker.request_memory.available_permits();
+    let budget = broker.request_memory.total();
     g.memory_budget
         .set(i64::try_from(budget).unwrap_or(i64::MAX));
     g.memory_in_use
-        .set(i64::try_from(budget.saturating_sub(free)).unwrap_or(i64::MAX));
+        .set(i64::try_from(broker.request_memory.in_use()).unwrap_or(i64::MAX));
 
     if let Ok(stats) = broker.groups.with(|c, _| c.stats()).await {
         g.groups.clear();
