@@ -311,22 +311,20 @@ impl BrokerConfig {
                 ),
             });
         }
-        if limits.small_request_bytes < 64 || limits.small_request_bytes > limits.max_frame_size
-        {
+        if limits.small_request_bytes < 64 || limits.small_request_bytes > i32_max {
             return bad(
                 "limits.small_request_bytes",
-                "must be between 64 bytes and the maximum frame size",
+                "must be between 64 and 2147483647 bytes",
             );
         }
         let room = limits.max_buffered_request_bytes - one_frame;
-        if limits.small_request_reserve_bytes < limits.small_request_bytes
-            || limits.small_request_reserve_bytes > room
+        let small = limits.small_request_bytes.min(one_frame);
+        if limits.small_request_reserve_bytes < small || limits.small_request_reserve_bytes > room
         {
             return Err(InvalidSetting {
                 field: "limits.small_request_reserve_bytes",
                 reason: format!(
-                    "must hold one small request and leave room for one request of the largest frame size in the budget: between {} and {room} bytes",
-                    limits.small_request_bytes
+                    "must hold one small request and leave room in the budget for one request of the largest frame size: between {small} and {room} bytes"
                 ),
             });
         }
