@@ -343,7 +343,6 @@ impl ResponseBudget {
     }
 
     /// Response bytes queued now over all connections.
-    #[cfg(test)]
     pub(crate) fn queued(&self) -> usize {
         self.queued.load(Ordering::Relaxed)
     }
@@ -538,9 +537,7 @@ mod tests {
         assert!(now(&mut a, 1028));
         assert!(now(&mut c, 1028));
         let mut d = b.lease(ip(3), 3, 1028);
-        let waiter = tokio::spawn(async move {
-            d.grow_to(1028).await.map(|()| d.held())
-        });
+        let waiter = tokio::spawn(async move { d.grow_to(1028).await.map(|()| d.held()) });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
         drop(a);
@@ -562,7 +559,10 @@ mod tests {
         assert!(!one.has_room(), "over its own bound");
         assert!(two.has_room(), "nothing queued: may always start");
         two.push(10);
-        assert!(!two.has_room(), "broker over its bound and something queued");
+        assert!(
+            !two.has_room(),
+            "broker over its bound and something queued"
+        );
         one.sent(1000);
         assert!(one.has_room() && two.has_room());
         two.push(5);

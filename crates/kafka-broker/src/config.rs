@@ -319,8 +319,7 @@ impl BrokerConfig {
         }
         let room = limits.max_buffered_request_bytes - one_frame;
         let small = limits.small_request_bytes.min(one_frame);
-        if limits.small_request_reserve_bytes < small || limits.small_request_reserve_bytes > room
-        {
+        if limits.small_request_reserve_bytes < small || limits.small_request_reserve_bytes > room {
             return Err(InvalidSetting {
                 field: "limits.small_request_reserve_bytes",
                 reason: format!(

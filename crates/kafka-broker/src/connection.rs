@@ -414,7 +414,8 @@ async fn write_responses<W: AsyncWrite>(
     tokio::pin!(wr);
     let limit = broker.config.timeouts.write;
     while let Some(frame) = responses.recv().await {
-        let written = tokio::time::timeout(limit, write_segments(wr.as_mut(), &frame.segments)).await;
+        let written =
+            tokio::time::timeout(limit, write_segments(wr.as_mut(), &frame.segments)).await;
         outbox.sent(frame.len());
         match written {
             Ok(Ok(())) => {}

@@ -134,14 +134,35 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     ),
     ("limits.max_records_per_batch", "max_records_per_batch"),
     ("limits.max_connections_per_ip", "max_connections_per_ip"),
-    ("limits.max_connections_per_ip_overrides", "max_connections_per_ip_overrides"),
-    ("limits.max_connection_creation_rate", "max_connection_creation_rate"),
-    ("limits.max_buffered_request_bytes_per_ip", "max_buffered_request_bytes_per_ip"),
-    ("limits.max_buffered_request_bytes_per_connection", "max_buffered_request_bytes_per_connection"),
+    (
+        "limits.max_connections_per_ip_overrides",
+        "max_connections_per_ip_overrides",
+    ),
+    (
+        "limits.max_connection_creation_rate",
+        "max_connection_creation_rate",
+    ),
+    (
+        "limits.max_buffered_request_bytes_per_ip",
+        "max_buffered_request_bytes_per_ip",
+    ),
+    (
+        "limits.max_buffered_request_bytes_per_connection",
+        "max_buffered_request_bytes_per_connection",
+    ),
     ("limits.small_request_bytes", "small_request_bytes"),
-    ("limits.small_request_reserve_bytes", "small_request_reserve_bytes"),
-    ("limits.max_queued_response_bytes_per_connection", "max_queued_response_bytes_per_connection"),
-    ("limits.max_queued_response_bytes", "max_queued_response_bytes"),
+    (
+        "limits.small_request_reserve_bytes",
+        "small_request_reserve_bytes",
+    ),
+    (
+        "limits.max_queued_response_bytes_per_connection",
+        "max_queued_response_bytes_per_connection",
+    ),
+    (
+        "limits.max_queued_response_bytes",
+        "max_queued_response_bytes",
+    ),
 ];
 
 impl Raw {
@@ -162,7 +183,8 @@ impl Raw {
             max_connections_per_ip_overrides: self.max_connections_per_ip_overrides.0,
             max_connection_creation_rate: self.max_connection_creation_rate,
             max_buffered_request_bytes_per_ip: self.max_buffered_request_bytes_per_ip,
-            max_buffered_request_bytes_per_connection: self.max_buffered_request_bytes_per_connection,
+            max_buffered_request_bytes_per_connection: self
+                .max_buffered_request_bytes_per_connection,
             small_request_bytes: self.small_request_bytes,
             small_request_reserve_bytes: self.small_request_reserve_bytes,
             max_queued_response_bytes_per_connection: self.max_queued_response_bytes_per_connection,
@@ -246,7 +268,10 @@ mod tests {
                 ("IGGY_KAFKA_MAX_CONNECTIONS_PER_IP_OVERRIDES", "127.0.0.2:3"),
                 ("IGGY_KAFKA_MAX_CONNECTIONS_PER_IP", "9"),
                 ("IGGY_KAFKA_MAX_CONNECTION_CREATION_RATE", "50"),
-                ("IGGY_KAFKA_MAX_QUEUED_RESPONSE_BYTES_PER_CONNECTION", "4096"),
+                (
+                    "IGGY_KAFKA_MAX_QUEUED_RESPONSE_BYTES_PER_CONNECTION",
+                    "4096",
+                ),
             ]),
         )
         .unwrap();
@@ -259,7 +284,10 @@ mod tests {
         assert_eq!(l.max_connections_per_ip, 9);
         assert_eq!(l.max_connection_creation_rate, 50);
         assert_eq!(l.max_queued_response_bytes_per_connection, 4096);
-        let message = load_err(None, &[("IGGY_KAFKA_MAX_CONNECTIONS_PER_IP_OVERRIDES", "x:1")]);
+        let message = load_err(
+            None,
+            &[("IGGY_KAFKA_MAX_CONNECTIONS_PER_IP_OVERRIDES", "x:1")],
+        );
         assert!(
             message.starts_with("IGGY_KAFKA_MAX_CONNECTIONS_PER_IP_OVERRIDES="),
             "{message}"
