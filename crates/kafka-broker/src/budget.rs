@@ -570,3 +570,22 @@ mod tests {
         assert_eq!(broker.queued(), 0);
     }
 }
+
+#[cfg(test)]
+mod size {
+    use super::*;
+
+    #[test]
+    fn per_connection_accounting_is_small() {
+        // What the accounting adds to a connection: its outbox, the lease of the frame
+        // being read (and of each request queued), and one table entry while a large
+        // frame is in progress.
+        let sizes = (
+            std::mem::size_of::<Outbox>(),
+            std::mem::size_of::<Lease>(),
+            std::mem::size_of::<Entry>() + std::mem::size_of::<u64>(),
+        );
+        eprintln!("outbox, lease, frame entry: {sizes:?} bytes");
+        assert!(sizes.0 <= 96 && sizes.1 <= 64 && sizes.2 <= 64, "{sizes:?}");
+    }
+}
