@@ -60,8 +60,10 @@ pub(crate) struct RequestBudget {
     per_ip: usize,
     per_connection: usize,
     state: Mutex<State>,
-    /// Woken whenever memory is given back.
-    freed: Notify,
+    /// Woken whenever small-request memory is given back.
+    freed_small: Notify,
+    /// Woken whenever large-pool memory is given back or a large frame ends.
+    freed_large: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -126,7 +128,8 @@ impl RequestBudget {
                 .max(one_frame)
                 .min(pool),
             state: Mutex::new(State::default()),
-            freed: Notify::new(),
+            freed_small: Notify::new(),
+            freed_large: Notify::new(),
         }
     }
 
@@ -264,7 +267,10 @@ impl RequestBudget {
             }
         }
         drop(s);
-        self.freed.notify_waiters();
+        match lease.seq {
+            None => self.freed_small.notify_waiters(),
+            Some(_) => self.freed_large.notify_waiters(),
+        }
     }
 }
 
@@ -302,7 +308,10 @@ impl Lease {
     pub(crate) async fn grow_to(&mut self, target: usize) -> Result<(), NeverGranted> {
         let budget = self.budget.clone();
         loop {
-            let freed = budget.freed.notified();
+            let freed = match self.seq {
+                None => budget.freed_small.notified(),
+                Some(_) => budget.freed_large.notified(),
+            };
             tokio::pin!(freed);
             freed.as_mut().enable();
             match budget.try_grow(self, target) {

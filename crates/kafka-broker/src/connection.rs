@@ -26,9 +26,12 @@
 //! (one deadline for the whole frame, so a trickle of bytes cannot hold it open),
 //! `write` per response.
 //!
-//! Memory: before the body of a frame is read, its size is taken from a broker-wide
-//! budget (`Limits::max_buffered_request_bytes`) and given back once the request has been
-//! handled, so connections together never buffer more than that. Any violation, a
+//! Memory: the reader takes request memory from the broker's budget
+//! ([`RequestBudget`](crate::budget::RequestBudget)) as a frame's bytes arrive, one step
+//! ahead of them, never for the announced size at once; the frame's lease travels with
+//! it and is given back once the request has been handled. The processor starts no new
+//! request while the connection's queued responses are over their bound (see
+//! [`Outbox`]); the writer counts them off as they are written. Any violation, a
 //! malformed frame, an unknown API or an unsupported version closes the connection with
 //! a log line.
 //!
