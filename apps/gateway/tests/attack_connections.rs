@@ -39,6 +39,53 @@ fn my_turn() -> MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A free loopback address for the metrics endpoint.
+fn free_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+/// Polls gauge `name` on the metrics endpoint at `metrics` every 100 ms until stopped;
+/// the largest value seen.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<f64>,
+}
+
+impl Sampler {
+    fn start(metrics: SocketAddr, name: &'static str) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut most = f64::NAN;
+            while !flag.load(Ordering::Relaxed) {
+                if let Some(v) = gauge(metrics, name) {
+                    most = if most.is_nan() { v } else { most.max(v) };
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            most
+        });
+        Sampler { stop, handle }
+    }
+
+    fn finish(self) -> f64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap()
+    }
+}
+
+/// One sample of `name` from `/metrics`.
+fn gauge(metrics: SocketAddr, name: &str) -> Option<f64> {
+    let mut s = connect(metrics).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 /// Runs `attack` on `threads` threads for `how_long`; each gets its index and a stop flag.
 fn attackers(
     threads: usize,
@@ -116,8 +163,13 @@ fn trickle(
 /// the gateway gives up on them.
 fn silent_announcers(connections: usize) {
     let _turn = my_turn();
-    let mut gw = Gateway::start(&[("IGGY_KAFKA_READ_TIMEOUT_SECS", "2")]);
+    let metrics = free_addr();
+    let mut gw = Gateway::start(&[
+        ("IGGY_KAFKA_READ_TIMEOUT_SECS", "2"),
+        ("IGGY_KAFKA_METRICS_ADDR", &metrics.to_string()),
+    ]);
     let prober = Prober::start(gw.addr, Duration::from_millis(50));
+    let held = Sampler::start(metrics, "kafka_gateway_request_memory_in_use_bytes");
     let addr = gw.addr;
     let reconnects = Arc::new(AtomicUsize::new(0));
     let counted = reconnects.clone();
@@ -156,6 +208,14 @@ fn silent_announcers(connections: usize) {
     assert!(
         big_took < Duration::from_secs(5),
         "8 MiB request took {big_took:?}"
+    );
+    // The announcers held a step each (at most 8 KiB), never their announced 100 MiB;
+    // the 8 MiB request held its size.
+    let most = held.finish();
+    let bound = (8 << 20) + connections * 8 * 1024 + (1 << 20);
+    assert!(
+        most <= bound as f64,
+        "request memory in use peaked at {most} bytes (bound {bound})"
     );
     assert_survived(&mut gw, prober, &format!("{connections} silent announcers"));
 }
@@ -231,10 +291,17 @@ fn fetch_wide(corr: i32) -> Vec<u8> {
 #[test]
 fn clients_that_never_read_their_responses() {
     let _turn = my_turn();
+    let metrics = free_addr();
     let mut gw = Gateway::start(&[
         ("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "300"),
         ("IGGY_KAFKA_WRITE_TIMEOUT_SECS", "4"),
+        (
+            "IGGY_KAFKA_MAX_QUEUED_RESPONSE_BYTES_PER_CONNECTION",
+            "16384",
+        ),
+        ("IGGY_KAFKA_METRICS_ADDR", &metrics.to_string()),
     ]);
+    let queued = Sampler::start(metrics, "kafka_gateway_response_memory_queued_bytes");
     // Create the topic first (a Metadata v1 request auto-creates it).
     let mut c = connect(gw.addr).unwrap();
     c.write_all(&metadata_wide(1)).unwrap();
@@ -281,6 +348,15 @@ fn clients_that_never_read_their_responses() {
     for h in handles {
         h.join().unwrap();
     }
+    // Each connection's queue stops at its bound (16 KiB here) plus the response that
+    // crossed it (about 12 KiB); a queue of 16 responses would hold some 190 KiB.
+    let most = queued.finish();
+    let bound = 10 * 40 * 1024;
+    assert!(
+        most > 0.0 && most <= bound as f64,
+        "queued response bytes peaked at {most} (bound {bound})"
+    );
+    eprintln!("queued response bytes peaked at {most}");
     assert_survived(&mut gw, prober, "10 clients that never read");
 }
 
