@@ -12,7 +12,7 @@
 # connections, RATE (default 20000) records/s over all producers, SIZE (default 1024).
 # Passes (exit 0) when the produce run ends with zero errors, the idle connections were all
 # served, every attack round passed, and the gateway is still running; prints the connection
-# count, the attack rounds and the gateway's peak RSS.
+# count, the attack rounds and the gateway's peak RSS (bound PEAK_KIB, default 2 GiB).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -38,7 +38,7 @@ cargo test --release -q -p iggy-gateway-kafka "${test_args[@]}" --no-run 2>/dev/
 
 # The settings the gateway runs with; attack tests that need other values skip themselves.
 SETTINGS=(
-  IGGY_KAFKA_READ_TIMEOUT_SECS=2
+  IGGY_KAFKA_READ_TIMEOUT_SECS=3
   IGGY_KAFKA_DEFAULT_RETENTION_BYTES=33554432
   IGGY_KAFKA_MEMORY_RETENTION_CHECK_INTERVAL_MS=200
 )
@@ -75,6 +75,10 @@ BENCH_PIDS+=($!)
 
 export IGGY_KAFKA_TEST_GATEWAY="$ADDR" IGGY_KAFKA_TEST_GATEWAY_PID="$GW_PID"
 export IGGY_KAFKA_TEST_GATEWAY_LOG="$OUT/gateway.stderr"
+# The gateway's peak RSS bound for the whole run (the attacks' own bounds assume a gateway
+# that serves nothing else).
+PEAK_KIB="${PEAK_KIB:-2097152}"
+export IGGY_KAFKA_TEST_GATEWAY_PEAK_RSS_KIB="$PEAK_KIB"
 IGGY_KAFKA_TEST_GATEWAY_SETTINGS="$(IFS=';'; echo "${SETTINGS[*]}")"
 export IGGY_KAFKA_TEST_GATEWAY_SETTINGS
 end=$(( $(date +%s) + DUR ))
@@ -97,8 +101,9 @@ done
 bench_rc=0
 for p in "${BENCH_PIDS[@]}"; do wait "$p" || bench_rc=1; done
 BENCH_PIDS=()
-peak=$(awk '/^VmHWM/{print $2, $3}' /proc/"$GW_PID"/status)
-python3 - "$OUT" "$rounds" "$failed" "$max_conns" "$peak" "$bench_rc" <<'EOF'
+peak=$(awk '/^VmHWM/{print $2}' /proc/"$GW_PID"/status)
+(( peak <= PEAK_KIB )) || { echo "gateway peak RSS $peak KiB over $PEAK_KIB KiB"; bench_rc=1; }
+python3 - "$OUT" "$rounds" "$failed" "$max_conns" "$peak KiB" "$bench_rc" <<'EOF'
 import json, sys
 out, rounds, failed, conns, peak, rc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
 p = json.load(open(f"{out}/produce.json"))

@@ -1,5 +1,6 @@
 //! Shared broker state: configuration, stores, and the producer-id allocator.
 
+use crate::budget::{RequestBudget, ResponseBudget};
 use crate::config::BrokerConfig;
 use crate::groups::{Groups, OffsetRetention};
 use crate::pipeline::Pipeline;
@@ -8,7 +9,6 @@ use crate::server::Stores;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
-use tokio::sync::Semaphore;
 
 /// State shared by every connection.
 #[derive(Debug)]
@@ -20,7 +20,9 @@ pub(crate) struct Broker {
     /// The layers every request passes through.
     pub(crate) pipeline: Pipeline,
     /// Budget of request bytes buffered over all connections.
-    pub(crate) request_memory: Arc<Semaphore>,
+    pub(crate) request_memory: Arc<RequestBudget>,
+    /// Encoded response bytes waiting for writers over all connections.
+    pub(crate) response_memory: Arc<ResponseBudget>,
     next_producer_id: AtomicI64,
 }
 
@@ -37,17 +39,16 @@ impl Broker {
             },
             Arc::clone(&stores.offsets),
         );
-        let budget = config
-            .limits
-            .max_buffered_request_bytes
-            .min(Semaphore::MAX_PERMITS);
+        let request_memory = Arc::new(RequestBudget::new(&config.limits));
+        let response_memory = Arc::new(ResponseBudget::new(&config.limits));
         Broker {
             config,
             stores,
             producers: Producers::default(),
             groups,
             pipeline,
-            request_memory: Arc::new(Semaphore::new(budget)),
+            request_memory,
+            response_memory,
             next_producer_id: AtomicI64::new(base),
         }
     }

@@ -2,6 +2,8 @@
 //! the gateway application fills this from files and the environment.
 
 use crate::store::TopicConfig;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// Everything the broker needs to know, with defaults suitable for local use.
@@ -95,6 +97,35 @@ pub struct Limits {
     /// How long the committed offsets of a group without members are kept after its last
     /// commit or the last time it had members (Kafka's `offsets.retention.minutes`).
     pub offsets_retention: Duration,
+    /// Open connections from one IP address at once (Kafka's `max.connections.per.ip`);
+    /// further ones are closed right after accept.
+    pub max_connections_per_ip: usize,
+    /// Per-address exceptions to `max_connections_per_ip` (Kafka's
+    /// `max.connections.per.ip.overrides`); 0 refuses every connection from the address.
+    pub max_connections_per_ip_overrides: BTreeMap<IpAddr, usize>,
+    /// New connections accepted per second (Kafka's `max.connection.creation.rate`); past
+    /// it, accepting waits, as Kafka delays accept. Up to one second's worth may arrive at once.
+    pub max_connection_creation_rate: u32,
+    /// Request bytes one IP address may hold of the budget for frames larger than
+    /// `small_request_bytes`; never below one frame of `max_frame_size`.
+    pub max_buffered_request_bytes_per_ip: usize,
+    /// Request bytes one connection may hold of the budget for frames larger than
+    /// `small_request_bytes`; never below one frame of `max_frame_size`.
+    pub max_buffered_request_bytes_per_connection: usize,
+    /// Frames up to this size (size prefix included) are small requests (ApiVersions,
+    /// Metadata, heartbeats, offset commits): they are served from
+    /// `small_request_reserve_bytes`, which larger frames cannot touch.
+    pub small_request_bytes: usize,
+    /// The part of `max_buffered_request_bytes` set aside for small requests, so they are
+    /// answered while large uploads wait for memory.
+    pub small_request_reserve_bytes: usize,
+    /// Encoded response bytes one connection may have waiting for its writer before the
+    /// broker starts no further request of it (as Kafka mutes the channel). One response
+    /// larger than this still goes out whole.
+    pub max_queued_response_bytes_per_connection: usize,
+    /// Encoded response bytes waiting for writers over all connections; past it, a
+    /// connection with any response still queued starts no further request.
+    pub max_queued_response_bytes: usize,
 }
 
 impl Default for Limits {
@@ -113,6 +144,15 @@ impl Default for Limits {
             max_entries_per_request: 100_000,
             max_groups_with_offsets: 100_000,
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
+            max_connections_per_ip: 1000,
+            max_connections_per_ip_overrides: BTreeMap::new(),
+            max_connection_creation_rate: 1000,
+            max_buffered_request_bytes_per_ip: 256 * 1024 * 1024,
+            max_buffered_request_bytes_per_connection: 128 * 1024 * 1024,
+            small_request_bytes: 64 * 1024,
+            small_request_reserve_bytes: 32 * 1024 * 1024,
+            max_queued_response_bytes_per_connection: 1024 * 1024,
+            max_queued_response_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -275,6 +315,30 @@ impl BrokerConfig {
                 "limits.max_groups_with_offsets",
                 limits.max_groups_with_offsets,
             ),
+            (
+                "limits.max_connections_per_ip",
+                limits.max_connections_per_ip,
+            ),
+            (
+                "limits.max_connection_creation_rate",
+                limits.max_connection_creation_rate as usize,
+            ),
+            (
+                "limits.max_buffered_request_bytes_per_ip",
+                limits.max_buffered_request_bytes_per_ip,
+            ),
+            (
+                "limits.max_buffered_request_bytes_per_connection",
+                limits.max_buffered_request_bytes_per_connection,
+            ),
+            (
+                "limits.max_queued_response_bytes_per_connection",
+                limits.max_queued_response_bytes_per_connection,
+            ),
+            (
+                "limits.max_queued_response_bytes",
+                limits.max_queued_response_bytes,
+            ),
         ] {
             if value == 0 {
                 return bad(field, "must be at least 1");
@@ -292,6 +356,22 @@ impl BrokerConfig {
                 field: "limits.max_buffered_request_bytes",
                 reason: format!(
                     "must hold one request of the largest frame size: at least {one_frame} bytes"
+                ),
+            });
+        }
+        if limits.small_request_bytes < 64 || limits.small_request_bytes > i32_max {
+            return bad(
+                "limits.small_request_bytes",
+                "must be between 64 and 2147483647 bytes",
+            );
+        }
+        let room = limits.max_buffered_request_bytes - one_frame;
+        let small = limits.small_request_bytes.min(one_frame);
+        if limits.small_request_reserve_bytes < small || limits.small_request_reserve_bytes > room {
+            return Err(InvalidSetting {
+                field: "limits.small_request_reserve_bytes",
+                reason: format!(
+                    "must hold one small request and leave room in the budget for one request of the largest frame size: between {small} and {room} bytes"
                 ),
             });
         }

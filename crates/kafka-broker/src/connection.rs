@@ -26,9 +26,12 @@
 //! (one deadline for the whole frame, so a trickle of bytes cannot hold it open),
 //! `write` per response.
 //!
-//! Memory: before the body of a frame is read, its size is taken from a broker-wide
-//! budget (`Limits::max_buffered_request_bytes`) and given back once the request has been
-//! handled, so connections together never buffer more than that. Any violation, a
+//! Memory: the reader takes request memory from the broker's budget
+//! ([`RequestBudget`](crate::budget::RequestBudget)) as a frame's bytes arrive, one step
+//! ahead of them, never for the announced size at once; the frame's lease travels with
+//! it and is given back once the request has been handled. The processor starts no new
+//! request while the connection's queued responses are over their bound (see
+//! [`Outbox`]); the writer counts them off as they are written. Any violation, a
 //! malformed frame, an unknown API or an unsupported version closes the connection with
 //! a log line.
 //!
@@ -39,6 +42,7 @@
 //! correlation id).
 
 use crate::broker::Broker;
+use crate::budget::{Lease, Outbox};
 use crate::dispatch::{self, Outcome, Step};
 use crate::handlers;
 use crate::session::Session;
@@ -49,16 +53,17 @@ use kafka_protocol::EncodedFrame;
 use kafka_protocol::frame::{Framed, split_frame};
 use std::future::Future;
 use std::io::IoSlice;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument, Span, debug, info, info_span, warn};
 
 /// A frame read whole, with the budget it holds and when it was complete.
-type Frame = (Bytes, OwnedSemaphorePermit, std::time::Instant);
+type Frame = (Bytes, Lease, std::time::Instant);
 
 /// Serves one connection until the client leaves, a limit is hit, or shutdown.
 pub(crate) async fn serve<S>(
@@ -85,9 +90,24 @@ pub(crate) async fn serve<S>(
         let (resp_tx, resp_rx) = mpsc::channel::<EncodedFrame>(depth);
         broker.pipeline.connected(&session);
 
-        let reader = read_frames(rd, broker.clone(), frames_tx, stop);
-        let processor = process(session, conn, broker.clone(), frames_rx, resp_tx);
-        let writer = write_responses(wr, broker.clone(), resp_rx);
+        let outbox = Arc::new(Outbox::new(broker.response_memory.clone()));
+        let reader = read_frames(
+            rd,
+            broker.clone(),
+            session.peer.ip(),
+            session.id,
+            frames_tx,
+            stop,
+        );
+        let processor = process(
+            session,
+            conn,
+            broker.clone(),
+            frames_rx,
+            resp_tx,
+            outbox.clone(),
+        );
+        let writer = write_responses(wr, broker.clone(), resp_rx, outbox);
         let work = async { tokio::join!(processor, writer).0 };
         tokio::pin!(reader, work);
         // Normally the reader ends first (EOF, error, shutdown); the processor then drains
@@ -106,34 +126,72 @@ pub(crate) async fn serve<S>(
     .await;
 }
 
+/// Bytes a connection reads before the size of the next frame is known (they hold no
+/// lease: at most this much per connection is outside the budget).
+const BOUNDARY_STEP: usize = 4 * 1024;
+/// Smallest and largest amount a frame's lease runs ahead of the bytes received: it
+/// doubles with what has arrived, so a large frame that is really sent needs few grants
+/// while one that stops holds at most what it sent plus one step.
+const MIN_STEP: usize = 4 * 1024;
+const MAX_STEP: usize = 8 * 1024 * 1024;
+
 async fn read_frames<R: AsyncRead>(
     rd: R,
     broker: Arc<Broker>,
+    peer: IpAddr,
+    id: u64,
     frames: mpsc::Sender<Frame>,
     mut stop: watch::Receiver<bool>,
 ) {
     tokio::pin!(rd);
     let limits = &broker.config.limits;
     let timeouts = &broker.config.timeouts;
-    let mut buf = BytesMut::with_capacity(8 * 1024);
-    // Memory reserved (from the broker-wide budget) for the frame being read, and when
-    // that frame must be complete.
-    let mut reserved: Option<OwnedSemaphorePermit> = None;
+    let mut buf = BytesMut::with_capacity(BOUNDARY_STEP);
+    // Memory held (from the broker-wide budget) for the frame at the front of `buf`, and
+    // when that frame must be complete.
+    let mut lease: Option<Lease> = None;
     let mut frame_deadline: Option<Instant> = None;
     loop {
-        match split_frame(&mut buf, limits.max_frame_size) {
-            Framed::Frame(frame) => {
-                let permit = match reserved.take() {
-                    Some(p) => p,
-                    // A frame that arrived whole in one read: reserve it now.
-                    None => match reserve(&broker, frame.len() + 4, &mut stop).await {
-                        Some(p) => p,
-                        None => return,
-                    },
+        let at_boundary = buf.is_empty();
+        let deadline = if at_boundary {
+            Instant::now() + timeouts.idle
+        } else {
+            *frame_deadline.get_or_insert_with(|| Instant::now() + timeouts.read)
+        };
+        // How much the next read may take.
+        let mut room = BOUNDARY_STEP.saturating_sub(buf.len()).max(1);
+        if let Some(prefix) = buf.first_chunk::<4>() {
+            let size = i32::from_be_bytes(*prefix);
+            if size < 0 {
+                warn!(size, "negative frame size, closing connection");
+                return;
+            }
+            // i32 to usize: lossless on every target tokio supports.
+            let total = size as usize + 4;
+            if size as usize > limits.max_frame_size {
+                warn!(
+                    size,
+                    max = limits.max_frame_size,
+                    "frame larger than the maximum, closing connection"
+                );
+                return;
+            }
+            let held = lease.get_or_insert_with(|| broker.request_memory.lease(peer, id, total));
+            if buf.len() >= total {
+                // Whole: it must be covered whole before it is handed on.
+                if !grow(held, total, deadline, &mut stop).await {
+                    return;
+                }
+                let Framed::Frame(frame) = split_frame(&mut buf, limits.max_frame_size) else {
+                    // The size was checked above and the frame is complete.
+                    return;
+                };
+                let Some(held) = lease.take() else {
+                    return;
                 };
                 frame_deadline = None;
                 if frames
-                    .send((frame, permit, std::time::Instant::now()))
+                    .send((frame, held, std::time::Instant::now()))
                     .await
                     .is_err()
                 {
@@ -141,47 +199,19 @@ async fn read_frames<R: AsyncRead>(
                 }
                 continue;
             }
-            Framed::TooLarge { size, max } => {
-                warn!(
-                    size,
-                    max, "frame larger than the maximum, closing connection"
-                );
-                return;
-            }
-            Framed::Negative { size } => {
-                warn!(size, "negative frame size, closing connection");
-                return;
-            }
-            Framed::NeedMore { needed } => {
-                if buf.len() >= 4 && reserved.is_none() {
-                    // The size is known and within the maximum: wait for room in the
-                    // buffer budget before reading the body, so that many connections
-                    // announcing large frames cannot exhaust memory together.
-                    let size = buf.len() + needed;
-                    match reserve(&broker, size, &mut stop).await {
-                        Some(p) => reserved = Some(p),
-                        None => return,
-                    }
+            if held.held() <= buf.len() {
+                // Take the next step from the budget before reading it.
+                let step = buf.len().clamp(MIN_STEP, MAX_STEP);
+                if !grow(held, total.min(buf.len() + step), deadline, &mut stop).await {
+                    return;
                 }
-                // Grow by what the announced frame still needs: all of it at once when
-                // its size has been taken from the budget (no copying regrowth of large
-                // frames), else a bounded step.
-                let grow = if reserved.is_some() {
-                    needed
-                } else {
-                    needed.min(64 * 1024)
-                };
-                buf.reserve(grow);
             }
+            room = held.held() - buf.len();
+            buf.reserve(room);
         }
-        let at_boundary = buf.is_empty();
-        let deadline = if at_boundary {
-            Instant::now() + timeouts.idle
-        } else {
-            *frame_deadline.get_or_insert_with(|| Instant::now() + timeouts.read)
-        };
+        let mut limited = rd.as_mut().take(room as u64);
         let read = tokio::select! {
-            r = tokio::time::timeout_at(deadline, rd.read_buf(&mut buf)) => r,
+            r = tokio::time::timeout_at(deadline, limited.read_buf(&mut buf)) => r,
             _ = stop.wait_for(|s| *s) => {
                 debug!("shutdown: no more requests read from this connection");
                 return;
@@ -211,19 +241,28 @@ async fn read_frames<R: AsyncRead>(
     }
 }
 
-/// Takes `bytes` from the broker-wide request buffer budget, waiting for room. `None`
-/// when the broker is shutting down.
-async fn reserve(
-    broker: &Broker,
-    bytes: usize,
+/// Grows `lease` to `target` bytes, waiting for room in the request budget until the
+/// frame's read deadline. `false` when the connection must close (deadline, shutdown, or
+/// more than the frame may ever hold).
+async fn grow(
+    lease: &mut Lease,
+    target: usize,
+    deadline: Instant,
     stop: &mut watch::Receiver<bool>,
-) -> Option<OwnedSemaphorePermit> {
-    // Frames are at most max_frame_size, which validation keeps within the budget and
-    // below u32::MAX, so the request can always be granted eventually.
-    let n = u32::try_from(bytes).unwrap_or(u32::MAX);
+) -> bool {
     tokio::select! {
-        p = broker.request_memory.clone().acquire_many_owned(n) => p.ok(),
-        _ = stop.wait_for(|s| *s) => None,
+        r = tokio::time::timeout_at(deadline, lease.grow_to(target)) => match r {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                warn!(error = %e, "request memory refused, closing connection");
+                false
+            }
+            Err(_) => {
+                warn!(held = lease.held(), wanted = target, "no request memory for the frame within the read timeout, closing connection");
+                false
+            }
+        },
+        _ = stop.wait_for(|s| *s) => false,
     }
 }
 
@@ -238,45 +277,59 @@ async fn process(
     broker: Arc<Broker>,
     mut frames: mpsc::Receiver<Frame>,
     responses: mpsc::Sender<EncodedFrame>,
+    outbox: Arc<Outbox>,
 ) -> Session {
+    let responses = &Responses {
+        tx: responses,
+        outbox,
+    };
     let depth = broker.config.limits.max_in_flight_per_connection.max(1);
     let mut session = Arc::new(session);
     // Requests started and waiting for their outcome (Produce whose appends hold their
     // place and wait for the store), oldest first; their outcomes are delivered in order.
     let mut waiting: Waiting<'_> = FuturesOrdered::new();
     loop {
+        // Back-pressure: while too many response bytes wait for this client to read
+        // them, no new request is started (the started ones are still answered).
+        let room = responses.outbox.has_room();
         let (frame, permit, received) = tokio::select! {
             biased;
             Some(outcome) = waiting.next(), if !waiting.is_empty() => {
-                if !deliver(outcome, &responses).await {
+                if !deliver(outcome, responses).await {
                     break;
                 }
                 continue;
             }
-            next = frames.recv(), if waiting.len() < depth => match next {
+            () = responses.outbox.room(), if !room => continue,
+            next = frames.recv(), if waiting.len() < depth && room => match next {
                 Some(next) => next,
                 None => {
                     // The reader has stopped: the requests still waiting are answered.
-                    finish(&mut waiting, &responses).await;
+                    finish(&mut waiting, responses).await;
                     break;
                 }
             },
         };
+        // `permit` holds the frame's request memory until the request is handled. Memory
+        // the decoded form needs beyond the frame is to be taken here, before decoding,
+        // from the same budget: `permit.grow_to(permit.held() + extra).await` waits under
+        // the budget's rules and fails at once (close the connection) for an amount the
+        // frame may never hold.
         let request = match dispatch::decode(frame, received) {
             Ok(r) => r,
             Err(rejected) => {
                 broker
                     .pipeline
                     .rejected(&session, rejected.api, rejected.version, rejected.reason);
-                if !finish(&mut waiting, &responses).await
-                    || !deliver(rejected.outcome, &responses).await
+                if !finish(&mut waiting, responses).await
+                    || !deliver(rejected.outcome, responses).await
                 {
                     break;
                 }
                 continue;
             }
         };
-        if !handlers::overlaps(&request.body) && !finish(&mut waiting, &responses).await {
+        if !handlers::overlaps(&request.body) && !finish(&mut waiting, responses).await {
             break;
         }
         let span = info_span!(
@@ -301,7 +354,7 @@ async fn process(
                 // The request's bytes are released once it is handled (payloads the
                 // store keeps are its own memory, under its own limits).
                 drop(permit);
-                if !finish(&mut waiting, &responses).await || !deliver(outcome, &responses).await {
+                if !finish(&mut waiting, responses).await || !deliver(outcome, responses).await {
                     break;
                 }
             }
@@ -314,7 +367,7 @@ async fn process(
                     }
                     .instrument(span),
                 ));
-                if exclusive && !finish(&mut waiting, &responses).await {
+                if exclusive && !finish(&mut waiting, responses).await {
                     break;
                 }
             }
@@ -326,7 +379,7 @@ async fn process(
 
 /// Waits for every started request and delivers its outcome, in order; `false` when the
 /// connection must close.
-async fn finish(waiting: &mut Waiting<'_>, responses: &mpsc::Sender<EncodedFrame>) -> bool {
+async fn finish(waiting: &mut Waiting<'_>, responses: &Responses) -> bool {
     while let Some(outcome) = waiting.next().await {
         if !deliver(outcome, responses).await {
             return false;
@@ -335,10 +388,19 @@ async fn finish(waiting: &mut Waiting<'_>, responses: &mpsc::Sender<EncodedFrame
     true
 }
 
+/// The way to the writer, and the count of what waits there.
+struct Responses {
+    tx: mpsc::Sender<EncodedFrame>,
+    outbox: Arc<Outbox>,
+}
+
 /// Hands a response to the writer; `false` when the connection must close.
-async fn deliver(outcome: Outcome, responses: &mpsc::Sender<EncodedFrame>) -> bool {
+async fn deliver(outcome: Outcome, responses: &Responses) -> bool {
     match outcome {
-        Outcome::Respond(r) => responses.send(r).await.is_ok(),
+        Outcome::Respond(r) => {
+            responses.outbox.push(r.len());
+            responses.tx.send(r).await.is_ok()
+        }
         Outcome::NoResponse => true,
         Outcome::Close => false,
     }
@@ -348,11 +410,17 @@ async fn write_responses<W: AsyncWrite>(
     wr: W,
     broker: Arc<Broker>,
     mut responses: mpsc::Receiver<EncodedFrame>,
+    outbox: Arc<Outbox>,
 ) {
+    // However the writer ends, the processor must not wait for it to drain any more.
+    let _closed = OnDrop(|| outbox.close());
     tokio::pin!(wr);
     let limit = broker.config.timeouts.write;
     while let Some(frame) = responses.recv().await {
-        match tokio::time::timeout(limit, write_segments(wr.as_mut(), &frame.segments)).await {
+        let written =
+            tokio::time::timeout(limit, write_segments(wr.as_mut(), &frame.segments)).await;
+        outbox.sent(frame.len());
+        match written {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 debug!(error = %e, "write failed");
@@ -365,6 +433,15 @@ async fn write_responses<W: AsyncWrite>(
         }
     }
     let _ = wr.shutdown().await;
+}
+
+/// Runs a closure when dropped.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
 }
 
 /// Writes every segment with vectored writes, so large record payloads go out without

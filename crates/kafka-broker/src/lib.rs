@@ -19,6 +19,7 @@
 //! - [`config::BrokerConfig`]: every limit and timeout, with defaults.
 
 mod broker;
+mod budget;
 pub mod config;
 mod connection;
 mod dispatch;

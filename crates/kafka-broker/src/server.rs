@@ -4,8 +4,18 @@
 //! layers, then any the embedder adds), the metrics, and the `/health`, `/ready` and
 //! `/metrics` endpoint. Each accepted connection gets a [`Session`].
 //!
-//! `run` accepts until its shutdown future resolves. A semaphore caps open connections: a
-//! connection beyond the cap is closed right after accept, with a log line. On shutdown
+//! `run` accepts until its shutdown future resolves. Open connections are capped in all
+//! (`max_connections`) and per IP address (`max_connections_per_ip`, with per-address
+//! overrides): a connection beyond a cap is closed right after accept. Refusals are
+//! logged at most once per [`REFUSAL_LOG_EVERY`] with how many there were, so a flood
+//! does not flood the log. New connections are accepted at most
+//! `max_connection_creation_rate` per second (a token bucket holding one second's
+//! worth): past it the server waits before accepting the next, leaving the rest in the
+//! listen backlog, as Kafka throttles accept.
+//!
+//! What a connection holds while open is its task and buffers (see the connection
+//! module), its session, and one counter in the per-address table, removed with the
+//! last connection of the address. On shutdown
 //! the listener is dropped (no new connections), every connection is told to stop reading
 //! new requests, and the server waits up to the drain timeout for in-flight requests to be
 //! answered before aborting what is left.
@@ -19,12 +29,16 @@ use crate::pipeline::client_info::ClientInfo;
 use crate::pipeline::{Layer, Pipeline};
 use crate::session::{Listener, Session};
 use crate::store::{LogStore, OffsetStore};
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 /// The backends the broker serves from.
@@ -127,13 +141,18 @@ impl Server {
             };
             tokio::spawn(http::serve(http, endpoint, stop_rx.clone()))
         });
-        let refused = self.metrics.as_ref().map(|m| {
-            m.connections_refused
-                .get_or_create(&ReasonLabel {
-                    reason: "max_connections",
-                })
-                .clone()
-        });
+        let refused_counter = |reason: &'static str| {
+            self.metrics.as_ref().map(|m| {
+                m.connections_refused
+                    .get_or_create(&ReasonLabel { reason })
+                    .clone()
+            })
+        };
+        let refused = refused_counter("max_connections");
+        let refused_ip = refused_counter("max_connections_per_ip");
+        let per_ip = Arc::new(PerIp::new(&broker.config.limits));
+        let mut bucket = Bucket::new(broker.config.limits.max_connection_creation_rate);
+        let mut refusals = RefusalLog::default();
         let listener_info = self.listener;
         let mut next_id = 0u64;
         let mut connections = JoinSet::new();
@@ -143,7 +162,9 @@ impl Server {
             tokio::select! {
                 () = &mut shutdown => break,
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                accepted = listener.accept() => {
+                // Over the creation rate: wait for the next token before accepting.
+                () = tokio::time::sleep_until(bucket.ready_at()), if !bucket.ready() => {}
+                accepted = listener.accept(), if bucket.ready() => {
                     let (socket, peer) = match accepted {
                         Ok(a) => a,
                         Err(e) => {
@@ -154,9 +175,18 @@ impl Server {
                             continue;
                         }
                     };
+                    bucket.take();
                     let Ok(permit) = permits.clone().try_acquire_owned() else {
-                        warn!(%peer, max_connections, "connection limit reached, closing new connection");
+                        refusals.refused(peer.ip(), "max_connections");
                         if let Some(c) = &refused {
+                            c.inc();
+                        }
+                        drop(socket);
+                        continue;
+                    };
+                    let Some(slot) = PerIp::take(&per_ip, peer.ip()) else {
+                        refusals.refused(peer.ip(), "max_connections_per_ip");
+                        if let Some(c) = &refused_ip {
                             c.inc();
                         }
                         drop(socket);
@@ -170,6 +200,7 @@ impl Server {
                     let stop = stop_rx.clone();
                     connections.spawn(async move {
                         connection::serve(socket, session, broker, stop).await;
+                        drop(slot);
                         drop(permit);
                     });
                 }
@@ -199,6 +230,138 @@ impl Server {
         }
         info!("shutdown complete");
         Ok(())
+    }
+}
+
+/// At most one refusal line per this long.
+pub const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Open connections per IP address.
+#[derive(Debug)]
+struct PerIp {
+    max: usize,
+    overrides: std::collections::BTreeMap<IpAddr, usize>,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One open connection counted for its address; uncounted on drop.
+struct IpSlot {
+    table: Arc<PerIp>,
+    ip: IpAddr,
+}
+
+impl PerIp {
+    fn new(limits: &crate::config::Limits) -> PerIp {
+        PerIp {
+            max: limits.max_connections_per_ip,
+            overrides: limits.max_connections_per_ip_overrides.clone(),
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+        // Plain counters updated without panicking code: a poisoned lock is still sound.
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a connection from `ip`, unless the address is at its cap.
+    fn take(table: &Arc<PerIp>, ip: IpAddr) -> Option<IpSlot> {
+        let cap = table.overrides.get(&ip).copied().unwrap_or(table.max);
+        let mut open = table.lock();
+        let n = open.entry(ip).or_default();
+        if *n >= cap {
+            if *n == 0 {
+                open.remove(&ip);
+            }
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot {
+            table: table.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut open = self.table.lock();
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Token bucket for new connections: `rate` per second, holding one second's worth.
+#[derive(Debug)]
+struct Bucket {
+    rate: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn new(rate: u32) -> Bucket {
+        let rate = f64::from(rate.max(1));
+        Bucket {
+            rate,
+            tokens: rate,
+            at: Instant::now(),
+        }
+    }
+
+    fn refill(&mut self) {
+        let now = Instant::now();
+        let gained = now.duration_since(self.at).as_secs_f64() * self.rate;
+        self.tokens = (self.tokens + gained).min(self.rate);
+        self.at = now;
+    }
+
+    fn ready(&mut self) -> bool {
+        self.refill();
+        self.tokens >= 1.0
+    }
+
+    /// When the next token is there.
+    fn ready_at(&self) -> Instant {
+        let missing = (1.0 - self.tokens).max(0.0);
+        self.at + Duration::from_secs_f64(missing / self.rate)
+    }
+
+    fn take(&mut self) {
+        self.refill();
+        self.tokens -= 1.0;
+    }
+}
+
+/// Refused connections, logged at most once per [`REFUSAL_LOG_EVERY`] with the count.
+#[derive(Debug, Default)]
+struct RefusalLog {
+    last: Option<Instant>,
+    since: u64,
+}
+
+impl RefusalLog {
+    fn refused(&mut self, ip: IpAddr, limit: &'static str) {
+        self.since += 1;
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|last| now.duration_since(last) < REFUSAL_LOG_EVERY)
+        {
+            return;
+        }
+        warn!(
+            peer = %ip,
+            limit,
+            refused = self.since,
+            "connection limit reached, closing new connections (count since the last such line)"
+        );
+        self.last = Some(now);
+        self.since = 0;
     }
 }
 

@@ -1,5 +1,7 @@
 //! Resource bounds of the broker: connections, frame and buffer sizes, pipelining depth,
-//! topic and fetch limits, produced batch limits, request entry caps, committed offsets.
+//! topic and fetch limits, produced batch limits, request entry caps, committed offsets,
+//! connections per address and their creation rate, request memory shares and queued
+//! response bytes.
 //!
 //! Every rule on them is the broker's own ([`BrokerConfig::check`](kafka_broker::BrokerConfig::check));
 //! this section only reads the values and says which key fills which field.
@@ -7,6 +9,10 @@
 use super::values::{duration_ms, parsed};
 use kafka_broker::Limits;
 use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
 use std::time::Duration;
 
 /// The limit settings as read from the layers.
@@ -40,6 +46,24 @@ pub(super) struct Raw {
     max_groups_with_offsets: usize,
     #[serde(deserialize_with = "parsed")]
     offsets_retention_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    max_connections_per_ip: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_connections_per_ip_overrides: IpOverrides,
+    #[serde(deserialize_with = "parsed")]
+    max_connection_creation_rate: u32,
+    #[serde(deserialize_with = "parsed")]
+    max_buffered_request_bytes_per_ip: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_buffered_request_bytes_per_connection: usize,
+    #[serde(deserialize_with = "parsed")]
+    small_request_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    small_request_reserve_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_queued_response_bytes_per_connection: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_queued_response_bytes: usize,
 }
 
 impl Default for Raw {
@@ -58,6 +82,15 @@ impl Default for Raw {
             max_entries_per_request,
             max_groups_with_offsets,
             offsets_retention,
+            max_connections_per_ip,
+            max_connections_per_ip_overrides,
+            max_connection_creation_rate,
+            max_buffered_request_bytes_per_ip,
+            max_buffered_request_bytes_per_connection,
+            small_request_bytes,
+            small_request_reserve_bytes,
+            max_queued_response_bytes_per_connection,
+            max_queued_response_bytes,
         } = Limits::default();
         Raw {
             max_connections,
@@ -73,6 +106,15 @@ impl Default for Raw {
             max_entries_per_request,
             max_groups_with_offsets,
             offsets_retention_ms: duration_ms(offsets_retention),
+            max_connections_per_ip,
+            max_connections_per_ip_overrides: IpOverrides(max_connections_per_ip_overrides),
+            max_connection_creation_rate,
+            max_buffered_request_bytes_per_ip,
+            max_buffered_request_bytes_per_connection,
+            small_request_bytes,
+            small_request_reserve_bytes,
+            max_queued_response_bytes_per_connection,
+            max_queued_response_bytes,
         }
     }
 }
@@ -107,6 +149,36 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     ("limits.max_entries_per_request", "max_entries_per_request"),
     ("limits.max_groups_with_offsets", "max_groups_with_offsets"),
     ("limits.offsets_retention", "offsets_retention_ms"),
+    ("limits.max_connections_per_ip", "max_connections_per_ip"),
+    (
+        "limits.max_connections_per_ip_overrides",
+        "max_connections_per_ip_overrides",
+    ),
+    (
+        "limits.max_connection_creation_rate",
+        "max_connection_creation_rate",
+    ),
+    (
+        "limits.max_buffered_request_bytes_per_ip",
+        "max_buffered_request_bytes_per_ip",
+    ),
+    (
+        "limits.max_buffered_request_bytes_per_connection",
+        "max_buffered_request_bytes_per_connection",
+    ),
+    ("limits.small_request_bytes", "small_request_bytes"),
+    (
+        "limits.small_request_reserve_bytes",
+        "small_request_reserve_bytes",
+    ),
+    (
+        "limits.max_queued_response_bytes_per_connection",
+        "max_queued_response_bytes_per_connection",
+    ),
+    (
+        "limits.max_queued_response_bytes",
+        "max_queued_response_bytes",
+    ),
 ];
 
 impl Raw {
@@ -126,6 +198,123 @@ impl Raw {
             max_entries_per_request: self.max_entries_per_request,
             max_groups_with_offsets: self.max_groups_with_offsets,
             offsets_retention: Duration::from_millis(self.offsets_retention_ms),
+            max_connections_per_ip: self.max_connections_per_ip,
+            max_connections_per_ip_overrides: self.max_connections_per_ip_overrides.0,
+            max_connection_creation_rate: self.max_connection_creation_rate,
+            max_buffered_request_bytes_per_ip: self.max_buffered_request_bytes_per_ip,
+            max_buffered_request_bytes_per_connection: self
+                .max_buffered_request_bytes_per_connection,
+            small_request_bytes: self.small_request_bytes,
+            small_request_reserve_bytes: self.small_request_reserve_bytes,
+            max_queued_response_bytes_per_connection: self.max_queued_response_bytes_per_connection,
+            max_queued_response_bytes: self.max_queued_response_bytes,
         };
+    }
+}
+
+/// `max_connections_per_ip_overrides`: `IP:N` pairs separated by commas, as Kafka's
+/// `max.connections.per.ip.overrides` (`10.0.0.1:50,[::1]:200`; an empty value has none).
+/// The count follows the last colon, so bare IPv6 addresses work too (`::1:200`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(super) struct IpOverrides(BTreeMap<IpAddr, usize>);
+
+impl FromStr for IpOverrides {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let mut map = BTreeMap::new();
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let bad = || format!("{pair:?} is not IP:COUNT");
+            let (ip, n) = pair.rsplit_once(':').ok_or_else(bad)?;
+            let ip = ip.trim().trim_start_matches('[').trim_end_matches(']');
+            let ip: IpAddr = ip.parse().map_err(|_| bad())?;
+            let n: usize = n.trim().parse().map_err(|_| bad())?;
+            if map.insert(ip, n).is_some() {
+                return Err(format!("{ip} is given twice"));
+            }
+        }
+        Ok(IpOverrides(map))
+    }
+}
+
+impl fmt::Display for IpOverrides {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (ip, n) in &self.0 {
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            match ip {
+                IpAddr::V4(v4) => write!(f, "{v4}:{n}")?,
+                IpAddr::V6(v6) => write!(f, "[{v6}]:{n}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+impl serde::Serialize for IpOverrides {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Unset by default: the docs describe it in words.
+        if self.0.is_empty() {
+            s.serialize_none()
+        } else {
+            s.collect_str(self)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::load;
+    use super::super::tests::{env, load_err};
+    use super::IpOverrides;
+
+    #[test]
+    fn connection_overrides_are_ip_count_pairs() {
+        let parsed: IpOverrides = "10.0.0.1:5, [::1]:7,::2:0,".parse().unwrap();
+        assert_eq!(parsed.to_string(), "10.0.0.1:5,[::1]:7,[::2]:0");
+        assert_eq!(parsed.to_string().parse::<IpOverrides>().unwrap(), parsed);
+        assert_eq!("".parse::<IpOverrides>().unwrap(), IpOverrides::default());
+        for bad in ["10.0.0.1", "host:5", "10.0.0.1:-1", "10.0.0.1:1,10.0.0.1:2"] {
+            assert!(bad.parse::<IpOverrides>().is_err(), "{bad}");
+        }
+        let config = load(
+            None,
+            env(&[
+                ("IGGY_KAFKA_MAX_CONNECTIONS_PER_IP_OVERRIDES", "127.0.0.2:3"),
+                ("IGGY_KAFKA_MAX_CONNECTIONS_PER_IP", "9"),
+                ("IGGY_KAFKA_MAX_CONNECTION_CREATION_RATE", "50"),
+                (
+                    "IGGY_KAFKA_MAX_QUEUED_RESPONSE_BYTES_PER_CONNECTION",
+                    "4096",
+                ),
+            ]),
+        )
+        .unwrap();
+        let l = &config.broker.limits;
+        assert_eq!(
+            l.max_connections_per_ip_overrides
+                .get(&"127.0.0.2".parse().unwrap()),
+            Some(&3)
+        );
+        assert_eq!(l.max_connections_per_ip, 9);
+        assert_eq!(l.max_connection_creation_rate, 50);
+        assert_eq!(l.max_queued_response_bytes_per_connection, 4096);
+        let message = load_err(
+            None,
+            &[("IGGY_KAFKA_MAX_CONNECTIONS_PER_IP_OVERRIDES", "x:1")],
+        );
+        assert!(
+            message.starts_with("IGGY_KAFKA_MAX_CONNECTIONS_PER_IP_OVERRIDES="),
+            "{message}"
+        );
+        let message = load_err(None, &[("IGGY_KAFKA_SMALL_REQUEST_RESERVE_BYTES", "1")]);
+        assert!(
+            message.starts_with("IGGY_KAFKA_SMALL_REQUEST_RESERVE_BYTES=\"1\": must hold"),
+            "{message}"
+        );
     }
 }

@@ -77,6 +77,7 @@ pub(crate) struct ScrapeGauges {
     rebalances: Counter,
     memory_in_use: Gauge,
     memory_budget: Gauge,
+    responses_queued: Gauge,
     store_up: Gauge,
     truncated: Gauge,
 }
@@ -94,6 +95,7 @@ impl ScrapeGauges {
             rebalances: Counter::default(),
             memory_in_use: Gauge::default(),
             memory_budget: Gauge::default(),
+            responses_queued: Gauge::default(),
             store_up: Gauge::default(),
             truncated: Gauge::default(),
         };
@@ -149,6 +151,12 @@ impl ScrapeGauges {
             Unit::Bytes,
             g.memory_budget.clone(),
         );
+        reg.register_with_unit(
+            "response_memory_queued",
+            "Encoded response bytes waiting to be written to clients",
+            Unit::Bytes,
+            g.responses_queued.clone(),
+        );
         reg.register(
             "store_up",
             "1 when the store answered the scrape's ping, 0 otherwise",
@@ -166,16 +174,13 @@ impl ScrapeGauges {
 /// Reads the state behind the scrape-time metrics from the broker.
 pub(crate) async fn refresh(metrics: &Metrics, broker: &Broker) {
     let g = &metrics.scrape;
-    let budget = broker
-        .config
-        .limits
-        .max_buffered_request_bytes
-        .min(tokio::sync::Semaphore::MAX_PERMITS);
-    let free = broker.request_memory.available_permits();
+    let budget = broker.request_memory.total();
     g.memory_budget
         .set(i64::try_from(budget).unwrap_or(i64::MAX));
     g.memory_in_use
-        .set(i64::try_from(budget.saturating_sub(free)).unwrap_or(i64::MAX));
+        .set(i64::try_from(broker.request_memory.in_use()).unwrap_or(i64::MAX));
+    g.responses_queued
+        .set(i64::try_from(broker.response_memory.queued()).unwrap_or(i64::MAX));
 
     if let Ok(stats) = broker.groups.with(|c, _| c.stats()).await {
         g.groups.clear();
