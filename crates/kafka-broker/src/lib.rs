@@ -21,6 +21,7 @@
 mod broker;
 pub mod config;
 mod connection;
+mod cpu;
 mod dispatch;
 mod groups;
 mod handlers;
