@@ -1,5 +1,6 @@
 //! Resource bounds of the broker: connections, frame and buffer sizes, pipelining depth,
-//! topic and fetch limits, produced batch limits.
+//! topic and fetch limits, produced batch limits, produce checks, producer state and the
+//! validation pool.
 //!
 //! Every rule on them is the broker's own ([`BrokerConfig::check`](kafka_broker::BrokerConfig::check));
 //! this section only reads the values and says which key fills which field.
@@ -34,6 +35,22 @@ pub(super) struct Raw {
     max_decompressed_batch_bytes: usize,
     #[serde(deserialize_with = "parsed")]
     max_records_per_batch: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_produce_timeout_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    message_timestamp_before_max_ms: i64,
+    #[serde(deserialize_with = "parsed")]
+    message_timestamp_after_max_ms: i64,
+    #[serde(deserialize_with = "parsed")]
+    producer_id_expiration_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    max_producer_states: usize,
+    #[serde(deserialize_with = "parsed")]
+    validation_threads: usize,
+    #[serde(deserialize_with = "parsed")]
+    inline_validation_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_decompressed_request_bytes: usize,
 }
 
 impl Default for Raw {
@@ -49,6 +66,14 @@ impl Default for Raw {
             max_fetch_wait,
             max_decompressed_batch_bytes,
             max_records_per_batch,
+            max_produce_timeout,
+            message_timestamp_before_max_ms,
+            message_timestamp_after_max_ms,
+            producer_id_expiration,
+            max_producer_states,
+            validation_threads,
+            inline_validation_bytes,
+            max_decompressed_request_bytes,
         } = Limits::default();
         Raw {
             max_connections,
@@ -61,6 +86,14 @@ impl Default for Raw {
             max_fetch_wait_ms: duration_ms(max_fetch_wait),
             max_decompressed_batch_bytes,
             max_records_per_batch,
+            max_produce_timeout_ms: duration_ms(max_produce_timeout),
+            message_timestamp_before_max_ms,
+            message_timestamp_after_max_ms,
+            producer_id_expiration_ms: duration_ms(producer_id_expiration),
+            max_producer_states,
+            validation_threads,
+            inline_validation_bytes,
+            max_decompressed_request_bytes,
         }
     }
 }
@@ -92,6 +125,23 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "max_decompressed_batch_bytes",
     ),
     ("limits.max_records_per_batch", "max_records_per_batch"),
+    ("limits.max_produce_timeout", "max_produce_timeout_ms"),
+    (
+        "limits.message_timestamp_before_max_ms",
+        "message_timestamp_before_max_ms",
+    ),
+    (
+        "limits.message_timestamp_after_max_ms",
+        "message_timestamp_after_max_ms",
+    ),
+    ("limits.producer_id_expiration", "producer_id_expiration_ms"),
+    ("limits.max_producer_states", "max_producer_states"),
+    ("limits.validation_threads", "validation_threads"),
+    ("limits.inline_validation_bytes", "inline_validation_bytes"),
+    (
+        "limits.max_decompressed_request_bytes",
+        "max_decompressed_request_bytes",
+    ),
 ];
 
 impl Raw {
@@ -108,6 +158,14 @@ impl Raw {
             max_fetch_wait: Duration::from_millis(self.max_fetch_wait_ms),
             max_decompressed_batch_bytes: self.max_decompressed_batch_bytes,
             max_records_per_batch: self.max_records_per_batch,
+            max_produce_timeout: Duration::from_millis(self.max_produce_timeout_ms),
+            message_timestamp_before_max_ms: self.message_timestamp_before_max_ms,
+            message_timestamp_after_max_ms: self.message_timestamp_after_max_ms,
+            producer_id_expiration: Duration::from_millis(self.producer_id_expiration_ms),
+            max_producer_states: self.max_producer_states,
+            validation_threads: self.validation_threads,
+            inline_validation_bytes: self.inline_validation_bytes,
+            max_decompressed_request_bytes: self.max_decompressed_request_bytes,
         };
     }
 }
