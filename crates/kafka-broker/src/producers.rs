@@ -129,17 +129,16 @@ impl Producers {
     pub(crate) fn allocate(&self, now_ms: i64) -> Option<(i64, i16)> {
         let mut state = self.state.lock().ok()?;
         self.make_room_issued(&mut state.issued, now_ms);
+        // The table holds at most `max_entries` of 2^48 ids, so a free one is found at
+        // once in practice.
         loop {
             let low = (rand::random::<u64>() & ((1u64 << ID_BITS) - 1)) as i64;
             let id = self.base | low;
-            if !state.issued.contains_key(&id) {
-                state.issued.insert(
-                    id,
-                    Issued {
-                        epoch: 0,
-                        last_used_ms: now_ms,
-                    },
-                );
+            if let std::collections::hash_map::Entry::Vacant(slot) = state.issued.entry(id) {
+                slot.insert(Issued {
+                    epoch: 0,
+                    last_used_ms: now_ms,
+                });
                 return Some((id, 0));
             }
         }
@@ -148,7 +147,7 @@ impl Producers {
     /// InitProducerId: the epoch bumped when `(producer_id, epoch)` is what this gateway
     /// handed out last for that id (KIP-360), else a fresh id.
     pub(crate) fn init(&self, producer_id: i64, epoch: i16, now_ms: i64) -> Option<(i64, i16)> {
-        if producer_id >= 0 && epoch >= 0 && epoch < i16::MAX - 1 {
+        if producer_id >= 0 && (0..i16::MAX - 1).contains(&epoch) {
             let mut state = self.state.lock().ok()?;
             if let Some(issued) = state.issued.get_mut(&producer_id)
                 && issued.epoch == epoch
