@@ -43,6 +43,7 @@ const INVALID_RECORD: i16 = 87;
 const INVALID_REQUEST: i16 = 42;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const MESSAGE_TOO_LARGE: i16 = 10;
+const INVALID_TIMESTAMP: i16 = 32;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -145,6 +146,11 @@ fn produced(s: &mut TcpStream, body: RequestBody) -> Option<Vec<(i16, i64)>> {
 
 /// The high watermark of `topic`/`partition`.
 fn latest(addr: SocketAddr, topic: &str, partition: i32) -> i64 {
+    list_offset(addr, topic, partition, -1)
+}
+
+/// ListOffsets v7 for one partition at `timestamp` (-1: latest).
+fn list_offset(addr: SocketAddr, topic: &str, partition: i32, timestamp: i64) -> i64 {
     let mut s = connect(addr).unwrap();
     let body = ListOffsetsRequest {
         replica_id: -1,
@@ -152,7 +158,7 @@ fn latest(addr: SocketAddr, topic: &str, partition: i32) -> i64 {
             name: ByteString::from(topic.to_string()),
             partitions: vec![ListOffsetsPartition {
                 partition_index: partition,
-                timestamp: -1,
+                timestamp,
                 ..Default::default()
             }],
             ..Default::default()
@@ -486,5 +492,42 @@ fn spoofed_producer_ids_and_epochs_do_not_hurt_the_real_producer() {
     // The victim's own bump with its current epoch works.
     let (code, got, bumped) = init_producer_id(&mut victim, id, epoch);
     assert_eq!((code, got, bumped), (NONE, id, epoch + 1));
+    assert_healthy(&mut gw, probe_on(prober));
+}
+
+fn at(timestamp: i64) -> Bytes {
+    let mut out = BytesMut::new();
+    encode_batch(
+        &BatchOptions::default(),
+        &[NewRecord {
+            timestamp,
+            key: None,
+            value: Some(Bytes::from_static(b"t")),
+            headers: vec![],
+        }],
+        &mut out,
+    )
+    .unwrap();
+    out.freeze()
+}
+
+#[test]
+fn record_timestamps_outside_the_bounds_are_refused() {
+    let mut gw = Gateway::start(&[("IGGY_KAFKA_MESSAGE_TIMESTAMP_BEFORE_MAX_MS", "60000")]);
+    create_topic(gw.addr, "clock", 1);
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let mut s = connect(gw.addr).unwrap();
+    let now = now_ms();
+    // Two hours ahead (default bound one hour), two minutes behind (bound one minute).
+    for ts in [now + 7_200_000, now - 120_000] {
+        let answer = produced(&mut s, produce("clock", vec![(0, at(ts))])).unwrap();
+        assert_eq!(answer[0].0, INVALID_TIMESTAMP, "{ts}: {answer:?}");
+    }
+    assert_eq!(latest(gw.addr, "clock", 0), 0);
+    let answer = produced(&mut s, produce("clock", vec![(0, at(now))])).unwrap();
+    assert_eq!(answer[0].0, NONE, "{answer:?}");
+    // The lookup by timestamp (on the validation threads) finds it.
+    assert_eq!(list_offset(gw.addr, "clock", 0, now - 1000), 0);
+    assert_eq!(list_offset(gw.addr, "clock", 0, now + 1000), -1);
     assert_healthy(&mut gw, probe_on(prober));
 }
