@@ -44,6 +44,7 @@ const INVALID_REQUEST: i16 = 42;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const MESSAGE_TOO_LARGE: i16 = 10;
 const INVALID_TIMESTAMP: i16 = 32;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -357,6 +358,40 @@ fn list_offsets_naming_one_partition_a_million_times() {
         assert_eq!(parts.len(), 1_000_000);
         assert!(parts.iter().all(|p| p.error_code == INVALID_REQUEST));
     }
+    // 30000 distinct partitions: past the cap (20000) refused without a lookup.
+    let body = ListOffsetsRequest {
+        replica_id: -1,
+        topics: vec![ListOffsetsTopic {
+            name: ByteString::from_static("listed"),
+            partitions: (0..30_000)
+                .map(|partition_index| ListOffsetsPartition {
+                    partition_index,
+                    timestamp: -1,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut s = connect(gw.addr).unwrap();
+    let Some(ResponseBody::ListOffsets(r)) = call(&mut s, ApiKey::ListOffsets, 7, body.into())
+    else {
+        panic!("no ListOffsets answer")
+    };
+    let codes: Vec<i16> = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert_eq!(codes.len(), 30_000);
+    assert_eq!(codes[0], NONE);
+    assert!(
+        codes[1..20_000]
+            .iter()
+            .all(|c| *c == UNKNOWN_TOPIC_OR_PARTITION)
+    );
+    assert!(codes[20_000..].iter().all(|c| *c == INVALID_REQUEST));
     assert_healthy(&mut gw, prober.finish());
 }
 

@@ -111,6 +111,9 @@ pub struct Limits {
     /// Most bytes the batches of one Produce may decompress to, together; partitions past
     /// it get `MESSAGE_TOO_LARGE` without being decompressed.
     pub max_decompressed_request_bytes: usize,
+    /// Most partition entries of one ListOffsets request that are looked up; the rest
+    /// are answered `INVALID_REQUEST`.
+    pub max_list_offsets_partitions: usize,
 }
 
 impl Default for Limits {
@@ -134,6 +137,7 @@ impl Default for Limits {
             validation_threads: 2,
             inline_validation_bytes: 64 * 1024,
             max_decompressed_request_bytes: 128 * 1024 * 1024,
+            max_list_offsets_partitions: 20_000,
         }
     }
 }
@@ -268,6 +272,10 @@ impl BrokerConfig {
             (
                 "limits.max_decompressed_request_bytes",
                 limits.max_decompressed_request_bytes,
+            ),
+            (
+                "limits.max_list_offsets_partitions",
+                limits.max_list_offsets_partitions,
             ),
         ] {
             if value == 0 {

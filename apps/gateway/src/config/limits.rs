@@ -51,6 +51,8 @@ pub(super) struct Raw {
     inline_validation_bytes: usize,
     #[serde(deserialize_with = "parsed")]
     max_decompressed_request_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_list_offsets_partitions: usize,
 }
 
 impl Default for Raw {
@@ -74,6 +76,7 @@ impl Default for Raw {
             validation_threads,
             inline_validation_bytes,
             max_decompressed_request_bytes,
+            max_list_offsets_partitions,
         } = Limits::default();
         Raw {
             max_connections,
@@ -94,6 +97,7 @@ impl Default for Raw {
             validation_threads,
             inline_validation_bytes,
             max_decompressed_request_bytes,
+            max_list_offsets_partitions,
         }
     }
 }
@@ -142,6 +146,10 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "limits.max_decompressed_request_bytes",
         "max_decompressed_request_bytes",
     ),
+    (
+        "limits.max_list_offsets_partitions",
+        "max_list_offsets_partitions",
+    ),
 ];
 
 impl Raw {
@@ -166,6 +174,7 @@ impl Raw {
             validation_threads: self.validation_threads,
             inline_validation_bytes: self.inline_validation_bytes,
             max_decompressed_request_bytes: self.max_decompressed_request_bytes,
+            max_list_offsets_partitions: self.max_list_offsets_partitions,
         };
     }
 }

@@ -605,6 +605,7 @@ fn produce_and_producer_settings_reach_the_broker() {
             ("IGGY_KAFKA_VALIDATION_THREADS", "3"),
             ("IGGY_KAFKA_INLINE_VALIDATION_BYTES", "500"),
             ("IGGY_KAFKA_MAX_DECOMPRESSED_REQUEST_BYTES", "6000"),
+            ("IGGY_KAFKA_MAX_LIST_OFFSETS_PARTITIONS", "90"),
         ]),
     )
     .unwrap();
@@ -619,6 +620,7 @@ fn produce_and_producer_settings_reach_the_broker() {
             l.validation_threads,
             l.inline_validation_bytes,
             l.max_decompressed_request_bytes,
+            l.max_list_offsets_partitions,
         ),
         (
             Duration::from_millis(1500),
@@ -628,7 +630,8 @@ fn produce_and_producer_settings_reach_the_broker() {
             40,
             3,
             500,
-            6000
+            6000,
+            90
         )
     );
     let message = load_err(None, &[("IGGY_KAFKA_VALIDATION_THREADS", "0")]);

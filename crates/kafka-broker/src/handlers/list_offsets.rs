@@ -6,7 +6,8 @@
 //! timestamp is at least that. Nothing found is offset -1, timestamp -1.
 //!
 //! A partition named more than once in a request gets `INVALID_REQUEST` for every copy,
-//! as Kafka answers duplicate partitions, and is looked up not at all. Lookups by
+//! as Kafka answers duplicate partitions, and is looked up not at all; so do the entries
+//! past `max_list_offsets_partitions` (a bound Kafka does not have). Lookups by
 //! timestamp (which may decompress a stored batch) run on the validation pool
 //! ([`crate::cpu`]), one at a time per request, so a request listing many partitions
 //! never holds a connection worker.
@@ -20,6 +21,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use std::collections::HashMap;
 use std::sync::Arc;
+use tracing::debug;
 
 /// A lookup by timestamp (`None`: the largest timestamp), run on the validation pool.
 async fn scan(
@@ -61,16 +63,27 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffset
             *n = n.saturating_add(1);
         }
     }
+    let cap = ctx.broker.config.limits.max_list_offsets_partitions;
+    // Entries of the request so far; those from the cap on are refused unlooked.
+    let mut entries = 0usize;
+    let mut refused = 0usize;
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
-        let info = log.topic(&t.name).await;
+        let info = if entries < cap {
+            log.topic(&t.name).await
+        } else {
+            Ok(None)
+        };
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
             let repeated = named
                 .get(&(t.name.clone(), p.partition_index))
                 .is_some_and(|n| *n > 1);
+            let past_cap = entries >= cap;
+            entries += 1;
+            refused += usize::from(past_cap);
             let result: Result<(i64, i64), ErrorCode> = async {
-                if repeated {
+                if repeated || past_cap {
                     return Err(ErrorCode::INVALID_REQUEST);
                 }
                 let info = match &info {
@@ -137,6 +150,12 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffset
             partitions,
             ..ListOffsetsTopicResponse::default()
         });
+    }
+    if refused > 0 {
+        debug!(
+            refused,
+            cap, "ListOffsets: partitions past max_list_offsets_partitions refused"
+        );
     }
     ListOffsetsResponse {
         topics,
