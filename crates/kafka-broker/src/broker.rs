@@ -1,13 +1,13 @@
-//! Shared broker state: configuration, stores, and the producer-id allocator.
+//! Shared broker state: configuration, stores, producer state and the validation pool.
 
 use crate::budget::{RequestBudget, ResponseBudget};
 use crate::config::BrokerConfig;
+use crate::cpu::CpuPool;
 use crate::groups::{Groups, OffsetRetention};
 use crate::pipeline::Pipeline;
 use crate::producers::Producers;
 use crate::server::Stores;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// State shared by every connection.
@@ -23,14 +23,20 @@ pub(crate) struct Broker {
     pub(crate) request_memory: Arc<RequestBudget>,
     /// Encoded response bytes waiting for writers over all connections.
     pub(crate) response_memory: Arc<ResponseBudget>,
-    next_producer_id: AtomicI64,
+    /// Where CPU-heavy request work runs (decompression, timestamp scans).
+    pub(crate) cpu: CpuPool,
 }
 
 impl Broker {
     pub(crate) fn new(config: BrokerConfig, stores: Stores, pipeline: Pipeline) -> Self {
-        // Producer ids: the instance id in the high 16 bits (below the sign bit), a
-        // counter below, so gateways fronting one store never hand out the same id.
-        let base = i64::from(config.instance_id & 0x7fff) << 48;
+        // Producer ids: the instance id in the high 16 bits (below the sign bit), random
+        // bits below, so gateways fronting one store never hand out the same id.
+        let producers = Producers::new(
+            config.instance_id,
+            config.limits.producer_id_expiration,
+            config.limits.max_producer_states,
+        );
+        let cpu = CpuPool::new(config.limits.validation_threads);
         let groups = Groups::spawn(
             config.groups.clone(),
             OffsetRetention {
@@ -44,18 +50,13 @@ impl Broker {
         Broker {
             config,
             stores,
-            producers: Producers::default(),
+            producers,
             groups,
             pipeline,
             request_memory,
             response_memory,
-            next_producer_id: AtomicI64::new(base),
+            cpu,
         }
-    }
-
-    /// A fresh producer id.
-    pub(crate) fn allocate_producer_id(&self) -> i64 {
-        self.next_producer_id.fetch_add(1, Ordering::Relaxed)
     }
 }
 

@@ -126,6 +126,37 @@ pub struct Limits {
     /// Encoded response bytes waiting for writers over all connections; past it, a
     /// connection with any response still queued starts no further request.
     pub max_queued_response_bytes: usize,
+    /// Longest a Produce waits for the store to confirm its appends, whatever the
+    /// request's `timeout_ms` asks for (Kafka has no bound; the producer's own
+    /// `request.timeout.ms` defaults to 30 s).
+    pub max_produce_timeout: Duration,
+    /// Largest age of a produced record's timestamp, in milliseconds before the broker's
+    /// clock (Kafka's `log.message.timestamp.before.max.ms`, default `i64::MAX`: no
+    /// bound). Applies to CreateTime batches; older ones get `INVALID_TIMESTAMP`.
+    pub message_timestamp_before_max_ms: i64,
+    /// Largest lead of a produced record's timestamp, in milliseconds ahead of the
+    /// broker's clock (Kafka's `log.message.timestamp.after.max.ms`, default one hour
+    /// since Kafka 4.0). Applies to CreateTime batches; later ones get `INVALID_TIMESTAMP`.
+    pub message_timestamp_after_max_ms: i64,
+    /// How long the state of an idempotent producer is kept without a write (Kafka's
+    /// `producer.id.expiration.ms`, default one day).
+    pub producer_id_expiration: Duration,
+    /// Most producer entries kept: per-partition producer states and handed-out ids each
+    /// (the least recently used hundredth is dropped when full).
+    pub max_producer_states: usize,
+    /// Threads that decompress and check produced batches and scan partitions by
+    /// timestamp, off the connections' workers.
+    pub validation_threads: usize,
+    /// A Produce whose uncompressed record bytes stay under this is checked on the
+    /// connection's worker (the hop to a thread costs more); compressed records and
+    /// larger requests always go to the validation threads.
+    pub inline_validation_bytes: usize,
+    /// Most bytes the batches of one Produce may decompress to, together; partitions past
+    /// it get `MESSAGE_TOO_LARGE` without being decompressed.
+    pub max_decompressed_request_bytes: usize,
+    /// Most partition entries of one ListOffsets request that are looked up; the rest
+    /// are answered `INVALID_REQUEST`.
+    pub max_list_offsets_partitions: usize,
 }
 
 impl Default for Limits {
@@ -153,6 +184,15 @@ impl Default for Limits {
             small_request_reserve_bytes: 32 * 1024 * 1024,
             max_queued_response_bytes_per_connection: 1024 * 1024,
             max_queued_response_bytes: 256 * 1024 * 1024,
+            max_produce_timeout: Duration::from_secs(30),
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: 3_600_000,
+            producer_id_expiration: Duration::from_secs(86_400),
+            max_producer_states: 100_000,
+            validation_threads: 2,
+            inline_validation_bytes: 64 * 1024,
+            max_decompressed_request_bytes: 128 * 1024 * 1024,
+            max_list_offsets_partitions: 20_000,
         }
     }
 }
@@ -339,6 +379,16 @@ impl BrokerConfig {
                 "limits.max_queued_response_bytes",
                 limits.max_queued_response_bytes,
             ),
+            ("limits.max_producer_states", limits.max_producer_states),
+            ("limits.validation_threads", limits.validation_threads),
+            (
+                "limits.max_decompressed_request_bytes",
+                limits.max_decompressed_request_bytes,
+            ),
+            (
+                "limits.max_list_offsets_partitions",
+                limits.max_list_offsets_partitions,
+            ),
         ] {
             if value == 0 {
                 return bad(field, "must be at least 1");
@@ -409,6 +459,37 @@ impl BrokerConfig {
         }
         if limits.max_fetch_wait > MAX_DURATION {
             return bad("limits.max_fetch_wait", "must be at most 7 days");
+        }
+        for (field, value) in [
+            ("limits.max_produce_timeout", limits.max_produce_timeout),
+            (
+                "limits.producer_id_expiration",
+                limits.producer_id_expiration,
+            ),
+        ] {
+            if value.is_zero() {
+                return bad(field, "must be above zero");
+            }
+            if value > MAX_DURATION {
+                return bad(field, "must be at most 7 days");
+            }
+        }
+        for (field, value) in [
+            (
+                "limits.message_timestamp_before_max_ms",
+                limits.message_timestamp_before_max_ms,
+            ),
+            (
+                "limits.message_timestamp_after_max_ms",
+                limits.message_timestamp_after_max_ms,
+            ),
+        ] {
+            if value < 0 {
+                return bad(field, "must be 0 or more");
+            }
+        }
+        if limits.validation_threads > 512 {
+            return bad("limits.validation_threads", "must be at most 512");
         }
 
         let timeouts = &self.timeouts;

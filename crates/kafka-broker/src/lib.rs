@@ -22,6 +22,7 @@ mod broker;
 mod budget;
 pub mod config;
 mod connection;
+mod cpu;
 mod dispatch;
 mod groups;
 mod handlers;

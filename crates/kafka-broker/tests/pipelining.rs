@@ -1,7 +1,8 @@
 //! A connection's consecutive Produce requests overlap: each holds its place in its
 //! partitions (`LogStore::submit`) before the next is read, the store confirms them when
 //! it can, and the responses still go out in request order. Anything else waits for
-//! them, and an idempotent producer's requests do not overlap at all.
+//! them, and an idempotent producer's requests do not overlap at all. The same idempotent
+//! batch sent on two connections at once lands once.
 //!
 //! The store here is the embedded one behind a wrapper whose confirmations are held back:
 //! until a number of appends have been submitted (a connection that handled its requests
@@ -183,6 +184,11 @@ impl OffsetStore for Held {
 
 /// A gateway on a free loopback port over `store` (topic `t`, one partition).
 async fn serve(store: Arc<Held>) -> TcpStream {
+    TcpStream::connect(serve_at(store).await).await.unwrap()
+}
+
+/// [`serve`], returning the address instead of a connection.
+async fn serve_at(store: Arc<Held>) -> std::net::SocketAddr {
     store
         .create_topic(
             NewTopic {
@@ -206,7 +212,7 @@ async fn serve(store: Arc<Held>) -> TcpStream {
         stores,
         std::future::pending(),
     ));
-    TcpStream::connect(addr).await.unwrap()
+    addr
 }
 
 fn frame(correlation_id: i32, version: i16, body: RequestBody) -> Bytes {
@@ -377,4 +383,41 @@ async fn an_idempotent_producers_requests_do_not_overlap() {
         );
     }
     assert_eq!(store.most_open.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_idempotent_batch_on_two_connections_lands_once() {
+    // Each append is confirmed 50 ms after it took its place: a check that did not wait
+    // for the other connection's append to be recorded would pass the batch twice.
+    let store = Arc::new(Held::new(Hold::For(Duration::from_millis(50))));
+    let addr = serve_at(Arc::clone(&store)).await;
+    let options = BatchOptions {
+        producer_id: 7,
+        producer_epoch: 0,
+        base_sequence: 0,
+        ..Default::default()
+    };
+    let mut a = TcpStream::connect(addr).await.unwrap();
+    let mut b = TcpStream::connect(addr).await.unwrap();
+    let (ra, rb) = tokio::join!(
+        async {
+            a.write_all(&produce(1, -1, options, 3)).await.unwrap();
+            produced(&response(&mut a).await.unwrap())
+        },
+        async {
+            b.write_all(&produce(2, -1, options, 3)).await.unwrap();
+            produced(&response(&mut b).await.unwrap())
+        }
+    );
+    assert_eq!((ra.1, rb.1), (0, 0), "both answered without error");
+    assert_eq!(
+        ra.2, rb.2,
+        "the duplicate is answered with the original offset"
+    );
+    a.write_all(&list_latest(3)).await.unwrap();
+    assert_eq!(
+        listed(&response(&mut a).await.unwrap()),
+        (3, 3),
+        "landed once"
+    );
 }

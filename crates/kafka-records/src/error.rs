@@ -153,6 +153,18 @@ pub enum RecordsError {
         records: i32,
     },
 
+    /// A record's offset delta is not its index in the batch (Kafka refuses such a batch
+    /// with `INVALID_RECORD`: offsets inside a batch are consecutive from the base).
+    #[error("batch at base offset {base_offset}: record {index} has offset delta {offset_delta}")]
+    OffsetDeltaMismatch {
+        /// Base offset of the batch.
+        base_offset: i64,
+        /// The record's position in the batch.
+        index: i64,
+        /// Its offset delta on the wire.
+        offset_delta: i32,
+    },
+
     /// Bytes remain after the last declared record.
     #[error("batch at base offset {base_offset}: {extra} bytes left after its {expected} records")]
     TrailingRecordBytes {
@@ -238,6 +250,7 @@ impl RecordsError {
             | Self::InvalidRecordCount { .. }
             | Self::RecordCountMismatch { .. }
             | Self::LastOffsetDeltaMismatch { .. }
+            | Self::OffsetDeltaMismatch { .. }
             | Self::TrailingRecordBytes { .. }
             | Self::InvalidVarint { .. }
             | Self::InvalidLength { .. }

@@ -2,7 +2,8 @@
 //!
 //! The broker decodes a produced batch once ([`check_batches`]): CRC-32C, magic 2, codec,
 //! the decompressed size and record count within limits, every record well-formed, and
-//! `recordCount` and `lastOffsetDelta` consistent with the records. What passes is a
+//! `recordCount`, `lastOffsetDelta` and every record's offset delta (its index in the
+//! batch) consistent with the records. What passes is a
 //! [`ValidBatch`]: the batch bytes, their parsed header, and the records section already
 //! decompressed. Stores take `ValidBatch`es, so none checks or decompresses again: the
 //! embedded store uses the header as is, the Iggy bridge maps the records from the kept
@@ -69,7 +70,14 @@ impl ValidBatch {
         let header = batch.header();
         let mut count = 0i64;
         for record in batch.records_in(section.clone()) {
-            record?;
+            let record = record?;
+            if i64::from(record.offset_delta) != count {
+                return Err(RecordsError::OffsetDeltaMismatch {
+                    base_offset: header.base_offset,
+                    index: count,
+                    offset_delta: record.offset_delta,
+                });
+            }
             count += 1;
         }
         if count != i64::from(header.record_count) {
@@ -118,6 +126,11 @@ impl ValidBatch {
     /// were all read once already, so iterating gives no error.
     pub fn records(&self) -> Records {
         self.batch.records_in(self.section.clone())
+    }
+
+    /// Bytes of the uncompressed records section (what a compressed batch inflated to).
+    pub fn records_len(&self) -> usize {
+        self.section.len()
     }
 
     /// The batch with its partition leader epoch set to `epoch`: the same batch when it
@@ -198,6 +211,43 @@ mod tests {
         assert!(
             matches!(err, RecordsError::LastOffsetDeltaMismatch { .. }),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn an_offset_delta_that_is_not_the_record_index_is_refused() {
+        let records: Vec<NewRecord> = (0..2)
+            .map(|_| NewRecord {
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(Bytes::from_static(b"v")),
+                headers: vec![],
+            })
+            .collect();
+        let mut out = BytesMut::new();
+        encode_batch(&BatchOptions::default(), &records, &mut out).unwrap();
+        let mut b = out.to_vec();
+        // Record 0 at 61: length, attributes, timestamp delta, offset delta, key (-1),
+        // value length, value, header count: 8 bytes. Record 1's offset delta is at 72.
+        assert_eq!(b[72], 0x02, "zigzag 1");
+        b[72] = 0x04;
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        let err = check_batches(&Bytes::from(b), &DecodeLimits::default()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RecordsError::OffsetDeltaMismatch {
+                    index: 1,
+                    offset_delta: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            err.kafka_error_code(),
+            kafka_protocol::ErrorCode::INVALID_RECORD
         );
     }
 

@@ -1,7 +1,7 @@
 //! Resource bounds of the broker: connections, frame and buffer sizes, pipelining depth,
 //! topic and fetch limits, produced batch limits, request entry caps, committed offsets,
 //! connections per address and their creation rate, request memory shares and queued
-//! response bytes.
+//! response bytes, produce checks, producer state and the validation pool.
 //!
 //! Every rule on them is the broker's own ([`BrokerConfig::check`](kafka_broker::BrokerConfig::check));
 //! this section only reads the values and says which key fills which field.
@@ -64,6 +64,24 @@ pub(super) struct Raw {
     max_queued_response_bytes_per_connection: usize,
     #[serde(deserialize_with = "parsed")]
     max_queued_response_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_produce_timeout_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    message_timestamp_before_max_ms: i64,
+    #[serde(deserialize_with = "parsed")]
+    message_timestamp_after_max_ms: i64,
+    #[serde(deserialize_with = "parsed")]
+    producer_id_expiration_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    max_producer_states: usize,
+    #[serde(deserialize_with = "parsed")]
+    validation_threads: usize,
+    #[serde(deserialize_with = "parsed")]
+    inline_validation_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_decompressed_request_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_list_offsets_partitions: usize,
 }
 
 impl Default for Raw {
@@ -91,6 +109,15 @@ impl Default for Raw {
             small_request_reserve_bytes,
             max_queued_response_bytes_per_connection,
             max_queued_response_bytes,
+            max_produce_timeout,
+            message_timestamp_before_max_ms,
+            message_timestamp_after_max_ms,
+            producer_id_expiration,
+            max_producer_states,
+            validation_threads,
+            inline_validation_bytes,
+            max_decompressed_request_bytes,
+            max_list_offsets_partitions,
         } = Limits::default();
         Raw {
             max_connections,
@@ -115,6 +142,15 @@ impl Default for Raw {
             small_request_reserve_bytes,
             max_queued_response_bytes_per_connection,
             max_queued_response_bytes,
+            max_produce_timeout_ms: duration_ms(max_produce_timeout),
+            message_timestamp_before_max_ms,
+            message_timestamp_after_max_ms,
+            producer_id_expiration_ms: duration_ms(producer_id_expiration),
+            max_producer_states,
+            validation_threads,
+            inline_validation_bytes,
+            max_decompressed_request_bytes,
+            max_list_offsets_partitions,
         }
     }
 }
@@ -179,6 +215,27 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "limits.max_queued_response_bytes",
         "max_queued_response_bytes",
     ),
+    ("limits.max_produce_timeout", "max_produce_timeout_ms"),
+    (
+        "limits.message_timestamp_before_max_ms",
+        "message_timestamp_before_max_ms",
+    ),
+    (
+        "limits.message_timestamp_after_max_ms",
+        "message_timestamp_after_max_ms",
+    ),
+    ("limits.producer_id_expiration", "producer_id_expiration_ms"),
+    ("limits.max_producer_states", "max_producer_states"),
+    ("limits.validation_threads", "validation_threads"),
+    ("limits.inline_validation_bytes", "inline_validation_bytes"),
+    (
+        "limits.max_decompressed_request_bytes",
+        "max_decompressed_request_bytes",
+    ),
+    (
+        "limits.max_list_offsets_partitions",
+        "max_list_offsets_partitions",
+    ),
 ];
 
 impl Raw {
@@ -208,6 +265,15 @@ impl Raw {
             small_request_reserve_bytes: self.small_request_reserve_bytes,
             max_queued_response_bytes_per_connection: self.max_queued_response_bytes_per_connection,
             max_queued_response_bytes: self.max_queued_response_bytes,
+            max_produce_timeout: Duration::from_millis(self.max_produce_timeout_ms),
+            message_timestamp_before_max_ms: self.message_timestamp_before_max_ms,
+            message_timestamp_after_max_ms: self.message_timestamp_after_max_ms,
+            producer_id_expiration: Duration::from_millis(self.producer_id_expiration_ms),
+            max_producer_states: self.max_producer_states,
+            validation_threads: self.validation_threads,
+            inline_validation_bytes: self.inline_validation_bytes,
+            max_decompressed_request_bytes: self.max_decompressed_request_bytes,
+            max_list_offsets_partitions: self.max_list_offsets_partitions,
         };
     }
 }

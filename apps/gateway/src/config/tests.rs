@@ -591,3 +591,53 @@ fn one_line_keeps_position_and_reason() {
         "TOML parse error at line 1, column 5: invalid string"
     );
 }
+
+#[test]
+fn produce_and_producer_settings_reach_the_broker() {
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_MAX_PRODUCE_TIMEOUT_MS", "1500"),
+            ("IGGY_KAFKA_MESSAGE_TIMESTAMP_BEFORE_MAX_MS", "1000"),
+            ("IGGY_KAFKA_MESSAGE_TIMESTAMP_AFTER_MAX_MS", "2000"),
+            ("IGGY_KAFKA_PRODUCER_ID_EXPIRATION_MS", "3000"),
+            ("IGGY_KAFKA_MAX_PRODUCER_STATES", "40"),
+            ("IGGY_KAFKA_VALIDATION_THREADS", "3"),
+            ("IGGY_KAFKA_INLINE_VALIDATION_BYTES", "500"),
+            ("IGGY_KAFKA_MAX_DECOMPRESSED_REQUEST_BYTES", "6000"),
+            ("IGGY_KAFKA_MAX_LIST_OFFSETS_PARTITIONS", "90"),
+        ]),
+    )
+    .unwrap();
+    let l = config.broker_config(1).limits;
+    assert_eq!(
+        (
+            l.max_produce_timeout,
+            l.message_timestamp_before_max_ms,
+            l.message_timestamp_after_max_ms,
+            l.producer_id_expiration,
+            l.max_producer_states,
+            l.validation_threads,
+            l.inline_validation_bytes,
+            l.max_decompressed_request_bytes,
+            l.max_list_offsets_partitions,
+        ),
+        (
+            Duration::from_millis(1500),
+            1000,
+            2000,
+            Duration::from_millis(3000),
+            40,
+            3,
+            500,
+            6000,
+            90
+        )
+    );
+    let message = load_err(None, &[("IGGY_KAFKA_VALIDATION_THREADS", "0")]);
+    assert!(
+        message.starts_with("IGGY_KAFKA_VALIDATION_THREADS")
+            && message.ends_with("must be at least 1"),
+        "{message}"
+    );
+}

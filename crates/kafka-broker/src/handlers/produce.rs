@@ -1,20 +1,37 @@
 //! Produce (key 0): validate record batches and append them.
 //!
-//! Every batch is checked before anything is stored: magic 2, CRC-32C, a codec the
-//! negotiated version allows (zstd from v7), the decompressed size and record count
-//! within limits, each record well-formed, and the batch within the topic's
-//! `max.message.bytes`. Errors are per partition, so one bad partition does not fail the
-//! others. Versions 0-2 (legacy message sets) are answered `UNSUPPORTED_VERSION` per
-//! partition, and so are transactional requests and transactional or control batches:
-//! transactions are not supported, and storing such records as ordinary ones would break
-//! what the producer was promised. With acks=0 no response is sent.
+//! Every partition's `records` is checked before anything is stored, as Kafka's broker
+//! does: exactly one record batch (from v3), magic 2, CRC-32C, a codec the negotiated
+//! version allows (zstd from v7), the decompressed size and record count within limits,
+//! each record well-formed with its offset delta equal to its index, the batch within
+//! the topic's `max.message.bytes`, and CreateTime timestamps within
+//! `log.message.timestamp.before.max.ms` / `after.max.ms` of the broker's clock. Errors
+//! are per partition, so one bad partition does not fail the others. A partition named
+//! more than once in a request gets `INVALID_REQUEST` for every copy and nothing of it
+//! is stored (Kafka keeps the last copy silently; a client never sends two, and
+//! choosing one would answer the others with an offset they do not have). Versions 0-2
+//! (legacy message sets) are answered `UNSUPPORTED_VERSION` per partition, and so are
+//! transactional requests and transactional or control batches: transactions are not
+//! supported, and storing such records as ordinary ones would break what the producer
+//! was promised. With acks=0 no response is sent.
+//!
+//! Decompressing and walking the records is the expensive part: a few bytes of zstd can
+//! inflate to the batch limit. A request with compressed records, or with more
+//! uncompressed bytes than `inline_validation_bytes`, is checked on the validation pool
+//! ([`crate::cpu`]), never on the connection's worker, and all its batches together may
+//! inflate to at most `max_decompressed_request_bytes` (counting what a refused batch
+//! was allowed to inflate to): past that, partitions get `MESSAGE_TOO_LARGE` without
+//! being decompressed.
 //!
 //! A request goes through three steps, so that the connection can start the next Produce
 //! while the store is still confirming this one: [`prepare`] (topic lookups and batch
 //! validation; nothing stored), [`submit`] (idempotence checks, then every partition's
-//! batches handed to the store with `LogStore::submit`, in request order, which fixes
-//! their place) and [`complete`] (wait for the store, record idempotent producers' batches,
-//! build the response).
+//! batch handed to the store with `LogStore::submit`, in request order, which fixes
+//! its place) and [`complete`] (wait for the store, record idempotent producers' batches,
+//! build the response). For idempotent batches the check and the append are one step:
+//! [`submit`] holds the partitions' producer locks from the check until the append is
+//! confirmed and recorded, so the same batch sent on two connections lands once and the
+//! other is answered as its duplicate, with the same offset.
 
 use super::{Ctx, Reply, Step, bs};
 use crate::broker::now_ms;
@@ -26,7 +43,8 @@ use kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::{ErrorCode, Uuid};
-use kafka_records::{Compression, DecodeLimits};
+use kafka_records::{Compression, DecodeLimits, TimestampType};
+use std::collections::HashMap;
 use std::time::Duration;
 use tracing::debug;
 
@@ -43,9 +61,7 @@ pub(crate) struct Prepared {
     now: i64,
     /// Whether some batch comes from an idempotent producer.
     idempotent: bool,
-    /// Whether some partition is named twice.
-    repeated: bool,
-    topics: Vec<PerTopic<Result<Batches, Failure>>>,
+    topics: Vec<PerTopic<Result<Batch, Failure>>>,
 }
 
 /// A topic of the request with something per partition, in request order.
@@ -55,10 +71,11 @@ struct PerTopic<T> {
     partitions: Vec<(i32, T)>,
 }
 
-/// One partition's validated batches.
-struct Batches {
+/// One partition's validated batch.
+struct Batch {
     topic: String,
-    batches: Vec<(ValidBatch, BatchId)>,
+    batch: ValidBatch,
+    id: BatchId,
 }
 
 impl Prepared {
@@ -79,11 +96,12 @@ pub(crate) struct Submitted {
 /// Where one partition's write stands.
 enum Pending {
     Failed(Failure),
-    /// A retry of a write that already landed.
+    /// Confirmed (or a retry of a write that already landed).
     Done(AppendOutcome),
     Appending {
         topic: String,
-        ids: Vec<BatchId>,
+        id: BatchId,
+        now: i64,
         append: PendingAppend,
     },
 }
@@ -100,9 +118,27 @@ pub(crate) async fn start(ctx: Ctx<'_>, req: ProduceRequest) -> Step<'_> {
     }
 }
 
+/// The checks of one request, owned so they can run on the validation pool.
+#[derive(Clone, Copy)]
+struct Checks {
+    version: i16,
+    limits: DecodeLimits,
+    now: i64,
+    before_max_ms: i64,
+    after_max_ms: i64,
+}
+
+/// One partition's records waiting to be checked.
+struct Job {
+    records: Bytes,
+    max_message_bytes: i32,
+    compressed: bool,
+}
+
 /// Looks the topics up and validates every batch. Nothing is appended.
 pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
     let log = &ctx.broker.stores.log;
+    let limits = &ctx.broker.config.limits;
     let acks = req.acks;
     let refuse: Option<Failure> = if ctx.version < 3 {
         Some(fail(
@@ -122,15 +158,23 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
     } else {
         None
     };
-    let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0).max(1000));
+    let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0).max(1000))
+        .min(limits.max_produce_timeout);
     let unknown = if ctx.version >= 13 {
         ErrorCode::UNKNOWN_TOPIC_ID
     } else {
         ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
     };
-    let mut seen = std::collections::HashSet::new();
-    let mut repeated = false;
-    let mut idempotent = false;
+    let mut named: HashMap<(bytestring::ByteString, Uuid, i32), u32> = HashMap::new();
+    for topic in &req.topic_data {
+        for p in &topic.partition_data {
+            let n = named
+                .entry((topic.name.clone(), topic.topic_id, p.index))
+                .or_default();
+            *n = n.saturating_add(1);
+        }
+    }
+    let mut jobs = Vec::new();
     let mut topics = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         let lookup = if refuse.is_some() {
@@ -142,16 +186,28 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
         };
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
-            repeated |= !seen.insert((topic.name.clone(), topic.topic_id, p.index));
+            let repeated = named
+                .get(&(topic.name.clone(), topic.topic_id, p.index))
+                .is_some_and(|n| *n > 1);
             let checked = match (&refuse, &lookup) {
                 (Some(f), _) => Err(f.clone()),
+                _ if repeated => Err(fail(
+                    ErrorCode::INVALID_REQUEST,
+                    "the partition is named more than once in the request",
+                )),
                 (None, Err(e)) => Err(fail(e.error_code(), e.to_string())),
                 (None, Ok(None)) => Err((unknown, None)),
-                (None, Ok(Some(info))) => check_partition(ctx, info, p.index, p.records),
+                (None, Ok(Some(info))) => {
+                    precheck(info, p.index, p.records).map(|(records, compressed)| {
+                        jobs.push(Job {
+                            records,
+                            max_message_bytes: info.config.max_message_bytes,
+                            compressed,
+                        });
+                        info.name.clone()
+                    })
+                }
             };
-            if let Ok(b) = &checked {
-                idempotent |= b.batches.iter().any(|(_, id)| id.producer_id >= 0);
-            }
             partitions.push((p.index, checked));
         }
         topics.push(PerTopic {
@@ -160,22 +216,81 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
             partitions,
         });
     }
+    let now = now_ms();
+    let checks = Checks {
+        version: ctx.version,
+        limits: DecodeLimits {
+            max_decompressed_bytes: limits.max_decompressed_batch_bytes,
+            max_records_per_batch: limits.max_records_per_batch,
+        },
+        now,
+        before_max_ms: limits.message_timestamp_before_max_ms,
+        after_max_ms: limits.message_timestamp_after_max_ms,
+    };
+    let budget = limits.max_decompressed_request_bytes;
+    let heavy = jobs.iter().any(|j| j.compressed)
+        || jobs.iter().map(|j| j.records.len()).sum::<usize>() > limits.inline_validation_bytes;
+    let results = if jobs.is_empty() {
+        Vec::new()
+    } else if heavy {
+        ctx.broker
+            .cpu
+            .run(move || validate_all(jobs, checks, budget))
+            .await
+            .unwrap_or_default()
+    } else {
+        validate_all(jobs, checks, budget)
+    };
+    let mut results = results.into_iter();
+    let mut idempotent = false;
+    let mut out: Vec<PerTopic<Result<Batch, Failure>>> = Vec::with_capacity(topics.len());
+    // Results come in job order, which is the order of the partitions that passed.
+    for topic in topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for (index, checked) in topic.partitions {
+            let checked = match checked {
+                Err(f) => Err(f),
+                Ok(name) => match results.next() {
+                    Some(Ok((batch, id))) => {
+                        idempotent |= id.idempotent();
+                        Ok(Batch {
+                            topic: name,
+                            batch,
+                            id,
+                        })
+                    }
+                    Some(Err(f)) => Err(f),
+                    None => Err(fail(
+                        ErrorCode::UNKNOWN_SERVER_ERROR,
+                        "the batch could not be checked",
+                    )),
+                },
+            };
+            partitions.push((index, checked));
+        }
+        out.push(PerTopic {
+            name: topic.name,
+            topic_id: topic.topic_id,
+            partitions,
+        });
+    }
     Prepared {
         acks,
         timeout,
-        now: now_ms(),
+        now,
         idempotent,
-        repeated,
-        topics,
+        topics: out,
     }
 }
 
-fn check_partition(
-    ctx: &Ctx<'_>,
+/// The checks that need no decoding: the partition exists, the records hold exactly one
+/// batch (Produce v3+), its size is within `max.message.bytes`. Returns the records and
+/// whether they are compressed.
+fn precheck(
     topic: &TopicInfo,
     partition: i32,
     records: Option<Bytes>,
-) -> Result<Batches, Failure> {
+) -> Result<(Bytes, bool), Failure> {
     if partition < 0 || partition >= topic.partitions {
         return Err((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, None));
     }
@@ -183,34 +298,209 @@ fn check_partition(
     if records.is_empty() {
         return Err(fail(ErrorCode::INVALID_RECORD, "no record batch"));
     }
-    Ok(Batches {
-        topic: topic.name.clone(),
-        batches: validate(ctx, topic, &records)?,
-    })
+    // baseOffset (8) and batchLength (4) frame the first batch.
+    if let Some(len) = records.get(8..12) {
+        let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+        let whole = usize::try_from(len).ok().and_then(|l| l.checked_add(12));
+        if whole.is_some_and(|w| records.len() > w) {
+            return Err(fail(
+                ErrorCode::INVALID_RECORD,
+                "Produce v3 and later must carry exactly one record batch per partition",
+            ));
+        }
+    }
+    let max = usize::try_from(topic.config.max_message_bytes).unwrap_or(0);
+    if records.len() > max {
+        return Err(fail(
+            ErrorCode::MESSAGE_TOO_LARGE,
+            format!(
+                "batch of {} bytes exceeds max.message.bytes {max}",
+                records.len()
+            ),
+        ));
+    }
+    // attributes (offset 21): the low three bits are the codec.
+    let compressed = records.get(21..23).is_some_and(|a| a[1] & 0x07 != 0);
+    Ok((records, compressed))
 }
 
-/// Checks producer state and hands every partition's batches to the store, in request
+/// Checks the jobs in order within one decompression budget.
+fn validate_all(
+    jobs: Vec<Job>,
+    checks: Checks,
+    mut budget: usize,
+) -> Vec<Result<(ValidBatch, BatchId), Failure>> {
+    let mut refused_for_budget = 0usize;
+    let out = jobs
+        .into_iter()
+        .map(|job| {
+            let r = validate(&job, &checks, &mut budget);
+            if job.compressed && budget == 0 && r.is_err() {
+                refused_for_budget += 1;
+            }
+            r
+        })
+        .collect();
+    if refused_for_budget > 0 {
+        debug!(
+            partitions = refused_for_budget,
+            "produce request past its decompression budget"
+        );
+    }
+    out
+}
+
+/// Checks one partition's batch ([`check_batches`]: CRC, records, counts; once, for the
+/// whole way to the store) and the gateway's own rules, and returns it stamped with
+/// leader epoch 0, ready to append, with its producer identity.
+fn validate(
+    job: &Job,
+    checks: &Checks,
+    budget: &mut usize,
+) -> Result<(ValidBatch, BatchId), Failure> {
+    let mut limits = checks.limits;
+    if job.compressed {
+        if *budget == 0 {
+            return Err(fail(
+                ErrorCode::MESSAGE_TOO_LARGE,
+                "the request's batches decompress past max_decompressed_request_bytes",
+            ));
+        }
+        limits.max_decompressed_bytes = limits.max_decompressed_bytes.min(*budget);
+    }
+    let checked = match check_batches(&job.records, &limits) {
+        Ok(c) => c,
+        Err(e) => {
+            if job.compressed {
+                // The decoder may have inflated up to its limit before failing.
+                *budget = budget.saturating_sub(limits.max_decompressed_bytes);
+            }
+            return Err(fail(e.kafka_error_code(), e.to_string()));
+        }
+    };
+    if job.compressed {
+        let inflated: usize = checked.batches.iter().map(ValidBatch::records_len).sum();
+        *budget = budget.saturating_sub(inflated);
+    }
+    if checked.truncated_tail > 0 {
+        return Err(fail(
+            ErrorCode::CORRUPT_MESSAGE,
+            format!(
+                "{} bytes of a partial batch at the end",
+                checked.truncated_tail
+            ),
+        ));
+    }
+    let mut batches = checked.batches.into_iter();
+    let (Some(batch), None) = (batches.next(), batches.next()) else {
+        return Err(fail(
+            ErrorCode::INVALID_RECORD,
+            "Produce v3 and later must carry exactly one record batch per partition",
+        ));
+    };
+    let max = usize::try_from(job.max_message_bytes).unwrap_or(0);
+    if batch.len() > max {
+        return Err(fail(
+            ErrorCode::MESSAGE_TOO_LARGE,
+            format!(
+                "batch of {} bytes exceeds max.message.bytes {max}",
+                batch.len()
+            ),
+        ));
+    }
+    if batch.batch().is_transactional() || batch.batch().is_control() {
+        return Err(fail(
+            ErrorCode::UNSUPPORTED_VERSION,
+            "transactional and control batches are not supported",
+        ));
+    }
+    if batch.batch().compression() == Compression::Zstd && checks.version < 7 {
+        return Err(fail(
+            ErrorCode::UNSUPPORTED_COMPRESSION_TYPE,
+            "zstd needs Produce v7 or later",
+        ));
+    }
+    if batch.batch().timestamp_type() == TimestampType::CreateTime {
+        check_timestamps(&batch, checks)?;
+    }
+    let h = *batch.header();
+    // Stored batches carry leader epoch 0. Most producers already send 0 (librdkafka
+    // does); only the others' batches are copied to be stamped.
+    let batch = batch
+        .with_leader_epoch(0)
+        .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
+    Ok((
+        batch,
+        BatchId {
+            producer_id: h.producer_id,
+            epoch: h.producer_epoch,
+            first_seq: h.base_sequence,
+            records: h.record_count,
+        },
+    ))
+}
+
+/// Every record's timestamp within the bounds around the broker's clock
+/// (`log.message.timestamp.before.max.ms` / `after.max.ms`, KIP-937).
+fn check_timestamps(batch: &ValidBatch, checks: &Checks) -> Result<(), Failure> {
+    if checks.before_max_ms == i64::MAX && checks.after_max_ms == i64::MAX {
+        return Ok(());
+    }
+    for (i, record) in batch.records().enumerate() {
+        let Ok(record) = record else {
+            // Every record was read once already by check_batches.
+            continue;
+        };
+        let ts = record.timestamp;
+        let behind = checks.now.saturating_sub(ts);
+        let ahead = ts.saturating_sub(checks.now);
+        if behind > checks.before_max_ms || ahead > checks.after_max_ms {
+            return Err(fail(
+                ErrorCode::INVALID_TIMESTAMP,
+                format!(
+                    "record {i} has timestamp {ts}, outside [-{}, +{}] ms of the broker's clock",
+                    checks.before_max_ms, checks.after_max_ms
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks producer state and hands every partition's batch to the store, in request
 /// order. Once this returns, the batches hold their place in their partitions: a later
-/// request's batches land after them.
+/// request's batches land after them. Idempotent batches are checked, appended and
+/// recorded under their partitions' producer locks, so they are confirmed before this
+/// returns.
 pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
+    let producers = &ctx.broker.producers;
+    let stripes: Vec<usize> = prepared
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter_map(|(index, checked)| match checked {
+            Ok(b) if b.id.idempotent() => Some(producers.stripe(&b.topic, *index)),
+            _ => None,
+        })
+        .collect();
+    let guards = if stripes.is_empty() {
+        Some(Vec::new())
+    } else {
+        tokio::time::timeout(prepared.timeout, producers.lock(stripes))
+            .await
+            .ok()
+    };
     let mut topics = Vec::with_capacity(prepared.topics.len());
     for topic in prepared.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for (index, checked) in topic.partitions {
             let pending = match checked {
                 Err(f) => Pending::Failed(f),
-                Ok(b) => {
-                    // A partition named twice: its first entry must be stored (and
-                    // recorded) before the second is checked.
-                    let in_order =
-                        prepared.repeated && b.batches.iter().any(|(_, id)| id.producer_id >= 0);
-                    let p = submit_partition(ctx, b, index, prepared.now, prepared.timeout).await;
-                    if in_order {
-                        settle(ctx, index, p, prepared.timeout).await
-                    } else {
-                        p
-                    }
-                }
+                Ok(b) if b.id.idempotent() && guards.is_none() => Pending::Failed(fail(
+                    ErrorCode::REQUEST_TIMED_OUT,
+                    "the partition's producer state stayed busy",
+                )),
+                Ok(b) => submit_partition(ctx, b, index, prepared.now, prepared.timeout).await,
             };
             partitions.push((index, pending));
         }
@@ -220,6 +510,11 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
             partitions,
         });
     }
+    if guards.as_ref().is_some_and(|g| !g.is_empty()) {
+        // Confirm and record everything while the locks are held.
+        topics = settle_all(ctx, topics, prepared.timeout).await;
+    }
+    drop(guards);
     Submitted {
         acks: prepared.acks,
         timeout: prepared.timeout,
@@ -229,43 +524,33 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
 
 async fn submit_partition(
     ctx: &Ctx<'_>,
-    b: Batches,
+    b: Batch,
     partition: i32,
     now: i64,
     timeout: Duration,
 ) -> Pending {
     let producers = &ctx.broker.producers;
     let log = &ctx.broker.stores.log;
-    let only = b.batches.len() == 1;
-    for (i, (_, id)) in b.batches.iter().enumerate() {
-        match producers.check(&b.topic, partition, *id) {
-            Ok(Verdict::Append) => {}
-            // A retry of a write that already landed: answer with its offset.
-            Ok(Verdict::Duplicate(base_offset)) if only && i == 0 => {
-                return match log.watermarks(&b.topic, partition).await {
-                    Ok(w) => Pending::Done(AppendOutcome {
-                        base_offset,
-                        log_append_time: -1,
-                        log_start_offset: w.log_start_offset,
-                    }),
-                    Err(e) => Pending::Failed(fail(e.error_code(), e.to_string())),
-                };
-            }
-            Ok(Verdict::Duplicate(_)) => {
-                return Pending::Failed(fail(
-                    ErrorCode::DUPLICATE_SEQUENCE_NUMBER,
-                    "a retried batch sent together with new ones",
-                ));
-            }
-            Err(code) => return Pending::Failed((code, None)),
+    match producers.check(&b.topic, partition, b.id, now) {
+        Ok(Verdict::Append) => {}
+        // A retry of a write that already landed: answer with its offset.
+        Ok(Verdict::Duplicate(base_offset)) => {
+            return match log.watermarks(&b.topic, partition).await {
+                Ok(w) => Pending::Done(AppendOutcome {
+                    base_offset,
+                    log_append_time: -1,
+                    log_start_offset: w.log_start_offset,
+                }),
+                Err(e) => Pending::Failed(fail(e.error_code(), e.to_string())),
+            };
         }
+        Err(code) => return Pending::Failed((code, None)),
     }
-    let ids: Vec<BatchId> = b.batches.iter().map(|(_, id)| *id).collect();
-    let batches = b.batches.into_iter().map(|(bytes, _)| bytes).collect();
-    match tokio::time::timeout(timeout, log.submit(&b.topic, partition, batches, now)).await {
+    match tokio::time::timeout(timeout, log.submit(&b.topic, partition, vec![b.batch], now)).await {
         Ok(Ok(append)) => Pending::Appending {
             topic: b.topic,
-            ids,
+            id: b.id,
+            now,
             append,
         },
         Ok(Err(e)) => Pending::Failed(fail(e.error_code(), e.to_string())),
@@ -282,8 +567,13 @@ fn timed_out() -> Failure {
 
 /// Waits for one partition's append and records it in the producer state.
 async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Duration) -> Pending {
-    let (topic, ids, append) = match pending {
-        Pending::Appending { topic, ids, append } => (topic, ids, append),
+    let (topic, id, now, append) = match pending {
+        Pending::Appending {
+            topic,
+            id,
+            now,
+            append,
+        } => (topic, id, now, append),
         done => return done,
     };
     let outcome = match tokio::time::timeout(timeout, append).await {
@@ -291,25 +581,25 @@ async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Durati
         Ok(Err(e)) => return Pending::Failed(fail(e.error_code(), e.to_string())),
         Err(_) => return Pending::Failed(timed_out()),
     };
-    let mut offset = outcome.base_offset;
-    for id in ids {
-        ctx.broker.producers.record(&topic, partition, id, offset);
-        offset += i64::from(id.records);
-    }
+    ctx.broker
+        .producers
+        .record(&topic, partition, id, outcome.base_offset, now);
     Pending::Done(outcome)
 }
 
-/// Waits for the store to confirm every append and builds the response (not sent for
-/// acks=0).
-pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
-    let timeout = submitted.timeout;
+/// Settles every partition of a request at once, keeping the shape.
+async fn settle_all(
+    ctx: &Ctx<'_>,
+    topics: Vec<PerTopic<Pending>>,
+    timeout: Duration,
+) -> Vec<PerTopic<Pending>> {
     let mut waits = Vec::new();
-    let mut shapes = Vec::with_capacity(submitted.topics.len());
+    let mut shapes = Vec::with_capacity(topics.len());
     for PerTopic {
         name,
         topic_id,
         partitions,
-    } in submitted.topics
+    } in topics
     {
         let mut indexes = Vec::with_capacity(partitions.len());
         for (index, pending) in partitions {
@@ -319,14 +609,44 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
         shapes.push((name, topic_id, indexes));
     }
     let mut outcomes = futures_util::future::join_all(waits).await.into_iter();
-    let mut responses = Vec::with_capacity(shapes.len());
-    for (name, topic_id, indexes) in shapes {
-        let mut partition_responses = Vec::with_capacity(indexes.len());
-        for index in indexes {
-            let outcome = match outcomes.next() {
-                Some(Pending::Done(a)) => Ok(a),
-                Some(Pending::Failed(f)) => Err(f),
-                _ => Err(fail(ErrorCode::UNKNOWN_SERVER_ERROR, "no outcome")),
+    shapes
+        .into_iter()
+        .map(|(name, topic_id, indexes)| PerTopic {
+            name,
+            topic_id,
+            partitions: indexes
+                .into_iter()
+                .map(|index| {
+                    let p = outcomes.next().unwrap_or_else(|| {
+                        Pending::Failed(fail(ErrorCode::UNKNOWN_SERVER_ERROR, "no outcome"))
+                    });
+                    (index, p)
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Waits for the store to confirm every append and builds the response (not sent for
+/// acks=0).
+pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
+    let topics = settle_all(ctx, submitted.topics, submitted.timeout).await;
+    let mut refused = 0usize;
+    let mut responses = Vec::with_capacity(topics.len());
+    for PerTopic {
+        name,
+        topic_id,
+        partitions,
+    } in topics
+    {
+        let mut partition_responses = Vec::with_capacity(partitions.len());
+        for (index, pending) in partitions {
+            let outcome = match pending {
+                Pending::Done(a) => Ok(a),
+                Pending::Failed(f) => Err(f),
+                Pending::Appending { .. } => {
+                    Err(fail(ErrorCode::UNKNOWN_SERVER_ERROR, "no outcome"))
+                }
             };
             partition_responses.push(match outcome {
                 Ok(a) => PartitionProduceResponse {
@@ -338,7 +658,10 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
                     ..PartitionProduceResponse::default()
                 },
                 Err((code, msg)) => {
-                    debug!(topic = %name, partition = index, %code, ?msg, "produce refused");
+                    refused += 1;
+                    if refused == 1 {
+                        debug!(topic = %name, partition = index, %code, ?msg, "produce refused");
+                    }
                     PartitionProduceResponse {
                         index,
                         error_code: code.code(),
@@ -366,6 +689,9 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
             ..TopicProduceResponse::default()
         });
     }
+    if refused > 1 {
+        debug!(partitions = refused, "produce request: partitions refused");
+    }
     let response = ProduceResponse {
         responses,
         ..ProduceResponse::default()
@@ -376,71 +702,4 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
     } else {
         Reply::Body(response)
     }
-}
-
-/// Checks every batch ([`check_batches`]: CRC, records, counts; once, for the whole way
-/// to the store) and the gateway's own rules, and returns them, each stamped with leader
-/// epoch 0, ready to append, with their producer identity.
-fn validate(
-    ctx: &Ctx<'_>,
-    topic: &TopicInfo,
-    records: &Bytes,
-) -> Result<Vec<(ValidBatch, BatchId)>, Failure> {
-    let limits = &ctx.broker.config.limits;
-    let decode_limits = DecodeLimits {
-        max_decompressed_bytes: limits.max_decompressed_batch_bytes,
-        max_records_per_batch: limits.max_records_per_batch,
-    };
-    let checked = check_batches(records, &decode_limits)
-        .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
-    if checked.truncated_tail > 0 {
-        return Err(fail(
-            ErrorCode::CORRUPT_MESSAGE,
-            format!(
-                "{} bytes of a partial batch at the end",
-                checked.truncated_tail
-            ),
-        ));
-    }
-    let max = usize::try_from(topic.config.max_message_bytes).unwrap_or(0);
-    let mut out = Vec::with_capacity(checked.batches.len());
-    for batch in checked.batches {
-        if batch.len() > max {
-            return Err(fail(
-                ErrorCode::MESSAGE_TOO_LARGE,
-                format!(
-                    "batch of {} bytes exceeds max.message.bytes {max}",
-                    batch.len()
-                ),
-            ));
-        }
-        if batch.batch().is_transactional() || batch.batch().is_control() {
-            return Err(fail(
-                ErrorCode::UNSUPPORTED_VERSION,
-                "transactional and control batches are not supported",
-            ));
-        }
-        if batch.batch().compression() == Compression::Zstd && ctx.version < 7 {
-            return Err(fail(
-                ErrorCode::UNSUPPORTED_COMPRESSION_TYPE,
-                "zstd needs Produce v7 or later",
-            ));
-        }
-        let h = *batch.header();
-        // Stored batches carry leader epoch 0. Most producers already send 0 (librdkafka
-        // does); only the others' batches are copied to be stamped.
-        let batch = batch
-            .with_leader_epoch(0)
-            .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
-        out.push((
-            batch,
-            BatchId {
-                producer_id: h.producer_id,
-                epoch: h.producer_epoch,
-                first_seq: h.base_sequence,
-                records: h.record_count,
-            },
-        ));
-    }
-    Ok(out)
 }

@@ -1,0 +1,584 @@
+//! Attacks on Produce, ListOffsets and idempotence against the gateway binary over raw TCP
+//! (embedded store).
+//!
+//! Each test runs its attack while a well-behaved client probes with ApiVersions (and,
+//! for the CPU attacks, a second client produces small batches), then checks that the
+//! gateway is still running, that its peak resident memory stayed under a stated bound,
+//! and that the well-behaved clients were answered within a stated bound.
+//!
+//! Bounds (debug build, 2 shared cores): probes and the second client's produce answered
+//! within [`ANSWER_BOUND`]; peak RSS under [`RSS_BOUND_KIB`].
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::api::{decode_response, encode_request};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
+use kafka_protocol::messages::list_offsets_request::{
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
+};
+use kafka_protocol::messages::produce_request::{
+    PartitionProduceData, ProduceRequest, TopicProduceData,
+};
+use kafka_protocol::messages::request_header::RequestHeader;
+use kafka_protocol::{ApiKey, ByteString, RequestBody, ResponseBody};
+use kafka_records::{BatchOptions, Compression, NewRecord, encode_batch};
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+use support::Gateway;
+use support::attack::{Prober, connect, peak_rss_bound_kib, peak_rss_kib, read_frame};
+
+/// Longest a well-behaved client may wait for an answer during an attack.
+const ANSWER_BOUND: Duration = Duration::from_secs(2);
+/// Peak resident memory of the gateway during any of these attacks.
+const RSS_BOUND_KIB: u64 = 768 * 1024;
+
+const NONE: i16 = 0;
+const INVALID_RECORD: i16 = 87;
+const INVALID_REQUEST: i16 = 42;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+const MESSAGE_TOO_LARGE: i16 = 10;
+const INVALID_TIMESTAMP: i16 = 32;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn request(corr: i32, version: i16, body: RequestBody) -> Bytes {
+    let header = RequestHeader {
+        request_api_key: body.api_key().as_i16(),
+        request_api_version: version,
+        correlation_id: corr,
+        client_id: Some(ByteString::from_static("attack-produce")),
+        ..Default::default()
+    };
+    encode_request(&header, &body).unwrap()
+}
+
+fn call(s: &mut TcpStream, key: ApiKey, version: i16, body: RequestBody) -> Option<ResponseBody> {
+    s.write_all(&request(7, version, body)).ok()?;
+    let frame = read_frame(s, 256 << 20)?;
+    let (_, body) = decode_response(key, version, &Bytes::from(frame)).ok()?;
+    Some(body)
+}
+
+fn create_topic(addr: SocketAddr, name: &str, partitions: i32) {
+    let mut s = connect(addr).unwrap();
+    let body = CreateTopicsRequest {
+        topics: vec![CreatableTopic {
+            name: ByteString::from(name.to_string()),
+            num_partitions: partitions,
+            replication_factor: 1,
+            ..Default::default()
+        }],
+        timeout_ms: 10_000,
+        ..Default::default()
+    };
+    let Some(ResponseBody::CreateTopics(r)) = call(&mut s, ApiKey::CreateTopics, 5, body.into())
+    else {
+        panic!("no CreateTopics answer")
+    };
+    assert_eq!(r.topics[0].error_code, NONE, "{r:?}");
+}
+
+/// One batch of `n` records (`value` each) with the given options.
+fn batch(options: &BatchOptions, n: usize, value: Bytes) -> Bytes {
+    let records: Vec<NewRecord> = (0..n)
+        .map(|_| NewRecord {
+            timestamp: now_ms(),
+            key: None,
+            value: Some(value.clone()),
+            headers: vec![],
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    encode_batch(options, &records, &mut out).unwrap();
+    out.freeze()
+}
+
+fn small_batch() -> Bytes {
+    batch(&BatchOptions::default(), 1, Bytes::from_static(b"hello"))
+}
+
+/// A Produce v9 request: `(partition, records)` for `topic`.
+fn produce(topic: &str, parts: Vec<(i32, Bytes)>) -> RequestBody {
+    ProduceRequest {
+        acks: -1,
+        timeout_ms: 10_000,
+        topic_data: vec![TopicProduceData {
+            name: ByteString::from(topic.to_string()),
+            partition_data: parts
+                .into_iter()
+                .map(|(index, records)| PartitionProduceData {
+                    index,
+                    records: Some(records),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+    .into()
+}
+
+/// (error code, base offset) of every partition of a Produce v9 answer.
+fn produced(s: &mut TcpStream, body: RequestBody) -> Option<Vec<(i16, i64)>> {
+    match call(s, ApiKey::Produce, 9, body)? {
+        ResponseBody::Produce(p) => Some(
+            p.responses
+                .iter()
+                .flat_map(|t| t.partition_responses.iter())
+                .map(|p| (p.error_code, p.base_offset))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The high watermark of `topic`/`partition`.
+fn latest(addr: SocketAddr, topic: &str, partition: i32) -> i64 {
+    list_offset(addr, topic, partition, -1)
+}
+
+/// ListOffsets v7 for one partition at `timestamp` (-1: latest).
+fn list_offset(addr: SocketAddr, topic: &str, partition: i32, timestamp: i64) -> i64 {
+    let mut s = connect(addr).unwrap();
+    let body = ListOffsetsRequest {
+        replica_id: -1,
+        topics: vec![ListOffsetsTopic {
+            name: ByteString::from(topic.to_string()),
+            partitions: vec![ListOffsetsPartition {
+                partition_index: partition,
+                timestamp,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let Some(ResponseBody::ListOffsets(r)) = call(&mut s, ApiKey::ListOffsets, 7, body.into())
+    else {
+        panic!("no ListOffsets answer")
+    };
+    r.topics[0].partitions[0].offset
+}
+
+fn init_producer_id(s: &mut TcpStream, id: i64, epoch: i16) -> (i16, i64, i16) {
+    let body = InitProducerIdRequest {
+        transactional_id: None,
+        transaction_timeout_ms: -1,
+        producer_id: id,
+        producer_epoch: epoch,
+        ..Default::default()
+    };
+    let Some(ResponseBody::InitProducerId(r)) = call(s, ApiKey::InitProducerId, 4, body.into())
+    else {
+        panic!("no InitProducerId answer")
+    };
+    (r.error_code, r.producer_id, r.producer_epoch)
+}
+
+fn idempotent(id: i64, epoch: i16, seq: i32) -> Bytes {
+    batch(
+        &BatchOptions {
+            producer_id: id,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            ..BatchOptions::default()
+        },
+        1,
+        Bytes::from_static(b"idem"),
+    )
+}
+
+/// A second well-behaved client producing one small batch every 50 ms; returns the
+/// slowest answer and the number of failures when stopped.
+struct SecondProducer {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    handle: std::thread::JoinHandle<(Duration, usize, usize)>,
+}
+
+impl SecondProducer {
+    fn start(addr: SocketAddr, topic: &str) -> Self {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let topic = topic.to_string();
+        let handle = std::thread::spawn(move || {
+            let mut s = connect(addr).unwrap();
+            let (mut slowest, mut failed, mut ok) = (Duration::ZERO, 0, 0);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                match produced(&mut s, produce(&topic, vec![(0, small_batch())])) {
+                    Some(r) if r[0].0 == NONE => ok += 1,
+                    _ => {
+                        failed += 1;
+                        s = connect(addr).unwrap();
+                    }
+                }
+                slowest = slowest.max(started.elapsed());
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            (slowest, failed, ok)
+        });
+        SecondProducer { stop, handle }
+    }
+
+    fn finish(self) -> (Duration, usize, usize) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle.join().unwrap()
+    }
+}
+
+/// Lets the prober (every 20 ms) make a few more rounds after a short attack, so its
+/// report covers the time right after it too.
+fn probe_on(prober: Prober) -> support::attack::ProbeReport {
+    std::thread::sleep(Duration::from_millis(200));
+    prober.finish()
+}
+
+fn assert_healthy(gw: &mut Gateway, report: support::attack::ProbeReport) {
+    assert!(gw.is_running(), "the gateway died\n{}", gw.output(40));
+    report.assert_answered_within(ANSWER_BOUND, gw);
+    let peak = peak_rss_kib(gw.pid()).unwrap();
+    eprintln!(
+        "peak RSS {peak} KiB; probes answered {}, slowest {:?}",
+        report.answered, report.max
+    );
+    let bound = peak_rss_bound_kib(gw, RSS_BOUND_KIB);
+    assert!(
+        peak < bound,
+        "peak RSS {peak} KiB over {bound} KiB\n{}",
+        gw.output(40)
+    );
+}
+
+#[test]
+fn a_produce_full_of_zstd_bombs_is_bounded_and_off_the_workers() {
+    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+        return;
+    };
+    create_topic(gw.addr, "bombs", 64);
+    create_topic(gw.addr, "calm", 1);
+    // 60 MiB of zeros in one record: about 2 KiB of zstd.
+    let bomb = batch(
+        &BatchOptions {
+            compression: Compression::Zstd,
+            ..BatchOptions::default()
+        },
+        1,
+        Bytes::from(vec![0u8; 60 << 20]),
+    );
+    assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let second = SecondProducer::start(gw.addr, "calm");
+    let started = Instant::now();
+    let attackers: Vec<_> = (0..3)
+        .map(|_| {
+            let (addr, bomb) = (gw.addr, bomb.clone());
+            std::thread::spawn(move || {
+                let mut s = connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                let mut answers = Vec::new();
+                while started.elapsed() < Duration::from_secs(6) {
+                    let parts = (0..64).map(|p| (p, bomb.clone())).collect();
+                    answers.push(produced(&mut s, produce("bombs", parts)).expect("an answer"));
+                }
+                answers
+            })
+        })
+        .collect();
+    for a in attackers {
+        for answer in a.join().unwrap() {
+            assert_eq!(answer.len(), 64);
+            // The request's budget (128 MiB) lets two 60 MiB batches through at most;
+            // the rest are refused without being decompressed.
+            let landed = answer.iter().filter(|(code, _)| *code == NONE).count();
+            assert!(landed <= 2, "{landed} bombs decompressed in one request");
+            assert!(
+                answer
+                    .iter()
+                    .all(|(code, _)| *code == NONE || *code == MESSAGE_TOO_LARGE),
+                "{answer:?}"
+            );
+        }
+    }
+    let (slowest, failed, ok) = second.finish();
+    eprintln!("second producer: {ok} answered, slowest {slowest:?}");
+    assert_eq!(failed, 0, "the second producer lost requests");
+    assert!(ok > 0);
+    assert!(
+        slowest <= ANSWER_BOUND,
+        "the second producer waited {slowest:?}"
+    );
+    assert_healthy(&mut gw, prober.finish());
+}
+
+#[test]
+fn list_offsets_naming_one_partition_a_million_times() {
+    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+        return;
+    };
+    create_topic(gw.addr, "listed", 1);
+    let mut s = connect(gw.addr).unwrap();
+    assert_eq!(
+        produced(&mut s, produce("listed", vec![(0, small_batch())])).unwrap()[0].0,
+        NONE
+    );
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let body = ListOffsetsRequest {
+        replica_id: -1,
+        topics: vec![ListOffsetsTopic {
+            name: ByteString::from_static("listed"),
+            partitions: (0..1_000_000)
+                .map(|_| ListOffsetsPartition {
+                    partition_index: 0,
+                    timestamp: 1,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut attacker = connect(gw.addr).unwrap();
+    attacker
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    // Either answered (every copy refused, nothing scanned) or the connection closed by
+    // a decoding entry cap.
+    if let Some(ResponseBody::ListOffsets(r)) =
+        call(&mut attacker, ApiKey::ListOffsets, 7, body.into())
+    {
+        let parts = &r.topics[0].partitions;
+        assert_eq!(parts.len(), 1_000_000);
+        assert!(parts.iter().all(|p| p.error_code == INVALID_REQUEST));
+    }
+    // 30000 distinct partitions: past the cap (20000) refused without a lookup.
+    let body = ListOffsetsRequest {
+        replica_id: -1,
+        topics: vec![ListOffsetsTopic {
+            name: ByteString::from_static("listed"),
+            partitions: (0..30_000)
+                .map(|partition_index| ListOffsetsPartition {
+                    partition_index,
+                    timestamp: -1,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut s = connect(gw.addr).unwrap();
+    let Some(ResponseBody::ListOffsets(r)) = call(&mut s, ApiKey::ListOffsets, 7, body.into())
+    else {
+        panic!("no ListOffsets answer")
+    };
+    let codes: Vec<i16> = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert_eq!(codes.len(), 30_000);
+    assert_eq!(codes[0], NONE);
+    assert!(
+        codes[1..20_000]
+            .iter()
+            .all(|c| *c == UNKNOWN_TOPIC_OR_PARTITION)
+    );
+    assert!(codes[20_000..].iter().all(|c| *c == INVALID_REQUEST));
+    assert_healthy(&mut gw, prober.finish());
+}
+
+#[test]
+fn many_batches_for_one_partition_are_refused() {
+    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+        return;
+    };
+    create_topic(gw.addr, "many", 1);
+    let mut two = small_batch().to_vec();
+    two.extend_from_slice(&small_batch());
+    let mut many = Vec::new();
+    for _ in 0..10_000 {
+        many.extend_from_slice(&small_batch());
+    }
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let mut s = connect(gw.addr).unwrap();
+    let (two, many) = (Bytes::from(two), Bytes::from(many));
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(1) {
+        for records in [two.clone(), many.clone()] {
+            let answer = produced(&mut s, produce("many", vec![(0, records)])).unwrap();
+            assert_eq!(answer[0].0, INVALID_RECORD, "{answer:?}");
+        }
+    }
+    // A partition named twice: every copy refused.
+    let answer = produced(
+        &mut s,
+        produce("many", vec![(0, small_batch()), (0, small_batch())]),
+    )
+    .unwrap();
+    assert_eq!(answer, vec![(INVALID_REQUEST, -1), (INVALID_REQUEST, -1)]);
+    assert_eq!(latest(gw.addr, "many", 0), 0, "nothing may land");
+    assert_healthy(&mut gw, probe_on(prober));
+}
+
+#[test]
+fn the_same_idempotent_batch_on_two_connections_lands_once() {
+    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+        return;
+    };
+    create_topic(gw.addr, "twice", 1);
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let mut s = connect(gw.addr).unwrap();
+    let (code, id, epoch) = init_producer_id(&mut s, -1, -1);
+    assert_eq!(code, NONE);
+    const ROUNDS: i32 = 40;
+    let barrier = Arc::new(Barrier::new(2));
+    let senders: Vec<_> = (0..2)
+        .map(|_| {
+            let (addr, barrier) = (gw.addr, barrier.clone());
+            std::thread::spawn(move || {
+                let mut s = connect(addr).unwrap();
+                let mut answers = Vec::new();
+                for seq in 0..ROUNDS {
+                    let records = idempotent(id, epoch, seq);
+                    let frame = request(seq, 9, produce("twice", vec![(0, records)]));
+                    barrier.wait();
+                    s.write_all(&frame).unwrap();
+                    let body = read_frame(&mut s, 1 << 20).unwrap();
+                    let (_, r) = decode_response(ApiKey::Produce, 9, &Bytes::from(body)).unwrap();
+                    let ResponseBody::Produce(p) = r else {
+                        panic!("not a produce answer")
+                    };
+                    let part = &p.responses[0].partition_responses[0];
+                    answers.push((part.error_code, part.base_offset));
+                }
+                answers
+            })
+        })
+        .collect();
+    let answers: Vec<Vec<(i16, i64)>> = senders.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(answers[0].len(), ROUNDS as usize);
+    for (seq, (first, second)) in answers[0].iter().zip(&answers[1]).enumerate() {
+        assert_eq!(first.0, NONE, "{first:?}");
+        assert_eq!(first, second, "round {seq}: both must see the one offset");
+    }
+    assert_eq!(
+        latest(gw.addr, "twice", 0),
+        i64::from(ROUNDS),
+        "every batch exactly once"
+    );
+    assert_healthy(&mut gw, probe_on(prober));
+}
+
+#[test]
+fn spoofed_producer_ids_and_epochs_do_not_hurt_the_real_producer() {
+    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+        return;
+    };
+    create_topic(gw.addr, "spoof", 1);
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let mut victim = connect(gw.addr).unwrap();
+    let mut attacker = connect(gw.addr).unwrap();
+    let (_, id, epoch) = init_producer_id(&mut victim, -1, -1);
+    let (_, own, _) = init_producer_id(&mut attacker, -1, -1);
+    assert_ne!(own, id);
+    assert!(
+        (own - id).abs() > 1000,
+        "producer ids must not be sequential: {id} then {own}"
+    );
+    // Guessing neighbours of its own id: seq 0 and 1 of each, as a victim's next would be.
+    for guess in (own - 50..own + 50).filter(|g| *g != own && *g >= 0) {
+        for seq in 0..2 {
+            let _ = produced(
+                &mut attacker,
+                produce("spoof", vec![(0, idempotent(guess, 0, seq))]),
+            );
+        }
+    }
+    // Knowing the victim's id, a higher epoch it was never given is refused.
+    let answer = produced(
+        &mut attacker,
+        produce("spoof", vec![(0, idempotent(id, epoch + 1, 0))]),
+    )
+    .unwrap();
+    assert_eq!(answer[0].0, INVALID_PRODUCER_EPOCH, "{answer:?}");
+    // An epoch bump with a wrong epoch gets a fresh id, not the victim's.
+    for wrong in [epoch + 1, epoch + 7] {
+        let (code, got, _) = init_producer_id(&mut attacker, id, wrong);
+        assert_eq!(code, NONE);
+        assert_ne!(got, id, "a wrong epoch must not bump the victim");
+    }
+    let before = latest(gw.addr, "spoof", 0);
+    for seq in 0..2 {
+        let answer = produced(
+            &mut victim,
+            produce("spoof", vec![(0, idempotent(id, epoch, seq))]),
+        )
+        .unwrap();
+        assert_eq!(answer[0].0, NONE, "{answer:?}");
+        assert_eq!(
+            answer[0].1,
+            before + i64::from(seq),
+            "the real batch landed"
+        );
+    }
+    assert_eq!(latest(gw.addr, "spoof", 0), before + 2);
+    // The victim's own bump with its current epoch works.
+    let (code, got, bumped) = init_producer_id(&mut victim, id, epoch);
+    assert_eq!((code, got, bumped), (NONE, id, epoch + 1));
+    assert_healthy(&mut gw, probe_on(prober));
+}
+
+fn at(timestamp: i64) -> Bytes {
+    let mut out = BytesMut::new();
+    encode_batch(
+        &BatchOptions::default(),
+        &[NewRecord {
+            timestamp,
+            key: None,
+            value: Some(Bytes::from_static(b"t")),
+            headers: vec![],
+        }],
+        &mut out,
+    )
+    .unwrap();
+    out.freeze()
+}
+
+#[test]
+fn record_timestamps_outside_the_bounds_are_refused() {
+    let Some(mut gw) = Gateway::attack(
+        "attack_produce",
+        &[("IGGY_KAFKA_MESSAGE_TIMESTAMP_BEFORE_MAX_MS", "60000")],
+    ) else {
+        return;
+    };
+    create_topic(gw.addr, "clock", 1);
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let mut s = connect(gw.addr).unwrap();
+    let now = now_ms();
+    // Two hours ahead (default bound one hour), two minutes behind (bound one minute).
+    for ts in [now + 7_200_000, now - 120_000] {
+        let answer = produced(&mut s, produce("clock", vec![(0, at(ts))])).unwrap();
+        assert_eq!(answer[0].0, INVALID_TIMESTAMP, "{ts}: {answer:?}");
+    }
+    assert_eq!(latest(gw.addr, "clock", 0), 0);
+    let answer = produced(&mut s, produce("clock", vec![(0, at(now))])).unwrap();
+    assert_eq!(answer[0].0, NONE, "{answer:?}");
+    // The lookup by timestamp (on the validation threads) finds it.
+    assert_eq!(list_offset(gw.addr, "clock", 0, now - 1000), 0);
+    assert_eq!(list_offset(gw.addr, "clock", 0, now + 1000), -1);
+    assert_healthy(&mut gw, probe_on(prober));
+}
