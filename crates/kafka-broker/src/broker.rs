@@ -4,6 +4,7 @@ use crate::config::BrokerConfig;
 use crate::groups::Groups;
 use crate::pipeline::Pipeline;
 use crate::producers::Producers;
+use crate::quotas::Quotas;
 use crate::server::Stores;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -21,11 +22,30 @@ pub(crate) struct Broker {
     pub(crate) pipeline: Pipeline,
     /// Budget of request bytes buffered over all connections.
     pub(crate) request_memory: Arc<Semaphore>,
+    /// Client quotas: configured entities and usage.
+    pub(crate) quotas: Arc<Quotas>,
     next_producer_id: AtomicI64,
 }
 
 impl Broker {
+    /// A broker with in-memory quota entities (tests).
+    #[cfg(test)]
     pub(crate) fn new(config: BrokerConfig, stores: Stores, pipeline: Pipeline) -> Self {
+        // The memory store loads nothing and cannot fail.
+        let quotas = Quotas::new(
+            config.quotas.clone(),
+            Arc::new(crate::quotas::MemoryQuotaStore::default()),
+        )
+        .unwrap_or_else(|_| unreachable!("the memory quota store cannot fail"));
+        Broker::with_quotas(config, stores, pipeline, Arc::new(quotas))
+    }
+
+    pub(crate) fn with_quotas(
+        config: BrokerConfig,
+        stores: Stores,
+        pipeline: Pipeline,
+        quotas: Arc<Quotas>,
+    ) -> Self {
         // Producer ids: the instance id in the high 16 bits (below the sign bit), a
         // counter below, so gateways fronting one store never hand out the same id.
         let base = i64::from(config.instance_id & 0x7fff) << 48;
@@ -41,6 +61,7 @@ impl Broker {
             groups,
             pipeline,
             request_memory: Arc::new(Semaphore::new(budget)),
+            quotas,
             next_producer_id: AtomicI64::new(base),
         }
     }
