@@ -152,7 +152,7 @@ pub(crate) fn describe(
                 .into_iter()
                 .map(|(kind, name)| EntityData {
                     entity_type: ByteString::from_static(kind),
-                    entity_name: name.map(|n| bs(n)),
+                    entity_name: name.map(bs),
                     ..EntityData::default()
                 })
                 .collect(),

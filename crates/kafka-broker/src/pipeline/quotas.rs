@@ -385,7 +385,9 @@ mod tests {
             let mut s = session(7, &id);
             let mut r = produce(&id, 1_500);
             // Skip the mute wait: only the measured throttle matters here.
-            l.lock().get_mut(&7).map(|c| c.muted_until = None);
+            if let Some(c) = l.lock().get_mut(&7) {
+                c.muted_until = None;
+            }
             l.on_request(&mut s, &mut r).await;
             let (info, _) = r.split();
             let mut body: ResponseBody = ProduceResponse::default().into();

@@ -113,7 +113,10 @@ impl Rate {
 /// `(observed - bound) / bound * window_ms`, rounded, 0 when within the bound, at most
 /// `cap_ms`.
 pub(crate) fn throttle_ms(observed: f64, bound: f64, window_ms: u64, cap_ms: u64) -> u64 {
-    if !(bound > 0.0) || !(observed > bound) {
+    // NaN compares false either way: no throttle.
+    let within = bound.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+        || observed.partial_cmp(&bound) != Some(std::cmp::Ordering::Greater);
+    if within {
         return 0;
     }
     let ms = ((observed - bound) / bound * window_ms as f64).round();
