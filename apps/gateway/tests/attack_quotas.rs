@@ -265,3 +265,16 @@ fn a_flood_of_quota_entities_is_capped() {
     let report = probe.finish();
     assert_healthy(&mut gw, &report, "50 000 quota entities");
 }
+
+/// The Java Admin client sets and lists quotas, and a Java producer over its quota reads
+/// the throttle time (`tests/clients/JavaQuotas.java`).
+#[test]
+fn java_admin_and_producer_with_client_quotas() {
+    support::run_script(
+        "java kafka-clients",
+        support::Client::Java,
+        "tests/clients/JavaQuotas.java",
+        &[("IGGY_KAFKA_QUOTA_WINDOW_SIZE_MS", "100")],
+        Duration::from_secs(120),
+    );
+}
