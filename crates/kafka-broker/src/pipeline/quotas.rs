@@ -6,9 +6,9 @@
 //! - Produce: the request's size counts against `producer_byte_rate` when it arrives.
 //! - Fetch: the most it may return is cut to what the consumer quota allows over the
 //!   window (the bound times all but one slot), then the response's record bytes count
-//!   against `consumer_byte_rate`. A Fetch that finds the client over its quota (byte or
-//!   request) is answered at once with no data and the throttle time, and its bytes are
-//!   taken back, as Kafka does since KIP-219: the data is fetched again after the pause.
+//!   against `consumer_byte_rate`. A Fetch that finds the client over a quota (bytes or
+//!   request time) is answered at once with no data and the throttle time, and its bytes
+//!   are taken back, as Kafka does since KIP-219: the data is fetched again after the pause.
 //! - Every request: the time from this layer seeing it to its response being ready
 //!   counts against `request_percentage` (100 = one second per second). A Fetch's
 //!   long-poll wait is not handling work, so a Fetch is charged only the time beyond its
@@ -193,14 +193,19 @@ impl Layer for QuotaLayer {
                 Some(bound),
             ));
         }
-        if let (ResponseBody::Fetch(fetch), Some(bound)) = (&mut *body, note.bounds.fetch) {
+        if let ResponseBody::Fetch(fetch) = body {
             let bytes = fetch_bytes(fetch) as f64;
-            let by_bytes =
-                self.record(session, &note.client, now, Usage::Fetch, bytes, Some(bound));
-            throttle = throttle.max(by_bytes);
+            if let Some(bound) = note.bounds.fetch {
+                let by_bytes =
+                    self.record(session, &note.client, now, Usage::Fetch, bytes, Some(bound));
+                throttle = throttle.max(by_bytes);
+            }
             if throttle > 0 {
-                // The data is not sent: it does not count, and is fetched again later.
-                self.unrecord(session, &note.client, now, Usage::Fetch, bytes);
+                // Over any quota, a Fetch returns no data (as Kafka does): the data does
+                // not count, and is fetched again after the pause.
+                if note.bounds.fetch.is_some() {
+                    self.unrecord(session, &note.client, now, Usage::Fetch, bytes);
+                }
                 *fetch = FetchResponse {
                     error_code: ErrorCode::NONE.code(),
                     session_id: fetch.session_id,
@@ -397,6 +402,61 @@ mod tests {
         // Each id alone sent 1500 B (150 B/s over the window): only the connection's
         // own rate can catch this.
         assert!(throttled);
+    }
+
+    #[tokio::test]
+    async fn a_fetch_over_the_consumer_quota_is_emptied_and_its_bytes_not_counted() {
+        use kafka_protocol::messages::fetch_request::FetchRequest;
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        let l = layer(QuotaConfig {
+            consumer_byte_rate: 1000,
+            ..QuotaConfig::default()
+        });
+        let mut s = session(3, "c");
+        let mut r = Request {
+            api: ApiKey::Fetch,
+            version: 12,
+            correlation_id: 1,
+            client_id: Some("c".into()),
+            body: FetchRequest {
+                max_bytes: i32::MAX,
+                ..FetchRequest::default()
+            }
+            .into(),
+            frame_len: 100,
+            received: Instant::now(),
+            notes: Notes::default(),
+        };
+        l.on_request(&mut s, &mut r).await;
+        // max_bytes cut to the quota over all but one slot: 1000 B/s x 10 s.
+        let RequestBody::Fetch(f) = &r.body else {
+            unreachable!()
+        };
+        assert_eq!(f.max_bytes, 10_000);
+        let (info, _) = r.split();
+        let mut body: ResponseBody = FetchResponse {
+            responses: vec![FetchableTopicResponse {
+                partitions: vec![PartitionData {
+                    records: Some(bytes::Bytes::from(vec![0u8; 50_000])),
+                    ..PartitionData::default()
+                }],
+                ..FetchableTopicResponse::default()
+            }],
+            ..FetchResponse::default()
+        }
+        .into();
+        l.on_reply(&s, &info, &mut body);
+        let ResponseBody::Fetch(f) = &body else {
+            unreachable!()
+        };
+        assert!(f.throttle_time_ms > 0);
+        assert!(f.responses.is_empty());
+        // The bytes not sent were taken back: a small amount is within the quota.
+        let now = l.quotas.now_ms(Instant::now());
+        assert_eq!(
+            l.quotas.record("c", now, Usage::Fetch, 10.0, Some(1000.0)),
+            0
+        );
     }
 
     #[test]
