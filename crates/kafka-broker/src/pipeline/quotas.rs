@@ -33,6 +33,7 @@ use async_trait::async_trait;
 use kafka_protocol::messages::fetch_response::FetchResponse;
 use kafka_protocol::{ErrorCode, RequestBody, ResponseBody};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::debug;
@@ -42,6 +43,9 @@ use tracing::debug;
 pub(crate) struct QuotaLayer {
     quotas: Arc<Quotas>,
     connections: Mutex<HashMap<u64, Connection>>,
+    /// Whether any connection ever had quota state: until then requests skip the
+    /// connection table (a gateway without quotas pays no lock per request).
+    used: AtomicBool,
 }
 
 /// One connection's quota state.
@@ -70,11 +74,18 @@ impl QuotaLayer {
         QuotaLayer {
             quotas,
             connections: Mutex::new(HashMap::new()),
+            used: AtomicBool::new(false),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Connection>> {
         self.connections.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The table, for adding a connection's state.
+    fn lock_for_insert(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Connection>> {
+        self.used.store(true, Ordering::Relaxed);
+        self.lock()
     }
 
     /// Records `value` for the client and the connection; the larger throttle time.
@@ -89,7 +100,7 @@ impl QuotaLayer {
     ) -> u64 {
         let by_client = self.quotas.record(client, now, usage, value, bound);
         let window = self.quotas.window();
-        let mut conns = self.lock();
+        let mut conns = self.lock_for_insert();
         let conn = conns.entry(session.id).or_default();
         let rates = conn.rates.get_or_insert_with(|| Rates::new(window, now));
         by_client.max(rates.record(window, now, usage, value, bound))
@@ -115,10 +126,13 @@ impl Layer for QuotaLayer {
     }
 
     async fn on_request(&self, session: &mut Session, request: &mut Request) -> Verdict {
-        let muted = self
-            .lock()
-            .get_mut(&session.id)
-            .and_then(|c| c.muted_until.take());
+        let muted = if self.used.load(Ordering::Relaxed) {
+            self.lock()
+                .get_mut(&session.id)
+                .and_then(|c| c.muted_until.take())
+        } else {
+            None
+        };
         if let Some(until) = muted {
             tokio::time::sleep_until(until.into()).await;
         }
@@ -224,13 +238,15 @@ impl Layer for QuotaLayer {
             "client over its quota, throttled"
         );
         let until = end + Duration::from_millis(throttle);
-        let mut conns = self.lock();
+        let mut conns = self.lock_for_insert();
         let conn = conns.entry(session.id).or_default();
         conn.muted_until = Some(conn.muted_until.map_or(until, |m| m.max(until)));
     }
 
     fn on_disconnect(&self, session: &Session) {
-        self.lock().remove(&session.id);
+        if self.used.load(Ordering::Relaxed) {
+            self.lock().remove(&session.id);
+        }
     }
 }
 
