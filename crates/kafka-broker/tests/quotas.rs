@@ -569,3 +569,28 @@ async fn new_entities_beyond_the_cap_are_refused() {
     assert_eq!(r, vec![(0, None)]);
     assert_eq!(listed(&describe(&mut c, vec![], false).await).len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_alter_disabled_every_entry_is_refused() {
+    let addr = serve(QuotaConfig {
+        alter_enabled: false,
+        ..QuotaConfig::default()
+    })
+    .await;
+    let mut c = Client::connect(addr, "admin").await;
+    let r = alter(
+        &mut c,
+        vec![
+            entry(Some("a"), vec![op("producer_byte_rate", 1000.0, false)]),
+            entry(None, vec![op("producer_byte_rate", 1000.0, false)]),
+        ],
+        false,
+    )
+    .await;
+    let denied = ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code();
+    assert_eq!(
+        r.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+        vec![denied, denied]
+    );
+    assert!(listed(&describe(&mut c, vec![], false).await).is_empty());
+}

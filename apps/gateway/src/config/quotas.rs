@@ -28,6 +28,8 @@ pub(super) struct Raw {
     quota_max_tracked_clients: usize,
     #[serde(deserialize_with = "parsed")]
     quota_max_entities: usize,
+    #[serde(deserialize_with = "parsed")]
+    quota_alter_enabled: bool,
 }
 
 impl Default for Raw {
@@ -40,6 +42,7 @@ impl Default for Raw {
             window_size,
             max_tracked_clients,
             max_entities,
+            alter_enabled,
         } = QuotaConfig::default();
         Raw {
             quota_producer_byte_rate: producer_byte_rate,
@@ -49,6 +52,7 @@ impl Default for Raw {
             quota_window_size_ms: duration_ms(window_size),
             quota_max_tracked_clients: max_tracked_clients,
             quota_max_entities: max_entities,
+            quota_alter_enabled: alter_enabled,
         }
     }
 }
@@ -62,6 +66,7 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     ("quotas.window_size", "quota_window_size_ms"),
     ("quotas.max_tracked_clients", "quota_max_tracked_clients"),
     ("quotas.max_entities", "quota_max_entities"),
+    ("quotas.alter_enabled", "quota_alter_enabled"),
 ];
 
 impl Raw {
@@ -75,6 +80,7 @@ impl Raw {
             window_size: Duration::from_millis(self.quota_window_size_ms),
             max_tracked_clients: self.quota_max_tracked_clients,
             max_entities: self.quota_max_entities,
+            alter_enabled: self.quota_alter_enabled,
         };
     }
 }

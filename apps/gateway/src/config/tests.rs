@@ -480,6 +480,7 @@ fn every_setting_reaches_the_broker_and_store() {
             ("IGGY_KAFKA_QUOTA_WINDOW_SIZE_MS", "200"),
             ("IGGY_KAFKA_QUOTA_MAX_TRACKED_CLIENTS", "21"),
             ("IGGY_KAFKA_QUOTA_MAX_ENTITIES", "22"),
+            ("IGGY_KAFKA_QUOTA_ALTER_ENABLED", "false"),
         ]),
     )
     .unwrap();
@@ -494,6 +495,7 @@ fn every_setting_reaches_the_broker_and_store() {
             window_size: Duration::from_millis(200),
             max_tracked_clients: 21,
             max_entities: 22,
+            alter_enabled: false,
         }
     );
     assert_eq!(config.bind_addr, "[::1]:0".parse().unwrap());

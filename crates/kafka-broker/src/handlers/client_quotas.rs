@@ -11,6 +11,7 @@
 //! repeated entity type, an unknown quota key, a value that is not finite, zero or less,
 //! or fractional for a byte rate are `INVALID_REQUEST`; a new entity beyond
 //! `quotas.max_entities` is `POLICY_VIOLATION`. With `validate_only` nothing changes.
+//! With `quotas.alter_enabled` off, every entry is `CLUSTER_AUTHORIZATION_FAILED`.
 
 use super::{Ctx, bs};
 use crate::quotas::{EntityName, QuotaEntity, QuotaKey, QuotaValues};
@@ -245,6 +246,10 @@ pub(crate) fn alter(ctx: &Ctx<'_>, req: AlterClientQuotasRequest) -> AlterClient
                 Ok((e, values, is_new))
             });
             let (code, message) = match outcome {
+                _ if !quotas.config().alter_enabled => (
+                    ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                    Some("changing client quotas is disabled on this gateway".to_string()),
+                ),
                 Err(msg) => (ErrorCode::INVALID_REQUEST, Some(msg)),
                 Ok((_, values, true)) if !values.is_empty() && !quotas.has_room() => (
                     ErrorCode::POLICY_VIOLATION,

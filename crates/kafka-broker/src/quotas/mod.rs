@@ -80,6 +80,11 @@ pub struct QuotaConfig {
     /// Quota entities AlterClientQuotas may configure; beyond this, a new entity is
     /// refused with `POLICY_VIOLATION`.
     pub max_entities: usize,
+    /// Whether AlterClientQuotas may change quotas. Without authentication any client
+    /// could lift its own quota (as with a Kafka broker without an authorizer); `false`
+    /// answers every entry with `CLUSTER_AUTHORIZATION_FAILED`, leaving quotas to the
+    /// settings.
+    pub alter_enabled: bool,
 }
 
 impl Default for QuotaConfig {
@@ -92,6 +97,7 @@ impl Default for QuotaConfig {
             window_size: Duration::from_secs(1),
             max_tracked_clients: 10_000,
             max_entities: 10_000,
+            alter_enabled: true,
         }
     }
 }
