@@ -18,10 +18,10 @@
 //!
 //! # Measuring
 //!
-//! Usage is a [`rate::Rate`] over a sliding window of `window_samples` slots of
+//! Usage is a `rate::Rate` over a sliding window of `window_samples` slots of
 //! `window_size` (Kafka: 11 of 1 s). Each tracked client id has one rate per quota. When a
 //! client is over a quota, the throttle time is how long it must stay silent for its rate
-//! to come back to the bound; the [quota layer](crate::pipeline::quotas) puts it in
+//! to come back to the bound; the quota layer (`pipeline::quotas`) puts it in
 //! `throttle_time_ms` and mutes the connection for that long.
 //!
 //! # Bounded state, and rotating client ids
