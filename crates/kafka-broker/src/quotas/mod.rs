@@ -504,9 +504,11 @@ impl Quotas {
             return;
         }
         t.last_sweep = Some(now);
-        let total = self.window.total_ms();
+        // A rate's last activity is known to the start of its newest slot, so an id is
+        // idle once that slot and a whole window have passed.
+        let idle = self.window.total_ms().saturating_add(self.window.slot_ms);
         t.clients
-            .retain(|_, r| now.saturating_sub(r.last_active()) < total);
+            .retain(|_, r| now.saturating_sub(r.last_active()) < idle);
     }
 
     /// Client ids tracked on their own.
@@ -606,7 +608,7 @@ mod tests {
             max_tracked_clients: 3,
             ..QuotaConfig::default()
         });
-        let w = q.window().total_ms();
+        let w = q.window().total_ms() + q.window().slot_ms;
         for id in ["a", "b", "c"] {
             q.record(id, 0, Usage::Produce, 1.0, None);
         }
@@ -622,8 +624,12 @@ mod tests {
         }
         assert_eq!(q.tracked_len(), 3);
         assert!(throttled > 0, "rotating ids escaped the quota");
-        // Once the three have been idle for a whole window, they make room.
-        q.record("d", w + 1, Usage::Produce, 1.0, None);
+        // Not yet idle for a whole window after their newest slot: no room.
+        q.record("e", w - 1, Usage::Produce, 1.0, None);
+        assert_eq!(q.tracked_len(), 3);
+        // Once the three have been idle for a whole window, they make room (the sweep
+        // runs at most once per slot).
+        q.record("d", w + 1_000, Usage::Produce, 1.0, None);
         assert_eq!(q.tracked_len(), 1);
     }
 
