@@ -6,6 +6,7 @@ use crate::cpu::CpuPool;
 use crate::groups::{Groups, OffsetRetention};
 use crate::pipeline::Pipeline;
 use crate::producers::Producers;
+use crate::quotas::Quotas;
 use crate::server::Stores;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -25,10 +26,29 @@ pub(crate) struct Broker {
     pub(crate) response_memory: Arc<ResponseBudget>,
     /// Where CPU-heavy request work runs (decompression, timestamp scans).
     pub(crate) cpu: CpuPool,
+    /// Client quotas: configured entities and usage.
+    pub(crate) quotas: Arc<Quotas>,
 }
 
 impl Broker {
+    /// A broker with in-memory quota entities (tests).
+    #[cfg(test)]
     pub(crate) fn new(config: BrokerConfig, stores: Stores, pipeline: Pipeline) -> Self {
+        // The memory store loads nothing and cannot fail.
+        let quotas = Quotas::new(
+            config.quotas.clone(),
+            Arc::new(crate::quotas::MemoryQuotaStore::default()),
+        )
+        .unwrap_or_else(|_| unreachable!("the memory quota store cannot fail"));
+        Broker::with_quotas(config, stores, pipeline, Arc::new(quotas))
+    }
+
+    pub(crate) fn with_quotas(
+        config: BrokerConfig,
+        stores: Stores,
+        pipeline: Pipeline,
+        quotas: Arc<Quotas>,
+    ) -> Self {
         // Producer ids: the instance id in the high 16 bits (below the sign bit), random
         // bits below, so gateways fronting one store never hand out the same id.
         let producers = Producers::new(
@@ -56,6 +76,7 @@ impl Broker {
             request_memory,
             response_memory,
             cpu,
+            quotas,
         }
     }
 }

@@ -34,6 +34,8 @@ pub struct BrokerConfig {
     /// Consumer-group coordinator settings (session timeout bounds, initial rebalance
     /// delay, group and member limits).
     pub groups: kafka_groups::GroupConfig,
+    /// Client quotas: default rates and how usage is measured.
+    pub quotas: crate::quotas::QuotaConfig,
 }
 
 impl Default for BrokerConfig {
@@ -57,6 +59,7 @@ impl Default for BrokerConfig {
                     .unwrap_or(0),
                 ..kafka_groups::GroupConfig::default()
             },
+            quotas: crate::quotas::QuotaConfig::default(),
         }
     }
 }
@@ -525,6 +528,36 @@ impl BrokerConfig {
                 "default_topic_config.max_message_bytes",
                 "must be at least 1",
             );
+        }
+
+        let quotas = &self.quotas;
+        if !quotas.request_percentage.is_finite() || quotas.request_percentage < 0.0 {
+            return bad(
+                "quotas.request_percentage",
+                "must be 0 (unlimited) or a positive number",
+            );
+        }
+        for (field, value) in [
+            ("quotas.producer_byte_rate", quotas.producer_byte_rate),
+            ("quotas.consumer_byte_rate", quotas.consumer_byte_rate),
+        ] {
+            if value > i64::MAX as u64 {
+                return bad(field, "must be at most 9223372036854775807");
+            }
+        }
+        if quotas.window_samples < 2 || quotas.window_samples > 1000 {
+            return bad("quotas.window_samples", "must be between 2 and 1000");
+        }
+        if quotas.window_size < std::time::Duration::from_millis(1)
+            || quotas.window_size > MAX_DURATION
+        {
+            return bad("quotas.window_size", "must be between 1 ms and 7 days");
+        }
+        if quotas.max_tracked_clients == 0 {
+            return bad("quotas.max_tracked_clients", "must be at least 1");
+        }
+        if quotas.max_entities == 0 {
+            return bad("quotas.max_entities", "must be at least 1");
         }
         Ok(())
     }

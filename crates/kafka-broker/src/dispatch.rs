@@ -247,11 +247,22 @@ fn finish(
     reply: Reply,
     by_layer: Option<&'static str>,
 ) -> Outcome {
-    let (body, send): (Option<ResponseBody>, bool) = match reply {
+    let (mut body, send): (Option<ResponseBody>, bool) = match reply {
         Reply::Body(b) => (Some(b), true),
         Reply::Unsent(b) => (Some(b), false),
         Reply::Close => (None, false),
     };
+    if let Some(b) = body.as_mut() {
+        broker.pipeline.reply(seen, session, &info, b);
+        if b.api_key() != info.api {
+            // Another API's body would be read as this one's by the client.
+            error!(
+                answered = b.api_key().name(),
+                "a layer replaced the response with another API's, closing connection"
+            );
+            body = None;
+        }
+    }
     let outcome = match &body {
         None => Outcome::Close,
         Some(_) if !send => Outcome::NoResponse,

@@ -10,4 +10,7 @@ pub enum BrokerError {
     /// The listener failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// The quota store could not read or keep client quotas.
+    #[error("quota store: {0}")]
+    QuotaStore(String),
 }

@@ -29,6 +29,7 @@ mod handlers;
 pub mod metrics;
 pub mod pipeline;
 mod producers;
+pub mod quotas;
 pub mod session;
 /// The storage seam (re-exported from the `kafka-store` crate).
 pub use kafka_store as store;

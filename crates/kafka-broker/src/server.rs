@@ -26,7 +26,9 @@ use crate::connection;
 use crate::error::BrokerError;
 use crate::metrics::{Metrics, MetricsLayer, ReasonLabel, http};
 use crate::pipeline::client_info::ClientInfo;
+use crate::pipeline::quotas::QuotaLayer;
 use crate::pipeline::{Layer, Pipeline};
+use crate::quotas::{MemoryQuotaStore, QuotaStore, Quotas};
 use crate::session::{Listener, Session};
 use crate::store::{LogStore, OffsetStore};
 use std::collections::HashMap;
@@ -68,6 +70,7 @@ pub struct Server {
     layers: Vec<Arc<dyn Layer>>,
     metrics: Option<Arc<Metrics>>,
     http: Option<TcpListener>,
+    quota_store: Arc<dyn QuotaStore>,
 }
 
 impl Server {
@@ -81,7 +84,14 @@ impl Server {
             layers: Vec::new(),
             metrics: None,
             http: None,
+            quota_store: Arc::new(MemoryQuotaStore::default()),
         }
+    }
+
+    /// Keeps client quotas set with AlterClientQuotas in `store` (in memory by default).
+    pub fn quota_store(mut self, store: Arc<dyn QuotaStore>) -> Server {
+        self.quota_store = store;
+        self
     }
 
     /// The listener connections are accepted on (name and security protocol, as sessions
@@ -122,13 +132,20 @@ impl Server {
             pipeline.push(Arc::new(MetricsLayer::new(m.clone())));
         }
         pipeline.push(Arc::new(ClientInfo));
+        let quotas = Arc::new(Quotas::new(self.config.quotas.clone(), self.quota_store)?);
+        pipeline.push(Arc::new(QuotaLayer::new(quotas.clone())));
         for layer in self.layers {
             pipeline.push(layer);
         }
         debug!(layers = ?pipeline.names(), "request pipeline");
         let drain = self.config.timeouts.shutdown_drain;
         let max_connections = self.config.limits.max_connections;
-        let broker = Arc::new(Broker::new(self.config, self.stores, pipeline));
+        let broker = Arc::new(Broker::with_quotas(
+            self.config,
+            self.stores,
+            pipeline,
+            quotas,
+        ));
         let permits = Arc::new(Semaphore::new(max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);
         let listening = Arc::new(AtomicBool::new(true));

@@ -247,6 +247,37 @@ fn request_for(key: ApiKey, topic_id: u128, v: i16) -> RequestBody {
             ..Default::default()
         }
         .into(),
+        ApiKey::DescribeClientQuotas => {
+            describe_client_quotas_request::DescribeClientQuotasRequest {
+                components: vec![describe_client_quotas_request::ComponentData {
+                    entity_type: ByteString::from_static("client-id"),
+                    match_type: 2,
+                    match_: None,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+            .into()
+        }
+        ApiKey::AlterClientQuotas => alter_client_quotas_request::AlterClientQuotasRequest {
+            entries: vec![alter_client_quotas_request::EntryData {
+                entity: vec![alter_client_quotas_request::EntityData {
+                    entity_type: ByteString::from_static("client-id"),
+                    entity_name: Some(ByteString::from_static("c")),
+                    ..Default::default()
+                }],
+                ops: vec![alter_client_quotas_request::OpData {
+                    key: ByteString::from_static("producer_byte_rate"),
+                    value: 1024.0,
+                    remove: false,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            validate_only: true,
+            ..Default::default()
+        }
+        .into(),
         other => panic!("no sample request for {other:?}"),
     }
 }

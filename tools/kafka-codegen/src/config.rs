@@ -32,7 +32,7 @@ macro_rules! api {
 
 /// Request/response pairs, in API-key order, then headers and embedded data.
 pub const MESSAGES: &[MessageConfig] = &{
-    const PAIRS: [[MessageConfig; 2]; 33] = [
+    const PAIRS: [[MessageConfig; 2]; 35] = [
         api!("Produce", 0, 13),
         api!("Fetch", 4, 18),
         api!("ListOffsets", 1, 10),
@@ -61,6 +61,8 @@ pub const MESSAGES: &[MessageConfig] = &{
         api!("DeleteGroups", 0, 2),
         api!("IncrementalAlterConfigs", 0, 1),
         api!("OffsetDelete", 0, 0),
+        api!("DescribeClientQuotas", 0, 1),
+        api!("AlterClientQuotas", 0, 1),
         api!("DescribeCluster", 0, 2),
         api!("DescribeProducers", 0, 0),
         api!("ConsumerGroupHeartbeat", 0, 1),
@@ -74,16 +76,16 @@ pub const MESSAGES: &[MessageConfig] = &{
         m("ConsumerProtocolSubscription", 0, 3),
         m("ConsumerProtocolAssignment", 0, 3),
     ];
-    let mut out = [m("", 0, 0); 70];
+    let mut out = [m("", 0, 0); 74];
     let mut i = 0;
-    while i < 33 {
+    while i < 35 {
         out[2 * i] = PAIRS[i][0];
         out[2 * i + 1] = PAIRS[i][1];
         i += 1;
     }
     let mut j = 0;
     while j < 4 {
-        out[66 + j] = EXTRA[j];
+        out[70 + j] = EXTRA[j];
         j += 1;
     }
     out

@@ -30,6 +30,7 @@
 //! | [`memory`] | `memory_*` | the gateway: the embedded store's config has no checks of its own |
 //! | [`bridge`] | `bridge_enabled`, `iggy_*`, `topic_map_path` | [`BridgeConfig::validate`](iggy_kafka_bridge::BridgeConfig::validate) |
 //! | [`logging`] | `log_format` | the gateway |
+//! | [`quotas`] | `quota_*` | [`BrokerConfig::check`] |
 //!
 //! Every error is one line naming the setting as the operator wrote it: the variable for
 //! values from the environment, the key and file for values from a file. A library's
@@ -41,6 +42,7 @@ mod limits;
 mod listener;
 mod logging;
 mod memory;
+mod quotas;
 #[cfg(test)]
 mod tests;
 mod timeouts;
@@ -201,6 +203,7 @@ pub fn keys() -> &'static [&'static str] {
             values::fields::<memory::Raw>(),
             values::fields::<bridge::Raw>(),
             values::fields::<logging::Raw>(),
+            values::fields::<quotas::Raw>(),
         ]
         .concat()
     })
@@ -345,6 +348,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     let memory: memory::Raw = extract(figment, names)?;
     let bridge: bridge::Raw = extract(figment, names)?;
     let logging: logging::Raw = extract(figment, names)?;
+    let quotas: quotas::Raw = extract(figment, names)?;
 
     let mut broker = BrokerConfig::default();
     let listener = listener.validate(names, &mut broker)?;
@@ -352,6 +356,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     timeouts.apply(&mut broker.timeouts);
     topics.apply(&mut broker);
     groups.apply(&mut broker.groups);
+    quotas.apply(&mut broker.quotas);
     broker
         .check()
         .map_err(|e| broker_setting_error(&e, names))?;
@@ -384,6 +389,7 @@ fn broker_setting_error(e: &InvalidSetting, names: &Names<'_>) -> ConfigError {
         timeouts::BROKER_FIELDS,
         topics::BROKER_FIELDS,
         groups::BROKER_FIELDS,
+        quotas::BROKER_FIELDS,
     ]
     .into_iter()
     .flatten()

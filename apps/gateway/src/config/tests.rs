@@ -36,6 +36,7 @@ fn defaults() -> Dict {
         dict(memory::Raw::default()),
         dict(bridge::Raw::default()),
         dict(logging::Raw::default()),
+        dict(quotas::Raw::default()),
     ]
     .into_iter()
     .flatten()
@@ -130,6 +131,7 @@ fn documented_defaults_are_the_real_ones() {
                 .to_u128()
                 .map(|n| n.to_string())
                 .or_else(|| n.to_i128().map(|n| n.to_string()))
+                .or_else(|| n.to_f64().map(|n| n.to_string()))
                 .unwrap_or_else(|| panic!("{key}: {n:?}")),
             Some(Value::Bool(_, b)) => b.to_string(),
             // Unset options are described in words.
@@ -471,10 +473,31 @@ fn every_setting_reaches_the_broker_and_store() {
             ("IGGY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"),
             ("IGGY_KAFKA_GROUP_MAX_GROUPS", "14"),
             ("IGGY_KAFKA_GROUP_MAX_MEMBERS", "15"),
+            ("IGGY_KAFKA_QUOTA_PRODUCER_BYTE_RATE", "16"),
+            ("IGGY_KAFKA_QUOTA_CONSUMER_BYTE_RATE", "17"),
+            ("IGGY_KAFKA_QUOTA_REQUEST_PERCENTAGE", "18.5"),
+            ("IGGY_KAFKA_QUOTA_WINDOW_NUM", "19"),
+            ("IGGY_KAFKA_QUOTA_WINDOW_SIZE_MS", "200"),
+            ("IGGY_KAFKA_QUOTA_MAX_TRACKED_CLIENTS", "21"),
+            ("IGGY_KAFKA_QUOTA_MAX_ENTITIES", "22"),
+            ("IGGY_KAFKA_QUOTA_ALTER_ENABLED", "false"),
         ]),
     )
     .unwrap();
     let broker = config.broker_config(4321);
+    assert_eq!(
+        broker.quotas,
+        kafka_broker::quotas::QuotaConfig {
+            producer_byte_rate: 16,
+            consumer_byte_rate: 17,
+            request_percentage: 18.5,
+            window_samples: 19,
+            window_size: Duration::from_millis(200),
+            max_tracked_clients: 21,
+            max_entities: 22,
+            alter_enabled: false,
+        }
+    );
     assert_eq!(config.bind_addr, "[::1]:0".parse().unwrap());
     assert_eq!(broker.advertised_host, "::1");
     assert_eq!(broker.advertised_port, 4321);

@@ -5,6 +5,7 @@
 
 pub(crate) mod api_versions;
 pub(crate) mod caps;
+pub(crate) mod client_quotas;
 pub(crate) mod configs;
 pub(crate) mod describe_cluster;
 pub(crate) mod fetch;
@@ -64,6 +65,8 @@ const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::ListGroups,
     ApiKey::DeleteGroups,
     ApiKey::OffsetDelete,
+    ApiKey::DescribeClientQuotas,
+    ApiKey::AlterClientQuotas,
 ];
 
 /// The version range advertised for a key, `None` when the key is not served.
@@ -160,6 +163,8 @@ pub(crate) async fn handle(ctx: Ctx<'_>, body: RequestBody) -> Step<'_> {
         RequestBody::OffsetCommit(r) => offsets::offset_commit(ctx, r).await.into(),
         RequestBody::OffsetFetch(r) => offsets::offset_fetch(ctx, r).await.into(),
         RequestBody::OffsetDelete(r) => offsets::offset_delete(ctx, r).await.into(),
+        RequestBody::DescribeClientQuotas(r) => client_quotas::describe(ctx, r).into(),
+        RequestBody::AlterClientQuotas(r) => client_quotas::alter(ctx, r).into(),
         // The firewall admits only implemented keys; anything else cannot reach here, but
         // answering nothing would desynchronise the connection, so close it instead.
         other => {

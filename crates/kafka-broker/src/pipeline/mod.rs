@@ -19,6 +19,7 @@
 //! with [`crate::server::Server::layer`].
 
 pub mod client_info;
+pub(crate) mod quotas;
 
 use crate::session::Session;
 use async_trait::async_trait;
@@ -145,6 +146,13 @@ pub trait Layer: Send + Sync + fmt::Debug + 'static {
         Verdict::Pass
     }
 
+    /// The response body on its way out, before it is encoded: a layer may change it
+    /// (the quota layer sets `throttle_time_ms`, or replaces a throttled Fetch's data
+    /// with an empty answer). It must stay a response of the request's API. Not called
+    /// when the connection closes instead of answering; called for a response that is not
+    /// sent (Produce with acks=0).
+    fn on_reply(&self, _session: &Session, _request: &RequestInfo, _body: &mut ResponseBody) {}
+
     /// The request's outcome on its way out.
     fn on_response(&self, _session: &Session, _request: &RequestInfo, _done: &Completion<'_>) {}
 
@@ -223,6 +231,19 @@ impl Pipeline {
             }
         }
         (self.layers.len(), None)
+    }
+
+    /// Lets the first `seen` layers change the response body, innermost first.
+    pub(crate) fn reply(
+        &self,
+        seen: usize,
+        session: &Session,
+        request: &RequestInfo,
+        body: &mut ResponseBody,
+    ) {
+        for layer in self.layers[..seen.min(self.layers.len())].iter().rev() {
+            layer.on_reply(session, request, body);
+        }
     }
 
     /// Shows the outcome to the first `seen` layers, innermost first.

@@ -4,6 +4,8 @@
 
 #![allow(clippy::all, clippy::pedantic)]
 
+pub mod alter_client_quotas_request;
+pub mod alter_client_quotas_response;
 pub mod alter_configs_request;
 pub mod alter_configs_response;
 pub mod api_versions_request;
@@ -26,6 +28,8 @@ pub mod delete_topics_request;
 pub mod delete_topics_response;
 pub mod describe_acls_request;
 pub mod describe_acls_response;
+pub mod describe_client_quotas_request;
+pub mod describe_client_quotas_response;
 pub mod describe_cluster_request;
 pub mod describe_cluster_response;
 pub mod describe_configs_request;
@@ -137,6 +141,10 @@ pub enum ApiKey {
     IncrementalAlterConfigs,
     /// Key 47.
     OffsetDelete,
+    /// Key 48.
+    DescribeClientQuotas,
+    /// Key 49.
+    AlterClientQuotas,
     /// Key 60.
     DescribeCluster,
     /// Key 61.
@@ -182,6 +190,8 @@ impl ApiKey {
         ApiKey::DeleteGroups,
         ApiKey::IncrementalAlterConfigs,
         ApiKey::OffsetDelete,
+        ApiKey::DescribeClientQuotas,
+        ApiKey::AlterClientQuotas,
         ApiKey::DescribeCluster,
         ApiKey::DescribeProducers,
         ApiKey::ConsumerGroupHeartbeat,
@@ -220,6 +230,8 @@ impl ApiKey {
             42 => ApiKey::DeleteGroups,
             44 => ApiKey::IncrementalAlterConfigs,
             47 => ApiKey::OffsetDelete,
+            48 => ApiKey::DescribeClientQuotas,
+            49 => ApiKey::AlterClientQuotas,
             60 => ApiKey::DescribeCluster,
             61 => ApiKey::DescribeProducers,
             68 => ApiKey::ConsumerGroupHeartbeat,
@@ -260,6 +272,8 @@ impl ApiKey {
             ApiKey::DeleteGroups => 42,
             ApiKey::IncrementalAlterConfigs => 44,
             ApiKey::OffsetDelete => 47,
+            ApiKey::DescribeClientQuotas => 48,
+            ApiKey::AlterClientQuotas => 49,
             ApiKey::DescribeCluster => 60,
             ApiKey::DescribeProducers => 61,
             ApiKey::ConsumerGroupHeartbeat => 68,
@@ -300,6 +314,8 @@ impl ApiKey {
             ApiKey::DeleteGroups => "DeleteGroups",
             ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
             ApiKey::OffsetDelete => "OffsetDelete",
+            ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+            ApiKey::AlterClientQuotas => "AlterClientQuotas",
             ApiKey::DescribeCluster => "DescribeCluster",
             ApiKey::DescribeProducers => "DescribeProducers",
             ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
@@ -340,6 +356,8 @@ impl ApiKey {
             ApiKey::DeleteGroups => Some(VersionRange::new(0, 2)),
             ApiKey::IncrementalAlterConfigs => Some(VersionRange::new(0, 1)),
             ApiKey::OffsetDelete => Some(VersionRange::new(0, 0)),
+            ApiKey::DescribeClientQuotas => Some(VersionRange::new(0, 1)),
+            ApiKey::AlterClientQuotas => Some(VersionRange::new(0, 1)),
             ApiKey::DescribeCluster => Some(VersionRange::new(0, 2)),
             ApiKey::DescribeProducers => Some(VersionRange::new(0, 0)),
             ApiKey::ConsumerGroupHeartbeat => Some(VersionRange::new(0, 1)),
@@ -380,6 +398,8 @@ impl ApiKey {
             ApiKey::DeleteGroups => Some(2),
             ApiKey::IncrementalAlterConfigs => Some(1),
             ApiKey::OffsetDelete => None,
+            ApiKey::DescribeClientQuotas => Some(1),
+            ApiKey::AlterClientQuotas => Some(1),
             ApiKey::DescribeCluster => Some(0),
             ApiKey::DescribeProducers => Some(0),
             ApiKey::ConsumerGroupHeartbeat => Some(0),
@@ -450,6 +470,10 @@ pub enum RequestBody {
     IncrementalAlterConfigs(incremental_alter_configs_request::IncrementalAlterConfigsRequest),
     /// OffsetDelete request.
     OffsetDelete(offset_delete_request::OffsetDeleteRequest),
+    /// DescribeClientQuotas request.
+    DescribeClientQuotas(describe_client_quotas_request::DescribeClientQuotasRequest),
+    /// AlterClientQuotas request.
+    AlterClientQuotas(alter_client_quotas_request::AlterClientQuotasRequest),
     /// DescribeCluster request.
     DescribeCluster(describe_cluster_request::DescribeClusterRequest),
     /// DescribeProducers request.
@@ -494,6 +518,8 @@ impl RequestBody {
             RequestBody::DeleteGroups(_) => ApiKey::DeleteGroups,
             RequestBody::IncrementalAlterConfigs(_) => ApiKey::IncrementalAlterConfigs,
             RequestBody::OffsetDelete(_) => ApiKey::OffsetDelete,
+            RequestBody::DescribeClientQuotas(_) => ApiKey::DescribeClientQuotas,
+            RequestBody::AlterClientQuotas(_) => ApiKey::AlterClientQuotas,
             RequestBody::DescribeCluster(_) => ApiKey::DescribeCluster,
             RequestBody::DescribeProducers(_) => ApiKey::DescribeProducers,
             RequestBody::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
@@ -588,6 +614,12 @@ impl RequestBody {
             ApiKey::OffsetDelete => Ok(RequestBody::OffsetDelete(
                 offset_delete_request::OffsetDeleteRequest::default(),
             )),
+            ApiKey::DescribeClientQuotas => Ok(RequestBody::DescribeClientQuotas(
+                describe_client_quotas_request::DescribeClientQuotasRequest::default(),
+            )),
+            ApiKey::AlterClientQuotas => Ok(RequestBody::AlterClientQuotas(
+                alter_client_quotas_request::AlterClientQuotasRequest::default(),
+            )),
             ApiKey::DescribeCluster => Ok(RequestBody::DescribeCluster(
                 describe_cluster_request::DescribeClusterRequest::default(),
             )),
@@ -639,6 +671,8 @@ impl RequestBody {
             RequestBody::DeleteGroups(b) => b.read_into(i, cx, version),
             RequestBody::IncrementalAlterConfigs(b) => b.read_into(i, cx, version),
             RequestBody::OffsetDelete(b) => b.read_into(i, cx, version),
+            RequestBody::DescribeClientQuotas(b) => b.read_into(i, cx, version),
+            RequestBody::AlterClientQuotas(b) => b.read_into(i, cx, version),
             RequestBody::DescribeCluster(b) => b.read_into(i, cx, version),
             RequestBody::DescribeProducers(b) => b.read_into(i, cx, version),
             RequestBody::ConsumerGroupHeartbeat(b) => b.read_into(i, cx, version),
@@ -678,6 +712,8 @@ impl RequestBody {
             RequestBody::DeleteGroups(b) => b.encode(e, version),
             RequestBody::IncrementalAlterConfigs(b) => b.encode(e, version),
             RequestBody::OffsetDelete(b) => b.encode(e, version),
+            RequestBody::DescribeClientQuotas(b) => b.encode(e, version),
+            RequestBody::AlterClientQuotas(b) => b.encode(e, version),
             RequestBody::DescribeCluster(b) => b.encode(e, version),
             RequestBody::DescribeProducers(b) => b.encode(e, version),
             RequestBody::ConsumerGroupHeartbeat(b) => b.encode(e, version),
@@ -855,6 +891,18 @@ impl From<offset_delete_request::OffsetDeleteRequest> for RequestBody {
     }
 }
 
+impl From<describe_client_quotas_request::DescribeClientQuotasRequest> for RequestBody {
+    fn from(b: describe_client_quotas_request::DescribeClientQuotasRequest) -> Self {
+        RequestBody::DescribeClientQuotas(b)
+    }
+}
+
+impl From<alter_client_quotas_request::AlterClientQuotasRequest> for RequestBody {
+    fn from(b: alter_client_quotas_request::AlterClientQuotasRequest) -> Self {
+        RequestBody::AlterClientQuotas(b)
+    }
+}
+
 impl From<describe_cluster_request::DescribeClusterRequest> for RequestBody {
     fn from(b: describe_cluster_request::DescribeClusterRequest) -> Self {
         RequestBody::DescribeCluster(b)
@@ -945,6 +993,10 @@ pub enum ResponseBody {
     IncrementalAlterConfigs(incremental_alter_configs_response::IncrementalAlterConfigsResponse),
     /// OffsetDelete response.
     OffsetDelete(offset_delete_response::OffsetDeleteResponse),
+    /// DescribeClientQuotas response.
+    DescribeClientQuotas(describe_client_quotas_response::DescribeClientQuotasResponse),
+    /// AlterClientQuotas response.
+    AlterClientQuotas(alter_client_quotas_response::AlterClientQuotasResponse),
     /// DescribeCluster response.
     DescribeCluster(describe_cluster_response::DescribeClusterResponse),
     /// DescribeProducers response.
@@ -989,6 +1041,8 @@ impl ResponseBody {
             ResponseBody::DeleteGroups(_) => ApiKey::DeleteGroups,
             ResponseBody::IncrementalAlterConfigs(_) => ApiKey::IncrementalAlterConfigs,
             ResponseBody::OffsetDelete(_) => ApiKey::OffsetDelete,
+            ResponseBody::DescribeClientQuotas(_) => ApiKey::DescribeClientQuotas,
+            ResponseBody::AlterClientQuotas(_) => ApiKey::AlterClientQuotas,
             ResponseBody::DescribeCluster(_) => ApiKey::DescribeCluster,
             ResponseBody::DescribeProducers(_) => ApiKey::DescribeProducers,
             ResponseBody::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
@@ -1083,6 +1137,12 @@ impl ResponseBody {
             ApiKey::OffsetDelete => Ok(ResponseBody::OffsetDelete(
                 offset_delete_response::OffsetDeleteResponse::default(),
             )),
+            ApiKey::DescribeClientQuotas => Ok(ResponseBody::DescribeClientQuotas(
+                describe_client_quotas_response::DescribeClientQuotasResponse::default(),
+            )),
+            ApiKey::AlterClientQuotas => Ok(ResponseBody::AlterClientQuotas(
+                alter_client_quotas_response::AlterClientQuotasResponse::default(),
+            )),
             ApiKey::DescribeCluster => Ok(ResponseBody::DescribeCluster(
                 describe_cluster_response::DescribeClusterResponse::default(),
             )),
@@ -1134,6 +1194,8 @@ impl ResponseBody {
             ResponseBody::DeleteGroups(b) => b.read_into(i, cx, version),
             ResponseBody::IncrementalAlterConfigs(b) => b.read_into(i, cx, version),
             ResponseBody::OffsetDelete(b) => b.read_into(i, cx, version),
+            ResponseBody::DescribeClientQuotas(b) => b.read_into(i, cx, version),
+            ResponseBody::AlterClientQuotas(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeCluster(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeProducers(b) => b.read_into(i, cx, version),
             ResponseBody::ConsumerGroupHeartbeat(b) => b.read_into(i, cx, version),
@@ -1173,6 +1235,8 @@ impl ResponseBody {
             ResponseBody::DeleteGroups(b) => b.encode(e, version),
             ResponseBody::IncrementalAlterConfigs(b) => b.encode(e, version),
             ResponseBody::OffsetDelete(b) => b.encode(e, version),
+            ResponseBody::DescribeClientQuotas(b) => b.encode(e, version),
+            ResponseBody::AlterClientQuotas(b) => b.encode(e, version),
             ResponseBody::DescribeCluster(b) => b.encode(e, version),
             ResponseBody::DescribeProducers(b) => b.encode(e, version),
             ResponseBody::ConsumerGroupHeartbeat(b) => b.encode(e, version),
@@ -1213,6 +1277,8 @@ impl ResponseBody {
             ResponseBody::DeleteGroups(b) => b.for_each_error_code(version, f),
             ResponseBody::IncrementalAlterConfigs(b) => b.for_each_error_code(version, f),
             ResponseBody::OffsetDelete(b) => b.for_each_error_code(version, f),
+            ResponseBody::DescribeClientQuotas(b) => b.for_each_error_code(version, f),
+            ResponseBody::AlterClientQuotas(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeCluster(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeProducers(b) => b.for_each_error_code(version, f),
             ResponseBody::ConsumerGroupHeartbeat(b) => b.for_each_error_code(version, f),
@@ -1390,6 +1456,18 @@ impl From<offset_delete_response::OffsetDeleteResponse> for ResponseBody {
     }
 }
 
+impl From<describe_client_quotas_response::DescribeClientQuotasResponse> for ResponseBody {
+    fn from(b: describe_client_quotas_response::DescribeClientQuotasResponse) -> Self {
+        ResponseBody::DescribeClientQuotas(b)
+    }
+}
+
+impl From<alter_client_quotas_response::AlterClientQuotasResponse> for ResponseBody {
+    fn from(b: alter_client_quotas_response::AlterClientQuotasResponse) -> Self {
+        ResponseBody::AlterClientQuotas(b)
+    }
+}
+
 impl From<describe_cluster_response::DescribeClusterResponse> for ResponseBody {
     fn from(b: describe_cluster_response::DescribeClusterResponse) -> Self {
         ResponseBody::DescribeCluster(b)
@@ -1560,6 +1638,16 @@ impl Request for offset_delete_request::OffsetDeleteRequest {
     type Response = offset_delete_response::OffsetDeleteResponse;
 }
 
+impl Request for describe_client_quotas_request::DescribeClientQuotasRequest {
+    const API_KEY: ApiKey = ApiKey::DescribeClientQuotas;
+    type Response = describe_client_quotas_response::DescribeClientQuotasResponse;
+}
+
+impl Request for alter_client_quotas_request::AlterClientQuotasRequest {
+    const API_KEY: ApiKey = ApiKey::AlterClientQuotas;
+    type Response = alter_client_quotas_response::AlterClientQuotasResponse;
+}
+
 impl Request for describe_cluster_request::DescribeClusterRequest {
     const API_KEY: ApiKey = ApiKey::DescribeCluster;
     type Response = describe_cluster_response::DescribeClusterResponse;
@@ -1644,6 +1732,10 @@ pub(crate) const ALL_MESSAGES: &[crate::testkit::MessageHooks] = &[
     crate::testkit::hooks::<incremental_alter_configs_response::IncrementalAlterConfigsResponse>(),
     crate::testkit::hooks::<offset_delete_request::OffsetDeleteRequest>(),
     crate::testkit::hooks::<offset_delete_response::OffsetDeleteResponse>(),
+    crate::testkit::hooks::<describe_client_quotas_request::DescribeClientQuotasRequest>(),
+    crate::testkit::hooks::<describe_client_quotas_response::DescribeClientQuotasResponse>(),
+    crate::testkit::hooks::<alter_client_quotas_request::AlterClientQuotasRequest>(),
+    crate::testkit::hooks::<alter_client_quotas_response::AlterClientQuotasResponse>(),
     crate::testkit::hooks::<describe_cluster_request::DescribeClusterRequest>(),
     crate::testkit::hooks::<describe_cluster_response::DescribeClusterResponse>(),
     crate::testkit::hooks::<describe_producers_request::DescribeProducersRequest>(),
