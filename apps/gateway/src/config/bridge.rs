@@ -225,11 +225,23 @@ mod tests {
             ),
             ("IGGY_KAFKA_IGGY_SEND_BATCH_BYTES", "0", "send_batch_bytes"),
             ("IGGY_KAFKA_IGGY_SEND_QUEUE_BYTES", "0", "send_queue_bytes"),
-            ("IGGY_KAFKA_IGGY_SEND_QUEUE_APPENDS", "0", "send_queue_appends"),
-            ("IGGY_KAFKA_IGGY_SEND_BUFFER_BYTES", "1", "send_buffer_bytes"),
+            (
+                "IGGY_KAFKA_IGGY_SEND_QUEUE_APPENDS",
+                "0",
+                "send_queue_appends",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_SEND_BUFFER_BYTES",
+                "1",
+                "send_buffer_bytes",
+            ),
             ("IGGY_KAFKA_IGGY_POLL_MAX_BYTES", "0", "poll_max_bytes"),
             ("IGGY_KAFKA_IGGY_DEDUP_PRODUCERS", "0", "dedup_producers"),
-            ("IGGY_KAFKA_IGGY_META_SNAPSHOT_RECORDS", "5", "meta_snapshot_records"),
+            (
+                "IGGY_KAFKA_IGGY_META_SNAPSHOT_RECORDS",
+                "5",
+                "meta_snapshot_records",
+            ),
             (
                 "IGGY_KAFKA_IGGY_STREAM",
                 "__kafka_gateway",
