@@ -1,0 +1,235 @@
+//! Attacks on the Iggy bridge through the gateway binary.
+//!
+//! Iggy frozen (SIGSTOP) while idempotent producers keep sending with a request timeout
+//! far below the freeze: the gateway's memory stays bounded by the bridge's send queue
+//! settings while Iggy does not answer, and once Iggy resumes every record the
+//! producers sent is in the topic exactly once, although their requests timed out and
+//! were retried, some of them after the first copy had reached Iggy. The producers are
+//! confluent-kafka (librdkafka) from `.clients/`, run as a script written by the test.
+//! Skipped (with a `SKIPPED:` line) without `IGGY_SERVER_BIN` or the client.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::fs::File;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::attack::rss_kib;
+use support::{Backend, Client, Gateway};
+
+/// The producers and the count, as a Python script. Env: BOOTSTRAP, TOPIC_PREFIX,
+/// SECONDS (how long to produce).
+const SCRIPT: &str = r#"
+import os, sys, threading, time
+from collections import Counter
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+bootstrap = os.environ["BOOTSTRAP"]
+topic = os.environ["TOPIC_PREFIX"] + "-pause"
+seconds = float(os.environ["SECONDS"])
+PRODUCERS, RATE, SIZE = 4, 1500, 1000
+
+admin = AdminClient({"bootstrap.servers": bootstrap})
+for f in admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)]).values():
+    f.result(30)
+
+acked, failed, sent = [], [], [0] * PRODUCERS
+started = [threading.Event() for _ in range(PRODUCERS)]
+lock = threading.Lock()
+
+def run(n):
+    p = Producer({
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        "request.timeout.ms": 1500,
+        "message.timeout.ms": 180000,
+        "linger.ms": 20,
+        "batch.size": 1000000,
+        "max.in.flight.requests.per.connection": 5,
+    })
+    def report(err, msg):
+        with lock:
+            (failed if err else acked).append((msg.value()[:16], str(err)))
+        if not err:
+            started[n].set()
+    t0, i = time.time(), 0
+    while time.time() - t0 < seconds:
+        due = int((time.time() - t0) * RATE)
+        while i < due:
+            value = f"{n:02d}-{i:010d}".encode().ljust(SIZE, b".")
+            try:
+                p.produce(topic, value=value, partition=i % 2, on_delivery=report)
+                i += 1
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0.01)
+    sent[n] = i
+    left = p.flush(240)
+    if left:
+        print(f"producer {n}: {left} records never confirmed", flush=True)
+
+threads = [threading.Thread(target=run, args=(n,)) for n in range(PRODUCERS)]
+for t in threads:
+    t.start()
+for e in started:
+    e.wait(60)
+print("PRODUCING", flush=True)
+for t in threads:
+    t.join()
+print(f"sent {sum(sent)} acked {len(acked)} failed {len(failed)}", flush=True)
+for v, err in failed[:5]:
+    print("failed:", v, err, flush=True)
+
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False,
+              "fetch.max.bytes": 8000000})
+ends = {}
+for part in (0, 1):
+    lo, hi = c.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
+    ends[part] = hi
+c.assign([TopicPartition(topic, part, 0) for part in (0, 1)])
+seen, done, deadline = Counter(), set(), time.time() + 120
+while len(done) < 2 and time.time() < deadline:
+    m = c.poll(1.0)
+    if m is None or m.error():
+        continue
+    seen[m.value()[:13]] += 1
+    if m.offset() + 1 >= ends[m.partition()]:
+        done.add(m.partition())
+c.close()
+twice = [v for v, k in seen.items() if k > 1]
+expected = {f"{n:02d}-{i:010d}".encode() for n in range(PRODUCERS) for i in range(sent[n])}
+missing = expected - set(seen)
+print(f"RESULT sent={sum(sent)} read={sum(seen.values())} distinct={len(seen)} "
+      f"twice={len(twice)} missing={len(missing)} failed={len(failed)} "
+      f"end={ends[0] + ends[1]}", flush=True)
+if twice:
+    print("landed twice:", sorted(twice)[:10], flush=True)
+if missing:
+    print("missing:", sorted(missing)[:10], flush=True)
+ok = not twice and not missing and not failed and len(done) == 2
+sys.exit(0 if ok else 1)
+"#;
+
+/// How long the producers run, and when and for how long Iggy is frozen in that time.
+const PRODUCE_FOR: Duration = Duration::from_secs(16);
+const PAUSE_AFTER: Duration = Duration::from_secs(3);
+const PAUSE_FOR: Duration = Duration::from_secs(8);
+
+/// The bridge's bounds in this test: 4 MiB per partition, 8 MiB over all partitions.
+const QUEUE_BYTES: &str = "4194304";
+const BUFFER_BYTES: &str = "8388608";
+
+/// Growth of the gateway's resident memory while Iggy is frozen, over what it used just
+/// before: the bridge's 8 MiB plus what the Kafka connections hold (each of the 4
+/// producers may have 5 requests of up to 1 MB in flight, retried over new connections)
+/// and allocator slack.
+const PAUSE_GROWTH_BOUND_KIB: u64 = 96 * 1024;
+
+#[test]
+fn iggy_frozen_under_idempotent_producers_memory_bounded_and_each_record_once() {
+    let name = "iggy_frozen_under_idempotent_producers";
+    if !support::require(
+        name,
+        Client::Python {
+            module: "confluent_kafka",
+        },
+    ) {
+        return;
+    }
+    let Some(mut gateway) = Gateway::start_on(
+        Backend::Iggy,
+        name,
+        &[
+            ("IGGY_KAFKA_IGGY_CALL_TIMEOUT_MS", "2000"),
+            ("IGGY_KAFKA_IGGY_METADATA_MAX_AGE_MS", "30000"),
+            ("IGGY_KAFKA_IGGY_SEND_QUEUE_BYTES", QUEUE_BYTES),
+            ("IGGY_KAFKA_IGGY_SEND_BUFFER_BYTES", BUFFER_BYTES),
+        ],
+    ) else {
+        return;
+    };
+    let dir = support::scratch_dir("attack-bridge");
+    let script = dir.join("pause_producers.py");
+    File::create(&script)
+        .and_then(|mut f| f.write_all(SCRIPT.as_bytes()))
+        .unwrap();
+    let log = dir.join("client.log");
+    let out = File::create(&log).unwrap();
+    let root = support::repo_root();
+    let mut child = Command::new(root.join(".clients/venv/bin/python"))
+        .arg(&script)
+        .env("PYTHONUNBUFFERED", "1")
+        .env("BOOTSTRAP", gateway.addr.to_string())
+        .env("TOPIC_PREFIX", support::topic_prefix(name))
+        .env("SECONDS", PRODUCE_FOR.as_secs().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out))
+        .spawn()
+        .unwrap();
+    let client_log = || support::read_lossy(&log);
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !client_log().contains("PRODUCING") {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the producers ended early ({status}):\n{}", client_log());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the producers did not start:\n{}",
+            client_log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(PAUSE_AFTER);
+    let pid = gateway.pid();
+    let before = rss_kib(pid).unwrap();
+    gateway.iggy_mut().unwrap().pause();
+    let frozen = Instant::now();
+    let mut peak = before;
+    while frozen.elapsed() < PAUSE_FOR {
+        peak = peak.max(rss_kib(pid).unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    gateway.iggy_mut().unwrap().resume();
+
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the producers did not finish:\n{}", client_log());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let report = client_log();
+    let result = report
+        .lines()
+        .find(|l| l.starts_with("RESULT"))
+        .unwrap_or("no RESULT line")
+        .to_owned();
+    eprintln!(
+        "{name}: RSS before the freeze {before} KiB, peak during it {peak} KiB \
+         (bound: +{PAUSE_GROWTH_BOUND_KIB} KiB); {result}"
+    );
+    assert!(
+        status.success(),
+        "records lost or landed twice:\n{report}\n{}",
+        gateway.output(40)
+    );
+    assert!(
+        gateway.is_running(),
+        "the gateway died\n{}",
+        gateway.output(40)
+    );
+    assert!(
+        peak <= before + PAUSE_GROWTH_BOUND_KIB,
+        "RSS grew from {before} KiB to {peak} KiB while Iggy was frozen"
+    );
+}
