@@ -6,6 +6,16 @@
 //! append's records land contiguously and appends land in call order. Appends that
 //! arrive while a send is in flight share the next one (group commit). The semaphore
 //! `max_in_flight_sends` bounds the sends in flight over all partitions.
+//!
+//! What a queue holds is counted until Iggy confirms it or it is known not to have
+//! landed: `send_queue_appends` and `send_queue_bytes` per partition, `send_buffer_bytes`
+//! over all; an append past them is refused (`Unavailable`, nothing written). A send
+//! whose outcome is unknown (a timeout, a connection lost after the request left) is
+//! never reported failed while it could still land: the task asks Iggy whether the
+//! send's first message id is there ([`IggyBridge::settle_unknown`]) and answers from
+//! that. Retries of an idempotent producer's batch (same producer id, epoch, sequence
+//! and record count) join the held batch or are answered from the last batches that
+//! landed ([`Landed`]), so they are not written twice.
 
 use super::topics::Resolved;
 use super::{IggyBridge, named, poisoned};
@@ -22,6 +32,11 @@ use kafka_store::{AppendOutcome, PendingAppend, StoreError, StoreResult, ValidBa
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Retries of one held batch that may wait for it at once; a Kafka producer has one
+/// retry of a batch in flight at a time, so more come from several connections or a
+/// misbehaving client.
+const MAX_JOINED: usize = 16;
 
 /// Messages beyond a send's own that [`IggyBridge::settle_unknown`] looks through for
 /// it: room for what other writers (native Iggy producers) added after it.
@@ -244,6 +259,14 @@ impl IggyBridge {
             let mut q = queue.lock().map_err(poisoned)?;
             if let Some(k) = key {
                 if let Some(joined) = q.joined.get_mut(&k) {
+                    // Retries whose requests timed out no longer listen.
+                    joined.retain(|j| !j.is_closed());
+                    if joined.len() >= MAX_JOINED {
+                        return Err(StoreError::Unavailable(format!(
+                            "{topic}/{partition}: {MAX_JOINED} retries already wait for \
+                             this batch"
+                        )));
+                    }
                     joined.push(done);
                     return Ok(Queued::Waits(answer));
                 }
