@@ -85,6 +85,9 @@ struct Inner {
     ahead_bytes: AtomicUsize,
     /// Payload bytes held by all send queues, bounded by `send_buffer_bytes`.
     send_bytes: AtomicUsize,
+    /// Idempotent producers remembered over all partitions, bounded by
+    /// `dedup_producers`.
+    dedup_producers: AtomicUsize,
     /// The high half of the ids of messages this bridge sends (random per run) ...
     id_prefix: u64,
     /// ... and the low half, counting.
@@ -156,6 +159,7 @@ impl IggyBridge {
                 ahead: Mutex::new(HashMap::new()),
                 ahead_bytes: AtomicUsize::new(0),
                 send_bytes: AtomicUsize::new(0),
+                dedup_producers: AtomicUsize::new(0),
                 id_prefix: random_u64(),
                 message_ids: AtomicU64::new(0),
                 metrics,

@@ -90,9 +90,10 @@ pub struct BridgeConfig {
     /// (per partition) is read as if it asked for this much. Together with
     /// `poll_batch_messages` it bounds what one poll brings in.
     pub poll_max_bytes: usize,
-    /// Idempotent producers per partition whose recent batches the bridge remembers, so
-    /// a retry of a batch that already landed (or is still being sent) is answered from
-    /// it instead of being written again.
+    /// Idempotent producers (counted per partition, summed over all partitions) whose
+    /// last 5 landed batches the bridge remembers, so a retry of a batch that already
+    /// landed is answered from it instead of being written again. At the bound a new
+    /// producer replaces the least recently seen one of its partition.
     pub dedup_producers: usize,
     /// Records appended to a metadata log (`__kafka_gateway`) after its last snapshot
     /// before a new snapshot replaces it: start-up reads at most one snapshot (the live
@@ -156,7 +157,7 @@ impl Default for BridgeConfig {
             send_queue_appends: 1024,
             send_buffer_bytes: 256 << 20,
             poll_max_bytes: 16 << 20,
-            dedup_producers: 1024,
+            dedup_producers: 100_000,
             meta_snapshot_records: 10_000,
         }
     }

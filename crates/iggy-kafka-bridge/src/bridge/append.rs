@@ -71,9 +71,11 @@ impl BatchKey {
     }
 }
 
-/// Batches of recent idempotent producers that landed, per producer the last
-/// [`LANDED_PER_PRODUCER`] (as many as a Kafka producer keeps in flight), for at most
-/// `dedup_producers` producers (the least recently seen one makes room).
+/// Batches of recent idempotent producers that landed in one partition, per producer
+/// the last [`LANDED_PER_PRODUCER`] (as many as a Kafka producer keeps in flight). The
+/// producers remembered over all partitions are at most `dedup_producers`: at that
+/// bound a new producer takes the place of this partition's least recently seen one,
+/// or is not remembered when this partition has none.
 #[derive(Default)]
 struct Landed {
     producers: HashMap<i64, LandedOf>,
@@ -101,16 +103,25 @@ impl Landed {
             .map(|(_, _, offset)| *offset)
     }
 
-    fn insert(&mut self, k: BatchKey, base_offset: i64, cap: usize) {
+    /// Remembers a landed batch; `may_grow` says whether a producer not remembered yet
+    /// may be added (else it replaces this partition's least recently seen one). Returns
+    /// whether the number of producers remembered grew.
+    fn insert(&mut self, k: BatchKey, base_offset: i64, may_grow: bool) -> bool {
         self.clock += 1;
-        if !self.producers.contains_key(&k.producer_id) && self.producers.len() >= cap {
-            // Linear, but only when a new producer arrives at a full table.
-            if let Some(oldest) = self
-                .producers
-                .iter()
-                .min_by_key(|(_, of)| of.seen)
-                .map(|(id, _)| *id)
-            {
+        let mut grew = false;
+        if !self.producers.contains_key(&k.producer_id) {
+            if may_grow {
+                grew = true;
+            } else {
+                // Linear, but only when a new producer arrives at the bound.
+                let Some(oldest) = self
+                    .producers
+                    .iter()
+                    .min_by_key(|(_, of)| of.seen)
+                    .map(|(id, _)| *id)
+                else {
+                    return false;
+                };
                 self.producers.remove(&oldest);
             }
         }
@@ -129,6 +140,7 @@ impl Landed {
         }
         of.batches
             .push_back((k.base_sequence, k.records, base_offset));
+        grew
     }
 }
 
@@ -479,8 +491,12 @@ impl IggyBridge {
                 };
                 if let Some(k) = key {
                     if let Ok(sent) = &answer {
-                        q.landed
-                            .insert(k, sent.base_offset, self.inner.config.dedup_producers);
+                        let remembered = &self.inner.dedup_producers;
+                        let room =
+                            remembered.load(Ordering::Relaxed) < self.inner.config.dedup_producers;
+                        if q.landed.insert(k, sent.base_offset, room) {
+                            remembered.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                     for joined in q.joined.remove(&k).unwrap_or_default() {
                         let _ = joined.send(answer.clone());
@@ -698,8 +714,8 @@ mod tests {
     #[test]
     fn landed_batches_are_found_per_producer_and_epoch() {
         let mut landed = Landed::default();
-        landed.insert(key(7, 0, 0), 100, 10);
-        landed.insert(key(7, 0, 3), 103, 10);
+        assert!(landed.insert(key(7, 0, 0), 100, true));
+        assert!(!landed.insert(key(7, 0, 3), 103, true));
         assert_eq!(landed.find(&key(7, 0, 0)), Some(100));
         assert_eq!(landed.find(&key(7, 0, 3)), Some(103));
         // Another epoch, sequence, record count or producer is another batch.
@@ -710,7 +726,7 @@ mod tests {
         other.records = 4;
         assert_eq!(landed.find(&other), None);
         // A new epoch forgets the old one's batches.
-        landed.insert(key(7, 1, 0), 200, 10);
+        landed.insert(key(7, 1, 0), 200, true);
         assert_eq!(landed.find(&key(7, 0, 3)), None);
         assert_eq!(landed.find(&key(7, 1, 0)), Some(200));
     }
@@ -718,17 +734,23 @@ mod tests {
     #[test]
     fn landed_memory_is_bounded() {
         let mut landed = Landed::default();
+        // At the bound with nothing here to replace: not remembered.
+        assert!(!landed.insert(key(1, 0, 0), 0, false));
+        assert!(landed.producers.is_empty());
         for seq in 0..20 {
-            landed.insert(key(1, 0, seq), i64::from(seq), 3);
+            landed.insert(key(1, 0, seq), i64::from(seq), true);
         }
         assert_eq!(landed.producers[&1].batches.len(), LANDED_PER_PRODUCER);
         assert_eq!(landed.find(&key(1, 0, 19)), Some(19));
         assert_eq!(landed.find(&key(1, 0, 0)), None);
-        for producer in 2..10 {
-            landed.insert(key(producer, 0, 0), producer, 3);
+        for producer in 2..4 {
+            assert!(landed.insert(key(producer, 0, 0), producer, true));
+        }
+        // At the bound: each new producer replaces the least recently seen one.
+        for producer in 4..10 {
+            assert!(!landed.insert(key(producer, 0, 0), producer, false));
         }
         assert_eq!(landed.producers.len(), 3);
-        // The least recently seen ones made room.
         assert!(landed.find(&key(9, 0, 0)).is_some());
         assert!(landed.find(&key(1, 0, 19)).is_none());
     }
