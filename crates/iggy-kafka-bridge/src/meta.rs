@@ -376,17 +376,7 @@ impl Meta {
         if base == OFFSETS_TOPIC {
             let map = self.offsets.lock().map_err(poisoned)?;
             map.iter()
-                .map(|((g, t, p), c)| {
-                    encode(serde_json::to_vec(&OffsetRecord {
-                        g: g.clone(),
-                        t: t.clone(),
-                        p: *p,
-                        o: Some(c.offset),
-                        e: c.leader_epoch,
-                        m: c.metadata.clone(),
-                        ts: c.commit_timestamp,
-                    }))
-                })
+                .map(|((g, t, p), c)| encode(serde_json::to_vec(&offset_record(g, t, *p, c))))
                 .collect()
         } else {
             let map = self.topics.lock().map_err(poisoned)?;
@@ -540,15 +530,7 @@ impl Meta {
         }
         let records: Vec<OffsetRecord> = offsets
             .into_iter()
-            .map(|(t, p, c)| OffsetRecord {
-                g: group.to_owned(),
-                t,
-                p,
-                o: Some(c.offset),
-                e: c.leader_epoch,
-                m: c.metadata,
-                ts: c.commit_timestamp,
-            })
+            .map(|(t, p, c)| offset_record(group, &t, p, &c))
             .collect();
         self.write_offsets(client, records).await
     }
@@ -681,6 +663,18 @@ impl Meta {
         logs.topics.tail = logs.topics.tail.saturating_add(1);
         self.snapshot_if_long(client, &mut logs, TOPICS_TOPIC).await;
         Ok(())
+    }
+}
+
+fn offset_record(group: &str, topic: &str, partition: i32, c: &CommittedOffset) -> OffsetRecord {
+    OffsetRecord {
+        g: group.to_owned(),
+        t: topic.to_owned(),
+        p: partition,
+        o: Some(c.offset),
+        e: c.leader_epoch,
+        m: c.metadata.clone(),
+        ts: c.commit_timestamp,
     }
 }
 
@@ -848,18 +842,7 @@ mod tests {
         apply_offset(&mut map, tombstone("a", "t", 1));
         let mut again = BTreeMap::new();
         for ((g, t, p), c) in &map {
-            apply_offset(
-                &mut again,
-                OffsetRecord {
-                    g: g.clone(),
-                    t: t.clone(),
-                    p: *p,
-                    o: Some(c.offset),
-                    e: c.leader_epoch,
-                    m: c.metadata.clone(),
-                    ts: c.commit_timestamp,
-                },
-            );
+            apply_offset(&mut again, offset_record(g, t, *p, c));
         }
         assert_eq!(map, again);
         assert_eq!(map.len(), 2);

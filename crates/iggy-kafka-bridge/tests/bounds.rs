@@ -9,8 +9,8 @@ mod support;
 
 use bytes::{Bytes, BytesMut};
 use iggy::prelude::{
-    AutoLogin, Client, Credentials, Identifier, IggyClient, IggyMessage, MessageClient,
-    Partitioning, StreamClient, TopicClient, TopicCreateOptions,
+    Identifier, IggyClient, IggyMessage, MessageClient, Partitioning, StreamClient, TopicClient,
+    TopicCreateOptions,
 };
 use iggy_kafka_bridge::{BridgeConfig, IggyBridge};
 use kafka_records::{BatchOptions, NewRecord, encode_batch};
@@ -69,19 +69,7 @@ async fn create(bridge: &IggyBridge, name: &str) {
         .unwrap();
 }
 
-async fn native_client(server: &Server) -> IggyClient {
-    let client = IggyClient::builder()
-        .with_tcp()
-        .with_server_address(server.address.clone())
-        .with_auto_sign_in(AutoLogin::Enabled(Credentials::UsernamePassword(
-            support::USER.into(),
-            secrecy::SecretString::from(support::PASSWORD.to_owned()),
-        )))
-        .build()
-        .unwrap();
-    client.connect().await.unwrap();
-    client
-}
+use support::native_client;
 
 /// The topics of `stream` by name, sorted, with their message counts.
 async fn topics_of(client: &IggyClient, stream: &str) -> Vec<(String, u64)> {
