@@ -44,7 +44,7 @@ use iggy::prelude::{Identifier, IggyClient};
 use kafka_store::{LogStore, NewTopic, StoreError, StoreResult, TopicConfig, TopicInfo};
 use read_ahead::Ahead;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Semaphore, watch};
 use topics::CachedTopic;
@@ -83,6 +83,15 @@ struct Inner {
     ahead: Mutex<HashMap<(IggyTopicRef, PartitionId), Ahead>>,
     /// Bytes reserved by `ahead`, bounded by `read_ahead_bytes`.
     ahead_bytes: AtomicUsize,
+    /// Payload bytes held by all send queues, bounded by `send_buffer_bytes`.
+    send_bytes: AtomicUsize,
+    /// Idempotent producers remembered over all partitions, bounded by
+    /// `dedup_producers`.
+    dedup_producers: AtomicUsize,
+    /// The high half of the ids of messages this bridge sends (random per run) ...
+    id_prefix: u64,
+    /// ... and the low half, counting.
+    message_ids: AtomicU64,
     /// Round trips to Iggy.
     metrics: IggyMetrics,
 }
@@ -99,6 +108,19 @@ fn poisoned<T>(_: T) -> StoreError {
     StoreError::Internal("bridge lock poisoned".into())
 }
 
+/// A random number from the standard library's per-process hash keys and the clock:
+/// good enough to keep two runs' message ids apart, not for secrets.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(now);
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
 impl IggyBridge {
     /// Validates `config`, connects and signs in (bounded retries), and loads the
     /// bridge's metadata. Fails with a clear error; never falls back to anything.
@@ -111,9 +133,15 @@ impl IggyBridge {
         }
         let metrics = IggyMetrics::default();
         let meta = match sessions.first() {
-            Some(client) => Meta::open(client, &config.meta_stream, config.call_timeout, &metrics)
-                .await
-                .map_err(|e| BridgeError::Setup(e.to_string()))?,
+            Some(client) => Meta::open(
+                client,
+                &config.meta_stream,
+                config.call_timeout,
+                &metrics,
+                config.meta_snapshot_records,
+            )
+            .await
+            .map_err(|e| BridgeError::Setup(e.to_string()))?,
             None => return Err(BridgeError::Config("sessions must be at least 1".into())),
         };
         Ok(IggyBridge {
@@ -130,6 +158,10 @@ impl IggyBridge {
                 message_bytes: AtomicUsize::new(256),
                 ahead: Mutex::new(HashMap::new()),
                 ahead_bytes: AtomicUsize::new(0),
+                send_bytes: AtomicUsize::new(0),
+                dedup_producers: AtomicUsize::new(0),
+                id_prefix: random_u64(),
+                message_ids: AtomicU64::new(0),
                 metrics,
             }),
         })

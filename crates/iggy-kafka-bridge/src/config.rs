@@ -75,6 +75,30 @@ pub struct BridgeConfig {
     pub send_batch_bytes: usize,
     /// How often the broker re-reads a partition for a waiting fetch.
     pub poll_interval: Duration,
+    /// Most payload bytes one partition's send queue holds: appends waiting, in flight
+    /// or awaiting confirmation (an append larger than this is still taken when the
+    /// queue is empty). A full queue refuses further appends with a retriable error
+    /// (`LEADER_NOT_AVAILABLE`); nothing of a refused append is written.
+    pub send_queue_bytes: usize,
+    /// Most appends one partition's send queue holds (waiting, in flight or awaiting
+    /// confirmation). Like `send_queue_bytes`, refused with a retriable error.
+    pub send_queue_appends: usize,
+    /// Most payload bytes held for Iggy over all partitions together (waiting, in
+    /// flight or awaiting confirmation), so many partitions cannot add up past it.
+    pub send_buffer_bytes: usize,
+    /// Byte limit a read sizes its Iggy polls for: a Fetch asking for more than this
+    /// (per partition) is read as if it asked for this much. Together with
+    /// `poll_batch_messages` it bounds what one poll brings in.
+    pub poll_max_bytes: usize,
+    /// Idempotent producers (counted per partition, summed over all partitions) whose
+    /// last 5 landed batches the bridge remembers, so a retry of a batch that already
+    /// landed is answered from it instead of being written again. At the bound a new
+    /// producer replaces the least recently seen one of its partition.
+    pub dedup_producers: usize,
+    /// Records appended to a metadata log (`__kafka_gateway`) after its last snapshot
+    /// before a new snapshot replaces it: start-up reads at most one snapshot (the live
+    /// state) plus this many records.
+    pub meta_snapshot_records: u64,
 }
 
 impl std::fmt::Debug for BridgeConfig {
@@ -97,6 +121,12 @@ impl std::fmt::Debug for BridgeConfig {
             .field("read_ahead_bytes", &self.read_ahead_bytes)
             .field("send_batch_bytes", &self.send_batch_bytes)
             .field("poll_interval", &self.poll_interval)
+            .field("send_queue_bytes", &self.send_queue_bytes)
+            .field("send_queue_appends", &self.send_queue_appends)
+            .field("send_buffer_bytes", &self.send_buffer_bytes)
+            .field("poll_max_bytes", &self.poll_max_bytes)
+            .field("dedup_producers", &self.dedup_producers)
+            .field("meta_snapshot_records", &self.meta_snapshot_records)
             .finish()
     }
 }
@@ -123,6 +153,12 @@ impl Default for BridgeConfig {
             read_ahead_bytes: 64 << 20,
             send_batch_bytes: 1 << 20,
             poll_interval: Duration::from_millis(100),
+            send_queue_bytes: 16 << 20,
+            send_queue_appends: 1024,
+            send_buffer_bytes: 256 << 20,
+            poll_max_bytes: 16 << 20,
+            dedup_producers: 100_000,
+            meta_snapshot_records: 10_000,
         }
     }
 }
@@ -183,12 +219,35 @@ impl BridgeConfig {
         if self.poll_interval.is_zero() {
             return bad("poll_interval must be above zero");
         }
+        if !(1..=MAX_QUEUE_BYTES).contains(&self.send_queue_bytes) {
+            return bad("send_queue_bytes must be within 1..=4294967296 (4 GiB)");
+        }
+        if !(1..=1_000_000).contains(&self.send_queue_appends) {
+            return bad("send_queue_appends must be within 1..=1000000");
+        }
+        if self.send_buffer_bytes < self.send_queue_bytes
+            || self.send_buffer_bytes > MAX_QUEUE_BYTES
+        {
+            return bad("send_buffer_bytes must be within send_queue_bytes..=4294967296 (4 GiB)");
+        }
+        if !(1..=MAX_QUEUE_BYTES).contains(&self.poll_max_bytes) {
+            return bad("poll_max_bytes must be within 1..=4294967296 (4 GiB)");
+        }
+        if !(1..=1_000_000).contains(&self.dedup_producers) {
+            return bad("dedup_producers must be within 1..=1000000");
+        }
+        if !(100..=100_000_000).contains(&self.meta_snapshot_records) {
+            return bad("meta_snapshot_records must be within 100..=100000000");
+        }
         Ok(())
     }
 }
 
 /// Upper bound of [`BridgeConfig::send_batch_bytes`].
 const MAX_SEND_BATCH_BYTES: usize = 64 << 20;
+
+/// Upper bound of the byte settings of the send queues and polls.
+const MAX_QUEUE_BYTES: usize = 4 << 30;
 
 fn valid_iggy_name(name: &str) -> bool {
     (1..=255).contains(&name.len()) && !name.trim().is_empty()
@@ -368,6 +427,32 @@ mod tests {
         ] {
             config.send_batch_bytes = bytes;
             assert_eq!(config.validate().is_ok(), ok, "{bytes}");
+        }
+    }
+
+    #[test]
+    fn queue_and_poll_bounds_are_checked() {
+        let ok = BridgeConfig::new("iggy", "secret");
+        ok.validate().unwrap();
+        type Spoil = fn(&mut BridgeConfig);
+        let cases: [(&str, Spoil); 7] = [
+            ("send_queue_bytes", |c| c.send_queue_bytes = 0),
+            ("send_queue_appends", |c| c.send_queue_appends = 0),
+            ("send_buffer_bytes", |c| {
+                c.send_buffer_bytes = c.send_queue_bytes - 1
+            }),
+            ("poll_max_bytes", |c| c.poll_max_bytes = 0),
+            ("dedup_producers", |c| c.dedup_producers = 0),
+            ("meta_snapshot_records", |c| c.meta_snapshot_records = 99),
+            ("send_queue_bytes", |c| c.send_queue_bytes = (4 << 30) + 1),
+        ];
+        for (name, spoil) in cases {
+            let mut c = ok.clone();
+            spoil(&mut c);
+            match c.validate() {
+                Err(BridgeError::Config(m)) => assert!(m.starts_with(name), "{m}"),
+                other => panic!("{name}: {other:?}"),
+            }
         }
     }
 

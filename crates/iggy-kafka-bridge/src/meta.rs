@@ -1,8 +1,7 @@
 //! The bridge's own durable state, kept in Iggy so a restarted gateway finds it again.
 //!
-//! Stream `meta_stream` (default `__kafka_gateway`) holds two one-partition topics of JSON
-//! records, read whole at connect and folded "last record per key wins" (compaction by
-//! reading):
+//! Stream `meta_stream` (default `__kafka_gateway`) holds two logs of JSON records, each a
+//! one-partition topic, folded "last record per key wins":
 //!
 //! ```text
 //! offsets  {"g":group,"t":topic,"p":partition,"o":offset|null,"e":epoch,"m":meta|null,"ts":ms}
@@ -13,6 +12,21 @@
 //!          key (s,t,c): the creation time keeps a recreated topic from inheriting the
 //!          settings of the one it replaces
 //! ```
+//!
+//! Snapshots keep both logs short. Each log lives in generations: generation 0 is the
+//! topic `offsets` (or `topics`) as earlier versions wrote it, generation `n` the topic
+//! `offsets.n`. A generation above 0 starts with a snapshot, the live state as ordinary
+//! records, closed by a marker record `{"snapshot_end":n}`; the records after the marker
+//! are its tail. Once the tail holds `meta_snapshot_records` records, and at least as
+//! many as the live state, the next write is followed by a snapshot into generation
+//! `n+1`; when its marker is written the bridge writes there and deletes generation `n`.
+//! At connect the bridge takes the highest generation with a marker (a generation
+//! without one is a snapshot cut short: deleted) and deletes the older ones, reading
+//! its records a page at a time and folding each page into the state (what is kept in
+//! memory is the live state, not the log). So start-up reads at most the live state
+//! twice plus `meta_snapshot_records` records, whatever the history. A log without
+//! generations (from before snapshots) is generation 0 and is read whole once, then
+//! snapshotted if long.
 //!
 //! One call of the bridge writes its records with one `send_messages`, so an offset
 //! commit is all or nothing. Writes are serialized so the in-memory view applies them in
@@ -34,6 +48,41 @@ use std::time::Duration;
 
 const OFFSETS_TOPIC: &str = "offsets";
 const TOPICS_TOPIC: &str = "topics";
+
+/// Messages per poll when reading a log, and per send when writing a snapshot.
+const META_PAGE: u32 = 1000;
+
+/// The record that closes a snapshot.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotEnd {
+    snapshot_end: u64,
+}
+
+/// The Iggy topic of generation `generation` of log `base`.
+fn generation_name(base: &str, generation: u64) -> String {
+    if generation == 0 {
+        base.to_owned()
+    } else {
+        format!("{base}.{generation}")
+    }
+}
+
+/// The generation an Iggy topic named `name` is of log `base`, if it is one.
+fn generation_of(base: &str, name: &str) -> Option<u64> {
+    if name == base {
+        return Some(0);
+    }
+    let n: u64 = name.strip_prefix(base)?.strip_prefix('.')?.parse().ok()?;
+    (n > 0 && generation_name(base, n) == name).then_some(n)
+}
+
+/// Where a log stands: the generation written to and the records after its snapshot.
+#[derive(Debug, Default, Clone, Copy)]
+struct LogState {
+    generation: u64,
+    tail: u64,
+}
 
 /// Identifies one incarnation of an Iggy topic.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -91,9 +140,17 @@ pub struct Meta {
     stream: String,
     call_timeout: Duration,
     metrics: IggyMetrics,
+    snapshot_records: u64,
     offsets: Mutex<BTreeMap<OffsetKey, CommittedOffset>>,
     topics: Mutex<BTreeMap<TopicKey, TopicMeta>>,
-    writes: tokio::sync::Mutex<()>,
+    /// Held while writing; guards where each log stands.
+    writes: tokio::sync::Mutex<Logs>,
+}
+
+#[derive(Debug, Default)]
+struct Logs {
+    offsets: LogState,
+    topics: LogState,
 }
 
 fn poisoned<T>(_: T) -> StoreError {
@@ -122,48 +179,285 @@ fn named(name: &str) -> StoreResult<Identifier> {
 }
 
 impl Meta {
-    /// Creates the meta stream and topics if missing, then reads them whole.
+    /// Creates the meta stream and logs if missing, then reads each from its latest
+    /// snapshot (see the module docs), and snapshots a log whose tail is long.
     pub async fn open(
         client: &IggyClient,
         stream: &str,
         call_timeout: Duration,
         metrics: &IggyMetrics,
+        snapshot_records: u64,
     ) -> StoreResult<Self> {
         let meta = Self {
             stream: stream.to_owned(),
             call_timeout,
             metrics: metrics.clone(),
+            snapshot_records,
             offsets: Mutex::new(BTreeMap::new()),
             topics: Mutex::new(BTreeMap::new()),
-            writes: tokio::sync::Mutex::new(()),
+            writes: tokio::sync::Mutex::new(Logs::default()),
         };
         ensure_stream(client, stream, call_timeout, metrics).await?;
-        for topic in [OFFSETS_TOPIC, TOPICS_TOPIC] {
-            meta.ensure_topic(client, topic).await?;
+        let names: Vec<String> = call(
+            metrics,
+            call_timeout,
+            Op::Admin,
+            stream,
+            client.get_topics(&named(stream)?),
+        )
+        .await?
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+        let mut logs = meta.writes.lock().await;
+        logs.offsets = meta.load(client, OFFSETS_TOPIC, &names).await?;
+        logs.topics = meta.load(client, TOPICS_TOPIC, &names).await?;
+        for base in [OFFSETS_TOPIC, TOPICS_TOPIC] {
+            meta.snapshot_if_long(client, &mut logs, base).await;
         }
-        let offsets = meta.read_all(client, OFFSETS_TOPIC).await?;
-        {
-            let mut map = meta.offsets.lock().map_err(poisoned)?;
-            for payload in offsets {
-                let Ok(r) = serde_json::from_slice::<OffsetRecord>(&payload) else {
-                    tracing::warn!("skipping an unreadable record in the offsets log");
-                    continue;
-                };
-                apply_offset(&mut map, r);
-            }
-        }
-        let topics = meta.read_all(client, TOPICS_TOPIC).await?;
-        {
-            let mut map = meta.topics.lock().map_err(poisoned)?;
-            for payload in topics {
-                let Ok(r) = serde_json::from_slice::<TopicRecord>(&payload) else {
-                    tracing::warn!("skipping an unreadable record in the topics log");
-                    continue;
-                };
-                apply_topic(&mut map, r);
-            }
-        }
+        drop(logs);
         Ok(meta)
+    }
+
+    /// Reads log `base` from its newest complete generation into the state and
+    /// deletes the other generations.
+    async fn load(
+        &self,
+        client: &IggyClient,
+        base: &str,
+        names: &[String],
+    ) -> StoreResult<LogState> {
+        let mut generations: Vec<u64> = names
+            .iter()
+            .filter_map(|n| generation_of(base, n))
+            .collect();
+        generations.sort_unstable();
+        let mut chosen = None;
+        while let Some(generation) = generations.pop() {
+            match self.read_generation(client, base, generation).await? {
+                Some(tail) => {
+                    chosen = Some(LogState { generation, tail });
+                    break;
+                }
+                None => {
+                    tracing::warn!(
+                        log = base,
+                        generation,
+                        "deleting a metadata snapshot that was cut short"
+                    );
+                    self.drop_generation(client, base, generation).await;
+                }
+            }
+        }
+        // What is left is older than the generation read.
+        for generation in generations {
+            self.drop_generation(client, base, generation).await;
+        }
+        match chosen {
+            Some(state) => Ok(state),
+            None => {
+                self.clear(base)?;
+                self.ensure_topic(client, base).await?;
+                Ok(LogState::default())
+            }
+        }
+    }
+
+    /// Reads one generation into the (cleared) state, a page at a time: the tail
+    /// length, or `None` when a generation above 0 has no snapshot marker.
+    async fn read_generation(
+        &self,
+        client: &IggyClient,
+        base: &str,
+        generation: u64,
+    ) -> StoreResult<Option<u64>> {
+        self.clear(base)?;
+        let topic = generation_name(base, generation);
+        let (s, t) = (named(&self.stream)?, named(&topic)?);
+        let consumer =
+            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
+        let mut offset = 0u64;
+        let mut tail = 0u64;
+        let mut closed = generation == 0;
+        let mut unreadable = 0u64;
+        loop {
+            let polled = call(
+                &self.metrics,
+                self.call_timeout,
+                Op::Read,
+                &topic,
+                client.poll_messages(
+                    &s,
+                    &t,
+                    Some(0),
+                    &consumer,
+                    &PollingStrategy::offset(offset),
+                    META_PAGE,
+                    false,
+                ),
+            )
+            .await?;
+            let Some(last) = polled.messages.last() else {
+                break;
+            };
+            offset = last.header.offset + 1;
+            for m in &polled.messages {
+                if let Ok(end) = serde_json::from_slice::<SnapshotEnd>(&m.payload) {
+                    closed |= end.snapshot_end == generation;
+                    tail = 0;
+                    continue;
+                }
+                tail += 1;
+                if !self.apply_payload(base, &m.payload)? {
+                    unreadable += 1;
+                }
+            }
+        }
+        if unreadable > 0 {
+            tracing::warn!(
+                log = base,
+                unreadable,
+                "skipped unreadable metadata records"
+            );
+        }
+        Ok(closed.then_some(tail))
+    }
+
+    fn clear(&self, base: &str) -> StoreResult<()> {
+        if base == OFFSETS_TOPIC {
+            self.offsets.lock().map_err(poisoned)?.clear();
+        } else {
+            self.topics.lock().map_err(poisoned)?.clear();
+        }
+        Ok(())
+    }
+
+    /// Folds one record into the state; `false` when it cannot be read.
+    fn apply_payload(&self, base: &str, payload: &[u8]) -> StoreResult<bool> {
+        if base == OFFSETS_TOPIC {
+            let Ok(r) = serde_json::from_slice::<OffsetRecord>(payload) else {
+                return Ok(false);
+            };
+            apply_offset(&mut *self.offsets.lock().map_err(poisoned)?, r);
+        } else {
+            let Ok(r) = serde_json::from_slice::<TopicRecord>(payload) else {
+                return Ok(false);
+            };
+            apply_topic(&mut *self.topics.lock().map_err(poisoned)?, r);
+        }
+        Ok(true)
+    }
+
+    /// Deletes one generation's topic; a failure is logged (the next start deletes it).
+    async fn drop_generation(&self, client: &IggyClient, base: &str, generation: u64) {
+        let topic = generation_name(base, generation);
+        let (Ok(s), Ok(t)) = (named(&self.stream), named(&topic)) else {
+            return;
+        };
+        let deleted = call(
+            &self.metrics,
+            self.call_timeout,
+            Op::Admin,
+            &topic,
+            client.delete_topic(&s, &t),
+        )
+        .await;
+        match deleted {
+            Ok(()) | Err(StoreError::UnknownTopicOrPartition { .. }) => {}
+            Err(e) => tracing::warn!(topic, error = %e, "cannot delete an old metadata log"),
+        }
+    }
+
+    /// The live state of log `base` as records.
+    fn live_records(&self, base: &str) -> StoreResult<Vec<Vec<u8>>> {
+        let encode = |v: Result<Vec<u8>, serde_json::Error>| {
+            v.map_err(|e| StoreError::Internal(e.to_string()))
+        };
+        if base == OFFSETS_TOPIC {
+            let map = self.offsets.lock().map_err(poisoned)?;
+            map.iter()
+                .map(|((g, t, p), c)| encode(serde_json::to_vec(&offset_record(g, t, *p, c))))
+                .collect()
+        } else {
+            let map = self.topics.lock().map_err(poisoned)?;
+            map.iter()
+                .map(|(k, m)| encode(serde_json::to_vec(&topic_record(k, m))))
+                .collect()
+        }
+    }
+
+    fn live_count(&self, base: &str) -> StoreResult<u64> {
+        let n = if base == OFFSETS_TOPIC {
+            self.offsets.lock().map_err(poisoned)?.len()
+        } else {
+            self.topics.lock().map_err(poisoned)?.len()
+        };
+        Ok(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+
+    /// Snapshots log `base` when its tail is `meta_snapshot_records` long and at least
+    /// as long as the live state. A failed snapshot is logged and left for the next
+    /// write to try again: the log it would replace stays in use, whole.
+    async fn snapshot_if_long(&self, client: &IggyClient, logs: &mut Logs, base: &str) {
+        let state = if base == OFFSETS_TOPIC {
+            &mut logs.offsets
+        } else {
+            &mut logs.topics
+        };
+        let live = match self.live_count(base) {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+        if state.tail < self.snapshot_records.max(live) {
+            return;
+        }
+        let next = state.generation + 1;
+        match self.write_snapshot(client, base, next).await {
+            Ok(()) => {
+                let old = std::mem::replace(
+                    state,
+                    LogState {
+                        generation: next,
+                        tail: 0,
+                    },
+                );
+                tracing::info!(
+                    log = base,
+                    generation = next,
+                    records = live,
+                    replaced = old.tail,
+                    "metadata log snapshotted"
+                );
+                self.drop_generation(client, base, old.generation).await;
+            }
+            Err(e) => {
+                tracing::warn!(log = base, generation = next, error = %e, "metadata snapshot failed");
+                self.drop_generation(client, base, next).await;
+            }
+        }
+    }
+
+    /// Writes the live state of `base` and the closing marker into a new generation.
+    async fn write_snapshot(
+        &self,
+        client: &IggyClient,
+        base: &str,
+        generation: u64,
+    ) -> StoreResult<()> {
+        let topic = generation_name(base, generation);
+        // A leftover from a snapshot cut short would hold records before ours.
+        self.drop_generation(client, base, generation).await;
+        self.ensure_topic(client, &topic).await?;
+        let records = self.live_records(base)?;
+        let page = usize::try_from(META_PAGE).unwrap_or(1000);
+        for chunk in records.chunks(page) {
+            self.append(client, &topic, chunk.to_vec()).await?;
+        }
+        let end = serde_json::to_vec(&SnapshotEnd {
+            snapshot_end: generation,
+        })
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+        self.append(client, &topic, vec![end]).await
     }
 
     async fn ensure_topic(&self, client: &IggyClient, topic: &str) -> StoreResult<()> {
@@ -194,37 +488,6 @@ impl Meta {
         {
             Ok(_) | Err(StoreError::TopicAlreadyExists(_)) => Ok(()),
             Err(e) => Err(e),
-        }
-    }
-
-    async fn read_all(&self, client: &IggyClient, topic: &str) -> StoreResult<Vec<Bytes>> {
-        let (s, t) = (named(&self.stream)?, named(topic)?);
-        let consumer =
-            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
-        let mut out = Vec::new();
-        let mut offset = 0u64;
-        loop {
-            let polled = call(
-                &self.metrics,
-                self.call_timeout,
-                Op::Read,
-                topic,
-                client.poll_messages(
-                    &s,
-                    &t,
-                    Some(0),
-                    &consumer,
-                    &PollingStrategy::offset(offset),
-                    1000,
-                    false,
-                ),
-            )
-            .await?;
-            let Some(last) = polled.messages.last() else {
-                return Ok(out);
-            };
-            offset = last.header.offset + 1;
-            out.extend(polled.messages.into_iter().map(|m| m.payload));
         }
     }
 
@@ -267,15 +530,7 @@ impl Meta {
         }
         let records: Vec<OffsetRecord> = offsets
             .into_iter()
-            .map(|(t, p, c)| OffsetRecord {
-                g: group.to_owned(),
-                t,
-                p,
-                o: Some(c.offset),
-                e: c.leader_epoch,
-                m: c.metadata,
-                ts: c.commit_timestamp,
-            })
+            .map(|(t, p, c)| offset_record(group, &t, p, &c))
             .collect();
         self.write_offsets(client, records).await
     }
@@ -321,12 +576,19 @@ impl Meta {
             .map(serde_json::to_vec)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| StoreError::Internal(e.to_string()))?;
-        let _order = self.writes.lock().await;
-        self.append(client, OFFSETS_TOPIC, payloads).await?;
-        let mut map = self.offsets.lock().map_err(poisoned)?;
-        for r in records {
-            apply_offset(&mut map, r);
+        let mut logs = self.writes.lock().await;
+        let topic = generation_name(OFFSETS_TOPIC, logs.offsets.generation);
+        let n = u64::try_from(payloads.len()).unwrap_or(u64::MAX);
+        self.append(client, &topic, payloads).await?;
+        {
+            let mut map = self.offsets.lock().map_err(poisoned)?;
+            for r in records {
+                apply_offset(&mut map, r);
+            }
         }
+        logs.offsets.tail = logs.offsets.tail.saturating_add(n);
+        self.snapshot_if_long(client, &mut logs, OFFSETS_TOPIC)
+            .await;
         Ok(())
     }
 
@@ -373,17 +635,7 @@ impl Meta {
         key: &TopicKey,
         meta: TopicMeta,
     ) -> StoreResult<()> {
-        let record = TopicRecord {
-            s: key.stream.clone(),
-            t: key.topic.clone(),
-            c: key.created_at,
-            deleted: false,
-            retention_ms: meta.config.retention_ms,
-            retention_bytes: meta.config.retention_bytes,
-            max_message_bytes: meta.config.max_message_bytes,
-            log_start: meta.log_start.clone(),
-        };
-        self.write_topic(client, record).await
+        self.write_topic(client, topic_record(key, &meta)).await
     }
 
     /// Forgets a deleted topic incarnation.
@@ -404,10 +656,38 @@ impl Meta {
     async fn write_topic(&self, client: &IggyClient, record: TopicRecord) -> StoreResult<()> {
         let payload =
             serde_json::to_vec(&record).map_err(|e| StoreError::Internal(e.to_string()))?;
-        let _order = self.writes.lock().await;
-        self.append(client, TOPICS_TOPIC, vec![payload]).await?;
+        let mut logs = self.writes.lock().await;
+        let topic = generation_name(TOPICS_TOPIC, logs.topics.generation);
+        self.append(client, &topic, vec![payload]).await?;
         apply_topic(&mut *self.topics.lock().map_err(poisoned)?, record);
+        logs.topics.tail = logs.topics.tail.saturating_add(1);
+        self.snapshot_if_long(client, &mut logs, TOPICS_TOPIC).await;
         Ok(())
+    }
+}
+
+fn offset_record(group: &str, topic: &str, partition: i32, c: &CommittedOffset) -> OffsetRecord {
+    OffsetRecord {
+        g: group.to_owned(),
+        t: topic.to_owned(),
+        p: partition,
+        o: Some(c.offset),
+        e: c.leader_epoch,
+        m: c.metadata.clone(),
+        ts: c.commit_timestamp,
+    }
+}
+
+fn topic_record(key: &TopicKey, meta: &TopicMeta) -> TopicRecord {
+    TopicRecord {
+        s: key.stream.clone(),
+        t: key.topic.clone(),
+        c: key.created_at,
+        deleted: false,
+        retention_ms: meta.config.retention_ms,
+        retention_bytes: meta.config.retention_bytes,
+        max_message_bytes: meta.config.max_message_bytes,
+        log_start: meta.log_start.clone(),
     }
 }
 
@@ -491,5 +771,80 @@ pub async fn ensure_stream(
     {
         Ok(_) | Err(StoreError::TopicAlreadyExists(_)) => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_are_named_and_recognized() {
+        assert_eq!(generation_name("offsets", 0), "offsets");
+        assert_eq!(generation_name("offsets", 7), "offsets.7");
+        for n in [0, 1, 42, u64::MAX] {
+            assert_eq!(
+                generation_of("offsets", &generation_name("offsets", n)),
+                Some(n)
+            );
+        }
+        for other in [
+            "topics",
+            "offsets.",
+            "offsets.0",
+            "offsets.01",
+            "offsets.-1",
+            "offsets.x",
+            "offsetsx",
+            "offsets.1.2",
+        ] {
+            assert_eq!(generation_of("offsets", other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_marker_is_not_a_record_and_no_record_is_a_marker() {
+        let end = serde_json::to_vec(&SnapshotEnd { snapshot_end: 3 }).unwrap();
+        assert!(serde_json::from_slice::<OffsetRecord>(&end).is_err());
+        assert!(serde_json::from_slice::<TopicRecord>(&end).is_err());
+        let record = serde_json::to_vec(&tombstone("g", "t", 0)).unwrap();
+        assert!(serde_json::from_slice::<SnapshotEnd>(&record).is_err());
+        let key = TopicKey {
+            stream: "s".into(),
+            topic: "t".into(),
+            created_at: 1,
+        };
+        let meta = TopicMeta {
+            config: TopicConfig::default(),
+            log_start: BTreeMap::new(),
+        };
+        let record = serde_json::to_vec(&topic_record(&key, &meta)).unwrap();
+        assert!(serde_json::from_slice::<SnapshotEnd>(&record).is_err());
+    }
+
+    #[test]
+    fn snapshot_records_fold_back_to_the_same_state() {
+        let mut map = BTreeMap::new();
+        for (g, p, o) in [("a", 0, Some(5)), ("a", 1, Some(6)), ("b", 0, Some(1))] {
+            apply_offset(
+                &mut map,
+                OffsetRecord {
+                    g: g.into(),
+                    t: "t".into(),
+                    p,
+                    o,
+                    e: 2,
+                    m: Some("m".into()),
+                    ts: 9,
+                },
+            );
+        }
+        apply_offset(&mut map, tombstone("a", "t", 1));
+        let mut again = BTreeMap::new();
+        for ((g, t, p), c) in &map {
+            apply_offset(&mut again, offset_record(g, t, *p, c));
+        }
+        assert_eq!(map, again);
+        assert_eq!(map.len(), 2);
     }
 }

@@ -8,8 +8,8 @@ mod support;
 
 use bytes::{Bytes, BytesMut};
 use iggy::prelude::{
-    AutoLogin, Client, Consumer, Credentials, HeaderKey, HeaderValue, Identifier, IggyClient,
-    IggyMessage, MessageClient, PartitionClient, Partitioning, PollingStrategy, TopicClient,
+    Consumer, HeaderKey, HeaderValue, Identifier, IggyMessage, MessageClient, PartitionClient,
+    Partitioning, PollingStrategy, TopicClient,
 };
 use iggy_kafka_bridge::mapping::{KEY_HEADER, RECORD_HEADER};
 use kafka_records::{BatchOptions, DecodeLimits, Header, NewRecord, RecordBatch, encode_batch};
@@ -30,19 +30,7 @@ fn batch(records: &[NewRecord]) -> Bytes {
     out.freeze()
 }
 
-async fn native_client(server: &Server) -> IggyClient {
-    let client = IggyClient::builder()
-        .with_tcp()
-        .with_server_address(server.address.clone())
-        .with_auto_sign_in(AutoLogin::Enabled(Credentials::UsernamePassword(
-            support::USER.into(),
-            secrecy::SecretString::from(support::PASSWORD.to_owned()),
-        )))
-        .build()
-        .unwrap();
-    client.connect().await.unwrap();
-    client
-}
+use support::native_client;
 
 async fn create(bridge: &impl LogStore, name: &str, partitions: i32) {
     bridge

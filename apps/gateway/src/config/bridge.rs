@@ -42,6 +42,18 @@ pub(super) struct Raw {
     iggy_read_ahead_bytes: usize,
     #[serde(deserialize_with = "parsed")]
     iggy_send_batch_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_send_queue_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_send_queue_appends: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_send_buffer_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_poll_max_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_dedup_producers: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_meta_snapshot_records: u64,
 }
 
 impl Default for Raw {
@@ -60,12 +72,18 @@ impl Default for Raw {
             iggy_poll_batch_messages: bridge.poll_batch_messages,
             iggy_read_ahead_bytes: bridge.read_ahead_bytes,
             iggy_send_batch_bytes: bridge.send_batch_bytes,
+            iggy_send_queue_bytes: bridge.send_queue_bytes,
+            iggy_send_queue_appends: bridge.send_queue_appends,
+            iggy_send_buffer_bytes: bridge.send_buffer_bytes,
+            iggy_poll_max_bytes: bridge.poll_max_bytes,
+            iggy_dedup_producers: bridge.dedup_producers,
+            iggy_meta_snapshot_records: bridge.meta_snapshot_records,
         }
     }
 }
 
 /// The settings that only matter with the bridge on.
-const BRIDGE_ONLY: [&str; 11] = [
+const BRIDGE_ONLY: [&str; 17] = [
     "iggy_addr",
     "iggy_username",
     "iggy_password",
@@ -77,11 +95,17 @@ const BRIDGE_ONLY: [&str; 11] = [
     "iggy_poll_batch_messages",
     "iggy_read_ahead_bytes",
     "iggy_send_batch_bytes",
+    "iggy_send_queue_bytes",
+    "iggy_send_queue_appends",
+    "iggy_send_buffer_bytes",
+    "iggy_poll_max_bytes",
+    "iggy_dedup_producers",
+    "iggy_meta_snapshot_records",
 ];
 
 /// [`BridgeConfig`] fields as its validation messages begin with them, and the key each
 /// comes from. A message about any other field names `bridge_enabled`.
-const BRIDGE_FIELDS: [(&str, &str); 9] = [
+const BRIDGE_FIELDS: [(&str, &str); 15] = [
     ("address", "iggy_addr"),
     ("username", "iggy_username"),
     ("password", "iggy_password"),
@@ -91,6 +115,12 @@ const BRIDGE_FIELDS: [(&str, &str); 9] = [
     ("metadata_max_age", "iggy_metadata_max_age_ms"),
     ("poll_batch_messages", "iggy_poll_batch_messages"),
     ("send_batch_bytes", "iggy_send_batch_bytes"),
+    ("send_queue_bytes", "iggy_send_queue_bytes"),
+    ("send_queue_appends", "iggy_send_queue_appends"),
+    ("send_buffer_bytes", "iggy_send_buffer_bytes"),
+    ("poll_max_bytes", "iggy_poll_max_bytes"),
+    ("dedup_producers", "iggy_dedup_producers"),
+    ("meta_snapshot_records", "iggy_meta_snapshot_records"),
 ];
 
 /// The bridge's part of the configuration.
@@ -135,6 +165,12 @@ impl Raw {
         bridge.poll_batch_messages = self.iggy_poll_batch_messages;
         bridge.read_ahead_bytes = self.iggy_read_ahead_bytes;
         bridge.send_batch_bytes = self.iggy_send_batch_bytes;
+        bridge.send_queue_bytes = self.iggy_send_queue_bytes;
+        bridge.send_queue_appends = self.iggy_send_queue_appends;
+        bridge.send_buffer_bytes = self.iggy_send_buffer_bytes;
+        bridge.poll_max_bytes = self.iggy_poll_max_bytes;
+        bridge.dedup_producers = self.iggy_dedup_producers;
+        bridge.meta_snapshot_records = self.iggy_meta_snapshot_records;
         bridge.validate().map_err(|e| bridge_error(&e, names))?;
         Ok(Bridge {
             config: Some(bridge),
@@ -188,6 +224,24 @@ mod tests {
                 "poll_batch_messages",
             ),
             ("IGGY_KAFKA_IGGY_SEND_BATCH_BYTES", "0", "send_batch_bytes"),
+            ("IGGY_KAFKA_IGGY_SEND_QUEUE_BYTES", "0", "send_queue_bytes"),
+            (
+                "IGGY_KAFKA_IGGY_SEND_QUEUE_APPENDS",
+                "0",
+                "send_queue_appends",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_SEND_BUFFER_BYTES",
+                "1",
+                "send_buffer_bytes",
+            ),
+            ("IGGY_KAFKA_IGGY_POLL_MAX_BYTES", "0", "poll_max_bytes"),
+            ("IGGY_KAFKA_IGGY_DEDUP_PRODUCERS", "0", "dedup_producers"),
+            (
+                "IGGY_KAFKA_IGGY_META_SNAPSHOT_RECORDS",
+                "5",
+                "meta_snapshot_records",
+            ),
             (
                 "IGGY_KAFKA_IGGY_STREAM",
                 "__kafka_gateway",

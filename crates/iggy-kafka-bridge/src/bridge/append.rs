@@ -6,6 +6,16 @@
 //! append's records land contiguously and appends land in call order. Appends that
 //! arrive while a send is in flight share the next one (group commit). The semaphore
 //! `max_in_flight_sends` bounds the sends in flight over all partitions.
+//!
+//! What a queue holds is counted until Iggy confirms it or it is known not to have
+//! landed: `send_queue_appends` and `send_queue_bytes` per partition, `send_buffer_bytes`
+//! over all; an append past them is refused (`Unavailable`, nothing written). A send
+//! whose outcome is unknown (a timeout, a connection lost after the request left) is
+//! never reported failed while it could still land: the task asks Iggy whether the
+//! send's first message id is there ([`IggyBridge::settle_unknown`]) and answers from
+//! that. Retries of an idempotent producer's batch (same producer id, epoch, sequence
+//! and record count) join the held batch or are answered from the last batches that
+//! landed ([`Landed`]), so they are not written twice.
 
 use super::topics::Resolved;
 use super::{IggyBridge, named, poisoned};
@@ -15,11 +25,22 @@ use crate::errors::Op;
 use crate::mapping::{self, BatchFrame};
 use crate::partition::PartitionId;
 use bytes::Bytes;
+use iggy::prelude::{Consumer, Identifier, PollingStrategy};
 use iggy::prelude::{IggyMessage, MessageClient, Partitioning};
 use kafka_records::{ExactReencoding, NewRecord};
 use kafka_store::{AppendOutcome, PendingAppend, StoreError, StoreResult, ValidBatch};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Retries of one held batch that may wait for it at once; a Kafka producer has one
+/// retry of a batch in flight at a time, so more come from several connections or a
+/// misbehaving client.
+const MAX_JOINED: usize = 16;
+
+/// Messages beyond a send's own that [`IggyBridge::settle_unknown`] looks through for
+/// it: room for what other writers (native Iggy producers) added after it.
+const UNKNOWN_SEND_WINDOW: usize = 1024;
 
 /// The appends of one partition waiting to be sent, in call order. One task at a time
 /// sends them, all that are waiting in one Iggy call (up to `send_batch_bytes`):
@@ -27,10 +48,113 @@ use std::sync::{Arc, Mutex};
 /// many producers on one partition cost one round trip per turn, not one each.
 pub(super) type SharedSendQueue = Arc<Mutex<SendQueue>>;
 
+/// The identity of an idempotent producer's batch: a retry carries the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct BatchKey {
+    producer_id: i64,
+    epoch: i16,
+    base_sequence: i32,
+    records: i32,
+}
+
+impl BatchKey {
+    /// The key of an append of exactly one batch from an idempotent producer.
+    fn of(batches: &[ValidBatch]) -> Option<BatchKey> {
+        let [only] = batches else { return None };
+        let h = only.batch().header();
+        (h.producer_id >= 0 && h.base_sequence >= 0).then_some(BatchKey {
+            producer_id: h.producer_id,
+            epoch: h.producer_epoch,
+            base_sequence: h.base_sequence,
+            records: h.record_count,
+        })
+    }
+}
+
+/// Batches of recent idempotent producers that landed in one partition, per producer
+/// the last [`LANDED_PER_PRODUCER`] (as many as a Kafka producer keeps in flight). The
+/// producers remembered over all partitions are at most `dedup_producers`: at that
+/// bound a new producer takes the place of this partition's least recently seen one,
+/// or is not remembered when this partition has none.
+#[derive(Default)]
+struct Landed {
+    producers: HashMap<i64, LandedOf>,
+    clock: u64,
+}
+
+struct LandedOf {
+    seen: u64,
+    epoch: i16,
+    batches: VecDeque<(i32, i32, i64)>,
+}
+
+/// Batches remembered per producer, as many as Kafka's producer keeps in flight.
+const LANDED_PER_PRODUCER: usize = 5;
+
+impl Landed {
+    fn find(&self, k: &BatchKey) -> Option<i64> {
+        let of = self.producers.get(&k.producer_id)?;
+        if of.epoch != k.epoch {
+            return None;
+        }
+        of.batches
+            .iter()
+            .find(|(seq, n, _)| *seq == k.base_sequence && *n == k.records)
+            .map(|(_, _, offset)| *offset)
+    }
+
+    /// Remembers a landed batch; `may_grow` says whether a producer not remembered yet
+    /// may be added (else it replaces this partition's least recently seen one). Returns
+    /// whether the number of producers remembered grew.
+    fn insert(&mut self, k: BatchKey, base_offset: i64, may_grow: bool) -> bool {
+        self.clock += 1;
+        let mut grew = false;
+        if !self.producers.contains_key(&k.producer_id) {
+            if may_grow {
+                grew = true;
+            } else {
+                // Linear, but only when a new producer arrives at the bound.
+                let Some(oldest) = self
+                    .producers
+                    .iter()
+                    .min_by_key(|(_, of)| of.seen)
+                    .map(|(id, _)| *id)
+                else {
+                    return false;
+                };
+                self.producers.remove(&oldest);
+            }
+        }
+        let of = self.producers.entry(k.producer_id).or_insert(LandedOf {
+            seen: 0,
+            epoch: k.epoch,
+            batches: VecDeque::new(),
+        });
+        of.seen = self.clock;
+        if of.epoch != k.epoch {
+            of.epoch = k.epoch;
+            of.batches.clear();
+        }
+        if of.batches.len() >= LANDED_PER_PRODUCER {
+            of.batches.pop_front();
+        }
+        of.batches
+            .push_back((k.base_sequence, k.records, base_offset));
+        grew
+    }
+}
+
 #[derive(Default)]
 pub(super) struct SendQueue {
     waiting: VecDeque<Waiting>,
     sending: bool,
+    /// Payload bytes held: waiting, in flight or awaiting confirmation.
+    bytes: usize,
+    /// Appends held, counted like `bytes`.
+    appends: usize,
+    /// Idempotent batches held, each with the retries that joined it.
+    joined: HashMap<BatchKey, Vec<Answer>>,
+    landed: Landed,
 }
 
 impl SendQueue {
@@ -50,25 +174,46 @@ impl SendQueue {
         }
         group
     }
+
+    /// Whether an append of `bytes` fits beside what the queue holds: always when it
+    /// holds nothing, else within both per-partition bounds.
+    fn has_room(&self, bytes: usize, max_bytes: usize, max_appends: usize) -> bool {
+        self.appends == 0
+            || (self.appends < max_appends && self.bytes.saturating_add(bytes) <= max_bytes)
+    }
 }
+
+type Answer = tokio::sync::oneshot::Sender<StoreResult<Sent>>;
 
 /// One append's messages and where to tell it its base offset.
 struct Waiting {
     messages: Vec<IggyMessage>,
     bytes: usize,
-    done: tokio::sync::oneshot::Sender<StoreResult<Sent>>,
+    key: Option<BatchKey>,
+    done: Answer,
 }
 
 /// What a group send gives one append.
+#[derive(Debug, Clone, Copy)]
 struct Sent {
     base_offset: i64,
     log_start_offset: i64,
 }
 
+/// How an append joins its partition's queue.
+enum Queued {
+    /// Waits for the send that carries it (or carries the batch it retries).
+    Waits(tokio::sync::oneshot::Receiver<StoreResult<Sent>>),
+    /// A retry of an idempotent batch that already landed, at this base offset.
+    Landed(i64),
+}
+
 /// Hands the queue back if its sending task ends early (a panic, or a poisoned lock):
-/// the appends still waiting get an error instead of waiting forever.
+/// the appends still waiting get an error instead of waiting forever, and what they
+/// held is released.
 struct Draining<'a> {
     queue: &'a SharedSendQueue,
+    held: &'a AtomicUsize,
     finished: bool,
 }
 
@@ -81,8 +226,12 @@ impl Drop for Draining<'_> {
             Ok(q) => q,
             Err(poisoned) => poisoned.into_inner(),
         };
+        self.held.fetch_sub(q.bytes, Ordering::Relaxed);
+        q.bytes = 0;
+        q.appends = 0;
         q.sending = false;
         q.waiting.clear();
+        q.joined.clear();
     }
 }
 
@@ -100,14 +249,18 @@ impl IggyBridge {
     }
 
     /// Queues `messages` for the partition; they are sent after everything queued
-    /// before them. The receiver gives the outcome of the send that carries them.
+    /// before them. A retry of an idempotent batch still held joins it instead, and a
+    /// retry of one that landed is answered with its offset: neither is written again.
+    /// A queue at its bounds refuses the append (retriable; nothing written).
     fn enqueue(
         &self,
         r: &Arc<Resolved>,
         topic: &str,
         partition: PartitionId,
         messages: Vec<IggyMessage>,
-    ) -> StoreResult<tokio::sync::oneshot::Receiver<StoreResult<Sent>>> {
+        key: Option<BatchKey>,
+    ) -> StoreResult<Queued> {
+        let config = &self.inner.config;
         let queue = self.send_queue(&r.target, partition)?;
         let bytes = messages
             .iter()
@@ -116,9 +269,48 @@ impl IggyBridge {
         let (done, answer) = tokio::sync::oneshot::channel();
         let lead = {
             let mut q = queue.lock().map_err(poisoned)?;
+            if let Some(k) = key {
+                if let Some(joined) = q.joined.get_mut(&k) {
+                    // Retries whose requests timed out no longer listen.
+                    joined.retain(|j| !j.is_closed());
+                    if joined.len() >= MAX_JOINED {
+                        return Err(StoreError::Unavailable(format!(
+                            "{topic}/{partition}: {MAX_JOINED} retries already wait for \
+                             this batch"
+                        )));
+                    }
+                    joined.push(done);
+                    return Ok(Queued::Waits(answer));
+                }
+                if let Some(base) = q.landed.find(&k) {
+                    return Ok(Queued::Landed(base));
+                }
+            }
+            if !q.has_room(bytes, config.send_queue_bytes, config.send_queue_appends) {
+                return Err(StoreError::Unavailable(format!(
+                    "{topic}/{partition}: the send queue to Iggy is full ({} appends, {} \
+                     bytes; send_queue_appends {}, send_queue_bytes {})",
+                    q.appends, q.bytes, config.send_queue_appends, config.send_queue_bytes
+                )));
+            }
+            let held = self.inner.send_bytes.fetch_add(bytes, Ordering::Relaxed);
+            if held > 0 && held.saturating_add(bytes) > config.send_buffer_bytes {
+                self.inner.send_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                return Err(StoreError::Unavailable(format!(
+                    "{topic}/{partition}: {held} bytes wait for Iggy already \
+                     (send_buffer_bytes {})",
+                    config.send_buffer_bytes
+                )));
+            }
+            q.bytes = q.bytes.saturating_add(bytes);
+            q.appends += 1;
+            if let Some(k) = key {
+                q.joined.insert(k, Vec::new());
+            }
             q.waiting.push_back(Waiting {
                 messages,
                 bytes,
+                key,
                 done,
             });
             !std::mem::replace(&mut q.sending, true)
@@ -129,7 +321,7 @@ impl IggyBridge {
             let (r, topic) = (r.clone(), topic.to_owned());
             tokio::spawn(async move { this.drain(&r, &topic, partition, &queue).await });
         }
-        Ok(answer)
+        Ok(Queued::Waits(answer))
     }
 
     /// Maps `batches` to Iggy messages and queues them for the partition (the order
@@ -205,7 +397,17 @@ impl IggyBridge {
                 log_start_offset: w.log_start_offset,
             }))));
         }
-        let answer = self.enqueue(&r, topic, p, messages)?;
+        let answer = match self.enqueue(&r, topic, p, messages, BatchKey::of(&batches))? {
+            Queued::Waits(answer) => answer,
+            Queued::Landed(base_offset) => {
+                let w = self.watermarks_of(&r, p)?;
+                return Ok(Box::pin(std::future::ready(Ok(AppendOutcome {
+                    base_offset,
+                    log_append_time: -1,
+                    log_start_offset: w.log_start_offset,
+                }))));
+            }
+        };
         let this = self.clone();
         Ok(Box::pin(async move {
             let sent = answer.await.map_err(|_| {
@@ -221,6 +423,12 @@ impl IggyBridge {
     }
 
     /// Sends what waits in `queue`, a group per Iggy call, until it is empty.
+    ///
+    /// A send whose outcome is unknown (no answer in time, or the connection lost after
+    /// the request left) is not reported as failed: Iggy may still write it, and the
+    /// producer's retry would then land a second copy. The group stays held (its bytes
+    /// counted, the partition's later appends behind it) until the bridge finds out
+    /// whether it landed; see [`IggyBridge::settle_unknown`].
     async fn drain(
         &self,
         r: &Arc<Resolved>,
@@ -230,6 +438,7 @@ impl IggyBridge {
     ) {
         let mut guard = Draining {
             queue,
+            held: &self.inner.send_bytes,
             finished: false,
         };
         loop {
@@ -247,15 +456,32 @@ impl IggyBridge {
                 .iter()
                 .map(|w| convert::kafka_count(w.messages.len()))
                 .collect();
-            let mut dones = Vec::with_capacity(group.len());
+            let bytes: usize = group.iter().map(|w| w.bytes).sum();
+            let mut answers = Vec::with_capacity(group.len());
             let mut messages = Vec::with_capacity(group.iter().map(|w| w.messages.len()).sum());
             for w in group {
                 messages.extend(w.messages);
-                dones.push(w.done);
+                answers.push((w.key, w.done));
             }
-            let result = self.send_group(r, topic, partition, &mut messages).await;
+            // Ids the bridge can look for when it must find out whether the send landed.
+            for m in &mut messages {
+                m.header.id = self.next_message_id();
+            }
+            let first_id = messages.first().map_or(0, |m| m.header.id);
+            let result = match self.send_group(r, topic, partition, &mut messages).await {
+                Err(StoreError::Timeout(why)) => {
+                    self.settle_unknown(r, topic, partition, first_id, messages.len(), &why)
+                        .await
+                }
+                other => other,
+            };
+            drop(messages);
+            let Ok(mut q) = queue.lock() else { return };
+            q.bytes = q.bytes.saturating_sub(bytes);
+            q.appends = q.appends.saturating_sub(answers.len());
+            self.inner.send_bytes.fetch_sub(bytes, Ordering::Relaxed);
             let mut next = result.as_ref().map_or(0, |s| s.base_offset);
-            for (done, count) in dones.into_iter().zip(counts) {
+            for ((key, done), count) in answers.into_iter().zip(counts) {
                 let answer = match &result {
                     Ok(sent) => Ok(Sent {
                         base_offset: next,
@@ -263,9 +489,106 @@ impl IggyBridge {
                     }),
                     Err(e) => Err(e.clone()),
                 };
+                if let Some(k) = key {
+                    if let Ok(sent) = &answer {
+                        let remembered = &self.inner.dedup_producers;
+                        let room =
+                            remembered.load(Ordering::Relaxed) < self.inner.config.dedup_producers;
+                        if q.landed.insert(k, sent.base_offset, room) {
+                            remembered.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    for joined in q.joined.remove(&k).unwrap_or_default() {
+                        let _ = joined.send(answer.clone());
+                    }
+                }
                 next = next.saturating_add(count);
                 // A caller that gave up no longer listens; its records are written.
                 let _ = done.send(answer);
+            }
+        }
+    }
+
+    /// A fresh id for a message the bridge sends: unique within this bridge's run and,
+    /// with a random start, across runs.
+    fn next_message_id(&self) -> u128 {
+        let n = self.inner.message_ids.fetch_add(1, Ordering::Relaxed);
+        (u128::from(self.inner.id_prefix) << 64) | u128::from(n)
+    }
+
+    /// Finds out whether a send with an unknown outcome landed: looks for its first
+    /// message (by id) among the partition's last messages, asking over the
+    /// partition's own session, so the question queues behind the send on that
+    /// connection and is answered after it. Asks again every `retry_interval` while
+    /// Iggy does not answer, however long that takes: giving up would leave a write
+    /// that may still land reported as failed.
+    async fn settle_unknown(
+        &self,
+        r: &Arc<Resolved>,
+        topic: &str,
+        partition: PartitionId,
+        first_id: u128,
+        count: usize,
+        why: &str,
+    ) -> StoreResult<Sent> {
+        tracing::warn!(
+            topic,
+            partition = partition.kafka(),
+            messages = count,
+            reason = why,
+            "a send to Iggy has an unknown outcome; holding it until Iggy answers"
+        );
+        let window = u32::try_from(count.saturating_add(UNKNOWN_SEND_WINDOW)).unwrap_or(u32::MAX);
+        let (s, t) = (
+            named(&r.target.stream, topic)?,
+            named(&r.target.topic, topic)?,
+        );
+        let consumer =
+            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
+        loop {
+            let session = self.session_for(&r.target, partition);
+            let polled = self
+                .call(
+                    Op::Read,
+                    topic,
+                    partition.kafka(),
+                    session.poll_messages(
+                        &s,
+                        &t,
+                        Some(partition.iggy()),
+                        &consumer,
+                        &PollingStrategy::last(),
+                        window,
+                        false,
+                    ),
+                )
+                .await;
+            match polled {
+                Ok(polled) => {
+                    let found = polled
+                        .messages
+                        .iter()
+                        .find(|m| m.header.id == first_id)
+                        .and_then(|m| i64::try_from(m.header.offset).ok());
+                    tracing::info!(
+                        topic,
+                        partition = partition.kafka(),
+                        landed = found.is_some(),
+                        "the send with an unknown outcome is settled"
+                    );
+                    return match found {
+                        Some(base_offset) => Ok(Sent {
+                            base_offset,
+                            log_start_offset: self.watermarks_of(r, partition)?.log_start_offset,
+                        }),
+                        None => Err(StoreError::Unavailable(format!(
+                            "{topic}/{partition}: Iggy did not take the send"
+                        ))),
+                    };
+                }
+                // The topic is gone: nothing can land any more.
+                Err(e @ StoreError::UnknownTopicOrPartition { .. }) => return Err(e),
+                Err(_) => tokio::time::sleep(self.inner.config.retry_interval).await,
             }
         }
     }
@@ -305,8 +628,11 @@ impl IggyBridge {
         let response = match sent {
             Ok(response) => response,
             Err(e) => {
-                // The topic may have been deleted or changed behind the cache.
-                self.forget(topic);
+                // The topic may have been deleted or changed behind the cache; a stall
+                // says nothing about that, and appends during it keep the description.
+                if !matches!(e, StoreError::Timeout(_) | StoreError::Unavailable(_)) {
+                    self.forget(topic);
+                }
                 return Err(e);
             }
         };
@@ -351,6 +677,7 @@ mod tests {
             q.waiting.push_back(Waiting {
                 messages: Vec::new(),
                 bytes,
+                key: None,
                 done,
             });
         }
@@ -373,5 +700,70 @@ mod tests {
             ]
         );
         assert!(q.waiting.is_empty());
+    }
+
+    fn key(producer_id: i64, epoch: i16, base_sequence: i32) -> BatchKey {
+        BatchKey {
+            producer_id,
+            epoch,
+            base_sequence,
+            records: 3,
+        }
+    }
+
+    #[test]
+    fn landed_batches_are_found_per_producer_and_epoch() {
+        let mut landed = Landed::default();
+        assert!(landed.insert(key(7, 0, 0), 100, true));
+        assert!(!landed.insert(key(7, 0, 3), 103, true));
+        assert_eq!(landed.find(&key(7, 0, 0)), Some(100));
+        assert_eq!(landed.find(&key(7, 0, 3)), Some(103));
+        // Another epoch, sequence, record count or producer is another batch.
+        assert_eq!(landed.find(&key(7, 1, 0)), None);
+        assert_eq!(landed.find(&key(7, 0, 6)), None);
+        assert_eq!(landed.find(&key(8, 0, 0)), None);
+        let mut other = key(7, 0, 0);
+        other.records = 4;
+        assert_eq!(landed.find(&other), None);
+        // A new epoch forgets the old one's batches.
+        landed.insert(key(7, 1, 0), 200, true);
+        assert_eq!(landed.find(&key(7, 0, 3)), None);
+        assert_eq!(landed.find(&key(7, 1, 0)), Some(200));
+    }
+
+    #[test]
+    fn landed_memory_is_bounded() {
+        let mut landed = Landed::default();
+        // At the bound with nothing here to replace: not remembered.
+        assert!(!landed.insert(key(1, 0, 0), 0, false));
+        assert!(landed.producers.is_empty());
+        for seq in 0..20 {
+            landed.insert(key(1, 0, seq), i64::from(seq), true);
+        }
+        assert_eq!(landed.producers[&1].batches.len(), LANDED_PER_PRODUCER);
+        assert_eq!(landed.find(&key(1, 0, 19)), Some(19));
+        assert_eq!(landed.find(&key(1, 0, 0)), None);
+        for producer in 2..4 {
+            assert!(landed.insert(key(producer, 0, 0), producer, true));
+        }
+        // At the bound: each new producer replaces the least recently seen one.
+        for producer in 4..10 {
+            assert!(!landed.insert(key(producer, 0, 0), producer, false));
+        }
+        assert_eq!(landed.producers.len(), 3);
+        assert!(landed.find(&key(9, 0, 0)).is_some());
+        assert!(landed.find(&key(1, 0, 19)).is_none());
+    }
+
+    #[test]
+    fn a_queue_takes_one_append_of_any_size_then_keeps_its_bounds() {
+        let mut q = SendQueue::default();
+        assert!(q.has_room(10_000, 100, 2));
+        q.bytes = 60;
+        q.appends = 1;
+        assert!(q.has_room(40, 100, 2));
+        assert!(!q.has_room(41, 100, 2));
+        q.appends = 2;
+        assert!(!q.has_room(1, 100, 2));
     }
 }

@@ -92,9 +92,11 @@ impl IggyBridge {
         Ok((records, polled.current_offset))
     }
 
-    /// How many messages to ask Iggy for to fill about `max_bytes`.
+    /// How many messages to ask Iggy for to fill about `max_bytes` (at most
+    /// `poll_max_bytes`), never more than `poll_batch_messages`.
     pub(super) fn poll_count(&self, max_bytes: usize) -> u32 {
         let each = self.inner.message_bytes.load(Ordering::Relaxed).max(16);
+        let max_bytes = max_bytes.min(self.inner.config.poll_max_bytes);
         let n = (max_bytes / each).saturating_add(1);
         convert::poll_count(n).clamp(1, self.inner.config.poll_batch_messages)
     }
@@ -195,6 +197,9 @@ impl IggyBridge {
         max_bytes: usize,
     ) -> StoreResult<ReadOutcome> {
         let p = PartitionId::of(topic, partition)?;
+        // A Fetch's byte limit is the client's to choose; what the bridge polls and
+        // re-encodes for one partition is bounded by `poll_max_bytes` all the same.
+        let max_bytes = max_bytes.min(self.inner.config.poll_max_bytes);
         let chunk = self.poll_count(max_bytes);
         let (r, w, first, mut running) = match self.read_fast(topic, p, offset, max_bytes).await? {
             Fast::Hit(r, w, first, running) => (r, w, first, running),

@@ -49,7 +49,7 @@ impl IggyBridge {
         if limit == 0 || self.inner.config.metadata_max_age.is_zero() {
             return;
         }
-        // A poll for other records than the next ones is left to finish unread.
+        // A poll for other records than the next ones is not needed: aborted as it drops.
         let running = running.filter(|(from, _)| *from == next);
         let held: usize = buf.iter().map(mapped_size).sum();
         // Several reads ahead: fewer, larger polls, and the one for the reads after next
@@ -93,9 +93,9 @@ impl IggyBridge {
                 let count = self.poll_count(depth);
                 (
                     next,
-                    tokio::spawn(
-                        async move { this.poll_at(&r, &topic, partition, next, count).await },
-                    ),
+                    PendingPoll::spawn(async move {
+                        this.poll_at(&r, &topic, partition, next, count).await
+                    }),
                 )
             })
         });
@@ -109,8 +109,7 @@ impl IggyBridge {
             pending,
         };
         if let Some(old) = slots.insert(key, ahead) {
-            // A replaced poll still runs to its end (cancelling an SDK call midway could
-            // leave its connection out of step); its answer is dropped.
+            // The replaced slot's poll, if any, is aborted as it drops.
             self.inner
                 .ahead_bytes
                 .fetch_sub(old.reserved, Ordering::Relaxed);
@@ -230,7 +229,41 @@ pub(super) struct Ahead {
     pending: Option<(u64, PendingPoll)>,
 }
 
-pub(super) type PendingPoll = tokio::task::JoinHandle<StoreResult<(Vec<MappedRecord>, u64)>>;
+/// A read-ahead poll running as its own task. Dropped unread (its slot replaced by
+/// another reader's, gone stale, or its topic deleted), it is aborted, so polls nobody
+/// will read do not pile up outside the `read_ahead_bytes` count. Aborting is safe: the
+/// SDK does the connection's I/O in a task of its own, which finishes the exchange and
+/// drops the answer.
+pub(super) struct PendingPoll(tokio::task::JoinHandle<StoreResult<(Vec<MappedRecord>, u64)>>);
+
+impl PendingPoll {
+    fn spawn(
+        poll: impl Future<Output = StoreResult<(Vec<MappedRecord>, u64)>> + Send + 'static,
+    ) -> PendingPoll {
+        PendingPoll(tokio::spawn(poll))
+    }
+
+    fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+}
+
+impl Future for PendingPoll {
+    type Output = Result<StoreResult<(Vec<MappedRecord>, u64)>, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl Drop for PendingPoll {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// What [`IggyBridge::take_ahead`] hands a read.
 pub(super) struct Taken {

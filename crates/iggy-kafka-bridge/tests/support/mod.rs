@@ -35,3 +35,22 @@ pub async fn bridge(server: &Server) -> IggyBridge {
         .await
         .unwrap_or_else(|e| panic!("connect: {e}; server log:\n{}", server.log_tail()))
 }
+
+/// A native Iggy client signed in to `server` as the bridge's user.
+pub async fn native_client(server: &Server) -> iggy::prelude::IggyClient {
+    use iggy::prelude::{AutoLogin, Client, Credentials, IggyClient};
+    let client = IggyClient::builder()
+        .with_tcp()
+        .with_server_address(server.address.clone())
+        .with_auto_sign_in(AutoLogin::Enabled(Credentials::UsernamePassword(
+            USER.into(),
+            secrecy::SecretString::from(PASSWORD.to_owned()),
+        )))
+        .build()
+        .unwrap_or_else(|e| panic!("native client: {e}"));
+    client
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("native connect: {e}; server log:\n{}", server.log_tail()));
+    client
+}

@@ -1,0 +1,322 @@
+//! The bridge's bounds on a real Iggy server: send queues that refuse appends when full,
+//! idempotent retries that land once (also when Iggy stalls mid-send), and metadata logs
+//! that are snapshotted, including logs written before snapshots existed.
+//! Skipped (with a printed notice) without `IGGY_SERVER_BIN`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bytes::{Bytes, BytesMut};
+use iggy::prelude::{
+    Identifier, IggyClient, IggyMessage, MessageClient, Partitioning, StreamClient, TopicClient,
+    TopicCreateOptions,
+};
+use iggy_kafka_bridge::{BridgeConfig, IggyBridge};
+use kafka_records::{BatchOptions, NewRecord, encode_batch};
+use kafka_store::{
+    CommittedOffset, LogStore, NewTopic, OffsetStore, StoreError, TopicConfig, ValidBatch,
+};
+use std::time::Duration;
+use support::Server;
+
+fn batch(producer_id: i64, base_sequence: i32, records: usize) -> Vec<ValidBatch> {
+    let records: Vec<NewRecord> = (0..records)
+        .map(|i| NewRecord {
+            value: Some(Bytes::from(format!("v{base_sequence}-{i}"))),
+            ..NewRecord::default()
+        })
+        .collect();
+    let options = BatchOptions {
+        producer_id,
+        producer_epoch: if producer_id >= 0 { 0 } else { -1 },
+        base_sequence: if producer_id >= 0 { base_sequence } else { -1 },
+        ..BatchOptions::default()
+    };
+    let mut out = BytesMut::new();
+    encode_batch(&options, &records, &mut out).unwrap();
+    kafka_store::suite::valid(vec![out.freeze()]).unwrap()
+}
+
+fn config(server: &Server) -> BridgeConfig {
+    BridgeConfig {
+        metadata_max_age: Duration::ZERO,
+        meta_stream: format!("meta-{}", support::run_id()),
+        ..support::config(server)
+    }
+}
+
+async fn connect(server: &Server, config: BridgeConfig) -> IggyBridge {
+    IggyBridge::connect(config)
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}; server log:\n{}", server.log_tail()))
+}
+
+async fn create(bridge: &IggyBridge, name: &str) {
+    bridge
+        .create_topic(
+            NewTopic {
+                name: name.into(),
+                partitions: 1,
+                config: TopicConfig {
+                    retention_ms: -1,
+                    ..TopicConfig::default()
+                },
+            },
+            false,
+        )
+        .await
+        .unwrap();
+}
+
+use support::native_client;
+
+/// The topics of `stream` by name, sorted, with their message counts.
+async fn topics_of(client: &IggyClient, stream: &str) -> Vec<(String, u64)> {
+    let mut topics: Vec<(String, u64)> = client
+        .get_topics(&Identifier::named(stream).unwrap())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.name, t.messages_count))
+        .collect();
+    topics.sort();
+    topics
+}
+
+async fn high_watermark(bridge: &IggyBridge, topic: &str) -> i64 {
+    bridge.watermarks(topic, 0).await.unwrap().high_watermark
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_idempotent_batch_lands_once() {
+    let Some(bin) = support::server_bin("a_retried_idempotent_batch_lands_once") else {
+        return;
+    };
+    let server = Server::start(&bin);
+    let bridge = connect(&server, config(&server)).await;
+    let topic = format!("retry-{}", support::run_id());
+    create(&bridge, &topic).await;
+    // Sequential: the retry comes after the first landed.
+    let first = bridge.append(&topic, 0, batch(7, 0, 3), 0).await.unwrap();
+    let again = bridge.append(&topic, 0, batch(7, 0, 3), 0).await.unwrap();
+    assert_eq!(first.base_offset, again.base_offset);
+    // Concurrent: the retry joins the batch still queued.
+    let a = bridge.submit(&topic, 0, batch(7, 3, 2), 0).await.unwrap();
+    let b = bridge.submit(&topic, 0, batch(7, 3, 2), 0).await.unwrap();
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert_eq!(a.base_offset, b.base_offset);
+    assert_eq!(a.base_offset, 3);
+    // Batches without a producer id are written each time, as Kafka does.
+    bridge.append(&topic, 0, batch(-1, 0, 1), 0).await.unwrap();
+    bridge.append(&topic, 0, batch(-1, 0, 1), 0).await.unwrap();
+    assert_eq!(high_watermark(&bridge, &topic).await, 7);
+    bridge.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_send_queue_refuses_appends_and_a_stalled_send_lands_once() {
+    let Some(bin) = support::server_bin("a_full_send_queue_refuses_appends") else {
+        return;
+    };
+    let mut server = Server::start(&bin);
+    let bridge = connect(
+        &server,
+        BridgeConfig {
+            send_queue_appends: 3,
+            call_timeout: Duration::from_secs(1),
+            retry_interval: Duration::from_millis(200),
+            sessions: 1,
+            // Appends during the stall use the description cached before it.
+            metadata_max_age: Duration::from_secs(60),
+            ..config(&server)
+        },
+    )
+    .await;
+    let topic = format!("stall-{}", support::run_id());
+    create(&bridge, &topic).await;
+    bridge.append(&topic, 0, batch(9, 0, 1), 0).await.unwrap();
+
+    server.pause();
+    // The first goes out and stalls; two more wait behind it; the fourth is refused.
+    let mut pending = Vec::new();
+    for seq in 1..=3 {
+        pending.push(bridge.submit(&topic, 0, batch(9, seq, 1), 0).await.unwrap());
+    }
+    match bridge.submit(&topic, 0, batch(9, 4, 1), 0).await {
+        Err(StoreError::Unavailable(why)) => assert!(why.contains("send queue"), "{why}"),
+        Err(other) => panic!("expected a full queue, got {other}"),
+        Ok(_) => panic!("expected a full queue, got a queued append"),
+    }
+    // The producer gives up waiting on the first (past the bridge's call timeout too)...
+    let first = pending.remove(0);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), first)
+            .await
+            .is_err()
+    );
+    // ... and retries it while Iggy is still stalled: it joins the send in doubt.
+    let retry = bridge.submit(&topic, 0, batch(9, 1, 1), 0).await.unwrap();
+    server.resume();
+    let landed = tokio::time::timeout(Duration::from_secs(30), retry)
+        .await
+        .expect("the retry is answered once Iggy is back")
+        .unwrap();
+    assert_eq!(landed.base_offset, 1);
+    for (i, p) in pending.into_iter().enumerate() {
+        let done = tokio::time::timeout(Duration::from_secs(30), p)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(done.base_offset, i64::try_from(i).unwrap() + 2);
+    }
+    // Each record once: the one before the stall and the three sent during it.
+    assert_eq!(high_watermark(&bridge, &topic).await, 4);
+    // A retry after it all is answered from what landed.
+    let late = bridge.append(&topic, 0, batch(9, 1, 1), 0).await.unwrap();
+    assert_eq!(late.base_offset, 1);
+    assert_eq!(high_watermark(&bridge, &topic).await, 4);
+    bridge.close().await;
+}
+
+fn committed(offset: i64) -> CommittedOffset {
+    CommittedOffset {
+        offset,
+        leader_epoch: 1,
+        metadata: None,
+        commit_timestamp: 1_700_000_000_000,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_logs_are_snapshotted_and_read_back_from_the_snapshot() {
+    let Some(bin) = support::server_bin("meta_logs_are_snapshotted") else {
+        return;
+    };
+    let server = Server::start(&bin);
+    let config = BridgeConfig {
+        meta_snapshot_records: 100,
+        ..config(&server)
+    };
+    let meta = config.meta_stream.clone();
+    let bridge = connect(&server, config.clone()).await;
+    let topic = format!("snap-{}", support::run_id());
+    create(&bridge, &topic).await;
+    for i in 0..350 {
+        bridge
+            .commit("g", vec![(topic.clone(), i % 5, committed(i64::from(i)))])
+            .await
+            .unwrap();
+    }
+    let client = native_client(&server).await;
+    let logs = topics_of(&client, &meta).await;
+    let offsets: Vec<&(String, u64)> = logs
+        .iter()
+        .filter(|(n, _)| n.starts_with("offsets"))
+        .collect();
+    // One generation left, past the first, holding a snapshot (5 records and a marker)
+    // and fewer than 100 records after it.
+    assert_eq!(offsets.len(), 1, "{logs:?}");
+    assert!(offsets[0].0.starts_with("offsets."), "{logs:?}");
+    assert!(offsets[0].1 <= 106, "{logs:?}");
+    bridge.close().await;
+    drop(bridge);
+
+    let again = connect(&server, config).await;
+    let all = again.fetch_all("g").await.unwrap();
+    assert_eq!(all.len(), 5);
+    for (t, p, c) in all {
+        assert_eq!(t, topic);
+        assert_eq!(c.offset, i64::from(345 + p));
+    }
+    again.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_meta_log_from_before_snapshots_is_read_and_snapshotted() {
+    let Some(bin) = support::server_bin("a_meta_log_from_before_snapshots") else {
+        return;
+    };
+    let server = Server::start(&bin);
+    let config = BridgeConfig {
+        meta_snapshot_records: 100,
+        ..config(&server)
+    };
+    let meta = config.meta_stream.clone();
+    // The logs as an earlier version wrote them: `offsets` and `topics`, no markers.
+    let client = native_client(&server).await;
+    client.create_stream(&meta).await.unwrap();
+    let options = TopicCreateOptions {
+        partitions_count: Some(1),
+        ..TopicCreateOptions::default()
+    };
+    let s = Identifier::named(&meta).unwrap();
+    for log in ["offsets", "topics"] {
+        client.create_topic(&s, log, &options).await.unwrap();
+    }
+    let mut messages: Vec<IggyMessage> = (0..300)
+        .map(|i| {
+            let record = format!(
+                r#"{{"g":"old-{}","t":"t","p":0,"o":{i},"e":0,"m":null,"ts":5}}"#,
+                i % 3
+            );
+            IggyMessage::builder()
+                .payload(Bytes::from(record))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    client
+        .send_messages(
+            &s,
+            &Identifier::named("offsets").unwrap(),
+            &Partitioning::partition_id(0),
+            &mut messages,
+        )
+        .await
+        .unwrap();
+
+    let bridge = connect(&server, config.clone()).await;
+    let expect = |g: usize| Some(committed_like(297 + i64::try_from(g).unwrap()));
+    for g in 0..3 {
+        assert_eq!(
+            bridge.fetch(&format!("old-{g}"), "t", 0).await.unwrap(),
+            expect(g)
+        );
+    }
+    // Snapshotted at connect: the old log is gone, the new one holds the live state.
+    let logs = topics_of(&client, &meta).await;
+    assert!(
+        logs.iter().any(|(n, c)| n == "offsets.1" && *c == 4),
+        "{logs:?}"
+    );
+    assert!(!logs.iter().any(|(n, _)| n == "offsets"), "{logs:?}");
+    bridge
+        .commit("new", vec![("t".into(), 1, committed(1))])
+        .await
+        .unwrap();
+    bridge.close().await;
+    drop(bridge);
+
+    let again = connect(&server, config).await;
+    for g in 0..3 {
+        assert_eq!(
+            again.fetch(&format!("old-{g}"), "t", 0).await.unwrap(),
+            expect(g)
+        );
+    }
+    assert_eq!(
+        again.fetch("new", "t", 1).await.unwrap(),
+        Some(committed(1))
+    );
+    again.close().await;
+}
+
+fn committed_like(offset: i64) -> CommittedOffset {
+    CommittedOffset {
+        offset,
+        leader_epoch: 0,
+        metadata: None,
+        commit_timestamp: 5,
+    }
+}
