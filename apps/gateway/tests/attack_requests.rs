@@ -139,9 +139,7 @@ fn roundtrip(s: &mut TcpStream, bytes: &[u8], gw: &Gateway) -> Vec<u8> {
 fn under_attack(env: &[(&str, &str)], attack: impl FnOnce(&mut Gateway)) -> Option<Gateway> {
     let mut env = env.to_vec();
     env.push(("RUST_LOG", "info"));
-    let Some(mut gw) = Gateway::attack("attack_requests", &env) else {
-        return None;
-    };
+    let mut gw = Gateway::attack("attack_requests", &env)?;
     let probe = Prober::start(gw.addr, Duration::from_millis(50));
     attack(&mut gw);
     let report = probe.finish();

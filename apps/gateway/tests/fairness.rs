@@ -8,6 +8,7 @@
 //! Bound: p99 <= 250 ms for both measures, with the gateway built without optimisations (as
 //! `cargo test` builds it) on a 2-core machine that also runs the flooders. The flood must
 //! have moved at least 20 MB while the probe ran, or the test proves nothing and fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
