@@ -16,6 +16,7 @@ use crate::error::ProtocolError;
 use crate::generated::request_header::RequestHeader;
 use crate::generated::response_header::ResponseHeader;
 use crate::generated::{ApiKey, RequestBody, ResponseBody};
+use crate::limits::DecodeLimits;
 use crate::wire::{Cx, Encode, Encoder, rd};
 use bytes::Bytes;
 
@@ -108,10 +109,24 @@ impl RequestFrame {
 /// Decodes a request frame (without its size prefix). Byte payloads in the body are
 /// slices of `frame`. Bytes after the body are tolerated, as Kafka does, and counted in
 /// [`RequestFrame::trailing_bytes`].
+///
+/// Decodes with the default [`DecodeLimits`]; see [`decode_request_with`].
 pub fn decode_request(frame: &Bytes) -> Result<RequestFrame, ProtocolError> {
+    decode_request_with(frame, &DecodeLimits::default())
+}
+
+/// [`decode_request`] within `limits`: a request holding more list entries than
+/// `limits.max_entries` (header and body together), or lists of more bytes than
+/// `limits.max_heap_bytes`, fails with [`ProtocolError::DecodeLimitExceeded`] before the
+/// list that would pass the limit is allocated. The heap the decode takes is at most
+/// [`decode_memory_bound`] for the frame's key, version and length.
+pub fn decode_request_with(
+    frame: &Bytes,
+    limits: &DecodeLimits,
+) -> Result<RequestFrame, ProtocolError> {
     let prefix = HeaderPrefix::peek(frame)?;
     let key = prefix.check()?;
-    let cx = Cx::new(frame);
+    let cx = Cx::with_limits(frame, limits);
     let hv = request_header_version(key, prefix.api_version);
     let mut rest = &frame[..];
     // Decoded in place: the body can be large, and is written once rather than moved out
@@ -125,6 +140,44 @@ pub fn decode_request(frame: &Bytes) -> Result<RequestFrame, ProtocolError> {
     out.body.read_into(prefix.api_version, &mut rest, &cx)?;
     out.trailing_bytes = rest.len();
     Ok(out)
+}
+
+/// An upper bound on the heap bytes [`decode_request_with`] can allocate for a request
+/// frame of `frame_len` bytes (without its size prefix) of `api_key` at `version`, under
+/// `limits`, for whatever those bytes hold. A broker reserves this much from its memory
+/// budget after reading the header and before decoding the body.
+///
+/// Each list type `t` the request (header included) can hold at `version` has elements of
+/// `size_t` bytes in memory and at least `min_t` bytes on the wire (exact, per version),
+/// and every admitted element is paid for by that many bytes of the frame that no other
+/// element uses. So the lists take at most `max_t(size_t / min_t) * frame_len` bytes, and
+/// at most `max_t(size_t) * max_entries` by the entry budget; the smaller of the two,
+/// capped by `max_heap_bytes`, plus [`DECODE_OVERHEAD_BYTES`](crate::limits::DECODE_OVERHEAD_BYTES).
+/// An unknown key or unsupported version decodes nothing and gets the overhead alone.
+pub fn decode_memory_bound(
+    api_key: ApiKey,
+    version: i16,
+    frame_len: usize,
+    limits: &DecodeLimits,
+) -> usize {
+    let overhead = crate::limits::DECODE_OVERHEAD_BYTES;
+    if check_version(api_key, version).is_err() {
+        return overhead;
+    }
+    let mut by_frame = 0usize;
+    let mut largest = 0usize;
+    let mut visit = |size: usize, min: usize| {
+        let per_frame = size.saturating_mul(frame_len).div_ceil(min.max(1));
+        by_frame = by_frame.max(per_frame);
+        largest = largest.max(size);
+    };
+    RequestHeader::lists(request_header_version(api_key, version), &mut visit);
+    RequestBody::lists_of(api_key, version, &mut visit);
+    let by_entries = largest.saturating_mul(limits.max_entries);
+    by_frame
+        .min(by_entries)
+        .min(limits.max_heap_bytes)
+        .saturating_add(overhead)
 }
 
 fn check_version(key: ApiKey, version: i16) -> Result<(), ProtocolError> {

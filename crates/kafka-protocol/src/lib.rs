@@ -26,6 +26,7 @@ pub mod api;
 pub mod error;
 pub mod error_code;
 pub mod frame;
+pub mod limits;
 #[rustfmt::skip]
 mod generated;
 pub mod types;
@@ -37,12 +38,13 @@ mod testkit;
 mod tests;
 
 pub use api::{
-    EncodedFrame, HeaderPrefix, RequestFrame, decode_request, decode_response, encode_request,
-    encode_response,
+    EncodedFrame, HeaderPrefix, RequestFrame, decode_memory_bound, decode_request,
+    decode_request_with, decode_response, encode_request, encode_response,
 };
 pub use error::ProtocolError;
 pub use error_code::ErrorCode;
 pub use generated::{ApiKey, RequestBody, ResponseBody};
+pub use limits::DecodeLimits;
 pub use types::{RawTaggedField, Uuid, VersionRange};
 pub use wire::{Decode, Encode, Encoder, Message, Request};
 

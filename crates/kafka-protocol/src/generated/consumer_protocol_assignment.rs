@@ -36,8 +36,27 @@ impl Default for ConsumerProtocolAssignment {
 }
 
 impl ConsumerProtocolAssignment {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=3 => 8,
+            _ => 8,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(
+            std::mem::size_of::<TopicPartition>(),
+            TopicPartition::min_len(v).max(1),
+        );
+        TopicPartition::lists(v, f);
+    }
 }
 
 impl Decode for ConsumerProtocolAssignment {
@@ -63,8 +82,9 @@ impl ConsumerProtocolAssignment {
             &mut this.assigned_partitions,
             rd::struct_array(
                 i,
+                cx,
                 false,
-                6,
+                TopicPartition::min_len(v),
                 "ConsumerProtocolAssignment.assigned_partitions",
                 |this: &mut TopicPartition, i| this.read_into(i, cx, v),
             )?,
@@ -132,8 +152,23 @@ impl Default for TopicPartition {
 }
 
 impl TopicPartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=3 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(std::mem::size_of::<i32>(), 4);
+    }
 }
 
 impl Decode for TopicPartition {
@@ -161,7 +196,7 @@ impl TopicPartition {
         );
         rd::set(
             &mut this.partitions,
-            rd::array(i, false, 4, "TopicPartition.partitions", |i| {
+            rd::array(i, cx, false, 4, "TopicPartition.partitions", |i| {
                 rd::i32(i, "TopicPartition.partitions")
             })?,
         );

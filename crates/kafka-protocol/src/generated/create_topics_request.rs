@@ -42,8 +42,33 @@ impl Default for CreateTopicsRequest {
 }
 
 impl CreateTopicsRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 9,
+            5..=7 => 7,
+            _ => 7,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        f(
+            std::mem::size_of::<CreatableTopic>(),
+            CreatableTopic::min_len(v).max(1),
+        );
+        CreatableTopic::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreateTopicsRequest {
@@ -70,8 +95,9 @@ impl CreateTopicsRequest {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                10,
+                CreatableTopic::min_len(v),
                 "CreateTopicsRequest.topics",
                 |this: &mut CreatableTopic, i| this.read_into(i, cx, v),
             )?,
@@ -91,14 +117,22 @@ impl CreateTopicsRequest {
         if flexible {
             let n = rd::tag_count(i, "CreateTopicsRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "CreateTopicsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "CreateTopicsRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreateTopicsRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -161,8 +195,29 @@ impl Default for CreatableReplicaAssignment {
 }
 
 impl CreatableReplicaAssignment {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 8,
+            5..=7 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        f(std::mem::size_of::<i32>(), 4);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatableReplicaAssignment {
@@ -190,6 +245,7 @@ impl CreatableReplicaAssignment {
             &mut this.broker_ids,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "CreatableReplicaAssignment.broker_ids",
@@ -199,14 +255,22 @@ impl CreatableReplicaAssignment {
         if flexible {
             let n = rd::tag_count(i, "CreatableReplicaAssignment._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "CreatableReplicaAssignment._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableReplicaAssignment._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatableReplicaAssignment._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -280,8 +344,38 @@ impl Default for CreatableTopic {
 }
 
 impl CreatableTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 10;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 16,
+            5..=7 => 10,
+            _ => 10,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        f(
+            std::mem::size_of::<CreatableReplicaAssignment>(),
+            CreatableReplicaAssignment::min_len(v).max(1),
+        );
+        CreatableReplicaAssignment::lists(v, f);
+        f(
+            std::mem::size_of::<CreatableTopicConfig>(),
+            CreatableTopicConfig::min_len(v).max(1),
+        );
+        CreatableTopicConfig::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatableTopic {
@@ -324,8 +418,9 @@ impl CreatableTopic {
             &mut this.assignments,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                6,
+                CreatableReplicaAssignment::min_len(v),
                 "CreatableTopic.assignments",
                 |this: &mut CreatableReplicaAssignment, i| this.read_into(i, cx, v),
             )?,
@@ -334,8 +429,9 @@ impl CreatableTopic {
             &mut this.configs,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                CreatableTopicConfig::min_len(v),
                 "CreatableTopic.configs",
                 |this: &mut CreatableTopicConfig, i| this.read_into(i, cx, v),
             )?,
@@ -343,14 +439,22 @@ impl CreatableTopic {
         if flexible {
             let n = rd::tag_count(i, "CreatableTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "CreatableTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatableTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -424,8 +528,28 @@ impl Default for CreatableTopicConfig {
 }
 
 impl CreatableTopicConfig {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 4,
+            5..=7 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatableTopicConfig {
@@ -459,14 +583,22 @@ impl CreatableTopicConfig {
         if flexible {
             let n = rd::tag_count(i, "CreatableTopicConfig._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "CreatableTopicConfig._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableTopicConfig._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatableTopicConfig._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

@@ -45,8 +45,33 @@ impl Default for DescribeAclsResponse {
 }
 
 impl DescribeAclsResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1 => 12,
+            2..=3 => 9,
+            _ => 9,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 2;
+        f(
+            std::mem::size_of::<DescribeAclsResource>(),
+            DescribeAclsResource::min_len(v).max(1),
+        );
+        DescribeAclsResource::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeAclsResponse {
@@ -89,8 +114,9 @@ impl DescribeAclsResponse {
             &mut this.resources,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                5,
+                DescribeAclsResource::min_len(v),
                 "DescribeAclsResponse.resources",
                 |this: &mut DescribeAclsResource, i| this.read_into(i, cx, v),
             )?,
@@ -98,14 +124,22 @@ impl DescribeAclsResponse {
         if flexible {
             let n = rd::tag_count(i, "DescribeAclsResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "DescribeAclsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeAclsResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeAclsResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -198,8 +232,28 @@ impl Default for AclDescription {
 }
 
 impl AclDescription {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 5;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1 => 6,
+            2..=3 => 5,
+            _ => 5,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 2;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for AclDescription {
@@ -245,14 +299,22 @@ impl AclDescription {
         if flexible {
             let n = rd::tag_count(i, "AclDescription._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "AclDescription._tagged")?;
                 rd::tag_order(&mut last, tag, "AclDescription._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "AclDescription._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -325,8 +387,33 @@ impl Default for DescribeAclsResource {
 }
 
 impl DescribeAclsResource {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 5;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1 => 8,
+            2..=3 => 5,
+            _ => 5,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 2;
+        f(
+            std::mem::size_of::<AclDescription>(),
+            AclDescription::min_len(v).max(1),
+        );
+        AclDescription::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeAclsResource {
@@ -359,8 +446,9 @@ impl DescribeAclsResource {
             &mut this.acls,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                5,
+                AclDescription::min_len(v),
                 "DescribeAclsResource.acls",
                 |this: &mut AclDescription, i| this.read_into(i, cx, v),
             )?,
@@ -368,14 +456,22 @@ impl DescribeAclsResource {
         if flexible {
             let n = rd::tag_count(i, "DescribeAclsResource._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "DescribeAclsResource._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeAclsResource._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeAclsResource._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

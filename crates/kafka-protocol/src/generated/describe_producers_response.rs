@@ -39,8 +39,32 @@ impl Default for DescribeProducersResponse {
 }
 
 impl DescribeProducersResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<TopicResponse>(),
+            TopicResponse::min_len(v).max(1),
+        );
+        TopicResponse::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeProducersResponse {
@@ -68,8 +92,9 @@ impl DescribeProducersResponse {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                TopicResponse::min_len(v),
                 "DescribeProducersResponse.topics",
                 |this: &mut TopicResponse, i| this.read_into(i, cx, v),
             )?,
@@ -77,14 +102,22 @@ impl DescribeProducersResponse {
         if flexible {
             let n = rd::tag_count(i, "DescribeProducersResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "DescribeProducersResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeProducersResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeProducersResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -166,8 +199,32 @@ impl Default for PartitionResponse {
 }
 
 impl PartitionResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 9;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 9,
+            _ => 9,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<ProducerState>(),
+            ProducerState::min_len(v).max(1),
+        );
+        ProducerState::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for PartitionResponse {
@@ -210,8 +267,9 @@ impl PartitionResponse {
             &mut this.active_producers,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                37,
+                ProducerState::min_len(v),
                 "PartitionResponse.active_producers",
                 |this: &mut ProducerState, i| this.read_into(i, cx, v),
             )?,
@@ -219,14 +277,22 @@ impl PartitionResponse {
         if flexible {
             let n = rd::tag_count(i, "PartitionResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "PartitionResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "PartitionResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "PartitionResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -325,8 +391,27 @@ impl Default for ProducerState {
 }
 
 impl ProducerState {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 37;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 37,
+            _ => 37,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ProducerState {
@@ -373,14 +458,22 @@ impl ProducerState {
         if flexible {
             let n = rd::tag_count(i, "ProducerState._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "ProducerState._tagged")?;
                 rd::tag_order(&mut last, tag, "ProducerState._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ProducerState._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -451,8 +544,32 @@ impl Default for TopicResponse {
 }
 
 impl TopicResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<PartitionResponse>(),
+            PartitionResponse::min_len(v).max(1),
+        );
+        PartitionResponse::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for TopicResponse {
@@ -483,8 +600,9 @@ impl TopicResponse {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                9,
+                PartitionResponse::min_len(v),
                 "TopicResponse.partitions",
                 |this: &mut PartitionResponse, i| this.read_into(i, cx, v),
             )?,
@@ -492,14 +610,22 @@ impl TopicResponse {
         if flexible {
             let n = rd::tag_count(i, "TopicResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "TopicResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "TopicResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

@@ -42,8 +42,33 @@ impl Default for DescribeTopicPartitionsResponse {
 }
 
 impl DescribeTopicPartitionsResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 7,
+            _ => 7,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<DescribeTopicPartitionsResponseTopic>(),
+            DescribeTopicPartitionsResponseTopic::min_len(v).max(1),
+        );
+        DescribeTopicPartitionsResponseTopic::lists(v, f);
+        Cursor::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeTopicPartitionsResponse {
@@ -71,8 +96,9 @@ impl DescribeTopicPartitionsResponse {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                26,
+                DescribeTopicPartitionsResponseTopic::min_len(v),
                 "DescribeTopicPartitionsResponse.topics",
                 |this: &mut DescribeTopicPartitionsResponseTopic, i| this.read_into(i, cx, v),
             )?,
@@ -89,14 +115,22 @@ impl DescribeTopicPartitionsResponse {
         if flexible {
             let n = rd::tag_count(i, "DescribeTopicPartitionsResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "DescribeTopicPartitionsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeTopicPartitionsResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeTopicPartitionsResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -184,8 +218,27 @@ impl Default for Cursor {
 }
 
 impl Cursor {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for Cursor {
@@ -216,14 +269,22 @@ impl Cursor {
         if flexible {
             let n = rd::tag_count(i, "Cursor._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "Cursor._tagged")?;
                 rd::tag_order(&mut last, tag, "Cursor._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "Cursor._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -307,8 +368,32 @@ impl Default for DescribeTopicPartitionsResponsePartition {
 }
 
 impl DescribeTopicPartitionsResponsePartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 20;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 20,
+            _ => 20,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(std::mem::size_of::<i32>(), 4);
+        f(std::mem::size_of::<i32>(), 4);
+        f(std::mem::size_of::<i32>(), 4);
+        f(std::mem::size_of::<i32>(), 4);
+        f(std::mem::size_of::<i32>(), 4);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeTopicPartitionsResponsePartition {
@@ -360,6 +445,7 @@ impl DescribeTopicPartitionsResponsePartition {
             &mut this.replica_nodes,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "DescribeTopicPartitionsResponsePartition.replica_nodes",
@@ -370,6 +456,7 @@ impl DescribeTopicPartitionsResponsePartition {
             &mut this.isr_nodes,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "DescribeTopicPartitionsResponsePartition.isr_nodes",
@@ -380,6 +467,7 @@ impl DescribeTopicPartitionsResponsePartition {
             &mut this.eligible_leader_replicas,
             rd::nullable_array(
                 i,
+                cx,
                 flexible,
                 true,
                 4,
@@ -396,6 +484,7 @@ impl DescribeTopicPartitionsResponsePartition {
             &mut this.last_known_elr,
             rd::nullable_array(
                 i,
+                cx,
                 flexible,
                 true,
                 4,
@@ -407,6 +496,7 @@ impl DescribeTopicPartitionsResponsePartition {
             &mut this.offline_replicas,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "DescribeTopicPartitionsResponsePartition.offline_replicas",
@@ -421,7 +511,7 @@ impl DescribeTopicPartitionsResponsePartition {
         if flexible {
             let n = rd::tag_count(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) =
                     rd::tagged_field(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
                 rd::tag_order(
@@ -430,10 +520,18 @@ impl DescribeTopicPartitionsResponsePartition {
                     "DescribeTopicPartitionsResponsePartition._tagged",
                 )?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeTopicPartitionsResponsePartition._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -587,8 +685,32 @@ impl Default for DescribeTopicPartitionsResponseTopic {
 }
 
 impl DescribeTopicPartitionsResponseTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 26;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 26,
+            _ => 26,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<DescribeTopicPartitionsResponsePartition>(),
+            DescribeTopicPartitionsResponsePartition::min_len(v).max(1),
+        );
+        DescribeTopicPartitionsResponsePartition::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeTopicPartitionsResponseTopic {
@@ -638,8 +760,9 @@ impl DescribeTopicPartitionsResponseTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                20,
+                DescribeTopicPartitionsResponsePartition::min_len(v),
                 "DescribeTopicPartitionsResponseTopic.partitions",
                 |this: &mut DescribeTopicPartitionsResponsePartition, i| this.read_into(i, cx, v),
             )?,
@@ -651,7 +774,7 @@ impl DescribeTopicPartitionsResponseTopic {
         if flexible {
             let n = rd::tag_count(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) =
                     rd::tagged_field(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
                 rd::tag_order(
@@ -660,10 +783,18 @@ impl DescribeTopicPartitionsResponseTopic {
                     "DescribeTopicPartitionsResponseTopic._tagged",
                 )?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeTopicPartitionsResponseTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

@@ -48,8 +48,41 @@ impl Default for FetchResponse {
 }
 
 impl FetchResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=6 => 8,
+            7..=11 => 14,
+            12..=18 => 12,
+            _ => 8,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        f(
+            std::mem::size_of::<FetchableTopicResponse>(),
+            FetchableTopicResponse::min_len(v).max(1),
+        );
+        FetchableTopicResponse::lists(v, f);
+        if v >= 16 {
+            f(
+                std::mem::size_of::<NodeEndpoint>(),
+                NodeEndpoint::min_len(v).max(1),
+            );
+            NodeEndpoint::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for FetchResponse {
@@ -98,8 +131,9 @@ impl FetchResponse {
             &mut this.responses,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                FetchableTopicResponse::min_len(v),
                 "FetchResponse.responses",
                 |this: &mut FetchableTopicResponse, i| this.read_into(i, cx, v),
             )?,
@@ -107,7 +141,7 @@ impl FetchResponse {
         if flexible {
             let n = rd::tag_count(i, "FetchResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "FetchResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchResponse._tagged")?;
                 match tag {
@@ -117,17 +151,26 @@ impl FetchResponse {
                             &mut this.node_endpoints,
                             rd::struct_array(
                                 i,
+                                cx,
                                 true,
-                                1,
+                                NodeEndpoint::min_len(v),
                                 "FetchResponse.node_endpoints",
                                 |this: &mut NodeEndpoint, i| this.read_into(i, cx, v),
                             )?,
                         );
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "FetchResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -241,8 +284,28 @@ impl Default for AbortedTransaction {
 }
 
 impl AbortedTransaction {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 16;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 16,
+            12..=18 => 17,
+            _ => 16,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for AbortedTransaction {
@@ -280,14 +343,22 @@ impl AbortedTransaction {
         if flexible {
             let n = rd::tag_count(i, "AbortedTransaction._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "AbortedTransaction._tagged")?;
                 rd::tag_order(&mut last, tag, "AbortedTransaction._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "AbortedTransaction._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -350,8 +421,28 @@ impl Default for EpochEndOffset {
 }
 
 impl EpochEndOffset {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 0,
+            12..=18 => 13,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for EpochEndOffset {
@@ -397,14 +488,22 @@ impl EpochEndOffset {
         if flexible {
             let n = rd::tag_count(i, "EpochEndOffset._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "EpochEndOffset._tagged")?;
                 rd::tag_order(&mut last, tag, "EpochEndOffset._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "EpochEndOffset._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -490,8 +589,34 @@ impl Default for FetchableTopicResponse {
 }
 
 impl FetchableTopicResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 6,
+            12 => 3,
+            13..=18 => 18,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        f(
+            std::mem::size_of::<PartitionData>(),
+            PartitionData::min_len(v).max(1),
+        );
+        PartitionData::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for FetchableTopicResponse {
@@ -527,8 +652,9 @@ impl FetchableTopicResponse {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                30,
+                PartitionData::min_len(v),
                 "FetchableTopicResponse.partitions",
                 |this: &mut PartitionData, i| this.read_into(i, cx, v),
             )?,
@@ -536,14 +662,22 @@ impl FetchableTopicResponse {
         if flexible {
             let n = rd::tag_count(i, "FetchableTopicResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "FetchableTopicResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchableTopicResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "FetchableTopicResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -629,8 +763,28 @@ impl Default for LeaderIdAndEpoch {
 }
 
 impl LeaderIdAndEpoch {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 0,
+            12..=18 => 9,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for LeaderIdAndEpoch {
@@ -676,14 +830,22 @@ impl LeaderIdAndEpoch {
         if flexible {
             let n = rd::tag_count(i, "LeaderIdAndEpoch._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
                 rd::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "LeaderIdAndEpoch._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -772,8 +934,29 @@ impl Default for NodeEndpoint {
 }
 
 impl NodeEndpoint {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 0,
+            12..=15 => 1,
+            16..=18 => 11,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for NodeEndpoint {
@@ -817,14 +1000,22 @@ impl NodeEndpoint {
         if flexible {
             let n = rd::tag_count(i, "NodeEndpoint._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "NodeEndpoint._tagged")?;
                 rd::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "NodeEndpoint._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -962,8 +1153,44 @@ impl Default for PartitionData {
 }
 
 impl PartitionData {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 30;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4 => 30,
+            5..=10 => 38,
+            11 => 42,
+            12..=18 => 37,
+            _ => 30,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        if v >= 12 {
+            EpochEndOffset::lists(v, f);
+        }
+        if v >= 12 {
+            LeaderIdAndEpoch::lists(v, f);
+        }
+        if v >= 12 {
+            SnapshotId::lists(v, f);
+        }
+        f(
+            std::mem::size_of::<AbortedTransaction>(),
+            AbortedTransaction::min_len(v).max(1),
+        );
+        AbortedTransaction::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for PartitionData {
@@ -1012,9 +1239,10 @@ impl PartitionData {
             &mut this.aborted_transactions,
             rd::nullable_struct_array(
                 i,
+                cx,
                 flexible,
                 true,
-                16,
+                AbortedTransaction::min_len(v),
                 "PartitionData.aborted_transactions",
                 |this: &mut AbortedTransaction, i| this.read_into(i, cx, v),
             )?,
@@ -1029,7 +1257,7 @@ impl PartitionData {
         if flexible {
             let n = rd::tag_count(i, "PartitionData._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "PartitionData._tagged")?;
                 rd::tag_order(&mut last, tag, "PartitionData._tagged")?;
                 match tag {
@@ -1045,10 +1273,18 @@ impl PartitionData {
                         let i = &mut &data[..];
                         rd::set(&mut this.snapshot_id, SnapshotId::read(i, cx, v)?);
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "PartitionData._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -1201,8 +1437,28 @@ impl Default for SnapshotId {
 }
 
 impl SnapshotId {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 12;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 12,
+            12..=18 => 13,
+            _ => 12,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for SnapshotId {
@@ -1240,14 +1496,22 @@ impl SnapshotId {
         if flexible {
             let n = rd::tag_count(i, "SnapshotId._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "SnapshotId._tagged")?;
                 rd::tag_order(&mut last, tag, "SnapshotId._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "SnapshotId._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

@@ -39,8 +39,33 @@ impl Default for IncrementalAlterConfigsRequest {
 }
 
 impl IncrementalAlterConfigsRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 5,
+            1 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 1;
+        f(
+            std::mem::size_of::<AlterConfigsResource>(),
+            AlterConfigsResource::min_len(v).max(1),
+        );
+        AlterConfigsResource::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for IncrementalAlterConfigsRequest {
@@ -67,8 +92,9 @@ impl IncrementalAlterConfigsRequest {
             &mut this.resources,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                4,
+                AlterConfigsResource::min_len(v),
                 "IncrementalAlterConfigsRequest.resources",
                 |this: &mut AlterConfigsResource, i| this.read_into(i, cx, v),
             )?,
@@ -77,14 +103,22 @@ impl IncrementalAlterConfigsRequest {
         if flexible {
             let n = rd::tag_count(i, "IncrementalAlterConfigsRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "IncrementalAlterConfigsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "IncrementalAlterConfigsRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "IncrementalAlterConfigsRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -152,8 +186,33 @@ impl Default for AlterConfigsResource {
 }
 
 impl AlterConfigsResource {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 4;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 7,
+            1 => 4,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 1;
+        f(
+            std::mem::size_of::<AlterableConfig>(),
+            AlterableConfig::min_len(v).max(1),
+        );
+        AlterableConfig::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for AlterConfigsResource {
@@ -185,8 +244,9 @@ impl AlterConfigsResource {
             &mut this.configs,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                4,
+                AlterableConfig::min_len(v),
                 "AlterConfigsResource.configs",
                 |this: &mut AlterableConfig, i| this.read_into(i, cx, v),
             )?,
@@ -194,14 +254,22 @@ impl AlterConfigsResource {
         if flexible {
             let n = rd::tag_count(i, "AlterConfigsResource._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "AlterConfigsResource._tagged")?;
                 rd::tag_order(&mut last, tag, "AlterConfigsResource._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "AlterConfigsResource._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -271,8 +339,28 @@ impl Default for AlterableConfig {
 }
 
 impl AlterableConfig {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 4;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 5,
+            1 => 4,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 1;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for AlterableConfig {
@@ -307,14 +395,22 @@ impl AlterableConfig {
         if flexible {
             let n = rd::tag_count(i, "AlterableConfig._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "AlterableConfig._tagged")?;
                 rd::tag_order(&mut last, tag, "AlterableConfig._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "AlterableConfig._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

@@ -39,8 +39,34 @@ impl Default for ListOffsetsResponse {
 }
 
 impl ListOffsetsResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1 => 4,
+            2..=5 => 8,
+            6..=10 => 6,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        f(
+            std::mem::size_of::<ListOffsetsTopicResponse>(),
+            ListOffsetsTopicResponse::min_len(v).max(1),
+        );
+        ListOffsetsTopicResponse::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ListOffsetsResponse {
@@ -70,8 +96,9 @@ impl ListOffsetsResponse {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                ListOffsetsTopicResponse::min_len(v),
                 "ListOffsetsResponse.topics",
                 |this: &mut ListOffsetsTopicResponse, i| this.read_into(i, cx, v),
             )?,
@@ -79,14 +106,22 @@ impl ListOffsetsResponse {
         if flexible {
             let n = rd::tag_count(i, "ListOffsetsResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "ListOffsetsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ListOffsetsResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ListOffsetsResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -171,8 +206,29 @@ impl Default for ListOffsetsPartitionResponse {
 }
 
 impl ListOffsetsPartitionResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 22;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=3 => 22,
+            4..=5 => 26,
+            6..=10 => 27,
+            _ => 22,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ListOffsetsPartitionResponse {
@@ -220,14 +276,22 @@ impl ListOffsetsPartitionResponse {
         if flexible {
             let n = rd::tag_count(i, "ListOffsetsPartitionResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "ListOffsetsPartitionResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ListOffsetsPartitionResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ListOffsetsPartitionResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -310,8 +374,33 @@ impl Default for ListOffsetsTopicResponse {
 }
 
 impl ListOffsetsTopicResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 6,
+            6..=10 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        f(
+            std::mem::size_of::<ListOffsetsPartitionResponse>(),
+            ListOffsetsPartitionResponse::min_len(v).max(1),
+        );
+        ListOffsetsPartitionResponse::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ListOffsetsTopicResponse {
@@ -342,8 +431,9 @@ impl ListOffsetsTopicResponse {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                22,
+                ListOffsetsPartitionResponse::min_len(v),
                 "ListOffsetsTopicResponse.partitions",
                 |this: &mut ListOffsetsPartitionResponse, i| this.read_into(i, cx, v),
             )?,
@@ -351,14 +441,22 @@ impl ListOffsetsTopicResponse {
         if flexible {
             let n = rd::tag_count(i, "ListOffsetsTopicResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "ListOffsetsTopicResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ListOffsetsTopicResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ListOffsetsTopicResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

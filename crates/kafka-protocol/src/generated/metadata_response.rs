@@ -54,8 +54,44 @@ impl Default for MetadataResponse {
 }
 
 impl MetadataResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 8,
+            1 => 12,
+            2 => 14,
+            3..=7 => 18,
+            8 => 22,
+            9..=10 => 16,
+            11..=12 => 12,
+            13 => 14,
+            _ => 8,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(
+            std::mem::size_of::<MetadataResponseBroker>(),
+            MetadataResponseBroker::min_len(v).max(1),
+        );
+        MetadataResponseBroker::lists(v, f);
+        f(
+            std::mem::size_of::<MetadataResponseTopic>(),
+            MetadataResponseTopic::min_len(v).max(1),
+        );
+        MetadataResponseTopic::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for MetadataResponse {
@@ -85,8 +121,9 @@ impl MetadataResponse {
             &mut this.brokers,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                10,
+                MetadataResponseBroker::min_len(v),
                 "MetadataResponse.brokers",
                 |this: &mut MetadataResponseBroker, i| this.read_into(i, cx, v),
             )?,
@@ -104,8 +141,9 @@ impl MetadataResponse {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                8,
+                MetadataResponseTopic::min_len(v),
                 "MetadataResponse.topics",
                 |this: &mut MetadataResponseTopic, i| this.read_into(i, cx, v),
             )?,
@@ -135,14 +173,22 @@ impl MetadataResponse {
         if flexible {
             let n = rd::tag_count(i, "MetadataResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "MetadataResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "MetadataResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -272,8 +318,29 @@ impl Default for MetadataResponseBroker {
 }
 
 impl MetadataResponseBroker {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 10;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 10,
+            1..=8 => 12,
+            9..=13 => 11,
+            _ => 10,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for MetadataResponseBroker {
@@ -311,14 +378,22 @@ impl MetadataResponseBroker {
         if flexible {
             let n = rd::tag_count(i, "MetadataResponseBroker._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "MetadataResponseBroker._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponseBroker._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "MetadataResponseBroker._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -413,8 +488,35 @@ impl Default for MetadataResponsePartition {
 }
 
 impl MetadataResponsePartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 18;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=4 => 18,
+            5..=6 => 22,
+            7..=8 => 26,
+            9..=13 => 18,
+            _ => 18,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(std::mem::size_of::<i32>(), 4);
+        f(std::mem::size_of::<i32>(), 4);
+        if v >= 5 {
+            f(std::mem::size_of::<i32>(), 4);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for MetadataResponsePartition {
@@ -461,6 +563,7 @@ impl MetadataResponsePartition {
             &mut this.replica_nodes,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "MetadataResponsePartition.replica_nodes",
@@ -469,15 +572,21 @@ impl MetadataResponsePartition {
         );
         rd::set(
             &mut this.isr_nodes,
-            rd::array(i, flexible, 4, "MetadataResponsePartition.isr_nodes", |i| {
-                rd::i32(i, "MetadataResponsePartition.isr_nodes")
-            })?,
+            rd::array(
+                i,
+                cx,
+                flexible,
+                4,
+                "MetadataResponsePartition.isr_nodes",
+                |i| rd::i32(i, "MetadataResponsePartition.isr_nodes"),
+            )?,
         );
         if v >= 5 {
             rd::set(
                 &mut this.offline_replicas,
                 rd::array(
                     i,
+                    cx,
                     flexible,
                     4,
                     "MetadataResponsePartition.offline_replicas",
@@ -488,14 +597,22 @@ impl MetadataResponsePartition {
         if flexible {
             let n = rd::tag_count(i, "MetadataResponsePartition._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "MetadataResponsePartition._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponsePartition._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "MetadataResponsePartition._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -613,8 +730,36 @@ impl Default for MetadataResponseTopic {
 }
 
 impl MetadataResponseTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 8;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 8,
+            1..=7 => 9,
+            8 => 13,
+            9 => 10,
+            10..=13 => 26,
+            _ => 8,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(
+            std::mem::size_of::<MetadataResponsePartition>(),
+            MetadataResponsePartition::min_len(v).max(1),
+        );
+        MetadataResponsePartition::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for MetadataResponseTopic {
@@ -666,8 +811,9 @@ impl MetadataResponseTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                18,
+                MetadataResponsePartition::min_len(v),
                 "MetadataResponseTopic.partitions",
                 |this: &mut MetadataResponsePartition, i| this.read_into(i, cx, v),
             )?,
@@ -679,14 +825,22 @@ impl MetadataResponseTopic {
         if flexible {
             let n = rd::tag_count(i, "MetadataResponseTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "MetadataResponseTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponseTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "MetadataResponseTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

@@ -39,8 +39,34 @@ impl Default for OffsetCommitResponse {
 }
 
 impl OffsetCommitResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2 => 4,
+            3..=7 => 8,
+            8..=9 => 6,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 8;
+        f(
+            std::mem::size_of::<OffsetCommitResponseTopic>(),
+            OffsetCommitResponseTopic::min_len(v).max(1),
+        );
+        OffsetCommitResponseTopic::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetCommitResponse {
@@ -70,8 +96,9 @@ impl OffsetCommitResponse {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                OffsetCommitResponseTopic::min_len(v),
                 "OffsetCommitResponse.topics",
                 |this: &mut OffsetCommitResponseTopic, i| this.read_into(i, cx, v),
             )?,
@@ -79,14 +106,22 @@ impl OffsetCommitResponse {
         if flexible {
             let n = rd::tag_count(i, "OffsetCommitResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetCommitResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetCommitResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetCommitResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -162,8 +197,28 @@ impl Default for OffsetCommitResponsePartition {
 }
 
 impl OffsetCommitResponsePartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=7 => 6,
+            8..=9 => 7,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 8;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetCommitResponsePartition {
@@ -201,14 +256,22 @@ impl OffsetCommitResponsePartition {
         if flexible {
             let n = rd::tag_count(i, "OffsetCommitResponsePartition._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetCommitResponsePartition._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetCommitResponsePartition._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetCommitResponsePartition._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -275,8 +338,33 @@ impl Default for OffsetCommitResponseTopic {
 }
 
 impl OffsetCommitResponseTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=7 => 6,
+            8..=9 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 8;
+        f(
+            std::mem::size_of::<OffsetCommitResponsePartition>(),
+            OffsetCommitResponsePartition::min_len(v).max(1),
+        );
+        OffsetCommitResponsePartition::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetCommitResponseTopic {
@@ -307,8 +395,9 @@ impl OffsetCommitResponseTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                6,
+                OffsetCommitResponsePartition::min_len(v),
                 "OffsetCommitResponseTopic.partitions",
                 |this: &mut OffsetCommitResponsePartition, i| this.read_into(i, cx, v),
             )?,
@@ -316,14 +405,22 @@ impl OffsetCommitResponseTopic {
         if flexible {
             let n = rd::tag_count(i, "OffsetCommitResponseTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetCommitResponseTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetCommitResponseTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetCommitResponseTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

@@ -36,8 +36,27 @@ impl Default for OffsetDeleteRequest {
 }
 
 impl OffsetDeleteRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(
+            std::mem::size_of::<OffsetDeleteRequestTopic>(),
+            OffsetDeleteRequestTopic::min_len(v).max(1),
+        );
+        OffsetDeleteRequestTopic::lists(v, f);
+    }
 }
 
 impl Decode for OffsetDeleteRequest {
@@ -67,8 +86,9 @@ impl OffsetDeleteRequest {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 false,
-                6,
+                OffsetDeleteRequestTopic::min_len(v),
                 "OffsetDeleteRequest.topics",
                 |this: &mut OffsetDeleteRequestTopic, i| this.read_into(i, cx, v),
             )?,
@@ -116,8 +136,22 @@ impl Default for OffsetDeleteRequestPartition {
 }
 
 impl OffsetDeleteRequestPartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 4;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 4,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+    }
 }
 
 impl Decode for OffsetDeleteRequestPartition {
@@ -181,8 +215,27 @@ impl Default for OffsetDeleteRequestTopic {
 }
 
 impl OffsetDeleteRequestTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(
+            std::mem::size_of::<OffsetDeleteRequestPartition>(),
+            OffsetDeleteRequestPartition::min_len(v).max(1),
+        );
+        OffsetDeleteRequestPartition::lists(v, f);
+    }
 }
 
 impl Decode for OffsetDeleteRequestTopic {
@@ -212,8 +265,9 @@ impl OffsetDeleteRequestTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 false,
-                4,
+                OffsetDeleteRequestPartition::min_len(v),
                 "OffsetDeleteRequestTopic.partitions",
                 |this: &mut OffsetDeleteRequestPartition, i| this.read_into(i, cx, v),
             )?,

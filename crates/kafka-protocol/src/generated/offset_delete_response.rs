@@ -39,8 +39,27 @@ impl Default for OffsetDeleteResponse {
 }
 
 impl OffsetDeleteResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 10,
+            _ => 10,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(
+            std::mem::size_of::<OffsetDeleteResponseTopic>(),
+            OffsetDeleteResponseTopic::min_len(v).max(1),
+        );
+        OffsetDeleteResponseTopic::lists(v, f);
+    }
 }
 
 impl Decode for OffsetDeleteResponse {
@@ -78,8 +97,9 @@ impl OffsetDeleteResponse {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 false,
-                6,
+                OffsetDeleteResponseTopic::min_len(v),
                 "OffsetDeleteResponse.topics",
                 |this: &mut OffsetDeleteResponseTopic, i| this.read_into(i, cx, v),
             )?,
@@ -144,8 +164,22 @@ impl Default for OffsetDeleteResponsePartition {
 }
 
 impl OffsetDeleteResponsePartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+    }
 }
 
 impl Decode for OffsetDeleteResponsePartition {
@@ -231,8 +265,27 @@ impl Default for OffsetDeleteResponseTopic {
 }
 
 impl OffsetDeleteResponseTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(
+            std::mem::size_of::<OffsetDeleteResponsePartition>(),
+            OffsetDeleteResponsePartition::min_len(v).max(1),
+        );
+        OffsetDeleteResponsePartition::lists(v, f);
+    }
 }
 
 impl Decode for OffsetDeleteResponseTopic {
@@ -262,8 +315,9 @@ impl OffsetDeleteResponseTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 false,
-                6,
+                OffsetDeleteResponsePartition::min_len(v),
                 "OffsetDeleteResponseTopic.partitions",
                 |this: &mut OffsetDeleteResponsePartition, i| this.read_into(i, cx, v),
             )?,

@@ -45,8 +45,44 @@ impl Default for OffsetFetchRequest {
 }
 
 impl OffsetFetchRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 6,
+            6 => 3,
+            7 => 4,
+            8..=9 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v <= 7 {
+            f(
+                std::mem::size_of::<OffsetFetchRequestTopic>(),
+                OffsetFetchRequestTopic::min_len(v).max(1),
+            );
+            OffsetFetchRequestTopic::lists(v, f);
+        }
+        if v >= 8 {
+            f(
+                std::mem::size_of::<OffsetFetchRequestGroup>(),
+                OffsetFetchRequestGroup::min_len(v).max(1),
+            );
+            OffsetFetchRequestGroup::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchRequest {
@@ -80,9 +116,10 @@ impl OffsetFetchRequest {
                 &mut this.topics,
                 rd::nullable_struct_array(
                     i,
+                    cx,
                     flexible,
                     (v >= 2 && v <= 7),
-                    1,
+                    OffsetFetchRequestTopic::min_len(v),
                     "OffsetFetchRequest.topics",
                     |this: &mut OffsetFetchRequestTopic, i| this.read_into(i, cx, v),
                 )?,
@@ -93,8 +130,9 @@ impl OffsetFetchRequest {
                 &mut this.groups,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchRequestGroup::min_len(v),
                     "OffsetFetchRequest.groups",
                     |this: &mut OffsetFetchRequestGroup, i| this.read_into(i, cx, v),
                 )?,
@@ -106,14 +144,22 @@ impl OffsetFetchRequest {
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetFetchRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -238,8 +284,37 @@ impl Default for OffsetFetchRequestGroup {
 }
 
 impl OffsetFetchRequestGroup {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 0,
+            6..=7 => 1,
+            8 => 3,
+            9 => 8,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v >= 8 {
+            f(
+                std::mem::size_of::<OffsetFetchRequestTopics>(),
+                OffsetFetchRequestTopics::min_len(v).max(1),
+            );
+            OffsetFetchRequestTopics::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchRequestGroup {
@@ -282,9 +357,10 @@ impl OffsetFetchRequestGroup {
                 &mut this.topics,
                 rd::nullable_struct_array(
                     i,
+                    cx,
                     flexible,
                     v >= 8,
-                    1,
+                    OffsetFetchRequestTopics::min_len(v),
                     "OffsetFetchRequestGroup.topics",
                     |this: &mut OffsetFetchRequestTopics, i| this.read_into(i, cx, v),
                 )?,
@@ -293,14 +369,22 @@ impl OffsetFetchRequestGroup {
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchRequestGroup._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestGroup._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequestGroup._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchRequestGroup._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -411,8 +495,32 @@ impl Default for OffsetFetchRequestTopic {
 }
 
 impl OffsetFetchRequestTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 1;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 6,
+            6..=7 => 3,
+            8..=9 => 1,
+            _ => 1,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v <= 7 {
+            f(std::mem::size_of::<i32>(), 4);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchRequestTopic {
@@ -446,6 +554,7 @@ impl OffsetFetchRequestTopic {
                 &mut this.partition_indexes,
                 rd::array(
                     i,
+                    cx,
                     flexible,
                     4,
                     "OffsetFetchRequestTopic.partition_indexes",
@@ -456,14 +565,22 @@ impl OffsetFetchRequestTopic {
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchRequestTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequestTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchRequestTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -548,8 +665,32 @@ impl Default for OffsetFetchRequestTopics {
 }
 
 impl OffsetFetchRequestTopics {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 0,
+            6..=7 => 1,
+            8..=9 => 3,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v >= 8 {
+            f(std::mem::size_of::<i32>(), 4);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchRequestTopics {
@@ -583,6 +724,7 @@ impl OffsetFetchRequestTopics {
                 &mut this.partition_indexes,
                 rd::array(
                     i,
+                    cx,
                     flexible,
                     4,
                     "OffsetFetchRequestTopics.partition_indexes",
@@ -593,14 +735,22 @@ impl OffsetFetchRequestTopics {
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchRequestTopics._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestTopics._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequestTopics._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchRequestTopics._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

@@ -45,8 +45,45 @@ impl Default for OffsetFetchResponse {
 }
 
 impl OffsetFetchResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1 => 4,
+            2 => 6,
+            3..=5 => 10,
+            6..=7 => 8,
+            8..=9 => 6,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v <= 7 {
+            f(
+                std::mem::size_of::<OffsetFetchResponseTopic>(),
+                OffsetFetchResponseTopic::min_len(v).max(1),
+            );
+            OffsetFetchResponseTopic::lists(v, f);
+        }
+        if v >= 8 {
+            f(
+                std::mem::size_of::<OffsetFetchResponseGroup>(),
+                OffsetFetchResponseGroup::min_len(v).max(1),
+            );
+            OffsetFetchResponseGroup::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponse {
@@ -77,8 +114,9 @@ impl OffsetFetchResponse {
                 &mut this.topics,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchResponseTopic::min_len(v),
                     "OffsetFetchResponse.topics",
                     |this: &mut OffsetFetchResponseTopic, i| this.read_into(i, cx, v),
                 )?,
@@ -92,8 +130,9 @@ impl OffsetFetchResponse {
                 &mut this.groups,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchResponseGroup::min_len(v),
                     "OffsetFetchResponse.groups",
                     |this: &mut OffsetFetchResponseGroup, i| this.read_into(i, cx, v),
                 )?,
@@ -102,14 +141,22 @@ impl OffsetFetchResponse {
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetFetchResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -230,8 +277,36 @@ impl Default for OffsetFetchResponseGroup {
 }
 
 impl OffsetFetchResponseGroup {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 0,
+            6..=7 => 1,
+            8..=9 => 5,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v >= 8 {
+            f(
+                std::mem::size_of::<OffsetFetchResponseTopics>(),
+                OffsetFetchResponseTopics::min_len(v).max(1),
+            );
+            OffsetFetchResponseTopics::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponseGroup {
@@ -265,8 +340,9 @@ impl OffsetFetchResponseGroup {
                 &mut this.topics,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchResponseTopics::min_len(v),
                     "OffsetFetchResponseGroup.topics",
                     |this: &mut OffsetFetchResponseTopics, i| this.read_into(i, cx, v),
                 )?,
@@ -278,14 +354,22 @@ impl OffsetFetchResponseGroup {
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchResponseGroup._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseGroup._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponseGroup._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponseGroup._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -412,8 +496,29 @@ impl Default for OffsetFetchResponsePartition {
 }
 
 impl OffsetFetchResponsePartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 1;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=4 => 16,
+            5..=7 => 20,
+            8..=9 => 1,
+            _ => 1,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponsePartition {
@@ -489,14 +594,22 @@ impl OffsetFetchResponsePartition {
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchResponsePartition._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetFetchResponsePartition._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponsePartition._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponsePartition._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -634,8 +747,29 @@ impl Default for OffsetFetchResponsePartitions {
 }
 
 impl OffsetFetchResponsePartitions {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 0,
+            6..=7 => 1,
+            8..=9 => 20,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponsePartitions {
@@ -711,14 +845,22 @@ impl OffsetFetchResponsePartitions {
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchResponsePartitions._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetFetchResponsePartitions._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponsePartitions._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponsePartitions._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -847,8 +989,36 @@ impl Default for OffsetFetchResponseTopic {
 }
 
 impl OffsetFetchResponseTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 1;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 6,
+            6..=7 => 3,
+            8..=9 => 1,
+            _ => 1,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v <= 7 {
+            f(
+                std::mem::size_of::<OffsetFetchResponsePartition>(),
+                OffsetFetchResponsePartition::min_len(v).max(1),
+            );
+            OffsetFetchResponsePartition::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponseTopic {
@@ -882,8 +1052,9 @@ impl OffsetFetchResponseTopic {
                 &mut this.partitions,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchResponsePartition::min_len(v),
                     "OffsetFetchResponseTopic.partitions",
                     |this: &mut OffsetFetchResponsePartition, i| this.read_into(i, cx, v),
                 )?,
@@ -892,14 +1063,22 @@ impl OffsetFetchResponseTopic {
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchResponseTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponseTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponseTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -998,8 +1177,36 @@ impl Default for OffsetFetchResponseTopics {
 }
 
 impl OffsetFetchResponseTopics {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 0,
+            6..=7 => 1,
+            8..=9 => 3,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v >= 8 {
+            f(
+                std::mem::size_of::<OffsetFetchResponsePartitions>(),
+                OffsetFetchResponsePartitions::min_len(v).max(1),
+            );
+            OffsetFetchResponsePartitions::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponseTopics {
@@ -1033,8 +1240,9 @@ impl OffsetFetchResponseTopics {
                 &mut this.partitions,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchResponsePartitions::min_len(v),
                     "OffsetFetchResponseTopics.partitions",
                     |this: &mut OffsetFetchResponsePartitions, i| this.read_into(i, cx, v),
                 )?,
@@ -1043,14 +1251,22 @@ impl OffsetFetchResponseTopics {
         if flexible {
             let n = rd::tag_count(i, "OffsetFetchResponseTopics._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseTopics._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponseTopics._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponseTopics._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

@@ -45,8 +45,34 @@ impl Default for ProduceRequest {
 }
 
 impl ProduceRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=2 => 10,
+            3..=8 => 12,
+            9..=13 => 9,
+            _ => 9,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(
+            std::mem::size_of::<TopicProduceData>(),
+            TopicProduceData::min_len(v).max(1),
+        );
+        TopicProduceData::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ProduceRequest {
@@ -91,8 +117,9 @@ impl ProduceRequest {
             &mut this.topic_data,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                TopicProduceData::min_len(v),
                 "ProduceRequest.topic_data",
                 |this: &mut TopicProduceData, i| this.read_into(i, cx, v),
             )?,
@@ -100,14 +127,22 @@ impl ProduceRequest {
         if flexible {
             let n = rd::tag_count(i, "ProduceRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "ProduceRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "ProduceRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ProduceRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -191,8 +226,28 @@ impl Default for PartitionProduceData {
 }
 
 impl PartitionProduceData {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=8 => 8,
+            9..=13 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for PartitionProduceData {
@@ -223,14 +278,22 @@ impl PartitionProduceData {
         if flexible {
             let n = rd::tag_count(i, "PartitionProduceData._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "PartitionProduceData._tagged")?;
                 rd::tag_order(&mut last, tag, "PartitionProduceData._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "PartitionProduceData._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -300,8 +363,34 @@ impl Default for TopicProduceData {
 }
 
 impl TopicProduceData {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=8 => 6,
+            9..=12 => 3,
+            13 => 18,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(
+            std::mem::size_of::<PartitionProduceData>(),
+            PartitionProduceData::min_len(v).max(1),
+        );
+        PartitionProduceData::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for TopicProduceData {
@@ -337,8 +426,9 @@ impl TopicProduceData {
             &mut this.partition_data,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                6,
+                PartitionProduceData::min_len(v),
                 "TopicProduceData.partition_data",
                 |this: &mut PartitionProduceData, i| this.read_into(i, cx, v),
             )?,
@@ -346,14 +436,22 @@ impl TopicProduceData {
         if flexible {
             let n = rd::tag_count(i, "TopicProduceData._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "TopicProduceData._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicProduceData._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "TopicProduceData._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

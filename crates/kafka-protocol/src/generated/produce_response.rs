@@ -42,8 +42,41 @@ impl Default for ProduceResponse {
 }
 
 impl ProduceResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 4,
+            1..=8 => 8,
+            9..=13 => 6,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(
+            std::mem::size_of::<TopicProduceResponse>(),
+            TopicProduceResponse::min_len(v).max(1),
+        );
+        TopicProduceResponse::lists(v, f);
+        if v >= 10 {
+            f(
+                std::mem::size_of::<NodeEndpoint>(),
+                NodeEndpoint::min_len(v).max(1),
+            );
+            NodeEndpoint::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ProduceResponse {
@@ -70,8 +103,9 @@ impl ProduceResponse {
             &mut this.responses,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                TopicProduceResponse::min_len(v),
                 "ProduceResponse.responses",
                 |this: &mut TopicProduceResponse, i| this.read_into(i, cx, v),
             )?,
@@ -82,7 +116,7 @@ impl ProduceResponse {
         if flexible {
             let n = rd::tag_count(i, "ProduceResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "ProduceResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ProduceResponse._tagged")?;
                 match tag {
@@ -92,17 +126,26 @@ impl ProduceResponse {
                             &mut this.node_endpoints,
                             rd::struct_array(
                                 i,
+                                cx,
                                 true,
-                                1,
+                                NodeEndpoint::min_len(v),
                                 "ProduceResponse.node_endpoints",
                                 |this: &mut NodeEndpoint, i| this.read_into(i, cx, v),
                             )?,
                         );
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ProduceResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -198,8 +241,28 @@ impl Default for BatchIndexAndErrorMessage {
 }
 
 impl BatchIndexAndErrorMessage {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=7 => 0,
+            8..=13 => 6,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for BatchIndexAndErrorMessage {
@@ -240,14 +303,22 @@ impl BatchIndexAndErrorMessage {
         if flexible {
             let n = rd::tag_count(i, "BatchIndexAndErrorMessage._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "BatchIndexAndErrorMessage._tagged")?;
                 rd::tag_order(&mut last, tag, "BatchIndexAndErrorMessage._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "BatchIndexAndErrorMessage._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -339,8 +410,29 @@ impl Default for LeaderIdAndEpoch {
 }
 
 impl LeaderIdAndEpoch {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=8 => 0,
+            9 => 1,
+            10..=13 => 9,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for LeaderIdAndEpoch {
@@ -386,14 +478,22 @@ impl LeaderIdAndEpoch {
         if flexible {
             let n = rd::tag_count(i, "LeaderIdAndEpoch._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
                 rd::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "LeaderIdAndEpoch._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -482,8 +582,29 @@ impl Default for NodeEndpoint {
 }
 
 impl NodeEndpoint {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=8 => 0,
+            9 => 1,
+            10..=13 => 11,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for NodeEndpoint {
@@ -527,14 +648,22 @@ impl NodeEndpoint {
         if flexible {
             let n = rd::tag_count(i, "NodeEndpoint._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "NodeEndpoint._tagged")?;
                 rd::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "NodeEndpoint._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -663,8 +792,41 @@ impl Default for PartitionProduceResponse {
 }
 
 impl PartitionProduceResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 14;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 14,
+            2..=4 => 22,
+            5..=7 => 30,
+            8 => 36,
+            9..=13 => 33,
+            _ => 14,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        if v >= 8 {
+            f(
+                std::mem::size_of::<BatchIndexAndErrorMessage>(),
+                BatchIndexAndErrorMessage::min_len(v).max(1),
+            );
+            BatchIndexAndErrorMessage::lists(v, f);
+        }
+        if v >= 10 {
+            LeaderIdAndEpoch::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for PartitionProduceResponse {
@@ -721,8 +883,9 @@ impl PartitionProduceResponse {
                 &mut this.record_errors,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    BatchIndexAndErrorMessage::min_len(v),
                     "PartitionProduceResponse.record_errors",
                     |this: &mut BatchIndexAndErrorMessage, i| this.read_into(i, cx, v),
                 )?,
@@ -743,7 +906,7 @@ impl PartitionProduceResponse {
         if flexible {
             let n = rd::tag_count(i, "PartitionProduceResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "PartitionProduceResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "PartitionProduceResponse._tagged")?;
                 match tag {
@@ -751,10 +914,18 @@ impl PartitionProduceResponse {
                         let i = &mut &data[..];
                         rd::set(&mut this.current_leader, LeaderIdAndEpoch::read(i, cx, v)?);
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "PartitionProduceResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
@@ -879,8 +1050,34 @@ impl Default for TopicProduceResponse {
 }
 
 impl TopicProduceResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=8 => 6,
+            9..=12 => 3,
+            13 => 18,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(
+            std::mem::size_of::<PartitionProduceResponse>(),
+            PartitionProduceResponse::min_len(v).max(1),
+        );
+        PartitionProduceResponse::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for TopicProduceResponse {
@@ -916,8 +1113,9 @@ impl TopicProduceResponse {
             &mut this.partition_responses,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                14,
+                PartitionProduceResponse::min_len(v),
                 "TopicProduceResponse.partition_responses",
                 |this: &mut PartitionProduceResponse, i| this.read_into(i, cx, v),
             )?,
@@ -925,14 +1123,22 @@ impl TopicProduceResponse {
         if flexible {
             let n = rd::tag_count(i, "TopicProduceResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) = rd::tagged_field(i, "TopicProduceResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicProduceResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "TopicProduceResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }

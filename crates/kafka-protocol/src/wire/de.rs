@@ -18,23 +18,61 @@
 
 use super::rd::{self, Res};
 use crate::error::ProtocolError;
+use crate::limits::DecodeLimits;
 use crate::types::Uuid;
 use bytes::Bytes;
 use bytestring::ByteString;
+use std::cell::Cell;
 
 /// Result of a parser: the rest of the input and the value.
 pub type R<'a, T> = nom::IResult<&'a [u8], T, ProtocolError>;
 
-/// The frame being decoded, so that sub-slices become zero-copy [`Bytes`].
-#[derive(Debug, Clone, Copy)]
+/// The frame being decoded, so that sub-slices become zero-copy [`Bytes`], and what is
+/// left of the message's [`DecodeLimits`].
+///
+/// Every list a decoder allocates is charged here first ([`Cx::charge`]): its element
+/// count against `max_entries` and its bytes (count times element size) against
+/// `max_heap_bytes`. The budget covers the whole message, nested lists included, so a
+/// request cannot spread a large total over many small lists.
+#[derive(Debug, Clone)]
 pub struct Cx<'f> {
     frame: &'f Bytes,
+    entries_left: Cell<usize>,
+    heap_left: Cell<usize>,
 }
 
 impl<'f> Cx<'f> {
-    /// A context over `frame`; parsers must be given slices of this same frame.
+    /// A context over `frame` with the default limits; parsers must be given slices of
+    /// this same frame.
     pub fn new(frame: &'f Bytes) -> Self {
-        Cx { frame }
+        Self::with_limits(frame, &DecodeLimits::default())
+    }
+
+    /// A context over `frame` with `limits`.
+    pub fn with_limits(frame: &'f Bytes, limits: &DecodeLimits) -> Self {
+        Cx {
+            frame,
+            entries_left: Cell::new(limits.max_entries),
+            heap_left: Cell::new(limits.max_heap_bytes),
+        }
+    }
+
+    /// Takes `count` list entries of `elem_size` bytes each from the budget, before the
+    /// list is allocated.
+    #[inline]
+    pub fn charge(&self, count: usize, elem_size: usize, field: &'static str) -> Res<()> {
+        let entries = self.entries_left.get();
+        if count > entries {
+            return Err(over_limit(field, "max_entries", count));
+        }
+        let bytes = count.saturating_mul(elem_size);
+        let heap = self.heap_left.get();
+        if bytes > heap {
+            return Err(over_limit(field, "max_heap_bytes", bytes));
+        }
+        self.entries_left.set(entries - count);
+        self.heap_left.set(heap - bytes);
+        Ok(())
     }
 
     /// `s` as a slice of the frame without copying. A slice from elsewhere is copied
@@ -48,6 +86,16 @@ impl<'f> Cx<'f> {
             _ if s.is_empty() => Bytes::new(),
             _ => Bytes::copy_from_slice(s),
         }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn over_limit(field: &'static str, limit: &'static str, requested: usize) -> ProtocolError {
+    ProtocolError::DecodeLimitExceeded {
+        field,
+        limit,
+        requested,
     }
 }
 
@@ -162,12 +210,15 @@ fn cursor<'a, T>(
 #[inline]
 pub fn array<'a, T>(
     i: &'a [u8],
+    cx: &Cx<'_>,
     compact: bool,
     min_len: usize,
     field: &'static str,
     elem: impl FnMut(&'a [u8]) -> R<'a, T>,
 ) -> R<'a, Vec<T>> {
-    run(i, |i| rd::array(i, compact, min_len, field, cursor(elem)))
+    run(i, |i| {
+        rd::array(i, cx, compact, min_len, field, cursor(elem))
+    })
 }
 
 /// An array that may be null when `nullable` is true for this version.
@@ -176,6 +227,7 @@ pub fn array<'a, T>(
 /// allocated, so a forged count costs nothing.
 pub fn nullable_array<'a, T>(
     i: &'a [u8],
+    cx: &Cx<'_>,
     compact: bool,
     nullable: bool,
     min_len: usize,
@@ -183,7 +235,7 @@ pub fn nullable_array<'a, T>(
     elem: impl FnMut(&'a [u8]) -> R<'a, T>,
 ) -> R<'a, Option<Vec<T>>> {
     run(i, |i| {
-        rd::nullable_array(i, compact, nullable, min_len, field, cursor(elem))
+        rd::nullable_array(i, cx, compact, nullable, min_len, field, cursor(elem))
     })
 }
 

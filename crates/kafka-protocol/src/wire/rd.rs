@@ -300,31 +300,17 @@ pub fn nullable_bytes(
     Ok(Some(cx.bytes(raw)))
 }
 
-/// A non-null array whose elements each take at least `min_len` bytes.
-#[inline]
-pub fn array<'a, T>(
-    i: &mut &'a [u8],
-    compact: bool,
-    min_len: usize,
-    field: &'static str,
-    elem: impl FnMut(&mut &'a [u8]) -> Res<T>,
-) -> Res<Vec<T>> {
-    Ok(nullable_array(i, compact, false, min_len, field, elem)?.unwrap_or_default())
-}
-
-/// An array that may be null when `nullable` is true for this version.
-///
-/// The count is checked against what the remaining input can hold before anything is
-/// allocated, so a forged count costs nothing.
-#[inline]
-pub fn nullable_array<'a, T>(
-    i: &mut &'a [u8],
+/// Reads an array's count (`None` for null) and admits it: at most what the remaining
+/// input holds at `min_len` bytes per element, and within the message's budget.
+#[inline(always)]
+fn array_count<T>(
+    i: &mut &[u8],
+    cx: &Cx<'_>,
     compact: bool,
     nullable: bool,
     min_len: usize,
     field: &'static str,
-    mut elem: impl FnMut(&mut &'a [u8]) -> Res<T>,
-) -> Res<Option<Vec<T>>> {
+) -> Res<Option<usize>> {
     let Some(count) = null_check(length(i, compact, true, field)?, nullable, field)? else {
         return Ok(None);
     };
@@ -332,6 +318,63 @@ pub fn nullable_array<'a, T>(
     if count > max {
         return Err(too_many(field, count as u64, i.len(), max));
     }
+    cx.charge(count, std::mem::size_of::<T>(), field)?;
+    Ok(Some(count))
+}
+
+/// Room for the unknown tagged fields of a section, reserved once when the first one is
+/// met: `left` is how many fields of the section remain, this one included (each takes
+/// at least two bytes, see [`tag_count`]), so the vector never grows past that.
+#[inline]
+pub fn reserve_tagged(
+    out: &mut Vec<crate::types::RawTaggedField>,
+    cx: &Cx<'_>,
+    left: u32,
+    field: &'static str,
+) -> Res<()> {
+    if out.capacity() == 0 {
+        let left = left as usize;
+        cx.charge(
+            left,
+            std::mem::size_of::<crate::types::RawTaggedField>(),
+            field,
+        )?;
+        out.reserve_exact(left);
+    }
+    Ok(())
+}
+
+/// A non-null array whose elements each take at least `min_len` bytes.
+#[inline]
+pub fn array<'a, T>(
+    i: &mut &'a [u8],
+    cx: &Cx<'_>,
+    compact: bool,
+    min_len: usize,
+    field: &'static str,
+    elem: impl FnMut(&mut &'a [u8]) -> Res<T>,
+) -> Res<Vec<T>> {
+    Ok(nullable_array(i, cx, compact, false, min_len, field, elem)?.unwrap_or_default())
+}
+
+/// An array that may be null when `nullable` is true for this version.
+///
+/// The count is checked against what the remaining input can hold at `min_len` bytes per
+/// element (the exact minimum at the message's version) and charged to the message's
+/// budget ([`Cx::charge`]) before anything is allocated, so a forged count costs nothing.
+#[inline]
+pub fn nullable_array<'a, T>(
+    i: &mut &'a [u8],
+    cx: &Cx<'_>,
+    compact: bool,
+    nullable: bool,
+    min_len: usize,
+    field: &'static str,
+    mut elem: impl FnMut(&mut &'a [u8]) -> Res<T>,
+) -> Res<Option<Vec<T>>> {
+    let Some(count) = array_count::<T>(i, cx, compact, nullable, min_len, field)? else {
+        return Ok(None);
+    };
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
         out.push(elem(i)?);
@@ -343,12 +386,13 @@ pub fn nullable_array<'a, T>(
 #[inline]
 pub fn struct_array<'a, T: Default>(
     i: &mut &'a [u8],
+    cx: &Cx<'_>,
     compact: bool,
     min_len: usize,
     field: &'static str,
     elem: impl FnMut(&mut T, &mut &'a [u8]) -> Res<()>,
 ) -> Res<Vec<T>> {
-    Ok(nullable_struct_array(i, compact, false, min_len, field, elem)?.unwrap_or_default())
+    Ok(nullable_struct_array(i, cx, compact, false, min_len, field, elem)?.unwrap_or_default())
 }
 
 /// [`nullable_array`] for structs: the vector is filled with default values, which `elem`
@@ -356,19 +400,16 @@ pub fn struct_array<'a, T: Default>(
 #[inline]
 pub fn nullable_struct_array<'a, T: Default>(
     i: &mut &'a [u8],
+    cx: &Cx<'_>,
     compact: bool,
     nullable: bool,
     min_len: usize,
     field: &'static str,
     mut elem: impl FnMut(&mut T, &mut &'a [u8]) -> Res<()>,
 ) -> Res<Option<Vec<T>>> {
-    let Some(count) = null_check(length(i, compact, true, field)?, nullable, field)? else {
+    let Some(count) = array_count::<T>(i, cx, compact, nullable, min_len, field)? else {
         return Ok(None);
     };
-    let max = i.len() / min_len.max(1);
-    if count > max {
-        return Err(too_many(field, count as u64, i.len(), max));
-    }
     let mut out: Vec<T> = (0..count).map(|_| T::default()).collect();
     for e in &mut out {
         elem(e, i)?;
