@@ -148,12 +148,15 @@ pub fn decode_request_with(
 /// budget after reading the header and before decoding the body.
 ///
 /// Each list type `t` the request (header included) can hold at `version` has elements of
-/// `size_t` bytes in memory and at least `min_t` bytes on the wire (exact, per version),
-/// and every admitted element is paid for by that many bytes of the frame that no other
-/// element uses. So the lists take at most `max_t(size_t / min_t) * frame_len` bytes, and
-/// at most `max_t(size_t) * max_entries` by the entry budget; the smaller of the two,
-/// capped by `max_heap_bytes`, plus [`DECODE_OVERHEAD_BYTES`](crate::limits::DECODE_OVERHEAD_BYTES).
-/// An unknown key or unsupported version decodes nothing and gets the overhead alone.
+/// `size_t` bytes in memory and at least `min_t` bytes on the wire (exact, per version).
+/// Every element slot the decoder allocates is paid for by `min_t` bytes of the frame
+/// that no other slot uses (see [`Cx`]), except that the elements being decoded (at most
+/// one per list type on the way down, no message being recursive) give their pledge back
+/// as they start: so the slots take at most `max_t(size_t / min_t)` times
+/// `frame_len + sum_t(min_t)` bytes, and at most `max_t(size_t) * max_entries` by the
+/// entry budget. The bound is the smaller of the two, capped by `max_heap_bytes`, plus
+/// [`DECODE_OVERHEAD_BYTES`](crate::limits::DECODE_OVERHEAD_BYTES). An unknown key or
+/// unsupported version decodes nothing and gets the overhead alone.
 pub fn decode_memory_bound(
     api_key: ApiKey,
     version: i16,
@@ -164,15 +167,22 @@ pub fn decode_memory_bound(
     if check_version(api_key, version).is_err() {
         return overhead;
     }
-    let mut by_frame = 0usize;
+    let hv = request_header_version(api_key, version);
+    let mut in_flight = 0usize;
     let mut largest = 0usize;
-    let mut visit = |size: usize, min: usize| {
-        let per_frame = size.saturating_mul(frame_len).div_ceil(min.max(1));
-        by_frame = by_frame.max(per_frame);
+    let mut first = |size: usize, min: usize| {
+        in_flight = in_flight.saturating_add(min.max(1));
         largest = largest.max(size);
     };
-    RequestHeader::lists(request_header_version(api_key, version), &mut visit);
-    RequestBody::lists_of(api_key, version, &mut visit);
+    RequestHeader::lists(hv, &mut first);
+    RequestBody::lists_of(api_key, version, &mut first);
+    let payable = frame_len.saturating_add(in_flight);
+    let mut by_frame = 0usize;
+    let mut second = |size: usize, min: usize| {
+        by_frame = by_frame.max(size.saturating_mul(payable).div_ceil(min.max(1)));
+    };
+    RequestHeader::lists(hv, &mut second);
+    RequestBody::lists_of(api_key, version, &mut second);
     let by_entries = largest.saturating_mul(limits.max_entries);
     by_frame
         .min(by_entries)

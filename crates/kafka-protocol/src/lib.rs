@@ -22,6 +22,8 @@
 //! actually present before anything is allocated. A version outside the supported table is
 //! an error value ([`ProtocolError::UnsupportedVersion`]), never a panic.
 
+#![forbid(unsafe_code)]
+
 pub mod api;
 pub mod error;
 pub mod error_code;

@@ -847,13 +847,13 @@ fn render_struct(
         out.push_str("        if flexible {\n");
         let _ = writeln!(
             out,
-            "            let n = rd::tag_count(i, {:?})?;",
+            "            let n = rd::tag_section(i, cx, {:?})?;",
             format!("{name}._tagged")
         );
         out.push_str("            let mut last = None;\n            for k in 0..n {\n");
         let _ = writeln!(
             out,
-            "                let (tag, data) = rd::tagged_field(i, {:?})?;\n                rd::tag_order(&mut last, tag, {:?})?;",
+            "                let (tag, data) = rd::next_tagged_field(i, cx, {:?})?;\n                rd::tag_order(&mut last, tag, {:?})?;",
             format!("{name}._tagged"),
             format!("{name}._tagged")
         );

@@ -101,10 +101,10 @@ impl AlterConfigsRequest {
         );
         this.validate_only = rd::bool(i, "AlterConfigsRequest.validate_only")?;
         if flexible {
-            let n = rd::tag_count(i, "AlterConfigsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "AlterConfigsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "AlterConfigsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "AlterConfigsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "AlterConfigsRequest._tagged")?;
                 match tag {
                     _ => {
@@ -252,10 +252,10 @@ impl AlterConfigsResource {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "AlterConfigsResource._tagged")?;
+            let n = rd::tag_section(i, cx, "AlterConfigsResource._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "AlterConfigsResource._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "AlterConfigsResource._tagged")?;
                 rd::tag_order(&mut last, tag, "AlterConfigsResource._tagged")?;
                 match tag {
                     _ => {
@@ -389,10 +389,10 @@ impl AlterableConfig {
             rd::nullable_string(i, cx, flexible, true, "AlterableConfig.value")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "AlterableConfig._tagged")?;
+            let n = rd::tag_section(i, cx, "AlterableConfig._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "AlterableConfig._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "AlterableConfig._tagged")?;
                 rd::tag_order(&mut last, tag, "AlterableConfig._tagged")?;
                 match tag {
                     _ => {

@@ -101,10 +101,10 @@ impl ApiVersionsRequest {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "ApiVersionsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "ApiVersionsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ApiVersionsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ApiVersionsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "ApiVersionsRequest._tagged")?;
                 match tag {
                     _ => {

@@ -134,10 +134,10 @@ impl ApiVersionsResponse {
             this.throttle_time_ms = rd::i32(i, "ApiVersionsResponse.throttle_time_ms")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "ApiVersionsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ApiVersionsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ApiVersionsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ApiVersionsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ApiVersionsResponse._tagged")?;
                 match tag {
                     0 if v >= 3 => {
@@ -373,10 +373,10 @@ impl ApiVersion {
             this.max_version = rd::i16(i, "ApiVersion.max_version")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "ApiVersion._tagged")?;
+            let n = rd::tag_section(i, cx, "ApiVersion._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ApiVersion._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ApiVersion._tagged")?;
                 rd::tag_order(&mut last, tag, "ApiVersion._tagged")?;
                 match tag {
                     _ => {
@@ -529,10 +529,10 @@ impl FinalizedFeatureKey {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "FinalizedFeatureKey._tagged")?;
+            let n = rd::tag_section(i, cx, "FinalizedFeatureKey._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FinalizedFeatureKey._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "FinalizedFeatureKey._tagged")?;
                 rd::tag_order(&mut last, tag, "FinalizedFeatureKey._tagged")?;
                 match tag {
                     _ => {
@@ -715,10 +715,10 @@ impl SupportedFeatureKey {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "SupportedFeatureKey._tagged")?;
+            let n = rd::tag_section(i, cx, "SupportedFeatureKey._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "SupportedFeatureKey._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "SupportedFeatureKey._tagged")?;
                 rd::tag_order(&mut last, tag, "SupportedFeatureKey._tagged")?;
                 match tag {
                     _ => {

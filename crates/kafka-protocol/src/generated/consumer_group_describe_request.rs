@@ -102,10 +102,11 @@ impl ConsumerGroupDescribeRequest {
             "ConsumerGroupDescribeRequest.include_authorized_operations",
         )?;
         if flexible {
-            let n = rd::tag_count(i, "ConsumerGroupDescribeRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "ConsumerGroupDescribeRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ConsumerGroupDescribeRequest._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "ConsumerGroupDescribeRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "ConsumerGroupDescribeRequest._tagged")?;
                 match tag {
                     _ => {

@@ -100,10 +100,11 @@ impl ConsumerGroupDescribeResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "ConsumerGroupDescribeResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ConsumerGroupDescribeResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ConsumerGroupDescribeResponse._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "ConsumerGroupDescribeResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ConsumerGroupDescribeResponse._tagged")?;
                 match tag {
                     _ => {
@@ -250,10 +251,10 @@ impl Assignment {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "Assignment._tagged")?;
+            let n = rd::tag_section(i, cx, "Assignment._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "Assignment._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "Assignment._tagged")?;
                 rd::tag_order(&mut last, tag, "Assignment._tagged")?;
                 match tag {
                     _ => {
@@ -443,10 +444,10 @@ impl DescribedGroup {
         );
         this.authorized_operations = rd::i32(i, "DescribedGroup.authorized_operations")?;
         if flexible {
-            let n = rd::tag_count(i, "DescribedGroup._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribedGroup._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribedGroup._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribedGroup._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribedGroup._tagged")?;
                 match tag {
                     _ => {
@@ -669,10 +670,10 @@ impl Member {
         rd::set(&mut this.assignment, Assignment::read(i, cx, v)?);
         rd::set(&mut this.target_assignment, Assignment::read(i, cx, v)?);
         if flexible {
-            let n = rd::tag_count(i, "Member._tagged")?;
+            let n = rd::tag_section(i, cx, "Member._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "Member._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "Member._tagged")?;
                 rd::tag_order(&mut last, tag, "Member._tagged")?;
                 match tag {
                     _ => {
@@ -853,10 +854,10 @@ impl TopicPartitions {
             })?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicPartitions._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicPartitions._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicPartitions._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicPartitions._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
                     _ => {

@@ -201,10 +201,11 @@ impl ConsumerGroupHeartbeatRequest {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "ConsumerGroupHeartbeatRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "ConsumerGroupHeartbeatRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ConsumerGroupHeartbeatRequest._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "ConsumerGroupHeartbeatRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "ConsumerGroupHeartbeatRequest._tagged")?;
                 match tag {
                     _ => {
@@ -442,10 +443,10 @@ impl TopicPartitions {
             })?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicPartitions._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicPartitions._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicPartitions._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicPartitions._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
                     _ => {

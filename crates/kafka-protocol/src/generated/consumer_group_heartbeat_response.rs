@@ -152,10 +152,11 @@ impl ConsumerGroupHeartbeatResponse {
             })?,
         );
         if flexible {
-            let n = rd::tag_count(i, "ConsumerGroupHeartbeatResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ConsumerGroupHeartbeatResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ConsumerGroupHeartbeatResponse._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "ConsumerGroupHeartbeatResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ConsumerGroupHeartbeatResponse._tagged")?;
                 match tag {
                     _ => {
@@ -331,10 +332,10 @@ impl Assignment {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "Assignment._tagged")?;
+            let n = rd::tag_section(i, cx, "Assignment._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "Assignment._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "Assignment._tagged")?;
                 rd::tag_order(&mut last, tag, "Assignment._tagged")?;
                 match tag {
                     _ => {
@@ -468,10 +469,10 @@ impl TopicPartitions {
             })?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicPartitions._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicPartitions._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicPartitions._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicPartitions._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
                     _ => {

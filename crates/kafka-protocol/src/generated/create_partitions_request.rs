@@ -115,10 +115,10 @@ impl CreatePartitionsRequest {
             this.validate_only = rd::bool(i, "CreatePartitionsRequest.validate_only")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "CreatePartitionsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatePartitionsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatePartitionsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatePartitionsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatePartitionsRequest._tagged")?;
                 match tag {
                     _ => {
@@ -253,10 +253,11 @@ impl CreatePartitionsAssignment {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatePartitionsAssignment._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatePartitionsAssignment._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatePartitionsAssignment._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "CreatePartitionsAssignment._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatePartitionsAssignment._tagged")?;
                 match tag {
                     _ => {
@@ -403,10 +404,10 @@ impl CreatePartitionsTopic {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatePartitionsTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatePartitionsTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatePartitionsTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatePartitionsTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatePartitionsTopic._tagged")?;
                 match tag {
                     _ => {

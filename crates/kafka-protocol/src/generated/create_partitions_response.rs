@@ -101,10 +101,10 @@ impl CreatePartitionsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatePartitionsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatePartitionsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatePartitionsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatePartitionsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatePartitionsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -257,10 +257,11 @@ impl CreatePartitionsTopicResult {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatePartitionsTopicResult._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatePartitionsTopicResult._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatePartitionsTopicResult._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "CreatePartitionsTopicResult._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatePartitionsTopicResult._tagged")?;
                 match tag {
                     _ => {

@@ -115,10 +115,10 @@ impl CreateTopicsRequest {
             this.validate_only = rd::bool(i, "CreateTopicsRequest.validate_only")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "CreateTopicsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "CreateTopicsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreateTopicsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreateTopicsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "CreateTopicsRequest._tagged")?;
                 match tag {
                     _ => {
@@ -253,10 +253,11 @@ impl CreatableReplicaAssignment {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatableReplicaAssignment._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatableReplicaAssignment._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatableReplicaAssignment._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "CreatableReplicaAssignment._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableReplicaAssignment._tagged")?;
                 match tag {
                     _ => {
@@ -437,10 +438,10 @@ impl CreatableTopic {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatableTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatableTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatableTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatableTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableTopic._tagged")?;
                 match tag {
                     _ => {
@@ -581,10 +582,10 @@ impl CreatableTopicConfig {
             rd::nullable_string(i, cx, flexible, true, "CreatableTopicConfig.value")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatableTopicConfig._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatableTopicConfig._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatableTopicConfig._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatableTopicConfig._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableTopicConfig._tagged")?;
                 match tag {
                     _ => {

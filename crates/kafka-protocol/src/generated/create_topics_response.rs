@@ -101,10 +101,10 @@ impl CreateTopicsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreateTopicsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "CreateTopicsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreateTopicsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreateTopicsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "CreateTopicsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -286,10 +286,10 @@ impl CreatableTopicConfigs {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "CreatableTopicConfigs._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatableTopicConfigs._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatableTopicConfigs._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatableTopicConfigs._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableTopicConfigs._tagged")?;
                 match tag {
                     _ => {
@@ -555,10 +555,10 @@ impl CreatableTopicResult {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "CreatableTopicResult._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatableTopicResult._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatableTopicResult._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatableTopicResult._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableTopicResult._tagged")?;
                 match tag {
                     0 if v >= 5 => {

@@ -96,10 +96,10 @@ impl DeleteGroupsRequest {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DeleteGroupsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteGroupsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteGroupsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteGroupsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteGroupsRequest._tagged")?;
                 match tag {
                     _ => {

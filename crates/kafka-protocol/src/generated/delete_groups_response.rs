@@ -101,10 +101,10 @@ impl DeleteGroupsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DeleteGroupsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteGroupsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteGroupsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteGroupsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteGroupsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -239,10 +239,10 @@ impl DeletableGroupResult {
         );
         this.error_code = rd::i16(i, "DeletableGroupResult.error_code")?;
         if flexible {
-            let n = rd::tag_count(i, "DeletableGroupResult._tagged")?;
+            let n = rd::tag_section(i, cx, "DeletableGroupResult._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeletableGroupResult._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeletableGroupResult._tagged")?;
                 rd::tag_order(&mut last, tag, "DeletableGroupResult._tagged")?;
                 match tag {
                     _ => {

@@ -101,10 +101,10 @@ impl DeleteRecordsRequest {
         );
         this.timeout_ms = rd::i32(i, "DeleteRecordsRequest.timeout_ms")?;
         if flexible {
-            let n = rd::tag_count(i, "DeleteRecordsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteRecordsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteRecordsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteRecordsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteRecordsRequest._tagged")?;
                 match tag {
                     _ => {
@@ -236,10 +236,10 @@ impl DeleteRecordsPartition {
             this.offset = rd::i64(i, "DeleteRecordsPartition.offset")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "DeleteRecordsPartition._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteRecordsPartition._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteRecordsPartition._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteRecordsPartition._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteRecordsPartition._tagged")?;
                 match tag {
                     _ => {
@@ -376,10 +376,10 @@ impl DeleteRecordsTopic {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DeleteRecordsTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteRecordsTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteRecordsTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteRecordsTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteRecordsTopic._tagged")?;
                 match tag {
                     _ => {

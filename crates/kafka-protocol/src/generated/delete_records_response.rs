@@ -101,10 +101,10 @@ impl DeleteRecordsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DeleteRecordsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteRecordsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteRecordsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteRecordsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteRecordsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -252,10 +252,11 @@ impl DeleteRecordsPartitionResult {
             this.error_code = rd::i16(i, "DeleteRecordsPartitionResult.error_code")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "DeleteRecordsPartitionResult._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteRecordsPartitionResult._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteRecordsPartitionResult._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "DeleteRecordsPartitionResult._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteRecordsPartitionResult._tagged")?;
                 match tag {
                     _ => {
@@ -403,10 +404,10 @@ impl DeleteRecordsTopicResult {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DeleteRecordsTopicResult._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteRecordsTopicResult._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteRecordsTopicResult._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteRecordsTopicResult._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteRecordsTopicResult._tagged")?;
                 match tag {
                     _ => {

@@ -127,10 +127,10 @@ impl DeleteTopicsRequest {
         }
         this.timeout_ms = rd::i32(i, "DeleteTopicsRequest.timeout_ms")?;
         if flexible {
-            let n = rd::tag_count(i, "DeleteTopicsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteTopicsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteTopicsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteTopicsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteTopicsRequest._tagged")?;
                 match tag {
                     _ => {
@@ -283,10 +283,10 @@ impl DeleteTopicState {
             this.topic_id = rd::uuid(i, "DeleteTopicState.topic_id")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "DeleteTopicState._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteTopicState._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteTopicState._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteTopicState._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteTopicState._tagged")?;
                 match tag {
                     _ => {

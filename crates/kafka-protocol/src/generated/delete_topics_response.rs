@@ -101,10 +101,10 @@ impl DeleteTopicsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DeleteTopicsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteTopicsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteTopicsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteTopicsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteTopicsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -278,10 +278,10 @@ impl DeletableTopicResult {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "DeletableTopicResult._tagged")?;
+            let n = rd::tag_section(i, cx, "DeletableTopicResult._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeletableTopicResult._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeletableTopicResult._tagged")?;
                 rd::tag_order(&mut last, tag, "DeletableTopicResult._tagged")?;
                 match tag {
                     _ => {

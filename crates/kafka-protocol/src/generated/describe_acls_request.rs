@@ -137,10 +137,10 @@ impl DescribeAclsRequest {
             this.permission_type = rd::i8(i, "DescribeAclsRequest.permission_type")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribeAclsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeAclsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeAclsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeAclsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeAclsRequest._tagged")?;
                 match tag {
                     _ => {

@@ -122,10 +122,10 @@ impl DescribeAclsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeAclsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeAclsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeAclsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeAclsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeAclsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -297,10 +297,10 @@ impl AclDescription {
             this.permission_type = rd::i8(i, "AclDescription.permission_type")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "AclDescription._tagged")?;
+            let n = rd::tag_section(i, cx, "AclDescription._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "AclDescription._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "AclDescription._tagged")?;
                 rd::tag_order(&mut last, tag, "AclDescription._tagged")?;
                 match tag {
                     _ => {
@@ -454,10 +454,10 @@ impl DescribeAclsResource {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeAclsResource._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeAclsResource._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeAclsResource._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeAclsResource._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeAclsResource._tagged")?;
                 match tag {
                     _ => {

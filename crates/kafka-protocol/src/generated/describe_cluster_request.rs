@@ -118,10 +118,10 @@ impl DescribeClusterRequest {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribeClusterRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeClusterRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeClusterRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeClusterRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeClusterRequest._tagged")?;
                 match tag {
                     _ => {

@@ -150,10 +150,10 @@ impl DescribeClusterResponse {
         this.cluster_authorized_operations =
             rd::i32(i, "DescribeClusterResponse.cluster_authorized_operations")?;
         if flexible {
-            let n = rd::tag_count(i, "DescribeClusterResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeClusterResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeClusterResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeClusterResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeClusterResponse._tagged")?;
                 match tag {
                     _ => {
@@ -343,10 +343,10 @@ impl DescribeClusterBroker {
             this.is_fenced = rd::bool(i, "DescribeClusterBroker.is_fenced")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribeClusterBroker._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeClusterBroker._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeClusterBroker._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeClusterBroker._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeClusterBroker._tagged")?;
                 match tag {
                     _ => {

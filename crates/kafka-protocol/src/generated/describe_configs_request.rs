@@ -122,10 +122,10 @@ impl DescribeConfigsRequest {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeConfigsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsRequest._tagged")?;
                 match tag {
                     _ => {
@@ -292,10 +292,10 @@ impl DescribeConfigsResource {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsResource._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsResource._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResource._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeConfigsResource._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsResource._tagged")?;
                 match tag {
                     _ => {

@@ -101,10 +101,10 @@ impl DescribeConfigsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeConfigsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -311,10 +311,11 @@ impl DescribeConfigsResourceResult {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsResourceResult._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsResourceResult._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResourceResult._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "DescribeConfigsResourceResult._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsResourceResult._tagged")?;
                 match tag {
                     _ => {
@@ -516,10 +517,10 @@ impl DescribeConfigsResult {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsResult._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsResult._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResult._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeConfigsResult._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsResult._tagged")?;
                 match tag {
                     _ => {
@@ -683,10 +684,10 @@ impl DescribeConfigsSynonym {
         );
         this.source = rd::i8(i, "DescribeConfigsSynonym.source")?;
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsSynonym._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsSynonym._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsSynonym._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeConfigsSynonym._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsSynonym._tagged")?;
                 match tag {
                     _ => {

@@ -104,10 +104,10 @@ impl DescribeGroupsRequest {
                 rd::bool(i, "DescribeGroupsRequest.include_authorized_operations")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribeGroupsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeGroupsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeGroupsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeGroupsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeGroupsRequest._tagged")?;
                 match tag {
                     _ => {

@@ -104,10 +104,10 @@ impl DescribeGroupsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeGroupsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeGroupsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeGroupsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeGroupsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeGroupsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -304,10 +304,10 @@ impl DescribedGroup {
             this.authorized_operations = rd::i32(i, "DescribedGroup.authorized_operations")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribedGroup._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribedGroup._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribedGroup._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribedGroup._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribedGroup._tagged")?;
                 match tag {
                     _ => {
@@ -530,10 +530,10 @@ impl DescribedGroupMember {
             rd::bytes(i, cx, flexible, "DescribedGroupMember.member_assignment")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribedGroupMember._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribedGroupMember._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribedGroupMember._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribedGroupMember._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribedGroupMember._tagged")?;
                 match tag {
                     _ => {

@@ -96,10 +96,10 @@ impl DescribeProducersRequest {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeProducersRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeProducersRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeProducersRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeProducersRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeProducersRequest._tagged")?;
                 match tag {
                     _ => {
@@ -231,10 +231,10 @@ impl TopicRequest {
             })?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicRequest._tagged")?;
                 match tag {
                     _ => {

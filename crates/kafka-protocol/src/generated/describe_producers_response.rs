@@ -100,10 +100,11 @@ impl DescribeProducersResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeProducersResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeProducersResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeProducersResponse._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "DescribeProducersResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeProducersResponse._tagged")?;
                 match tag {
                     _ => {
@@ -275,10 +276,10 @@ impl PartitionResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "PartitionResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "PartitionResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "PartitionResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "PartitionResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "PartitionResponse._tagged")?;
                 match tag {
                     _ => {
@@ -456,10 +457,10 @@ impl ProducerState {
             this.current_txn_start_offset = rd::i64(i, "ProducerState.current_txn_start_offset")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "ProducerState._tagged")?;
+            let n = rd::tag_section(i, cx, "ProducerState._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ProducerState._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ProducerState._tagged")?;
                 rd::tag_order(&mut last, tag, "ProducerState._tagged")?;
                 match tag {
                     _ => {
@@ -608,10 +609,10 @@ impl TopicResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicResponse._tagged")?;
                 match tag {
                     _ => {

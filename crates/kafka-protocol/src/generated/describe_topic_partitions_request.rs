@@ -111,10 +111,11 @@ impl DescribeTopicPartitionsRequest {
             })?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeTopicPartitionsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeTopicPartitionsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeTopicPartitionsRequest._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "DescribeTopicPartitionsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeTopicPartitionsRequest._tagged")?;
                 match tag {
                     _ => {
@@ -254,10 +255,10 @@ impl Cursor {
         );
         this.partition_index = rd::i32(i, "Cursor.partition_index")?;
         if flexible {
-            let n = rd::tag_count(i, "Cursor._tagged")?;
+            let n = rd::tag_section(i, cx, "Cursor._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "Cursor._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "Cursor._tagged")?;
                 rd::tag_order(&mut last, tag, "Cursor._tagged")?;
                 match tag {
                     _ => {
@@ -374,10 +375,10 @@ impl TopicRequest {
             rd::string(i, cx, flexible, "TopicRequest.name")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicRequest._tagged")?;
                 match tag {
                     _ => {

@@ -113,10 +113,11 @@ impl DescribeTopicPartitionsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeTopicPartitionsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeTopicPartitionsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeTopicPartitionsResponse._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "DescribeTopicPartitionsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeTopicPartitionsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -267,10 +268,10 @@ impl Cursor {
         );
         this.partition_index = rd::i32(i, "Cursor.partition_index")?;
         if flexible {
-            let n = rd::tag_count(i, "Cursor._tagged")?;
+            let n = rd::tag_section(i, cx, "Cursor._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "Cursor._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "Cursor._tagged")?;
                 rd::tag_order(&mut last, tag, "Cursor._tagged")?;
                 match tag {
                     _ => {
@@ -509,11 +510,14 @@ impl DescribeTopicPartitionsResponsePartition {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeTopicPartitionsResponsePartition._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) =
-                    rd::tagged_field(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
+                let (tag, data) = rd::next_tagged_field(
+                    i,
+                    cx,
+                    "DescribeTopicPartitionsResponsePartition._tagged",
+                )?;
                 rd::tag_order(
                     &mut last,
                     tag,
@@ -772,11 +776,11 @@ impl DescribeTopicPartitionsResponseTopic {
             "DescribeTopicPartitionsResponseTopic.topic_authorized_operations",
         )?;
         if flexible {
-            let n = rd::tag_count(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeTopicPartitionsResponseTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
                 let (tag, data) =
-                    rd::tagged_field(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
+                    rd::next_tagged_field(i, cx, "DescribeTopicPartitionsResponseTopic._tagged")?;
                 rd::tag_order(
                     &mut last,
                     tag,

@@ -204,10 +204,10 @@ impl FetchRequest {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "FetchRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "FetchRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FetchRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "FetchRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchRequest._tagged")?;
                 match tag {
                     0 if v >= 12 => {
@@ -480,10 +480,10 @@ impl FetchPartition {
             this.partition_max_bytes = rd::i32(i, "FetchPartition.partition_max_bytes")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "FetchPartition._tagged")?;
+            let n = rd::tag_section(i, cx, "FetchPartition._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FetchPartition._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "FetchPartition._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchPartition._tagged")?;
                 match tag {
                     0 if v >= 17 => {
@@ -678,10 +678,10 @@ impl FetchTopic {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "FetchTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "FetchTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FetchTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "FetchTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchTopic._tagged")?;
                 match tag {
                     _ => {
@@ -836,10 +836,10 @@ impl ForgottenTopic {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "ForgottenTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "ForgottenTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ForgottenTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ForgottenTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "ForgottenTopic._tagged")?;
                 match tag {
                     _ => {
@@ -1000,10 +1000,10 @@ impl ReplicaState {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "ReplicaState._tagged")?;
+            let n = rd::tag_section(i, cx, "ReplicaState._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ReplicaState._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ReplicaState._tagged")?;
                 rd::tag_order(&mut last, tag, "ReplicaState._tagged")?;
                 match tag {
                     _ => {

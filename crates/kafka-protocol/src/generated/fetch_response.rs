@@ -139,10 +139,10 @@ impl FetchResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "FetchResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "FetchResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FetchResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "FetchResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchResponse._tagged")?;
                 match tag {
                     0 if v >= 16 => {
@@ -341,10 +341,10 @@ impl AbortedTransaction {
             this.first_offset = rd::i64(i, "AbortedTransaction.first_offset")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "AbortedTransaction._tagged")?;
+            let n = rd::tag_section(i, cx, "AbortedTransaction._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "AbortedTransaction._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "AbortedTransaction._tagged")?;
                 rd::tag_order(&mut last, tag, "AbortedTransaction._tagged")?;
                 match tag {
                     _ => {
@@ -486,10 +486,10 @@ impl EpochEndOffset {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "EpochEndOffset._tagged")?;
+            let n = rd::tag_section(i, cx, "EpochEndOffset._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "EpochEndOffset._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "EpochEndOffset._tagged")?;
                 rd::tag_order(&mut last, tag, "EpochEndOffset._tagged")?;
                 match tag {
                     _ => {
@@ -660,10 +660,10 @@ impl FetchableTopicResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "FetchableTopicResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "FetchableTopicResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FetchableTopicResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "FetchableTopicResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchableTopicResponse._tagged")?;
                 match tag {
                     _ => {
@@ -828,10 +828,10 @@ impl LeaderIdAndEpoch {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "LeaderIdAndEpoch._tagged")?;
+            let n = rd::tag_section(i, cx, "LeaderIdAndEpoch._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "LeaderIdAndEpoch._tagged")?;
                 rd::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
                 match tag {
                     _ => {
@@ -998,10 +998,10 @@ impl NodeEndpoint {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "NodeEndpoint._tagged")?;
+            let n = rd::tag_section(i, cx, "NodeEndpoint._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "NodeEndpoint._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "NodeEndpoint._tagged")?;
                 rd::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
                 match tag {
                     _ => {
@@ -1255,10 +1255,10 @@ impl PartitionData {
             rd::nullable_bytes(i, cx, flexible, true, "PartitionData.records")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "PartitionData._tagged")?;
+            let n = rd::tag_section(i, cx, "PartitionData._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "PartitionData._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "PartitionData._tagged")?;
                 rd::tag_order(&mut last, tag, "PartitionData._tagged")?;
                 match tag {
                     0 if v >= 12 => {
@@ -1494,10 +1494,10 @@ impl SnapshotId {
             this.epoch = rd::i32(i, "SnapshotId.epoch")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "SnapshotId._tagged")?;
+            let n = rd::tag_section(i, cx, "SnapshotId._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "SnapshotId._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "SnapshotId._tagged")?;
                 rd::tag_order(&mut last, tag, "SnapshotId._tagged")?;
                 match tag {
                     _ => {

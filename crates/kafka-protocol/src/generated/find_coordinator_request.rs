@@ -115,10 +115,10 @@ impl FindCoordinatorRequest {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "FindCoordinatorRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "FindCoordinatorRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FindCoordinatorRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "FindCoordinatorRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "FindCoordinatorRequest._tagged")?;
                 match tag {
                     _ => {

@@ -165,10 +165,10 @@ impl FindCoordinatorResponse {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "FindCoordinatorResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "FindCoordinatorResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FindCoordinatorResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "FindCoordinatorResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "FindCoordinatorResponse._tagged")?;
                 match tag {
                     _ => {
@@ -440,10 +440,10 @@ impl Coordinator {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "Coordinator._tagged")?;
+            let n = rd::tag_section(i, cx, "Coordinator._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "Coordinator._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "Coordinator._tagged")?;
                 rd::tag_order(&mut last, tag, "Coordinator._tagged")?;
                 match tag {
                     _ => {

@@ -112,10 +112,10 @@ impl HeartbeatRequest {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "HeartbeatRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "HeartbeatRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "HeartbeatRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "HeartbeatRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "HeartbeatRequest._tagged")?;
                 match tag {
                     _ => {

@@ -101,10 +101,10 @@ impl HeartbeatResponse {
             this.error_code = rd::i16(i, "HeartbeatResponse.error_code")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "HeartbeatResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "HeartbeatResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "HeartbeatResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "HeartbeatResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "HeartbeatResponse._tagged")?;
                 match tag {
                     _ => {

@@ -101,10 +101,11 @@ impl IncrementalAlterConfigsRequest {
         );
         this.validate_only = rd::bool(i, "IncrementalAlterConfigsRequest.validate_only")?;
         if flexible {
-            let n = rd::tag_count(i, "IncrementalAlterConfigsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "IncrementalAlterConfigsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "IncrementalAlterConfigsRequest._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "IncrementalAlterConfigsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "IncrementalAlterConfigsRequest._tagged")?;
                 match tag {
                     _ => {
@@ -252,10 +253,10 @@ impl AlterConfigsResource {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "AlterConfigsResource._tagged")?;
+            let n = rd::tag_section(i, cx, "AlterConfigsResource._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "AlterConfigsResource._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "AlterConfigsResource._tagged")?;
                 rd::tag_order(&mut last, tag, "AlterConfigsResource._tagged")?;
                 match tag {
                     _ => {
@@ -393,10 +394,10 @@ impl AlterableConfig {
             rd::nullable_string(i, cx, flexible, true, "AlterableConfig.value")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "AlterableConfig._tagged")?;
+            let n = rd::tag_section(i, cx, "AlterableConfig._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "AlterableConfig._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "AlterableConfig._tagged")?;
                 rd::tag_order(&mut last, tag, "AlterableConfig._tagged")?;
                 match tag {
                     _ => {

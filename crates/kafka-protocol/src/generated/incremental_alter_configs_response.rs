@@ -101,10 +101,11 @@ impl IncrementalAlterConfigsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "IncrementalAlterConfigsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "IncrementalAlterConfigsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "IncrementalAlterConfigsResponse._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "IncrementalAlterConfigsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "IncrementalAlterConfigsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -266,10 +267,11 @@ impl AlterConfigsResourceResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "AlterConfigsResourceResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "AlterConfigsResourceResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "AlterConfigsResourceResponse._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "AlterConfigsResourceResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "AlterConfigsResourceResponse._tagged")?;
                 match tag {
                     _ => {

@@ -124,10 +124,10 @@ impl InitProducerIdRequest {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "InitProducerIdRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "InitProducerIdRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "InitProducerIdRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "InitProducerIdRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "InitProducerIdRequest._tagged")?;
                 match tag {
                     _ => {

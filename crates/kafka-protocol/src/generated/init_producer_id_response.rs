@@ -106,10 +106,10 @@ impl InitProducerIdResponse {
             this.producer_epoch = rd::i16(i, "InitProducerIdResponse.producer_epoch")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "InitProducerIdResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "InitProducerIdResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "InitProducerIdResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "InitProducerIdResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "InitProducerIdResponse._tagged")?;
                 match tag {
                     _ => {

@@ -168,10 +168,10 @@ impl JoinGroupRequest {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "JoinGroupRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "JoinGroupRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "JoinGroupRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "JoinGroupRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "JoinGroupRequest._tagged")?;
                 match tag {
                     _ => {
@@ -351,10 +351,10 @@ impl JoinGroupRequestProtocol {
             rd::bytes(i, cx, flexible, "JoinGroupRequestProtocol.metadata")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "JoinGroupRequestProtocol._tagged")?;
+            let n = rd::tag_section(i, cx, "JoinGroupRequestProtocol._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "JoinGroupRequestProtocol._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "JoinGroupRequestProtocol._tagged")?;
                 rd::tag_order(&mut last, tag, "JoinGroupRequestProtocol._tagged")?;
                 match tag {
                     _ => {

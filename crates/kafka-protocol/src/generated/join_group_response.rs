@@ -163,10 +163,10 @@ impl JoinGroupResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "JoinGroupResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "JoinGroupResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "JoinGroupResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "JoinGroupResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "JoinGroupResponse._tagged")?;
                 match tag {
                     _ => {
@@ -369,10 +369,10 @@ impl JoinGroupResponseMember {
             rd::bytes(i, cx, flexible, "JoinGroupResponseMember.metadata")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "JoinGroupResponseMember._tagged")?;
+            let n = rd::tag_section(i, cx, "JoinGroupResponseMember._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "JoinGroupResponseMember._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "JoinGroupResponseMember._tagged")?;
                 rd::tag_order(&mut last, tag, "JoinGroupResponseMember._tagged")?;
                 match tag {
                     _ => {

@@ -118,10 +118,10 @@ impl LeaveGroupRequest {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "LeaveGroupRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "LeaveGroupRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "LeaveGroupRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "LeaveGroupRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "LeaveGroupRequest._tagged")?;
                 match tag {
                     _ => {
@@ -286,10 +286,10 @@ impl MemberIdentity {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "MemberIdentity._tagged")?;
+            let n = rd::tag_section(i, cx, "MemberIdentity._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MemberIdentity._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "MemberIdentity._tagged")?;
                 rd::tag_order(&mut last, tag, "MemberIdentity._tagged")?;
                 match tag {
                     _ => {

@@ -125,10 +125,10 @@ impl LeaveGroupResponse {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "LeaveGroupResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "LeaveGroupResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "LeaveGroupResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "LeaveGroupResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "LeaveGroupResponse._tagged")?;
                 match tag {
                     _ => {
@@ -298,10 +298,10 @@ impl MemberResponse {
             this.error_code = rd::i16(i, "MemberResponse.error_code")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "MemberResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "MemberResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MemberResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "MemberResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "MemberResponse._tagged")?;
                 match tag {
                     _ => {

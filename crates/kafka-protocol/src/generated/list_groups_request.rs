@@ -124,10 +124,10 @@ impl ListGroupsRequest {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "ListGroupsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "ListGroupsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ListGroupsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ListGroupsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "ListGroupsRequest._tagged")?;
                 match tag {
                     _ => {

@@ -120,10 +120,10 @@ impl ListGroupsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "ListGroupsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ListGroupsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ListGroupsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ListGroupsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ListGroupsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -286,10 +286,10 @@ impl ListedGroup {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "ListedGroup._tagged")?;
+            let n = rd::tag_section(i, cx, "ListedGroup._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ListedGroup._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ListedGroup._tagged")?;
                 rd::tag_order(&mut last, tag, "ListedGroup._tagged")?;
                 match tag {
                     _ => {

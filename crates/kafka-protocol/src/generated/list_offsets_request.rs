@@ -127,10 +127,10 @@ impl ListOffsetsRequest {
             this.timeout_ms = rd::i32(i, "ListOffsetsRequest.timeout_ms")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "ListOffsetsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "ListOffsetsRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ListOffsetsRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ListOffsetsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "ListOffsetsRequest._tagged")?;
                 match tag {
                     _ => {
@@ -292,10 +292,10 @@ impl ListOffsetsPartition {
             this.timestamp = rd::i64(i, "ListOffsetsPartition.timestamp")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "ListOffsetsPartition._tagged")?;
+            let n = rd::tag_section(i, cx, "ListOffsetsPartition._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ListOffsetsPartition._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ListOffsetsPartition._tagged")?;
                 rd::tag_order(&mut last, tag, "ListOffsetsPartition._tagged")?;
                 match tag {
                     _ => {
@@ -438,10 +438,10 @@ impl ListOffsetsTopic {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "ListOffsetsTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "ListOffsetsTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ListOffsetsTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ListOffsetsTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "ListOffsetsTopic._tagged")?;
                 match tag {
                     _ => {

@@ -104,10 +104,10 @@ impl ListOffsetsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "ListOffsetsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ListOffsetsResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ListOffsetsResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ListOffsetsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ListOffsetsResponse._tagged")?;
                 match tag {
                     _ => {
@@ -274,10 +274,11 @@ impl ListOffsetsPartitionResponse {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "ListOffsetsPartitionResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ListOffsetsPartitionResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ListOffsetsPartitionResponse._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "ListOffsetsPartitionResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ListOffsetsPartitionResponse._tagged")?;
                 match tag {
                     _ => {
@@ -439,10 +440,10 @@ impl ListOffsetsTopicResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "ListOffsetsTopicResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ListOffsetsTopicResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ListOffsetsTopicResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ListOffsetsTopicResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ListOffsetsTopicResponse._tagged")?;
                 match tag {
                     _ => {

@@ -146,10 +146,10 @@ impl MetadataRequest {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "MetadataRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "MetadataRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MetadataRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "MetadataRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataRequest._tagged")?;
                 match tag {
                     _ => {
@@ -319,10 +319,10 @@ impl MetadataRequestTopic {
             rd::nullable_string(i, cx, flexible, v >= 10, "MetadataRequestTopic.name")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "MetadataRequestTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "MetadataRequestTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MetadataRequestTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "MetadataRequestTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataRequestTopic._tagged")?;
                 match tag {
                     _ => {

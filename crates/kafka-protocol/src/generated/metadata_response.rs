@@ -171,10 +171,10 @@ impl MetadataResponse {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "MetadataResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "MetadataResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MetadataResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "MetadataResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponse._tagged")?;
                 match tag {
                     _ => {
@@ -376,10 +376,10 @@ impl MetadataResponseBroker {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "MetadataResponseBroker._tagged")?;
+            let n = rd::tag_section(i, cx, "MetadataResponseBroker._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MetadataResponseBroker._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "MetadataResponseBroker._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponseBroker._tagged")?;
                 match tag {
                     _ => {
@@ -595,10 +595,11 @@ impl MetadataResponsePartition {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "MetadataResponsePartition._tagged")?;
+            let n = rd::tag_section(i, cx, "MetadataResponsePartition._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MetadataResponsePartition._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "MetadataResponsePartition._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponsePartition._tagged")?;
                 match tag {
                     _ => {
@@ -823,10 +824,10 @@ impl MetadataResponseTopic {
                 rd::i32(i, "MetadataResponseTopic.topic_authorized_operations")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "MetadataResponseTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "MetadataResponseTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MetadataResponseTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "MetadataResponseTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponseTopic._tagged")?;
                 match tag {
                     _ => {

@@ -139,10 +139,10 @@ impl OffsetCommitRequest {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetCommitRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetCommitRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetCommitRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetCommitRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetCommitRequest._tagged")?;
                 match tag {
                     _ => {
@@ -330,10 +330,11 @@ impl OffsetCommitRequestPartition {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetCommitRequestPartition._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetCommitRequestPartition._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetCommitRequestPartition._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetCommitRequestPartition._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetCommitRequestPartition._tagged")?;
                 match tag {
                     _ => {
@@ -487,10 +488,10 @@ impl OffsetCommitRequestTopic {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetCommitRequestTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetCommitRequestTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetCommitRequestTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetCommitRequestTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetCommitRequestTopic._tagged")?;
                 match tag {
                     _ => {

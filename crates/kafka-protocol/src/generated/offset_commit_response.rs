@@ -104,10 +104,10 @@ impl OffsetCommitResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetCommitResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetCommitResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetCommitResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetCommitResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetCommitResponse._tagged")?;
                 match tag {
                     _ => {
@@ -254,10 +254,11 @@ impl OffsetCommitResponsePartition {
             this.error_code = rd::i16(i, "OffsetCommitResponsePartition.error_code")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetCommitResponsePartition._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetCommitResponsePartition._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetCommitResponsePartition._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetCommitResponsePartition._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetCommitResponsePartition._tagged")?;
                 match tag {
                     _ => {
@@ -403,10 +404,11 @@ impl OffsetCommitResponseTopic {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetCommitResponseTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetCommitResponseTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetCommitResponseTopic._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetCommitResponseTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetCommitResponseTopic._tagged")?;
                 match tag {
                     _ => {

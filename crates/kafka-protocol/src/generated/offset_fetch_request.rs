@@ -142,10 +142,10 @@ impl OffsetFetchRequest {
             this.require_stable = rd::bool(i, "OffsetFetchRequest.require_stable")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequest._tagged")?;
                 match tag {
                     _ => {
@@ -367,10 +367,10 @@ impl OffsetFetchRequestGroup {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchRequestGroup._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchRequestGroup._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestGroup._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchRequestGroup._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequestGroup._tagged")?;
                 match tag {
                     _ => {
@@ -563,10 +563,10 @@ impl OffsetFetchRequestTopic {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchRequestTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchRequestTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchRequestTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequestTopic._tagged")?;
                 match tag {
                     _ => {
@@ -733,10 +733,10 @@ impl OffsetFetchRequestTopics {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchRequestTopics._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchRequestTopics._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestTopics._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchRequestTopics._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequestTopics._tagged")?;
                 match tag {
                     _ => {

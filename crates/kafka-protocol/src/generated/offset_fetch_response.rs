@@ -139,10 +139,10 @@ impl OffsetFetchResponse {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponse._tagged")?;
                 match tag {
                     _ => {
@@ -352,10 +352,10 @@ impl OffsetFetchResponseGroup {
             this.error_code = rd::i16(i, "OffsetFetchResponseGroup.error_code")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponseGroup._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponseGroup._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseGroup._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchResponseGroup._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponseGroup._tagged")?;
                 match tag {
                     _ => {
@@ -592,10 +592,11 @@ impl OffsetFetchResponsePartition {
             this.error_code = rd::i16(i, "OffsetFetchResponsePartition.error_code")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponsePartition._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponsePartition._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponsePartition._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetFetchResponsePartition._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponsePartition._tagged")?;
                 match tag {
                     _ => {
@@ -843,10 +844,11 @@ impl OffsetFetchResponsePartitions {
             this.error_code = rd::i16(i, "OffsetFetchResponsePartitions.error_code")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponsePartitions._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponsePartitions._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponsePartitions._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetFetchResponsePartitions._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponsePartitions._tagged")?;
                 match tag {
                     _ => {
@@ -1061,10 +1063,10 @@ impl OffsetFetchResponseTopic {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponseTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponseTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchResponseTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponseTopic._tagged")?;
                 match tag {
                     _ => {
@@ -1249,10 +1251,11 @@ impl OffsetFetchResponseTopics {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponseTopics._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponseTopics._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseTopics._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetFetchResponseTopics._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponseTopics._tagged")?;
                 match tag {
                     _ => {

@@ -104,10 +104,11 @@ impl OffsetForLeaderEpochRequest {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetForLeaderEpochRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetForLeaderEpochRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderEpochRequest._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetForLeaderEpochRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetForLeaderEpochRequest._tagged")?;
                 match tag {
                     _ => {
@@ -254,10 +255,10 @@ impl OffsetForLeaderPartition {
             this.leader_epoch = rd::i32(i, "OffsetForLeaderPartition.leader_epoch")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetForLeaderPartition._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetForLeaderPartition._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderPartition._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetForLeaderPartition._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetForLeaderPartition._tagged")?;
                 match tag {
                     _ => {
@@ -396,10 +397,10 @@ impl OffsetForLeaderTopic {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetForLeaderTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetForLeaderTopic._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderTopic._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetForLeaderTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetForLeaderTopic._tagged")?;
                 match tag {
                     _ => {

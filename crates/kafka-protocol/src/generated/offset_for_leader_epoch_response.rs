@@ -101,10 +101,11 @@ impl OffsetForLeaderEpochResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetForLeaderEpochResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetForLeaderEpochResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderEpochResponse._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetForLeaderEpochResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetForLeaderEpochResponse._tagged")?;
                 match tag {
                     _ => {
@@ -261,10 +262,10 @@ impl EpochEndOffset {
             this.end_offset = rd::i64(i, "EpochEndOffset.end_offset")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "EpochEndOffset._tagged")?;
+            let n = rd::tag_section(i, cx, "EpochEndOffset._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "EpochEndOffset._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "EpochEndOffset._tagged")?;
                 rd::tag_order(&mut last, tag, "EpochEndOffset._tagged")?;
                 match tag {
                     _ => {
@@ -414,10 +415,11 @@ impl OffsetForLeaderTopicResult {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetForLeaderTopicResult._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetForLeaderTopicResult._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderTopicResult._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetForLeaderTopicResult._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetForLeaderTopicResult._tagged")?;
                 match tag {
                     _ => {

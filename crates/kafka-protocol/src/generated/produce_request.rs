@@ -125,10 +125,10 @@ impl ProduceRequest {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "ProduceRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "ProduceRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ProduceRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ProduceRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "ProduceRequest._tagged")?;
                 match tag {
                     _ => {
@@ -276,10 +276,10 @@ impl PartitionProduceData {
             rd::nullable_bytes(i, cx, flexible, true, "PartitionProduceData.records")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "PartitionProduceData._tagged")?;
+            let n = rd::tag_section(i, cx, "PartitionProduceData._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "PartitionProduceData._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "PartitionProduceData._tagged")?;
                 rd::tag_order(&mut last, tag, "PartitionProduceData._tagged")?;
                 match tag {
                     _ => {
@@ -434,10 +434,10 @@ impl TopicProduceData {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicProduceData._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicProduceData._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicProduceData._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicProduceData._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicProduceData._tagged")?;
                 match tag {
                     _ => {

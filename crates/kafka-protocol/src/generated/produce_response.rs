@@ -114,10 +114,10 @@ impl ProduceResponse {
             this.throttle_time_ms = rd::i32(i, "ProduceResponse.throttle_time_ms")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "ProduceResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ProduceResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ProduceResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ProduceResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ProduceResponse._tagged")?;
                 match tag {
                     0 if v >= 10 => {
@@ -301,10 +301,11 @@ impl BatchIndexAndErrorMessage {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "BatchIndexAndErrorMessage._tagged")?;
+            let n = rd::tag_section(i, cx, "BatchIndexAndErrorMessage._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "BatchIndexAndErrorMessage._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "BatchIndexAndErrorMessage._tagged")?;
                 rd::tag_order(&mut last, tag, "BatchIndexAndErrorMessage._tagged")?;
                 match tag {
                     _ => {
@@ -476,10 +477,10 @@ impl LeaderIdAndEpoch {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "LeaderIdAndEpoch._tagged")?;
+            let n = rd::tag_section(i, cx, "LeaderIdAndEpoch._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "LeaderIdAndEpoch._tagged")?;
                 rd::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
                 match tag {
                     _ => {
@@ -646,10 +647,10 @@ impl NodeEndpoint {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "NodeEndpoint._tagged")?;
+            let n = rd::tag_section(i, cx, "NodeEndpoint._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "NodeEndpoint._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "NodeEndpoint._tagged")?;
                 rd::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
                 match tag {
                     _ => {
@@ -904,10 +905,10 @@ impl PartitionProduceResponse {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "PartitionProduceResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "PartitionProduceResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "PartitionProduceResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "PartitionProduceResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "PartitionProduceResponse._tagged")?;
                 match tag {
                     0 if v >= 10 => {
@@ -1121,10 +1122,10 @@ impl TopicProduceResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicProduceResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicProduceResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicProduceResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicProduceResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicProduceResponse._tagged")?;
                 match tag {
                     _ => {

@@ -111,10 +111,10 @@ impl RequestHeader {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "RequestHeader._tagged")?;
+            let n = rd::tag_section(i, cx, "RequestHeader._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "RequestHeader._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "RequestHeader._tagged")?;
                 rd::tag_order(&mut last, tag, "RequestHeader._tagged")?;
                 match tag {
                     _ => {

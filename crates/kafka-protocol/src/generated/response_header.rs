@@ -82,10 +82,10 @@ impl ResponseHeader {
         let flexible = v >= 1;
         this.correlation_id = rd::i32(i, "ResponseHeader.correlation_id")?;
         if flexible {
-            let n = rd::tag_count(i, "ResponseHeader._tagged")?;
+            let n = rd::tag_section(i, cx, "ResponseHeader._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ResponseHeader._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "ResponseHeader._tagged")?;
                 rd::tag_order(&mut last, tag, "ResponseHeader._tagged")?;
                 match tag {
                     _ => {

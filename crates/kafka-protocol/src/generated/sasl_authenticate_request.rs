@@ -85,10 +85,10 @@ impl SaslAuthenticateRequest {
             rd::bytes(i, cx, flexible, "SaslAuthenticateRequest.auth_bytes")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "SaslAuthenticateRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "SaslAuthenticateRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "SaslAuthenticateRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "SaslAuthenticateRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "SaslAuthenticateRequest._tagged")?;
                 match tag {
                     _ => {

@@ -109,10 +109,10 @@ impl SaslAuthenticateResponse {
             this.session_lifetime_ms = rd::i64(i, "SaslAuthenticateResponse.session_lifetime_ms")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "SaslAuthenticateResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "SaslAuthenticateResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "SaslAuthenticateResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "SaslAuthenticateResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "SaslAuthenticateResponse._tagged")?;
                 match tag {
                     _ => {

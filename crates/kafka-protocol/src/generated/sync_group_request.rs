@@ -150,10 +150,10 @@ impl SyncGroupRequest {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "SyncGroupRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "SyncGroupRequest._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "SyncGroupRequest._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "SyncGroupRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "SyncGroupRequest._tagged")?;
                 match tag {
                     _ => {
@@ -340,10 +340,11 @@ impl SyncGroupRequestAssignment {
             rd::bytes(i, cx, flexible, "SyncGroupRequestAssignment.assignment")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "SyncGroupRequestAssignment._tagged")?;
+            let n = rd::tag_section(i, cx, "SyncGroupRequestAssignment._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "SyncGroupRequestAssignment._tagged")?;
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "SyncGroupRequestAssignment._tagged")?;
                 rd::tag_order(&mut last, tag, "SyncGroupRequestAssignment._tagged")?;
                 match tag {
                     _ => {

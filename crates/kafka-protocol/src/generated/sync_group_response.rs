@@ -127,10 +127,10 @@ impl SyncGroupResponse {
             rd::bytes(i, cx, flexible, "SyncGroupResponse.assignment")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "SyncGroupResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "SyncGroupResponse._tagged")?;
             let mut last = None;
             for k in 0..n {
-                let (tag, data) = rd::tagged_field(i, "SyncGroupResponse._tagged")?;
+                let (tag, data) = rd::next_tagged_field(i, cx, "SyncGroupResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "SyncGroupResponse._tagged")?;
                 match tag {
                     _ => {

@@ -314,11 +314,7 @@ fn array_count<T>(
     let Some(count) = null_check(length(i, compact, true, field)?, nullable, field)? else {
         return Ok(None);
     };
-    let max = i.len() / min_len.max(1);
-    if count > max {
-        return Err(too_many(field, count as u64, i.len(), max));
-    }
-    cx.charge(count, std::mem::size_of::<T>(), field)?;
+    cx.admit(i, count, min_len, std::mem::size_of::<T>(), field)?;
     Ok(Some(count))
 }
 
@@ -377,6 +373,7 @@ pub fn nullable_array<'a, T>(
     };
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
+        cx.release(min_len);
         out.push(elem(i)?);
     }
     Ok(Some(out))
@@ -412,6 +409,7 @@ pub fn nullable_struct_array<'a, T: Default>(
     };
     let mut out: Vec<T> = (0..count).map(|_| T::default()).collect();
     for e in &mut out {
+        cx.release(min_len);
         elem(e, i)?;
     }
     Ok(Some(out))
@@ -441,6 +439,34 @@ pub fn tag_count(i: &mut &[u8], field: &'static str) -> Res<u32> {
         return Err(too_many(field, u64::from(n), i.len(), i.len() / 2));
     }
     Ok(n)
+}
+
+/// The count that opens a tagged-field section of a message being decoded with `cx`:
+/// each field takes at least two bytes (tag and size), pledged as for list elements
+/// ([`Cx::admit`]) and given back by [`next_tagged_field`].
+#[inline(always)]
+pub fn tag_section(i: &mut &[u8], cx: &Cx<'_>, field: &'static str) -> Res<u32> {
+    let n = uvarint(i, field)?;
+    if n == 0 {
+        return Ok(0);
+    }
+    let max = cx.room(i, 2);
+    if n as usize > max {
+        return Err(too_many(field, u64::from(n), i.len(), max));
+    }
+    cx.pledge_tags(n as usize);
+    Ok(n)
+}
+
+/// One tagged field of a section opened by [`tag_section`].
+#[inline]
+pub fn next_tagged_field<'a>(
+    i: &mut &'a [u8],
+    cx: &Cx<'_>,
+    field: &'static str,
+) -> Res<(u32, &'a [u8])> {
+    cx.release(2);
+    tagged_field(i, field)
 }
 
 /// Tags must be strictly ascending within a section, as the protocol specifies (Kafka's
