@@ -147,10 +147,11 @@ fn header_and_body(key: ApiKey, version: i16) -> (Vec<u8>, Vec<u8>) {
     let mut e = Encoder::new();
     header
         .encode(&mut e, request_header_version(key, version))
-        .expect("header encodes");
+        .unwrap_or_else(|e| panic!("header of {key:?} v{version}: {e}"));
     let head = e.into_bytes().to_vec();
-    let body = RequestBody::default_for(key).expect("known key");
-    let frame = encode_request(&header, &body).expect("default body encodes");
+    let body = RequestBody::default_for(key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
+    let frame = encode_request(&header, &body)
+        .unwrap_or_else(|e| panic!("default {key:?} v{version}: {e}"));
     let body = frame[4 + head.len()..].to_vec();
     (head, body)
 }
@@ -277,11 +278,7 @@ fn forged_counts_at_every_offset_of_every_request_version() {
             for at in 0..body.len() + 24 {
                 let rem = len.saturating_sub(head.len() + at + 4) as u32;
                 for divisor in [1, 2, 3, 4, 8, 16, 33, 0] {
-                    let count = if divisor == 0 {
-                        i32::MAX as u32
-                    } else {
-                        rem / divisor
-                    };
+                    let count = rem.checked_div(divisor).unwrap_or(i32::MAX as u32);
                     for filler in [0u8, 1] {
                         for compact in [false, true] {
                             if compact && !flexible {

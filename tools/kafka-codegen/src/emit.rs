@@ -408,13 +408,7 @@ fn fixed_width(ty: &Ty) -> Option<usize> {
 }
 
 /// Decode expression over the cursor `i: &mut &[u8]` yielding `Res<T>` (see `wire::rd`).
-fn decode_expr(
-    msg: &mut Msg<'_>,
-    ty: &Ty,
-    nullable: Option<&str>,
-    compact: &str,
-    path: &str,
-) -> String {
+fn decode_expr(ty: &Ty, nullable: Option<&str>, compact: &str, path: &str) -> String {
     let p = format!("{path:?}");
     match (ty, nullable) {
         (Ty::Bool, _) => format!("rd::bool(i, {p})"),
@@ -448,7 +442,7 @@ fn decode_expr(
                     ),
                 };
             }
-            let inner = decode_expr(msg, elem, None, compact, path);
+            let inner = decode_expr(elem, None, compact, path);
             match n {
                 None => format!("rd::array(i, cx, {compact}, {min}, {p}, |i| {inner})"),
                 Some(n) => {
@@ -642,9 +636,9 @@ fn render_sizes(
         }
         let hi = min_lens[j].0;
         if lo == hi {
-            let _ = write!(arms, "            {lo} => {n},\n");
+            let _ = writeln!(arms, "            {lo} => {n},");
         } else {
-            let _ = write!(arms, "            {lo}..={hi} => {n},\n");
+            let _ = writeln!(arms, "            {lo}..={hi} => {n},");
         }
         k = j + 1;
     }
@@ -796,7 +790,7 @@ fn render_struct(
             "false".into()
         };
         let n = nullable_arg(msg, f);
-        let expr = decode_expr(msg, &f.ty, n.as_deref(), &compact, &path);
+        let expr = decode_expr(&f.ty, n.as_deref(), &compact, &path);
         let stmt = store_stmt(&f.ty, &field_ident(&f.name), &expr);
         let stmt = if cond == "true" {
             stmt
@@ -871,7 +865,7 @@ fn render_struct(
             })?;
             let path = format!("{name}.{}", field_ident(&f.name));
             let n = nullable_arg(msg, f);
-            let expr = decode_expr(msg, &f.ty, n.as_deref(), "true", &path);
+            let expr = decode_expr(&f.ty, n.as_deref(), "true", &path);
             let guard = if cond == "true" {
                 String::new()
             } else {
