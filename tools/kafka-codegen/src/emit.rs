@@ -772,7 +772,10 @@ fn render_struct(
         out,
         "    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at\n    /// `v` are left as they are.\n    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {{"
     );
-    let _ = writeln!(out, "        let _ = cx;\n        let this = self;");
+    let _ = writeln!(
+        out,
+        "        let _ = cx;\n        let this = self;\n        #[cfg(debug_assertions)]\n        let start = i.len();"
+    );
     if flexible_any {
         let _ = writeln!(out, "        let flexible = {};", msg.flexible_expr());
     }
@@ -884,6 +887,12 @@ fn render_struct(
         );
         out.push_str("                }\n            }\n        }\n");
     }
+    // Checked in debug builds: `min_len` is a lower bound, or array counts that valid
+    // input needs would be refused.
+    let _ = writeln!(
+        out,
+        "        #[cfg(debug_assertions)]\n        debug_assert!(start - i.len() >= Self::min_len(v), \"{name} v{{v}}: {{}} bytes, under min_len\", start - i.len());"
+    );
     out.push_str("        Ok(())\n    }\n}\n\n");
 
     // Encode.

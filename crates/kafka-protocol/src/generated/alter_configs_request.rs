@@ -87,6 +87,8 @@ impl AlterConfigsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         rd::set(
             &mut this.resources,
@@ -122,6 +124,12 @@ impl AlterConfigsRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AlterConfigsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -234,6 +242,8 @@ impl AlterConfigsResource {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         this.resource_type = rd::i8(i, "AlterConfigsResource.resource_type")?;
         rd::set(
@@ -273,6 +283,12 @@ impl AlterConfigsResource {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AlterConfigsResource v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -379,6 +395,8 @@ impl AlterableConfig {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         rd::set(
             &mut this.name,
@@ -410,6 +428,12 @@ impl AlterableConfig {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AlterableConfig v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -87,6 +87,8 @@ impl AlterConfigsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         this.throttle_time_ms = rd::i32(i, "AlterConfigsResponse.throttle_time_ms")?;
         rd::set(
@@ -122,6 +124,12 @@ impl AlterConfigsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AlterConfigsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -243,6 +251,8 @@ impl AlterConfigsResourceResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         this.error_code = rd::i16(i, "AlterConfigsResourceResponse.error_code")?;
         rd::set(
@@ -288,6 +298,12 @@ impl AlterConfigsResourceResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AlterConfigsResourceResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

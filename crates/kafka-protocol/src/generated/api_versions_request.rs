@@ -82,6 +82,8 @@ impl ApiVersionsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if v >= 3 {
             rd::set(
@@ -122,6 +124,12 @@ impl ApiVersionsRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ApiVersionsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

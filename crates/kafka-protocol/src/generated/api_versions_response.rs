@@ -117,6 +117,8 @@ impl ApiVersionsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         this.error_code = rd::i16(i, "ApiVersionsResponse.error_code")?;
         rd::set(
@@ -193,6 +195,12 @@ impl ApiVersionsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ApiVersionsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -357,6 +365,8 @@ impl ApiVersion {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if i.len() >= 2 + 2 + 2 {
             let mut fast: &[u8] = i;
@@ -394,6 +404,12 @@ impl ApiVersion {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ApiVersion v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -501,6 +517,8 @@ impl FinalizedFeatureKey {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if v >= 3 {
             rd::set(
@@ -550,6 +568,12 @@ impl FinalizedFeatureKey {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FinalizedFeatureKey v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -687,6 +711,8 @@ impl SupportedFeatureKey {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if v >= 3 {
             rd::set(
@@ -736,6 +762,12 @@ impl SupportedFeatureKey {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "SupportedFeatureKey v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -85,6 +85,8 @@ impl ConsumerGroupDescribeRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         rd::set(
             &mut this.group_ids,
@@ -124,6 +126,12 @@ impl ConsumerGroupDescribeRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerGroupDescribeRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -86,6 +86,8 @@ impl ConsumerGroupDescribeResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.throttle_time_ms = rd::i32(i, "ConsumerGroupDescribeResponse.throttle_time_ms")?;
         rd::set(
@@ -122,6 +124,12 @@ impl ConsumerGroupDescribeResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerGroupDescribeResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -238,6 +246,8 @@ impl Assignment {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         rd::set(
             &mut this.topic_partitions,
@@ -272,6 +282,12 @@ impl Assignment {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "Assignment v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -401,6 +417,8 @@ impl DescribedGroup {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.error_code = rd::i16(i, "DescribedGroup.error_code")?;
         rd::set(
@@ -465,6 +483,12 @@ impl DescribedGroup {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribedGroup v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -630,6 +654,8 @@ impl Member {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         rd::set(
             &mut this.member_id,
@@ -691,6 +717,12 @@ impl Member {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "Member v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -841,6 +873,8 @@ impl TopicPartitions {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
         rd::set(
@@ -875,6 +909,12 @@ impl TopicPartitions {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicPartitions v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

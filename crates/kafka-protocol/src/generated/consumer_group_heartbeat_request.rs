@@ -115,6 +115,8 @@ impl ConsumerGroupHeartbeatRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         rd::set(
             &mut this.group_id,
@@ -223,6 +225,12 @@ impl ConsumerGroupHeartbeatRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerGroupHeartbeatRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -434,6 +442,8 @@ impl TopicPartitions {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
         rd::set(
@@ -464,6 +474,12 @@ impl TopicPartitions {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicPartitions v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

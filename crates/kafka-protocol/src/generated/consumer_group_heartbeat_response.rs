@@ -97,6 +97,8 @@ impl ConsumerGroupHeartbeatResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         if i.len() >= 4 + 2 {
             let mut fast: &[u8] = i;
@@ -174,6 +176,12 @@ impl ConsumerGroupHeartbeatResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerGroupHeartbeatResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -319,6 +327,8 @@ impl Assignment {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         rd::set(
             &mut this.topic_partitions,
@@ -353,6 +363,12 @@ impl Assignment {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "Assignment v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -460,6 +476,8 @@ impl TopicPartitions {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
         rd::set(
@@ -490,6 +508,12 @@ impl TopicPartitions {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicPartitions v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -78,6 +78,8 @@ impl ConsumerProtocolAssignment {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.assigned_partitions,
             rd::struct_array(
@@ -92,6 +94,12 @@ impl ConsumerProtocolAssignment {
         rd::set(
             &mut this.user_data,
             rd::nullable_bytes(i, cx, false, true, "ConsumerProtocolAssignment.user_data")?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerProtocolAssignment v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }
@@ -190,6 +198,8 @@ impl TopicPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.topic,
             rd::string(i, cx, false, "TopicPartition.topic")?,
@@ -199,6 +209,12 @@ impl TopicPartition {
             rd::array(i, cx, false, 4, "TopicPartition.partitions", |i| {
                 rd::i32(i, "TopicPartition.partitions")
             })?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicPartition v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }

@@ -93,6 +93,8 @@ impl ConsumerProtocolSubscription {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.topics,
             rd::array(
@@ -130,6 +132,12 @@ impl ConsumerProtocolSubscription {
                 rd::nullable_string(i, cx, false, v >= 3, "ConsumerProtocolSubscription.rack_id")?,
             );
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerProtocolSubscription v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -264,6 +272,8 @@ impl TopicPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         if v >= 1 {
             rd::set(
                 &mut this.topic,
@@ -278,6 +288,12 @@ impl TopicPartition {
                 })?,
             );
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicPartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -90,6 +90,8 @@ impl CreatePartitionsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         rd::set(
             &mut this.topics,
@@ -136,6 +138,12 @@ impl CreatePartitionsRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatePartitionsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -240,6 +248,8 @@ impl CreatePartitionsAssignment {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         rd::set(
             &mut this.broker_ids,
@@ -275,6 +285,12 @@ impl CreatePartitionsAssignment {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatePartitionsAssignment v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -385,6 +401,8 @@ impl CreatePartitionsTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         rd::set(
             &mut this.name,
@@ -425,6 +443,12 @@ impl CreatePartitionsTopic {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatePartitionsTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

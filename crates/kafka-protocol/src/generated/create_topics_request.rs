@@ -90,6 +90,8 @@ impl CreateTopicsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         rd::set(
             &mut this.topics,
@@ -136,6 +138,12 @@ impl CreateTopicsRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreateTopicsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -239,6 +247,8 @@ impl CreatableReplicaAssignment {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         this.partition_index = rd::i32(i, "CreatableReplicaAssignment.partition_index")?;
         rd::set(
@@ -275,6 +285,12 @@ impl CreatableReplicaAssignment {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatableReplicaAssignment v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -398,6 +414,8 @@ impl CreatableTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         rd::set(
             &mut this.name,
@@ -459,6 +477,12 @@ impl CreatableTopic {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatableTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -572,6 +596,8 @@ impl CreatableTopicConfig {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         rd::set(
             &mut this.name,
@@ -603,6 +629,12 @@ impl CreatableTopicConfig {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatableTopicConfig v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

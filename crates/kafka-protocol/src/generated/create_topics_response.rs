@@ -87,6 +87,8 @@ impl CreateTopicsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         this.throttle_time_ms = rd::i32(i, "CreateTopicsResponse.throttle_time_ms")?;
         rd::set(
@@ -122,6 +124,12 @@ impl CreateTopicsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreateTopicsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -242,6 +250,8 @@ impl CreatableTopicConfigs {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         if v >= 5 {
             rd::set(
@@ -307,6 +317,12 @@ impl CreatableTopicConfigs {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatableTopicConfigs v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -494,6 +510,8 @@ impl CreatableTopicResult {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         rd::set(
             &mut this.name,
@@ -581,6 +599,12 @@ impl CreatableTopicResult {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatableTopicResult v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -87,6 +87,8 @@ impl DeleteRecordsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         this.throttle_time_ms = rd::i32(i, "DeleteRecordsResponse.throttle_time_ms")?;
         rd::set(
@@ -122,6 +124,12 @@ impl DeleteRecordsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DeleteRecordsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -236,6 +244,8 @@ impl DeleteRecordsPartitionResult {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         if i.len() >= 4 + 8 + 2 {
             let mut fast: &[u8] = i;
@@ -274,6 +284,12 @@ impl DeleteRecordsPartitionResult {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DeleteRecordsPartitionResult v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -387,6 +403,8 @@ impl DeleteRecordsTopicResult {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         rd::set(
             &mut this.name,
@@ -425,6 +443,12 @@ impl DeleteRecordsTopicResult {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DeleteRecordsTopicResult v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -98,6 +98,8 @@ impl DeleteTopicsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         if v >= 6 {
             rd::set(
@@ -148,6 +150,12 @@ impl DeleteTopicsRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DeleteTopicsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -272,6 +280,8 @@ impl DeleteTopicState {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         if v >= 6 {
             rd::set(
@@ -304,6 +314,12 @@ impl DeleteTopicState {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DeleteTopicState v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -87,6 +87,8 @@ impl DeleteTopicsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         this.throttle_time_ms = rd::i32(i, "DeleteTopicsResponse.throttle_time_ms")?;
         rd::set(
@@ -122,6 +124,12 @@ impl DeleteTopicsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DeleteTopicsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -244,6 +252,8 @@ impl DeletableTopicResult {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         rd::set(
             &mut this.name,
@@ -299,6 +309,12 @@ impl DeletableTopicResult {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DeletableTopicResult v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -97,6 +97,8 @@ impl DescribeAclsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         this.resource_type_filter = rd::i8(i, "DescribeAclsRequest.resource_type_filter")?;
         rd::set(
@@ -158,6 +160,12 @@ impl DescribeAclsRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeAclsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -93,6 +93,8 @@ impl DescribeAclsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         if i.len() >= 4 + 2 {
             let mut fast: &[u8] = i;
@@ -143,6 +145,12 @@ impl DescribeAclsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeAclsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -275,6 +283,8 @@ impl AclDescription {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         rd::set(
             &mut this.principal,
@@ -318,6 +328,12 @@ impl AclDescription {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AclDescription v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -435,6 +451,8 @@ impl DescribeAclsResource {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         this.resource_type = rd::i8(i, "DescribeAclsResource.resource_type")?;
         rd::set(
@@ -475,6 +493,12 @@ impl DescribeAclsResource {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeAclsResource v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

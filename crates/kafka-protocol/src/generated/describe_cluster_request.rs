@@ -86,6 +86,8 @@ impl DescribeClusterRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         if i.len() >= 1 + (if v >= 1 { 1 } else { 0 }) + (if v >= 2 { 1 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -139,6 +141,12 @@ impl DescribeClusterRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeClusterRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -105,6 +105,8 @@ impl DescribeClusterResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         if i.len() >= 4 + 2 {
             let mut fast: &[u8] = i;
@@ -171,6 +173,12 @@ impl DescribeClusterResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeClusterResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -328,6 +336,8 @@ impl DescribeClusterBroker {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.broker_id = rd::i32(i, "DescribeClusterBroker.broker_id")?;
         rd::set(
@@ -364,6 +374,12 @@ impl DescribeClusterBroker {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeClusterBroker v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

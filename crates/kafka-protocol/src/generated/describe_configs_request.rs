@@ -91,6 +91,8 @@ impl DescribeConfigsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         rd::set(
             &mut this.resources,
@@ -143,6 +145,12 @@ impl DescribeConfigsRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -266,6 +274,8 @@ impl DescribeConfigsResource {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         this.resource_type = rd::i8(i, "DescribeConfigsResource.resource_type")?;
         rd::set(
@@ -313,6 +323,12 @@ impl DescribeConfigsResource {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsResource v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -87,6 +87,8 @@ impl DescribeConfigsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         this.throttle_time_ms = rd::i32(i, "DescribeConfigsResponse.throttle_time_ms")?;
         rd::set(
@@ -122,6 +124,12 @@ impl DescribeConfigsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -261,6 +269,8 @@ impl DescribeConfigsResourceResult {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         rd::set(
             &mut this.name,
@@ -333,6 +343,12 @@ impl DescribeConfigsResourceResult {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsResourceResult v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -494,6 +510,8 @@ impl DescribeConfigsResult {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         this.error_code = rd::i16(i, "DescribeConfigsResult.error_code")?;
         rd::set(
@@ -538,6 +556,12 @@ impl DescribeConfigsResult {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsResult v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -673,6 +697,8 @@ impl DescribeConfigsSynonym {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         rd::set(
             &mut this.name,
@@ -705,6 +731,12 @@ impl DescribeConfigsSynonym {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsSynonym v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

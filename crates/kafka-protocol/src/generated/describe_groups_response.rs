@@ -88,6 +88,8 @@ impl DescribeGroupsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         if v >= 1 {
             this.throttle_time_ms = rd::i32(i, "DescribeGroupsResponse.throttle_time_ms")?;
@@ -125,6 +127,12 @@ impl DescribeGroupsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeGroupsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -265,6 +273,8 @@ impl DescribedGroup {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         this.error_code = rd::i16(i, "DescribedGroup.error_code")?;
         if v >= 6 {
@@ -325,6 +335,12 @@ impl DescribedGroup {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribedGroup v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -496,6 +512,8 @@ impl DescribedGroupMember {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         rd::set(
             &mut this.member_id,
@@ -551,6 +569,12 @@ impl DescribedGroupMember {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribedGroupMember v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -90,6 +90,8 @@ impl DescribeTopicPartitionsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.throttle_time_ms = rd::i32(i, "DescribeTopicPartitionsResponse.throttle_time_ms")?;
         rd::set(
@@ -135,6 +137,12 @@ impl DescribeTopicPartitionsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeTopicPartitionsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -261,6 +269,8 @@ impl Cursor {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         rd::set(
             &mut this.topic_name,
@@ -289,6 +299,12 @@ impl Cursor {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "Cursor v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -416,6 +432,8 @@ impl DescribeTopicPartitionsResponsePartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         if i.len() >= 2 + 4 + 4 + 4 {
             let mut fast: &[u8] = i;
@@ -539,6 +557,12 @@ impl DescribeTopicPartitionsResponsePartition {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeTopicPartitionsResponsePartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -736,6 +760,8 @@ impl DescribeTopicPartitionsResponseTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.error_code = rd::i16(i, "DescribeTopicPartitionsResponseTopic.error_code")?;
         rd::set(
@@ -802,6 +828,12 @@ impl DescribeTopicPartitionsResponseTopic {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeTopicPartitionsResponseTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

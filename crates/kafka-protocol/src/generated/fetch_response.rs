@@ -104,6 +104,8 @@ impl FetchResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= 4 + (if v >= 7 { 2 } else { 0 }) + (if v >= 7 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -174,6 +176,12 @@ impl FetchResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FetchResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -327,6 +335,8 @@ impl AbortedTransaction {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= 8 + 8 {
             let mut fast: &[u8] = i;
@@ -362,6 +372,12 @@ impl AbortedTransaction {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AbortedTransaction v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -464,6 +480,8 @@ impl EpochEndOffset {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= (if v >= 12 { 4 } else { 0 }) + (if v >= 12 { 8 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -507,6 +525,12 @@ impl EpochEndOffset {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "EpochEndOffset v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -638,6 +662,8 @@ impl FetchableTopicResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if v <= 12 {
             rd::set(
@@ -681,6 +707,12 @@ impl FetchableTopicResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FetchableTopicResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -806,6 +838,8 @@ impl LeaderIdAndEpoch {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= (if v >= 12 { 4 } else { 0 }) + (if v >= 12 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -849,6 +883,12 @@ impl LeaderIdAndEpoch {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "LeaderIdAndEpoch v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -978,6 +1018,8 @@ impl NodeEndpoint {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if v >= 16 {
             this.node_id = rd::i32(i, "NodeEndpoint.node_id")?;
@@ -1019,6 +1061,12 @@ impl NodeEndpoint {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "NodeEndpoint v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -1212,6 +1260,8 @@ impl PartitionData {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= 4 + 2 + 8 + 8 + (if v >= 5 { 8 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -1288,6 +1338,12 @@ impl PartitionData {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "PartitionData v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -1480,6 +1536,8 @@ impl SnapshotId {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= 8 + 4 {
             let mut fast: &[u8] = i;
@@ -1515,6 +1573,12 @@ impl SnapshotId {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "SnapshotId v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

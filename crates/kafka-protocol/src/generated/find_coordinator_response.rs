@@ -106,6 +106,8 @@ impl FindCoordinatorResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if i.len() >= (if v >= 1 { 4 } else { 0 }) + (if v <= 3 { 2 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -186,6 +188,12 @@ impl FindCoordinatorResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FindCoordinatorResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -397,6 +405,8 @@ impl Coordinator {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if v >= 4 {
             rd::set(
@@ -461,6 +471,12 @@ impl Coordinator {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "Coordinator v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -87,6 +87,8 @@ impl IncrementalAlterConfigsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 1;
         rd::set(
             &mut this.resources,
@@ -123,6 +125,12 @@ impl IncrementalAlterConfigsRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "IncrementalAlterConfigsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -235,6 +243,8 @@ impl AlterConfigsResource {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 1;
         this.resource_type = rd::i8(i, "AlterConfigsResource.resource_type")?;
         rd::set(
@@ -274,6 +284,12 @@ impl AlterConfigsResource {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AlterConfigsResource v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -383,6 +399,8 @@ impl AlterableConfig {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 1;
         rd::set(
             &mut this.name,
@@ -415,6 +433,12 @@ impl AlterableConfig {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AlterableConfig v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

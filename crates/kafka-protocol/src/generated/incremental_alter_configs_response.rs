@@ -87,6 +87,8 @@ impl IncrementalAlterConfigsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 1;
         this.throttle_time_ms = rd::i32(i, "IncrementalAlterConfigsResponse.throttle_time_ms")?;
         rd::set(
@@ -123,6 +125,12 @@ impl IncrementalAlterConfigsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "IncrementalAlterConfigsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -244,6 +252,8 @@ impl AlterConfigsResourceResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 1;
         this.error_code = rd::i16(i, "AlterConfigsResourceResponse.error_code")?;
         rd::set(
@@ -289,6 +299,12 @@ impl AlterConfigsResourceResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AlterConfigsResourceResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -88,6 +88,8 @@ impl InitProducerIdResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         if i.len() >= 4 + 2 + 8 + 2 {
             let mut fast: &[u8] = i;
@@ -127,6 +129,12 @@ impl InitProducerIdResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "InitProducerIdResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

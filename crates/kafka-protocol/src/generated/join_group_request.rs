@@ -108,6 +108,8 @@ impl JoinGroupRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         rd::set(
             &mut this.group_id,
@@ -189,6 +191,12 @@ impl JoinGroupRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "JoinGroupRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -341,6 +349,8 @@ impl JoinGroupRequestProtocol {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         rd::set(
             &mut this.name,
@@ -372,6 +382,12 @@ impl JoinGroupRequestProtocol {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "JoinGroupRequestProtocol v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

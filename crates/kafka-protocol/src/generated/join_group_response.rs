@@ -111,6 +111,8 @@ impl JoinGroupResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if i.len() >= (if v >= 2 { 4 } else { 0 }) + 2 + 4 {
             let mut fast: &[u8] = i;
@@ -184,6 +186,12 @@ impl JoinGroupResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "JoinGroupResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -347,6 +355,8 @@ impl JoinGroupResponseMember {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         rd::set(
             &mut this.member_id,
@@ -390,6 +400,12 @@ impl JoinGroupResponseMember {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "JoinGroupResponseMember v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

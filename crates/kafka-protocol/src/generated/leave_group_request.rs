@@ -93,6 +93,8 @@ impl LeaveGroupRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         rd::set(
             &mut this.group_id,
@@ -139,6 +141,12 @@ impl LeaveGroupRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "LeaveGroupRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -266,6 +274,8 @@ impl MemberIdentity {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         if v >= 3 {
             rd::set(
@@ -307,6 +317,12 @@ impl MemberIdentity {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "MemberIdentity v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -91,6 +91,8 @@ impl ListGroupsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if i.len() >= (if v >= 1 { 4 } else { 0 }) + 2 {
             let mut fast: &[u8] = i;
@@ -141,6 +143,12 @@ impl ListGroupsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ListGroupsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -264,6 +272,8 @@ impl ListedGroup {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         rd::set(
             &mut this.group_id,
@@ -307,6 +317,12 @@ impl ListedGroup {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ListedGroup v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

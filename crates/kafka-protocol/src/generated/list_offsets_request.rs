@@ -95,6 +95,8 @@ impl ListOffsetsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if i.len() >= 4 + (if v >= 2 { 1 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -148,6 +150,12 @@ impl ListOffsetsRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ListOffsetsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -270,6 +278,8 @@ impl ListOffsetsPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if i.len() >= 4 + (if v >= 4 { 4 } else { 0 }) + 8 {
             let mut fast: &[u8] = i;
@@ -313,6 +323,12 @@ impl ListOffsetsPartition {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ListOffsetsPartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -421,6 +437,8 @@ impl ListOffsetsTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         rd::set(
             &mut this.name,
@@ -459,6 +477,12 @@ impl ListOffsetsTopic {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ListOffsetsTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -88,6 +88,8 @@ impl ListOffsetsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 2 {
             this.throttle_time_ms = rd::i32(i, "ListOffsetsResponse.throttle_time_ms")?;
@@ -125,6 +127,12 @@ impl ListOffsetsResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ListOffsetsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -250,6 +258,8 @@ impl ListOffsetsPartitionResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if i.len() >= 4 + 2 + 8 + 8 + (if v >= 4 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -296,6 +306,12 @@ impl ListOffsetsPartitionResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ListOffsetsPartitionResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -423,6 +439,8 @@ impl ListOffsetsTopicResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         rd::set(
             &mut this.name,
@@ -461,6 +479,12 @@ impl ListOffsetsTopicResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ListOffsetsTopicResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -113,6 +113,8 @@ impl MetadataResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if v >= 3 {
             this.throttle_time_ms = rd::i32(i, "MetadataResponse.throttle_time_ms")?;
@@ -192,6 +194,12 @@ impl MetadataResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "MetadataResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -362,6 +370,8 @@ impl MetadataResponseBroker {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         this.node_id = rd::i32(i, "MetadataResponseBroker.node_id")?;
         rd::set(
@@ -397,6 +407,12 @@ impl MetadataResponseBroker {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "MetadataResponseBroker v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -538,6 +554,8 @@ impl MetadataResponsePartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if i.len() >= 2 + 4 + 4 + (if v >= 7 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -617,6 +635,12 @@ impl MetadataResponsePartition {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "MetadataResponsePartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -782,6 +806,8 @@ impl MetadataResponseTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         this.error_code = rd::i16(i, "MetadataResponseTopic.error_code")?;
         rd::set(
@@ -845,6 +871,12 @@ impl MetadataResponseTopic {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "MetadataResponseTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

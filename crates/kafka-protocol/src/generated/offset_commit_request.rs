@@ -101,6 +101,8 @@ impl OffsetCommitRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 8;
         rd::set(
             &mut this.group_id,
@@ -160,6 +162,12 @@ impl OffsetCommitRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetCommitRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -297,6 +305,8 @@ impl OffsetCommitRequestPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 8;
         if i.len() >= 4 + 8 + (if v >= 6 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -352,6 +362,12 @@ impl OffsetCommitRequestPartition {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetCommitRequestPartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -471,6 +487,8 @@ impl OffsetCommitRequestTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 8;
         rd::set(
             &mut this.name,
@@ -509,6 +527,12 @@ impl OffsetCommitRequestTopic {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetCommitRequestTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -78,6 +78,8 @@ impl OffsetDeleteRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.group_id,
             rd::string(i, cx, false, "OffsetDeleteRequest.group_id")?,
@@ -92,6 +94,12 @@ impl OffsetDeleteRequest {
                 "OffsetDeleteRequest.topics",
                 |this: &mut OffsetDeleteRequestTopic, i| this.read_into(i, cx, v),
             )?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteRequest v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }
@@ -173,7 +181,15 @@ impl OffsetDeleteRequestPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         this.partition_index = rd::i32(i, "OffsetDeleteRequestPartition.partition_index")?;
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteRequestPartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -257,6 +273,8 @@ impl OffsetDeleteRequestTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.name,
             rd::string(i, cx, false, "OffsetDeleteRequestTopic.name")?,
@@ -271,6 +289,12 @@ impl OffsetDeleteRequestTopic {
                 "OffsetDeleteRequestTopic.partitions",
                 |this: &mut OffsetDeleteRequestPartition, i| this.read_into(i, cx, v),
             )?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteRequestTopic v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }

@@ -81,6 +81,8 @@ impl OffsetDeleteResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         if i.len() >= 2 + 4 {
             let mut fast: &[u8] = i;
             {
@@ -103,6 +105,12 @@ impl OffsetDeleteResponse {
                 "OffsetDeleteResponse.topics",
                 |this: &mut OffsetDeleteResponseTopic, i| this.read_into(i, cx, v),
             )?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteResponse v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }
@@ -201,6 +209,8 @@ impl OffsetDeleteResponsePartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         if i.len() >= 4 + 2 {
             let mut fast: &[u8] = i;
             {
@@ -213,6 +223,12 @@ impl OffsetDeleteResponsePartition {
             this.partition_index = rd::i32(i, "OffsetDeleteResponsePartition.partition_index")?;
             this.error_code = rd::i16(i, "OffsetDeleteResponsePartition.error_code")?;
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteResponsePartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -307,6 +323,8 @@ impl OffsetDeleteResponseTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.name,
             rd::string(i, cx, false, "OffsetDeleteResponseTopic.name")?,
@@ -321,6 +339,12 @@ impl OffsetDeleteResponseTopic {
                 "OffsetDeleteResponseTopic.partitions",
                 |this: &mut OffsetDeleteResponsePartition, i| this.read_into(i, cx, v),
             )?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteResponseTopic v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }

@@ -104,6 +104,8 @@ impl OffsetFetchRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v <= 7 {
             rd::set(
@@ -163,6 +165,12 @@ impl OffsetFetchRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -336,6 +344,8 @@ impl OffsetFetchRequestGroup {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 8 {
             rd::set(
@@ -388,6 +398,12 @@ impl OffsetFetchRequestGroup {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchRequestGroup v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -542,6 +558,8 @@ impl OffsetFetchRequestTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v <= 7 {
             rd::set(
@@ -584,6 +602,12 @@ impl OffsetFetchRequestTopic {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchRequestTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -712,6 +736,8 @@ impl OffsetFetchRequestTopics {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 8 {
             rd::set(
@@ -754,6 +780,12 @@ impl OffsetFetchRequestTopics {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchRequestTopics v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -105,6 +105,8 @@ impl OffsetFetchResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 3 {
             this.throttle_time_ms = rd::i32(i, "OffsetFetchResponse.throttle_time_ms")?;
@@ -160,6 +162,12 @@ impl OffsetFetchResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -328,6 +336,8 @@ impl OffsetFetchResponseGroup {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 8 {
             rd::set(
@@ -373,6 +383,12 @@ impl OffsetFetchResponseGroup {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponseGroup v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -540,6 +556,8 @@ impl OffsetFetchResponsePartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if i.len()
             >= (if v <= 7 { 4 } else { 0 })
@@ -614,6 +632,12 @@ impl OffsetFetchResponsePartition {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponsePartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -792,6 +816,8 @@ impl OffsetFetchResponsePartitions {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if i.len()
             >= (if v >= 8 { 4 } else { 0 })
@@ -866,6 +892,12 @@ impl OffsetFetchResponsePartitions {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponsePartitions v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -1042,6 +1074,8 @@ impl OffsetFetchResponseTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v <= 7 {
             rd::set(
@@ -1084,6 +1118,12 @@ impl OffsetFetchResponseTopic {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponseTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -1230,6 +1270,8 @@ impl OffsetFetchResponseTopics {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 8 {
             rd::set(
@@ -1273,6 +1315,12 @@ impl OffsetFetchResponseTopics {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponseTopics v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

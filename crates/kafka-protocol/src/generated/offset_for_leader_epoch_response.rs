@@ -87,6 +87,8 @@ impl OffsetForLeaderEpochResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         this.throttle_time_ms = rd::i32(i, "OffsetForLeaderEpochResponse.throttle_time_ms")?;
         rd::set(
@@ -123,6 +125,12 @@ impl OffsetForLeaderEpochResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetForLeaderEpochResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -244,6 +252,8 @@ impl EpochEndOffset {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         if i.len() >= 2 + 4 + 4 + 8 {
             let mut fast: &[u8] = i;
@@ -283,6 +293,12 @@ impl EpochEndOffset {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "EpochEndOffset v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -398,6 +414,8 @@ impl OffsetForLeaderTopicResult {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         rd::set(
             &mut this.topic,
@@ -437,6 +455,12 @@ impl OffsetForLeaderTopicResult {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetForLeaderTopicResult v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -94,6 +94,8 @@ impl ProduceRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if v >= 3 {
             rd::set(
@@ -146,6 +148,12 @@ impl ProduceRequest {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ProduceRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -269,6 +277,8 @@ impl PartitionProduceData {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         this.index = rd::i32(i, "PartitionProduceData.index")?;
         rd::set(
@@ -297,6 +307,12 @@ impl PartitionProduceData {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "PartitionProduceData v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -412,6 +428,8 @@ impl TopicProduceData {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if v <= 12 {
             rd::set(
@@ -455,6 +473,12 @@ impl TopicProduceData {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicProduceData v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -98,6 +98,8 @@ impl ProduceResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         rd::set(
             &mut this.responses,
@@ -149,6 +151,12 @@ impl ProduceResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ProduceResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -284,6 +292,8 @@ impl BatchIndexAndErrorMessage {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if v >= 8 {
             this.batch_index = rd::i32(i, "BatchIndexAndErrorMessage.batch_index")?;
@@ -323,6 +333,12 @@ impl BatchIndexAndErrorMessage {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "BatchIndexAndErrorMessage v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -455,6 +471,8 @@ impl LeaderIdAndEpoch {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if i.len() >= (if v >= 10 { 4 } else { 0 }) + (if v >= 10 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -498,6 +516,12 @@ impl LeaderIdAndEpoch {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "LeaderIdAndEpoch v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -627,6 +651,8 @@ impl NodeEndpoint {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if v >= 10 {
             this.node_id = rd::i32(i, "NodeEndpoint.node_id")?;
@@ -668,6 +694,12 @@ impl NodeEndpoint {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "NodeEndpoint v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -849,6 +881,8 @@ impl PartitionProduceResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if i.len() >= 4 + 2 + 8 + (if v >= 2 { 8 } else { 0 }) + (if v >= 5 { 8 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -930,6 +964,12 @@ impl PartitionProduceResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "PartitionProduceResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -1100,6 +1140,8 @@ impl TopicProduceResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if v <= 12 {
             rd::set(
@@ -1143,6 +1185,12 @@ impl TopicProduceResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicProduceResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

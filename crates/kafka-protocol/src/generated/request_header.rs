@@ -89,6 +89,8 @@ impl RequestHeader {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         if i.len() >= 2 + 2 + 4 {
             let mut fast: &[u8] = i;
@@ -132,6 +134,12 @@ impl RequestHeader {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "RequestHeader v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

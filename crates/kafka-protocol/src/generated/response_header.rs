@@ -79,6 +79,8 @@ impl ResponseHeader {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 1;
         this.correlation_id = rd::i32(i, "ResponseHeader.correlation_id")?;
         if flexible {
@@ -103,6 +105,12 @@ impl ResponseHeader {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ResponseHeader v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -89,6 +89,8 @@ impl SaslAuthenticateResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         this.error_code = rd::i16(i, "SaslAuthenticateResponse.error_code")?;
         rd::set(
@@ -130,6 +132,12 @@ impl SaslAuthenticateResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "SaslAuthenticateResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

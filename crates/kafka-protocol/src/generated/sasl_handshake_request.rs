@@ -70,9 +70,17 @@ impl SaslHandshakeRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.mechanism,
             rd::string(i, cx, false, "SaslHandshakeRequest.mechanism")?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "SaslHandshakeRequest v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }

@@ -74,12 +74,20 @@ impl SaslHandshakeResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         this.error_code = rd::i16(i, "SaslHandshakeResponse.error_code")?;
         rd::set(
             &mut this.mechanisms,
             rd::array(i, cx, false, 2, "SaslHandshakeResponse.mechanisms", |i| {
                 rd::string(i, cx, false, "SaslHandshakeResponse.mechanisms")
             })?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "SaslHandshakeResponse v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }

@@ -93,6 +93,8 @@ impl SyncGroupResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         if i.len() >= (if v >= 1 { 4 } else { 0 }) + 2 {
             let mut fast: &[u8] = i;
@@ -148,6 +150,12 @@ impl SyncGroupResponse {
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "SyncGroupResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
