@@ -351,3 +351,37 @@ fn bounds_for_common_frames() {
     // budget, far below its frame.
     assert!(leave < 100_000_000 / 4, "{leave}");
 }
+
+/// The reported attack, scaled down: a LeaveGroup v3 whose members count the frame could
+/// hold (4 bytes a member) but that passes the entry budget is refused before the list is
+/// allocated, with the distinct over-limit error.
+#[test]
+fn leave_group_with_a_million_members_is_refused_before_allocating() {
+    let (head, body) = header_and_body(ApiKey::LeaveGroup, 3);
+    let members = 1_000_000u32;
+    // group_id (empty), then the members count, then minimal members (all zeros).
+    let len = head.len() + body.len() + 4 * members as usize;
+    let at = body.len() - 4;
+    let frame = forged_frame(&head, &body, len, 0, at, members, false);
+    let limits = DecodeLimits::default();
+    let peak = peak_of_decode(&frame, &limits);
+    assert!(peak <= DECODE_OVERHEAD_BYTES, "{peak} bytes allocated");
+    match decode_request_with(&frame, &limits) {
+        Err(kafka_protocol::ProtocolError::DecodeLimitExceeded {
+            limit, requested, ..
+        }) => {
+            assert_eq!(limit, "max_entries");
+            assert_eq!(requested, members as usize);
+        }
+        other => panic!("expected DecodeLimitExceeded, got {other:?}"),
+    }
+    // Within a larger budget the same frame decodes, and takes what the bound says.
+    let roomy = DecodeLimits {
+        max_entries: 2_000_000,
+        ..DecodeLimits::default()
+    };
+    let peak = peak_of_decode(&frame, &roomy);
+    let bound = decode_memory_bound(ApiKey::LeaveGroup, 3, frame.len(), &roomy);
+    assert!(peak <= bound, "{peak} > {bound}");
+    assert!(decode_request_with(&frame, &roomy).is_ok());
+}
