@@ -10,6 +10,8 @@
 //!
 //! - [`frame`]: size-prefixed framing with a caller-given maximum.
 //! - [`api`]: request/response headers, version checks, whole-frame encode and decode.
+//! - [`limits`]: what one decode may allocate ([`DecodeLimits`]) and the bound a broker
+//!   reserves before decoding ([`decode_memory_bound`]).
 //! - [`messages`]: every supported message at every supported version, generated from
 //!   Kafka's JSON message specs by `kafka-codegen` (`tools/kafka-codegen`).
 //! - [`wire`]: the primitives (cursor readers with `nom`-shaped wrappers, and the
@@ -19,8 +21,10 @@
 //! Decoding is zero-copy for payloads: record data, SASL tokens and group member
 //! metadata/assignments are [`bytes::Bytes`] slices of the frame, and strings are
 //! [`bytestring::ByteString`]s over it. Untrusted lengths are checked against the bytes
-//! actually present before anything is allocated. A version outside the supported table is
-//! an error value ([`ProtocolError::UnsupportedVersion`]), never a panic.
+//! actually present before anything is allocated: an array's count against the bytes
+//! left at the element's exact minimum size for the version, less the bytes already
+//! pledged to elements allocated but not yet decoded. A version outside the supported
+//! table is an error value ([`ProtocolError::UnsupportedVersion`]), never a panic.
 
 #![forbid(unsafe_code)]
 

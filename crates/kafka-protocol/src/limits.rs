@@ -4,16 +4,19 @@
 //! the frame, and the only allocations are the vectors that hold list elements (and the
 //! unknown tagged fields of flexible versions). Those are bounded twice:
 //!
-//! - by the frame: an array's count is admitted only if the bytes left can hold that many
-//!   elements at the element's exact minimum wire size at the message's version, so every
-//!   element slot is paid for by at least that many bytes of its own;
+//! - by the frame: an array's count is admitted only if the bytes left, less the bytes
+//!   pledged to elements already allocated but not decoded yet, can hold that many
+//!   elements at the element's exact minimum wire size at the message's version; the
+//!   admitted elements are pledged in turn (see [`crate::wire::Cx`]). So every element
+//!   slot is paid for by that many bytes of the frame that no other slot uses, nested
+//!   lists included;
 //! - by [`DecodeLimits`]: every list entry of the message counts against `max_entries`,
 //!   and every list's bytes against `max_heap_bytes`, before it is allocated.
 //!
 //! [`decode_memory_bound`](crate::api::decode_memory_bound) turns both into a number a
 //! broker can reserve before it decodes a request: for each list type the message can
-//! hold at its version, elements cost `size_of` bytes in memory and take at least
-//! `min_len` bytes on the wire, so a frame of `L` bytes can make at most
+//! hold at its version, elements cost `size_of` bytes in memory and at least `min_len`
+//! bytes on the wire, so a frame of `L` bytes can make at most about
 //! `max(size_of / min_len) * L` bytes of lists, and the entry budget at most
 //! `max(size_of) * max_entries`.
 

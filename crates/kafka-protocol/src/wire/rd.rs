@@ -9,8 +9,9 @@
 //!
 //! The wire layouts and the checks are those of [`super::de`], which wraps these readers:
 //! lengths are checked against the bytes left before anything is sliced, array counts
-//! against the bytes left divided by the smallest element size before anything is
-//! allocated, and strings are validated as UTF-8.
+//! against the bytes left (less what earlier lists pledged, see [`Cx`]) divided by the
+//! element's minimum size at the message's version before anything is allocated, and
+//! strings are validated as UTF-8.
 
 use super::de::Cx;
 use crate::error::ProtocolError;
