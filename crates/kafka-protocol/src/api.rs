@@ -316,7 +316,15 @@ pub fn decode_response(
     frame: &Bytes,
 ) -> Result<(ResponseHeader, ResponseBody), ProtocolError> {
     check_version(api_key, api_version)?;
-    let cx = Cx::new(frame);
+    // Responses come from a broker the caller chose to talk to: only the frame bounds
+    // their lists, not the entry budget meant for requests from unknown clients.
+    let cx = Cx::with_limits(
+        frame,
+        &DecodeLimits {
+            max_entries: usize::MAX,
+            max_heap_bytes: usize::MAX,
+        },
+    );
     let mut rest = &frame[..];
     let header = ResponseHeader::read(
         &mut rest,
