@@ -13,9 +13,8 @@
 
 #![no_main]
 
-use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::api::request_header_version;
-use kafka_protocol::{ApiKey, DecodeLimits, decode_memory_bound, decode_request_with};
+use bytes::Bytes;
+use kafka_protocol::{DecodeLimits, decode_memory_bound, decode_request_with};
 use libfuzzer_sys::fuzz_target;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -68,19 +67,8 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-fn pick(key: u8, version: u8) -> Option<(ApiKey, i16)> {
-    let mut api = ApiKey::from_i16(i16::from(key));
-    if api.versions().is_none() {
-        api = ApiKey::ALL[usize::from(key) % ApiKey::ALL.len()];
-    }
-    let range = api.versions()?;
-    let v = i16::from(version);
-    if range.contains(v) {
-        return Some((api, v));
-    }
-    let span = range.max - range.min + 1;
-    Some((api, range.min + v % span))
-}
+mod common;
+use common::{pick, request_frame};
 
 fuzz_target!(|data: &[u8]| {
     let [key, version, limit, body @ ..] = data else {
@@ -93,19 +81,9 @@ fuzz_target!(|data: &[u8]| {
     if *limit != 0 {
         limits.max_entries = usize::from(*limit);
     }
-    let mut frame = BytesMut::with_capacity(32 + body.len());
-    frame.put_i16(api.as_i16());
-    frame.put_i16(v);
-    frame.put_i32(0x0102_0304);
-    frame.put_i16(4);
-    frame.put_slice(b"fuzz");
-    if request_header_version(api, v) >= 2 {
-        frame.put_u8(0);
-    }
-    frame.put_slice(body);
-    // From a Vec, as a broker's read buffer would be after `split_to().freeze()` of a
-    // fresh buffer: the first zero-copy slice then allocates the shared header.
-    let frame = Bytes::from(frame.to_vec());
+    // From a Vec: the first zero-copy slice then allocates the shared header, which
+    // the bound must cover too.
+    let frame = Bytes::from(request_frame(api, v, body).to_vec());
     let len = frame.len();
     let bound = decode_memory_bound(api, v, len, &limits);
     LIVE.store(0, Ordering::Relaxed);
