@@ -1298,3 +1298,60 @@ pub fn render(specs: &[(&MessageConfig, Spec)]) -> Result<Vec<(PathBuf, String)>
     files.push((PathBuf::from("mod.rs"), render_mod(specs)?));
     Ok(files)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::parse_spec;
+
+    /// LeaveGroup's shape: members (a struct whose fields all start at v3) from v3,
+    /// flexible from v4, a nullable string, a field added at v5 and one tagged field.
+    const SPEC: &str = r#"{
+      "apiKey": 13, "type": "request", "name": "LeaveGroupRequest",
+      "validVersions": "0-5", "flexibleVersions": "4+",
+      "fields": [
+        { "name": "GroupId", "type": "string", "versions": "0+" },
+        { "name": "MemberId", "type": "string", "versions": "0-2" },
+        { "name": "Members", "type": "[]MemberIdentity", "versions": "3+", "fields": [
+            { "name": "MemberId", "type": "string", "versions": "3+" },
+            { "name": "GroupInstanceId", "type": "string", "versions": "3+",
+              "nullableVersions": "3+" },
+            { "name": "Reason", "type": "string", "versions": "5+", "nullableVersions": "5+",
+              "tag": 0, "taggedVersions": "5+" },
+            { "name": "Epoch", "type": "int32", "versions": "5+" }
+        ]},
+        { "name": "Holder", "type": "Inner", "versions": "1+", "nullableVersions": "2+",
+          "fields": [ { "name": "Id", "type": "int64", "versions": "0+" } ] }
+      ]
+    }"#;
+
+    fn min_lens(name: &str) -> Vec<usize> {
+        let spec = parse_spec(SPEC).unwrap_or_else(|e| panic!("{e}"));
+        let cfg = MessageConfig {
+            spec: "LeaveGroupRequest",
+            min: 0,
+            max: 5,
+        };
+        let mut structs = BTreeMap::new();
+        collect_structs(&spec.fields, &mut structs);
+        let mut msg = Msg {
+            cfg: &cfg,
+            spec: &spec,
+            structs,
+            min_len: BTreeMap::new(),
+        };
+        (0..=5).map(|v| msg.struct_min_len(name, v)).collect()
+    }
+
+    #[test]
+    fn struct_minimums_are_exact_per_version() {
+        // Absent before v3; two classic strings; two compact strings and the tagged
+        // count; plus the int32 from v5 (the tagged field takes nothing).
+        assert_eq!(min_lens("MemberIdentity"), [0, 0, 0, 4, 3, 7]);
+        // Top level: v0 two strings; v1 two strings and the holder, which has its null
+        // marker (nullable at other versions) and its int64; v2 the holder may be null:
+        // marker only; v3 group id, members count, marker; v4+ compact string, count,
+        // marker and the tagged count.
+        assert_eq!(min_lens("LeaveGroupRequest"), [4, 13, 5, 7, 4, 4]);
+    }
+}
