@@ -321,7 +321,7 @@ fn array_count<T>(
 
 /// Room for the unknown tagged fields of a section, reserved once when the first one is
 /// met: `left` is how many fields of the section remain, this one included (each takes
-/// at least two bytes, see [`tag_count`]), so the vector never grows past that.
+/// at least two bytes, pledged by [`tag_section`]), so the vector never grows past that.
 #[inline]
 pub fn reserve_tagged(
     out: &mut Vec<crate::types::RawTaggedField>,
@@ -356,9 +356,10 @@ pub fn array<'a, T>(
 
 /// An array that may be null when `nullable` is true for this version.
 ///
-/// The count is checked against what the remaining input can hold at `min_len` bytes per
-/// element (the exact minimum at the message's version) and charged to the message's
-/// budget ([`Cx::charge`]) before anything is allocated, so a forged count costs nothing.
+/// The count is admitted by [`Cx::admit`] before anything is allocated: at most what the
+/// remaining input, less the bytes pledged to pending elements, holds at `min_len` bytes
+/// per element (the exact minimum at the message's version), and within the message's
+/// budget. So a forged count costs nothing.
 #[inline]
 pub fn nullable_array<'a, T>(
     i: &mut &'a [u8],
