@@ -1151,17 +1151,20 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
 
     // Request and response enums.
     for (kind, field) in [("Request", "req_mod"), ("Response", "resp_mod")] {
+        let module = |a: &Api| -> String {
+            if field == "req_mod" {
+                a.req_mod.clone()
+            } else {
+                a.resp_mod.clone()
+            }
+        };
         let _ = writeln!(
             out,
             "/// Any {} body this crate knows, tagged by API.\n#[derive(Debug, Clone, PartialEq)]\n#[non_exhaustive]\npub enum {kind}Body {{",
             kind.to_lowercase()
         );
         for a in &apis {
-            let m = if field == "req_mod" {
-                &a.req_mod
-            } else {
-                &a.resp_mod
-            };
+            let m = module(a);
             let _ = writeln!(
                 out,
                 "    /// {} {}.\n    {}({m}::{}{kind}),",
@@ -1185,11 +1188,7 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
         out.push_str("    /// Calls `f(size, min)` for every list a body of `api_key` can hold at `version`\n    /// (see the messages' `lists`); nothing for an unknown key.\n");
         out.push_str("    pub fn lists_of(api_key: ApiKey, version: i16, f: &mut dyn FnMut(usize, usize)) {\n        match api_key {\n");
         for a in &apis {
-            let m = if field == "req_mod" {
-                &a.req_mod
-            } else {
-                &a.resp_mod
-            };
+            let m = module(a);
             let _ = writeln!(
                 out,
                 "            ApiKey::{} => {m}::{}{kind}::lists(version, f),",
@@ -1200,11 +1199,7 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
         out.push_str("    /// A default body of `api_key` (what decoding fills in).\n");
         out.push_str("    #[inline]\n    pub fn default_for(api_key: ApiKey) -> Res<Self> {\n        match api_key {\n");
         for a in &apis {
-            let m = if field == "req_mod" {
-                &a.req_mod
-            } else {
-                &a.resp_mod
-            };
+            let m = module(a);
             let _ = writeln!(
                 out,
                 "            ApiKey::{} => Ok({kind}Body::{}({m}::{}{kind}::default())),",
@@ -1248,11 +1243,7 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
         }
         out.push_str("}\n\n");
         for a in &apis {
-            let m = if field == "req_mod" {
-                &a.req_mod
-            } else {
-                &a.resp_mod
-            };
+            let m = module(a);
             let _ = writeln!(
                 out,
                 "impl From<{m}::{n}{kind}> for {kind}Body {{\n    fn from(b: {m}::{n}{kind}) -> Self {{\n        {kind}Body::{n}(b)\n    }}\n}}\n",
