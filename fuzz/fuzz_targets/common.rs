@@ -1,6 +1,45 @@
 //! Helpers shared by the protocol fuzz targets (a module, not a target of its own).
 
+// Each target uses some of the helpers.
+#![allow(dead_code)]
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::ApiKey;
+use kafka_protocol::api::request_header_version;
 use std::fmt::Debug;
+
+/// The API and version a fuzz input names: a wire API key (a key without messages picks
+/// `ApiKey::ALL[key % len]`), and the version as is when supported, else
+/// `min + version % (max - min + 1)`.
+pub fn pick(key: u8, version: u8) -> Option<(ApiKey, i16)> {
+    let mut api = ApiKey::from_i16(i16::from(key));
+    if api.versions().is_none() {
+        api = ApiKey::ALL[usize::from(key) % ApiKey::ALL.len()];
+    }
+    let range = api.versions()?;
+    let v = i16::from(version);
+    if range.contains(v) {
+        return Some((api, v));
+    }
+    let span = range.max - range.min + 1;
+    Some((api, range.min + v % span))
+}
+
+/// A request frame (without size prefix): a valid header for `api` at `v` (correlation
+/// id, client id `fuzz`, an empty tagged section when flexible), then `body`.
+pub fn request_frame(api: ApiKey, v: i16, body: &[u8]) -> Bytes {
+    let mut frame = BytesMut::with_capacity(32 + body.len());
+    frame.put_i16(api.as_i16());
+    frame.put_i16(v);
+    frame.put_i32(0x0102_0304);
+    frame.put_i16(4);
+    frame.put_slice(b"fuzz");
+    if request_header_version(api, v) >= 2 {
+        frame.put_u8(0);
+    }
+    frame.put_slice(body);
+    frame.freeze()
+}
 
 /// `{:?}` of `v` with the entries of every `unknown_tagged_fields` list sorted.
 ///

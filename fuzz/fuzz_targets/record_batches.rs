@@ -21,7 +21,9 @@ fn fix_crcs(buf: &mut [u8]) {
     let mut pos = 0;
     while let Some(len) = buf.get(pos + 8..pos + 12) {
         let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
-        let Ok(len) = usize::try_from(len) else { return };
+        let Ok(len) = usize::try_from(len) else {
+            return;
+        };
         let end = pos + 12 + len;
         if len < 49 || end > buf.len() {
             return;
@@ -33,7 +35,9 @@ fn fix_crcs(buf: &mut [u8]) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&mode, rest)) = data.split_first() else { return };
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
     let mut buf = rest.to_vec();
     if mode & 1 == 1 {
         fix_crcs(&mut buf);

@@ -15,25 +15,11 @@
 
 use bytes::Bytes;
 use kafka_protocol::api::encode_response_with_header;
-use kafka_protocol::{ApiKey, decode_response};
+use kafka_protocol::decode_response;
 use libfuzzer_sys::fuzz_target;
 
 mod common;
-use common::canonical_debug;
-
-fn pick(key: u8, version: u8) -> Option<(ApiKey, i16)> {
-    let mut api = ApiKey::from_i16(i16::from(key));
-    if api.versions().is_none() {
-        api = ApiKey::ALL[usize::from(key) % ApiKey::ALL.len()];
-    }
-    let range = api.versions()?;
-    let v = i16::from(version);
-    if range.contains(v) {
-        return Some((api, v));
-    }
-    let span = range.max - range.min + 1;
-    Some((api, range.min + v % span))
-}
+use common::{canonical_debug, pick};
 
 fuzz_target!(|data: &[u8]| {
     let [key, version, rest @ ..] = data else {

@@ -137,6 +137,15 @@ fn roundtrip(s: &mut TcpStream, bytes: &[u8], gw: &Gateway) -> Vec<u8> {
 /// Runs `attack` against a gateway started with `env` while the probe runs, then checks
 /// the three promises.
 fn under_attack(env: &[(&str, &str)], attack: impl FnOnce(&mut Gateway)) -> Option<Gateway> {
+    under_attack_within(env, PEAK_RSS_BOUND_KIB, attack)
+}
+
+/// [`under_attack`] with its own peak RSS bound.
+fn under_attack_within(
+    env: &[(&str, &str)],
+    rss_bound_kib: u64,
+    attack: impl FnOnce(&mut Gateway),
+) -> Option<Gateway> {
     let mut env = env.to_vec();
     env.push(("RUST_LOG", "info"));
     let mut gw = Gateway::attack("attack_requests", &env)?;
@@ -146,7 +155,7 @@ fn under_attack(env: &[(&str, &str)], attack: impl FnOnce(&mut Gateway)) -> Opti
     assert!(gw.is_running(), "the gateway died\n{}", gw.output(40));
     let peak = peak_rss_kib(gw.pid()).expect("read VmHWM");
     eprintln!("peak RSS {peak} KiB, probe max {:?}", report.max);
-    let bound = peak_rss_bound_kib(&gw, PEAK_RSS_BOUND_KIB);
+    let bound = peak_rss_bound_kib(&gw, rss_bound_kib);
     assert!(
         peak < bound,
         "peak RSS {peak} KiB over {bound} KiB\n{}",
@@ -448,14 +457,22 @@ fn fetch_with_duplicate_partitions_and_huge_partition_counts() {
         assert_eq!(r.i32(), 1, "one topic");
         r.str();
         assert_eq!(r.i32(), 1, "one partition however often it is named");
-        // A million partitions: INVALID_REQUEST at the top, no entries.
-        let body = roundtrip(&mut s, &fetch(7, 1_000_000), gw);
+        // Over the request entry cap (100 000) but within what the decoder accepts
+        // (1 000 000): INVALID_REQUEST at the top, no entries.
+        let body = roundtrip(&mut s, &fetch(7, 500_000), gw);
         let mut r = Reader(&body);
         assert_eq!(r.i32(), 9);
         r.i32();
         assert_eq!(r.i16(), INVALID_REQUEST);
         r.i32(); // session id
         assert_eq!(r.i32(), 0, "no topics");
+        // Past what the decoder accepts: refused before the list is allocated, closed.
+        send(&mut s, &fetch(7, 2_000_000));
+        assert!(
+            closed_within(&mut s, Duration::from_secs(20)),
+            "a Fetch of 2 000 000 partitions was not refused\n{}",
+            gw.output(40)
+        );
     });
 }
 
@@ -500,5 +517,47 @@ fn metadata_auto_creates_at_most_the_per_request_cap() {
         };
         assert_eq!(count_created(&roundtrip(&mut s, &request(), gw)), 100);
         assert_eq!(count_created(&roundtrip(&mut s, &request(), gw)), 200);
+    });
+}
+
+/// The reported attack at full size: LeaveGroup v3 requests of 100 MB declaring 100
+/// million members each, from three connections at once (the decoded form once took
+/// 11.5 GiB). The decoder refuses the count before allocating for it (it is over the
+/// decode entry limit), so each connection is closed; the frames themselves are the only
+/// memory held, within the request budget: its per-address share (256 MiB by default)
+/// plus the gateway's own baseline, so the bound here is 384 MiB.
+#[test]
+fn three_leave_groups_of_100_mb_declaring_100_million_members() {
+    under_attack_within(&[], 384 * 1024, |gw| {
+        let mut body = Vec::with_capacity(100_000_016);
+        str16(&mut body, b"g");
+        i32be(&mut body, 100_000_000);
+        // Mostly a valid start (member "m", null instance id), then zeros.
+        for _ in 0..1000 {
+            str16(&mut body, b"m");
+            body.extend_from_slice(&(-1i16).to_be_bytes());
+        }
+        body.resize(100_000_000, 0);
+        let request = std::sync::Arc::new(frame(LEAVE_GROUP, 3, 9, b"attacker", false, &body));
+        let senders: Vec<_> = (0..3)
+            .map(|_| {
+                let addr = gw.addr;
+                let request = request.clone();
+                std::thread::spawn(move || {
+                    let mut s = connect(addr).unwrap();
+                    s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+                    // The gateway may close before reading all of it.
+                    let _ = s.write_all(&request);
+                    closed_within(&mut s, Duration::from_secs(30))
+                })
+            })
+            .collect();
+        for (i, t) in senders.into_iter().enumerate() {
+            assert!(
+                t.join().unwrap(),
+                "sender {i}: the connection was not closed\n{}",
+                gw.output(40)
+            );
+        }
     });
 }

@@ -94,6 +94,12 @@ pub struct Limits {
     /// APIs. Kafka has no such bound. Over it, APIs with a top-level error code answer
     /// `INVALID_REQUEST`; the others have their connection closed.
     pub max_entries_per_request: usize,
+    /// Most list entries (array elements at every level, primitive ones included, and
+    /// unknown tagged fields) the decoder accepts in one request before the request is
+    /// even looked at; past it the connection is closed. Above `max_entries_per_request`
+    /// so that requests between the two get their API's answer for an oversized request.
+    /// With the frame size it bounds the memory a decoded request can take.
+    pub max_decode_entries: usize,
     /// Groups with committed offsets held at once. An OffsetCommit that would add one more
     /// gets `COORDINATOR_NOT_AVAILABLE` for every partition. Kafka has no such bound.
     pub max_groups_with_offsets: usize,
@@ -176,6 +182,7 @@ impl Default for Limits {
             max_decompressed_batch_bytes: 64 * 1024 * 1024,
             max_records_per_batch: 1_000_000,
             max_entries_per_request: 100_000,
+            max_decode_entries: 1_000_000,
             max_groups_with_offsets: 100_000,
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
             max_connections_per_ip: 1000,
@@ -354,6 +361,7 @@ impl BrokerConfig {
                 "limits.max_entries_per_request",
                 limits.max_entries_per_request,
             ),
+            ("limits.max_decode_entries", limits.max_decode_entries),
             (
                 "limits.max_groups_with_offsets",
                 limits.max_groups_with_offsets,

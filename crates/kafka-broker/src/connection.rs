@@ -49,8 +49,9 @@ use crate::session::Session;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
-use kafka_protocol::EncodedFrame;
+use kafka_protocol::api::{HeaderPrefix, decode_memory_bound};
 use kafka_protocol::frame::{Framed, split_frame};
+use kafka_protocol::{ApiKey, DecodeLimits, EncodedFrame};
 use std::future::Future;
 use std::io::IoSlice;
 use std::net::IpAddr;
@@ -266,6 +267,103 @@ async fn grow(
     }
 }
 
+/// Decodes `frame` with the memory its lists may take reserved on `lease` first.
+///
+/// [`decode_memory_bound`] is the most a request of that API, version and size can take,
+/// for whatever its bytes hold; reserving it for every request would make an ordinary
+/// Produce reserve several times its size (its records stay slices of the frame, but a
+/// frame of the same size packed with empty topic entries would not). So the first
+/// attempt reserves a share of it: four times the first MiB of the frame, an eighth of
+/// the rest, and 16 KiB; and decodes with that as its heap limit, which ordinary requests
+/// fit (a Fetch of thousands of partitions needs about 2.5 times its frame, a Produce
+/// almost nothing). A request whose lists need more, the shape of an attack, is decoded
+/// again after reserving the full bound, waiting for it like any other request memory,
+/// or is refused when the bound is more than the connection may ever hold. Decoding never
+/// allocates more than what is reserved.
+async fn decode_reserved(
+    broker: &Broker,
+    frame: Bytes,
+    received: std::time::Instant,
+    lease: &mut Lease,
+) -> Result<crate::pipeline::Request, dispatch::Rejected> {
+    let limits = &broker.config.limits;
+    let base = DecodeLimits {
+        max_entries: limits.max_decode_entries,
+        max_heap_bytes: usize::MAX,
+    };
+    let full = match HeaderPrefix::peek(&frame) {
+        Ok(p) => decode_memory_bound(
+            ApiKey::from_i16(p.api_key),
+            p.api_version,
+            frame.len(),
+            &base,
+        ),
+        // Refused by the decode below without allocating.
+        Err(_) => 0,
+    };
+    let len = frame.len();
+    let first = full.min(
+        len.min(DECODE_FIRST_RESERVE_SMALL)
+            .saturating_mul(DECODE_FIRST_RESERVE_FACTOR)
+            .saturating_add(len / 8)
+            .saturating_add(DECODE_FIRST_RESERVE_SLACK),
+    );
+    if full <= DECODE_UNRESERVED {
+        // Small enough to be covered by the frame's own reservation and its read step.
+        let limits = DecodeLimits {
+            max_heap_bytes: DECODE_UNRESERVED,
+            ..base
+        };
+        return dispatch::decode(frame, received, &limits);
+    }
+    let mut reserved = 0;
+    for step in [first, full] {
+        if step < reserved || (step == reserved && reserved > 0) {
+            continue;
+        }
+        let target = lease.held().saturating_add(step - reserved);
+        match tokio::time::timeout(broker.config.timeouts.read, lease.grow_to(target)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                warn!(error = %e, "no request memory to decode the request, closing connection");
+                return Err(dispatch::Rejected::close(None, -1, "decode memory refused"));
+            }
+            Err(_) => {
+                warn!(
+                    wanted = step,
+                    "no request memory to decode the request within the read timeout, closing connection"
+                );
+                return Err(dispatch::Rejected::close(None, -1, "decode memory timeout"));
+            }
+        }
+        reserved = step;
+        let limits = DecodeLimits {
+            max_heap_bytes: if step == full { usize::MAX } else { step },
+            ..base
+        };
+        match dispatch::decode(frame.clone(), received, &limits) {
+            Err(r) if r.reason == dispatch::NEEDS_MORE_MEMORY => {
+                debug!(
+                    reserved = step,
+                    full, "request lists need more memory; reserving the full bound"
+                );
+            }
+            other => return other,
+        }
+    }
+    Err(dispatch::Rejected::close(None, -1, "decode memory"))
+}
+
+/// The first decode attempt reserves `DECODE_FIRST_RESERVE_FACTOR` times the first
+/// `DECODE_FIRST_RESERVE_SMALL` bytes of the frame, an eighth of the rest and
+/// `DECODE_FIRST_RESERVE_SLACK` for the request's lists (see [`decode_reserved`]).
+const DECODE_FIRST_RESERVE_FACTOR: usize = 4;
+const DECODE_FIRST_RESERVE_SMALL: usize = 1024 * 1024;
+const DECODE_FIRST_RESERVE_SLACK: usize = 16 * 1024;
+/// Decode memory not reserved separately: requests whose lists can never take more than
+/// this (ApiVersions, most header-only requests) decode under the frame's reservation.
+const DECODE_UNRESERVED: usize = 4 * 1024;
+
 /// Started requests waiting for their outcome, oldest first.
 type Waiting<'a> = FuturesOrdered<Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>>;
 
@@ -310,12 +408,10 @@ async fn process(
                 }
             },
         };
-        // `permit` holds the frame's request memory until the request is handled. Memory
-        // the decoded form needs beyond the frame is to be taken here, before decoding,
-        // from the same budget: `permit.grow_to(permit.held() + extra).await` waits under
-        // the budget's rules and fails at once (close the connection) for an amount the
-        // frame may never hold.
-        let request = match dispatch::decode(frame, received) {
+        // `permit` holds the frame's request memory until the request is handled; the
+        // decoded form's lists are reserved from the same budget before decoding.
+        let mut permit = permit;
+        let request = match decode_reserved(&broker, frame, received, &mut permit).await {
             Ok(r) => r,
             Err(rejected) => {
                 broker

@@ -14,9 +14,9 @@ use crate::pipeline::{Completion, Notes, Request, RequestInfo, Verdict};
 use crate::session::Session;
 use bytes::Bytes;
 use kafka_protocol::api::{
-    HeaderPrefix, decode_request, encode_api_versions_fallback, encode_response,
+    HeaderPrefix, decode_request_with, encode_api_versions_fallback, encode_response,
 };
-use kafka_protocol::{ApiKey, EncodedFrame, ErrorCode, ResponseBody};
+use kafka_protocol::{ApiKey, DecodeLimits, EncodedFrame, ErrorCode, ProtocolError, ResponseBody};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -52,7 +52,11 @@ pub(crate) enum Step<'a> {
 #[cfg(test)]
 pub(crate) async fn handle(broker: &Broker, peer: std::net::SocketAddr, frame: Bytes) -> Outcome {
     let session = Session::new(0, crate::session::Listener::plaintext(), peer);
-    let request = match decode(frame, Instant::now()) {
+    let limits = DecodeLimits {
+        max_entries: broker.config.limits.max_decode_entries,
+        ..DecodeLimits::default()
+    };
+    let request = match decode(frame, Instant::now(), &limits) {
         Ok(r) => r,
         Err(rejected) => return rejected.outcome,
     };
@@ -77,7 +81,7 @@ pub(crate) struct Rejected {
 }
 
 impl Rejected {
-    fn close(api: Option<ApiKey>, version: i16, reason: &'static str) -> Rejected {
+    pub(crate) fn close(api: Option<ApiKey>, version: i16, reason: &'static str) -> Rejected {
         Rejected {
             outcome: Outcome::Close,
             api,
@@ -87,9 +91,17 @@ impl Rejected {
     }
 }
 
-/// The version firewall and the decode: a request ready for the pipeline, or what to do
-/// instead (the ApiVersions fallback answer, or closing the connection).
-pub(crate) fn decode(frame: Bytes, received: Instant) -> Result<Request, Rejected> {
+/// The reason of a [`Rejected`] from [`decode`] whose lists need more memory than
+/// `limits.max_heap_bytes` allowed: the caller may reserve more and decode again.
+pub(crate) const NEEDS_MORE_MEMORY: &str = "needs more decode memory";
+
+/// The version firewall and the decode under `limits`: a request ready for the pipeline,
+/// or what to do instead (the ApiVersions fallback answer, or closing the connection).
+pub(crate) fn decode(
+    frame: Bytes,
+    received: Instant,
+    limits: &DecodeLimits,
+) -> Result<Request, Rejected> {
     let prefix = match HeaderPrefix::peek(&frame) {
         Ok(p) => p,
         Err(e) => {
@@ -135,8 +147,18 @@ pub(crate) fn decode(frame: Bytes, received: Instant) -> Result<Request, Rejecte
             "unsupported version",
         ));
     }
-    let request = match decode_request(&frame) {
+    let request = match decode_request_with(&frame, limits) {
         Ok(r) => r,
+        Err(ProtocolError::DecodeLimitExceeded {
+            limit: "max_heap_bytes",
+            ..
+        }) if limits.max_heap_bytes < usize::MAX => {
+            return Err(Rejected::close(
+                Some(key),
+                prefix.api_version,
+                NEEDS_MORE_MEMORY,
+            ));
+        }
         Err(e) => {
             warn!(api = key.name(), version = prefix.api_version, error = %e, "malformed request, closing connection");
             debug!(frame = %hex_prefix(&frame, 512), "malformed request bytes");

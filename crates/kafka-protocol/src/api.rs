@@ -16,6 +16,7 @@ use crate::error::ProtocolError;
 use crate::generated::request_header::RequestHeader;
 use crate::generated::response_header::ResponseHeader;
 use crate::generated::{ApiKey, RequestBody, ResponseBody};
+use crate::limits::DecodeLimits;
 use crate::wire::{Cx, Encode, Encoder, rd};
 use bytes::Bytes;
 
@@ -108,10 +109,24 @@ impl RequestFrame {
 /// Decodes a request frame (without its size prefix). Byte payloads in the body are
 /// slices of `frame`. Bytes after the body are tolerated, as Kafka does, and counted in
 /// [`RequestFrame::trailing_bytes`].
+///
+/// Decodes with the default [`DecodeLimits`]; see [`decode_request_with`].
 pub fn decode_request(frame: &Bytes) -> Result<RequestFrame, ProtocolError> {
+    decode_request_with(frame, &DecodeLimits::default())
+}
+
+/// [`decode_request`] within `limits`: a request holding more list entries than
+/// `limits.max_entries` (header and body together), or lists of more bytes than
+/// `limits.max_heap_bytes`, fails with [`ProtocolError::DecodeLimitExceeded`] before the
+/// list that would pass the limit is allocated. The heap the decode takes is at most
+/// [`decode_memory_bound`] for the frame's key, version and length.
+pub fn decode_request_with(
+    frame: &Bytes,
+    limits: &DecodeLimits,
+) -> Result<RequestFrame, ProtocolError> {
     let prefix = HeaderPrefix::peek(frame)?;
     let key = prefix.check()?;
-    let cx = Cx::new(frame);
+    let cx = Cx::with_limits(frame, limits);
     let hv = request_header_version(key, prefix.api_version);
     let mut rest = &frame[..];
     // Decoded in place: the body can be large, and is written once rather than moved out
@@ -125,6 +140,54 @@ pub fn decode_request(frame: &Bytes) -> Result<RequestFrame, ProtocolError> {
     out.body.read_into(prefix.api_version, &mut rest, &cx)?;
     out.trailing_bytes = rest.len();
     Ok(out)
+}
+
+/// An upper bound on the heap bytes [`decode_request_with`] can allocate for a request
+/// frame of `frame_len` bytes (without its size prefix) of `api_key` at `version`, under
+/// `limits`, for whatever those bytes hold. A broker reserves this much from its memory
+/// budget after reading the header and before decoding the body.
+///
+/// Each list type `t` the request (header included) can hold at `version` has elements of
+/// `size_t` bytes in memory and at least `min_t` bytes on the wire (exact, per version).
+/// Every element slot the decoder allocates is paid for by `min_t` bytes of the frame
+/// that no other slot uses (see [`Cx`]), except that the elements being decoded (at most
+/// one per list type on the way down, no message being recursive) give their pledge back
+/// as they start: so the slots take at most `max_t(size_t / min_t)` times
+/// `frame_len + sum_t(min_t)` bytes, and at most `max_t(size_t) * max_entries` by the
+/// entry budget. The bound is the smaller of the two, capped by `max_heap_bytes`, plus
+/// [`DECODE_OVERHEAD_BYTES`](crate::limits::DECODE_OVERHEAD_BYTES). An unknown key or
+/// unsupported version decodes nothing and gets the overhead alone.
+pub fn decode_memory_bound(
+    api_key: ApiKey,
+    version: i16,
+    frame_len: usize,
+    limits: &DecodeLimits,
+) -> usize {
+    let overhead = crate::limits::DECODE_OVERHEAD_BYTES;
+    if check_version(api_key, version).is_err() {
+        return overhead;
+    }
+    let hv = request_header_version(api_key, version);
+    let mut in_flight = 0usize;
+    let mut largest = 0usize;
+    let mut first = |size: usize, min: usize| {
+        in_flight = in_flight.saturating_add(min.max(1));
+        largest = largest.max(size);
+    };
+    RequestHeader::lists(hv, &mut first);
+    RequestBody::lists_of(api_key, version, &mut first);
+    let payable = frame_len.saturating_add(in_flight);
+    let mut by_frame = 0usize;
+    let mut second = |size: usize, min: usize| {
+        by_frame = by_frame.max(size.saturating_mul(payable).div_ceil(min.max(1)));
+    };
+    RequestHeader::lists(hv, &mut second);
+    RequestBody::lists_of(api_key, version, &mut second);
+    let by_entries = largest.saturating_mul(limits.max_entries);
+    by_frame
+        .min(by_entries)
+        .min(limits.max_heap_bytes)
+        .saturating_add(overhead)
 }
 
 fn check_version(key: ApiKey, version: i16) -> Result<(), ProtocolError> {
@@ -253,7 +316,15 @@ pub fn decode_response(
     frame: &Bytes,
 ) -> Result<(ResponseHeader, ResponseBody), ProtocolError> {
     check_version(api_key, api_version)?;
-    let cx = Cx::new(frame);
+    // Responses come from a broker the caller chose to talk to: only the frame bounds
+    // their lists, not the entry budget meant for requests from unknown clients.
+    let cx = Cx::with_limits(
+        frame,
+        &DecodeLimits {
+            max_entries: usize::MAX,
+            max_heap_bytes: usize::MAX,
+        },
+    );
     let mut rest = &frame[..];
     let header = ResponseHeader::read(
         &mut rest,

@@ -32,6 +32,15 @@ pub enum ProtocolError {
         remaining: usize,
         max: usize,
     },
+    /// A decode limit of the message ([`crate::DecodeLimits`]) would be passed: too many
+    /// list entries in the whole message, or too many bytes of list storage. The request
+    /// is over what the receiver accepts; a broker closes the connection.
+    #[error("decoding {field} would pass the message's {limit} ({requested} requested)")]
+    DecodeLimitExceeded {
+        field: &'static str,
+        limit: &'static str,
+        requested: usize,
+    },
     /// A string is not UTF-8.
     #[error("invalid UTF-8 in {field}")]
     InvalidUtf8 { field: &'static str },

@@ -10,6 +10,8 @@
 //!
 //! - [`frame`]: size-prefixed framing with a caller-given maximum.
 //! - [`api`]: request/response headers, version checks, whole-frame encode and decode.
+//! - [`limits`]: what one decode may allocate ([`DecodeLimits`]) and the bound a broker
+//!   reserves before decoding ([`decode_memory_bound`]).
 //! - [`messages`]: every supported message at every supported version, generated from
 //!   Kafka's JSON message specs by `kafka-codegen` (`tools/kafka-codegen`).
 //! - [`wire`]: the primitives (cursor readers with `nom`-shaped wrappers, and the
@@ -19,13 +21,18 @@
 //! Decoding is zero-copy for payloads: record data, SASL tokens and group member
 //! metadata/assignments are [`bytes::Bytes`] slices of the frame, and strings are
 //! [`bytestring::ByteString`]s over it. Untrusted lengths are checked against the bytes
-//! actually present before anything is allocated. A version outside the supported table is
-//! an error value ([`ProtocolError::UnsupportedVersion`]), never a panic.
+//! actually present before anything is allocated: an array's count against the bytes
+//! left at the element's exact minimum size for the version, less the bytes already
+//! pledged to elements allocated but not yet decoded. A version outside the supported
+//! table is an error value ([`ProtocolError::UnsupportedVersion`]), never a panic.
+
+#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod error;
 pub mod error_code;
 pub mod frame;
+pub mod limits;
 #[rustfmt::skip]
 mod generated;
 pub mod types;
@@ -37,12 +44,13 @@ mod testkit;
 mod tests;
 
 pub use api::{
-    EncodedFrame, HeaderPrefix, RequestFrame, decode_request, decode_response, encode_request,
-    encode_response,
+    EncodedFrame, HeaderPrefix, RequestFrame, decode_memory_bound, decode_request,
+    decode_request_with, decode_response, encode_request, encode_response,
 };
 pub use error::ProtocolError;
 pub use error_code::ErrorCode;
 pub use generated::{ApiKey, RequestBody, ResponseBody};
+pub use limits::DecodeLimits;
 pub use types::{RawTaggedField, Uuid, VersionRange};
 pub use wire::{Decode, Encode, Encoder, Message, Request};
 

@@ -1,9 +1,18 @@
 //! Renders parsed specs as Rust source.
 //!
-//! Every struct gets: the struct itself, `Default` (spec defaults), `Decode`, `Encode`, a
-//! `MIN_LEN` (the fewest bytes one instance can occupy, used to refuse array counts the
-//! input cannot hold), and under `cfg(test)` a generator of random, version-valid values
-//! for the round-trip property tests.
+//! Every struct gets: the struct itself, `Default` (spec defaults), `Decode`, `Encode`,
+//! `min_len(v)` (the exact fewest bytes one instance occupies at version `v`: the sum of
+//! its fixed fields' smallest encodings, nested structs included, plus the tagged-section
+//! count in flexible versions), `lists(v, f)` (every list type an instance can hold at
+//! `v`, with its element's in-memory size and minimum wire size, for the decode memory
+//! bound), and under `cfg(test)` a generator of random, version-valid values for the
+//! round-trip property tests.
+//!
+//! Array decoders refuse a count larger than the bytes left divided by the element's
+//! `min_len` at the message's version, before allocating; a minimum taken over all
+//! versions would be too small (a struct whose fields all start at a later version has
+//! a minimum of 0 at the earlier ones) and would let a forged count allocate far more
+//! than the frame could ever fill.
 
 use crate::CodegenError;
 use crate::config::MessageConfig;
@@ -54,8 +63,8 @@ struct Msg<'a> {
     cfg: &'a MessageConfig,
     spec: &'a Spec,
     structs: BTreeMap<String, StructDef>,
-    /// Min encoded length per struct, computed lazily.
-    min_len: BTreeMap<String, usize>,
+    /// Min encoded length per struct and version, computed lazily.
+    min_len: BTreeMap<(String, i16), usize>,
 }
 
 fn intersect(a: Range, b: Range) -> Option<Range> {
@@ -144,66 +153,112 @@ impl Msg<'_> {
         }
     }
 
-    fn struct_min_len(&mut self, name: &str) -> usize {
-        if let Some(&n) = self.min_len.get(name) {
+    /// The fewest bytes one instance of struct `name` occupies at version `v`.
+    fn struct_min_len(&mut self, name: &str, v: i16) -> usize {
+        if let Some(&n) = self.min_len.get(&(name.to_string(), v)) {
             return n;
         }
-        let Some(def) = self.structs.get(name).cloned() else {
+        let fields = if name == self.spec.name {
+            self.spec.fields.clone()
+        } else if let Some(def) = self.structs.get(name) {
+            def.fields.clone()
+        } else {
             return 1;
         };
-        let mut best = usize::MAX;
-        for v in self.cfg.min..=self.cfg.max {
-            let flexible = self.is_flexible(v);
-            let mut n = if flexible { 1 } else { 0 };
-            for f in &def.fields {
-                let present = f.versions.is_some_and(|r| r.contains(v));
-                let tagged = f.tagged.is_some_and(|r| r.contains(v));
-                if !present || tagged {
-                    continue;
-                }
-                let compact = match f.flexible_override {
-                    Some(r) => r.is_some_and(|r| r.contains(v)),
-                    None => flexible,
-                };
-                let nullable = f.nullable.is_some_and(|r| r.contains(v));
-                n += self.ty_min_len(&f.ty, compact, nullable);
+        let flexible = self.is_flexible(v);
+        // The tagged section's count, even when empty.
+        let mut n = usize::from(flexible);
+        for f in &fields {
+            let present = f.versions.is_some_and(|r| r.contains(v));
+            let tagged = f.tagged.is_some_and(|r| r.contains(v));
+            if !present || tagged {
+                continue;
             }
-            best = best.min(n);
+            let compact = match f.flexible_override {
+                Some(r) => r.is_some_and(|r| r.contains(v)),
+                None => flexible,
+            };
+            n += self.field_min_len(f, compact, v);
         }
-        let best = if best == usize::MAX { 0 } else { best };
-        self.min_len.insert(name.to_string(), best);
-        best
+        self.min_len.insert((name.to_string(), v), n);
+        n
     }
 
-    fn ty_min_len(&mut self, ty: &Ty, compact: bool, nullable: bool) -> usize {
-        match ty {
-            Ty::Bool | Ty::Int8 => 1,
-            Ty::Int16 | Ty::Uint16 => 2,
-            Ty::Int32 | Ty::Uint32 => 4,
-            Ty::Int64 | Ty::Float64 => 8,
-            Ty::Uuid => 16,
-            Ty::String => {
-                if compact {
+    /// The fewest bytes field `f` occupies in the fixed part at version `v`.
+    fn field_min_len(&mut self, f: &Field, compact: bool, v: i16) -> usize {
+        match &f.ty {
+            // A struct that is nullable at some version always has its marker byte;
+            // the struct itself follows unless the version lets it be null.
+            Ty::Struct(name) if f.nullable.is_some() => {
+                if f.nullable.is_some_and(|r| r.contains(v)) {
                     1
                 } else {
-                    2
+                    1 + self.struct_min_len(name, v)
                 }
             }
-            Ty::Bytes | Ty::Records | Ty::Array(_) => {
-                if compact {
-                    1
-                } else {
-                    4
-                }
-            }
-            Ty::Struct(name) => {
-                if nullable {
-                    1
-                } else {
-                    self.struct_min_len(name)
-                }
+            Ty::Struct(name) => self.struct_min_len(name, v),
+            other => prim_min_len(other, compact),
+        }
+    }
+}
+
+/// The fewest bytes a value of a non-struct type takes: its width, or its length or count
+/// prefix when empty or null.
+fn prim_min_len(ty: &Ty, compact: bool) -> usize {
+    match ty {
+        Ty::Bool | Ty::Int8 => 1,
+        Ty::Int16 | Ty::Uint16 => 2,
+        Ty::Int32 | Ty::Uint32 => 4,
+        Ty::Int64 | Ty::Float64 => 8,
+        Ty::Uuid => 16,
+        Ty::String => {
+            if compact {
+                1
+            } else {
+                2
             }
         }
+        Ty::Bytes | Ty::Records | Ty::Array(_) | Ty::Struct(_) => {
+            if compact {
+                1
+            } else {
+                4
+            }
+        }
+    }
+}
+
+/// An expression for the minimum wire size of a list element of non-struct type `ty`,
+/// given the Rust expression `compact`.
+fn prim_min_expr(ty: &Ty, compact: &str) -> String {
+    let (c, n) = (prim_min_len(ty, true), prim_min_len(ty, false));
+    match compact {
+        "true" => c.to_string(),
+        "false" => n.to_string(),
+        _ if c == n => c.to_string(),
+        _ => format!("(if {compact} {{ {c} }} else {{ {n} }})"),
+    }
+}
+
+/// Statements calling `f(size, min)` for the lists a field of type `ty` holds (directly,
+/// or inside its structs), `compact` being the field's encoding flag expression.
+fn lists_stmt(ty: &Ty, compact: &str) -> String {
+    match ty {
+        Ty::Array(elem) => match elem.as_ref() {
+            Ty::Struct(s) => {
+                format!("f(std::mem::size_of::<{s}>(), {s}::min_len(v).max(1)); {s}::lists(v, f);")
+            }
+            other => {
+                let inner = lists_stmt(other, compact);
+                format!(
+                    "f(std::mem::size_of::<{}>(), {}); {inner}",
+                    base_ty(other),
+                    prim_min_expr(other, compact)
+                )
+            }
+        },
+        Ty::Struct(s) => format!("{s}::lists(v, f);"),
+        _ => String::new(),
     }
 }
 
@@ -353,13 +408,7 @@ fn fixed_width(ty: &Ty) -> Option<usize> {
 }
 
 /// Decode expression over the cursor `i: &mut &[u8]` yielding `Res<T>` (see `wire::rd`).
-fn decode_expr(
-    msg: &mut Msg<'_>,
-    ty: &Ty,
-    nullable: Option<&str>,
-    compact: &str,
-    path: &str,
-) -> String {
+fn decode_expr(ty: &Ty, nullable: Option<&str>, compact: &str, path: &str) -> String {
     let p = format!("{path:?}");
     match (ty, nullable) {
         (Ty::Bool, _) => format!("rd::bool(i, {p})"),
@@ -378,26 +427,26 @@ fn decode_expr(
             format!("rd::nullable_bytes(i, cx, {compact}, {n}, {p})")
         }
         (Ty::Array(elem), n) => {
+            // The element's exact minimum at the message's version.
             let min = match elem.as_ref() {
-                Ty::Struct(s) => msg.struct_min_len(s).max(1),
-                // Compact sizes are the smaller ones: a safe lower bound either way.
-                other => msg.ty_min_len(other, true, false).max(1),
+                Ty::Struct(s) => format!("{s}::min_len(v)"),
+                other => prim_min_expr(other, compact),
             };
             if let Ty::Struct(s) = elem.as_ref() {
                 // Elements are decoded in place in the vector, not moved into it.
                 let inner = format!("|this: &mut {s}, i| this.read_into(i, cx, v)");
                 return match n {
-                    None => format!("rd::struct_array(i, {compact}, {min}, {p}, {inner})"),
-                    Some(n) => {
-                        format!("rd::nullable_struct_array(i, {compact}, {n}, {min}, {p}, {inner})")
-                    }
+                    None => format!("rd::struct_array(i, cx, {compact}, {min}, {p}, {inner})"),
+                    Some(n) => format!(
+                        "rd::nullable_struct_array(i, cx, {compact}, {n}, {min}, {p}, {inner})"
+                    ),
                 };
             }
-            let inner = decode_expr(msg, elem, None, compact, path);
+            let inner = decode_expr(elem, None, compact, path);
             match n {
-                None => format!("rd::array(i, {compact}, {min}, {p}, |i| {inner})"),
+                None => format!("rd::array(i, cx, {compact}, {min}, {p}, |i| {inner})"),
                 Some(n) => {
-                    format!("rd::nullable_array(i, {compact}, {n}, {min}, {p}, |i| {inner})")
+                    format!("rd::nullable_array(i, cx, {compact}, {n}, {min}, {p}, |i| {inner})")
                 }
             }
         }
@@ -567,6 +616,75 @@ fn render_error_codes(msg: &Msg<'_>, name: &str, live: &[&Field], out: &mut Stri
     out.push_str("    }\n}\n\n");
 }
 
+/// `min_len(v)` and `lists(v, f)` for one struct.
+fn render_sizes(
+    msg: &Msg<'_>,
+    name: &str,
+    live: &[&Field],
+    min_lens: &[(i16, usize)],
+    out: &mut String,
+) {
+    // One match arm per run of versions with the same minimum; outside the generated
+    // range (never decoded) the smallest of them, a safe lower bound.
+    let mut arms = String::new();
+    let mut k = 0;
+    while k < min_lens.len() {
+        let (lo, n) = min_lens[k];
+        let mut j = k;
+        while j + 1 < min_lens.len() && min_lens[j + 1].1 == n {
+            j += 1;
+        }
+        let hi = min_lens[j].0;
+        if lo == hi {
+            let _ = writeln!(arms, "            {lo} => {n},");
+        } else {
+            let _ = writeln!(arms, "            {lo}..={hi} => {n},");
+        }
+        k = j + 1;
+    }
+    let floor = min_lens.iter().map(|m| m.1).min().unwrap_or(0);
+    let _ = write!(
+        out,
+        "impl {name} {{\n    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at\n    /// their smallest (empty strings, arrays and bytes; null where allowed), nested\n    /// structs included, and the tagged-section count when flexible.\n    pub const fn min_len(v: i16) -> usize {{\n        match v {{\n{arms}            _ => {floor},\n        }}\n    }}\n\n"
+    );
+    let _ = write!(
+        out,
+        "    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested\n    /// ones included: `size` is one element's in-memory size, `min` the fewest wire\n    /// bytes it takes. Used for the decode memory bound.\n    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {{\n        let _ = &f;\n"
+    );
+    if msg.any_flexible() {
+        let _ = writeln!(out, "        let flexible = {};", msg.flexible_expr());
+    }
+    for fld in live {
+        let fixed = msg.fixed_cond(fld);
+        if fixed != "false" {
+            let compact = if msg.any_flexible() {
+                msg.compact_expr(fld)
+            } else {
+                "false".into()
+            };
+            let stmt = lists_stmt(&fld.ty, &compact);
+            if !stmt.is_empty() {
+                if fixed == "true" {
+                    let _ = writeln!(out, "        {stmt}");
+                } else {
+                    let _ = writeln!(out, "        if {fixed} {{ {stmt} }}");
+                }
+            }
+        }
+        let tagged = msg.tagged_cond(fld);
+        if tagged != "false" {
+            let stmt = lists_stmt(&fld.ty, "true");
+            if !stmt.is_empty() {
+                let _ = writeln!(out, "        if {tagged} {{ {stmt} }}");
+            }
+        }
+    }
+    if msg.any_flexible() {
+        out.push_str("        // Unknown tagged fields: a tag and a size byte at least.\n        if flexible { f(std::mem::size_of::<RawTaggedField>(), 2); }\n");
+    }
+    out.push_str("    }\n}\n\n");
+}
+
 fn render_struct(
     msg: &mut Msg<'_>,
     name: &str,
@@ -575,7 +693,9 @@ fn render_struct(
     out: &mut String,
 ) -> Result<(), CodegenError> {
     let flexible_any = msg.any_flexible();
-    let min_len = if top { 0 } else { msg.struct_min_len(name) };
+    let min_lens: Vec<(i16, usize)> = (msg.cfg.min..=msg.cfg.max)
+        .map(|v| (v, msg.struct_min_len(name, v)))
+        .collect();
 
     // Struct definition.
     if top {
@@ -636,10 +756,7 @@ fn render_struct(
     }
     out.push_str("        }\n    }\n}\n\n");
 
-    let _ = writeln!(
-        out,
-        "impl {name} {{\n    /// The fewest bytes one encoded instance occupies at any generated version.\n    pub const MIN_LEN: usize = {min_len};\n}}\n"
-    );
+    render_sizes(msg, name, &live, &min_lens, out);
 
     // Decode: a cursor reader that fills the struct in place, and the `nom`-shaped
     // `Decode` impl over it.
@@ -655,7 +772,10 @@ fn render_struct(
         out,
         "    /// Like `read`, into `self`, which must hold `Self::default()`: fields absent at\n    /// `v` are left as they are.\n    pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {{"
     );
-    let _ = writeln!(out, "        let _ = cx;\n        let this = self;");
+    let _ = writeln!(
+        out,
+        "        let _ = cx;\n        let this = self;\n        #[cfg(debug_assertions)]\n        let start = i.len();"
+    );
     if flexible_any {
         let _ = writeln!(out, "        let flexible = {};", msg.flexible_expr());
     }
@@ -673,7 +793,7 @@ fn render_struct(
             "false".into()
         };
         let n = nullable_arg(msg, f);
-        let expr = decode_expr(msg, &f.ty, n.as_deref(), &compact, &path);
+        let expr = decode_expr(&f.ty, n.as_deref(), &compact, &path);
         let stmt = store_stmt(&f.ty, &field_ident(&f.name), &expr);
         let stmt = if cond == "true" {
             stmt
@@ -724,13 +844,13 @@ fn render_struct(
         out.push_str("        if flexible {\n");
         let _ = writeln!(
             out,
-            "            let n = rd::tag_count(i, {:?})?;",
+            "            let n = rd::tag_section(i, cx, {:?})?;",
             format!("{name}._tagged")
         );
-        out.push_str("            let mut last = None;\n            for _ in 0..n {\n");
+        out.push_str("            let mut last = None;\n            for k in 0..n {\n");
         let _ = writeln!(
             out,
-            "                let (tag, data) = rd::tagged_field(i, {:?})?;\n                rd::tag_order(&mut last, tag, {:?})?;",
+            "                let (tag, data) = rd::next_tagged_field(i, cx, {:?})?;\n                rd::tag_order(&mut last, tag, {:?})?;",
             format!("{name}._tagged"),
             format!("{name}._tagged")
         );
@@ -748,7 +868,7 @@ fn render_struct(
             })?;
             let path = format!("{name}.{}", field_ident(&f.name));
             let n = nullable_arg(msg, f);
-            let expr = decode_expr(msg, &f.ty, n.as_deref(), "true", &path);
+            let expr = decode_expr(&f.ty, n.as_deref(), "true", &path);
             let guard = if cond == "true" {
                 String::new()
             } else {
@@ -760,9 +880,19 @@ fn render_struct(
                 store_stmt(&f.ty, &field_ident(&f.name), &expr)
             );
         }
-        out.push_str("                    _ => this.unknown_tagged_fields.push(RawTaggedField { tag, data: cx.bytes(data) }),\n");
+        let _ = writeln!(
+            out,
+            "                    _ => {{ rd::reserve_tagged(&mut this.unknown_tagged_fields, cx, n - k, {:?})?; this.unknown_tagged_fields.push(RawTaggedField {{ tag, data: cx.bytes(data) }}); }}",
+            format!("{name}._tagged")
+        );
         out.push_str("                }\n            }\n        }\n");
     }
+    // Checked in debug builds: `min_len` is a lower bound, or array counts that valid
+    // input needs would be refused.
+    let _ = writeln!(
+        out,
+        "        #[cfg(debug_assertions)]\n        debug_assert!(start - i.len() >= Self::min_len(v), \"{name} v{{v}}: {{}} bytes, under min_len\", start - i.len());"
+    );
     out.push_str("        Ok(())\n    }\n}\n\n");
 
     // Encode.
@@ -1021,17 +1151,20 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
 
     // Request and response enums.
     for (kind, field) in [("Request", "req_mod"), ("Response", "resp_mod")] {
+        let module = |a: &Api| -> String {
+            if field == "req_mod" {
+                a.req_mod.clone()
+            } else {
+                a.resp_mod.clone()
+            }
+        };
         let _ = writeln!(
             out,
             "/// Any {} body this crate knows, tagged by API.\n#[derive(Debug, Clone, PartialEq)]\n#[non_exhaustive]\npub enum {kind}Body {{",
             kind.to_lowercase()
         );
         for a in &apis {
-            let m = if field == "req_mod" {
-                &a.req_mod
-            } else {
-                &a.resp_mod
-            };
+            let m = module(a);
             let _ = writeln!(
                 out,
                 "    /// {} {}.\n    {}({m}::{}{kind}),",
@@ -1052,14 +1185,21 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
             );
         }
         out.push_str("        }\n    }\n\n");
-        out.push_str("    /// A default body of `api_key`, for [`Self::read_into`] to fill in.\n");
-        out.push_str("    #[inline]\n    pub(crate) fn default_for(api_key: ApiKey) -> Res<Self> {\n        match api_key {\n");
+        out.push_str("    /// Calls `f(size, min)` for every list a body of `api_key` can hold at `version`\n    /// (see the messages' `lists`); nothing for an unknown key.\n");
+        out.push_str("    pub fn lists_of(api_key: ApiKey, version: i16, f: &mut dyn FnMut(usize, usize)) {\n        match api_key {\n");
         for a in &apis {
-            let m = if field == "req_mod" {
-                &a.req_mod
-            } else {
-                &a.resp_mod
-            };
+            let m = module(a);
+            let _ = writeln!(
+                out,
+                "            ApiKey::{} => {m}::{}{kind}::lists(version, f),",
+                a.name, a.name
+            );
+        }
+        out.push_str("            ApiKey::Unknown(_) => {}\n        }\n    }\n\n");
+        out.push_str("    /// A default body of `api_key` (what decoding fills in).\n");
+        out.push_str("    #[inline]\n    pub fn default_for(api_key: ApiKey) -> Res<Self> {\n        match api_key {\n");
+        for a in &apis {
+            let m = module(a);
             let _ = writeln!(
                 out,
                 "            ApiKey::{} => Ok({kind}Body::{}({m}::{}{kind}::default())),",
@@ -1103,11 +1243,7 @@ fn render_mod(specs: &[(&MessageConfig, Spec)]) -> Result<String, CodegenError> 
         }
         out.push_str("}\n\n");
         for a in &apis {
-            let m = if field == "req_mod" {
-                &a.req_mod
-            } else {
-                &a.resp_mod
-            };
+            let m = module(a);
             let _ = writeln!(
                 out,
                 "impl From<{m}::{n}{kind}> for {kind}Body {{\n    fn from(b: {m}::{n}{kind}) -> Self {{\n        {kind}Body::{n}(b)\n    }}\n}}\n",
@@ -1152,4 +1288,61 @@ pub fn render(specs: &[(&MessageConfig, Spec)]) -> Result<Vec<(PathBuf, String)>
     }
     files.push((PathBuf::from("mod.rs"), render_mod(specs)?));
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::parse_spec;
+
+    /// LeaveGroup's shape: members (a struct whose fields all start at v3) from v3,
+    /// flexible from v4, a nullable string, a field added at v5 and one tagged field.
+    const SPEC: &str = r#"{
+      "apiKey": 13, "type": "request", "name": "LeaveGroupRequest",
+      "validVersions": "0-5", "flexibleVersions": "4+",
+      "fields": [
+        { "name": "GroupId", "type": "string", "versions": "0+" },
+        { "name": "MemberId", "type": "string", "versions": "0-2" },
+        { "name": "Members", "type": "[]MemberIdentity", "versions": "3+", "fields": [
+            { "name": "MemberId", "type": "string", "versions": "3+" },
+            { "name": "GroupInstanceId", "type": "string", "versions": "3+",
+              "nullableVersions": "3+" },
+            { "name": "Reason", "type": "string", "versions": "5+", "nullableVersions": "5+",
+              "tag": 0, "taggedVersions": "5+" },
+            { "name": "Epoch", "type": "int32", "versions": "5+" }
+        ]},
+        { "name": "Holder", "type": "Inner", "versions": "1+", "nullableVersions": "2+",
+          "fields": [ { "name": "Id", "type": "int64", "versions": "0+" } ] }
+      ]
+    }"#;
+
+    fn min_lens(name: &str) -> Vec<usize> {
+        let spec = parse_spec(SPEC).unwrap_or_else(|e| panic!("{e}"));
+        let cfg = MessageConfig {
+            spec: "LeaveGroupRequest",
+            min: 0,
+            max: 5,
+        };
+        let mut structs = BTreeMap::new();
+        collect_structs(&spec.fields, &mut structs);
+        let mut msg = Msg {
+            cfg: &cfg,
+            spec: &spec,
+            structs,
+            min_len: BTreeMap::new(),
+        };
+        (0..=5).map(|v| msg.struct_min_len(name, v)).collect()
+    }
+
+    #[test]
+    fn struct_minimums_are_exact_per_version() {
+        // Absent before v3; two classic strings; two compact strings and the tagged
+        // count; plus the int32 from v5 (the tagged field takes nothing).
+        assert_eq!(min_lens("MemberIdentity"), [0, 0, 0, 4, 3, 7]);
+        // Top level: v0 two strings; v1 two strings and the holder, which has its null
+        // marker (nullable at other versions) and its int64; v2 the holder may be null:
+        // marker only; v3 group id, members count, marker; v4+ compact string, count,
+        // marker and the tagged count.
+        assert_eq!(min_lens("LeaveGroupRequest"), [4, 13, 5, 7, 4, 4]);
+    }
 }

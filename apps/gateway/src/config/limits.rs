@@ -43,6 +43,8 @@ pub(super) struct Raw {
     #[serde(deserialize_with = "parsed")]
     max_entries_per_request: usize,
     #[serde(deserialize_with = "parsed")]
+    max_decode_entries: usize,
+    #[serde(deserialize_with = "parsed")]
     max_groups_with_offsets: usize,
     #[serde(deserialize_with = "parsed")]
     offsets_retention_ms: u64,
@@ -98,6 +100,7 @@ impl Default for Raw {
             max_decompressed_batch_bytes,
             max_records_per_batch,
             max_entries_per_request,
+            max_decode_entries,
             max_groups_with_offsets,
             offsets_retention,
             max_connections_per_ip,
@@ -131,6 +134,7 @@ impl Default for Raw {
             max_decompressed_batch_bytes,
             max_records_per_batch,
             max_entries_per_request,
+            max_decode_entries,
             max_groups_with_offsets,
             offsets_retention_ms: duration_ms(offsets_retention),
             max_connections_per_ip,
@@ -183,6 +187,7 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     ),
     ("limits.max_records_per_batch", "max_records_per_batch"),
     ("limits.max_entries_per_request", "max_entries_per_request"),
+    ("limits.max_decode_entries", "max_decode_entries"),
     ("limits.max_groups_with_offsets", "max_groups_with_offsets"),
     ("limits.offsets_retention", "offsets_retention_ms"),
     ("limits.max_connections_per_ip", "max_connections_per_ip"),
@@ -253,6 +258,7 @@ impl Raw {
             max_decompressed_batch_bytes: self.max_decompressed_batch_bytes,
             max_records_per_batch: self.max_records_per_batch,
             max_entries_per_request: self.max_entries_per_request,
+            max_decode_entries: self.max_decode_entries,
             max_groups_with_offsets: self.max_groups_with_offsets,
             offsets_retention: Duration::from_millis(self.offsets_retention_ms),
             max_connections_per_ip: self.max_connections_per_ip,

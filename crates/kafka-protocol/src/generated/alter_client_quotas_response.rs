@@ -39,8 +39,33 @@ impl Default for AlterClientQuotasResponse {
 }
 
 impl AlterClientQuotasResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 8,
+            1 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 1;
+        f(
+            std::mem::size_of::<EntryData>(),
+            EntryData::min_len(v).max(1),
+        );
+        EntryData::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for AlterClientQuotasResponse {
@@ -62,32 +87,50 @@ impl AlterClientQuotasResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 1;
         this.throttle_time_ms = rd::i32(i, "AlterClientQuotasResponse.throttle_time_ms")?;
         rd::set(
             &mut this.entries,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                5,
+                EntryData::min_len(v),
                 "AlterClientQuotasResponse.entries",
                 |this: &mut EntryData, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "AlterClientQuotasResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "AlterClientQuotasResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "AlterClientQuotasResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "AlterClientQuotasResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "AlterClientQuotasResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "AlterClientQuotasResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AlterClientQuotasResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -160,8 +203,28 @@ impl Default for EntityData {
 }
 
 impl EntityData {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 4,
+            1 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 1;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for EntityData {
@@ -183,6 +246,8 @@ impl EntityData {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 1;
         rd::set(
             &mut this.entity_type,
@@ -193,19 +258,33 @@ impl EntityData {
             rd::nullable_string(i, cx, flexible, true, "EntityData.entity_name")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "EntityData._tagged")?;
+            let n = rd::tag_section(i, cx, "EntityData._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "EntityData._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "EntityData._tagged")?;
                 rd::tag_order(&mut last, tag, "EntityData._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "EntityData._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "EntityData v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -277,8 +356,33 @@ impl Default for EntryData {
 }
 
 impl EntryData {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 5;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 8,
+            1 => 5,
+            _ => 5,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 1;
+        f(
+            std::mem::size_of::<EntityData>(),
+            EntityData::min_len(v).max(1),
+        );
+        EntityData::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for EntryData {
@@ -300,6 +404,8 @@ impl EntryData {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 1;
         this.error_code = rd::i16(i, "EntryData.error_code")?;
         rd::set(
@@ -310,26 +416,41 @@ impl EntryData {
             &mut this.entity,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                EntityData::min_len(v),
                 "EntryData.entity",
                 |this: &mut EntityData, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "EntryData._tagged")?;
+            let n = rd::tag_section(i, cx, "EntryData._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "EntryData._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "EntryData._tagged")?;
                 rd::tag_order(&mut last, tag, "EntryData._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "EntryData._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "EntryData v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

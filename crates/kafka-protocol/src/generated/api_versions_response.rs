@@ -54,8 +54,48 @@ impl Default for ApiVersionsResponse {
 }
 
 impl ApiVersionsResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            1..=2 => 10,
+            3..=4 => 8,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 3;
+        f(
+            std::mem::size_of::<ApiVersion>(),
+            ApiVersion::min_len(v).max(1),
+        );
+        ApiVersion::lists(v, f);
+        if v >= 3 {
+            f(
+                std::mem::size_of::<SupportedFeatureKey>(),
+                SupportedFeatureKey::min_len(v).max(1),
+            );
+            SupportedFeatureKey::lists(v, f);
+        }
+        if v >= 3 {
+            f(
+                std::mem::size_of::<FinalizedFeatureKey>(),
+                FinalizedFeatureKey::min_len(v).max(1),
+            );
+            FinalizedFeatureKey::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ApiVersionsResponse {
@@ -77,14 +117,17 @@ impl ApiVersionsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         this.error_code = rd::i16(i, "ApiVersionsResponse.error_code")?;
         rd::set(
             &mut this.api_keys,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                6,
+                ApiVersion::min_len(v),
                 "ApiVersionsResponse.api_keys",
                 |this: &mut ApiVersion, i| this.read_into(i, cx, v),
             )?,
@@ -93,10 +136,10 @@ impl ApiVersionsResponse {
             this.throttle_time_ms = rd::i32(i, "ApiVersionsResponse.throttle_time_ms")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "ApiVersionsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ApiVersionsResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ApiVersionsResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "ApiVersionsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ApiVersionsResponse._tagged")?;
                 match tag {
                     0 if v >= 3 => {
@@ -105,8 +148,9 @@ impl ApiVersionsResponse {
                             &mut this.supported_features,
                             rd::struct_array(
                                 i,
+                                cx,
                                 true,
-                                1,
+                                SupportedFeatureKey::min_len(v),
                                 "ApiVersionsResponse.supported_features",
                                 |this: &mut SupportedFeatureKey, i| this.read_into(i, cx, v),
                             )?,
@@ -123,8 +167,9 @@ impl ApiVersionsResponse {
                             &mut this.finalized_features,
                             rd::struct_array(
                                 i,
+                                cx,
                                 true,
-                                1,
+                                FinalizedFeatureKey::min_len(v),
                                 "ApiVersionsResponse.finalized_features",
                                 |this: &mut FinalizedFeatureKey, i| this.read_into(i, cx, v),
                             )?,
@@ -135,13 +180,27 @@ impl ApiVersionsResponse {
                         this.zk_migration_ready =
                             rd::bool(i, "ApiVersionsResponse.zk_migration_ready")?;
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ApiVersionsResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ApiVersionsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -263,8 +322,28 @@ impl Default for ApiVersion {
 }
 
 impl ApiVersion {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=2 => 6,
+            3..=4 => 7,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 3;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ApiVersion {
@@ -286,6 +365,8 @@ impl ApiVersion {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if i.len() >= 2 + 2 + 2 {
             let mut fast: &[u8] = i;
@@ -302,19 +383,33 @@ impl ApiVersion {
             this.max_version = rd::i16(i, "ApiVersion.max_version")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "ApiVersion._tagged")?;
+            let n = rd::tag_section(i, cx, "ApiVersion._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ApiVersion._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "ApiVersion._tagged")?;
                 rd::tag_order(&mut last, tag, "ApiVersion._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ApiVersion._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ApiVersion v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -379,8 +474,28 @@ impl Default for FinalizedFeatureKey {
 }
 
 impl FinalizedFeatureKey {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=2 => 0,
+            3..=4 => 6,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 3;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for FinalizedFeatureKey {
@@ -402,6 +517,8 @@ impl FinalizedFeatureKey {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if v >= 3 {
             rd::set(
@@ -430,19 +547,33 @@ impl FinalizedFeatureKey {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "FinalizedFeatureKey._tagged")?;
+            let n = rd::tag_section(i, cx, "FinalizedFeatureKey._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FinalizedFeatureKey._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "FinalizedFeatureKey._tagged")?;
                 rd::tag_order(&mut last, tag, "FinalizedFeatureKey._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "FinalizedFeatureKey._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FinalizedFeatureKey v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -537,8 +668,28 @@ impl Default for SupportedFeatureKey {
 }
 
 impl SupportedFeatureKey {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=2 => 0,
+            3..=4 => 6,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 3;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for SupportedFeatureKey {
@@ -560,6 +711,8 @@ impl SupportedFeatureKey {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if v >= 3 {
             rd::set(
@@ -588,19 +741,33 @@ impl SupportedFeatureKey {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "SupportedFeatureKey._tagged")?;
+            let n = rd::tag_section(i, cx, "SupportedFeatureKey._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "SupportedFeatureKey._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "SupportedFeatureKey._tagged")?;
                 rd::tag_order(&mut last, tag, "SupportedFeatureKey._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "SupportedFeatureKey._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "SupportedFeatureKey v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -39,8 +39,31 @@ impl Default for ConsumerGroupDescribeRequest {
 }
 
 impl ConsumerGroupDescribeRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<ByteString>(),
+            (if flexible { 1 } else { 2 }),
+        );
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ConsumerGroupDescribeRequest {
@@ -62,13 +85,16 @@ impl ConsumerGroupDescribeRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         rd::set(
             &mut this.group_ids,
             rd::array(
                 i,
+                cx,
                 flexible,
-                1,
+                (if flexible { 1 } else { 2 }),
                 "ConsumerGroupDescribeRequest.group_ids",
                 |i| rd::string(i, cx, flexible, "ConsumerGroupDescribeRequest.group_ids"),
             )?,
@@ -78,19 +104,34 @@ impl ConsumerGroupDescribeRequest {
             "ConsumerGroupDescribeRequest.include_authorized_operations",
         )?;
         if flexible {
-            let n = rd::tag_count(i, "ConsumerGroupDescribeRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "ConsumerGroupDescribeRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ConsumerGroupDescribeRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "ConsumerGroupDescribeRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "ConsumerGroupDescribeRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ConsumerGroupDescribeRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerGroupDescribeRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

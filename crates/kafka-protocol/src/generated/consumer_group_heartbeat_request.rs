@@ -63,8 +63,37 @@ impl Default for ConsumerGroupHeartbeatRequest {
 }
 
 impl ConsumerGroupHeartbeatRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 16,
+            1 => 17,
+            _ => 16,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<ByteString>(),
+            (if flexible { 1 } else { 2 }),
+        );
+        f(
+            std::mem::size_of::<TopicPartitions>(),
+            TopicPartitions::min_len(v).max(1),
+        );
+        TopicPartitions::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ConsumerGroupHeartbeatRequest {
@@ -86,6 +115,8 @@ impl ConsumerGroupHeartbeatRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         rd::set(
             &mut this.group_id,
@@ -122,9 +153,10 @@ impl ConsumerGroupHeartbeatRequest {
             &mut this.subscribed_topic_names,
             rd::nullable_array(
                 i,
+                cx,
                 flexible,
                 true,
-                1,
+                (if flexible { 1 } else { 2 }),
                 "ConsumerGroupHeartbeatRequest.subscribed_topic_names",
                 |i| {
                     rd::string(
@@ -162,27 +194,43 @@ impl ConsumerGroupHeartbeatRequest {
             &mut this.topic_partitions,
             rd::nullable_struct_array(
                 i,
+                cx,
                 flexible,
                 true,
-                18,
+                TopicPartitions::min_len(v),
                 "ConsumerGroupHeartbeatRequest.topic_partitions",
                 |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "ConsumerGroupHeartbeatRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "ConsumerGroupHeartbeatRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ConsumerGroupHeartbeatRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "ConsumerGroupHeartbeatRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "ConsumerGroupHeartbeatRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ConsumerGroupHeartbeatRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerGroupHeartbeatRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -351,8 +399,28 @@ impl Default for TopicPartitions {
 }
 
 impl TopicPartitions {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 18;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 18,
+            _ => 18,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(std::mem::size_of::<i32>(), 4);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for TopicPartitions {
@@ -374,28 +442,44 @@ impl TopicPartitions {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
         rd::set(
             &mut this.partitions,
-            rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
+            rd::array(i, cx, flexible, 4, "TopicPartitions.partitions", |i| {
                 rd::i32(i, "TopicPartitions.partitions")
             })?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicPartitions._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicPartitions._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicPartitions._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicPartitions._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "TopicPartitions._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicPartitions v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

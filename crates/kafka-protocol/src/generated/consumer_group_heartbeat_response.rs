@@ -54,8 +54,28 @@ impl Default for ConsumerGroupHeartbeatResponse {
 }
 
 impl ConsumerGroupHeartbeatResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 18,
+            _ => 18,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        Assignment::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ConsumerGroupHeartbeatResponse {
@@ -77,6 +97,8 @@ impl ConsumerGroupHeartbeatResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         if i.len() >= 4 + 2 {
             let mut fast: &[u8] = i;
@@ -132,19 +154,34 @@ impl ConsumerGroupHeartbeatResponse {
             })?,
         );
         if flexible {
-            let n = rd::tag_count(i, "ConsumerGroupHeartbeatResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ConsumerGroupHeartbeatResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ConsumerGroupHeartbeatResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "ConsumerGroupHeartbeatResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ConsumerGroupHeartbeatResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ConsumerGroupHeartbeatResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerGroupHeartbeatResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -243,8 +280,32 @@ impl Default for Assignment {
 }
 
 impl Assignment {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 2;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 2,
+            _ => 2,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<TopicPartitions>(),
+            TopicPartitions::min_len(v).max(1),
+        );
+        TopicPartitions::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for Assignment {
@@ -266,31 +327,48 @@ impl Assignment {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         rd::set(
             &mut this.topic_partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                18,
+                TopicPartitions::min_len(v),
                 "Assignment.topic_partitions",
                 |this: &mut TopicPartitions, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "Assignment._tagged")?;
+            let n = rd::tag_section(i, cx, "Assignment._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "Assignment._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "Assignment._tagged")?;
                 rd::tag_order(&mut last, tag, "Assignment._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "Assignment._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "Assignment v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -355,8 +433,28 @@ impl Default for TopicPartitions {
 }
 
 impl TopicPartitions {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 18;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 18,
+            _ => 18,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(std::mem::size_of::<i32>(), 4);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for TopicPartitions {
@@ -378,28 +476,44 @@ impl TopicPartitions {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.topic_id = rd::uuid(i, "TopicPartitions.topic_id")?;
         rd::set(
             &mut this.partitions,
-            rd::array(i, flexible, 4, "TopicPartitions.partitions", |i| {
+            rd::array(i, cx, flexible, 4, "TopicPartitions.partitions", |i| {
                 rd::i32(i, "TopicPartitions.partitions")
             })?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicPartitions._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicPartitions._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicPartitions._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicPartitions._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicPartitions._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "TopicPartitions._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicPartitions v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

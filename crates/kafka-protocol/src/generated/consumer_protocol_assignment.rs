@@ -36,8 +36,27 @@ impl Default for ConsumerProtocolAssignment {
 }
 
 impl ConsumerProtocolAssignment {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=3 => 8,
+            _ => 8,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(
+            std::mem::size_of::<TopicPartition>(),
+            TopicPartition::min_len(v).max(1),
+        );
+        TopicPartition::lists(v, f);
+    }
 }
 
 impl Decode for ConsumerProtocolAssignment {
@@ -59,12 +78,15 @@ impl ConsumerProtocolAssignment {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.assigned_partitions,
             rd::struct_array(
                 i,
+                cx,
                 false,
-                6,
+                TopicPartition::min_len(v),
                 "ConsumerProtocolAssignment.assigned_partitions",
                 |this: &mut TopicPartition, i| this.read_into(i, cx, v),
             )?,
@@ -72,6 +94,12 @@ impl ConsumerProtocolAssignment {
         rd::set(
             &mut this.user_data,
             rd::nullable_bytes(i, cx, false, true, "ConsumerProtocolAssignment.user_data")?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerProtocolAssignment v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }
@@ -132,8 +160,23 @@ impl Default for TopicPartition {
 }
 
 impl TopicPartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=3 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(std::mem::size_of::<i32>(), 4);
+    }
 }
 
 impl Decode for TopicPartition {
@@ -155,15 +198,23 @@ impl TopicPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.topic,
             rd::string(i, cx, false, "TopicPartition.topic")?,
         );
         rd::set(
             &mut this.partitions,
-            rd::array(i, false, 4, "TopicPartition.partitions", |i| {
+            rd::array(i, cx, false, 4, "TopicPartition.partitions", |i| {
                 rd::i32(i, "TopicPartition.partitions")
             })?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicPartition v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }

@@ -45,8 +45,33 @@ impl Default for ConsumerProtocolSubscription {
 }
 
 impl ConsumerProtocolSubscription {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 8,
+            1 => 12,
+            2 => 16,
+            3 => 18,
+            _ => 8,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(std::mem::size_of::<ByteString>(), 2);
+        if v >= 1 {
+            f(
+                std::mem::size_of::<TopicPartition>(),
+                TopicPartition::min_len(v).max(1),
+            );
+            TopicPartition::lists(v, f);
+        }
+    }
 }
 
 impl Decode for ConsumerProtocolSubscription {
@@ -68,11 +93,18 @@ impl ConsumerProtocolSubscription {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.topics,
-            rd::array(i, false, 1, "ConsumerProtocolSubscription.topics", |i| {
-                rd::string(i, cx, false, "ConsumerProtocolSubscription.topics")
-            })?,
+            rd::array(
+                i,
+                cx,
+                false,
+                2,
+                "ConsumerProtocolSubscription.topics",
+                |i| rd::string(i, cx, false, "ConsumerProtocolSubscription.topics"),
+            )?,
         );
         rd::set(
             &mut this.user_data,
@@ -83,8 +115,9 @@ impl ConsumerProtocolSubscription {
                 &mut this.owned_partitions,
                 rd::struct_array(
                     i,
+                    cx,
                     false,
-                    1,
+                    TopicPartition::min_len(v),
                     "ConsumerProtocolSubscription.owned_partitions",
                     |this: &mut TopicPartition, i| this.read_into(i, cx, v),
                 )?,
@@ -99,6 +132,12 @@ impl ConsumerProtocolSubscription {
                 rd::nullable_string(i, cx, false, v >= 3, "ConsumerProtocolSubscription.rack_id")?,
             );
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ConsumerProtocolSubscription v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -192,8 +231,26 @@ impl Default for TopicPartition {
 }
 
 impl TopicPartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 0,
+            1..=3 => 6,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        if v >= 1 {
+            f(std::mem::size_of::<i32>(), 4);
+        }
+    }
 }
 
 impl Decode for TopicPartition {
@@ -215,6 +272,8 @@ impl TopicPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         if v >= 1 {
             rd::set(
                 &mut this.topic,
@@ -224,11 +283,17 @@ impl TopicPartition {
         if v >= 1 {
             rd::set(
                 &mut this.partitions,
-                rd::array(i, false, 4, "TopicPartition.partitions", |i| {
+                rd::array(i, cx, false, 4, "TopicPartition.partitions", |i| {
                     rd::i32(i, "TopicPartition.partitions")
                 })?,
             );
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicPartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

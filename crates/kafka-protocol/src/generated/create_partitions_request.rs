@@ -42,8 +42,33 @@ impl Default for CreatePartitionsRequest {
 }
 
 impl CreatePartitionsRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 9,
+            2..=3 => 7,
+            _ => 7,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 2;
+        f(
+            std::mem::size_of::<CreatePartitionsTopic>(),
+            CreatePartitionsTopic::min_len(v).max(1),
+        );
+        CreatePartitionsTopic::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatePartitionsRequest {
@@ -65,13 +90,16 @@ impl CreatePartitionsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         rd::set(
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                7,
+                CreatePartitionsTopic::min_len(v),
                 "CreatePartitionsRequest.topics",
                 |this: &mut CreatePartitionsTopic, i| this.read_into(i, cx, v),
             )?,
@@ -89,19 +117,33 @@ impl CreatePartitionsRequest {
             this.validate_only = rd::bool(i, "CreatePartitionsRequest.validate_only")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "CreatePartitionsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatePartitionsRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatePartitionsRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatePartitionsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatePartitionsRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatePartitionsRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatePartitionsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -162,8 +204,29 @@ impl Default for CreatePartitionsAssignment {
 }
 
 impl CreatePartitionsAssignment {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 2;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 4,
+            2..=3 => 2,
+            _ => 2,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 2;
+        f(std::mem::size_of::<i32>(), 4);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatePartitionsAssignment {
@@ -185,11 +248,14 @@ impl CreatePartitionsAssignment {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         rd::set(
             &mut this.broker_ids,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "CreatePartitionsAssignment.broker_ids",
@@ -197,19 +263,34 @@ impl CreatePartitionsAssignment {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatePartitionsAssignment._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatePartitionsAssignment._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatePartitionsAssignment._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "CreatePartitionsAssignment._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatePartitionsAssignment._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatePartitionsAssignment._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatePartitionsAssignment v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -272,8 +353,33 @@ impl Default for CreatePartitionsTopic {
 }
 
 impl CreatePartitionsTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 7;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 10,
+            2..=3 => 7,
+            _ => 7,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 2;
+        f(
+            std::mem::size_of::<CreatePartitionsAssignment>(),
+            CreatePartitionsAssignment::min_len(v).max(1),
+        );
+        CreatePartitionsAssignment::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatePartitionsTopic {
@@ -295,6 +401,8 @@ impl CreatePartitionsTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 2;
         rd::set(
             &mut this.name,
@@ -305,27 +413,42 @@ impl CreatePartitionsTopic {
             &mut this.assignments,
             rd::nullable_struct_array(
                 i,
+                cx,
                 flexible,
                 true,
-                2,
+                CreatePartitionsAssignment::min_len(v),
                 "CreatePartitionsTopic.assignments",
                 |this: &mut CreatePartitionsAssignment, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatePartitionsTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatePartitionsTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatePartitionsTopic._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatePartitionsTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatePartitionsTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatePartitionsTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatePartitionsTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

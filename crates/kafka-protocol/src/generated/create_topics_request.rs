@@ -42,8 +42,33 @@ impl Default for CreateTopicsRequest {
 }
 
 impl CreateTopicsRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 9,
+            5..=7 => 7,
+            _ => 7,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        f(
+            std::mem::size_of::<CreatableTopic>(),
+            CreatableTopic::min_len(v).max(1),
+        );
+        CreatableTopic::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreateTopicsRequest {
@@ -65,13 +90,16 @@ impl CreateTopicsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         rd::set(
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                10,
+                CreatableTopic::min_len(v),
                 "CreateTopicsRequest.topics",
                 |this: &mut CreatableTopic, i| this.read_into(i, cx, v),
             )?,
@@ -89,19 +117,33 @@ impl CreateTopicsRequest {
             this.validate_only = rd::bool(i, "CreateTopicsRequest.validate_only")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "CreateTopicsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "CreateTopicsRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreateTopicsRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreateTopicsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "CreateTopicsRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreateTopicsRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreateTopicsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -161,8 +203,29 @@ impl Default for CreatableReplicaAssignment {
 }
 
 impl CreatableReplicaAssignment {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 8,
+            5..=7 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        f(std::mem::size_of::<i32>(), 4);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatableReplicaAssignment {
@@ -184,12 +247,15 @@ impl CreatableReplicaAssignment {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         this.partition_index = rd::i32(i, "CreatableReplicaAssignment.partition_index")?;
         rd::set(
             &mut this.broker_ids,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "CreatableReplicaAssignment.broker_ids",
@@ -197,19 +263,34 @@ impl CreatableReplicaAssignment {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatableReplicaAssignment._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatableReplicaAssignment._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatableReplicaAssignment._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "CreatableReplicaAssignment._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableReplicaAssignment._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatableReplicaAssignment._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatableReplicaAssignment v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -280,8 +361,38 @@ impl Default for CreatableTopic {
 }
 
 impl CreatableTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 10;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 16,
+            5..=7 => 10,
+            _ => 10,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        f(
+            std::mem::size_of::<CreatableReplicaAssignment>(),
+            CreatableReplicaAssignment::min_len(v).max(1),
+        );
+        CreatableReplicaAssignment::lists(v, f);
+        f(
+            std::mem::size_of::<CreatableTopicConfig>(),
+            CreatableTopicConfig::min_len(v).max(1),
+        );
+        CreatableTopicConfig::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatableTopic {
@@ -303,6 +414,8 @@ impl CreatableTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         rd::set(
             &mut this.name,
@@ -324,8 +437,9 @@ impl CreatableTopic {
             &mut this.assignments,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                6,
+                CreatableReplicaAssignment::min_len(v),
                 "CreatableTopic.assignments",
                 |this: &mut CreatableReplicaAssignment, i| this.read_into(i, cx, v),
             )?,
@@ -334,26 +448,41 @@ impl CreatableTopic {
             &mut this.configs,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                CreatableTopicConfig::min_len(v),
                 "CreatableTopic.configs",
                 |this: &mut CreatableTopicConfig, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatableTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatableTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatableTopic._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatableTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatableTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatableTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -424,8 +553,28 @@ impl Default for CreatableTopicConfig {
 }
 
 impl CreatableTopicConfig {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 4,
+            5..=7 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatableTopicConfig {
@@ -447,6 +596,8 @@ impl CreatableTopicConfig {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         rd::set(
             &mut this.name,
@@ -457,19 +608,33 @@ impl CreatableTopicConfig {
             rd::nullable_string(i, cx, flexible, true, "CreatableTopicConfig.value")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreatableTopicConfig._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatableTopicConfig._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatableTopicConfig._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatableTopicConfig._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableTopicConfig._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatableTopicConfig._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatableTopicConfig v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -39,8 +39,33 @@ impl Default for CreateTopicsResponse {
 }
 
 impl CreateTopicsResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 8,
+            5..=7 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        f(
+            std::mem::size_of::<CreatableTopicResult>(),
+            CreatableTopicResult::min_len(v).max(1),
+        );
+        CreatableTopicResult::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreateTopicsResponse {
@@ -62,32 +87,49 @@ impl CreateTopicsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         this.throttle_time_ms = rd::i32(i, "CreateTopicsResponse.throttle_time_ms")?;
         rd::set(
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                6,
+                CreatableTopicResult::min_len(v),
                 "CreateTopicsResponse.topics",
                 |this: &mut CreatableTopicResult, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "CreateTopicsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "CreateTopicsResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreateTopicsResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreateTopicsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "CreateTopicsResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreateTopicsResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreateTopicsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -165,8 +207,28 @@ impl Default for CreatableTopicConfigs {
 }
 
 impl CreatableTopicConfigs {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 0,
+            5..=7 => 6,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatableTopicConfigs {
@@ -188,6 +250,8 @@ impl CreatableTopicConfigs {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         if v >= 5 {
             rd::set(
@@ -232,19 +296,33 @@ impl CreatableTopicConfigs {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "CreatableTopicConfigs._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatableTopicConfigs._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatableTopicConfigs._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatableTopicConfigs._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableTopicConfigs._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatableTopicConfigs._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatableTopicConfigs v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -381,8 +459,36 @@ impl Default for CreatableTopicResult {
 }
 
 impl CreatableTopicResult {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=4 => 6,
+            5..=6 => 12,
+            7 => 28,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        if v >= 5 {
+            f(
+                std::mem::size_of::<CreatableTopicConfigs>(),
+                CreatableTopicConfigs::min_len(v).max(1),
+            );
+            CreatableTopicConfigs::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for CreatableTopicResult {
@@ -404,6 +510,8 @@ impl CreatableTopicResult {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         rd::set(
             &mut this.name,
@@ -455,19 +563,20 @@ impl CreatableTopicResult {
                 &mut this.configs,
                 rd::nullable_struct_array(
                     i,
+                    cx,
                     flexible,
                     v >= 5,
-                    1,
+                    CreatableTopicConfigs::min_len(v),
                     "CreatableTopicResult.configs",
                     |this: &mut CreatableTopicConfigs, i| this.read_into(i, cx, v),
                 )?,
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "CreatableTopicResult._tagged")?;
+            let n = rd::tag_section(i, cx, "CreatableTopicResult._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "CreatableTopicResult._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "CreatableTopicResult._tagged")?;
                 rd::tag_order(&mut last, tag, "CreatableTopicResult._tagged")?;
                 match tag {
                     0 if v >= 5 => {
@@ -475,13 +584,27 @@ impl CreatableTopicResult {
                         this.topic_config_error_code =
                             rd::i16(i, "CreatableTopicResult.topic_config_error_code")?;
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "CreatableTopicResult._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "CreatableTopicResult v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

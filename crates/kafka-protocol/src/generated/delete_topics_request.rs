@@ -42,8 +42,41 @@ impl Default for DeleteTopicsRequest {
 }
 
 impl DeleteTopicsRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=3 => 8,
+            4..=6 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        if v >= 6 {
+            f(
+                std::mem::size_of::<DeleteTopicState>(),
+                DeleteTopicState::min_len(v).max(1),
+            );
+            DeleteTopicState::lists(v, f);
+        }
+        if v <= 5 {
+            f(
+                std::mem::size_of::<ByteString>(),
+                (if flexible { 1 } else { 2 }),
+            );
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DeleteTopicsRequest {
@@ -65,14 +98,17 @@ impl DeleteTopicsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         if v >= 6 {
             rd::set(
                 &mut this.topics,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    DeleteTopicState::min_len(v),
                     "DeleteTopicsRequest.topics",
                     |this: &mut DeleteTopicState, i| this.read_into(i, cx, v),
                 )?,
@@ -81,26 +117,45 @@ impl DeleteTopicsRequest {
         if v <= 5 {
             rd::set(
                 &mut this.topic_names,
-                rd::array(i, flexible, 1, "DeleteTopicsRequest.topic_names", |i| {
-                    rd::string(i, cx, flexible, "DeleteTopicsRequest.topic_names")
-                })?,
+                rd::array(
+                    i,
+                    cx,
+                    flexible,
+                    (if flexible { 1 } else { 2 }),
+                    "DeleteTopicsRequest.topic_names",
+                    |i| rd::string(i, cx, flexible, "DeleteTopicsRequest.topic_names"),
+                )?,
             );
         }
         this.timeout_ms = rd::i32(i, "DeleteTopicsRequest.timeout_ms")?;
         if flexible {
-            let n = rd::tag_count(i, "DeleteTopicsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteTopicsRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteTopicsRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteTopicsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteTopicsRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DeleteTopicsRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DeleteTopicsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -181,8 +236,29 @@ impl Default for DeleteTopicState {
 }
 
 impl DeleteTopicState {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=3 => 0,
+            4..=5 => 1,
+            6 => 18,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DeleteTopicState {
@@ -204,6 +280,8 @@ impl DeleteTopicState {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         if v >= 6 {
             rd::set(
@@ -215,19 +293,33 @@ impl DeleteTopicState {
             this.topic_id = rd::uuid(i, "DeleteTopicState.topic_id")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "DeleteTopicState._tagged")?;
+            let n = rd::tag_section(i, cx, "DeleteTopicState._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DeleteTopicState._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DeleteTopicState._tagged")?;
                 rd::tag_order(&mut last, tag, "DeleteTopicState._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DeleteTopicState._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DeleteTopicState v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -57,8 +57,33 @@ impl Default for DescribeClusterResponse {
 }
 
 impl DescribeClusterResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 18,
+            1..=2 => 19,
+            _ => 18,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<DescribeClusterBroker>(),
+            DescribeClusterBroker::min_len(v).max(1),
+        );
+        DescribeClusterBroker::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeClusterResponse {
@@ -80,6 +105,8 @@ impl DescribeClusterResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         if i.len() >= 4 + 2 {
             let mut fast: &[u8] = i;
@@ -115,8 +142,9 @@ impl DescribeClusterResponse {
             &mut this.brokers,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                11,
+                DescribeClusterBroker::min_len(v),
                 "DescribeClusterResponse.brokers",
                 |this: &mut DescribeClusterBroker, i| this.read_into(i, cx, v),
             )?,
@@ -124,19 +152,33 @@ impl DescribeClusterResponse {
         this.cluster_authorized_operations =
             rd::i32(i, "DescribeClusterResponse.cluster_authorized_operations")?;
         if flexible {
-            let n = rd::tag_count(i, "DescribeClusterResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeClusterResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeClusterResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeClusterResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeClusterResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeClusterResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeClusterResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -251,8 +293,28 @@ impl Default for DescribeClusterBroker {
 }
 
 impl DescribeClusterBroker {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 11;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 11,
+            2 => 12,
+            _ => 11,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeClusterBroker {
@@ -274,6 +336,8 @@ impl DescribeClusterBroker {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.broker_id = rd::i32(i, "DescribeClusterBroker.broker_id")?;
         rd::set(
@@ -289,19 +353,33 @@ impl DescribeClusterBroker {
             this.is_fenced = rd::bool(i, "DescribeClusterBroker.is_fenced")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribeClusterBroker._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeClusterBroker._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeClusterBroker._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeClusterBroker._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeClusterBroker._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeClusterBroker._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeClusterBroker v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -42,8 +42,34 @@ impl Default for DescribeConfigsRequest {
 }
 
 impl DescribeConfigsRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=2 => 5,
+            3 => 6,
+            4 => 4,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        f(
+            std::mem::size_of::<DescribeConfigsResource>(),
+            DescribeConfigsResource::min_len(v).max(1),
+        );
+        DescribeConfigsResource::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeConfigsRequest {
@@ -65,13 +91,16 @@ impl DescribeConfigsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         rd::set(
             &mut this.resources,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                4,
+                DescribeConfigsResource::min_len(v),
                 "DescribeConfigsRequest.resources",
                 |this: &mut DescribeConfigsResource, i| this.read_into(i, cx, v),
             )?,
@@ -95,19 +124,33 @@ impl DescribeConfigsRequest {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeConfigsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeConfigsRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -184,8 +227,32 @@ impl Default for DescribeConfigsResource {
 }
 
 impl DescribeConfigsResource {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 4;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=3 => 7,
+            4 => 4,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        f(
+            std::mem::size_of::<ByteString>(),
+            (if flexible { 1 } else { 2 }),
+        );
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeConfigsResource {
@@ -207,6 +274,8 @@ impl DescribeConfigsResource {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         this.resource_type = rd::i8(i, "DescribeConfigsResource.resource_type")?;
         rd::set(
@@ -217,9 +286,10 @@ impl DescribeConfigsResource {
             &mut this.configuration_keys,
             rd::nullable_array(
                 i,
+                cx,
                 flexible,
                 true,
-                1,
+                (if flexible { 1 } else { 2 }),
                 "DescribeConfigsResource.configuration_keys",
                 |i| {
                     rd::string(
@@ -232,19 +302,33 @@ impl DescribeConfigsResource {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsResource._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsResource._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResource._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeConfigsResource._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsResource._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeConfigsResource._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsResource v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -39,8 +39,33 @@ impl Default for DescribeConfigsResponse {
 }
 
 impl DescribeConfigsResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=3 => 8,
+            4 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        f(
+            std::mem::size_of::<DescribeConfigsResult>(),
+            DescribeConfigsResult::min_len(v).max(1),
+        );
+        DescribeConfigsResult::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeConfigsResponse {
@@ -62,32 +87,49 @@ impl DescribeConfigsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         this.throttle_time_ms = rd::i32(i, "DescribeConfigsResponse.throttle_time_ms")?;
         rd::set(
             &mut this.results,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                7,
+                DescribeConfigsResult::min_len(v),
                 "DescribeConfigsResponse.results",
                 |this: &mut DescribeConfigsResult, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeConfigsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeConfigsResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -178,8 +220,34 @@ impl Default for DescribeConfigsResourceResult {
 }
 
 impl DescribeConfigsResourceResult {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 9;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=2 => 11,
+            3 => 14,
+            4 => 9,
+            _ => 9,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        f(
+            std::mem::size_of::<DescribeConfigsSynonym>(),
+            DescribeConfigsSynonym::min_len(v).max(1),
+        );
+        DescribeConfigsSynonym::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeConfigsResourceResult {
@@ -201,6 +269,8 @@ impl DescribeConfigsResourceResult {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         rd::set(
             &mut this.name,
@@ -228,8 +298,9 @@ impl DescribeConfigsResourceResult {
             &mut this.synonyms,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                4,
+                DescribeConfigsSynonym::min_len(v),
                 "DescribeConfigsResourceResult.synonyms",
                 |this: &mut DescribeConfigsSynonym, i| this.read_into(i, cx, v),
             )?,
@@ -250,19 +321,34 @@ impl DescribeConfigsResourceResult {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsResourceResult._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsResourceResult._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResourceResult._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "DescribeConfigsResourceResult._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsResourceResult._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeConfigsResourceResult._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsResourceResult v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -376,8 +462,33 @@ impl Default for DescribeConfigsResult {
 }
 
 impl DescribeConfigsResult {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 7;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=3 => 11,
+            4 => 7,
+            _ => 7,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        f(
+            std::mem::size_of::<DescribeConfigsResourceResult>(),
+            DescribeConfigsResourceResult::min_len(v).max(1),
+        );
+        DescribeConfigsResourceResult::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeConfigsResult {
@@ -399,6 +510,8 @@ impl DescribeConfigsResult {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         this.error_code = rd::i16(i, "DescribeConfigsResult.error_code")?;
         rd::set(
@@ -414,26 +527,41 @@ impl DescribeConfigsResult {
             &mut this.configs,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                9,
+                DescribeConfigsResourceResult::min_len(v),
                 "DescribeConfigsResult.configs",
                 |this: &mut DescribeConfigsResourceResult, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsResult._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsResult._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsResult._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeConfigsResult._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsResult._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeConfigsResult._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsResult v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -526,8 +654,28 @@ impl Default for DescribeConfigsSynonym {
 }
 
 impl DescribeConfigsSynonym {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 4;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=3 => 5,
+            4 => 4,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeConfigsSynonym {
@@ -549,6 +697,8 @@ impl DescribeConfigsSynonym {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         rd::set(
             &mut this.name,
@@ -560,19 +710,33 @@ impl DescribeConfigsSynonym {
         );
         this.source = rd::i8(i, "DescribeConfigsSynonym.source")?;
         if flexible {
-            let n = rd::tag_count(i, "DescribeConfigsSynonym._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeConfigsSynonym._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeConfigsSynonym._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeConfigsSynonym._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeConfigsSynonym._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeConfigsSynonym._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeConfigsSynonym v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -39,8 +39,34 @@ impl Default for DescribeGroupsResponse {
 }
 
 impl DescribeGroupsResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 4,
+            1..=4 => 8,
+            5..=6 => 6,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        f(
+            std::mem::size_of::<DescribedGroup>(),
+            DescribedGroup::min_len(v).max(1),
+        );
+        DescribedGroup::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeGroupsResponse {
@@ -62,6 +88,8 @@ impl DescribeGroupsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         if v >= 1 {
             this.throttle_time_ms = rd::i32(i, "DescribeGroupsResponse.throttle_time_ms")?;
@@ -70,26 +98,41 @@ impl DescribeGroupsResponse {
             &mut this.groups,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                12,
+                DescribedGroup::min_len(v),
                 "DescribeGroupsResponse.groups",
                 |this: &mut DescribedGroup, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeGroupsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeGroupsResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeGroupsResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribeGroupsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeGroupsResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeGroupsResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeGroupsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -180,8 +223,35 @@ impl Default for DescribedGroup {
 }
 
 impl DescribedGroup {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 12;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=2 => 14,
+            3..=4 => 18,
+            5 => 12,
+            6 => 13,
+            _ => 12,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        f(
+            std::mem::size_of::<DescribedGroupMember>(),
+            DescribedGroupMember::min_len(v).max(1),
+        );
+        DescribedGroupMember::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribedGroup {
@@ -203,6 +273,8 @@ impl DescribedGroup {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         this.error_code = rd::i16(i, "DescribedGroup.error_code")?;
         if v >= 6 {
@@ -231,8 +303,9 @@ impl DescribedGroup {
             &mut this.members,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                7,
+                DescribedGroupMember::min_len(v),
                 "DescribedGroup.members",
                 |this: &mut DescribedGroupMember, i| this.read_into(i, cx, v),
             )?,
@@ -241,19 +314,33 @@ impl DescribedGroup {
             this.authorized_operations = rd::i32(i, "DescribedGroup.authorized_operations")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "DescribedGroup._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribedGroup._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribedGroup._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribedGroup._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribedGroup._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribedGroup._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribedGroup v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -381,8 +468,29 @@ impl Default for DescribedGroupMember {
 }
 
 impl DescribedGroupMember {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 7;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=3 => 14,
+            4 => 16,
+            5..=6 => 7,
+            _ => 7,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 5;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribedGroupMember {
@@ -404,6 +512,8 @@ impl DescribedGroupMember {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 5;
         rd::set(
             &mut this.member_id,
@@ -438,19 +548,33 @@ impl DescribedGroupMember {
             rd::bytes(i, cx, flexible, "DescribedGroupMember.member_assignment")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribedGroupMember._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribedGroupMember._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribedGroupMember._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "DescribedGroupMember._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribedGroupMember._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribedGroupMember._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribedGroupMember v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -42,8 +42,33 @@ impl Default for DescribeTopicPartitionsResponse {
 }
 
 impl DescribeTopicPartitionsResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 7,
+            _ => 7,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<DescribeTopicPartitionsResponseTopic>(),
+            DescribeTopicPartitionsResponseTopic::min_len(v).max(1),
+        );
+        DescribeTopicPartitionsResponseTopic::lists(v, f);
+        Cursor::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeTopicPartitionsResponse {
@@ -65,14 +90,17 @@ impl DescribeTopicPartitionsResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.throttle_time_ms = rd::i32(i, "DescribeTopicPartitionsResponse.throttle_time_ms")?;
         rd::set(
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                26,
+                DescribeTopicPartitionsResponseTopic::min_len(v),
                 "DescribeTopicPartitionsResponse.topics",
                 |this: &mut DescribeTopicPartitionsResponseTopic, i| this.read_into(i, cx, v),
             )?,
@@ -87,19 +115,34 @@ impl DescribeTopicPartitionsResponse {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeTopicPartitionsResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeTopicPartitionsResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "DescribeTopicPartitionsResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "DescribeTopicPartitionsResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "DescribeTopicPartitionsResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeTopicPartitionsResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeTopicPartitionsResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -184,8 +227,27 @@ impl Default for Cursor {
 }
 
 impl Cursor {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for Cursor {
@@ -207,6 +269,8 @@ impl Cursor {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         rd::set(
             &mut this.topic_name,
@@ -214,19 +278,33 @@ impl Cursor {
         );
         this.partition_index = rd::i32(i, "Cursor.partition_index")?;
         if flexible {
-            let n = rd::tag_count(i, "Cursor._tagged")?;
+            let n = rd::tag_section(i, cx, "Cursor._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "Cursor._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "Cursor._tagged")?;
                 rd::tag_order(&mut last, tag, "Cursor._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "Cursor._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "Cursor v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -307,8 +385,32 @@ impl Default for DescribeTopicPartitionsResponsePartition {
 }
 
 impl DescribeTopicPartitionsResponsePartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 20;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 20,
+            _ => 20,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(std::mem::size_of::<i32>(), 4);
+        f(std::mem::size_of::<i32>(), 4);
+        f(std::mem::size_of::<i32>(), 4);
+        f(std::mem::size_of::<i32>(), 4);
+        f(std::mem::size_of::<i32>(), 4);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeTopicPartitionsResponsePartition {
@@ -330,6 +432,8 @@ impl DescribeTopicPartitionsResponsePartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         if i.len() >= 2 + 4 + 4 + 4 {
             let mut fast: &[u8] = i;
@@ -360,6 +464,7 @@ impl DescribeTopicPartitionsResponsePartition {
             &mut this.replica_nodes,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "DescribeTopicPartitionsResponsePartition.replica_nodes",
@@ -370,6 +475,7 @@ impl DescribeTopicPartitionsResponsePartition {
             &mut this.isr_nodes,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "DescribeTopicPartitionsResponsePartition.isr_nodes",
@@ -380,6 +486,7 @@ impl DescribeTopicPartitionsResponsePartition {
             &mut this.eligible_leader_replicas,
             rd::nullable_array(
                 i,
+                cx,
                 flexible,
                 true,
                 4,
@@ -396,6 +503,7 @@ impl DescribeTopicPartitionsResponsePartition {
             &mut this.last_known_elr,
             rd::nullable_array(
                 i,
+                cx,
                 flexible,
                 true,
                 4,
@@ -407,6 +515,7 @@ impl DescribeTopicPartitionsResponsePartition {
             &mut this.offline_replicas,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "DescribeTopicPartitionsResponsePartition.offline_replicas",
@@ -419,24 +528,41 @@ impl DescribeTopicPartitionsResponsePartition {
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeTopicPartitionsResponsePartition._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) =
-                    rd::tagged_field(i, "DescribeTopicPartitionsResponsePartition._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(
+                    i,
+                    cx,
+                    "DescribeTopicPartitionsResponsePartition._tagged",
+                )?;
                 rd::tag_order(
                     &mut last,
                     tag,
                     "DescribeTopicPartitionsResponsePartition._tagged",
                 )?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeTopicPartitionsResponsePartition._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeTopicPartitionsResponsePartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -587,8 +713,32 @@ impl Default for DescribeTopicPartitionsResponseTopic {
 }
 
 impl DescribeTopicPartitionsResponseTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 26;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 26,
+            _ => 26,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = true;
+        f(
+            std::mem::size_of::<DescribeTopicPartitionsResponsePartition>(),
+            DescribeTopicPartitionsResponsePartition::min_len(v).max(1),
+        );
+        DescribeTopicPartitionsResponsePartition::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for DescribeTopicPartitionsResponseTopic {
@@ -610,6 +760,8 @@ impl DescribeTopicPartitionsResponseTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = true;
         this.error_code = rd::i16(i, "DescribeTopicPartitionsResponseTopic.error_code")?;
         rd::set(
@@ -638,8 +790,9 @@ impl DescribeTopicPartitionsResponseTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                20,
+                DescribeTopicPartitionsResponsePartition::min_len(v),
                 "DescribeTopicPartitionsResponseTopic.partitions",
                 |this: &mut DescribeTopicPartitionsResponsePartition, i| this.read_into(i, cx, v),
             )?,
@@ -649,24 +802,38 @@ impl DescribeTopicPartitionsResponseTopic {
             "DescribeTopicPartitionsResponseTopic.topic_authorized_operations",
         )?;
         if flexible {
-            let n = rd::tag_count(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "DescribeTopicPartitionsResponseTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
+            for k in 0..n {
                 let (tag, data) =
-                    rd::tagged_field(i, "DescribeTopicPartitionsResponseTopic._tagged")?;
+                    rd::next_tagged_field(i, cx, "DescribeTopicPartitionsResponseTopic._tagged")?;
                 rd::tag_order(
                     &mut last,
                     tag,
                     "DescribeTopicPartitionsResponseTopic._tagged",
                 )?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "DescribeTopicPartitionsResponseTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "DescribeTopicPartitionsResponseTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

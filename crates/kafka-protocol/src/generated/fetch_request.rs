@@ -69,8 +69,46 @@ impl Default for FetchRequest {
 }
 
 impl FetchRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=6 => 21,
+            7..=10 => 33,
+            11 => 35,
+            12..=14 => 29,
+            15..=18 => 25,
+            _ => 21,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        if v >= 15 {
+            ReplicaState::lists(v, f);
+        }
+        f(
+            std::mem::size_of::<FetchTopic>(),
+            FetchTopic::min_len(v).max(1),
+        );
+        FetchTopic::lists(v, f);
+        if v >= 7 {
+            f(
+                std::mem::size_of::<ForgottenTopic>(),
+                ForgottenTopic::min_len(v).max(1),
+            );
+            ForgottenTopic::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for FetchRequest {
@@ -92,6 +130,8 @@ impl FetchRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len()
             >= (if v <= 14 { 4 } else { 0 })
@@ -139,8 +179,9 @@ impl FetchRequest {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                FetchTopic::min_len(v),
                 "FetchRequest.topics",
                 |this: &mut FetchTopic, i| this.read_into(i, cx, v),
             )?,
@@ -150,8 +191,9 @@ impl FetchRequest {
                 &mut this.forgotten_topics_data,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    ForgottenTopic::min_len(v),
                     "FetchRequest.forgotten_topics_data",
                     |this: &mut ForgottenTopic, i| this.read_into(i, cx, v),
                 )?,
@@ -164,10 +206,10 @@ impl FetchRequest {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "FetchRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "FetchRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FetchRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "FetchRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchRequest._tagged")?;
                 match tag {
                     0 if v >= 12 => {
@@ -181,13 +223,27 @@ impl FetchRequest {
                         let i = &mut &data[..];
                         rd::set(&mut this.replica_state, ReplicaState::read(i, cx, v)?);
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "FetchRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FetchRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -347,8 +403,30 @@ impl Default for FetchPartition {
 }
 
 impl FetchPartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 16;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4 => 16,
+            5..=8 => 24,
+            9..=11 => 28,
+            12..=18 => 33,
+            _ => 16,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for FetchPartition {
@@ -370,6 +448,8 @@ impl FetchPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len()
             >= 4 + (if v >= 9 { 4 } else { 0 })
@@ -410,10 +490,10 @@ impl FetchPartition {
             this.partition_max_bytes = rd::i32(i, "FetchPartition.partition_max_bytes")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "FetchPartition._tagged")?;
+            let n = rd::tag_section(i, cx, "FetchPartition._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FetchPartition._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "FetchPartition._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchPartition._tagged")?;
                 match tag {
                     0 if v >= 17 => {
@@ -425,13 +505,27 @@ impl FetchPartition {
                         let i = &mut &data[..];
                         this.high_watermark = rd::i64(i, "FetchPartition.high_watermark")?;
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "FetchPartition._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FetchPartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -529,8 +623,34 @@ impl Default for FetchTopic {
 }
 
 impl FetchTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 6,
+            12 => 3,
+            13..=18 => 18,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        f(
+            std::mem::size_of::<FetchPartition>(),
+            FetchPartition::min_len(v).max(1),
+        );
+        FetchPartition::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for FetchTopic {
@@ -552,6 +672,8 @@ impl FetchTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if v <= 12 {
             rd::set(
@@ -566,26 +688,41 @@ impl FetchTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                16,
+                FetchPartition::min_len(v),
                 "FetchTopic.partitions",
                 |this: &mut FetchPartition, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "FetchTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "FetchTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FetchTopic._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "FetchTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "FetchTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FetchTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -656,8 +793,33 @@ impl Default for ForgottenTopic {
 }
 
 impl ForgottenTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=6 => 0,
+            7..=11 => 6,
+            12 => 3,
+            13..=18 => 18,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        if v >= 7 {
+            f(std::mem::size_of::<i32>(), 4);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ForgottenTopic {
@@ -679,6 +841,8 @@ impl ForgottenTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if (v >= 7 && v <= 12) {
             rd::set(
@@ -692,25 +856,39 @@ impl ForgottenTopic {
         if v >= 7 {
             rd::set(
                 &mut this.partitions,
-                rd::array(i, flexible, 4, "ForgottenTopic.partitions", |i| {
+                rd::array(i, cx, flexible, 4, "ForgottenTopic.partitions", |i| {
                     rd::i32(i, "ForgottenTopic.partitions")
                 })?,
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "ForgottenTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "ForgottenTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ForgottenTopic._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "ForgottenTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "ForgottenTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ForgottenTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ForgottenTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -788,8 +966,29 @@ impl Default for ReplicaState {
 }
 
 impl ReplicaState {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 0,
+            12..=14 => 1,
+            15..=18 => 13,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ReplicaState {
@@ -811,6 +1010,8 @@ impl ReplicaState {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= (if v >= 15 { 4 } else { 0 }) + (if v >= 15 { 8 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -833,19 +1034,33 @@ impl ReplicaState {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "ReplicaState._tagged")?;
+            let n = rd::tag_section(i, cx, "ReplicaState._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ReplicaState._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "ReplicaState._tagged")?;
                 rd::tag_order(&mut last, tag, "ReplicaState._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ReplicaState._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ReplicaState v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -48,8 +48,41 @@ impl Default for FetchResponse {
 }
 
 impl FetchResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=6 => 8,
+            7..=11 => 14,
+            12..=18 => 12,
+            _ => 8,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        f(
+            std::mem::size_of::<FetchableTopicResponse>(),
+            FetchableTopicResponse::min_len(v).max(1),
+        );
+        FetchableTopicResponse::lists(v, f);
+        if v >= 16 {
+            f(
+                std::mem::size_of::<NodeEndpoint>(),
+                NodeEndpoint::min_len(v).max(1),
+            );
+            NodeEndpoint::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for FetchResponse {
@@ -71,6 +104,8 @@ impl FetchResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= 4 + (if v >= 7 { 2 } else { 0 }) + (if v >= 7 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -98,17 +133,18 @@ impl FetchResponse {
             &mut this.responses,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                FetchableTopicResponse::min_len(v),
                 "FetchResponse.responses",
                 |this: &mut FetchableTopicResponse, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "FetchResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "FetchResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FetchResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "FetchResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchResponse._tagged")?;
                 match tag {
                     0 if v >= 16 => {
@@ -117,20 +153,35 @@ impl FetchResponse {
                             &mut this.node_endpoints,
                             rd::struct_array(
                                 i,
+                                cx,
                                 true,
-                                1,
+                                NodeEndpoint::min_len(v),
                                 "FetchResponse.node_endpoints",
                                 |this: &mut NodeEndpoint, i| this.read_into(i, cx, v),
                             )?,
                         );
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "FetchResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FetchResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -241,8 +292,28 @@ impl Default for AbortedTransaction {
 }
 
 impl AbortedTransaction {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 16;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 16,
+            12..=18 => 17,
+            _ => 16,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for AbortedTransaction {
@@ -264,6 +335,8 @@ impl AbortedTransaction {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= 8 + 8 {
             let mut fast: &[u8] = i;
@@ -278,19 +351,33 @@ impl AbortedTransaction {
             this.first_offset = rd::i64(i, "AbortedTransaction.first_offset")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "AbortedTransaction._tagged")?;
+            let n = rd::tag_section(i, cx, "AbortedTransaction._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "AbortedTransaction._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "AbortedTransaction._tagged")?;
                 rd::tag_order(&mut last, tag, "AbortedTransaction._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "AbortedTransaction._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "AbortedTransaction v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -350,8 +437,28 @@ impl Default for EpochEndOffset {
 }
 
 impl EpochEndOffset {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 0,
+            12..=18 => 13,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for EpochEndOffset {
@@ -373,6 +480,8 @@ impl EpochEndOffset {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= (if v >= 12 { 4 } else { 0 }) + (if v >= 12 { 8 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -395,19 +504,33 @@ impl EpochEndOffset {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "EpochEndOffset._tagged")?;
+            let n = rd::tag_section(i, cx, "EpochEndOffset._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "EpochEndOffset._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "EpochEndOffset._tagged")?;
                 rd::tag_order(&mut last, tag, "EpochEndOffset._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "EpochEndOffset._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "EpochEndOffset v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -490,8 +613,34 @@ impl Default for FetchableTopicResponse {
 }
 
 impl FetchableTopicResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 6,
+            12 => 3,
+            13..=18 => 18,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        f(
+            std::mem::size_of::<PartitionData>(),
+            PartitionData::min_len(v).max(1),
+        );
+        PartitionData::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for FetchableTopicResponse {
@@ -513,6 +662,8 @@ impl FetchableTopicResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if v <= 12 {
             rd::set(
@@ -527,26 +678,41 @@ impl FetchableTopicResponse {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                30,
+                PartitionData::min_len(v),
                 "FetchableTopicResponse.partitions",
                 |this: &mut PartitionData, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "FetchableTopicResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "FetchableTopicResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FetchableTopicResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "FetchableTopicResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "FetchableTopicResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "FetchableTopicResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FetchableTopicResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -629,8 +795,28 @@ impl Default for LeaderIdAndEpoch {
 }
 
 impl LeaderIdAndEpoch {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 0,
+            12..=18 => 9,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for LeaderIdAndEpoch {
@@ -652,6 +838,8 @@ impl LeaderIdAndEpoch {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= (if v >= 12 { 4 } else { 0 }) + (if v >= 12 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -674,19 +862,33 @@ impl LeaderIdAndEpoch {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "LeaderIdAndEpoch._tagged")?;
+            let n = rd::tag_section(i, cx, "LeaderIdAndEpoch._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "LeaderIdAndEpoch._tagged")?;
                 rd::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "LeaderIdAndEpoch._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "LeaderIdAndEpoch v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -772,8 +974,29 @@ impl Default for NodeEndpoint {
 }
 
 impl NodeEndpoint {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 0,
+            12..=15 => 1,
+            16..=18 => 11,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for NodeEndpoint {
@@ -795,6 +1018,8 @@ impl NodeEndpoint {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if v >= 16 {
             this.node_id = rd::i32(i, "NodeEndpoint.node_id")?;
@@ -815,19 +1040,33 @@ impl NodeEndpoint {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "NodeEndpoint._tagged")?;
+            let n = rd::tag_section(i, cx, "NodeEndpoint._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "NodeEndpoint._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "NodeEndpoint._tagged")?;
                 rd::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "NodeEndpoint._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "NodeEndpoint v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -962,8 +1201,44 @@ impl Default for PartitionData {
 }
 
 impl PartitionData {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 30;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4 => 30,
+            5..=10 => 38,
+            11 => 42,
+            12..=18 => 37,
+            _ => 30,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        if v >= 12 {
+            EpochEndOffset::lists(v, f);
+        }
+        if v >= 12 {
+            LeaderIdAndEpoch::lists(v, f);
+        }
+        if v >= 12 {
+            SnapshotId::lists(v, f);
+        }
+        f(
+            std::mem::size_of::<AbortedTransaction>(),
+            AbortedTransaction::min_len(v).max(1),
+        );
+        AbortedTransaction::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for PartitionData {
@@ -985,6 +1260,8 @@ impl PartitionData {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= 4 + 2 + 8 + 8 + (if v >= 5 { 8 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -1012,9 +1289,10 @@ impl PartitionData {
             &mut this.aborted_transactions,
             rd::nullable_struct_array(
                 i,
+                cx,
                 flexible,
                 true,
-                16,
+                AbortedTransaction::min_len(v),
                 "PartitionData.aborted_transactions",
                 |this: &mut AbortedTransaction, i| this.read_into(i, cx, v),
             )?,
@@ -1027,10 +1305,10 @@ impl PartitionData {
             rd::nullable_bytes(i, cx, flexible, true, "PartitionData.records")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "PartitionData._tagged")?;
+            let n = rd::tag_section(i, cx, "PartitionData._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "PartitionData._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "PartitionData._tagged")?;
                 rd::tag_order(&mut last, tag, "PartitionData._tagged")?;
                 match tag {
                     0 if v >= 12 => {
@@ -1045,13 +1323,27 @@ impl PartitionData {
                         let i = &mut &data[..];
                         rd::set(&mut this.snapshot_id, SnapshotId::read(i, cx, v)?);
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "PartitionData._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "PartitionData v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -1201,8 +1493,28 @@ impl Default for SnapshotId {
 }
 
 impl SnapshotId {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 12;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            4..=11 => 12,
+            12..=18 => 13,
+            _ => 12,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 12;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for SnapshotId {
@@ -1224,6 +1536,8 @@ impl SnapshotId {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 12;
         if i.len() >= 8 + 4 {
             let mut fast: &[u8] = i;
@@ -1238,19 +1552,33 @@ impl SnapshotId {
             this.epoch = rd::i32(i, "SnapshotId.epoch")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "SnapshotId._tagged")?;
+            let n = rd::tag_section(i, cx, "SnapshotId._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "SnapshotId._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "SnapshotId._tagged")?;
                 rd::tag_order(&mut last, tag, "SnapshotId._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "SnapshotId._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "SnapshotId v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -54,8 +54,37 @@ impl Default for FindCoordinatorResponse {
 }
 
 impl FindCoordinatorResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 12,
+            1..=2 => 18,
+            3 => 17,
+            4..=6 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 3;
+        if v >= 4 {
+            f(
+                std::mem::size_of::<Coordinator>(),
+                Coordinator::min_len(v).max(1),
+            );
+            Coordinator::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for FindCoordinatorResponse {
@@ -77,6 +106,8 @@ impl FindCoordinatorResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if i.len() >= (if v >= 1 { 4 } else { 0 }) + (if v <= 3 { 2 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -127,27 +158,42 @@ impl FindCoordinatorResponse {
                 &mut this.coordinators,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    Coordinator::min_len(v),
                     "FindCoordinatorResponse.coordinators",
                     |this: &mut Coordinator, i| this.read_into(i, cx, v),
                 )?,
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "FindCoordinatorResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "FindCoordinatorResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "FindCoordinatorResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "FindCoordinatorResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "FindCoordinatorResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "FindCoordinatorResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "FindCoordinatorResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -315,8 +361,29 @@ impl Default for Coordinator {
 }
 
 impl Coordinator {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=2 => 0,
+            3 => 1,
+            4..=6 => 14,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 3;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for Coordinator {
@@ -338,6 +405,8 @@ impl Coordinator {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if v >= 4 {
             rd::set(
@@ -381,19 +450,33 @@ impl Coordinator {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "Coordinator._tagged")?;
+            let n = rd::tag_section(i, cx, "Coordinator._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "Coordinator._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "Coordinator._tagged")?;
                 rd::tag_order(&mut last, tag, "Coordinator._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "Coordinator._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "Coordinator v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -57,8 +57,36 @@ impl Default for JoinGroupRequest {
 }
 
 impl JoinGroupRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 14,
+            1..=4 => 18,
+            5 => 20,
+            6..=7 => 14,
+            8..=9 => 15,
+            _ => 14,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        f(
+            std::mem::size_of::<JoinGroupRequestProtocol>(),
+            JoinGroupRequestProtocol::min_len(v).max(1),
+        );
+        JoinGroupRequestProtocol::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for JoinGroupRequest {
@@ -80,6 +108,8 @@ impl JoinGroupRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         rd::set(
             &mut this.group_id,
@@ -126,8 +156,9 @@ impl JoinGroupRequest {
             &mut this.protocols,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                JoinGroupRequestProtocol::min_len(v),
                 "JoinGroupRequest.protocols",
                 |this: &mut JoinGroupRequestProtocol, i| this.read_into(i, cx, v),
             )?,
@@ -139,19 +170,33 @@ impl JoinGroupRequest {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "JoinGroupRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "JoinGroupRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "JoinGroupRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "JoinGroupRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "JoinGroupRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "JoinGroupRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "JoinGroupRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -261,8 +306,28 @@ impl Default for JoinGroupRequestProtocol {
 }
 
 impl JoinGroupRequestProtocol {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=5 => 6,
+            6..=9 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for JoinGroupRequestProtocol {
@@ -284,6 +349,8 @@ impl JoinGroupRequestProtocol {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         rd::set(
             &mut this.name,
@@ -294,19 +361,33 @@ impl JoinGroupRequestProtocol {
             rd::bytes(i, cx, flexible, "JoinGroupRequestProtocol.metadata")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "JoinGroupRequestProtocol._tagged")?;
+            let n = rd::tag_section(i, cx, "JoinGroupRequestProtocol._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "JoinGroupRequestProtocol._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "JoinGroupRequestProtocol._tagged")?;
                 rd::tag_order(&mut last, tag, "JoinGroupRequestProtocol._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "JoinGroupRequestProtocol._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "JoinGroupRequestProtocol v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -60,8 +60,36 @@ impl Default for JoinGroupResponse {
 }
 
 impl JoinGroupResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 16,
+            2..=5 => 20,
+            6 => 15,
+            7..=8 => 16,
+            9 => 17,
+            _ => 15,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        f(
+            std::mem::size_of::<JoinGroupResponseMember>(),
+            JoinGroupResponseMember::min_len(v).max(1),
+        );
+        JoinGroupResponseMember::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for JoinGroupResponse {
@@ -83,6 +111,8 @@ impl JoinGroupResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if i.len() >= (if v >= 2 { 4 } else { 0 }) + 2 + 4 {
             let mut fast: &[u8] = i;
@@ -127,26 +157,41 @@ impl JoinGroupResponse {
             &mut this.members,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                4,
+                JoinGroupResponseMember::min_len(v),
                 "JoinGroupResponse.members",
                 |this: &mut JoinGroupResponseMember, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "JoinGroupResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "JoinGroupResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "JoinGroupResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "JoinGroupResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "JoinGroupResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "JoinGroupResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "JoinGroupResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -266,8 +311,29 @@ impl Default for JoinGroupResponseMember {
 }
 
 impl JoinGroupResponseMember {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 4;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=4 => 6,
+            5 => 8,
+            6..=9 => 4,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for JoinGroupResponseMember {
@@ -289,6 +355,8 @@ impl JoinGroupResponseMember {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         rd::set(
             &mut this.member_id,
@@ -311,19 +379,33 @@ impl JoinGroupResponseMember {
             rd::bytes(i, cx, flexible, "JoinGroupResponseMember.metadata")?,
         );
         if flexible {
-            let n = rd::tag_count(i, "JoinGroupResponseMember._tagged")?;
+            let n = rd::tag_section(i, cx, "JoinGroupResponseMember._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "JoinGroupResponseMember._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "JoinGroupResponseMember._tagged")?;
                 rd::tag_order(&mut last, tag, "JoinGroupResponseMember._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "JoinGroupResponseMember._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "JoinGroupResponseMember v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -39,8 +39,42 @@ impl Default for ListGroupsRequest {
 }
 
 impl ListGroupsRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=2 => 0,
+            3 => 1,
+            4 => 2,
+            5 => 3,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 3;
+        if v >= 4 {
+            f(
+                std::mem::size_of::<ByteString>(),
+                (if flexible { 1 } else { 2 }),
+            );
+        }
+        if v >= 5 {
+            f(
+                std::mem::size_of::<ByteString>(),
+                (if flexible { 1 } else { 2 }),
+            );
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ListGroupsRequest {
@@ -62,37 +96,63 @@ impl ListGroupsRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 3;
         if v >= 4 {
             rd::set(
                 &mut this.states_filter,
-                rd::array(i, flexible, 1, "ListGroupsRequest.states_filter", |i| {
-                    rd::string(i, cx, flexible, "ListGroupsRequest.states_filter")
-                })?,
+                rd::array(
+                    i,
+                    cx,
+                    flexible,
+                    (if flexible { 1 } else { 2 }),
+                    "ListGroupsRequest.states_filter",
+                    |i| rd::string(i, cx, flexible, "ListGroupsRequest.states_filter"),
+                )?,
             );
         }
         if v >= 5 {
             rd::set(
                 &mut this.types_filter,
-                rd::array(i, flexible, 1, "ListGroupsRequest.types_filter", |i| {
-                    rd::string(i, cx, flexible, "ListGroupsRequest.types_filter")
-                })?,
+                rd::array(
+                    i,
+                    cx,
+                    flexible,
+                    (if flexible { 1 } else { 2 }),
+                    "ListGroupsRequest.types_filter",
+                    |i| rd::string(i, cx, flexible, "ListGroupsRequest.types_filter"),
+                )?,
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "ListGroupsRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "ListGroupsRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ListGroupsRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "ListGroupsRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "ListGroupsRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ListGroupsRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ListGroupsRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -54,8 +54,44 @@ impl Default for MetadataResponse {
 }
 
 impl MetadataResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 8,
+            1 => 12,
+            2 => 14,
+            3..=7 => 18,
+            8 => 22,
+            9..=10 => 16,
+            11..=12 => 12,
+            13 => 14,
+            _ => 8,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(
+            std::mem::size_of::<MetadataResponseBroker>(),
+            MetadataResponseBroker::min_len(v).max(1),
+        );
+        MetadataResponseBroker::lists(v, f);
+        f(
+            std::mem::size_of::<MetadataResponseTopic>(),
+            MetadataResponseTopic::min_len(v).max(1),
+        );
+        MetadataResponseTopic::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for MetadataResponse {
@@ -77,6 +113,8 @@ impl MetadataResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if v >= 3 {
             this.throttle_time_ms = rd::i32(i, "MetadataResponse.throttle_time_ms")?;
@@ -85,8 +123,9 @@ impl MetadataResponse {
             &mut this.brokers,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                10,
+                MetadataResponseBroker::min_len(v),
                 "MetadataResponse.brokers",
                 |this: &mut MetadataResponseBroker, i| this.read_into(i, cx, v),
             )?,
@@ -104,8 +143,9 @@ impl MetadataResponse {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                8,
+                MetadataResponseTopic::min_len(v),
                 "MetadataResponse.topics",
                 |this: &mut MetadataResponseTopic, i| this.read_into(i, cx, v),
             )?,
@@ -133,19 +173,33 @@ impl MetadataResponse {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "MetadataResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "MetadataResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MetadataResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "MetadataResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "MetadataResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "MetadataResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -272,8 +326,29 @@ impl Default for MetadataResponseBroker {
 }
 
 impl MetadataResponseBroker {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 10;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 10,
+            1..=8 => 12,
+            9..=13 => 11,
+            _ => 10,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for MetadataResponseBroker {
@@ -295,6 +370,8 @@ impl MetadataResponseBroker {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         this.node_id = rd::i32(i, "MetadataResponseBroker.node_id")?;
         rd::set(
@@ -309,19 +386,33 @@ impl MetadataResponseBroker {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "MetadataResponseBroker._tagged")?;
+            let n = rd::tag_section(i, cx, "MetadataResponseBroker._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MetadataResponseBroker._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "MetadataResponseBroker._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponseBroker._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "MetadataResponseBroker._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "MetadataResponseBroker v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -413,8 +504,35 @@ impl Default for MetadataResponsePartition {
 }
 
 impl MetadataResponsePartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 18;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=4 => 18,
+            5..=6 => 22,
+            7..=8 => 26,
+            9..=13 => 18,
+            _ => 18,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(std::mem::size_of::<i32>(), 4);
+        f(std::mem::size_of::<i32>(), 4);
+        if v >= 5 {
+            f(std::mem::size_of::<i32>(), 4);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for MetadataResponsePartition {
@@ -436,6 +554,8 @@ impl MetadataResponsePartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if i.len() >= 2 + 4 + 4 + (if v >= 7 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -461,6 +581,7 @@ impl MetadataResponsePartition {
             &mut this.replica_nodes,
             rd::array(
                 i,
+                cx,
                 flexible,
                 4,
                 "MetadataResponsePartition.replica_nodes",
@@ -469,15 +590,21 @@ impl MetadataResponsePartition {
         );
         rd::set(
             &mut this.isr_nodes,
-            rd::array(i, flexible, 4, "MetadataResponsePartition.isr_nodes", |i| {
-                rd::i32(i, "MetadataResponsePartition.isr_nodes")
-            })?,
+            rd::array(
+                i,
+                cx,
+                flexible,
+                4,
+                "MetadataResponsePartition.isr_nodes",
+                |i| rd::i32(i, "MetadataResponsePartition.isr_nodes"),
+            )?,
         );
         if v >= 5 {
             rd::set(
                 &mut this.offline_replicas,
                 rd::array(
                     i,
+                    cx,
                     flexible,
                     4,
                     "MetadataResponsePartition.offline_replicas",
@@ -486,19 +613,34 @@ impl MetadataResponsePartition {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "MetadataResponsePartition._tagged")?;
+            let n = rd::tag_section(i, cx, "MetadataResponsePartition._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MetadataResponsePartition._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "MetadataResponsePartition._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponsePartition._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "MetadataResponsePartition._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "MetadataResponsePartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -613,8 +755,36 @@ impl Default for MetadataResponseTopic {
 }
 
 impl MetadataResponseTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 8;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 8,
+            1..=7 => 9,
+            8 => 13,
+            9 => 10,
+            10..=13 => 26,
+            _ => 8,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(
+            std::mem::size_of::<MetadataResponsePartition>(),
+            MetadataResponsePartition::min_len(v).max(1),
+        );
+        MetadataResponsePartition::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for MetadataResponseTopic {
@@ -636,6 +806,8 @@ impl MetadataResponseTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         this.error_code = rd::i16(i, "MetadataResponseTopic.error_code")?;
         rd::set(
@@ -666,8 +838,9 @@ impl MetadataResponseTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                18,
+                MetadataResponsePartition::min_len(v),
                 "MetadataResponseTopic.partitions",
                 |this: &mut MetadataResponsePartition, i| this.read_into(i, cx, v),
             )?,
@@ -677,19 +850,33 @@ impl MetadataResponseTopic {
                 rd::i32(i, "MetadataResponseTopic.topic_authorized_operations")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "MetadataResponseTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "MetadataResponseTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "MetadataResponseTopic._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "MetadataResponseTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "MetadataResponseTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "MetadataResponseTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "MetadataResponseTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -528,9 +528,86 @@ impl RequestBody {
         }
     }
 
-    /// A default body of `api_key`, for [`Self::read_into`] to fill in.
+    /// Calls `f(size, min)` for every list a body of `api_key` can hold at `version`
+    /// (see the messages' `lists`); nothing for an unknown key.
+    pub fn lists_of(api_key: ApiKey, version: i16, f: &mut dyn FnMut(usize, usize)) {
+        match api_key {
+            ApiKey::Produce => produce_request::ProduceRequest::lists(version, f),
+            ApiKey::Fetch => fetch_request::FetchRequest::lists(version, f),
+            ApiKey::ListOffsets => list_offsets_request::ListOffsetsRequest::lists(version, f),
+            ApiKey::Metadata => metadata_request::MetadataRequest::lists(version, f),
+            ApiKey::OffsetCommit => offset_commit_request::OffsetCommitRequest::lists(version, f),
+            ApiKey::OffsetFetch => offset_fetch_request::OffsetFetchRequest::lists(version, f),
+            ApiKey::FindCoordinator => {
+                find_coordinator_request::FindCoordinatorRequest::lists(version, f)
+            }
+            ApiKey::JoinGroup => join_group_request::JoinGroupRequest::lists(version, f),
+            ApiKey::Heartbeat => heartbeat_request::HeartbeatRequest::lists(version, f),
+            ApiKey::LeaveGroup => leave_group_request::LeaveGroupRequest::lists(version, f),
+            ApiKey::SyncGroup => sync_group_request::SyncGroupRequest::lists(version, f),
+            ApiKey::DescribeGroups => {
+                describe_groups_request::DescribeGroupsRequest::lists(version, f)
+            }
+            ApiKey::ListGroups => list_groups_request::ListGroupsRequest::lists(version, f),
+            ApiKey::SaslHandshake => {
+                sasl_handshake_request::SaslHandshakeRequest::lists(version, f)
+            }
+            ApiKey::ApiVersions => api_versions_request::ApiVersionsRequest::lists(version, f),
+            ApiKey::CreateTopics => create_topics_request::CreateTopicsRequest::lists(version, f),
+            ApiKey::DeleteTopics => delete_topics_request::DeleteTopicsRequest::lists(version, f),
+            ApiKey::DeleteRecords => {
+                delete_records_request::DeleteRecordsRequest::lists(version, f)
+            }
+            ApiKey::InitProducerId => {
+                init_producer_id_request::InitProducerIdRequest::lists(version, f)
+            }
+            ApiKey::OffsetForLeaderEpoch => {
+                offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::lists(version, f)
+            }
+            ApiKey::DescribeAcls => describe_acls_request::DescribeAclsRequest::lists(version, f),
+            ApiKey::DescribeConfigs => {
+                describe_configs_request::DescribeConfigsRequest::lists(version, f)
+            }
+            ApiKey::AlterConfigs => alter_configs_request::AlterConfigsRequest::lists(version, f),
+            ApiKey::SaslAuthenticate => {
+                sasl_authenticate_request::SaslAuthenticateRequest::lists(version, f)
+            }
+            ApiKey::CreatePartitions => {
+                create_partitions_request::CreatePartitionsRequest::lists(version, f)
+            }
+            ApiKey::DeleteGroups => delete_groups_request::DeleteGroupsRequest::lists(version, f),
+            ApiKey::IncrementalAlterConfigs => {
+                incremental_alter_configs_request::IncrementalAlterConfigsRequest::lists(version, f)
+            }
+            ApiKey::OffsetDelete => offset_delete_request::OffsetDeleteRequest::lists(version, f),
+            ApiKey::DescribeClientQuotas => {
+                describe_client_quotas_request::DescribeClientQuotasRequest::lists(version, f)
+            }
+            ApiKey::AlterClientQuotas => {
+                alter_client_quotas_request::AlterClientQuotasRequest::lists(version, f)
+            }
+            ApiKey::DescribeCluster => {
+                describe_cluster_request::DescribeClusterRequest::lists(version, f)
+            }
+            ApiKey::DescribeProducers => {
+                describe_producers_request::DescribeProducersRequest::lists(version, f)
+            }
+            ApiKey::ConsumerGroupHeartbeat => {
+                consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::lists(version, f)
+            }
+            ApiKey::ConsumerGroupDescribe => {
+                consumer_group_describe_request::ConsumerGroupDescribeRequest::lists(version, f)
+            }
+            ApiKey::DescribeTopicPartitions => {
+                describe_topic_partitions_request::DescribeTopicPartitionsRequest::lists(version, f)
+            }
+            ApiKey::Unknown(_) => {}
+        }
+    }
+
+    /// A default body of `api_key` (what decoding fills in).
     #[inline]
-    pub(crate) fn default_for(api_key: ApiKey) -> Res<Self> {
+    pub fn default_for(api_key: ApiKey) -> Res<Self> {
         match api_key {
             ApiKey::Produce => Ok(RequestBody::Produce(
                 produce_request::ProduceRequest::default(),
@@ -1051,9 +1128,90 @@ impl ResponseBody {
         }
     }
 
-    /// A default body of `api_key`, for [`Self::read_into`] to fill in.
+    /// Calls `f(size, min)` for every list a body of `api_key` can hold at `version`
+    /// (see the messages' `lists`); nothing for an unknown key.
+    pub fn lists_of(api_key: ApiKey, version: i16, f: &mut dyn FnMut(usize, usize)) {
+        match api_key {
+            ApiKey::Produce => produce_response::ProduceResponse::lists(version, f),
+            ApiKey::Fetch => fetch_response::FetchResponse::lists(version, f),
+            ApiKey::ListOffsets => list_offsets_response::ListOffsetsResponse::lists(version, f),
+            ApiKey::Metadata => metadata_response::MetadataResponse::lists(version, f),
+            ApiKey::OffsetCommit => offset_commit_response::OffsetCommitResponse::lists(version, f),
+            ApiKey::OffsetFetch => offset_fetch_response::OffsetFetchResponse::lists(version, f),
+            ApiKey::FindCoordinator => {
+                find_coordinator_response::FindCoordinatorResponse::lists(version, f)
+            }
+            ApiKey::JoinGroup => join_group_response::JoinGroupResponse::lists(version, f),
+            ApiKey::Heartbeat => heartbeat_response::HeartbeatResponse::lists(version, f),
+            ApiKey::LeaveGroup => leave_group_response::LeaveGroupResponse::lists(version, f),
+            ApiKey::SyncGroup => sync_group_response::SyncGroupResponse::lists(version, f),
+            ApiKey::DescribeGroups => {
+                describe_groups_response::DescribeGroupsResponse::lists(version, f)
+            }
+            ApiKey::ListGroups => list_groups_response::ListGroupsResponse::lists(version, f),
+            ApiKey::SaslHandshake => {
+                sasl_handshake_response::SaslHandshakeResponse::lists(version, f)
+            }
+            ApiKey::ApiVersions => api_versions_response::ApiVersionsResponse::lists(version, f),
+            ApiKey::CreateTopics => create_topics_response::CreateTopicsResponse::lists(version, f),
+            ApiKey::DeleteTopics => delete_topics_response::DeleteTopicsResponse::lists(version, f),
+            ApiKey::DeleteRecords => {
+                delete_records_response::DeleteRecordsResponse::lists(version, f)
+            }
+            ApiKey::InitProducerId => {
+                init_producer_id_response::InitProducerIdResponse::lists(version, f)
+            }
+            ApiKey::OffsetForLeaderEpoch => {
+                offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::lists(version, f)
+            }
+            ApiKey::DescribeAcls => describe_acls_response::DescribeAclsResponse::lists(version, f),
+            ApiKey::DescribeConfigs => {
+                describe_configs_response::DescribeConfigsResponse::lists(version, f)
+            }
+            ApiKey::AlterConfigs => alter_configs_response::AlterConfigsResponse::lists(version, f),
+            ApiKey::SaslAuthenticate => {
+                sasl_authenticate_response::SaslAuthenticateResponse::lists(version, f)
+            }
+            ApiKey::CreatePartitions => {
+                create_partitions_response::CreatePartitionsResponse::lists(version, f)
+            }
+            ApiKey::DeleteGroups => delete_groups_response::DeleteGroupsResponse::lists(version, f),
+            ApiKey::IncrementalAlterConfigs => {
+                incremental_alter_configs_response::IncrementalAlterConfigsResponse::lists(
+                    version, f,
+                )
+            }
+            ApiKey::OffsetDelete => offset_delete_response::OffsetDeleteResponse::lists(version, f),
+            ApiKey::DescribeClientQuotas => {
+                describe_client_quotas_response::DescribeClientQuotasResponse::lists(version, f)
+            }
+            ApiKey::AlterClientQuotas => {
+                alter_client_quotas_response::AlterClientQuotasResponse::lists(version, f)
+            }
+            ApiKey::DescribeCluster => {
+                describe_cluster_response::DescribeClusterResponse::lists(version, f)
+            }
+            ApiKey::DescribeProducers => {
+                describe_producers_response::DescribeProducersResponse::lists(version, f)
+            }
+            ApiKey::ConsumerGroupHeartbeat => {
+                consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::lists(version, f)
+            }
+            ApiKey::ConsumerGroupDescribe => {
+                consumer_group_describe_response::ConsumerGroupDescribeResponse::lists(version, f)
+            }
+            ApiKey::DescribeTopicPartitions => {
+                describe_topic_partitions_response::DescribeTopicPartitionsResponse::lists(
+                    version, f,
+                )
+            }
+            ApiKey::Unknown(_) => {}
+        }
+    }
+
+    /// A default body of `api_key` (what decoding fills in).
     #[inline]
-    pub(crate) fn default_for(api_key: ApiKey) -> Res<Self> {
+    pub fn default_for(api_key: ApiKey) -> Res<Self> {
         match api_key {
             ApiKey::Produce => Ok(ResponseBody::Produce(
                 produce_response::ProduceResponse::default(),

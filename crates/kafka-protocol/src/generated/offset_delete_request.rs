@@ -36,8 +36,27 @@ impl Default for OffsetDeleteRequest {
 }
 
 impl OffsetDeleteRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(
+            std::mem::size_of::<OffsetDeleteRequestTopic>(),
+            OffsetDeleteRequestTopic::min_len(v).max(1),
+        );
+        OffsetDeleteRequestTopic::lists(v, f);
+    }
 }
 
 impl Decode for OffsetDeleteRequest {
@@ -59,6 +78,8 @@ impl OffsetDeleteRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.group_id,
             rd::string(i, cx, false, "OffsetDeleteRequest.group_id")?,
@@ -67,11 +88,18 @@ impl OffsetDeleteRequest {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 false,
-                6,
+                OffsetDeleteRequestTopic::min_len(v),
                 "OffsetDeleteRequest.topics",
                 |this: &mut OffsetDeleteRequestTopic, i| this.read_into(i, cx, v),
             )?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteRequest v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }
@@ -116,8 +144,22 @@ impl Default for OffsetDeleteRequestPartition {
 }
 
 impl OffsetDeleteRequestPartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 4;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 4,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+    }
 }
 
 impl Decode for OffsetDeleteRequestPartition {
@@ -139,7 +181,15 @@ impl OffsetDeleteRequestPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         this.partition_index = rd::i32(i, "OffsetDeleteRequestPartition.partition_index")?;
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteRequestPartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -181,8 +231,27 @@ impl Default for OffsetDeleteRequestTopic {
 }
 
 impl OffsetDeleteRequestTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(
+            std::mem::size_of::<OffsetDeleteRequestPartition>(),
+            OffsetDeleteRequestPartition::min_len(v).max(1),
+        );
+        OffsetDeleteRequestPartition::lists(v, f);
+    }
 }
 
 impl Decode for OffsetDeleteRequestTopic {
@@ -204,6 +273,8 @@ impl OffsetDeleteRequestTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.name,
             rd::string(i, cx, false, "OffsetDeleteRequestTopic.name")?,
@@ -212,11 +283,18 @@ impl OffsetDeleteRequestTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 false,
-                4,
+                OffsetDeleteRequestPartition::min_len(v),
                 "OffsetDeleteRequestTopic.partitions",
                 |this: &mut OffsetDeleteRequestPartition, i| this.read_into(i, cx, v),
             )?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteRequestTopic v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }

@@ -39,8 +39,27 @@ impl Default for OffsetDeleteResponse {
 }
 
 impl OffsetDeleteResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 10,
+            _ => 10,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(
+            std::mem::size_of::<OffsetDeleteResponseTopic>(),
+            OffsetDeleteResponseTopic::min_len(v).max(1),
+        );
+        OffsetDeleteResponseTopic::lists(v, f);
+    }
 }
 
 impl Decode for OffsetDeleteResponse {
@@ -62,6 +81,8 @@ impl OffsetDeleteResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         if i.len() >= 2 + 4 {
             let mut fast: &[u8] = i;
             {
@@ -78,11 +99,18 @@ impl OffsetDeleteResponse {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 false,
-                6,
+                OffsetDeleteResponseTopic::min_len(v),
                 "OffsetDeleteResponse.topics",
                 |this: &mut OffsetDeleteResponseTopic, i| this.read_into(i, cx, v),
             )?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteResponse v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }
@@ -144,8 +172,22 @@ impl Default for OffsetDeleteResponsePartition {
 }
 
 impl OffsetDeleteResponsePartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+    }
 }
 
 impl Decode for OffsetDeleteResponsePartition {
@@ -167,6 +209,8 @@ impl OffsetDeleteResponsePartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         if i.len() >= 4 + 2 {
             let mut fast: &[u8] = i;
             {
@@ -179,6 +223,12 @@ impl OffsetDeleteResponsePartition {
             this.partition_index = rd::i32(i, "OffsetDeleteResponsePartition.partition_index")?;
             this.error_code = rd::i16(i, "OffsetDeleteResponsePartition.error_code")?;
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteResponsePartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -231,8 +281,27 @@ impl Default for OffsetDeleteResponseTopic {
 }
 
 impl OffsetDeleteResponseTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 6;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(
+            std::mem::size_of::<OffsetDeleteResponsePartition>(),
+            OffsetDeleteResponsePartition::min_len(v).max(1),
+        );
+        OffsetDeleteResponsePartition::lists(v, f);
+    }
 }
 
 impl Decode for OffsetDeleteResponseTopic {
@@ -254,6 +323,8 @@ impl OffsetDeleteResponseTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         rd::set(
             &mut this.name,
             rd::string(i, cx, false, "OffsetDeleteResponseTopic.name")?,
@@ -262,11 +333,18 @@ impl OffsetDeleteResponseTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 false,
-                6,
+                OffsetDeleteResponsePartition::min_len(v),
                 "OffsetDeleteResponseTopic.partitions",
                 |this: &mut OffsetDeleteResponsePartition, i| this.read_into(i, cx, v),
             )?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetDeleteResponseTopic v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }

@@ -45,8 +45,44 @@ impl Default for OffsetFetchRequest {
 }
 
 impl OffsetFetchRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 6,
+            6 => 3,
+            7 => 4,
+            8..=9 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v <= 7 {
+            f(
+                std::mem::size_of::<OffsetFetchRequestTopic>(),
+                OffsetFetchRequestTopic::min_len(v).max(1),
+            );
+            OffsetFetchRequestTopic::lists(v, f);
+        }
+        if v >= 8 {
+            f(
+                std::mem::size_of::<OffsetFetchRequestGroup>(),
+                OffsetFetchRequestGroup::min_len(v).max(1),
+            );
+            OffsetFetchRequestGroup::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchRequest {
@@ -68,6 +104,8 @@ impl OffsetFetchRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v <= 7 {
             rd::set(
@@ -80,9 +118,10 @@ impl OffsetFetchRequest {
                 &mut this.topics,
                 rd::nullable_struct_array(
                     i,
+                    cx,
                     flexible,
                     (v >= 2 && v <= 7),
-                    1,
+                    OffsetFetchRequestTopic::min_len(v),
                     "OffsetFetchRequest.topics",
                     |this: &mut OffsetFetchRequestTopic, i| this.read_into(i, cx, v),
                 )?,
@@ -93,8 +132,9 @@ impl OffsetFetchRequest {
                 &mut this.groups,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchRequestGroup::min_len(v),
                     "OffsetFetchRequest.groups",
                     |this: &mut OffsetFetchRequestGroup, i| this.read_into(i, cx, v),
                 )?,
@@ -104,19 +144,33 @@ impl OffsetFetchRequest {
             this.require_stable = rd::bool(i, "OffsetFetchRequest.require_stable")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -238,8 +292,37 @@ impl Default for OffsetFetchRequestGroup {
 }
 
 impl OffsetFetchRequestGroup {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 0,
+            6..=7 => 1,
+            8 => 3,
+            9 => 8,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v >= 8 {
+            f(
+                std::mem::size_of::<OffsetFetchRequestTopics>(),
+                OffsetFetchRequestTopics::min_len(v).max(1),
+            );
+            OffsetFetchRequestTopics::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchRequestGroup {
@@ -261,6 +344,8 @@ impl OffsetFetchRequestGroup {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 8 {
             rd::set(
@@ -282,28 +367,43 @@ impl OffsetFetchRequestGroup {
                 &mut this.topics,
                 rd::nullable_struct_array(
                     i,
+                    cx,
                     flexible,
                     v >= 8,
-                    1,
+                    OffsetFetchRequestTopics::min_len(v),
                     "OffsetFetchRequestGroup.topics",
                     |this: &mut OffsetFetchRequestTopics, i| this.read_into(i, cx, v),
                 )?,
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchRequestGroup._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchRequestGroup._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestGroup._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchRequestGroup._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequestGroup._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchRequestGroup._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchRequestGroup v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -411,8 +511,32 @@ impl Default for OffsetFetchRequestTopic {
 }
 
 impl OffsetFetchRequestTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 1;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 6,
+            6..=7 => 3,
+            8..=9 => 1,
+            _ => 1,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v <= 7 {
+            f(std::mem::size_of::<i32>(), 4);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchRequestTopic {
@@ -434,6 +558,8 @@ impl OffsetFetchRequestTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v <= 7 {
             rd::set(
@@ -446,6 +572,7 @@ impl OffsetFetchRequestTopic {
                 &mut this.partition_indexes,
                 rd::array(
                     i,
+                    cx,
                     flexible,
                     4,
                     "OffsetFetchRequestTopic.partition_indexes",
@@ -454,19 +581,33 @@ impl OffsetFetchRequestTopic {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchRequestTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchRequestTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestTopic._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchRequestTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequestTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchRequestTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchRequestTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -548,8 +689,32 @@ impl Default for OffsetFetchRequestTopics {
 }
 
 impl OffsetFetchRequestTopics {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 0,
+            6..=7 => 1,
+            8..=9 => 3,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v >= 8 {
+            f(std::mem::size_of::<i32>(), 4);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchRequestTopics {
@@ -571,6 +736,8 @@ impl OffsetFetchRequestTopics {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 8 {
             rd::set(
@@ -583,6 +750,7 @@ impl OffsetFetchRequestTopics {
                 &mut this.partition_indexes,
                 rd::array(
                     i,
+                    cx,
                     flexible,
                     4,
                     "OffsetFetchRequestTopics.partition_indexes",
@@ -591,19 +759,33 @@ impl OffsetFetchRequestTopics {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchRequestTopics._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchRequestTopics._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchRequestTopics._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchRequestTopics._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchRequestTopics._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchRequestTopics._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchRequestTopics v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -45,8 +45,45 @@ impl Default for OffsetFetchResponse {
 }
 
 impl OffsetFetchResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1 => 4,
+            2 => 6,
+            3..=5 => 10,
+            6..=7 => 8,
+            8..=9 => 6,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v <= 7 {
+            f(
+                std::mem::size_of::<OffsetFetchResponseTopic>(),
+                OffsetFetchResponseTopic::min_len(v).max(1),
+            );
+            OffsetFetchResponseTopic::lists(v, f);
+        }
+        if v >= 8 {
+            f(
+                std::mem::size_of::<OffsetFetchResponseGroup>(),
+                OffsetFetchResponseGroup::min_len(v).max(1),
+            );
+            OffsetFetchResponseGroup::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponse {
@@ -68,6 +105,8 @@ impl OffsetFetchResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 3 {
             this.throttle_time_ms = rd::i32(i, "OffsetFetchResponse.throttle_time_ms")?;
@@ -77,8 +116,9 @@ impl OffsetFetchResponse {
                 &mut this.topics,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchResponseTopic::min_len(v),
                     "OffsetFetchResponse.topics",
                     |this: &mut OffsetFetchResponseTopic, i| this.read_into(i, cx, v),
                 )?,
@@ -92,27 +132,42 @@ impl OffsetFetchResponse {
                 &mut this.groups,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchResponseGroup::min_len(v),
                     "OffsetFetchResponse.groups",
                     |this: &mut OffsetFetchResponseGroup, i| this.read_into(i, cx, v),
                 )?,
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -230,8 +285,36 @@ impl Default for OffsetFetchResponseGroup {
 }
 
 impl OffsetFetchResponseGroup {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 0,
+            6..=7 => 1,
+            8..=9 => 5,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v >= 8 {
+            f(
+                std::mem::size_of::<OffsetFetchResponseTopics>(),
+                OffsetFetchResponseTopics::min_len(v).max(1),
+            );
+            OffsetFetchResponseTopics::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponseGroup {
@@ -253,6 +336,8 @@ impl OffsetFetchResponseGroup {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 8 {
             rd::set(
@@ -265,8 +350,9 @@ impl OffsetFetchResponseGroup {
                 &mut this.topics,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchResponseTopics::min_len(v),
                     "OffsetFetchResponseGroup.topics",
                     |this: &mut OffsetFetchResponseTopics, i| this.read_into(i, cx, v),
                 )?,
@@ -276,19 +362,33 @@ impl OffsetFetchResponseGroup {
             this.error_code = rd::i16(i, "OffsetFetchResponseGroup.error_code")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponseGroup._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponseGroup._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseGroup._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchResponseGroup._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponseGroup._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponseGroup._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponseGroup v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -412,8 +512,29 @@ impl Default for OffsetFetchResponsePartition {
 }
 
 impl OffsetFetchResponsePartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 1;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=4 => 16,
+            5..=7 => 20,
+            8..=9 => 1,
+            _ => 1,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponsePartition {
@@ -435,6 +556,8 @@ impl OffsetFetchResponsePartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if i.len()
             >= (if v <= 7 { 4 } else { 0 })
@@ -487,19 +610,34 @@ impl OffsetFetchResponsePartition {
             this.error_code = rd::i16(i, "OffsetFetchResponsePartition.error_code")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponsePartition._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponsePartition._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponsePartition._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetFetchResponsePartition._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponsePartition._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponsePartition._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponsePartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -634,8 +772,29 @@ impl Default for OffsetFetchResponsePartitions {
 }
 
 impl OffsetFetchResponsePartitions {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 0,
+            6..=7 => 1,
+            8..=9 => 20,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponsePartitions {
@@ -657,6 +816,8 @@ impl OffsetFetchResponsePartitions {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if i.len()
             >= (if v >= 8 { 4 } else { 0 })
@@ -709,19 +870,34 @@ impl OffsetFetchResponsePartitions {
             this.error_code = rd::i16(i, "OffsetFetchResponsePartitions.error_code")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponsePartitions._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponsePartitions._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponsePartitions._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetFetchResponsePartitions._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponsePartitions._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponsePartitions._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponsePartitions v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -847,8 +1023,36 @@ impl Default for OffsetFetchResponseTopic {
 }
 
 impl OffsetFetchResponseTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 1;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 6,
+            6..=7 => 3,
+            8..=9 => 1,
+            _ => 1,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v <= 7 {
+            f(
+                std::mem::size_of::<OffsetFetchResponsePartition>(),
+                OffsetFetchResponsePartition::min_len(v).max(1),
+            );
+            OffsetFetchResponsePartition::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponseTopic {
@@ -870,6 +1074,8 @@ impl OffsetFetchResponseTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v <= 7 {
             rd::set(
@@ -882,27 +1088,42 @@ impl OffsetFetchResponseTopic {
                 &mut this.partitions,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchResponsePartition::min_len(v),
                     "OffsetFetchResponseTopic.partitions",
                     |this: &mut OffsetFetchResponsePartition, i| this.read_into(i, cx, v),
                 )?,
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponseTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponseTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseTopic._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetFetchResponseTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponseTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponseTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponseTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -998,8 +1219,36 @@ impl Default for OffsetFetchResponseTopics {
 }
 
 impl OffsetFetchResponseTopics {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            1..=5 => 0,
+            6..=7 => 1,
+            8..=9 => 3,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 6;
+        if v >= 8 {
+            f(
+                std::mem::size_of::<OffsetFetchResponsePartitions>(),
+                OffsetFetchResponsePartitions::min_len(v).max(1),
+            );
+            OffsetFetchResponsePartitions::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetFetchResponseTopics {
@@ -1021,6 +1270,8 @@ impl OffsetFetchResponseTopics {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 6;
         if v >= 8 {
             rd::set(
@@ -1033,27 +1284,43 @@ impl OffsetFetchResponseTopics {
                 &mut this.partitions,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    OffsetFetchResponsePartitions::min_len(v),
                     "OffsetFetchResponseTopics.partitions",
                     |this: &mut OffsetFetchResponsePartitions, i| this.read_into(i, cx, v),
                 )?,
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetFetchResponseTopics._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetFetchResponseTopics._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetFetchResponseTopics._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetFetchResponseTopics._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetFetchResponseTopics._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetFetchResponseTopics._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetFetchResponseTopics v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

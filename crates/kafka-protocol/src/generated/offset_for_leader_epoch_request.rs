@@ -39,8 +39,34 @@ impl Default for OffsetForLeaderEpochRequest {
 }
 
 impl OffsetForLeaderEpochRequest {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2 => 4,
+            3 => 8,
+            4 => 6,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        f(
+            std::mem::size_of::<OffsetForLeaderTopic>(),
+            OffsetForLeaderTopic::min_len(v).max(1),
+        );
+        OffsetForLeaderTopic::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetForLeaderEpochRequest {
@@ -62,6 +88,8 @@ impl OffsetForLeaderEpochRequest {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         if v >= 3 {
             this.replica_id = rd::i32(i, "OffsetForLeaderEpochRequest.replica_id")?;
@@ -70,26 +98,42 @@ impl OffsetForLeaderEpochRequest {
             &mut this.topics,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                OffsetForLeaderTopic::min_len(v),
                 "OffsetForLeaderEpochRequest.topics",
                 |this: &mut OffsetForLeaderTopic, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetForLeaderEpochRequest._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetForLeaderEpochRequest._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderEpochRequest._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "OffsetForLeaderEpochRequest._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetForLeaderEpochRequest._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetForLeaderEpochRequest._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetForLeaderEpochRequest v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -158,8 +202,28 @@ impl Default for OffsetForLeaderPartition {
 }
 
 impl OffsetForLeaderPartition {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 12;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=3 => 12,
+            4 => 13,
+            _ => 12,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetForLeaderPartition {
@@ -181,6 +245,8 @@ impl OffsetForLeaderPartition {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         if i.len() >= 4 + 4 + 4 {
             let mut fast: &[u8] = i;
@@ -199,19 +265,33 @@ impl OffsetForLeaderPartition {
             this.leader_epoch = rd::i32(i, "OffsetForLeaderPartition.leader_epoch")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "OffsetForLeaderPartition._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetForLeaderPartition._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderPartition._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetForLeaderPartition._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetForLeaderPartition._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetForLeaderPartition._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetForLeaderPartition v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -268,8 +348,33 @@ impl Default for OffsetForLeaderTopic {
 }
 
 impl OffsetForLeaderTopic {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            2..=3 => 6,
+            4 => 3,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 4;
+        f(
+            std::mem::size_of::<OffsetForLeaderPartition>(),
+            OffsetForLeaderPartition::min_len(v).max(1),
+        );
+        OffsetForLeaderPartition::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for OffsetForLeaderTopic {
@@ -291,6 +396,8 @@ impl OffsetForLeaderTopic {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 4;
         rd::set(
             &mut this.topic,
@@ -300,26 +407,41 @@ impl OffsetForLeaderTopic {
             &mut this.partitions,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                12,
+                OffsetForLeaderPartition::min_len(v),
                 "OffsetForLeaderTopic.partitions",
                 |this: &mut OffsetForLeaderPartition, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "OffsetForLeaderTopic._tagged")?;
+            let n = rd::tag_section(i, cx, "OffsetForLeaderTopic._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "OffsetForLeaderTopic._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "OffsetForLeaderTopic._tagged")?;
                 rd::tag_order(&mut last, tag, "OffsetForLeaderTopic._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "OffsetForLeaderTopic._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "OffsetForLeaderTopic v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -42,8 +42,41 @@ impl Default for ProduceResponse {
 }
 
 impl ProduceResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0 => 4,
+            1..=8 => 8,
+            9..=13 => 6,
+            _ => 4,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(
+            std::mem::size_of::<TopicProduceResponse>(),
+            TopicProduceResponse::min_len(v).max(1),
+        );
+        TopicProduceResponse::lists(v, f);
+        if v >= 10 {
+            f(
+                std::mem::size_of::<NodeEndpoint>(),
+                NodeEndpoint::min_len(v).max(1),
+            );
+            NodeEndpoint::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for ProduceResponse {
@@ -65,13 +98,16 @@ impl ProduceResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         rd::set(
             &mut this.responses,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                3,
+                TopicProduceResponse::min_len(v),
                 "ProduceResponse.responses",
                 |this: &mut TopicProduceResponse, i| this.read_into(i, cx, v),
             )?,
@@ -80,10 +116,10 @@ impl ProduceResponse {
             this.throttle_time_ms = rd::i32(i, "ProduceResponse.throttle_time_ms")?;
         }
         if flexible {
-            let n = rd::tag_count(i, "ProduceResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "ProduceResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "ProduceResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "ProduceResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "ProduceResponse._tagged")?;
                 match tag {
                     0 if v >= 10 => {
@@ -92,20 +128,35 @@ impl ProduceResponse {
                             &mut this.node_endpoints,
                             rd::struct_array(
                                 i,
+                                cx,
                                 true,
-                                1,
+                                NodeEndpoint::min_len(v),
                                 "ProduceResponse.node_endpoints",
                                 |this: &mut NodeEndpoint, i| this.read_into(i, cx, v),
                             )?,
                         );
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "ProduceResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "ProduceResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -198,8 +249,28 @@ impl Default for BatchIndexAndErrorMessage {
 }
 
 impl BatchIndexAndErrorMessage {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=7 => 0,
+            8..=13 => 6,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for BatchIndexAndErrorMessage {
@@ -221,6 +292,8 @@ impl BatchIndexAndErrorMessage {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if v >= 8 {
             this.batch_index = rd::i32(i, "BatchIndexAndErrorMessage.batch_index")?;
@@ -238,19 +311,34 @@ impl BatchIndexAndErrorMessage {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "BatchIndexAndErrorMessage._tagged")?;
+            let n = rd::tag_section(i, cx, "BatchIndexAndErrorMessage._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "BatchIndexAndErrorMessage._tagged")?;
+            for k in 0..n {
+                let (tag, data) =
+                    rd::next_tagged_field(i, cx, "BatchIndexAndErrorMessage._tagged")?;
                 rd::tag_order(&mut last, tag, "BatchIndexAndErrorMessage._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "BatchIndexAndErrorMessage._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "BatchIndexAndErrorMessage v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -339,8 +427,29 @@ impl Default for LeaderIdAndEpoch {
 }
 
 impl LeaderIdAndEpoch {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=8 => 0,
+            9 => 1,
+            10..=13 => 9,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for LeaderIdAndEpoch {
@@ -362,6 +471,8 @@ impl LeaderIdAndEpoch {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if i.len() >= (if v >= 10 { 4 } else { 0 }) + (if v >= 10 { 4 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -384,19 +495,33 @@ impl LeaderIdAndEpoch {
             }
         }
         if flexible {
-            let n = rd::tag_count(i, "LeaderIdAndEpoch._tagged")?;
+            let n = rd::tag_section(i, cx, "LeaderIdAndEpoch._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "LeaderIdAndEpoch._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "LeaderIdAndEpoch._tagged")?;
                 rd::tag_order(&mut last, tag, "LeaderIdAndEpoch._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "LeaderIdAndEpoch._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "LeaderIdAndEpoch v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -482,8 +607,29 @@ impl Default for NodeEndpoint {
 }
 
 impl NodeEndpoint {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=8 => 0,
+            9 => 1,
+            10..=13 => 11,
+            _ => 0,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for NodeEndpoint {
@@ -505,6 +651,8 @@ impl NodeEndpoint {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if v >= 10 {
             this.node_id = rd::i32(i, "NodeEndpoint.node_id")?;
@@ -525,19 +673,33 @@ impl NodeEndpoint {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "NodeEndpoint._tagged")?;
+            let n = rd::tag_section(i, cx, "NodeEndpoint._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "NodeEndpoint._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "NodeEndpoint._tagged")?;
                 rd::tag_order(&mut last, tag, "NodeEndpoint._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "NodeEndpoint._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "NodeEndpoint v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -663,8 +825,41 @@ impl Default for PartitionProduceResponse {
 }
 
 impl PartitionProduceResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 14;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 14,
+            2..=4 => 22,
+            5..=7 => 30,
+            8 => 36,
+            9..=13 => 33,
+            _ => 14,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        if v >= 8 {
+            f(
+                std::mem::size_of::<BatchIndexAndErrorMessage>(),
+                BatchIndexAndErrorMessage::min_len(v).max(1),
+            );
+            BatchIndexAndErrorMessage::lists(v, f);
+        }
+        if v >= 10 {
+            LeaderIdAndEpoch::lists(v, f);
+        }
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for PartitionProduceResponse {
@@ -686,6 +881,8 @@ impl PartitionProduceResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if i.len() >= 4 + 2 + 8 + (if v >= 2 { 8 } else { 0 }) + (if v >= 5 { 8 } else { 0 }) {
             let mut fast: &[u8] = i;
@@ -721,8 +918,9 @@ impl PartitionProduceResponse {
                 &mut this.record_errors,
                 rd::struct_array(
                     i,
+                    cx,
                     flexible,
-                    1,
+                    BatchIndexAndErrorMessage::min_len(v),
                     "PartitionProduceResponse.record_errors",
                     |this: &mut BatchIndexAndErrorMessage, i| this.read_into(i, cx, v),
                 )?,
@@ -741,23 +939,37 @@ impl PartitionProduceResponse {
             );
         }
         if flexible {
-            let n = rd::tag_count(i, "PartitionProduceResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "PartitionProduceResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "PartitionProduceResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "PartitionProduceResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "PartitionProduceResponse._tagged")?;
                 match tag {
                     0 if v >= 10 => {
                         let i = &mut &data[..];
                         rd::set(&mut this.current_leader, LeaderIdAndEpoch::read(i, cx, v)?);
                     }
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "PartitionProduceResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "PartitionProduceResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }
@@ -879,8 +1091,34 @@ impl Default for TopicProduceResponse {
 }
 
 impl TopicProduceResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 3;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=8 => 6,
+            9..=12 => 3,
+            13 => 18,
+            _ => 3,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        let flexible = v >= 9;
+        f(
+            std::mem::size_of::<PartitionProduceResponse>(),
+            PartitionProduceResponse::min_len(v).max(1),
+        );
+        PartitionProduceResponse::lists(v, f);
+        // Unknown tagged fields: a tag and a size byte at least.
+        if flexible {
+            f(std::mem::size_of::<RawTaggedField>(), 2);
+        }
+    }
 }
 
 impl Decode for TopicProduceResponse {
@@ -902,6 +1140,8 @@ impl TopicProduceResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         let flexible = v >= 9;
         if v <= 12 {
             rd::set(
@@ -916,26 +1156,41 @@ impl TopicProduceResponse {
             &mut this.partition_responses,
             rd::struct_array(
                 i,
+                cx,
                 flexible,
-                14,
+                PartitionProduceResponse::min_len(v),
                 "TopicProduceResponse.partition_responses",
                 |this: &mut PartitionProduceResponse, i| this.read_into(i, cx, v),
             )?,
         );
         if flexible {
-            let n = rd::tag_count(i, "TopicProduceResponse._tagged")?;
+            let n = rd::tag_section(i, cx, "TopicProduceResponse._tagged")?;
             let mut last = None;
-            for _ in 0..n {
-                let (tag, data) = rd::tagged_field(i, "TopicProduceResponse._tagged")?;
+            for k in 0..n {
+                let (tag, data) = rd::next_tagged_field(i, cx, "TopicProduceResponse._tagged")?;
                 rd::tag_order(&mut last, tag, "TopicProduceResponse._tagged")?;
                 match tag {
-                    _ => this.unknown_tagged_fields.push(RawTaggedField {
-                        tag,
-                        data: cx.bytes(data),
-                    }),
+                    _ => {
+                        rd::reserve_tagged(
+                            &mut this.unknown_tagged_fields,
+                            cx,
+                            n - k,
+                            "TopicProduceResponse._tagged",
+                        )?;
+                        this.unknown_tagged_fields.push(RawTaggedField {
+                            tag,
+                            data: cx.bytes(data),
+                        });
+                    }
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "TopicProduceResponse v{v}: {} bytes, under min_len",
+            start - i.len()
+        );
         Ok(())
     }
 }

@@ -36,8 +36,23 @@ impl Default for SaslHandshakeResponse {
 }
 
 impl SaslHandshakeResponse {
-    /// The fewest bytes one encoded instance occupies at any generated version.
-    pub const MIN_LEN: usize = 0;
+    /// The fewest bytes one encoded instance occupies at version `v`: fixed fields at
+    /// their smallest (empty strings, arrays and bytes; null where allowed), nested
+    /// structs included, and the tagged-section count when flexible.
+    pub const fn min_len(v: i16) -> usize {
+        match v {
+            0..=1 => 6,
+            _ => 6,
+        }
+    }
+
+    /// Calls `f(size, min)` for every list an instance can hold at version `v`, nested
+    /// ones included: `size` is one element's in-memory size, `min` the fewest wire
+    /// bytes it takes. Used for the decode memory bound.
+    pub fn lists(v: i16, f: &mut dyn FnMut(usize, usize)) {
+        let _ = &f;
+        f(std::mem::size_of::<ByteString>(), 2);
+    }
 }
 
 impl Decode for SaslHandshakeResponse {
@@ -59,12 +74,20 @@ impl SaslHandshakeResponse {
     pub(crate) fn read_into(&mut self, i: &mut &[u8], cx: &Cx<'_>, v: i16) -> Res<()> {
         let _ = cx;
         let this = self;
+        #[cfg(debug_assertions)]
+        let start = i.len();
         this.error_code = rd::i16(i, "SaslHandshakeResponse.error_code")?;
         rd::set(
             &mut this.mechanisms,
-            rd::array(i, false, 1, "SaslHandshakeResponse.mechanisms", |i| {
+            rd::array(i, cx, false, 2, "SaslHandshakeResponse.mechanisms", |i| {
                 rd::string(i, cx, false, "SaslHandshakeResponse.mechanisms")
             })?,
+        );
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            start - i.len() >= Self::min_len(v),
+            "SaslHandshakeResponse v{v}: {} bytes, under min_len",
+            start - i.len()
         );
         Ok(())
     }

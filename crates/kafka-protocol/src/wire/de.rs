@@ -18,23 +18,137 @@
 
 use super::rd::{self, Res};
 use crate::error::ProtocolError;
+use crate::limits::DecodeLimits;
 use crate::types::Uuid;
 use bytes::Bytes;
 use bytestring::ByteString;
+use std::cell::Cell;
 
 /// Result of a parser: the rest of the input and the value.
 pub type R<'a, T> = nom::IResult<&'a [u8], T, ProtocolError>;
 
-/// The frame being decoded, so that sub-slices become zero-copy [`Bytes`].
-#[derive(Debug, Clone, Copy)]
+/// The frame being decoded, so that sub-slices become zero-copy [`Bytes`], and what is
+/// left of the message's [`DecodeLimits`].
+///
+/// Every list a decoder allocates is charged here first ([`Cx::charge`]): its element
+/// count against `max_entries` and its bytes (count times element size) against
+/// `max_heap_bytes`. The budget covers the whole message, nested lists included, so a
+/// request cannot spread a large total over many small lists.
+///
+/// It also keeps the frame bytes *pledged* to list elements that are allocated but not
+/// decoded yet ([`Cx::admit`]): a list is allocated for its whole count before its first
+/// element is read, and each of those elements will take at least its minimum size from
+/// the bytes that follow. A nested list inside the first element may only claim what the
+/// pending elements of the lists around it leave, so no byte of the frame pays for two
+/// preallocated elements and the lists of a message never take more than the largest
+/// element-size-to-wire-size ratio times the frame (plus the minimum sizes of the
+/// elements being decoded, see [`crate::api::decode_memory_bound`]).
+#[derive(Debug, Clone)]
 pub struct Cx<'f> {
     frame: &'f Bytes,
+    entries_left: Cell<usize>,
+    heap_left: Cell<usize>,
+    pledged: Cell<usize>,
 }
 
 impl<'f> Cx<'f> {
-    /// A context over `frame`; parsers must be given slices of this same frame.
+    /// A context over `frame` with the default limits; parsers must be given slices of
+    /// this same frame.
     pub fn new(frame: &'f Bytes) -> Self {
-        Cx { frame }
+        Self::with_limits(frame, &DecodeLimits::default())
+    }
+
+    /// A context over `frame` with `limits`.
+    pub fn with_limits(frame: &'f Bytes, limits: &DecodeLimits) -> Self {
+        Cx {
+            frame,
+            entries_left: Cell::new(limits.max_entries),
+            heap_left: Cell::new(limits.max_heap_bytes),
+            pledged: Cell::new(0),
+        }
+    }
+
+    /// Bytes of the frame from the start of `i` to the frame's end (`i.len()` when `i`
+    /// is not a slice of the frame).
+    #[inline]
+    fn frame_left(&self, i: &[u8]) -> usize {
+        let base = self.frame.as_ptr() as usize;
+        let end = base + self.frame.len();
+        let at = i.as_ptr() as usize;
+        if at >= base && at <= end {
+            end - at
+        } else {
+            i.len()
+        }
+    }
+
+    /// How many elements of at least `min_len` bytes the input `i` can still hold once
+    /// the pledges of pending elements are set aside.
+    #[inline]
+    pub fn room(&self, i: &[u8], min_len: usize) -> usize {
+        let free = self.frame_left(i).saturating_sub(self.pledged.get());
+        i.len().min(free) / min_len.max(1)
+    }
+
+    /// Admits a list of `count` elements of at least `min_len` wire bytes and
+    /// `elem_size` bytes in memory at the start of `i` (after its count): at most
+    /// [`Cx::room`], within the budget; pledges `count * min_len` bytes, which
+    /// [`Cx::release`] gives back one element at a time as each is decoded.
+    #[inline]
+    pub fn admit(
+        &self,
+        i: &[u8],
+        count: usize,
+        min_len: usize,
+        elem_size: usize,
+        field: &'static str,
+    ) -> Res<()> {
+        let max = self.room(i, min_len);
+        if count > max {
+            return Err(ProtocolError::ArrayTooLong {
+                field,
+                found: count as u64,
+                remaining: i.len(),
+                max,
+            });
+        }
+        self.charge(count, elem_size, field)?;
+        // count <= room, so count * min_len fits in the frame's length.
+        self.pledged
+            .set(self.pledged.get() + count * min_len.max(1));
+        Ok(())
+    }
+
+    /// Pledges the two bytes each of `n` tagged fields takes at least (checked by the
+    /// caller against [`Cx::room`]).
+    #[inline]
+    pub(crate) fn pledge_tags(&self, n: usize) {
+        self.pledged.set(self.pledged.get() + 2 * n);
+    }
+
+    /// Gives back the pledge of one element that is about to be decoded.
+    #[inline(always)]
+    pub fn release(&self, min_len: usize) {
+        self.pledged
+            .set(self.pledged.get().saturating_sub(min_len.max(1)));
+    }
+
+    /// Takes `count` list entries of `elem_size` bytes each from the budget, before the
+    /// list is allocated.
+    #[inline]
+    pub fn charge(&self, count: usize, elem_size: usize, field: &'static str) -> Res<()> {
+        let entries = self.entries_left.get();
+        if count > entries {
+            return Err(over_limit(field, "max_entries", count));
+        }
+        let bytes = count.saturating_mul(elem_size);
+        let heap = self.heap_left.get();
+        if bytes > heap {
+            return Err(over_limit(field, "max_heap_bytes", bytes));
+        }
+        self.entries_left.set(entries - count);
+        self.heap_left.set(heap - bytes);
+        Ok(())
     }
 
     /// `s` as a slice of the frame without copying. A slice from elsewhere is copied
@@ -48,6 +162,16 @@ impl<'f> Cx<'f> {
             _ if s.is_empty() => Bytes::new(),
             _ => Bytes::copy_from_slice(s),
         }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn over_limit(field: &'static str, limit: &'static str, requested: usize) -> ProtocolError {
+    ProtocolError::DecodeLimitExceeded {
+        field,
+        limit,
+        requested,
     }
 }
 
@@ -162,12 +286,15 @@ fn cursor<'a, T>(
 #[inline]
 pub fn array<'a, T>(
     i: &'a [u8],
+    cx: &Cx<'_>,
     compact: bool,
     min_len: usize,
     field: &'static str,
     elem: impl FnMut(&'a [u8]) -> R<'a, T>,
 ) -> R<'a, Vec<T>> {
-    run(i, |i| rd::array(i, compact, min_len, field, cursor(elem)))
+    run(i, |i| {
+        rd::array(i, cx, compact, min_len, field, cursor(elem))
+    })
 }
 
 /// An array that may be null when `nullable` is true for this version.
@@ -176,6 +303,7 @@ pub fn array<'a, T>(
 /// allocated, so a forged count costs nothing.
 pub fn nullable_array<'a, T>(
     i: &'a [u8],
+    cx: &Cx<'_>,
     compact: bool,
     nullable: bool,
     min_len: usize,
@@ -183,7 +311,7 @@ pub fn nullable_array<'a, T>(
     elem: impl FnMut(&'a [u8]) -> R<'a, T>,
 ) -> R<'a, Option<Vec<T>>> {
     run(i, |i| {
-        rd::nullable_array(i, compact, nullable, min_len, field, cursor(elem))
+        rd::nullable_array(i, cx, compact, nullable, min_len, field, cursor(elem))
     })
 }
 

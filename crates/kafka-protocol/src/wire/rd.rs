@@ -9,8 +9,9 @@
 //!
 //! The wire layouts and the checks are those of [`super::de`], which wraps these readers:
 //! lengths are checked against the bytes left before anything is sliced, array counts
-//! against the bytes left divided by the smallest element size before anything is
-//! allocated, and strings are validated as UTF-8.
+//! against the bytes left (less what earlier lists pledged, see [`Cx`]) divided by the
+//! element's minimum size at the message's version before anything is allocated, and
+//! strings are validated as UTF-8.
 
 use super::de::Cx;
 use crate::error::ProtocolError;
@@ -300,40 +301,81 @@ pub fn nullable_bytes(
     Ok(Some(cx.bytes(raw)))
 }
 
+/// Reads an array's count (`None` for null) and admits it: at most what the remaining
+/// input holds at `min_len` bytes per element, and within the message's budget.
+#[inline(always)]
+fn array_count<T>(
+    i: &mut &[u8],
+    cx: &Cx<'_>,
+    compact: bool,
+    nullable: bool,
+    min_len: usize,
+    field: &'static str,
+) -> Res<Option<usize>> {
+    let Some(count) = null_check(length(i, compact, true, field)?, nullable, field)? else {
+        return Ok(None);
+    };
+    cx.admit(i, count, min_len, std::mem::size_of::<T>(), field)?;
+    Ok(Some(count))
+}
+
+/// Room for the unknown tagged fields of a section, reserved once when the first one is
+/// met: `left` is how many fields of the section remain, this one included (each takes
+/// at least two bytes, pledged by [`tag_section`]), so the vector never grows past that.
+#[inline]
+pub fn reserve_tagged(
+    out: &mut Vec<crate::types::RawTaggedField>,
+    cx: &Cx<'_>,
+    left: u32,
+    field: &'static str,
+) -> Res<()> {
+    if out.capacity() == 0 {
+        let left = left as usize;
+        cx.charge(
+            left,
+            std::mem::size_of::<crate::types::RawTaggedField>(),
+            field,
+        )?;
+        out.reserve_exact(left);
+    }
+    Ok(())
+}
+
 /// A non-null array whose elements each take at least `min_len` bytes.
 #[inline]
 pub fn array<'a, T>(
     i: &mut &'a [u8],
+    cx: &Cx<'_>,
     compact: bool,
     min_len: usize,
     field: &'static str,
     elem: impl FnMut(&mut &'a [u8]) -> Res<T>,
 ) -> Res<Vec<T>> {
-    Ok(nullable_array(i, compact, false, min_len, field, elem)?.unwrap_or_default())
+    Ok(nullable_array(i, cx, compact, false, min_len, field, elem)?.unwrap_or_default())
 }
 
 /// An array that may be null when `nullable` is true for this version.
 ///
-/// The count is checked against what the remaining input can hold before anything is
-/// allocated, so a forged count costs nothing.
+/// The count is admitted by [`Cx::admit`] before anything is allocated: at most what the
+/// remaining input, less the bytes pledged to pending elements, holds at `min_len` bytes
+/// per element (the exact minimum at the message's version), and within the message's
+/// budget. So a forged count costs nothing.
 #[inline]
 pub fn nullable_array<'a, T>(
     i: &mut &'a [u8],
+    cx: &Cx<'_>,
     compact: bool,
     nullable: bool,
     min_len: usize,
     field: &'static str,
     mut elem: impl FnMut(&mut &'a [u8]) -> Res<T>,
 ) -> Res<Option<Vec<T>>> {
-    let Some(count) = null_check(length(i, compact, true, field)?, nullable, field)? else {
+    let Some(count) = array_count::<T>(i, cx, compact, nullable, min_len, field)? else {
         return Ok(None);
     };
-    let max = i.len() / min_len.max(1);
-    if count > max {
-        return Err(too_many(field, count as u64, i.len(), max));
-    }
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
+        cx.release(min_len);
         out.push(elem(i)?);
     }
     Ok(Some(out))
@@ -343,12 +385,13 @@ pub fn nullable_array<'a, T>(
 #[inline]
 pub fn struct_array<'a, T: Default>(
     i: &mut &'a [u8],
+    cx: &Cx<'_>,
     compact: bool,
     min_len: usize,
     field: &'static str,
     elem: impl FnMut(&mut T, &mut &'a [u8]) -> Res<()>,
 ) -> Res<Vec<T>> {
-    Ok(nullable_struct_array(i, compact, false, min_len, field, elem)?.unwrap_or_default())
+    Ok(nullable_struct_array(i, cx, compact, false, min_len, field, elem)?.unwrap_or_default())
 }
 
 /// [`nullable_array`] for structs: the vector is filled with default values, which `elem`
@@ -356,21 +399,19 @@ pub fn struct_array<'a, T: Default>(
 #[inline]
 pub fn nullable_struct_array<'a, T: Default>(
     i: &mut &'a [u8],
+    cx: &Cx<'_>,
     compact: bool,
     nullable: bool,
     min_len: usize,
     field: &'static str,
     mut elem: impl FnMut(&mut T, &mut &'a [u8]) -> Res<()>,
 ) -> Res<Option<Vec<T>>> {
-    let Some(count) = null_check(length(i, compact, true, field)?, nullable, field)? else {
+    let Some(count) = array_count::<T>(i, cx, compact, nullable, min_len, field)? else {
         return Ok(None);
     };
-    let max = i.len() / min_len.max(1);
-    if count > max {
-        return Err(too_many(field, count as u64, i.len(), max));
-    }
     let mut out: Vec<T> = (0..count).map(|_| T::default()).collect();
     for e in &mut out {
+        cx.release(min_len);
         elem(e, i)?;
     }
     Ok(Some(out))
@@ -400,6 +441,34 @@ pub fn tag_count(i: &mut &[u8], field: &'static str) -> Res<u32> {
         return Err(too_many(field, u64::from(n), i.len(), i.len() / 2));
     }
     Ok(n)
+}
+
+/// The count that opens a tagged-field section of a message being decoded with `cx`:
+/// each field takes at least two bytes (tag and size), pledged as for list elements
+/// ([`Cx::admit`]) and given back by [`next_tagged_field`].
+#[inline(always)]
+pub fn tag_section(i: &mut &[u8], cx: &Cx<'_>, field: &'static str) -> Res<u32> {
+    let n = uvarint(i, field)?;
+    if n == 0 {
+        return Ok(0);
+    }
+    let max = cx.room(i, 2);
+    if n as usize > max {
+        return Err(too_many(field, u64::from(n), i.len(), max));
+    }
+    cx.pledge_tags(n as usize);
+    Ok(n)
+}
+
+/// One tagged field of a section opened by [`tag_section`].
+#[inline]
+pub fn next_tagged_field<'a>(
+    i: &mut &'a [u8],
+    cx: &Cx<'_>,
+    field: &'static str,
+) -> Res<(u32, &'a [u8])> {
+    cx.release(2);
+    tagged_field(i, field)
 }
 
 /// Tags must be strictly ascending within a section, as the protocol specifies (Kafka's
