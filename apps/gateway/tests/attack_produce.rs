@@ -71,6 +71,12 @@ fn call(s: &mut TcpStream, key: ApiKey, version: i16, body: RequestBody) -> Opti
     Some(body)
 }
 
+/// A topic name no other test or round uses (the attacks also run, round after round,
+/// against one long-running gateway in the soak run).
+fn unique(name: &str) -> &'static str {
+    Box::leak(support::topic_prefix(name).into_boxed_str())
+}
+
 fn create_topic(addr: SocketAddr, name: &str, partitions: i32) {
     let mut s = connect(addr).unwrap();
     let body = CreateTopicsRequest {
@@ -267,8 +273,10 @@ fn a_produce_full_of_zstd_bombs_is_bounded_and_off_the_workers() {
     let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
         return;
     };
-    create_topic(gw.addr, "bombs", 64);
-    create_topic(gw.addr, "calm", 1);
+    let t_bombs = unique("bombs");
+    create_topic(gw.addr, t_bombs, 64);
+    let t_calm = unique("calm");
+    create_topic(gw.addr, t_calm, 1);
     // 60 MiB of zeros in one record: about 2 KiB of zstd.
     let bomb = batch(
         &BatchOptions {
@@ -280,7 +288,7 @@ fn a_produce_full_of_zstd_bombs_is_bounded_and_off_the_workers() {
     );
     assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
     let prober = Prober::start(gw.addr, Duration::from_millis(20));
-    let second = SecondProducer::start(gw.addr, "calm");
+    let second = SecondProducer::start(gw.addr, t_calm);
     let started = Instant::now();
     let attackers: Vec<_> = (0..3)
         .map(|_| {
@@ -291,7 +299,7 @@ fn a_produce_full_of_zstd_bombs_is_bounded_and_off_the_workers() {
                 let mut answers = Vec::new();
                 while started.elapsed() < Duration::from_secs(6) {
                     let parts = (0..64).map(|p| (p, bomb.clone())).collect();
-                    answers.push(produced(&mut s, produce("bombs", parts)).expect("an answer"));
+                    answers.push(produced(&mut s, produce(t_bombs, parts)).expect("an answer"));
                 }
                 answers
             })
@@ -328,17 +336,18 @@ fn list_offsets_naming_one_partition_a_million_times() {
     let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
         return;
     };
-    create_topic(gw.addr, "listed", 1);
+    let t_listed = unique("listed");
+    create_topic(gw.addr, t_listed, 1);
     let mut s = connect(gw.addr).unwrap();
     assert_eq!(
-        produced(&mut s, produce("listed", vec![(0, small_batch())])).unwrap()[0].0,
+        produced(&mut s, produce(t_listed, vec![(0, small_batch())])).unwrap()[0].0,
         NONE
     );
     let prober = Prober::start(gw.addr, Duration::from_millis(20));
     let body = ListOffsetsRequest {
         replica_id: -1,
         topics: vec![ListOffsetsTopic {
-            name: ByteString::from_static("listed"),
+            name: ByteString::from_static(t_listed),
             partitions: (0..1_000_000)
                 .map(|_| ListOffsetsPartition {
                     partition_index: 0,
@@ -367,7 +376,7 @@ fn list_offsets_naming_one_partition_a_million_times() {
     let body = ListOffsetsRequest {
         replica_id: -1,
         topics: vec![ListOffsetsTopic {
-            name: ByteString::from_static("listed"),
+            name: ByteString::from_static(t_listed),
             partitions: (0..30_000)
                 .map(|partition_index| ListOffsetsPartition {
                     partition_index,
@@ -405,7 +414,8 @@ fn many_batches_for_one_partition_are_refused() {
     let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
         return;
     };
-    create_topic(gw.addr, "many", 1);
+    let t_many = unique("many");
+    create_topic(gw.addr, t_many, 1);
     let mut two = small_batch().to_vec();
     two.extend_from_slice(&small_batch());
     let mut many = Vec::new();
@@ -418,18 +428,18 @@ fn many_batches_for_one_partition_are_refused() {
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(1) {
         for records in [two.clone(), many.clone()] {
-            let answer = produced(&mut s, produce("many", vec![(0, records)])).unwrap();
+            let answer = produced(&mut s, produce(t_many, vec![(0, records)])).unwrap();
             assert_eq!(answer[0].0, INVALID_RECORD, "{answer:?}");
         }
     }
     // A partition named twice: every copy refused.
     let answer = produced(
         &mut s,
-        produce("many", vec![(0, small_batch()), (0, small_batch())]),
+        produce(t_many, vec![(0, small_batch()), (0, small_batch())]),
     )
     .unwrap();
     assert_eq!(answer, vec![(INVALID_REQUEST, -1), (INVALID_REQUEST, -1)]);
-    assert_eq!(latest(gw.addr, "many", 0), 0, "nothing may land");
+    assert_eq!(latest(gw.addr, t_many, 0), 0, "nothing may land");
     assert_healthy(&mut gw, probe_on(prober));
 }
 
@@ -438,7 +448,8 @@ fn the_same_idempotent_batch_on_two_connections_lands_once() {
     let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
         return;
     };
-    create_topic(gw.addr, "twice", 1);
+    let t_twice = unique("twice");
+    create_topic(gw.addr, t_twice, 1);
     let prober = Prober::start(gw.addr, Duration::from_millis(20));
     let mut s = connect(gw.addr).unwrap();
     let (code, id, epoch) = init_producer_id(&mut s, -1, -1);
@@ -453,7 +464,7 @@ fn the_same_idempotent_batch_on_two_connections_lands_once() {
                 let mut answers = Vec::new();
                 for seq in 0..ROUNDS {
                     let records = idempotent(id, epoch, seq);
-                    let frame = request(seq, 9, produce("twice", vec![(0, records)]));
+                    let frame = request(seq, 9, produce(t_twice, vec![(0, records)]));
                     barrier.wait();
                     s.write_all(&frame).unwrap();
                     let body = read_frame(&mut s, 1 << 20).unwrap();
@@ -475,7 +486,7 @@ fn the_same_idempotent_batch_on_two_connections_lands_once() {
         assert_eq!(first, second, "round {seq}: both must see the one offset");
     }
     assert_eq!(
-        latest(gw.addr, "twice", 0),
+        latest(gw.addr, t_twice, 0),
         i64::from(ROUNDS),
         "every batch exactly once"
     );
@@ -487,7 +498,8 @@ fn spoofed_producer_ids_and_epochs_do_not_hurt_the_real_producer() {
     let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
         return;
     };
-    create_topic(gw.addr, "spoof", 1);
+    let t_spoof = unique("spoof");
+    create_topic(gw.addr, t_spoof, 1);
     let prober = Prober::start(gw.addr, Duration::from_millis(20));
     let mut victim = connect(gw.addr).unwrap();
     let mut attacker = connect(gw.addr).unwrap();
@@ -503,14 +515,14 @@ fn spoofed_producer_ids_and_epochs_do_not_hurt_the_real_producer() {
         for seq in 0..2 {
             let _ = produced(
                 &mut attacker,
-                produce("spoof", vec![(0, idempotent(guess, 0, seq))]),
+                produce(t_spoof, vec![(0, idempotent(guess, 0, seq))]),
             );
         }
     }
     // Knowing the victim's id, a higher epoch it was never given is refused.
     let answer = produced(
         &mut attacker,
-        produce("spoof", vec![(0, idempotent(id, epoch + 1, 0))]),
+        produce(t_spoof, vec![(0, idempotent(id, epoch + 1, 0))]),
     )
     .unwrap();
     assert_eq!(answer[0].0, INVALID_PRODUCER_EPOCH, "{answer:?}");
@@ -520,11 +532,11 @@ fn spoofed_producer_ids_and_epochs_do_not_hurt_the_real_producer() {
         assert_eq!(code, NONE);
         assert_ne!(got, id, "a wrong epoch must not bump the victim");
     }
-    let before = latest(gw.addr, "spoof", 0);
+    let before = latest(gw.addr, t_spoof, 0);
     for seq in 0..2 {
         let answer = produced(
             &mut victim,
-            produce("spoof", vec![(0, idempotent(id, epoch, seq))]),
+            produce(t_spoof, vec![(0, idempotent(id, epoch, seq))]),
         )
         .unwrap();
         assert_eq!(answer[0].0, NONE, "{answer:?}");
@@ -534,7 +546,7 @@ fn spoofed_producer_ids_and_epochs_do_not_hurt_the_real_producer() {
             "the real batch landed"
         );
     }
-    assert_eq!(latest(gw.addr, "spoof", 0), before + 2);
+    assert_eq!(latest(gw.addr, t_spoof, 0), before + 2);
     // The victim's own bump with its current epoch works.
     let (code, got, bumped) = init_producer_id(&mut victim, id, epoch);
     assert_eq!((code, got, bumped), (NONE, id, epoch + 1));
@@ -565,20 +577,21 @@ fn record_timestamps_outside_the_bounds_are_refused() {
     ) else {
         return;
     };
-    create_topic(gw.addr, "clock", 1);
+    let t_clock = unique("clock");
+    create_topic(gw.addr, t_clock, 1);
     let prober = Prober::start(gw.addr, Duration::from_millis(20));
     let mut s = connect(gw.addr).unwrap();
     let now = now_ms();
     // Two hours ahead (default bound one hour), two minutes behind (bound one minute).
     for ts in [now + 7_200_000, now - 120_000] {
-        let answer = produced(&mut s, produce("clock", vec![(0, at(ts))])).unwrap();
+        let answer = produced(&mut s, produce(t_clock, vec![(0, at(ts))])).unwrap();
         assert_eq!(answer[0].0, INVALID_TIMESTAMP, "{ts}: {answer:?}");
     }
-    assert_eq!(latest(gw.addr, "clock", 0), 0);
-    let answer = produced(&mut s, produce("clock", vec![(0, at(now))])).unwrap();
+    assert_eq!(latest(gw.addr, t_clock, 0), 0);
+    let answer = produced(&mut s, produce(t_clock, vec![(0, at(now))])).unwrap();
     assert_eq!(answer[0].0, NONE, "{answer:?}");
     // The lookup by timestamp (on the validation threads) finds it.
-    assert_eq!(list_offset(gw.addr, "clock", 0, now - 1000), 0);
-    assert_eq!(list_offset(gw.addr, "clock", 0, now + 1000), -1);
+    assert_eq!(list_offset(gw.addr, t_clock, 0, now - 1000), 0);
+    assert_eq!(list_offset(gw.addr, t_clock, 0, now + 1000), -1);
     assert_healthy(&mut gw, probe_on(prober));
 }
