@@ -282,13 +282,11 @@ fn leave_group_with_a_million_members_and_a_join_flood() {
 
         // KIP-394 joins without a member id: each leaves a pending id behind, up to the cap.
         let mut s = connect(gw.addr).unwrap();
+        // A group of its own: the attack also repeats against one long-running gateway.
+        let flooded = support::topic_prefix("flooded");
         let (mut required, mut full) = (0, 0);
         for corr in 0..3000 {
-            let body = roundtrip(
-                &mut s,
-                &join_group(4, corr, b"flood", "flooded", 10_000),
-                gw,
-            );
+            let body = roundtrip(&mut s, &join_group(4, corr, b"flood", &flooded, 10_000), gw);
             let mut r = Reader(&body);
             assert_eq!(r.i32(), corr);
             r.i32();
@@ -348,13 +346,10 @@ fn huge_rebalance_timeout_is_held_to_the_bound() {
 fn client_id_of_32_kib_gets_a_member_id_that_fits() {
     under_attack(&[], |gw| {
         let client_id = vec![b'c'; 32 * 1024 - 1];
+        let group = support::topic_prefix("long-ids");
         let mut s = connect(gw.addr).unwrap();
         for corr in 0..50 {
-            let body = roundtrip(
-                &mut s,
-                &join_group(4, corr, &client_id, "long-ids", 10_000),
-                gw,
-            );
+            let body = roundtrip(&mut s, &join_group(4, corr, &client_id, &group, 10_000), gw);
             let mut r = Reader(&body);
             assert_eq!(r.i32(), corr);
             r.i32();
