@@ -37,8 +37,10 @@ done
 cargo test --release -q -p iggy-gateway-kafka "${test_args[@]}" --no-run 2>/dev/null
 
 # The settings the gateway runs with; attack tests that need other values skip themselves.
+# The idle timeout outlasts the run, so the idle connections are meant to stay open.
 SETTINGS=(
   IGGY_KAFKA_READ_TIMEOUT_SECS=3
+  IGGY_KAFKA_IDLE_TIMEOUT_SECS=$((DUR + 300))
   IGGY_KAFKA_DEFAULT_RETENTION_BYTES=33554432
   IGGY_KAFKA_MEMORY_RETENTION_CHECK_INTERVAL_MS=200
 )
