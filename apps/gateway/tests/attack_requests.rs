@@ -69,10 +69,11 @@ fn join_group(
     client_id: &[u8],
     group: &str,
     rebalance_ms: i32,
+    session_ms: i32,
 ) -> Vec<u8> {
     let mut body = Vec::new();
     str16(&mut body, group.as_bytes());
-    i32be(&mut body, 6000); // session timeout
+    i32be(&mut body, session_ms);
     i32be(&mut body, rebalance_ms);
     str16(&mut body, b""); // member id
     str16(&mut body, b"consumer");
@@ -283,10 +284,16 @@ fn leave_group_with_a_million_members_and_a_join_flood() {
         // KIP-394 joins without a member id: each leaves a pending id behind, up to the cap.
         let mut s = connect(gw.addr).unwrap();
         // A group of its own: the attack also repeats against one long-running gateway.
+        // Pending ids live one session timeout: a long one, so none expires during the
+        // flood however slowly a loaded machine answers it.
         let flooded = support::topic_prefix("flooded");
         let (mut required, mut full) = (0, 0);
         for corr in 0..3000 {
-            let body = roundtrip(&mut s, &join_group(4, corr, b"flood", &flooded, 10_000), gw);
+            let body = roundtrip(
+                &mut s,
+                &join_group(4, corr, b"flood", &flooded, 10_000, 60_000),
+                gw,
+            );
             let mut r = Reader(&body);
             assert_eq!(r.i32(), corr);
             r.i32();
@@ -316,7 +323,7 @@ fn huge_rebalance_timeout_is_held_to_the_bound() {
             let mut a = connect(gw.addr).unwrap();
             let body = roundtrip(
                 &mut a,
-                &join_group(3, 1, b"attacker", "hostage", i32::MAX),
+                &join_group(3, 1, b"attacker", "hostage", i32::MAX, 6000),
                 gw,
             );
             let mut r = Reader(&body);
@@ -328,7 +335,11 @@ fn huge_rebalance_timeout_is_held_to_the_bound() {
             let mut b = connect(gw.addr).unwrap();
             b.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
             let started = Instant::now();
-            let body = roundtrip(&mut b, &join_group(3, 2, b"victim", "hostage", 60_000), gw);
+            let body = roundtrip(
+                &mut b,
+                &join_group(3, 2, b"victim", "hostage", 60_000, 6000),
+                gw,
+            );
             let took = started.elapsed();
             let mut r = Reader(&body);
             r.i32();
@@ -349,7 +360,11 @@ fn client_id_of_32_kib_gets_a_member_id_that_fits() {
         let group = support::topic_prefix("long-ids");
         let mut s = connect(gw.addr).unwrap();
         for corr in 0..50 {
-            let body = roundtrip(&mut s, &join_group(4, corr, &client_id, &group, 10_000), gw);
+            let body = roundtrip(
+                &mut s,
+                &join_group(4, corr, &client_id, &group, 10_000, 6000),
+                gw,
+            );
             let mut r = Reader(&body);
             assert_eq!(r.i32(), corr);
             r.i32();
