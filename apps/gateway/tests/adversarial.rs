@@ -85,20 +85,7 @@ impl RawPeer for Gateway {
 /// A request frame: size prefix, header v1 (api key, version, correlation id, client id),
 /// plus the header's empty tagged-field section when `flexible` (header v2), then `body`.
 fn request(key: i16, version: i16, corr: i32, flexible: bool, body: &[u8]) -> Vec<u8> {
-    let client_id = b"adversarial";
-    let mut payload = Vec::new();
-    payload.extend_from_slice(&key.to_be_bytes());
-    payload.extend_from_slice(&version.to_be_bytes());
-    payload.extend_from_slice(&corr.to_be_bytes());
-    payload.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
-    payload.extend_from_slice(client_id);
-    if flexible {
-        payload.push(0); // no tagged fields
-    }
-    payload.extend_from_slice(body);
-    let mut frame = (payload.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&payload);
-    frame
+    support::attack::frame(key, version, corr, b"adversarial", flexible, body)
 }
 
 /// ApiVersions at `version`: v0-v2 have an empty body; v3+ are flexible (header v2) with

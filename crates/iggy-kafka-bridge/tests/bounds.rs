@@ -14,9 +14,7 @@ use iggy::prelude::{
 };
 use iggy_kafka_bridge::{BridgeConfig, IggyBridge};
 use kafka_records::{BatchOptions, NewRecord, encode_batch};
-use kafka_store::{
-    CommittedOffset, LogStore, NewTopic, OffsetStore, StoreError, TopicConfig, ValidBatch,
-};
+use kafka_store::{CommittedOffset, LogStore, OffsetStore, StoreError, ValidBatch};
 use std::time::Duration;
 use support::Server;
 
@@ -52,23 +50,6 @@ async fn connect(server: &Server, config: BridgeConfig) -> IggyBridge {
         .unwrap_or_else(|e| panic!("connect: {e}; server log:\n{}", server.log_tail()))
 }
 
-async fn create(bridge: &IggyBridge, name: &str) {
-    bridge
-        .create_topic(
-            NewTopic {
-                name: name.into(),
-                partitions: 1,
-                config: TopicConfig {
-                    retention_ms: -1,
-                    ..TopicConfig::default()
-                },
-            },
-            false,
-        )
-        .await
-        .unwrap();
-}
-
 use support::native_client;
 
 /// The topics of `stream` by name, sorted, with their message counts.
@@ -96,7 +77,7 @@ async fn a_retried_idempotent_batch_lands_once() {
     let server = Server::start(&bin);
     let bridge = connect(&server, config(&server)).await;
     let topic = format!("retry-{}", support::run_id());
-    create(&bridge, &topic).await;
+    support::create(&bridge, &topic, 1).await;
     // Sequential: the retry comes after the first landed.
     let first = bridge.append(&topic, 0, batch(7, 0, 3), 0).await.unwrap();
     let again = bridge.append(&topic, 0, batch(7, 0, 3), 0).await.unwrap();
@@ -134,7 +115,7 @@ async fn a_full_send_queue_refuses_appends_and_a_stalled_send_lands_once() {
     )
     .await;
     let topic = format!("stall-{}", support::run_id());
-    create(&bridge, &topic).await;
+    support::create(&bridge, &topic, 1).await;
     bridge.append(&topic, 0, batch(9, 0, 1), 0).await.unwrap();
 
     server.pause();
@@ -201,7 +182,7 @@ async fn meta_logs_are_snapshotted_and_read_back_from_the_snapshot() {
     let meta = config.meta_stream.clone();
     let bridge = connect(&server, config.clone()).await;
     let topic = format!("snap-{}", support::run_id());
-    create(&bridge, &topic).await;
+    support::create(&bridge, &topic, 1).await;
     for i in 0..350 {
         bridge
             .commit("g", vec![(topic.clone(), i % 5, committed(i64::from(i)))])

@@ -13,7 +13,7 @@ use iggy::prelude::{
 };
 use iggy_kafka_bridge::mapping::{KEY_HEADER, RECORD_HEADER};
 use kafka_records::{BatchOptions, DecodeLimits, Header, NewRecord, RecordBatch, encode_batch};
-use kafka_store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig};
+use kafka_store::{CommittedOffset, LogStore, OffsetStore, TopicConfig};
 
 /// Checks encoded batches as the broker does before appending them.
 fn valid(batches: Vec<Bytes>) -> Vec<kafka_store::ValidBatch> {
@@ -30,24 +30,7 @@ fn batch(records: &[NewRecord]) -> Bytes {
     out.freeze()
 }
 
-use support::native_client;
-
-async fn create(bridge: &impl LogStore, name: &str, partitions: i32) {
-    bridge
-        .create_topic(
-            NewTopic {
-                name: name.into(),
-                partitions,
-                config: TopicConfig {
-                    retention_ms: -1,
-                    ..TopicConfig::default()
-                },
-            },
-            false,
-        )
-        .await
-        .unwrap();
-}
+use support::{create, native_client};
 
 fn records_of(bytes: &Bytes) -> Vec<kafka_records::Record> {
     RecordBatch::decode(bytes, &DecodeLimits::default())

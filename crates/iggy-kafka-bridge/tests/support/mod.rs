@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use iggy_kafka_bridge::{BridgeConfig, IggyBridge};
+use kafka_store::{LogStore, NewTopic, TopicConfig};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -53,4 +54,22 @@ pub async fn native_client(server: &Server) -> iggy::prelude::IggyClient {
         .await
         .unwrap_or_else(|e| panic!("native connect: {e}; server log:\n{}", server.log_tail()));
     client
+}
+
+/// Creates topic `name` with `partitions` partitions and no time retention.
+pub async fn create(bridge: &impl LogStore, name: &str, partitions: i32) {
+    bridge
+        .create_topic(
+            NewTopic {
+                name: name.into(),
+                partitions,
+                config: TopicConfig {
+                    retention_ms: -1,
+                    ..TopicConfig::default()
+                },
+            },
+            false,
+        )
+        .await
+        .unwrap();
 }
