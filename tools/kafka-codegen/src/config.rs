@@ -32,7 +32,7 @@ macro_rules! api {
 
 /// Request/response pairs, in API-key order, then headers and embedded data.
 pub const MESSAGES: &[MessageConfig] = &{
-    const PAIRS: [[MessageConfig; 2]; 35] = [
+    const PAIRS: [[MessageConfig; 2]; 37] = [
         api!("Produce", 0, 13),
         api!("Fetch", 4, 18),
         api!("ListOffsets", 1, 10),
@@ -63,6 +63,8 @@ pub const MESSAGES: &[MessageConfig] = &{
         api!("OffsetDelete", 0, 0),
         api!("DescribeClientQuotas", 0, 1),
         api!("AlterClientQuotas", 0, 1),
+        api!("DescribeUserScramCredentials", 0, 0),
+        api!("AlterUserScramCredentials", 0, 0),
         api!("DescribeCluster", 0, 2),
         api!("DescribeProducers", 0, 0),
         api!("ConsumerGroupHeartbeat", 0, 1),
@@ -76,16 +78,16 @@ pub const MESSAGES: &[MessageConfig] = &{
         m("ConsumerProtocolSubscription", 0, 3),
         m("ConsumerProtocolAssignment", 0, 3),
     ];
-    let mut out = [m("", 0, 0); 74];
+    let mut out = [m("", 0, 0); 78];
     let mut i = 0;
-    while i < 35 {
+    while i < 37 {
         out[2 * i] = PAIRS[i][0];
         out[2 * i + 1] = PAIRS[i][1];
         i += 1;
     }
     let mut j = 0;
     while j < 4 {
-        out[70 + j] = EXTRA[j];
+        out[74 + j] = EXTRA[j];
         j += 1;
     }
     out

@@ -8,6 +8,8 @@ pub mod alter_client_quotas_request;
 pub mod alter_client_quotas_response;
 pub mod alter_configs_request;
 pub mod alter_configs_response;
+pub mod alter_user_scram_credentials_request;
+pub mod alter_user_scram_credentials_response;
 pub mod api_versions_request;
 pub mod api_versions_response;
 pub mod consumer_group_describe_request;
@@ -40,6 +42,8 @@ pub mod describe_producers_request;
 pub mod describe_producers_response;
 pub mod describe_topic_partitions_request;
 pub mod describe_topic_partitions_response;
+pub mod describe_user_scram_credentials_request;
+pub mod describe_user_scram_credentials_response;
 pub mod fetch_request;
 pub mod fetch_response;
 pub mod find_coordinator_request;
@@ -145,6 +149,10 @@ pub enum ApiKey {
     DescribeClientQuotas,
     /// Key 49.
     AlterClientQuotas,
+    /// Key 50.
+    DescribeUserScramCredentials,
+    /// Key 51.
+    AlterUserScramCredentials,
     /// Key 60.
     DescribeCluster,
     /// Key 61.
@@ -192,6 +200,8 @@ impl ApiKey {
         ApiKey::OffsetDelete,
         ApiKey::DescribeClientQuotas,
         ApiKey::AlterClientQuotas,
+        ApiKey::DescribeUserScramCredentials,
+        ApiKey::AlterUserScramCredentials,
         ApiKey::DescribeCluster,
         ApiKey::DescribeProducers,
         ApiKey::ConsumerGroupHeartbeat,
@@ -232,6 +242,8 @@ impl ApiKey {
             47 => ApiKey::OffsetDelete,
             48 => ApiKey::DescribeClientQuotas,
             49 => ApiKey::AlterClientQuotas,
+            50 => ApiKey::DescribeUserScramCredentials,
+            51 => ApiKey::AlterUserScramCredentials,
             60 => ApiKey::DescribeCluster,
             61 => ApiKey::DescribeProducers,
             68 => ApiKey::ConsumerGroupHeartbeat,
@@ -274,6 +286,8 @@ impl ApiKey {
             ApiKey::OffsetDelete => 47,
             ApiKey::DescribeClientQuotas => 48,
             ApiKey::AlterClientQuotas => 49,
+            ApiKey::DescribeUserScramCredentials => 50,
+            ApiKey::AlterUserScramCredentials => 51,
             ApiKey::DescribeCluster => 60,
             ApiKey::DescribeProducers => 61,
             ApiKey::ConsumerGroupHeartbeat => 68,
@@ -316,6 +330,8 @@ impl ApiKey {
             ApiKey::OffsetDelete => "OffsetDelete",
             ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
             ApiKey::AlterClientQuotas => "AlterClientQuotas",
+            ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+            ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
             ApiKey::DescribeCluster => "DescribeCluster",
             ApiKey::DescribeProducers => "DescribeProducers",
             ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
@@ -358,6 +374,8 @@ impl ApiKey {
             ApiKey::OffsetDelete => Some(VersionRange::new(0, 0)),
             ApiKey::DescribeClientQuotas => Some(VersionRange::new(0, 1)),
             ApiKey::AlterClientQuotas => Some(VersionRange::new(0, 1)),
+            ApiKey::DescribeUserScramCredentials => Some(VersionRange::new(0, 0)),
+            ApiKey::AlterUserScramCredentials => Some(VersionRange::new(0, 0)),
             ApiKey::DescribeCluster => Some(VersionRange::new(0, 2)),
             ApiKey::DescribeProducers => Some(VersionRange::new(0, 0)),
             ApiKey::ConsumerGroupHeartbeat => Some(VersionRange::new(0, 1)),
@@ -400,6 +418,8 @@ impl ApiKey {
             ApiKey::OffsetDelete => None,
             ApiKey::DescribeClientQuotas => Some(1),
             ApiKey::AlterClientQuotas => Some(1),
+            ApiKey::DescribeUserScramCredentials => Some(0),
+            ApiKey::AlterUserScramCredentials => Some(0),
             ApiKey::DescribeCluster => Some(0),
             ApiKey::DescribeProducers => Some(0),
             ApiKey::ConsumerGroupHeartbeat => Some(0),
@@ -474,6 +494,14 @@ pub enum RequestBody {
     DescribeClientQuotas(describe_client_quotas_request::DescribeClientQuotasRequest),
     /// AlterClientQuotas request.
     AlterClientQuotas(alter_client_quotas_request::AlterClientQuotasRequest),
+    /// DescribeUserScramCredentials request.
+    DescribeUserScramCredentials(
+        describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest,
+    ),
+    /// AlterUserScramCredentials request.
+    AlterUserScramCredentials(
+        alter_user_scram_credentials_request::AlterUserScramCredentialsRequest,
+    ),
     /// DescribeCluster request.
     DescribeCluster(describe_cluster_request::DescribeClusterRequest),
     /// DescribeProducers request.
@@ -520,6 +548,8 @@ impl RequestBody {
             RequestBody::OffsetDelete(_) => ApiKey::OffsetDelete,
             RequestBody::DescribeClientQuotas(_) => ApiKey::DescribeClientQuotas,
             RequestBody::AlterClientQuotas(_) => ApiKey::AlterClientQuotas,
+            RequestBody::DescribeUserScramCredentials(_) => ApiKey::DescribeUserScramCredentials,
+            RequestBody::AlterUserScramCredentials(_) => ApiKey::AlterUserScramCredentials,
             RequestBody::DescribeCluster(_) => ApiKey::DescribeCluster,
             RequestBody::DescribeProducers(_) => ApiKey::DescribeProducers,
             RequestBody::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
@@ -586,6 +616,16 @@ impl RequestBody {
             ApiKey::AlterClientQuotas => {
                 alter_client_quotas_request::AlterClientQuotasRequest::lists(version, f)
             }
+            ApiKey::DescribeUserScramCredentials => {
+                describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest::lists(
+                    version, f,
+                )
+            }
+            ApiKey::AlterUserScramCredentials => {
+                alter_user_scram_credentials_request::AlterUserScramCredentialsRequest::lists(
+                    version, f,
+                )
+            }
             ApiKey::DescribeCluster => {
                 describe_cluster_request::DescribeClusterRequest::lists(version, f)
             }
@@ -609,109 +649,43 @@ impl RequestBody {
     #[inline]
     pub fn default_for(api_key: ApiKey) -> Res<Self> {
         match api_key {
-            ApiKey::Produce => Ok(RequestBody::Produce(
-                produce_request::ProduceRequest::default(),
-            )),
+            ApiKey::Produce => Ok(RequestBody::Produce(produce_request::ProduceRequest::default())),
             ApiKey::Fetch => Ok(RequestBody::Fetch(fetch_request::FetchRequest::default())),
-            ApiKey::ListOffsets => Ok(RequestBody::ListOffsets(
-                list_offsets_request::ListOffsetsRequest::default(),
-            )),
-            ApiKey::Metadata => Ok(RequestBody::Metadata(
-                metadata_request::MetadataRequest::default(),
-            )),
-            ApiKey::OffsetCommit => Ok(RequestBody::OffsetCommit(
-                offset_commit_request::OffsetCommitRequest::default(),
-            )),
-            ApiKey::OffsetFetch => Ok(RequestBody::OffsetFetch(
-                offset_fetch_request::OffsetFetchRequest::default(),
-            )),
-            ApiKey::FindCoordinator => Ok(RequestBody::FindCoordinator(
-                find_coordinator_request::FindCoordinatorRequest::default(),
-            )),
-            ApiKey::JoinGroup => Ok(RequestBody::JoinGroup(
-                join_group_request::JoinGroupRequest::default(),
-            )),
-            ApiKey::Heartbeat => Ok(RequestBody::Heartbeat(
-                heartbeat_request::HeartbeatRequest::default(),
-            )),
-            ApiKey::LeaveGroup => Ok(RequestBody::LeaveGroup(
-                leave_group_request::LeaveGroupRequest::default(),
-            )),
-            ApiKey::SyncGroup => Ok(RequestBody::SyncGroup(
-                sync_group_request::SyncGroupRequest::default(),
-            )),
-            ApiKey::DescribeGroups => Ok(RequestBody::DescribeGroups(
-                describe_groups_request::DescribeGroupsRequest::default(),
-            )),
-            ApiKey::ListGroups => Ok(RequestBody::ListGroups(
-                list_groups_request::ListGroupsRequest::default(),
-            )),
-            ApiKey::SaslHandshake => Ok(RequestBody::SaslHandshake(
-                sasl_handshake_request::SaslHandshakeRequest::default(),
-            )),
-            ApiKey::ApiVersions => Ok(RequestBody::ApiVersions(
-                api_versions_request::ApiVersionsRequest::default(),
-            )),
-            ApiKey::CreateTopics => Ok(RequestBody::CreateTopics(
-                create_topics_request::CreateTopicsRequest::default(),
-            )),
-            ApiKey::DeleteTopics => Ok(RequestBody::DeleteTopics(
-                delete_topics_request::DeleteTopicsRequest::default(),
-            )),
-            ApiKey::DeleteRecords => Ok(RequestBody::DeleteRecords(
-                delete_records_request::DeleteRecordsRequest::default(),
-            )),
-            ApiKey::InitProducerId => Ok(RequestBody::InitProducerId(
-                init_producer_id_request::InitProducerIdRequest::default(),
-            )),
-            ApiKey::OffsetForLeaderEpoch => Ok(RequestBody::OffsetForLeaderEpoch(
-                offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::default(),
-            )),
-            ApiKey::DescribeAcls => Ok(RequestBody::DescribeAcls(
-                describe_acls_request::DescribeAclsRequest::default(),
-            )),
-            ApiKey::DescribeConfigs => Ok(RequestBody::DescribeConfigs(
-                describe_configs_request::DescribeConfigsRequest::default(),
-            )),
-            ApiKey::AlterConfigs => Ok(RequestBody::AlterConfigs(
-                alter_configs_request::AlterConfigsRequest::default(),
-            )),
-            ApiKey::SaslAuthenticate => Ok(RequestBody::SaslAuthenticate(
-                sasl_authenticate_request::SaslAuthenticateRequest::default(),
-            )),
-            ApiKey::CreatePartitions => Ok(RequestBody::CreatePartitions(
-                create_partitions_request::CreatePartitionsRequest::default(),
-            )),
-            ApiKey::DeleteGroups => Ok(RequestBody::DeleteGroups(
-                delete_groups_request::DeleteGroupsRequest::default(),
-            )),
-            ApiKey::IncrementalAlterConfigs => Ok(RequestBody::IncrementalAlterConfigs(
-                incremental_alter_configs_request::IncrementalAlterConfigsRequest::default(),
-            )),
-            ApiKey::OffsetDelete => Ok(RequestBody::OffsetDelete(
-                offset_delete_request::OffsetDeleteRequest::default(),
-            )),
-            ApiKey::DescribeClientQuotas => Ok(RequestBody::DescribeClientQuotas(
-                describe_client_quotas_request::DescribeClientQuotasRequest::default(),
-            )),
-            ApiKey::AlterClientQuotas => Ok(RequestBody::AlterClientQuotas(
-                alter_client_quotas_request::AlterClientQuotasRequest::default(),
-            )),
-            ApiKey::DescribeCluster => Ok(RequestBody::DescribeCluster(
-                describe_cluster_request::DescribeClusterRequest::default(),
-            )),
-            ApiKey::DescribeProducers => Ok(RequestBody::DescribeProducers(
-                describe_producers_request::DescribeProducersRequest::default(),
-            )),
-            ApiKey::ConsumerGroupHeartbeat => Ok(RequestBody::ConsumerGroupHeartbeat(
-                consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::default(),
-            )),
-            ApiKey::ConsumerGroupDescribe => Ok(RequestBody::ConsumerGroupDescribe(
-                consumer_group_describe_request::ConsumerGroupDescribeRequest::default(),
-            )),
-            ApiKey::DescribeTopicPartitions => Ok(RequestBody::DescribeTopicPartitions(
-                describe_topic_partitions_request::DescribeTopicPartitionsRequest::default(),
-            )),
+            ApiKey::ListOffsets => Ok(RequestBody::ListOffsets(list_offsets_request::ListOffsetsRequest::default())),
+            ApiKey::Metadata => Ok(RequestBody::Metadata(metadata_request::MetadataRequest::default())),
+            ApiKey::OffsetCommit => Ok(RequestBody::OffsetCommit(offset_commit_request::OffsetCommitRequest::default())),
+            ApiKey::OffsetFetch => Ok(RequestBody::OffsetFetch(offset_fetch_request::OffsetFetchRequest::default())),
+            ApiKey::FindCoordinator => Ok(RequestBody::FindCoordinator(find_coordinator_request::FindCoordinatorRequest::default())),
+            ApiKey::JoinGroup => Ok(RequestBody::JoinGroup(join_group_request::JoinGroupRequest::default())),
+            ApiKey::Heartbeat => Ok(RequestBody::Heartbeat(heartbeat_request::HeartbeatRequest::default())),
+            ApiKey::LeaveGroup => Ok(RequestBody::LeaveGroup(leave_group_request::LeaveGroupRequest::default())),
+            ApiKey::SyncGroup => Ok(RequestBody::SyncGroup(sync_group_request::SyncGroupRequest::default())),
+            ApiKey::DescribeGroups => Ok(RequestBody::DescribeGroups(describe_groups_request::DescribeGroupsRequest::default())),
+            ApiKey::ListGroups => Ok(RequestBody::ListGroups(list_groups_request::ListGroupsRequest::default())),
+            ApiKey::SaslHandshake => Ok(RequestBody::SaslHandshake(sasl_handshake_request::SaslHandshakeRequest::default())),
+            ApiKey::ApiVersions => Ok(RequestBody::ApiVersions(api_versions_request::ApiVersionsRequest::default())),
+            ApiKey::CreateTopics => Ok(RequestBody::CreateTopics(create_topics_request::CreateTopicsRequest::default())),
+            ApiKey::DeleteTopics => Ok(RequestBody::DeleteTopics(delete_topics_request::DeleteTopicsRequest::default())),
+            ApiKey::DeleteRecords => Ok(RequestBody::DeleteRecords(delete_records_request::DeleteRecordsRequest::default())),
+            ApiKey::InitProducerId => Ok(RequestBody::InitProducerId(init_producer_id_request::InitProducerIdRequest::default())),
+            ApiKey::OffsetForLeaderEpoch => Ok(RequestBody::OffsetForLeaderEpoch(offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::default())),
+            ApiKey::DescribeAcls => Ok(RequestBody::DescribeAcls(describe_acls_request::DescribeAclsRequest::default())),
+            ApiKey::DescribeConfigs => Ok(RequestBody::DescribeConfigs(describe_configs_request::DescribeConfigsRequest::default())),
+            ApiKey::AlterConfigs => Ok(RequestBody::AlterConfigs(alter_configs_request::AlterConfigsRequest::default())),
+            ApiKey::SaslAuthenticate => Ok(RequestBody::SaslAuthenticate(sasl_authenticate_request::SaslAuthenticateRequest::default())),
+            ApiKey::CreatePartitions => Ok(RequestBody::CreatePartitions(create_partitions_request::CreatePartitionsRequest::default())),
+            ApiKey::DeleteGroups => Ok(RequestBody::DeleteGroups(delete_groups_request::DeleteGroupsRequest::default())),
+            ApiKey::IncrementalAlterConfigs => Ok(RequestBody::IncrementalAlterConfigs(incremental_alter_configs_request::IncrementalAlterConfigsRequest::default())),
+            ApiKey::OffsetDelete => Ok(RequestBody::OffsetDelete(offset_delete_request::OffsetDeleteRequest::default())),
+            ApiKey::DescribeClientQuotas => Ok(RequestBody::DescribeClientQuotas(describe_client_quotas_request::DescribeClientQuotasRequest::default())),
+            ApiKey::AlterClientQuotas => Ok(RequestBody::AlterClientQuotas(alter_client_quotas_request::AlterClientQuotasRequest::default())),
+            ApiKey::DescribeUserScramCredentials => Ok(RequestBody::DescribeUserScramCredentials(describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest::default())),
+            ApiKey::AlterUserScramCredentials => Ok(RequestBody::AlterUserScramCredentials(alter_user_scram_credentials_request::AlterUserScramCredentialsRequest::default())),
+            ApiKey::DescribeCluster => Ok(RequestBody::DescribeCluster(describe_cluster_request::DescribeClusterRequest::default())),
+            ApiKey::DescribeProducers => Ok(RequestBody::DescribeProducers(describe_producers_request::DescribeProducersRequest::default())),
+            ApiKey::ConsumerGroupHeartbeat => Ok(RequestBody::ConsumerGroupHeartbeat(consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::default())),
+            ApiKey::ConsumerGroupDescribe => Ok(RequestBody::ConsumerGroupDescribe(consumer_group_describe_request::ConsumerGroupDescribeRequest::default())),
+            ApiKey::DescribeTopicPartitions => Ok(RequestBody::DescribeTopicPartitions(describe_topic_partitions_request::DescribeTopicPartitionsRequest::default())),
             ApiKey::Unknown(k) => Err(ProtocolError::UnknownApiKey { api_key: k }),
         }
     }
@@ -750,6 +724,8 @@ impl RequestBody {
             RequestBody::OffsetDelete(b) => b.read_into(i, cx, version),
             RequestBody::DescribeClientQuotas(b) => b.read_into(i, cx, version),
             RequestBody::AlterClientQuotas(b) => b.read_into(i, cx, version),
+            RequestBody::DescribeUserScramCredentials(b) => b.read_into(i, cx, version),
+            RequestBody::AlterUserScramCredentials(b) => b.read_into(i, cx, version),
             RequestBody::DescribeCluster(b) => b.read_into(i, cx, version),
             RequestBody::DescribeProducers(b) => b.read_into(i, cx, version),
             RequestBody::ConsumerGroupHeartbeat(b) => b.read_into(i, cx, version),
@@ -791,6 +767,8 @@ impl RequestBody {
             RequestBody::OffsetDelete(b) => b.encode(e, version),
             RequestBody::DescribeClientQuotas(b) => b.encode(e, version),
             RequestBody::AlterClientQuotas(b) => b.encode(e, version),
+            RequestBody::DescribeUserScramCredentials(b) => b.encode(e, version),
+            RequestBody::AlterUserScramCredentials(b) => b.encode(e, version),
             RequestBody::DescribeCluster(b) => b.encode(e, version),
             RequestBody::DescribeProducers(b) => b.encode(e, version),
             RequestBody::ConsumerGroupHeartbeat(b) => b.encode(e, version),
@@ -980,6 +958,22 @@ impl From<alter_client_quotas_request::AlterClientQuotasRequest> for RequestBody
     }
 }
 
+impl From<describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest>
+    for RequestBody
+{
+    fn from(
+        b: describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest,
+    ) -> Self {
+        RequestBody::DescribeUserScramCredentials(b)
+    }
+}
+
+impl From<alter_user_scram_credentials_request::AlterUserScramCredentialsRequest> for RequestBody {
+    fn from(b: alter_user_scram_credentials_request::AlterUserScramCredentialsRequest) -> Self {
+        RequestBody::AlterUserScramCredentials(b)
+    }
+}
+
 impl From<describe_cluster_request::DescribeClusterRequest> for RequestBody {
     fn from(b: describe_cluster_request::DescribeClusterRequest) -> Self {
         RequestBody::DescribeCluster(b)
@@ -1074,6 +1068,14 @@ pub enum ResponseBody {
     DescribeClientQuotas(describe_client_quotas_response::DescribeClientQuotasResponse),
     /// AlterClientQuotas response.
     AlterClientQuotas(alter_client_quotas_response::AlterClientQuotasResponse),
+    /// DescribeUserScramCredentials response.
+    DescribeUserScramCredentials(
+        describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse,
+    ),
+    /// AlterUserScramCredentials response.
+    AlterUserScramCredentials(
+        alter_user_scram_credentials_response::AlterUserScramCredentialsResponse,
+    ),
     /// DescribeCluster response.
     DescribeCluster(describe_cluster_response::DescribeClusterResponse),
     /// DescribeProducers response.
@@ -1120,6 +1122,8 @@ impl ResponseBody {
             ResponseBody::OffsetDelete(_) => ApiKey::OffsetDelete,
             ResponseBody::DescribeClientQuotas(_) => ApiKey::DescribeClientQuotas,
             ResponseBody::AlterClientQuotas(_) => ApiKey::AlterClientQuotas,
+            ResponseBody::DescribeUserScramCredentials(_) => ApiKey::DescribeUserScramCredentials,
+            ResponseBody::AlterUserScramCredentials(_) => ApiKey::AlterUserScramCredentials,
             ResponseBody::DescribeCluster(_) => ApiKey::DescribeCluster,
             ResponseBody::DescribeProducers(_) => ApiKey::DescribeProducers,
             ResponseBody::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
@@ -1138,73 +1142,37 @@ impl ResponseBody {
             ApiKey::Metadata => metadata_response::MetadataResponse::lists(version, f),
             ApiKey::OffsetCommit => offset_commit_response::OffsetCommitResponse::lists(version, f),
             ApiKey::OffsetFetch => offset_fetch_response::OffsetFetchResponse::lists(version, f),
-            ApiKey::FindCoordinator => {
-                find_coordinator_response::FindCoordinatorResponse::lists(version, f)
-            }
+            ApiKey::FindCoordinator => find_coordinator_response::FindCoordinatorResponse::lists(version, f),
             ApiKey::JoinGroup => join_group_response::JoinGroupResponse::lists(version, f),
             ApiKey::Heartbeat => heartbeat_response::HeartbeatResponse::lists(version, f),
             ApiKey::LeaveGroup => leave_group_response::LeaveGroupResponse::lists(version, f),
             ApiKey::SyncGroup => sync_group_response::SyncGroupResponse::lists(version, f),
-            ApiKey::DescribeGroups => {
-                describe_groups_response::DescribeGroupsResponse::lists(version, f)
-            }
+            ApiKey::DescribeGroups => describe_groups_response::DescribeGroupsResponse::lists(version, f),
             ApiKey::ListGroups => list_groups_response::ListGroupsResponse::lists(version, f),
-            ApiKey::SaslHandshake => {
-                sasl_handshake_response::SaslHandshakeResponse::lists(version, f)
-            }
+            ApiKey::SaslHandshake => sasl_handshake_response::SaslHandshakeResponse::lists(version, f),
             ApiKey::ApiVersions => api_versions_response::ApiVersionsResponse::lists(version, f),
             ApiKey::CreateTopics => create_topics_response::CreateTopicsResponse::lists(version, f),
             ApiKey::DeleteTopics => delete_topics_response::DeleteTopicsResponse::lists(version, f),
-            ApiKey::DeleteRecords => {
-                delete_records_response::DeleteRecordsResponse::lists(version, f)
-            }
-            ApiKey::InitProducerId => {
-                init_producer_id_response::InitProducerIdResponse::lists(version, f)
-            }
-            ApiKey::OffsetForLeaderEpoch => {
-                offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::lists(version, f)
-            }
+            ApiKey::DeleteRecords => delete_records_response::DeleteRecordsResponse::lists(version, f),
+            ApiKey::InitProducerId => init_producer_id_response::InitProducerIdResponse::lists(version, f),
+            ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::lists(version, f),
             ApiKey::DescribeAcls => describe_acls_response::DescribeAclsResponse::lists(version, f),
-            ApiKey::DescribeConfigs => {
-                describe_configs_response::DescribeConfigsResponse::lists(version, f)
-            }
+            ApiKey::DescribeConfigs => describe_configs_response::DescribeConfigsResponse::lists(version, f),
             ApiKey::AlterConfigs => alter_configs_response::AlterConfigsResponse::lists(version, f),
-            ApiKey::SaslAuthenticate => {
-                sasl_authenticate_response::SaslAuthenticateResponse::lists(version, f)
-            }
-            ApiKey::CreatePartitions => {
-                create_partitions_response::CreatePartitionsResponse::lists(version, f)
-            }
+            ApiKey::SaslAuthenticate => sasl_authenticate_response::SaslAuthenticateResponse::lists(version, f),
+            ApiKey::CreatePartitions => create_partitions_response::CreatePartitionsResponse::lists(version, f),
             ApiKey::DeleteGroups => delete_groups_response::DeleteGroupsResponse::lists(version, f),
-            ApiKey::IncrementalAlterConfigs => {
-                incremental_alter_configs_response::IncrementalAlterConfigsResponse::lists(
-                    version, f,
-                )
-            }
+            ApiKey::IncrementalAlterConfigs => incremental_alter_configs_response::IncrementalAlterConfigsResponse::lists(version, f),
             ApiKey::OffsetDelete => offset_delete_response::OffsetDeleteResponse::lists(version, f),
-            ApiKey::DescribeClientQuotas => {
-                describe_client_quotas_response::DescribeClientQuotasResponse::lists(version, f)
-            }
-            ApiKey::AlterClientQuotas => {
-                alter_client_quotas_response::AlterClientQuotasResponse::lists(version, f)
-            }
-            ApiKey::DescribeCluster => {
-                describe_cluster_response::DescribeClusterResponse::lists(version, f)
-            }
-            ApiKey::DescribeProducers => {
-                describe_producers_response::DescribeProducersResponse::lists(version, f)
-            }
-            ApiKey::ConsumerGroupHeartbeat => {
-                consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::lists(version, f)
-            }
-            ApiKey::ConsumerGroupDescribe => {
-                consumer_group_describe_response::ConsumerGroupDescribeResponse::lists(version, f)
-            }
-            ApiKey::DescribeTopicPartitions => {
-                describe_topic_partitions_response::DescribeTopicPartitionsResponse::lists(
-                    version, f,
-                )
-            }
+            ApiKey::DescribeClientQuotas => describe_client_quotas_response::DescribeClientQuotasResponse::lists(version, f),
+            ApiKey::AlterClientQuotas => alter_client_quotas_response::AlterClientQuotasResponse::lists(version, f),
+            ApiKey::DescribeUserScramCredentials => describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse::lists(version, f),
+            ApiKey::AlterUserScramCredentials => alter_user_scram_credentials_response::AlterUserScramCredentialsResponse::lists(version, f),
+            ApiKey::DescribeCluster => describe_cluster_response::DescribeClusterResponse::lists(version, f),
+            ApiKey::DescribeProducers => describe_producers_response::DescribeProducersResponse::lists(version, f),
+            ApiKey::ConsumerGroupHeartbeat => consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::lists(version, f),
+            ApiKey::ConsumerGroupDescribe => consumer_group_describe_response::ConsumerGroupDescribeResponse::lists(version, f),
+            ApiKey::DescribeTopicPartitions => describe_topic_partitions_response::DescribeTopicPartitionsResponse::lists(version, f),
             ApiKey::Unknown(_) => {}
         }
     }
@@ -1213,109 +1181,43 @@ impl ResponseBody {
     #[inline]
     pub fn default_for(api_key: ApiKey) -> Res<Self> {
         match api_key {
-            ApiKey::Produce => Ok(ResponseBody::Produce(
-                produce_response::ProduceResponse::default(),
-            )),
+            ApiKey::Produce => Ok(ResponseBody::Produce(produce_response::ProduceResponse::default())),
             ApiKey::Fetch => Ok(ResponseBody::Fetch(fetch_response::FetchResponse::default())),
-            ApiKey::ListOffsets => Ok(ResponseBody::ListOffsets(
-                list_offsets_response::ListOffsetsResponse::default(),
-            )),
-            ApiKey::Metadata => Ok(ResponseBody::Metadata(
-                metadata_response::MetadataResponse::default(),
-            )),
-            ApiKey::OffsetCommit => Ok(ResponseBody::OffsetCommit(
-                offset_commit_response::OffsetCommitResponse::default(),
-            )),
-            ApiKey::OffsetFetch => Ok(ResponseBody::OffsetFetch(
-                offset_fetch_response::OffsetFetchResponse::default(),
-            )),
-            ApiKey::FindCoordinator => Ok(ResponseBody::FindCoordinator(
-                find_coordinator_response::FindCoordinatorResponse::default(),
-            )),
-            ApiKey::JoinGroup => Ok(ResponseBody::JoinGroup(
-                join_group_response::JoinGroupResponse::default(),
-            )),
-            ApiKey::Heartbeat => Ok(ResponseBody::Heartbeat(
-                heartbeat_response::HeartbeatResponse::default(),
-            )),
-            ApiKey::LeaveGroup => Ok(ResponseBody::LeaveGroup(
-                leave_group_response::LeaveGroupResponse::default(),
-            )),
-            ApiKey::SyncGroup => Ok(ResponseBody::SyncGroup(
-                sync_group_response::SyncGroupResponse::default(),
-            )),
-            ApiKey::DescribeGroups => Ok(ResponseBody::DescribeGroups(
-                describe_groups_response::DescribeGroupsResponse::default(),
-            )),
-            ApiKey::ListGroups => Ok(ResponseBody::ListGroups(
-                list_groups_response::ListGroupsResponse::default(),
-            )),
-            ApiKey::SaslHandshake => Ok(ResponseBody::SaslHandshake(
-                sasl_handshake_response::SaslHandshakeResponse::default(),
-            )),
-            ApiKey::ApiVersions => Ok(ResponseBody::ApiVersions(
-                api_versions_response::ApiVersionsResponse::default(),
-            )),
-            ApiKey::CreateTopics => Ok(ResponseBody::CreateTopics(
-                create_topics_response::CreateTopicsResponse::default(),
-            )),
-            ApiKey::DeleteTopics => Ok(ResponseBody::DeleteTopics(
-                delete_topics_response::DeleteTopicsResponse::default(),
-            )),
-            ApiKey::DeleteRecords => Ok(ResponseBody::DeleteRecords(
-                delete_records_response::DeleteRecordsResponse::default(),
-            )),
-            ApiKey::InitProducerId => Ok(ResponseBody::InitProducerId(
-                init_producer_id_response::InitProducerIdResponse::default(),
-            )),
-            ApiKey::OffsetForLeaderEpoch => Ok(ResponseBody::OffsetForLeaderEpoch(
-                offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::default(),
-            )),
-            ApiKey::DescribeAcls => Ok(ResponseBody::DescribeAcls(
-                describe_acls_response::DescribeAclsResponse::default(),
-            )),
-            ApiKey::DescribeConfigs => Ok(ResponseBody::DescribeConfigs(
-                describe_configs_response::DescribeConfigsResponse::default(),
-            )),
-            ApiKey::AlterConfigs => Ok(ResponseBody::AlterConfigs(
-                alter_configs_response::AlterConfigsResponse::default(),
-            )),
-            ApiKey::SaslAuthenticate => Ok(ResponseBody::SaslAuthenticate(
-                sasl_authenticate_response::SaslAuthenticateResponse::default(),
-            )),
-            ApiKey::CreatePartitions => Ok(ResponseBody::CreatePartitions(
-                create_partitions_response::CreatePartitionsResponse::default(),
-            )),
-            ApiKey::DeleteGroups => Ok(ResponseBody::DeleteGroups(
-                delete_groups_response::DeleteGroupsResponse::default(),
-            )),
-            ApiKey::IncrementalAlterConfigs => Ok(ResponseBody::IncrementalAlterConfigs(
-                incremental_alter_configs_response::IncrementalAlterConfigsResponse::default(),
-            )),
-            ApiKey::OffsetDelete => Ok(ResponseBody::OffsetDelete(
-                offset_delete_response::OffsetDeleteResponse::default(),
-            )),
-            ApiKey::DescribeClientQuotas => Ok(ResponseBody::DescribeClientQuotas(
-                describe_client_quotas_response::DescribeClientQuotasResponse::default(),
-            )),
-            ApiKey::AlterClientQuotas => Ok(ResponseBody::AlterClientQuotas(
-                alter_client_quotas_response::AlterClientQuotasResponse::default(),
-            )),
-            ApiKey::DescribeCluster => Ok(ResponseBody::DescribeCluster(
-                describe_cluster_response::DescribeClusterResponse::default(),
-            )),
-            ApiKey::DescribeProducers => Ok(ResponseBody::DescribeProducers(
-                describe_producers_response::DescribeProducersResponse::default(),
-            )),
-            ApiKey::ConsumerGroupHeartbeat => Ok(ResponseBody::ConsumerGroupHeartbeat(
-                consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::default(),
-            )),
-            ApiKey::ConsumerGroupDescribe => Ok(ResponseBody::ConsumerGroupDescribe(
-                consumer_group_describe_response::ConsumerGroupDescribeResponse::default(),
-            )),
-            ApiKey::DescribeTopicPartitions => Ok(ResponseBody::DescribeTopicPartitions(
-                describe_topic_partitions_response::DescribeTopicPartitionsResponse::default(),
-            )),
+            ApiKey::ListOffsets => Ok(ResponseBody::ListOffsets(list_offsets_response::ListOffsetsResponse::default())),
+            ApiKey::Metadata => Ok(ResponseBody::Metadata(metadata_response::MetadataResponse::default())),
+            ApiKey::OffsetCommit => Ok(ResponseBody::OffsetCommit(offset_commit_response::OffsetCommitResponse::default())),
+            ApiKey::OffsetFetch => Ok(ResponseBody::OffsetFetch(offset_fetch_response::OffsetFetchResponse::default())),
+            ApiKey::FindCoordinator => Ok(ResponseBody::FindCoordinator(find_coordinator_response::FindCoordinatorResponse::default())),
+            ApiKey::JoinGroup => Ok(ResponseBody::JoinGroup(join_group_response::JoinGroupResponse::default())),
+            ApiKey::Heartbeat => Ok(ResponseBody::Heartbeat(heartbeat_response::HeartbeatResponse::default())),
+            ApiKey::LeaveGroup => Ok(ResponseBody::LeaveGroup(leave_group_response::LeaveGroupResponse::default())),
+            ApiKey::SyncGroup => Ok(ResponseBody::SyncGroup(sync_group_response::SyncGroupResponse::default())),
+            ApiKey::DescribeGroups => Ok(ResponseBody::DescribeGroups(describe_groups_response::DescribeGroupsResponse::default())),
+            ApiKey::ListGroups => Ok(ResponseBody::ListGroups(list_groups_response::ListGroupsResponse::default())),
+            ApiKey::SaslHandshake => Ok(ResponseBody::SaslHandshake(sasl_handshake_response::SaslHandshakeResponse::default())),
+            ApiKey::ApiVersions => Ok(ResponseBody::ApiVersions(api_versions_response::ApiVersionsResponse::default())),
+            ApiKey::CreateTopics => Ok(ResponseBody::CreateTopics(create_topics_response::CreateTopicsResponse::default())),
+            ApiKey::DeleteTopics => Ok(ResponseBody::DeleteTopics(delete_topics_response::DeleteTopicsResponse::default())),
+            ApiKey::DeleteRecords => Ok(ResponseBody::DeleteRecords(delete_records_response::DeleteRecordsResponse::default())),
+            ApiKey::InitProducerId => Ok(ResponseBody::InitProducerId(init_producer_id_response::InitProducerIdResponse::default())),
+            ApiKey::OffsetForLeaderEpoch => Ok(ResponseBody::OffsetForLeaderEpoch(offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::default())),
+            ApiKey::DescribeAcls => Ok(ResponseBody::DescribeAcls(describe_acls_response::DescribeAclsResponse::default())),
+            ApiKey::DescribeConfigs => Ok(ResponseBody::DescribeConfigs(describe_configs_response::DescribeConfigsResponse::default())),
+            ApiKey::AlterConfigs => Ok(ResponseBody::AlterConfigs(alter_configs_response::AlterConfigsResponse::default())),
+            ApiKey::SaslAuthenticate => Ok(ResponseBody::SaslAuthenticate(sasl_authenticate_response::SaslAuthenticateResponse::default())),
+            ApiKey::CreatePartitions => Ok(ResponseBody::CreatePartitions(create_partitions_response::CreatePartitionsResponse::default())),
+            ApiKey::DeleteGroups => Ok(ResponseBody::DeleteGroups(delete_groups_response::DeleteGroupsResponse::default())),
+            ApiKey::IncrementalAlterConfigs => Ok(ResponseBody::IncrementalAlterConfigs(incremental_alter_configs_response::IncrementalAlterConfigsResponse::default())),
+            ApiKey::OffsetDelete => Ok(ResponseBody::OffsetDelete(offset_delete_response::OffsetDeleteResponse::default())),
+            ApiKey::DescribeClientQuotas => Ok(ResponseBody::DescribeClientQuotas(describe_client_quotas_response::DescribeClientQuotasResponse::default())),
+            ApiKey::AlterClientQuotas => Ok(ResponseBody::AlterClientQuotas(alter_client_quotas_response::AlterClientQuotasResponse::default())),
+            ApiKey::DescribeUserScramCredentials => Ok(ResponseBody::DescribeUserScramCredentials(describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse::default())),
+            ApiKey::AlterUserScramCredentials => Ok(ResponseBody::AlterUserScramCredentials(alter_user_scram_credentials_response::AlterUserScramCredentialsResponse::default())),
+            ApiKey::DescribeCluster => Ok(ResponseBody::DescribeCluster(describe_cluster_response::DescribeClusterResponse::default())),
+            ApiKey::DescribeProducers => Ok(ResponseBody::DescribeProducers(describe_producers_response::DescribeProducersResponse::default())),
+            ApiKey::ConsumerGroupHeartbeat => Ok(ResponseBody::ConsumerGroupHeartbeat(consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::default())),
+            ApiKey::ConsumerGroupDescribe => Ok(ResponseBody::ConsumerGroupDescribe(consumer_group_describe_response::ConsumerGroupDescribeResponse::default())),
+            ApiKey::DescribeTopicPartitions => Ok(ResponseBody::DescribeTopicPartitions(describe_topic_partitions_response::DescribeTopicPartitionsResponse::default())),
             ApiKey::Unknown(k) => Err(ProtocolError::UnknownApiKey { api_key: k }),
         }
     }
@@ -1354,6 +1256,8 @@ impl ResponseBody {
             ResponseBody::OffsetDelete(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeClientQuotas(b) => b.read_into(i, cx, version),
             ResponseBody::AlterClientQuotas(b) => b.read_into(i, cx, version),
+            ResponseBody::DescribeUserScramCredentials(b) => b.read_into(i, cx, version),
+            ResponseBody::AlterUserScramCredentials(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeCluster(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeProducers(b) => b.read_into(i, cx, version),
             ResponseBody::ConsumerGroupHeartbeat(b) => b.read_into(i, cx, version),
@@ -1395,6 +1299,8 @@ impl ResponseBody {
             ResponseBody::OffsetDelete(b) => b.encode(e, version),
             ResponseBody::DescribeClientQuotas(b) => b.encode(e, version),
             ResponseBody::AlterClientQuotas(b) => b.encode(e, version),
+            ResponseBody::DescribeUserScramCredentials(b) => b.encode(e, version),
+            ResponseBody::AlterUserScramCredentials(b) => b.encode(e, version),
             ResponseBody::DescribeCluster(b) => b.encode(e, version),
             ResponseBody::DescribeProducers(b) => b.encode(e, version),
             ResponseBody::ConsumerGroupHeartbeat(b) => b.encode(e, version),
@@ -1437,6 +1343,8 @@ impl ResponseBody {
             ResponseBody::OffsetDelete(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeClientQuotas(b) => b.for_each_error_code(version, f),
             ResponseBody::AlterClientQuotas(b) => b.for_each_error_code(version, f),
+            ResponseBody::DescribeUserScramCredentials(b) => b.for_each_error_code(version, f),
+            ResponseBody::AlterUserScramCredentials(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeCluster(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeProducers(b) => b.for_each_error_code(version, f),
             ResponseBody::ConsumerGroupHeartbeat(b) => b.for_each_error_code(version, f),
@@ -1626,6 +1534,24 @@ impl From<alter_client_quotas_response::AlterClientQuotasResponse> for ResponseB
     }
 }
 
+impl From<describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse>
+    for ResponseBody
+{
+    fn from(
+        b: describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse,
+    ) -> Self {
+        ResponseBody::DescribeUserScramCredentials(b)
+    }
+}
+
+impl From<alter_user_scram_credentials_response::AlterUserScramCredentialsResponse>
+    for ResponseBody
+{
+    fn from(b: alter_user_scram_credentials_response::AlterUserScramCredentialsResponse) -> Self {
+        ResponseBody::AlterUserScramCredentials(b)
+    }
+}
+
 impl From<describe_cluster_response::DescribeClusterResponse> for ResponseBody {
     fn from(b: describe_cluster_response::DescribeClusterResponse) -> Self {
         ResponseBody::DescribeCluster(b)
@@ -1806,6 +1732,16 @@ impl Request for alter_client_quotas_request::AlterClientQuotasRequest {
     type Response = alter_client_quotas_response::AlterClientQuotasResponse;
 }
 
+impl Request for describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest {
+    const API_KEY: ApiKey = ApiKey::DescribeUserScramCredentials;
+    type Response = describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse;
+}
+
+impl Request for alter_user_scram_credentials_request::AlterUserScramCredentialsRequest {
+    const API_KEY: ApiKey = ApiKey::AlterUserScramCredentials;
+    type Response = alter_user_scram_credentials_response::AlterUserScramCredentialsResponse;
+}
+
 impl Request for describe_cluster_request::DescribeClusterRequest {
     const API_KEY: ApiKey = ApiKey::DescribeCluster;
     type Response = describe_cluster_response::DescribeClusterResponse;
@@ -1894,6 +1830,16 @@ pub(crate) const ALL_MESSAGES: &[crate::testkit::MessageHooks] = &[
     crate::testkit::hooks::<describe_client_quotas_response::DescribeClientQuotasResponse>(),
     crate::testkit::hooks::<alter_client_quotas_request::AlterClientQuotasRequest>(),
     crate::testkit::hooks::<alter_client_quotas_response::AlterClientQuotasResponse>(),
+    crate::testkit::hooks::<
+        describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest,
+    >(),
+    crate::testkit::hooks::<
+        describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse,
+    >(),
+    crate::testkit::hooks::<alter_user_scram_credentials_request::AlterUserScramCredentialsRequest>(
+    ),
+    crate::testkit::hooks::<alter_user_scram_credentials_response::AlterUserScramCredentialsResponse>(
+    ),
     crate::testkit::hooks::<describe_cluster_request::DescribeClusterRequest>(),
     crate::testkit::hooks::<describe_cluster_response::DescribeClusterResponse>(),
     crate::testkit::hooks::<describe_producers_request::DescribeProducersRequest>(),
