@@ -36,6 +36,47 @@ pub struct BrokerConfig {
     pub groups: kafka_groups::GroupConfig,
     /// Client quotas: default rates and how usage is measured.
     pub quotas: crate::quotas::QuotaConfig,
+    /// SASL authentication bounds, session lifetime and who may manage users.
+    pub sasl: SaslSettings,
+}
+
+/// How SASL listeners authenticate connections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslSettings {
+    /// Longest an authenticated session lasts before it must re-authenticate (KIP-368);
+    /// `None` for no limit (a token's expiry still bounds its session).
+    pub session_lifetime: Option<Duration>,
+    /// Authentications in progress at once, gateway-wide; more wait their turn.
+    pub max_concurrent_authentications: usize,
+    /// Longest from accept until a SASL connection has authenticated.
+    pub authentication_timeout: Duration,
+    /// Largest frame accepted before a connection has authenticated (Kafka's
+    /// `sasl.server.max.receive.size`).
+    pub max_receive_size: usize,
+    /// Delay of the first rejected authentication of a peer; it doubles with each
+    /// further rejection.
+    pub failure_delay: Duration,
+    /// Longest delay after a rejection.
+    pub failure_delay_max: Duration,
+    /// Peers whose rejections are remembered at once.
+    pub max_failure_peers: usize,
+    /// Principals (`User:admin`) allowed to manage users: Describe/AlterUserScramCredentials.
+    pub super_users: Vec<String>,
+}
+
+impl Default for SaslSettings {
+    fn default() -> Self {
+        SaslSettings {
+            session_lifetime: None,
+            max_concurrent_authentications: 32,
+            authentication_timeout: Duration::from_secs(10),
+            max_receive_size: 512 * 1024,
+            failure_delay: Duration::from_millis(500),
+            failure_delay_max: Duration::from_secs(30),
+            max_failure_peers: 10_000,
+            super_users: Vec::new(),
+        }
+    }
 }
 
 impl Default for BrokerConfig {
@@ -60,6 +101,7 @@ impl Default for BrokerConfig {
                 ..kafka_groups::GroupConfig::default()
             },
             quotas: crate::quotas::QuotaConfig::default(),
+            sasl: SaslSettings::default(),
         }
     }
 }
