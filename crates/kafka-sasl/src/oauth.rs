@@ -70,6 +70,34 @@ impl OAuthValidator {
     /// The identity a compact JWT proves at `now` (with `expires_at` from `exp`).
     pub fn validate(&self, token: &str, now: SystemTime) -> Result<Identity, AuthFailure> {
         let _ = (token, now);
-        Err(AuthFailure::new(FailureKind::BadCredentials, "not implemented"))
+        Err(AuthFailure::new(
+            FailureKind::BadCredentials,
+            "not implemented",
+        ))
     }
+}
+
+/// The separator of OAUTHBEARER's key/value pairs (and the client's acknowledgement).
+pub(crate) const KVSEP: u8 = 0x01;
+
+/// Why a client message was not accepted.
+#[allow(dead_code)] // constructed once token checks land
+pub(crate) enum Refusal {
+    /// Send this error document and fail after the client's acknowledgement.
+    Challenge(Vec<u8>, AuthFailure),
+    /// Fail now.
+    Fail(AuthFailure),
+}
+
+/// Handles the client's message.
+pub(crate) fn server_step(
+    validator: &OAuthValidator,
+    token: &[u8],
+    now: SystemTime,
+) -> Result<Identity, Refusal> {
+    let _ = (validator, token, now);
+    Err(Refusal::Fail(AuthFailure::new(
+        FailureKind::Malformed,
+        "not implemented",
+    )))
 }
