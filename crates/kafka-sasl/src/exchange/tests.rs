@@ -554,3 +554,135 @@ proptest! {
         })?;
     }
 }
+
+// ---- OAUTHBEARER ---------------------------------------------------------------------------
+
+fn unsecured_token(sub: &str, exp: u64) -> String {
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    format!(
+        "{}.{}.",
+        b64(br#"{"alg":"none"}"#),
+        b64(format!(r#"{{"sub":"{sub}","exp":{exp}}}"#).as_bytes())
+    )
+}
+
+fn oauth_authenticator() -> Authenticator {
+    let jwks =
+        crate::oauth::Jwks::from_json(include_bytes!("../../tests/fixtures/rsa2048.jwks.json"))
+            .expect("jwks");
+    let mut config = crate::oauth::OAuthConfig::new(jwks);
+    config.allow_unsecured = true;
+    Authenticator::new(
+        SaslConfig {
+            mechanisms: vec![Mechanism::OAuthBearer],
+            ..SaslConfig::default()
+        },
+        None,
+        None,
+        Some(Arc::new(crate::oauth::OAuthValidator::new(config))),
+    )
+}
+
+fn epoch_secs() -> u64 {
+    now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+}
+
+#[tokio::test]
+async fn oauthbearer_accepts_a_valid_token() {
+    let auth = oauth_authenticator();
+    assert_eq!(auth.mechanism_names(), ["OAUTHBEARER"]);
+    let exp = epoch_secs() + 600;
+    for header in ["n,,", "n,a=alice,"] {
+        let mut exchange = auth.start("OAUTHBEARER").expect("offered");
+        let message = format!(
+            "{header}\x01auth=Bearer {}\x01\x01",
+            unsecured_token("alice", exp)
+        );
+        match exchange.step(&auth, message.as_bytes(), now()).await {
+            Step::Done {
+                identity,
+                final_message,
+            } => {
+                assert_eq!(identity.name, "alice");
+                assert_eq!(
+                    identity.expires_at,
+                    Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(exp))
+                );
+                assert!(final_message.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn oauthbearer_bad_token_gets_the_error_document_then_fails() {
+    let auth = oauth_authenticator();
+    let expired = unsecured_token("alice", epoch_secs() - 3600);
+    let message = format!("n,,\x01auth=Bearer {expired}\x01\x01");
+    let mut exchange = auth.start("OAUTHBEARER").expect("offered");
+    let document = challenge(exchange.step(&auth, message.as_bytes(), now()).await);
+    let parsed: serde_json::Value = serde_json::from_slice(&document).expect("json");
+    assert_eq!(parsed["status"], "invalid_token");
+    let failure = failed(exchange.step(&auth, b"\x01", now()).await);
+    assert_eq!(failure.kind, FailureKind::BadCredentials);
+    assert!(failure.message.contains("expired"));
+    assert!(!failure.message.contains(&expired));
+
+    // Anything but the acknowledgement after the error document is malformed.
+    let mut exchange = auth.start("OAUTHBEARER").expect("offered");
+    challenge(exchange.step(&auth, message.as_bytes(), now()).await);
+    assert_eq!(
+        failed(exchange.step(&auth, message.as_bytes(), now()).await).kind,
+        FailureKind::Malformed
+    );
+}
+
+#[tokio::test]
+async fn oauthbearer_refuses_malformed_messages_and_other_authzid() {
+    let auth = oauth_authenticator();
+    let token = unsecured_token("alice", epoch_secs() + 600);
+    let mut exchange = auth.start("OAUTHBEARER").expect("offered");
+    let message = format!("n,a=bob,\x01auth=Bearer {token}\x01\x01");
+    assert_eq!(
+        failed(exchange.step(&auth, message.as_bytes(), now()).await).kind,
+        FailureKind::BadCredentials
+    );
+    let mut exchange = auth.start("OAUTHBEARER").expect("offered");
+    assert_eq!(
+        failed(exchange.step(&auth, token.as_bytes(), now()).await).kind,
+        FailureKind::Malformed
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn random_oauthbearer_messages_never_authenticate(
+        tokens in proptest::collection::vec(prop_oneof![
+            token(),
+            "n,,\\x01auth=Bearer [A-Za-z0-9._-]{0,80}\\x01\\x01".prop_map(String::into_bytes),
+            Just(b"\x01".to_vec()),
+        ], 1..4),
+    ) {
+        let auth = oauth_authenticator();
+        let mut exchange = auth.start("OAUTHBEARER").expect("offered");
+        block_on(async {
+            let mut last = None;
+            for t in &tokens {
+                let step = exchange.step(&auth, t, now()).await;
+                prop_assert!(!matches!(step, Step::Done { .. }), "{:?}", step);
+                last = Some(step);
+            }
+            if matches!(last, Some(Step::Continue(_))) {
+                last = Some(exchange.step(&auth, b"\x01", now()).await);
+            }
+            prop_assert!(matches!(last, Some(Step::Failed(_))), "{:?}", last);
+            Ok(())
+        })?;
+    }
+}
