@@ -54,7 +54,7 @@ pub const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
 pub struct Authentication {
     authenticator: Arc<Authenticator>,
     settings: SaslSettings,
-    permits: Semaphore,
+    permits: Arc<Semaphore>,
     backoff: Mutex<FailureBackoff>,
     metrics: Option<Arc<Metrics>>,
     refusals: Mutex<Refusals>,
@@ -89,7 +89,9 @@ impl Authentication {
             settings.max_failure_peers,
         );
         Authentication {
-            permits: Semaphore::new(settings.max_concurrent_authentications.max(1)),
+            permits: Arc::new(Semaphore::new(
+                settings.max_concurrent_authentications.max(1),
+            )),
             authenticator,
             settings,
             backoff: Mutex::new(backoff),
@@ -263,19 +265,35 @@ impl Authentication {
         } else {
             let run = async {
                 // The semaphore is never closed; a failure to acquire would be a bug.
-                let Ok(_permit) = self.permits.acquire().await else {
-                    return Step::Failed(AuthFailure::new(
-                        FailureKind::Unavailable,
-                        "authentication unavailable",
-                    ));
+                let Ok(permit) = self.permits.clone().acquire_owned().await else {
+                    return None;
                 };
-                progress
-                    .exchange
-                    .step(&self.authenticator, token, SystemTime::now())
-                    .await
+                // A step can be CPU-heavy (PBKDF2 for PLAIN hashes, signature checks):
+                // it runs on a blocking thread, never on the connections' async
+                // workers. The permit goes with it, so at most
+                // `max_concurrent_authentications` such threads are busy, even when a
+                // timed-out step is still finishing.
+                let mut exchange = progress.exchange.clone();
+                let authenticator = self.authenticator.clone();
+                let token = token.to_vec();
+                let runtime = tokio::runtime::Handle::current();
+                let job = tokio::task::spawn_blocking(move || {
+                    let _permit = permit;
+                    let step =
+                        runtime.block_on(exchange.step(&authenticator, &token, SystemTime::now()));
+                    (exchange, step)
+                });
+                job.await.ok()
             };
             match tokio::time::timeout_at(deadline, run).await {
-                Ok(step) => step,
+                Ok(Some((exchange, step))) => {
+                    progress.exchange = exchange;
+                    step
+                }
+                Ok(None) => Step::Failed(AuthFailure::new(
+                    FailureKind::Unavailable,
+                    "authentication unavailable",
+                )),
                 Err(_) => {
                     info!(mechanism = mechanism.name(), timeout = ?self.settings.authentication_timeout, "authentication not completed in time, closing connection");
                     self.failure_metric(session, mechanism.name(), "timeout");
