@@ -26,8 +26,8 @@ use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataReques
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::{ByteString, ErrorCode, RequestBody, ResponseBody};
 use kafka_sasl::{
-    Authenticator, Mechanism, SaslConfig, ScramCredential, ScramCredentialStore, ScramMechanism,
-    UsersFile,
+    Authenticator, Jwks, Mechanism, OAuthConfig, OAuthValidator, SaslConfig, ScramCredential,
+    ScramCredentialStore, ScramMechanism, UsersFile,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -66,6 +66,14 @@ async fn start(settings: SaslSettings) -> Gateway {
 }
 
 async fn start_with(settings: SaslSettings, sasl: SaslConfig) -> Gateway {
+    start_full(settings, sasl, None).await
+}
+
+async fn start_full(
+    settings: SaslSettings,
+    sasl: SaslConfig,
+    oauth: Option<Arc<OAuthValidator>>,
+) -> Gateway {
     // Fewer PBKDF2 rounds than production PLAIN hashes: debug builds are slow at them.
     let users = Arc::new(UsersFile::in_memory().with_plain_iterations(4096));
     for (user, password) in USERS {
@@ -75,7 +83,7 @@ async fn start_with(settings: SaslSettings, sasl: SaslConfig) -> Gateway {
             users.upsert(user, c).await.unwrap();
         }
     }
-    let authenticator = Authenticator::new(sasl, Some(users.clone()), Some(users), None);
+    let authenticator = Authenticator::new(sasl, Some(users.clone()), Some(users), oauth);
     let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
     let config = BrokerConfig {
         sasl: settings,
@@ -853,4 +861,60 @@ async fn a_plaintext_listener_answers_sasl_requests_with_illegal_state() {
     // Anonymous is no super user.
     let r = describe(&mut c, None).await;
     assert_eq!(r.error_code, ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code());
+}
+
+/// An unsigned JWT (`alg: none`) with `claims`.
+fn unsecured_token(claims: &str) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    format!(
+        "{}.{}.",
+        b64.encode(br#"{"alg":"none"}"#),
+        b64.encode(claims.as_bytes())
+    )
+}
+
+#[tokio::test]
+async fn oauthbearer_sessions_last_no_longer_than_their_token() {
+    let oauth = OAuthValidator::new(OAuthConfig {
+        allow_unsecured: true,
+        clock_skew: Duration::ZERO,
+        ..OAuthConfig::new(Jwks::default())
+    });
+    let g = start_full(
+        SaslSettings {
+            session_lifetime: Some(Duration::from_secs(60)),
+            ..settings()
+        },
+        SaslConfig {
+            mechanisms: Mechanism::ALL.to_vec(),
+            ..SaslConfig::default()
+        },
+        Some(Arc::new(oauth)),
+    )
+    .await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let token = unsecured_token(&format!(r#"{{"sub":"carol","exp":{}}}"#, now + 4));
+    let mut c = client(&g).await;
+    let outcome = c.oauthbearer(V2, &token).await.unwrap();
+    let AuthOutcome::Authenticated {
+        session_lifetime_ms,
+    } = outcome
+    else {
+        panic!("{outcome:?}");
+    };
+    assert!(
+        (1..=4000).contains(&session_lifetime_ms),
+        "the token's 4 s, not the configured 60 s: {session_lifetime_ms}"
+    );
+    assert!(serves(&mut c).await);
+
+    // A token without the principal claim: the error challenge, then the failure.
+    let token = unsecured_token(&format!(r#"{{"exp":{}}}"#, now + 60));
+    let mut c = client(&g).await;
+    assert_failed(&c.oauthbearer(V2, &token).await.unwrap());
+    assert!(c.closed_by_peer().await);
 }
