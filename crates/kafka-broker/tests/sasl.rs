@@ -26,11 +26,13 @@ use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataReques
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::{ByteString, ErrorCode, RequestBody, ResponseBody};
 use kafka_sasl::{
-    Authenticator, Jwks, Mechanism, OAuthConfig, OAuthValidator, SaslConfig, ScramCredential,
-    ScramCredentialStore, ScramMechanism, UsersFile,
+    AuthFailure, Authenticator, FailureKind, Identity, Jwks, Mechanism, OAuthConfig,
+    OAuthValidator, PlainAuthenticator, SaslConfig, ScramCredential, ScramCredentialStore,
+    ScramMechanism, UsersFile,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use test_support::sasl_client::{
     AuthOutcome, Flow, SaslClient, ScramClient, ScramHash, scram_salted_password,
@@ -576,21 +578,57 @@ async fn an_idle_unauthenticated_connection_is_closed_after_the_timeout() {
     assert!(serves(&mut c).await);
 }
 
+/// A PLAIN source that takes a while and records how many checks ran at once.
+#[derive(Debug, Default)]
+struct SlowPlain {
+    running: AtomicUsize,
+    most: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl PlainAuthenticator for SlowPlain {
+    async fn authenticate(&self, username: &str, password: &str) -> Result<Identity, AuthFailure> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        if password == format!("{username}-secret") {
+            Ok(Identity {
+                name: username.into(),
+                expires_at: None,
+            })
+        } else {
+            Err(AuthFailure::new(FailureKind::BadCredentials, "bad"))
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_concurrent_authentications_all_complete() {
-    let g = Arc::new(
-        start(SaslSettings {
+async fn many_concurrent_authentications_all_complete_within_the_cap() {
+    let slow = Arc::new(SlowPlain::default());
+    let authenticator = Authenticator::new(SaslConfig::default(), Some(slow.clone()), None, None);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = BrokerConfig {
+        sasl: SaslSettings {
             max_concurrent_authentications: 4,
             authentication_timeout: Duration::from_secs(60),
             ..settings()
+        },
+        ..BrokerConfig::default()
+    };
+    let server = Server::new(config, stores())
+        .listener(Listener {
+            name: Arc::from("SASL"),
+            protocol: SecurityProtocol::SaslPlaintext,
         })
-        .await,
-    );
+        .authenticator(Arc::new(authenticator));
+    tokio::spawn(server.serve(listener, std::future::pending()));
+
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..200 {
-        let g = g.clone();
         tasks.spawn(async move {
-            let socket = TcpStream::connect(g.addr).await.unwrap();
+            let socket = TcpStream::connect(addr).await.unwrap();
             let mut c = SaslClient::new(socket).with_timeout(Duration::from_secs(60));
             let (user, password) = USERS[i % USERS.len()];
             let outcome = c.plain(V2, user, password).await.unwrap();
@@ -604,6 +642,11 @@ async fn many_concurrent_authentications_all_complete() {
         done += 1;
     }
     assert_eq!(done, 200);
+    let most = slow.most.load(Ordering::SeqCst);
+    assert!(
+        (2..=4).contains(&most),
+        "at most 4 checks at once, and more than one: {most}"
+    );
 }
 
 async fn describe(
