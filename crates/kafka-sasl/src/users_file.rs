@@ -425,9 +425,12 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
-#[async_trait]
-impl PlainAuthenticator for UsersFile {
-    async fn authenticate(&self, username: &str, password: &str) -> Result<Identity, AuthFailure> {
+impl UsersFile {
+    /// Checks `password` against `user`'s PLAIN hash: the synchronous form of
+    /// [`PlainAuthenticator::authenticate`]. It costs one full PBKDF2 (tens to hundreds of
+    /// milliseconds), so async callers that must not stall their executor run it on a
+    /// blocking thread.
+    pub fn check_password(&self, username: &str, password: &str) -> Result<Identity, AuthFailure> {
         let stored = self.lock().get(username).and_then(|u| u.plain.clone());
         let ok = match stored {
             Some(p) => ring::pbkdf2::verify(
@@ -463,6 +466,14 @@ impl PlainAuthenticator for UsersFile {
                 BAD_PLAIN_LOGIN,
             ))
         }
+    }
+}
+
+#[async_trait]
+impl PlainAuthenticator for UsersFile {
+    /// Runs [`UsersFile::check_password`] in place (see there for its cost).
+    async fn authenticate(&self, username: &str, password: &str) -> Result<Identity, AuthFailure> {
+        self.check_password(username, password)
     }
 }
 
