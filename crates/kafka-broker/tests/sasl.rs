@@ -326,13 +326,13 @@ async fn re_authentication_must_prove_the_same_principal() {
 #[tokio::test]
 async fn a_session_past_its_lifetime_is_closed_on_its_next_request() {
     let g = start(SaslSettings {
-        session_lifetime: Some(Duration::from_millis(300)),
+        session_lifetime: Some(Duration::from_millis(1500)),
         ..settings()
     })
     .await;
     let mut c = authenticated_as(&g, "alice", "alice-secret").await;
     assert!(serves(&mut c).await);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1700)).await;
     assert!(c.request(12, metadata()).await.unwrap().is_none());
     let text = g.metrics.encode().unwrap();
     assert!(
