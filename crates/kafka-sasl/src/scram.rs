@@ -9,8 +9,9 @@
 //! How the server side runs: the client-first message names the user and a client nonce
 //! after a GS2 header (`n,,` or `y,,`, optionally with an authorization id equal to the
 //! user; `p=` asks for channel binding, which Kafka does not do, and is refused). The server
-//! answers with the nonce extended by 32 random bytes (base64), the credential's salt and
-//! iteration count. The client-final message must repeat the GS2 header (`c=`) and the whole
+//! answers with the nonce extended by 32 random bytes (in URL-safe base64: letters, digits,
+//! `-` and `_`, which every client's parser accepts), the credential's salt and iteration
+//! count. The client-final message must repeat the GS2 header (`c=`) and the whole
 //! nonce, and carries the proof: the client key XORed with an HMAC of the conversation keyed
 //! by the stored key. The server recovers the client key, hashes it and compares the result
 //! with the stored key in constant time; on success it sends its own signature (`v=`),
@@ -479,7 +480,7 @@ pub(crate) async fn server_first(
         bounds,
         secret,
         token,
-        &B64.encode(server_nonce),
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(server_nonce),
     )
     .await
 }

@@ -151,6 +151,19 @@ impl UsersFile {
         Ok(UsersFile::with(Some(path.to_path_buf()), users))
     }
 
+    /// Reads the file again and takes its users (changes made by the `users` command while
+    /// the gateway runs); a file that cannot be read or parsed leaves the current users in
+    /// place and returns why. In memory only, it does nothing.
+    pub fn reload(&self) -> Result<(), SaslError> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let fresh = UsersFile::load(path)?;
+        let users = std::mem::take(&mut *fresh.lock());
+        *self.lock() = users;
+        Ok(())
+    }
+
     /// Users kept in memory only (tests, development).
     pub fn in_memory() -> UsersFile {
         UsersFile::with(None, BTreeMap::new())
@@ -593,6 +606,29 @@ mod tests {
         assert_eq!(
             block_on(reread.credential("bob", ScramMechanism::Sha256)).expect("read"),
             None
+        );
+    }
+
+    #[test]
+    fn reload_takes_outside_changes_and_keeps_users_on_a_bad_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("users.json");
+        let running = UsersFile::load(&path)
+            .expect("load")
+            .with_plain_iterations(10);
+        running.set_password("alice", "a").expect("set");
+        let tool = UsersFile::load(&path)
+            .expect("load")
+            .with_plain_iterations(10);
+        tool.set_password("bob", "b").expect("set");
+        assert!(block_on(running.authenticate("bob", "b")).is_err());
+        running.reload().expect("reload");
+        assert!(block_on(running.authenticate("bob", "b")).is_ok());
+        std::fs::write(&path, b"{broken").expect("write");
+        assert!(running.reload().is_err());
+        assert!(
+            block_on(running.authenticate("alice", "a")).is_ok(),
+            "old users kept"
         );
     }
 
