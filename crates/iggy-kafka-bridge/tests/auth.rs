@@ -447,7 +447,8 @@ async fn a_wrong_ca_fails_at_connect_with_a_clear_error() {
     let err = IggyBridge::connect(config.clone()).await.unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, BridgeError::Unreachable { .. }), "{err:?}");
-    assert!(text.contains("TLS is on"), "{text}");
+    assert!(text.contains("TLS handshake with Iggy failed"), "{text}");
+    assert!(text.contains("UnknownIssuer"), "{text}");
     assert!(text.contains(&other_ca.display().to_string()), "{text}");
     assert!(!text.contains(support::PASSWORD), "{text}");
 
@@ -465,5 +466,25 @@ async fn a_wrong_ca_fails_at_connect_with_a_clear_error() {
         Err(BridgeError::Config(m)) => assert!(m.contains("missing.pem"), "{m}"),
         other => panic!("{other:?}"),
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_a_server_without_tls_fails_clearly() {
+    let Some(bin) = support::server_bin("tls_to_a_server_without_tls_fails_clearly") else {
+        return;
+    };
+    let dir = test_support::scratch_dir("iggy-no-tls");
+    let server = Server::start(&bin);
+    let (ca, _, _) = issue_certs(&dir, "unused");
+    let config = BridgeConfig {
+        connect_retries: 1,
+        ..tls_config(&server, &ca)
+    };
+    let err = IggyBridge::connect(config).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, BridgeError::Unreachable { .. }), "{err:?}");
+    assert!(text.contains("TLS handshake with Iggy failed"), "{text}");
+    assert!(text.contains("is TLS on"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
