@@ -15,7 +15,9 @@
 //! deleted in Iggy keeps working for this gateway until its entry expires.
 //!
 //! Outcomes: Iggy refusing the credentials (unknown user, wrong password, inactive user)
-//! is [`FailureKind::BadCredentials`], all with one message; Iggy unreachable, a failed
+//! is [`FailureKind::BadCredentials`], all with one message, as is an empty username or
+//! password or one longer than Iggy's login request carries (255 bytes), refused
+//! without asking Iggy; Iggy unreachable, a failed
 //! TLS handshake or no answer in time is [`FailureKind::Unavailable`]. Neither message
 //! names the user's password, and unavailability is logged at most once per
 //! [`UNAVAILABLE_LOG_INTERVAL`].
@@ -47,6 +49,9 @@ const UNAVAILABLE: &str = "Authentication failed: the credential store is unavai
 
 /// Least time between two log lines about Iggy being unavailable for PLAIN checks.
 pub const UNAVAILABLE_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Longest username or password Iggy's login request can carry.
+const MAX_LOGIN_FIELD_BYTES: usize = 255;
 
 /// Salt bytes per cache entry.
 const SALT_LEN: usize = 16;
@@ -154,6 +159,12 @@ impl IggyPlainAuthenticator {
     }
 }
 
+/// Whether a username or password can be sent in Iggy's login request, whose length
+/// prefixes are one byte.
+fn fits_iggy_login(text: &str) -> bool {
+    (1..=MAX_LOGIN_FIELD_BYTES).contains(&text.len())
+}
+
 async fn login_once(client: &IggyClient, username: &str, password: &str) -> Result<(), IggyError> {
     client.connect().await?;
     client.login_user(username, password).await?;
@@ -176,6 +187,13 @@ impl PlainAuthenticator for IggyPlainAuthenticator {
         if hit {
             self.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(identity());
+        }
+        if !fits_iggy_login(username) || !fits_iggy_login(password) {
+            // No Iggy user can have it, and Iggy's login request cannot carry it.
+            return Err(AuthFailure::new(
+                FailureKind::BadCredentials,
+                BAD_CREDENTIALS,
+            ));
         }
         self.login(username, password).await?;
         if let Ok(mut cache) = self.cache.lock() {

@@ -123,6 +123,19 @@ async fn plain_checks_without_iggy_are_unavailable() {
     assert!(!failure.message.contains("a-password-never-logged"));
     assert!(!format!("{failure:?}").contains("a-password-never-logged"));
     assert_eq!(plain.cached_users(), 0);
+    assert_eq!(plain.iggy_logins(), 1);
+    // What Iggy's login request cannot carry is refused without a connection.
+    let long = "p".repeat(256);
+    for (user, password) in [
+        (ALICE, long.as_str()),
+        (long.as_str(), "pw"),
+        ("", "pw"),
+        (ALICE, ""),
+    ] {
+        let failure = plain.authenticate(user, password).await.unwrap_err();
+        assert_eq!(failure.kind, FailureKind::BadCredentials);
+    }
+    assert_eq!(plain.iggy_logins(), 1);
 }
 
 fn credential(mechanism: ScramMechanism, fill: u8, iterations: u32) -> ScramCredential {
