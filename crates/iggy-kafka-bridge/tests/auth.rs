@@ -13,6 +13,7 @@ use iggy_kafka_bridge::{BridgeConfig, BridgeError, IggyBridge, IggyPlainAuthenti
 use kafka_records::{BatchOptions, DecodeLimits, NewRecord, RecordBatch, encode_batch};
 use kafka_sasl::{
     FailureKind, PlainAuthenticator, ScramCredential, ScramCredentialStore, ScramMechanism,
+    ScramUserInfo,
 };
 use kafka_store::LogStore;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,12 @@ use support::Server;
 const ALICE: &str = "kafka-alice";
 const ALICE_PASSWORD: &str = "alice-secret-1";
 
+/// A fresh Iggy server for test `name`; `None` (after the printed notice) without
+/// `IGGY_SERVER_BIN`.
+fn server_for(name: &str) -> Option<Server> {
+    support::server_bin(name).map(|bin| Server::start(&bin))
+}
+
 async fn create_user(server: &Server, name: &str, password: &str) {
     let root = support::native_client(server).await;
     root.create_user(name, password, UserStatus::Active, None)
@@ -32,11 +39,9 @@ async fn create_user(server: &Server, name: &str, password: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_checks_log_in_to_iggy_and_remember_successes() {
-    let Some(bin) = support::server_bin("plain_checks_log_in_to_iggy_and_remember_successes")
-    else {
+    let Some(server) = server_for("plain_checks_log_in_to_iggy_and_remember_successes") else {
         return;
     };
-    let server = Server::start(&bin);
     create_user(&server, ALICE, ALICE_PASSWORD).await;
     let plain = IggyPlainAuthenticator::new(&support::config(&server)).unwrap();
 
@@ -78,10 +83,9 @@ async fn plain_checks_log_in_to_iggy_and_remember_successes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remembered_plain_check_expires() {
-    let Some(bin) = support::server_bin("a_remembered_plain_check_expires") else {
+    let Some(server) = server_for("a_remembered_plain_check_expires") else {
         return;
     };
-    let server = Server::start(&bin);
     create_user(&server, ALICE, ALICE_PASSWORD).await;
     let config = BridgeConfig {
         plain_cache_ttl: Duration::from_millis(300),
@@ -162,14 +166,27 @@ async fn connect(server: &Server, config: BridgeConfig) -> IggyBridge {
         .unwrap_or_else(|e| panic!("connect: {e}; server log:\n{}", server.log_tail()))
 }
 
+/// A bridge on `server` with a meta stream of its own (snapshots every 100 records), and
+/// that stream's name.
+async fn scram_bridge(server: &Server) -> (String, IggyBridge) {
+    let meta = format!("meta-{}", support::run_id());
+    let bridge = connect(server, meta_config(server, &meta)).await;
+    (meta, bridge)
+}
+
+/// Closes `bridge` and connects a new one to meta stream `meta`, as a restarted gateway.
+async fn reconnect(server: &Server, meta: &str, bridge: IggyBridge) -> IggyBridge {
+    bridge.close().await;
+    drop(bridge);
+    connect(server, meta_config(server, meta)).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_credentials_survive_a_restart() {
-    let Some(bin) = support::server_bin("scram_credentials_survive_a_restart") else {
+    let Some(server) = server_for("scram_credentials_survive_a_restart") else {
         return;
     };
-    let server = Server::start(&bin);
-    let meta = format!("meta-{}", support::run_id());
-    let bridge = connect(&server, meta_config(&server, &meta)).await;
+    let (meta, bridge) = scram_bridge(&server).await;
     let store = bridge.scram_store();
     let a256 = credential(ScramMechanism::Sha256, 1, 4096);
     let a512 = credential(ScramMechanism::Sha512, 2, 8192);
@@ -185,11 +202,8 @@ async fn scram_credentials_survive_a_restart() {
     assert!(!store.delete("alice", ScramMechanism::Sha512).await.unwrap());
     assert!(!store.delete("carol", ScramMechanism::Sha256).await.unwrap());
     let described = store.describe(None).await.unwrap();
-    bridge.close().await;
     drop(store);
-    drop(bridge);
-
-    let bridge = connect(&server, meta_config(&server, &meta)).await;
+    let bridge = reconnect(&server, &meta, bridge).await;
     let store = bridge.scram_store();
     assert_eq!(store.describe(None).await.unwrap(), described);
     assert_eq!(described.len(), 2);
@@ -228,6 +242,20 @@ async fn scram_credentials_survive_a_restart() {
     assert_eq!(only_bob[0].user, "bob");
 }
 
+/// Every credential `described` lists, read from `store`.
+async fn credentials_of(
+    store: &dyn ScramCredentialStore,
+    described: &[ScramUserInfo],
+) -> Vec<Option<ScramCredential>> {
+    let mut out = Vec::new();
+    for info in described {
+        for (mechanism, _) in &info.credentials {
+            out.push(store.credential(&info.user, *mechanism).await.unwrap());
+        }
+    }
+    out
+}
+
 /// The generations of the `scram` log in the meta stream.
 async fn scram_generations(server: &Server, meta: &str) -> Vec<String> {
     let client = support::native_client(server).await;
@@ -245,13 +273,10 @@ async fn scram_generations(server: &Server, meta: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_credentials_are_snapshotted_across_generations() {
-    let Some(bin) = support::server_bin("scram_credentials_are_snapshotted_across_generations")
-    else {
+    let Some(server) = server_for("scram_credentials_are_snapshotted_across_generations") else {
         return;
     };
-    let server = Server::start(&bin);
-    let meta = format!("meta-{}", support::run_id());
-    let bridge = connect(&server, meta_config(&server, &meta)).await;
+    let (meta, bridge) = scram_bridge(&server).await;
     let store = bridge.scram_store();
     assert_eq!(scram_generations(&server, &meta).await, vec!["scram"]);
     // 250 writes over 20 users: the tail passes 100 twice, so two snapshots.
@@ -278,25 +303,12 @@ async fn scram_credentials_are_snapshotted_across_generations() {
     assert_eq!(generations.len(), 1, "{generations:?}");
     assert_ne!(generations[0], "scram", "no snapshot was taken");
     let described = store.describe(None).await.unwrap();
-    let mut credentials = Vec::new();
-    for info in &described {
-        for (mechanism, _) in &info.credentials {
-            credentials.push(store.credential(&info.user, *mechanism).await.unwrap());
-        }
-    }
-    bridge.close().await;
+    let credentials = credentials_of(&*store, &described).await;
     drop(store);
-    drop(bridge);
-
-    let bridge = connect(&server, meta_config(&server, &meta)).await;
+    let bridge = reconnect(&server, &meta, bridge).await;
     let store = bridge.scram_store();
     assert_eq!(store.describe(None).await.unwrap(), described);
-    let mut again = Vec::new();
-    for info in &described {
-        for (mechanism, _) in &info.credentials {
-            again.push(store.credential(&info.user, *mechanism).await.unwrap());
-        }
-    }
+    let again = credentials_of(&*store, &described).await;
     assert_eq!(again, credentials);
     assert!(again.iter().all(Option::is_some));
     assert_eq!(scram_generations(&server, &meta).await, generations);
