@@ -34,6 +34,10 @@ use kafka_sasl::{
     AuthFailure, FailureKind, Identity, PlainAuthenticator, SaslError, ScramCredential,
     ScramCredentialStore, ScramMechanism, ScramUserInfo,
 };
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use std::collections::{BTreeMap, HashMap};
@@ -56,12 +60,20 @@ const MAX_LOGIN_FIELD_BYTES: usize = 255;
 /// Salt bytes per cache entry.
 const SALT_LEN: usize = 16;
 
+/// The `outcome` label of the PLAIN check counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
 /// Checks SASL/PLAIN credentials by logging in to Iggy, remembering successes briefly.
 pub struct IggyPlainAuthenticator {
     config: BridgeConfig,
     cache: Mutex<PlainCache>,
     logins: AtomicU64,
     cache_hits: AtomicU64,
+    /// Checks by outcome, for Prometheus.
+    checks: Family<OutcomeLabel, Counter>,
     /// When unavailability was last logged, and how many failures since.
     unavailable_log: Mutex<(Option<Instant>, u64)>,
 }
@@ -90,8 +102,25 @@ impl IggyPlainAuthenticator {
             )?),
             logins: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
+            checks: Family::default(),
             unavailable_log: Mutex::new((None, 0)),
         })
+    }
+
+    /// Adds `kafka_gateway_iggy_plain_checks_total{outcome}` (`cached`, `ok`,
+    /// `bad_credentials`, `unavailable`) to `registry`. Counted from the start either way.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry
+            .sub_registry_with_prefix("kafka_gateway_iggy")
+            .register(
+                "plain_checks",
+                "SASL/PLAIN checks against Iggy, by outcome (cached: answered without a login)",
+                self.checks.clone(),
+            );
+    }
+
+    fn count(&self, outcome: &'static str) {
+        self.checks.get_or_create(&OutcomeLabel { outcome }).inc();
     }
 
     /// Logins attempted against Iggy so far (each check not answered from the cache).
@@ -186,16 +215,26 @@ impl PlainAuthenticator for IggyPlainAuthenticator {
             .is_ok_and(|mut c| c.check(username, password, Instant::now()));
         if hit {
             self.cache_hits.fetch_add(1, Ordering::Relaxed);
+            self.count("cached");
             return Ok(identity());
         }
-        if !fits_iggy_login(username) || !fits_iggy_login(password) {
+        let checked = if fits_iggy_login(username) && fits_iggy_login(password) {
+            self.login(username, password).await
+        } else {
             // No Iggy user can have it, and Iggy's login request cannot carry it.
-            return Err(AuthFailure::new(
+            Err(AuthFailure::new(
                 FailureKind::BadCredentials,
                 BAD_CREDENTIALS,
-            ));
+            ))
+        };
+        if let Err(failure) = checked {
+            self.count(match failure.kind {
+                FailureKind::Unavailable => "unavailable",
+                _ => "bad_credentials",
+            });
+            return Err(failure);
         }
-        self.login(username, password).await?;
+        self.count("ok");
         if let Ok(mut cache) = self.cache.lock() {
             cache.remember(username, password, Instant::now());
         }

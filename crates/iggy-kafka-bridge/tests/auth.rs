@@ -79,6 +79,18 @@ async fn plain_checks_log_in_to_iggy_and_remember_successes() {
     plain.authenticate(ALICE, ALICE_PASSWORD).await.unwrap();
     assert_eq!(plain.iggy_logins(), 4);
     assert_eq!(plain.cached_users(), 1);
+
+    let mut registry = prometheus_client::registry::Registry::default();
+    plain.register_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for line in [
+        "kafka_gateway_iggy_plain_checks_total{outcome=\"cached\"} 2",
+        "kafka_gateway_iggy_plain_checks_total{outcome=\"ok\"} 1",
+        "kafka_gateway_iggy_plain_checks_total{outcome=\"bad_credentials\"} 3",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
