@@ -70,14 +70,26 @@ async fn plain_checks_log_in_to_iggy_and_remember_successes() {
     assert_eq!(unknown.kind, FailureKind::BadCredentials);
     assert_eq!(unknown.message, wrong.message);
     assert_eq!(plain.iggy_logins(), 3);
+    // An inactive Iggy user is refused like a wrong password.
+    let root = support::native_client(&server).await;
+    root.create_user("kafka-idle", "idle-secret-1", UserStatus::Inactive, None)
+        .await
+        .unwrap();
+    let inactive = plain
+        .authenticate("kafka-idle", "idle-secret-1")
+        .await
+        .unwrap_err();
+    assert_eq!(inactive.kind, FailureKind::BadCredentials);
+    assert_eq!(inactive.message, wrong.message);
+    assert_eq!(plain.iggy_logins(), 4);
     // Failures are not remembered; the success still is.
     plain
         .authenticate(ALICE, "not-her-password")
         .await
         .unwrap_err();
-    assert_eq!(plain.iggy_logins(), 4);
+    assert_eq!(plain.iggy_logins(), 5);
     plain.authenticate(ALICE, ALICE_PASSWORD).await.unwrap();
-    assert_eq!(plain.iggy_logins(), 4);
+    assert_eq!(plain.iggy_logins(), 5);
     assert_eq!(plain.cached_users(), 1);
 
     let mut registry = prometheus_client::registry::Registry::default();
@@ -87,7 +99,7 @@ async fn plain_checks_log_in_to_iggy_and_remember_successes() {
     for line in [
         "kafka_gateway_iggy_plain_checks_total{outcome=\"cached\"} 2",
         "kafka_gateway_iggy_plain_checks_total{outcome=\"ok\"} 1",
-        "kafka_gateway_iggy_plain_checks_total{outcome=\"bad_credentials\"} 3",
+        "kafka_gateway_iggy_plain_checks_total{outcome=\"bad_credentials\"} 4",
     ] {
         assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
     }
