@@ -9,7 +9,11 @@
 //! ports, a fresh data directory and the root credentials [`IGGY_USER`] /
 //! [`IGGY_PASSWORD`], and can kill, stop, restart, pause and resume it.
 //!
+//! [`certs`] makes throw-away certificate authorities and certificates for TLS tests.
+//!
 //! Everything here runs inside tests and reports failures by panicking.
+
+pub mod certs;
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
