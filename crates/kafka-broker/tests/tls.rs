@@ -384,7 +384,6 @@ async fn a_changed_certificate_is_used_by_new_connections_and_a_bad_one_is_ignor
 }
 
 #[tokio::test]
-#[ignore = "until kafka_sasl::PrincipalMapper maps names (its skeleton maps none)"]
 async fn client_certificates_are_required_and_mapped_to_the_principal() {
     let dir = test_support::scratch_dir("tls-client-auth");
     let ca = TestCa::default();
