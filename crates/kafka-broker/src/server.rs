@@ -28,6 +28,7 @@ use crate::config::BrokerConfig;
 use crate::connection;
 use crate::error::BrokerError;
 use crate::metrics::{Metrics, MetricsLayer, ReasonLabel, http};
+use crate::pipeline::authentication::Authentication;
 use crate::pipeline::client_info::ClientInfo;
 use crate::pipeline::quotas::QuotaLayer;
 use crate::pipeline::{Layer, Pipeline};
@@ -105,6 +106,7 @@ pub struct Server {
     metrics: Option<Arc<Metrics>>,
     http: Option<TcpListener>,
     quota_store: Arc<dyn QuotaStore>,
+    authenticator: Option<Arc<kafka_sasl::Authenticator>>,
 }
 
 impl Server {
@@ -119,7 +121,15 @@ impl Server {
             metrics: None,
             http: None,
             quota_store: Arc::new(MemoryQuotaStore::default()),
+            authenticator: None,
         }
+    }
+
+    /// Authenticates the connections of SASL listeners with `authenticator` (required
+    /// when a listener uses SASL), and serves the SCRAM credential APIs from its store.
+    pub fn authenticator(mut self, authenticator: Arc<kafka_sasl::Authenticator>) -> Server {
+        self.authenticator = Some(authenticator);
+        self
     }
 
     /// Keeps client quotas set with AlterClientQuotas in `store` (in memory by default).
@@ -190,6 +200,24 @@ impl Server {
             pipeline.push(Arc::new(MetricsLayer::new(m.clone())));
         }
         pipeline.push(Arc::new(ClientInfo));
+        if let Some(l) = listeners.iter().find(|l| l.listener.protocol.uses_sasl())
+            && self.authenticator.is_none()
+        {
+            return Err(BrokerError::Config(format!(
+                "listener {} uses SASL but no authenticator is configured",
+                l.listener.name
+            )));
+        }
+        let authentication = self.authenticator.map(|a| {
+            Arc::new(Authentication::new(
+                a,
+                self.config.sasl.clone(),
+                self.metrics.clone(),
+            ))
+        });
+        if let Some(a) = &authentication {
+            pipeline.push(a.clone());
+        }
         let quotas = Arc::new(Quotas::new(self.config.quotas.clone(), self.quota_store)?);
         pipeline.push(Arc::new(QuotaLayer::new(quotas.clone())));
         for layer in self.layers {
@@ -198,12 +226,9 @@ impl Server {
         debug!(layers = ?pipeline.names(), "request pipeline");
         let drain = self.config.timeouts.shutdown_drain;
         let max_connections = self.config.limits.max_connections;
-        let broker = Arc::new(Broker::with_quotas(
-            self.config,
-            self.stores,
-            pipeline,
-            quotas,
-        ));
+        let mut broker = Broker::with_quotas(self.config, self.stores, pipeline, quotas);
+        broker.authentication = authentication;
+        let broker = Arc::new(broker);
         let permits = Arc::new(Semaphore::new(max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);
         let listening = Arc::new(AtomicBool::new(true));

@@ -4,9 +4,11 @@
 //! A [`Session`] is created when a connection is accepted and lives as long as it. The
 //! request pipeline's layers may change it (the client-info layer records the client id
 //! and software; an authentication layer sets the principal); handlers see it read-only
-//! through their context. Cloning is cheap (shared strings), so a request that completes
-//! later keeps the session as it was when the request started.
+//! through their context. Cloning is cheap (shared strings, and the SASL exchange in
+//! progress behind an `Arc`), so a request that completes later keeps the session as it
+//! was when the request started.
 
+use kafka_sasl::{Exchange, Mechanism};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -187,6 +189,29 @@ pub struct ClientSoftware {
     pub version: Arc<str>,
 }
 
+/// A SASL exchange under way on a connection: started by SaslHandshake, fed by
+/// SaslAuthenticate (or raw frames after a v0 handshake), over once it succeeds or fails.
+#[derive(Debug, Clone)]
+pub struct SaslExchange {
+    /// The mechanism's state.
+    pub exchange: Exchange,
+    /// Tokens come as raw size-prefixed frames (SaslHandshake v0), not SaslAuthenticate.
+    pub raw: bool,
+    /// A re-authentication (KIP-368) of an authenticated session: it must prove the same
+    /// principal.
+    pub reauthentication: bool,
+}
+
+/// The connection's SASL progress.
+#[derive(Debug, Clone, Default)]
+pub struct SaslState {
+    /// The exchange in progress, between SaslHandshake and its last token.
+    pub exchange: Option<Arc<SaslExchange>>,
+    /// The mechanism of the latest successful authentication (re-authentication must use
+    /// the same).
+    pub mechanism: Option<Mechanism>,
+}
+
 /// One connection's state.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -206,6 +231,8 @@ pub struct Session {
     pub software: Option<ClientSoftware>,
     /// When the connection was accepted.
     pub opened: Instant,
+    /// SASL progress (only on SASL listeners).
+    pub sasl: SaslState,
 }
 
 impl Session {
@@ -225,6 +252,7 @@ impl Session {
             client_id: Arc::from(""),
             software: None,
             opened: Instant::now(),
+            sasl: SaslState::default(),
         }
     }
 
@@ -234,6 +262,17 @@ impl Session {
             self.auth,
             AuthState::NotRequired | AuthState::Authenticated { .. }
         )
+    }
+
+    /// Whether an authenticated session is past its KIP-368 deadline at `now`: it may
+    /// only re-authenticate.
+    pub fn is_expired(&self, now: Instant) -> bool {
+        matches!(self.auth, AuthState::Authenticated { expires: Some(t) } if now >= t)
+    }
+
+    /// Whether the next frames are raw SASL tokens (after a SaslHandshake v0).
+    pub fn expects_raw_token(&self) -> bool {
+        self.sasl.exchange.as_ref().is_some_and(|e| e.raw)
     }
 }
 
