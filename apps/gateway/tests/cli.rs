@@ -668,3 +668,104 @@ fn serves_a_plaintext_and_an_ssl_listener_each_with_its_address() {
     assert!(status.success(), "{status}: {stderr}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn sasl_ssl_with_the_users_file_of_the_cli() {
+    use rustls::pki_types::{CertificateDer, ServerName};
+    use test_support::sasl_client::{AuthOutcome, Flow, SaslClient, ScramHash};
+    let dir = test_support::scratch_dir("cli-sasl-ssl");
+    let ca = test_support::certs::TestCa::default();
+    let files = ca.write_server_files(&dir);
+    let users_file = dir.join("users.json");
+    let path = users_file.to_str().unwrap();
+    assert_eq!(
+        users(&["set-password", "--file", path, "alice"], "alice-pw\n").0,
+        Some(0)
+    );
+    assert_eq!(
+        users(
+            &["set-scram", "--file", path, "--iterations", "4096", "bob"],
+            "bob-pw\n"
+        )
+        .0,
+        Some(0)
+    );
+    let mut gw = Running::start(
+        &[],
+        &[
+            ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+            ("IGGY_KAFKA_SASL_ENABLED", "true"),
+            ("IGGY_KAFKA_TLS_ENABLED", "true"),
+            ("IGGY_KAFKA_SASL_USERS_FILE", path),
+            ("IGGY_KAFKA_SASL_FAILURE_DELAY_MS", "10"),
+            ("IGGY_KAFKA_TLS_CERT_FILE", files.cert.to_str().unwrap()),
+            ("IGGY_KAFKA_TLS_KEY_FILE", files.key.to_str().unwrap()),
+        ],
+    );
+    let (bound, _) = gw.listen_line();
+    assert_eq!(
+        gw.stdout.recv_timeout(TIMEOUT).unwrap(),
+        format!("listener SASL_SSL SASL_SSL on {bound} advertised {bound}")
+    );
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(ca.cert_der().to_vec()))
+        .unwrap();
+    let config = std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcomes = runtime.block_on(async {
+        let connect = || async {
+            let tcp = tokio::net::TcpStream::connect(bound).await.unwrap();
+            let tls = tokio_rustls::TlsConnector::from(config.clone())
+                .connect(ServerName::IpAddress(bound.ip().into()), tcp)
+                .await
+                .unwrap();
+            SaslClient::new(tls).with_timeout(TIMEOUT)
+        };
+        let flow = Flow::Authenticate(2);
+        let mut outcomes = Vec::new();
+        outcomes.push(
+            connect()
+                .await
+                .plain(flow, "alice", "alice-pw")
+                .await
+                .unwrap(),
+        );
+        outcomes.push(connect().await.plain(flow, "alice", "wrong").await.unwrap());
+        outcomes.push(
+            connect()
+                .await
+                .scram(flow, ScramHash::Sha256, "bob", "bob-pw")
+                .await
+                .unwrap(),
+        );
+        outcomes
+    });
+    assert!(outcomes[0].is_authenticated(), "{outcomes:?}");
+    assert!(
+        matches!(outcomes[1], AuthOutcome::Rejected { error_code: 58, .. }),
+        "{outcomes:?}"
+    );
+    assert!(outcomes[2].is_authenticated(), "{outcomes:?}");
+
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        !stderr.contains("alice-pw") && !stderr.contains("bob-pw"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
