@@ -698,6 +698,7 @@ fn sasl_ssl_with_the_users_file_of_the_cli() {
             ("IGGY_KAFKA_TLS_ENABLED", "true"),
             ("IGGY_KAFKA_SASL_USERS_FILE", path),
             ("IGGY_KAFKA_SASL_FAILURE_DELAY_MS", "10"),
+            ("IGGY_KAFKA_SASL_FAILURE_DELAY_MAX_MS", "50"),
             ("IGGY_KAFKA_TLS_CERT_FILE", files.cert.to_str().unwrap()),
             ("IGGY_KAFKA_TLS_KEY_FILE", files.key.to_str().unwrap()),
         ],
@@ -751,6 +752,24 @@ fn sasl_ssl_with_the_users_file_of_the_cli() {
                 .await
                 .unwrap(),
         );
+        // A user added while the gateway runs can log in once the file is read again.
+        assert_eq!(
+            users(&["set-password", "--file", path, "carol"], "carol-pw\n").0,
+            Some(0)
+        );
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let outcome = connect()
+                .await
+                .plain(flow, "carol", "carol-pw")
+                .await
+                .unwrap();
+            if outcome.is_authenticated() || Instant::now() > deadline {
+                outcomes.push(outcome);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         outcomes
     });
     assert!(outcomes[0].is_authenticated(), "{outcomes:?}");
@@ -759,6 +778,7 @@ fn sasl_ssl_with_the_users_file_of_the_cli() {
         "{outcomes:?}"
     );
     assert!(outcomes[2].is_authenticated(), "{outcomes:?}");
+    assert!(outcomes[3].is_authenticated(), "{outcomes:?}");
 
     gw.signal("TERM");
     let (status, stderr) = gw.wait();

@@ -1142,6 +1142,7 @@ fn iggy_tls_and_the_plain_cache_reach_the_bridge() {
             ("IGGY_KAFKA_IGGY_TLS_DOMAIN", "iggy.example"),
             ("IGGY_KAFKA_IGGY_TLS_CA_FILE", "/etc/iggy/ca.pem"),
             ("IGGY_KAFKA_IGGY_PLAIN_CACHE_TTL_MS", "1500"),
+            ("IGGY_KAFKA_IGGY_PLAIN_CACHE_ENTRIES", "7"),
             ("IGGY_KAFKA_SASL_ENABLED", "true"),
         ]),
     )
@@ -1156,6 +1157,7 @@ fn iggy_tls_and_the_plain_cache_reach_the_bridge() {
         Some(Path::new("/etc/iggy/ca.pem"))
     );
     assert_eq!(bridge.plain_cache_ttl, Duration::from_millis(1500));
+    assert_eq!(bridge.plain_cache_entries, 7);
     // With the bridge, credentials come from Iggy: no users file needed.
     assert!(config.sasl.unwrap().users_file.is_none());
 
