@@ -596,9 +596,11 @@ fn serves_a_plaintext_and_an_ssl_listener_each_with_its_address() {
     let dir = test_support::scratch_dir("cli-tls");
     let ca = test_support::certs::TestCa::default();
     let files = ca.write_server_files(&dir);
+    let metrics = format!("127.0.0.1:{}", test_support::free_port());
     let mut gw = Running::start(
         &[],
         &[
+            ("IGGY_KAFKA_METRICS_ADDR", &metrics),
             (
                 "IGGY_KAFKA_LISTENERS",
                 "PLAINTEXT://127.0.0.1:0,SECURE://127.0.0.1:0",
@@ -662,6 +664,20 @@ fn serves_a_plaintext_and_an_ssl_listener_each_with_its_address() {
     .unwrap();
     let mut buf = [0u8; 16];
     assert!(matches!(wrong.read(&mut buf), Ok(0) | Err(_)));
+    // Counted (right after the close) in the TLS metrics.
+    let expected = "kafka_gateway_tls_handshake_failures_total{reason=\"not_tls\"} 1";
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let mut http = TcpStream::connect(&metrics).unwrap();
+        std::io::Write::write_all(&mut http, b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut scrape = String::new();
+        http.read_to_string(&mut scrape).unwrap();
+        if scrape.contains(expected) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{scrape}");
+        thread::sleep(Duration::from_millis(50));
+    }
 
     gw.signal("TERM");
     let (status, stderr) = gw.wait();

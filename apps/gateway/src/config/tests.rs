@@ -1174,3 +1174,63 @@ fn iggy_tls_and_the_plain_cache_reach_the_bridge() {
         "{message}"
     );
 }
+
+#[test]
+fn a_jwks_file_offers_oauthbearer_and_is_read_at_start() {
+    let jwks = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../crates/kafka-sasl/tests/fixtures/rsa2048.jwks.json"
+    );
+    let users = users_file();
+    let base = [
+        ("IGGY_KAFKA_SASL_ENABLED", "true"),
+        ("IGGY_KAFKA_SASL_USERS_FILE", users.path().to_str().unwrap()),
+    ];
+    let config = load(
+        None,
+        env(&[
+            &base[..],
+            &[
+                ("IGGY_KAFKA_SASL_OAUTHBEARER_JWKS_FILE", jwks),
+                (
+                    "IGGY_KAFKA_SASL_OAUTHBEARER_ISSUER",
+                    "https://issuer.example",
+                ),
+                ("IGGY_KAFKA_SASL_OAUTHBEARER_AUDIENCE", "kafka"),
+                ("IGGY_KAFKA_SASL_OAUTHBEARER_PRINCIPAL_CLAIM", "email"),
+                ("IGGY_KAFKA_SASL_OAUTHBEARER_CLOCK_SKEW_MS", "1000"),
+            ],
+        ]
+        .concat()),
+    )
+    .unwrap();
+    let sasl = config.sasl.unwrap();
+    assert_eq!(
+        sasl.config.mechanisms.last(),
+        Some(&kafka_sasl::Mechanism::OAuthBearer)
+    );
+    let oauth = sasl.oauth.unwrap();
+    assert!(!oauth.jwks.is_empty());
+    assert!(!oauth.allow_unsecured);
+    assert_eq!(oauth.issuer.as_deref(), Some("https://issuer.example"));
+    assert_eq!(oauth.audience.as_deref(), Some("kafka"));
+    assert_eq!(oauth.principal_claim, "email");
+    assert_eq!(oauth.clock_skew, Duration::from_secs(1));
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+
+    let not_jwks = toml_file("{\"keys\": 3}");
+    for path in [not_jwks.path().to_str().unwrap(), "/nonexistent/jwks.json"] {
+        let message = load_err(
+            None,
+            &[
+                &base[..],
+                &[("IGGY_KAFKA_SASL_OAUTHBEARER_JWKS_FILE", path)],
+            ]
+            .concat(),
+        );
+        assert!(
+            message.starts_with("IGGY_KAFKA_SASL_OAUTHBEARER_JWKS_FILE="),
+            "{message}"
+        );
+    }
+}
