@@ -805,3 +805,33 @@ fn sasl_ssl_with_the_users_file_of_the_cli() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn an_unusable_certificate_stops_the_start_naming_the_file() {
+    let dir = test_support::scratch_dir("cli-bad-cert");
+    let cert = dir.join("cert.pem");
+    std::fs::write(&cert, "not a certificate").unwrap();
+    let key = dir.join("key.pem");
+    std::fs::write(
+        &key,
+        test_support::certs::TestCa::default().server_cert().key_pem,
+    )
+    .unwrap();
+    let out = run_to_end(
+        &[],
+        &[
+            ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+            ("IGGY_KAFKA_TLS_ENABLED", "true"),
+            ("IGGY_KAFKA_TLS_CERT_FILE", cert.to_str().unwrap()),
+            ("IGGY_KAFKA_TLS_KEY_FILE", key.to_str().unwrap()),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(cert.to_str().unwrap()), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "no listen line without a certificate"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
