@@ -165,6 +165,8 @@ async fn tls_connect(
     config: Arc<ClientConfig>,
 ) -> std::io::Result<TlsStream<TcpStream>> {
     let tcp = TcpStream::connect(addr).await?;
+    // As Kafka clients do; without it a TLS 1.2 handshake waits for delayed ACKs.
+    tcp.set_nodelay(true)?;
     let name = ServerName::IpAddress(addr.ip().into());
     tokio::time::timeout(
         Duration::from_secs(10),
@@ -480,4 +482,58 @@ async fn sasl_ssl_listeners_never_ask_for_a_client_certificate() {
     }
     counted(|| tls.handshake_failures("handshake"), 1).await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Figures for docs/limits.md, not a check: the cost of a connection with a full TLS
+/// handshake (no resumption) and of a Metadata round trip, TLS 1.3 and 1.2 against
+/// plaintext, one client at a time. Run with
+/// `cargo test --release -p kafka-broker --test tls -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement"]
+async fn measure_handshakes_and_round_trips() {
+    let ca = TestCa::default();
+    let setup = ssl_gateway("tls-measure", &ca, ("localhost", 9094), |_, _| {}).await;
+    let plain = start(vec![(Listener::plaintext(), None)]).await;
+    let n = 500u32;
+    for (label, version) in [
+        ("TLS 1.3", &rustls::version::TLS13),
+        ("TLS 1.2", &rustls::version::TLS12),
+    ] {
+        // Full handshakes every time: no session resumption.
+        let mut config = (*client_config(&ca, version, None)).clone();
+        config.resumption = rustls::client::Resumption::disabled();
+        let config = Arc::new(config);
+        let started = Instant::now();
+        for _ in 0..n {
+            let mut s = tls_connect(setup.gw.addrs[0], config.clone())
+                .await
+                .unwrap();
+            metadata_broker(&mut s).await.unwrap();
+        }
+        let per_connection = started.elapsed() / n;
+        let mut s = tls_connect(setup.gw.addrs[0], config).await.unwrap();
+        let started = Instant::now();
+        for _ in 0..n * 10 {
+            metadata_broker(&mut s).await.unwrap();
+        }
+        let per_request = started.elapsed() / (n * 10);
+        println!(
+            "{label}: connect+handshake+Metadata {per_connection:?}, Metadata round trip {per_request:?}"
+        );
+    }
+    let started = Instant::now();
+    for _ in 0..n {
+        let mut s = TcpStream::connect(plain.addrs[0]).await.unwrap();
+        s.set_nodelay(true).unwrap();
+        metadata_broker(&mut s).await.unwrap();
+    }
+    let per_connection = started.elapsed() / n;
+    let mut s = TcpStream::connect(plain.addrs[0]).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    let started = Instant::now();
+    for _ in 0..n * 10 {
+        metadata_broker(&mut s).await.unwrap();
+    }
+    let per_request = started.elapsed() / (n * 10);
+    println!("plaintext: connect+Metadata {per_connection:?}, Metadata round trip {per_request:?}");
 }
