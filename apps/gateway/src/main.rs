@@ -411,16 +411,30 @@ struct Credentials {
 /// the gateway runs can log in without a restart.
 const USERS_FILE_RELOAD: Duration = Duration::from_secs(5);
 
-/// Reads the users file every [`USERS_FILE_RELOAD`] for as long as the gateway runs. A
-/// file that does not load keeps the users in memory and is reported once per distinct
-/// reason.
+/// Looks at the users file every [`USERS_FILE_RELOAD`] for as long as the gateway runs
+/// and reads it again when its modification time or size changed. A file that does not
+/// load keeps the users in memory and is reported once per distinct reason.
 async fn reload_users(users: Arc<UsersFile>) {
     let mut ticks = tokio::time::interval(USERS_FILE_RELOAD);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     let mut last_error: Option<String> = None;
+    let stamp = |users: &UsersFile| {
+        users
+            .path()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map(|m| (m.modified().ok(), m.len()))
+    };
+    let mut seen = stamp(&users);
     loop {
         ticks.tick().await;
+        // Only a file that changed is read again (the gateway's own writes change it too,
+        // and reading those back is harmless).
+        let now = stamp(&users);
+        if now == seen {
+            continue;
+        }
+        seen = now;
         let file = users.clone();
         let result = tokio::task::spawn_blocking(move || file.reload()).await;
         match result {
