@@ -65,14 +65,51 @@ pub struct Listener {
     pub name: Arc<str>,
     /// What the listener expects.
     pub protocol: SecurityProtocol,
+    /// The address clients of this listener are told to connect to (Metadata,
+    /// FindCoordinator, DescribeCluster); `None` means the broker configuration's
+    /// `advertised_host` and `advertised_port`.
+    pub advertised: Option<Advertised>,
+}
+
+/// A listener's advertised address (Kafka's `advertised.listeners` entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advertised {
+    /// Host name or IP address, as clients should use it.
+    pub host: Arc<str>,
+    /// Port.
+    pub port: u16,
 }
 
 impl Listener {
+    /// A listener named `name` expecting `protocol`, advertising the broker's address.
+    pub fn new(name: &str, protocol: SecurityProtocol) -> Listener {
+        Listener {
+            name: Arc::from(name),
+            protocol,
+            advertised: None,
+        }
+    }
+
     /// The single plaintext listener of a gateway configured the simple way.
     pub fn plaintext() -> Listener {
-        Listener {
-            name: Arc::from("PLAINTEXT"),
-            protocol: SecurityProtocol::Plaintext,
+        Listener::new("PLAINTEXT", SecurityProtocol::Plaintext)
+    }
+
+    /// The same listener advertising `host:port`.
+    pub fn advertising(mut self, host: &str, port: u16) -> Listener {
+        self.advertised = Some(Advertised {
+            host: Arc::from(host),
+            port,
+        });
+        self
+    }
+
+    /// The host and port to tell this listener's clients: its own advertised address, or
+    /// `host` and `port` (the broker's) when it has none.
+    pub fn advertised_or<'a>(&'a self, host: &'a str, port: u16) -> (&'a str, u16) {
+        match &self.advertised {
+            Some(a) => (&a.host, a.port),
+            None => (host, port),
         }
     }
 }
@@ -261,20 +298,14 @@ mod tests {
     #[test]
     fn a_sasl_listener_starts_unauthenticated() {
         for protocol in [SecurityProtocol::SaslPlaintext, SecurityProtocol::SaslSsl] {
-            let listener = Listener {
-                name: Arc::from("EXTERNAL"),
-                protocol,
-            };
+            let listener = Listener::new("EXTERNAL", protocol);
             let s = Session::new(2, listener, peer());
             assert_eq!(s.auth, AuthState::Pending);
             assert!(!s.is_authenticated());
         }
         let mut s = Session::new(
             3,
-            Listener {
-                name: Arc::from("EXTERNAL"),
-                protocol: SecurityProtocol::SaslSsl,
-            },
+            Listener::new("EXTERNAL", SecurityProtocol::SaslSsl),
             peer(),
         );
         s.auth = AuthState::Authenticated { expires: None };
@@ -284,11 +315,16 @@ mod tests {
     }
 
     #[test]
+    fn a_listener_advertises_its_own_address_or_the_brokers() {
+        let plain = Listener::plaintext();
+        assert_eq!(plain.advertised_or("broker", 9093), ("broker", 9093));
+        let ssl = Listener::new("SSL", SecurityProtocol::Ssl).advertising("tls.example", 9094);
+        assert_eq!(ssl.advertised_or("broker", 9093), ("tls.example", 9094));
+    }
+
+    #[test]
     fn a_session_expires_at_its_deadline_only_when_it_has_one() {
-        let listener = Listener {
-            name: Arc::from("SASL"),
-            protocol: SecurityProtocol::SaslPlaintext,
-        };
+        let listener = Listener::new("SASL", SecurityProtocol::SaslPlaintext);
         let mut s = Session::new(4, listener, peer());
         let now = Instant::now();
         assert!(!s.is_expired(now), "pending is not expired");
