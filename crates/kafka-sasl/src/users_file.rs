@@ -299,9 +299,9 @@ fn read_file(path: &Path) -> Result<BTreeMap<String, User>, SaslError> {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
         Err(e) => Err(file_error(e.to_string())),
-        Ok(meta) if meta.len() > MAX_FILE_BYTES => Err(file_error(format!(
-            "larger than {MAX_FILE_BYTES} bytes"
-        ))),
+        Ok(meta) if meta.len() > MAX_FILE_BYTES => {
+            Err(file_error(format!("larger than {MAX_FILE_BYTES} bytes")))
+        }
         Ok(_) => {
             let bytes = std::fs::read(path).map_err(|e| file_error(e.to_string()))?;
             parse(&bytes).map_err(file_error)
