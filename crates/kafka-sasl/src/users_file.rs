@@ -463,6 +463,9 @@ impl UsersFile {
     /// blocking thread.
     pub fn check_password(&self, username: &str, password: &str) -> Result<Identity, AuthFailure> {
         let stored = self.lock().get(username).and_then(|u| u.plain.clone());
+        // At most half the cores hash at once, whatever the number of logins in progress:
+        // a PLAIN flood waits here instead of taking every core from the other clients.
+        let _slot = HASHING.enter();
         let ok = match stored {
             Some(p) => ring::pbkdf2::verify(
                 ring::pbkdf2::PBKDF2_HMAC_SHA512,
@@ -497,6 +500,51 @@ impl UsersFile {
                 BAD_PLAIN_LOGIN,
             ))
         }
+    }
+}
+
+/// PLAIN hashes computed at once in the process: half the cores, at least one.
+static HASHING: HashGate = HashGate::new();
+
+/// A counting gate for blocking threads (the PBKDF2 of PLAIN checks runs on them).
+struct HashGate {
+    busy: Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl HashGate {
+    const fn new() -> HashGate {
+        HashGate {
+            busy: Mutex::new(0),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+
+    fn limit() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+    }
+
+    fn enter(&'static self) -> HashSlot {
+        let limit = HashGate::limit();
+        // The counter is only incremented and decremented: a poisoned lock still holds a
+        // meaningful count.
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        while *busy >= limit {
+            busy = self.freed.wait(busy).unwrap_or_else(|e| e.into_inner());
+        }
+        *busy += 1;
+        HashSlot(self)
+    }
+}
+
+/// One hashing slot, given back on drop.
+struct HashSlot(&'static HashGate);
+
+impl Drop for HashSlot {
+    fn drop(&mut self) {
+        let mut busy = self.0.busy.lock().unwrap_or_else(|e| e.into_inner());
+        *busy = busy.saturating_sub(1);
+        self.0.freed.notify_one();
     }
 }
 
