@@ -26,11 +26,13 @@ use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataReques
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::{ByteString, ErrorCode, RequestBody, ResponseBody};
 use kafka_sasl::{
-    Authenticator, Jwks, Mechanism, OAuthConfig, OAuthValidator, SaslConfig, ScramCredential,
-    ScramCredentialStore, ScramMechanism, UsersFile,
+    AuthFailure, Authenticator, FailureKind, Identity, Jwks, Mechanism, OAuthConfig,
+    OAuthValidator, PlainAuthenticator, SaslConfig, ScramCredential, ScramCredentialStore,
+    ScramMechanism, UsersFile,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use test_support::sasl_client::{
     AuthOutcome, Flow, SaslClient, ScramClient, ScramHash, scram_salted_password,
@@ -84,7 +86,6 @@ async fn start_full(
         }
     }
     let authenticator = Authenticator::new(sasl, Some(users.clone()), Some(users), oauth);
-    let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
     let config = BrokerConfig {
         sasl: settings,
         ..BrokerConfig::default()
@@ -92,21 +93,24 @@ async fn start_full(
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let metrics = Arc::new(Metrics::new());
-    let server = Server::new(
-        config,
-        Stores {
-            log: store.clone(),
-            offsets: store,
-        },
-    )
-    .listener(Listener {
-        name: Arc::from("SASL"),
-        protocol: SecurityProtocol::SaslPlaintext,
-    })
-    .authenticator(Arc::new(authenticator))
-    .metrics(metrics.clone());
+    let server = Server::new(config, stores())
+        .listener(Listener {
+            name: Arc::from("SASL"),
+            protocol: SecurityProtocol::SaslPlaintext,
+        })
+        .authenticator(Arc::new(authenticator))
+        .metrics(metrics.clone());
     tokio::spawn(server.serve(listener, std::future::pending()));
     Gateway { addr, metrics }
+}
+
+/// An embedded store, empty.
+fn stores() -> Stores {
+    let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
+    Stores {
+        log: store.clone(),
+        offsets: store,
+    }
 }
 
 async fn client(g: &Gateway) -> SaslClient<TcpStream> {
@@ -322,13 +326,13 @@ async fn re_authentication_must_prove_the_same_principal() {
 #[tokio::test]
 async fn a_session_past_its_lifetime_is_closed_on_its_next_request() {
     let g = start(SaslSettings {
-        session_lifetime: Some(Duration::from_millis(300)),
+        session_lifetime: Some(Duration::from_millis(1500)),
         ..settings()
     })
     .await;
     let mut c = authenticated_as(&g, "alice", "alice-secret").await;
     assert!(serves(&mut c).await);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1700)).await;
     assert!(c.request(12, metadata()).await.unwrap().is_none());
     let text = g.metrics.encode().unwrap();
     assert!(
@@ -396,23 +400,27 @@ async fn an_unknown_mechanism_is_refused_with_the_list_and_closes() {
     ));
 }
 
-#[tokio::test]
-async fn scram_with_a_forged_nonce_fails() {
-    let g = start(settings()).await;
-    let mut c = client(&g).await;
-    assert!(c.start(V2, "SCRAM-SHA-256").await.unwrap().is_none());
-    let mut scram = ScramClient::new(ScramHash::Sha256, "bob", "bob-secret");
+/// A new connection that has sent `scram`'s client-first; the server-first message.
+async fn scram_started(g: &Gateway, scram: &ScramClient) -> (SaslClient<TcpStream>, Vec<u8>) {
+    let mut c = client(g).await;
+    let hash = if scram.hash() == ScramHash::Sha256 {
+        "SCRAM-SHA-256"
+    } else {
+        "SCRAM-SHA-512"
+    };
+    assert!(c.start(V2, hash).await.unwrap().is_none());
     let first = c
         .authenticate(2, &scram.client_first())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(first.error_code, 0);
-    // The right proof over a nonce the server never sent.
-    let forged = scram
-        .client_final_with_nonce(&first.auth_bytes, "forged-nonce-0123456789")
-        .unwrap();
-    let reply = c.authenticate(2, &forged).await.unwrap().unwrap();
+    (c, first.auth_bytes)
+}
+
+/// Sends `token` as the last SCRAM message: it must be rejected, and the connection close.
+async fn scram_final_rejected(mut c: SaslClient<TcpStream>, token: &[u8]) {
+    let reply = c.authenticate(2, token).await.unwrap().unwrap();
     assert_eq!(
         reply.error_code,
         ErrorCode::SASL_AUTHENTICATION_FAILED.code()
@@ -421,37 +429,31 @@ async fn scram_with_a_forged_nonce_fails() {
 }
 
 #[tokio::test]
+async fn scram_with_a_forged_nonce_fails() {
+    let g = start(settings()).await;
+    let mut scram = ScramClient::new(ScramHash::Sha256, "bob", "bob-secret");
+    let (c, server_first) = scram_started(&g, &scram).await;
+    // The right proof over a nonce the server never sent.
+    let forged = scram
+        .client_final_with_nonce(&server_first, "forged-nonce-0123456789")
+        .unwrap();
+    scram_final_rejected(c, &forged).await;
+}
+
+#[tokio::test]
 async fn a_replayed_scram_client_final_fails_on_a_new_connection() {
     let g = start(settings()).await;
     // A complete, successful exchange whose client-final is recorded.
-    let mut c = client(&g).await;
-    assert!(c.start(V2, "SCRAM-SHA-512").await.unwrap().is_none());
     let mut scram = ScramClient::new(ScramHash::Sha512, "bob", "bob-secret");
-    let first = c
-        .authenticate(2, &scram.client_first())
-        .await
-        .unwrap()
-        .unwrap();
-    let recorded = scram.client_final(&first.auth_bytes).unwrap();
+    let (mut c, server_first) = scram_started(&g, &scram).await;
+    let recorded = scram.client_final(&server_first).unwrap();
     let last = c.authenticate(2, &recorded).await.unwrap().unwrap();
     assert_eq!(last.error_code, 0);
     scram.verify_server_final(&last.auth_bytes).unwrap();
 
     // The same client-first (same nonce) and the recorded client-final elsewhere.
-    let mut c = client(&g).await;
-    assert!(c.start(V2, "SCRAM-SHA-512").await.unwrap().is_none());
-    let first = c
-        .authenticate(2, &scram.client_first())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(first.error_code, 0);
-    let reply = c.authenticate(2, &recorded).await.unwrap().unwrap();
-    assert_eq!(
-        reply.error_code,
-        ErrorCode::SASL_AUTHENTICATION_FAILED.code()
-    );
-    assert!(c.closed_by_peer().await);
+    let (c, _) = scram_started(&g, &scram).await;
+    scram_final_rejected(c, &recorded).await;
 }
 
 #[tokio::test]
@@ -576,21 +578,57 @@ async fn an_idle_unauthenticated_connection_is_closed_after_the_timeout() {
     assert!(serves(&mut c).await);
 }
 
+/// A PLAIN source that takes a while and records how many checks ran at once.
+#[derive(Debug, Default)]
+struct SlowPlain {
+    running: AtomicUsize,
+    most: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl PlainAuthenticator for SlowPlain {
+    async fn authenticate(&self, username: &str, password: &str) -> Result<Identity, AuthFailure> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        if password == format!("{username}-secret") {
+            Ok(Identity {
+                name: username.into(),
+                expires_at: None,
+            })
+        } else {
+            Err(AuthFailure::new(FailureKind::BadCredentials, "bad"))
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_concurrent_authentications_all_complete() {
-    let g = Arc::new(
-        start(SaslSettings {
+async fn many_concurrent_authentications_all_complete_within_the_cap() {
+    let slow = Arc::new(SlowPlain::default());
+    let authenticator = Authenticator::new(SaslConfig::default(), Some(slow.clone()), None, None);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = BrokerConfig {
+        sasl: SaslSettings {
             max_concurrent_authentications: 4,
             authentication_timeout: Duration::from_secs(60),
             ..settings()
+        },
+        ..BrokerConfig::default()
+    };
+    let server = Server::new(config, stores())
+        .listener(Listener {
+            name: Arc::from("SASL"),
+            protocol: SecurityProtocol::SaslPlaintext,
         })
-        .await,
-    );
+        .authenticator(Arc::new(authenticator));
+    tokio::spawn(server.serve(listener, std::future::pending()));
+
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..200 {
-        let g = g.clone();
         tasks.spawn(async move {
-            let socket = TcpStream::connect(g.addr).await.unwrap();
+            let socket = TcpStream::connect(addr).await.unwrap();
             let mut c = SaslClient::new(socket).with_timeout(Duration::from_secs(60));
             let (user, password) = USERS[i % USERS.len()];
             let outcome = c.plain(V2, user, password).await.unwrap();
@@ -604,6 +642,11 @@ async fn many_concurrent_authentications_all_complete() {
         done += 1;
     }
     assert_eq!(done, 200);
+    let most = slow.most.load(Ordering::SeqCst);
+    assert!(
+        (2..=4).contains(&most),
+        "at most 4 checks at once, and more than one: {most}"
+    );
 }
 
 async fn describe(
@@ -820,37 +863,23 @@ async fn scram_credential_apis_for_super_users_only() {
 
 #[tokio::test]
 async fn a_sasl_listener_without_an_authenticator_does_not_serve() {
-    let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let result = Server::new(
-        BrokerConfig::default(),
-        Stores {
-            log: store.clone(),
-            offsets: store,
-        },
-    )
-    .listener(Listener {
-        name: Arc::from("SASL"),
-        protocol: SecurityProtocol::SaslPlaintext,
-    })
-    .serve(listener, std::future::pending())
-    .await;
+    let result = Server::new(BrokerConfig::default(), stores())
+        .listener(Listener {
+            name: Arc::from("SASL"),
+            protocol: SecurityProtocol::SaslPlaintext,
+        })
+        .serve(listener, std::future::pending())
+        .await;
     let err = result.unwrap_err().to_string();
     assert!(err.contains("no authenticator"), "{err}");
 }
 
 #[tokio::test]
 async fn a_plaintext_listener_answers_sasl_requests_with_illegal_state() {
-    let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = Server::new(
-        BrokerConfig::default(),
-        Stores {
-            log: store.clone(),
-            offsets: store,
-        },
-    );
+    let server = Server::new(BrokerConfig::default(), stores());
     tokio::spawn(server.serve(listener, std::future::pending()));
     let mut c = SaslClient::new(TcpStream::connect(addr).await.unwrap());
     let (code, _) = c.handshake(1, "PLAIN").await.unwrap().unwrap();
