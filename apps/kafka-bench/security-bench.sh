@@ -2,23 +2,28 @@
 # What TLS and SASL cost, in one run of one gateway (docs/PERFORMANCE.md, "Security").
 #
 # One gateway (embedded store) with three listeners at once: PLAINTEXT, SSL and SASL_SSL
-# on loopback, with a certificate made here by openssl. Produce then consume 1 KiB records
-# on the PLAINTEXT and the SSL listener, alternating, ROUNDS times each; prints the
-# SSL/PLAINTEXT ratios of produce and consume MB/s (the goal is >= 0.85). Then SASL_SSL
-# authentications per second for SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN.
+# on loopback, with a certificate made here by openssl. Produce for DUR seconds then
+# consume 1 KiB records on the PLAINTEXT and the SSL listener, alternating, ROUNDS times
+# each (one topic per listener, its size capped by retention.bytes so memory stays
+# bounded; each consume reads what the topic holds); prints the SSL/PLAINTEXT ratios of
+# produce and consume MB/s (the goal is >= 0.85). Then SASL_SSL authentications per second
+# for SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN, with the connection creation rate cap
+# (default 1000/s) lifted so that the logins, not the cap, set the pace.
 #
 #   cargo build --release -p iggy-gateway-kafka -p kafka-bench --features kafka-bench/librdkafka
 #   bash apps/kafka-bench/security-bench.sh [OUTDIR]
 #
-# Knobs (environment): RECORDS per produce run (300000), PARTITIONS (1), PRODUCERS (1),
-# ROUNDS (2), AUTH_SECS (10), AUTH_WORKERS (8), TARGET (target dir; default
-# $CARGO_TARGET_DIR or ./target). The client is librdkafka as linked (Debian's 2.0.2);
+# Knobs (environment): DUR seconds per produce run (10), RETAIN bytes per partition
+# (1073741824), PARTITIONS (1), PRODUCERS (1), ROUNDS (2), AUTH_SECS (10), AUTH_WORKERS
+# (8), CONN_RATE (1000000), TARGET (target dir; default $CARGO_TARGET_DIR or ./target). The client is librdkafka as linked (Debian's 2.0.2);
 # LD_LIBRARY_PATH=.clients/librdkafka216 swaps in 2.16.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${1:-/tmp/kafka-bench-security}"
-RECORDS="${RECORDS:-300000}"
+DUR="${DUR:-10}"
+RETAIN="${RETAIN:-1073741824}"
+CONN_RATE="${CONN_RATE:-1000000}"
 PARTITIONS="${PARTITIONS:-1}"
 PRODUCERS="${PRODUCERS:-1}"
 ROUNDS="${ROUNDS:-2}"
@@ -70,10 +75,11 @@ P_PLAIN=$(free_port)
 P_SSL=$(free_port)
 P_SASL=$(free_port)
 echo "== gateway: PLAINTEXT :$P_PLAIN, SSL :$P_SSL, SASL_SSL :$P_SASL"
-# 8 GiB store cap: every produced record stays in memory for the consume that follows.
-env IGGY_KAFKA_LISTENERS="PLAINTEXT://127.0.0.1:$P_PLAIN,SSL://127.0.0.1:$P_SSL,SASL_SSL://127.0.0.1:$P_SASL" \
+# The store cap above what the two topics may hold (RETAIN per partition each).
+env IGGY_KAFKA_DEFAULT_RETENTION_BYTES="$RETAIN" IGGY_KAFKA_MAX_CONNECTION_CREATION_RATE="$CONN_RATE" \
+  IGGY_KAFKA_LISTENERS="PLAINTEXT://127.0.0.1:$P_PLAIN,SSL://127.0.0.1:$P_SSL,SASL_SSL://127.0.0.1:$P_SASL" \
   IGGY_KAFKA_TLS_CERT_FILE="$CERTS/server.pem" IGGY_KAFKA_TLS_KEY_FILE="$CERTS/server-pkcs8.key" \
-  IGGY_KAFKA_SASL_USERS_FILE="$USERS" IGGY_KAFKA_MEMORY_MAX_TOTAL_BYTES=8589934592 \
+  IGGY_KAFKA_SASL_USERS_FILE="$USERS" IGGY_KAFKA_MEMORY_MAX_TOTAL_BYTES=$((3 * RETAIN * PARTITIONS + (1 << 30))) \
   RUST_LOG=warn "$GATEWAY" >"$OUT/gateway.stdout" 2>"$OUT/gateway.stderr" &
 GPID=$!
 for port in "$P_PLAIN" "$P_SSL" "$P_SASL"; do
@@ -90,10 +96,10 @@ done
 load() {
   local name=$1 port=$2 round=$3
   shift 3
-  local topic="bench-$name-$round"
+  local topic="bench-$name"
   "$BENCH" produce --bootstrap "127.0.0.1:$port" "$@" --topic "$topic" \
     --partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size 1024 \
-    --records "$RECORDS" --acks all --codec none --linger-ms 5 --batch-size 1000000 \
+    --duration "$DUR" --acks all --codec none --linger-ms 5 --batch-size 1000000 \
     --gateway-pid "$GPID" --timeout 300 --json "$OUT/$name-$round-produce.json" \
     >"$OUT/$name-$round-produce.txt" 2>"$OUT/$name-$round-produce.err" || true
   "$BENCH" consume --bootstrap "127.0.0.1:$port" "$@" --topic "$topic" \
@@ -103,7 +109,7 @@ load() {
   echo "$name round $round done"
 }
 
-echo "== produce and consume, $RECORDS x 1 KiB, $PARTITIONS partition(s), $PRODUCERS producer(s), $ROUNDS rounds"
+echo "== produce ${DUR}s and consume, 1 KiB records, $PARTITIONS partition(s), $PRODUCERS producer(s), $ROUNDS rounds"
 for round in $(seq "$ROUNDS"); do
   load plaintext "$P_PLAIN" "$round"
   load ssl "$P_SSL" "$round" --security-protocol ssl --ssl-ca-location "$CERTS/ca.pem"
@@ -148,6 +154,22 @@ for r in range(1, rounds + 1):
         f = lambda v: f"{v:.1f}" if v is not None else "fail"
         row += [f(pm), f(sm), f"{sm / pm:.2f}" if pm and sm is not None else "n/a"]
     print(f"| {r} | " + " | ".join(row) + " |")
+def per_gb(j, which):
+    if not ok(j) or not j.get("bytes"):
+        return None
+    v = j.get("client_cpu_secs") if which == "client" else (j.get("broker") or {}).get("cpu_secs_used")
+    return v / (j["bytes"] / 1e9) if v is not None else None
+print()
+print("| round | mode | listener | MB/s | gateway CPU s/GB | client CPU s/GB |")
+print("|---:|---|---|---:|---:|---:|")
+for r in range(1, rounds + 1):
+    for mode in ("produce", "consume"):
+        for name in ("plaintext", "ssl"):
+            j = load(f"{name}-{r}-{mode}.json")
+            f = lambda v: f"{v:.2f}" if v is not None else "n/a"
+            mb = f"{j['mb_per_sec']:.1f}" if ok(j) else "fail"
+            print(f"| {r} | {mode} | {name.upper()} | {mb} | {f(per_gb(j, 'gateway'))} | {f(per_gb(j, 'client'))} |")
+print()
 for mode, key in (("produce", "p"), ("consume", "c")):
     p, s = mean(totals["p" + key]), mean(totals["s" + key])
     if p and s:
