@@ -102,8 +102,11 @@ load() {
     --duration "$DUR" --acks all --codec none --linger-ms 5 --batch-size 1000000 \
     --gateway-pid "$GPID" --timeout 300 --json "$OUT/$name-$round-produce.json" \
     >"$OUT/$name-$round-produce.txt" 2>"$OUT/$name-$round-produce.err" || true
+  # A prefetch queue that holds the topic: with librdkafka's default cap (64 MiB) the
+  # fetcher pauses whenever the queue fills, which the faster (plaintext) runs hit most,
+  # so the client's back-off, not the listener, would set the consume pace.
   "$BENCH" consume --bootstrap "127.0.0.1:$port" "$@" --topic "$topic" \
-    --consumers "$PRODUCERS" -X queued.min.messages=1000000 \
+    --consumers "$PRODUCERS" -X queued.min.messages=1000000 -X queued.max.messages.kbytes=1048576 \
     --gateway-pid "$GPID" --timeout 300 --json "$OUT/$name-$round-consume.json" \
     >"$OUT/$name-$round-consume.txt" 2>"$OUT/$name-$round-consume.err" || true
   echo "$name round $round done"
