@@ -94,10 +94,7 @@ async fn start_full(
     let addr = listener.local_addr().unwrap();
     let metrics = Arc::new(Metrics::new());
     let server = Server::new(config, stores())
-        .listener(Listener {
-            name: Arc::from("SASL"),
-            protocol: SecurityProtocol::SaslPlaintext,
-        })
+        .listener(Listener::new("SASL", SecurityProtocol::SaslPlaintext))
         .authenticator(Arc::new(authenticator))
         .metrics(metrics.clone());
     tokio::spawn(server.serve(listener, std::future::pending()));
@@ -618,10 +615,7 @@ async fn many_concurrent_authentications_all_complete_within_the_cap() {
         ..BrokerConfig::default()
     };
     let server = Server::new(config, stores())
-        .listener(Listener {
-            name: Arc::from("SASL"),
-            protocol: SecurityProtocol::SaslPlaintext,
-        })
+        .listener(Listener::new("SASL", SecurityProtocol::SaslPlaintext))
         .authenticator(Arc::new(authenticator));
     tokio::spawn(server.serve(listener, std::future::pending()));
 
@@ -865,10 +859,7 @@ async fn scram_credential_apis_for_super_users_only() {
 async fn a_sasl_listener_without_an_authenticator_does_not_serve() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let result = Server::new(BrokerConfig::default(), stores())
-        .listener(Listener {
-            name: Arc::from("SASL"),
-            protocol: SecurityProtocol::SaslPlaintext,
-        })
+        .listener(Listener::new("SASL", SecurityProtocol::SaslPlaintext))
         .serve(listener, std::future::pending())
         .await;
     let err = result.unwrap_err().to_string();

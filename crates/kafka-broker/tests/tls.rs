@@ -12,12 +12,13 @@ use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
 use kafka_broker::tls::{Reload, TlsAcceptor, TlsSettings};
 use kafka_broker::{BoundListener, BrokerConfig, Server, Stores};
 use kafka_protocol::api::{decode_response, encode_request};
+use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::metadata_request::MetadataRequest;
 use kafka_protocol::messages::request_header::RequestHeader;
 use kafka_protocol::{ByteString, RequestBody, ResponseBody};
-use kafka_sasl::PrincipalMapper;
+use kafka_sasl::{Authenticator, PrincipalMapper, SaslConfig, UsersFile};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use std::net::SocketAddr;
@@ -71,6 +72,9 @@ async fn start(listeners: Vec<(Listener, Option<TlsAcceptor>)>) -> Gateway {
         bound.push(b);
     }
     let principals = Arc::new(Principals::default());
+    // SASL listeners need an authenticator; nobody logs in here.
+    let users: Arc<UsersFile> = Arc::new(UsersFile::in_memory());
+    let authenticator = Authenticator::new(SaslConfig::default(), Some(users), None, None);
     let server = Server::new(
         BrokerConfig::default(),
         Stores {
@@ -78,6 +82,7 @@ async fn start(listeners: Vec<(Listener, Option<TlsAcceptor>)>) -> Gateway {
             offsets: store,
         },
     )
+    .authenticator(Arc::new(authenticator))
     .layer(principals.clone());
     tokio::spawn(server.serve_listeners(bound, std::future::pending()));
     Gateway { addrs, principals }
@@ -160,6 +165,8 @@ async fn tls_connect(
     config: Arc<ClientConfig>,
 ) -> std::io::Result<TlsStream<TcpStream>> {
     let tcp = TcpStream::connect(addr).await?;
+    // As Kafka clients do; without it a TLS 1.2 handshake waits for delayed ACKs.
+    tcp.set_nodelay(true)?;
     let name = ServerName::IpAddress(addr.ip().into());
     tokio::time::timeout(
         Duration::from_secs(10),
@@ -440,4 +447,93 @@ async fn client_certificates_are_required_and_mapped_to_the_principal() {
     }
     counted(|| tls.handshake_failures("handshake"), 2).await;
     assert_eq!(gw.principals.seen.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn sasl_ssl_listeners_never_ask_for_a_client_certificate() {
+    let dir = test_support::scratch_dir("tls-sasl-ssl");
+    let ca = TestCa::default();
+    let files = ca.write_server_files(&dir);
+    let mut s = settings(&files);
+    s.client_ca_file = Some(files.ca.clone());
+    let tls = TlsAcceptor::new(s).unwrap();
+    let gw = start(vec![
+        (ssl(("localhost", 9094)), Some(tls.clone())),
+        (
+            Listener::new("SASL_SSL", SecurityProtocol::SaslSsl),
+            Some(tls.clone()),
+        ),
+    ])
+    .await;
+    let config = client_config(&ca, &rustls::version::TLS13, None);
+    // The SSL listener refuses the certificate-less client ...
+    if let Ok(mut s) = tls_connect(gw.addrs[0], config.clone()).await {
+        assert!(metadata_broker(&mut s).await.is_err());
+    }
+    // ... the SASL_SSL one completes the handshake and answers what is allowed before
+    // authentication.
+    let mut s = tls_connect(gw.addrs[1], config).await.unwrap();
+    match call(&mut s, 3, ApiVersionsRequest::default().into())
+        .await
+        .unwrap()
+    {
+        ResponseBody::ApiVersions(r) => assert_eq!(r.error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    counted(|| tls.handshake_failures("handshake"), 1).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Figures for docs/limits.md, not a check: the cost of a connection with a full TLS
+/// handshake (no resumption) and of a Metadata round trip, TLS 1.3 and 1.2 against
+/// plaintext, one client at a time. Run with
+/// `cargo test --release -p kafka-broker --test tls -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement"]
+async fn measure_handshakes_and_round_trips() {
+    let ca = TestCa::default();
+    let setup = ssl_gateway("tls-measure", &ca, ("localhost", 9094), |_, _| {}).await;
+    let plain = start(vec![(Listener::plaintext(), None)]).await;
+    let n = 500u32;
+    for (label, version) in [
+        ("TLS 1.3", &rustls::version::TLS13),
+        ("TLS 1.2", &rustls::version::TLS12),
+    ] {
+        // Full handshakes every time: no session resumption.
+        let mut config = (*client_config(&ca, version, None)).clone();
+        config.resumption = rustls::client::Resumption::disabled();
+        let config = Arc::new(config);
+        let started = Instant::now();
+        for _ in 0..n {
+            let mut s = tls_connect(setup.gw.addrs[0], config.clone())
+                .await
+                .unwrap();
+            metadata_broker(&mut s).await.unwrap();
+        }
+        let per_connection = started.elapsed() / n;
+        let mut s = tls_connect(setup.gw.addrs[0], config).await.unwrap();
+        let started = Instant::now();
+        for _ in 0..n * 10 {
+            metadata_broker(&mut s).await.unwrap();
+        }
+        let per_request = started.elapsed() / (n * 10);
+        println!(
+            "{label}: connect+handshake+Metadata {per_connection:?}, Metadata round trip {per_request:?}"
+        );
+    }
+    let started = Instant::now();
+    for _ in 0..n {
+        let mut s = TcpStream::connect(plain.addrs[0]).await.unwrap();
+        s.set_nodelay(true).unwrap();
+        metadata_broker(&mut s).await.unwrap();
+    }
+    let per_connection = started.elapsed() / n;
+    let mut s = TcpStream::connect(plain.addrs[0]).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    let started = Instant::now();
+    for _ in 0..n * 10 {
+        metadata_broker(&mut s).await.unwrap();
+    }
+    let per_request = started.elapsed() / (n * 10);
+    println!("plaintext: connect+Metadata {per_connection:?}, Metadata round trip {per_request:?}");
 }
