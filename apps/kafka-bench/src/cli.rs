@@ -20,6 +20,9 @@ pub enum Command {
     Consume(ConsumeArgs),
     /// Hold N raw TCP connections, each after one ApiVersions v0 exchange.
     IdleConnections(IdleArgs),
+    /// Authentications per second: N workers opening short connections that each do
+    /// ApiVersions, SaslHandshake and a whole SASL exchange, then close.
+    Auth(AuthArgs),
     /// Native baseline: produce the same records with the Iggy SDK.
     #[cfg(feature = "iggy-native")]
     IggyProduce(crate::iggy_native::IggyProduceArgs),
@@ -49,6 +52,167 @@ pub struct Common {
     /// Applied last, so it overrides the tool's own settings.
     #[arg(short = 'X', long = "rdkafka", value_parser = parse_kv)]
     pub rdkafka: Vec<(String, String)>,
+    #[command(flatten)]
+    pub security: Security,
+}
+
+/// How the client reaches and authenticates to the broker; the librdkafka properties of
+/// the same names. Every client of a run (admin, metadata, producers, consumers) uses them.
+#[derive(Debug, Args, Clone)]
+pub struct Security {
+    /// librdkafka `security.protocol`.
+    #[arg(long, value_enum, default_value = "plaintext")]
+    pub security_protocol: SecurityProtocol,
+    /// librdkafka `sasl.mechanisms`; required with the SASL protocols.
+    #[arg(long, value_enum)]
+    pub sasl_mechanism: Option<SaslMechanism>,
+    /// librdkafka `sasl.username`.
+    #[arg(long, env = "KAFKA_BENCH_SASL_USERNAME")]
+    pub sasl_username: Option<String>,
+    /// librdkafka `sasl.password`; prefer the environment variable, which stays out of
+    /// the process list.
+    #[arg(long, env = "KAFKA_BENCH_SASL_PASSWORD", hide_env_values = true)]
+    pub sasl_password: Option<String>,
+    /// librdkafka `ssl.ca.location`: PEM file of the CA that signed the broker's
+    /// certificate (without it the system's roots are used).
+    #[arg(long)]
+    pub ssl_ca_location: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SecurityProtocol {
+    #[value(name = "plaintext", alias = "PLAINTEXT")]
+    Plaintext,
+    #[value(name = "ssl", alias = "SSL")]
+    Ssl,
+    #[value(name = "sasl_plaintext", alias = "SASL_PLAINTEXT")]
+    SaslPlaintext,
+    #[value(name = "sasl_ssl", alias = "SASL_SSL")]
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn as_config(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "plaintext",
+            SecurityProtocol::Ssl => "ssl",
+            SecurityProtocol::SaslPlaintext => "sasl_plaintext",
+            SecurityProtocol::SaslSsl => "sasl_ssl",
+        }
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SaslMechanism {
+    #[value(name = "PLAIN", alias = "plain")]
+    Plain,
+    #[value(name = "SCRAM-SHA-256", alias = "scram-sha-256")]
+    ScramSha256,
+    #[value(name = "SCRAM-SHA-512", alias = "scram-sha-512")]
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+impl Security {
+    /// Checks that the options fit together: SASL protocols need a mechanism, a username
+    /// and a password; the others take none of them.
+    pub fn check(&self) -> Result<(), String> {
+        let p = self.security_protocol;
+        if p.uses_sasl() {
+            if self.sasl_mechanism.is_none() {
+                return Err(format!(
+                    "--security-protocol {} needs --sasl-mechanism",
+                    p.as_config()
+                ));
+            }
+            if self.sasl_username.is_none() || self.sasl_password.is_none() {
+                return Err(format!(
+                    "--security-protocol {} needs --sasl-username and --sasl-password \
+                     (or KAFKA_BENCH_SASL_USERNAME / KAFKA_BENCH_SASL_PASSWORD)",
+                    p.as_config()
+                ));
+            }
+        } else if self.sasl_mechanism.is_some() {
+            return Err(format!(
+                "--sasl-mechanism needs a SASL --security-protocol, not {}",
+                p.as_config()
+            ));
+        }
+        if self.ssl_ca_location.is_some() && !p.uses_tls() {
+            return Err(format!(
+                "--ssl-ca-location needs an SSL --security-protocol, not {}",
+                p.as_config()
+            ));
+        }
+        Ok(())
+    }
+
+    /// A one-line description for reports (no secrets).
+    pub fn describe(&self) -> String {
+        let mut s = self.security_protocol.as_config().to_ascii_uppercase();
+        if let Some(m) = self.sasl_mechanism {
+            s.push_str(&format!(" {}", m.name()));
+        }
+        if let Some(u) = &self.sasl_username {
+            s.push_str(&format!(" as {u}"));
+        }
+        s
+    }
+
+    /// The librdkafka properties these options stand for, secrets included.
+    pub fn rdkafka_properties(&self) -> Vec<(&'static str, String)> {
+        let mut props = vec![(
+            "security.protocol",
+            self.security_protocol.as_config().to_string(),
+        )];
+        if let Some(m) = self.sasl_mechanism {
+            props.push(("sasl.mechanisms", m.name().to_string()));
+        }
+        if let Some(u) = &self.sasl_username {
+            props.push(("sasl.username", u.clone()));
+        }
+        if let Some(p) = &self.sasl_password {
+            props.push(("sasl.password", p.clone()));
+        }
+        if let Some(ca) = &self.ssl_ca_location {
+            props.push(("ssl.ca.location", ca.display().to_string()));
+        }
+        props
+    }
+}
+
+#[cfg(feature = "librdkafka")]
+impl Common {
+    /// A librdkafka configuration with the broker address and the security options; every
+    /// client of a run starts from it.
+    pub fn client_config(&self) -> rdkafka::ClientConfig {
+        let mut config = rdkafka::ClientConfig::new();
+        config.set("bootstrap.servers", &self.bootstrap);
+        for (k, v) in self.security.rdkafka_properties() {
+            config.set(k, v);
+        }
+        config
+    }
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
@@ -172,4 +336,103 @@ pub struct IdleArgs {
     /// Write the result as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct AuthArgs {
+    /// Broker address, HOST:PORT.
+    #[arg(long)]
+    pub bootstrap: String,
+    #[command(flatten)]
+    pub security: Security,
+    /// Concurrent workers, each opening one connection after the other.
+    #[arg(long, default_value_t = 8)]
+    pub workers: usize,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Name checked against the broker's certificate (default: the host of --bootstrap).
+    #[arg(long)]
+    pub tls_server_name: Option<String>,
+    /// Let TLS connections resume earlier sessions (off by default: every connection then
+    /// pays a full handshake, as a freshly started client does).
+    #[arg(long)]
+    pub tls_resume: bool,
+    /// Run PBKDF2 for every SCRAM login instead of once per salt and iteration count. The
+    /// server does not run it per login, so without caching the client's own PBKDF2 is
+    /// most of what a run measures on a shared machine.
+    #[arg(long)]
+    pub no_salt_cache: bool,
+    /// Broker process to sample.
+    #[arg(long)]
+    pub gateway_pid: Option<u32>,
+    /// Write the result as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn auth(extra: &[&str]) -> AuthArgs {
+        let mut argv = vec!["kafka-bench", "auth", "--bootstrap", "127.0.0.1:9093"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Auth(a) => a,
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sasl_protocols_need_mechanism_and_credentials() {
+        let a = auth(&["--security-protocol", "SASL_SSL"]);
+        assert!(a.security.check().unwrap_err().contains("--sasl-mechanism"));
+        let a = auth(&[
+            "--security-protocol",
+            "sasl_plaintext",
+            "--sasl-mechanism",
+            "SCRAM-SHA-512",
+            "--sasl-username",
+            "u",
+        ]);
+        // the password may come from the environment of whoever runs the tests
+        if std::env::var_os("KAFKA_BENCH_SASL_PASSWORD").is_none() {
+            assert!(a.security.check().unwrap_err().contains("--sasl-password"));
+        }
+        let a = auth(&[
+            "--security-protocol",
+            "sasl_ssl",
+            "--sasl-mechanism",
+            "scram-sha-256",
+            "--sasl-username",
+            "u",
+            "--sasl-password",
+            "p",
+            "--ssl-ca-location",
+            "/ca.pem",
+        ]);
+        a.security.check().unwrap();
+        assert_eq!(a.security.describe(), "SASL_SSL SCRAM-SHA-256 as u");
+        let props = a.security.rdkafka_properties();
+        assert!(props.contains(&("security.protocol", "sasl_ssl".into())));
+        assert!(props.contains(&("sasl.mechanisms", "SCRAM-SHA-256".into())));
+        assert!(props.contains(&("sasl.password", "p".into())));
+        assert!(props.contains(&("ssl.ca.location", "/ca.pem".into())));
+    }
+
+    #[test]
+    fn options_that_do_not_fit_the_protocol_are_refused() {
+        let a = auth(&["--sasl-mechanism", "PLAIN"]);
+        assert!(a.security.check().is_err());
+        let a = auth(&["--ssl-ca-location", "/ca.pem"]);
+        assert!(a.security.check().is_err());
+        let a = auth(&[]);
+        a.security.check().unwrap();
+        assert_eq!(
+            a.security.rdkafka_properties(),
+            vec![("security.protocol", "plaintext".to_string())]
+        );
+    }
 }

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 use serde_json::json;
 
-use crate::cli::ConsumeArgs;
+use crate::cli::{Common, ConsumeArgs};
 use crate::produce::topic_partitions;
 use crate::report::{Counters, Report, proc_rows, rates};
 
@@ -46,12 +46,12 @@ pub async fn run(args: ConsumeArgs) -> Result<Report, String> {
     if args.consumers == 0 {
         return Err("--consumers must be positive".into());
     }
+    args.common.security.check()?;
     let deadline = Instant::now() + Duration::from_secs(args.common.timeout);
-    let ids =
-        topic_partitions(&args.common.bootstrap, &args.topic, Duration::from_secs(10)).await?;
+    let ids = topic_partitions(&args.common, &args.topic, Duration::from_secs(10)).await?;
     let parts = {
-        let (bootstrap, topic) = (args.common.bootstrap.clone(), args.topic.clone());
-        tokio::task::spawn_blocking(move || watermarks(&bootstrap, &topic, &ids))
+        let (common, topic) = (args.common.clone(), args.topic.clone());
+        tokio::task::spawn_blocking(move || watermarks(&common, &topic, &ids))
             .await
             .map_err(|e| format!("watermark task: {e}"))??
     };
@@ -107,6 +107,7 @@ pub async fn run(args: ConsumeArgs) -> Result<Report, String> {
     let mut rows = vec![
         ("bootstrap".into(), args.common.bootstrap.clone()),
         ("client".into(), crate::report::client_version()),
+        ("security".into(), args.common.security.describe()),
         (
             "topic".into(),
             format!("{} ({} partitions)", args.topic, parts.len()),
@@ -133,6 +134,7 @@ pub async fn run(args: ConsumeArgs) -> Result<Report, String> {
         "mode": "consume",
         "bootstrap": args.common.bootstrap,
         "client": crate::report::client_version(),
+        "security": args.common.security.describe(),
         "topic": args.topic,
         "partitions": parts.len(),
         "consumers": args.consumers,
@@ -159,9 +161,9 @@ pub async fn run(args: ConsumeArgs) -> Result<Report, String> {
     })
 }
 
-fn watermarks(bootstrap: &str, topic: &str, ids: &[i32]) -> Result<Vec<PartitionState>, String> {
-    let client: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+fn watermarks(common: &Common, topic: &str, ids: &[i32]) -> Result<Vec<PartitionState>, String> {
+    let client: BaseConsumer = common
+        .client_config()
         .create()
         .map_err(|e| format!("watermark client: {e}"))?;
     ids.iter()
@@ -187,9 +189,8 @@ fn consumer_loop(
     duplicates: &AtomicU64,
     deadline: Instant,
 ) -> Result<(), String> {
-    let mut config = ClientConfig::new();
+    let mut config = args.common.client_config();
     config
-        .set("bootstrap.servers", &args.common.bootstrap)
         .set("client.id", format!("kafka-bench-consumer-{index}"))
         .set("auto.offset.reset", "earliest")
         .set("enable.partition.eof", "false");

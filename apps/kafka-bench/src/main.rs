@@ -10,8 +10,16 @@
 //! - `consume`: reads a topic up to the high watermarks taken at start; records/s, MB/s.
 //! - `idle-connections`: N raw TCP connections that each exchange one ApiVersions v0 and
 //!   then stay open; the broker's RSS before, while held and after.
+//! - `auth`: N workers opening short connections that each authenticate (SASL PLAIN,
+//!   SCRAM-SHA-256 or SCRAM-SHA-512, over TCP or TLS) and close; authentications per
+//!   second and latency percentiles. Its own minimal client, no librdkafka.
 //! - `iggy-produce` / `iggy-consume` (cargo feature `iggy-native`): the same work through
 //!   the Iggy SDK, as a native baseline for the gateway.
+//!
+//! Every Kafka subcommand takes `--security-protocol` (plaintext, ssl, sasl_plaintext,
+//! sasl_ssl), `--sasl-mechanism`, `--sasl-username`, `--sasl-password` (or the
+//! `KAFKA_BENCH_SASL_USERNAME` / `KAFKA_BENCH_SASL_PASSWORD` environment variables) and
+//! `--ssl-ca-location`, handed to librdkafka under its own property names.
 //!
 //! With `--gateway-pid` the run samples that process's `/proc` counters (RSS, peak RSS,
 //! CPU time). Every run also reports its own CPU time (`client cpu used`, the client
@@ -27,6 +35,7 @@
 // Without librdkafka the load commands are not compiled, which leaves their helpers unused.
 #![cfg_attr(not(feature = "librdkafka"), allow(dead_code))]
 
+mod auth;
 mod cli;
 #[cfg(feature = "librdkafka")]
 mod consume;
@@ -38,6 +47,7 @@ mod procstat;
 #[cfg(feature = "librdkafka")]
 mod produce;
 mod report;
+mod sasl_client;
 
 use clap::Parser;
 
@@ -66,6 +76,7 @@ fn main() {
                     .into(),
             ),
             cli::Command::IdleConnections(args) => idle::run(args).await,
+            cli::Command::Auth(args) => auth::run(args).await,
             #[cfg(feature = "iggy-native")]
             cli::Command::IggyProduce(args) => iggy_native::produce(args).await,
             #[cfg(feature = "iggy-native")]

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use hdrhistogram::Histogram;
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -29,7 +28,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use serde_json::json;
 
-use crate::cli::ProduceArgs;
+use crate::cli::{Common, ProduceArgs};
 use crate::payload::Payloads;
 use crate::report::{Counters, Latency, Report, latency_histogram, proc_rows, rates};
 
@@ -52,12 +51,13 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
     if args.producers == 0 || args.partitions <= 0 || args.max_in_flight == 0 {
         return Err("--producers, --partitions and --max-in-flight must be positive".into());
     }
+    args.common.security.check()?;
     if args.record_size > 100 << 20 {
         return Err("--record-size above 100 MiB is not a useful benchmark".into());
     }
     let hard_deadline = Instant::now() + Duration::from_secs(args.common.timeout);
     ensure_topic(&args).await?;
-    let partitions = topic_partitions(&args.common.bootstrap, &args.topic, Duration::from_secs(10))
+    let partitions = topic_partitions(&args.common, &args.topic, Duration::from_secs(10))
         .await?
         .len();
     let partitions = i32::try_from(partitions).map_err(|_| "too many partitions")?;
@@ -145,6 +145,7 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
     let mut rows = vec![
         ("bootstrap".into(), args.common.bootstrap.clone()),
         ("client".into(), crate::report::client_version()),
+        ("security".into(), args.common.security.describe()),
         (
             "topic".into(),
             format!("{} ({partitions} partitions)", args.topic),
@@ -188,6 +189,7 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
         "mode": "produce",
         "bootstrap": args.common.bootstrap,
         "client": crate::report::client_version(),
+        "security": args.common.security.describe(),
         "topic": args.topic,
         "partitions": partitions,
         "producers": args.producers,
@@ -223,9 +225,8 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
 /// Producer `id`, created with the run's settings and connected: it has fetched the
 /// topic's metadata, so it holds a connection to the partitions' leader.
 async fn connected_producer(id: usize, args: ProduceArgs) -> Result<FutureProducer, String> {
-    let mut config = ClientConfig::new();
+    let mut config = args.common.client_config();
     config
-        .set("bootstrap.servers", &args.common.bootstrap)
         .set("client.id", format!("kafka-bench-{id}"))
         .set("acks", args.acks.as_config())
         .set("compression.type", args.codec.as_config())
@@ -384,8 +385,9 @@ async fn producer_task(
 /// Creates the topic with `--partitions` partitions unless it exists. A broker that
 /// refuses CreateTopics for another reason gets a warning: it may still auto-create.
 async fn ensure_topic(args: &ProduceArgs) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &args.common.bootstrap)
+    let admin: AdminClient<DefaultClientContext> = args
+        .common
+        .client_config()
         .create()
         .map_err(|e| format!("admin client: {e}"))?;
     let topic = NewTopic::new(&args.topic, args.partitions, TopicReplication::Fixed(1));
@@ -422,14 +424,17 @@ async fn ensure_topic(args: &ProduceArgs) -> Result<(), String> {
 /// The partition ids of `topic`, from Metadata, retried until the topic is there with at
 /// least one partition (a fresh topic may take a moment to appear) or `limit` passes.
 pub async fn topic_partitions(
-    bootstrap: &str,
+    common: &Common,
     topic: &str,
     limit: Duration,
 ) -> Result<Vec<i32>, String> {
-    let (bootstrap, topic) = (bootstrap.to_string(), topic.to_string());
+    let (config, bootstrap, topic) = (
+        common.client_config(),
+        common.bootstrap.clone(),
+        topic.to_string(),
+    );
     tokio::task::spawn_blocking(move || {
-        let client: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
+        let client: BaseConsumer = config
             .create()
             .map_err(|e| format!("metadata client: {e}"))?;
         let deadline = Instant::now() + limit;

@@ -1,11 +1,14 @@
 //! Smoke test: `kafka-bench` against the gateway binary, end to end, on loopback.
 //!
 //! Starts `iggy-gateway-kafka` (another package of the workspace: taken from
-//! `<target dir>/debug/iggy-gateway-kafka`, built with `cargo build -p iggy-gateway-kafka`
-//! when it is not there yet) on `127.0.0.1:0`, produces a few thousand records for about
-//! two seconds, consumes the topic to its end and checks from the JSON results that every
-//! acknowledged record was read exactly once; then holds a few idle connections. No timing
-//! is asserted: the machine may be busy.
+//! `KAFKA_BENCH_GATEWAY_BIN` or `<target dir>/debug/iggy-gateway-kafka`, built with
+//! `cargo build -p iggy-gateway-kafka` when it is not there yet) on `127.0.0.1:0`,
+//! produces a few thousand records for about two seconds, consumes the topic to its end
+//! and checks from the JSON results that every acknowledged record was read exactly once;
+//! then holds a few idle connections. A second gateway has a SASL_PLAINTEXT listener:
+//! `auth` logs in with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (and is refused with a wrong
+//! password), and produce and consume run through librdkafka with PLAIN. No timing is
+//! asserted: the machine may be busy.
 //!
 //! When the gateway cannot be had, or the benchmark binary cannot start (librdkafka
 //! missing at run time), the test prints `SKIPPED:` and passes, unless
@@ -75,6 +78,18 @@ fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::Exit
 /// The gateway binary; built once when missing. An existing binary is used as it is: a
 /// rebuild with `-p` alone could resolve features differently and churn the target dir.
 fn gateway_binary() -> Result<PathBuf, String> {
+    // An explicit binary (a release build, say) wins.
+    if let Some(bin) = std::env::var_os("KAFKA_BENCH_GATEWAY_BIN") {
+        let bin = PathBuf::from(bin);
+        return if bin.is_file() {
+            Ok(bin)
+        } else {
+            Err(format!(
+                "KAFKA_BENCH_GATEWAY_BIN={} is not a file",
+                bin.display()
+            ))
+        };
+    }
     let bin = target_dir().join("debug/iggy-gateway-kafka");
     if bin.is_file() {
         return Ok(bin);
@@ -117,11 +132,16 @@ struct Gateway {
 
 impl Gateway {
     fn start(bin: &Path) -> Gateway {
-        let dir = scratch_dir();
+        Gateway::start_in(bin, scratch_dir(), &[])
+    }
+
+    /// The gateway with extra `IGGY_KAFKA_*` settings, its files in `dir`.
+    fn start_in(bin: &Path, dir: PathBuf, env: &[(&str, String)]) -> Gateway {
         let stdout = dir.join("gateway.stdout");
         let stderr = dir.join("gateway.stderr");
         let child = Command::new(bin)
             .env("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(fs::File::create(&stdout).unwrap())
@@ -178,24 +198,41 @@ impl Drop for Gateway {
 
 /// Runs `kafka-bench` with `args` plus `--json FILE`, bounded; returns the JSON result.
 fn bench(args: &[&str], json: &Path) -> serde_json::Value {
+    let (status, result) = bench_with(args, &[], json);
+    assert!(status.success(), "kafka-bench {args:?} ended with {status}");
+    result
+}
+
+/// Runs `kafka-bench` with `args`, extra environment and `--json FILE`, bounded; returns
+/// how it ended and the JSON result.
+fn bench_with(
+    args: &[&str],
+    env: &[(&str, &str)],
+    json: &Path,
+) -> (std::process::ExitStatus, serde_json::Value) {
     let mut child = Command::new(BENCH)
         .args(args)
         .arg("--json")
         .arg(json)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("starting kafka-bench: {e}"));
     let status = wait_bounded(&mut child, RUN_TIMEOUT)
         .unwrap_or_else(|| panic!("kafka-bench {args:?} ran longer than {RUN_TIMEOUT:?}"));
-    assert!(status.success(), "kafka-bench {args:?} ended with {status}");
-    let text = fs::read_to_string(json).unwrap_or_else(|e| panic!("{}: {e}", json.display()));
-    serde_json::from_str(&text).unwrap()
+    let text = fs::read_to_string(json).unwrap_or_else(|e| {
+        panic!(
+            "kafka-bench {args:?} ended with {status}, {}: {e}",
+            json.display()
+        )
+    });
+    (status, serde_json::from_str(&text).unwrap())
 }
 
-#[test]
-fn produce_then_consume_everything_through_librdkafka() {
-    // The binary links librdkafka dynamically: if the library is gone at run time it
-    // cannot even print its version.
+/// The benchmark binary starts (it links librdkafka dynamically: if the library is gone
+/// at run time it cannot even print its version) and the gateway binary is there; else
+/// the test is skipped (or fails under `KAFKA_CLIENTS_REQUIRED=1`).
+fn ready() -> Option<PathBuf> {
     let runs = Command::new(BENCH)
         .arg("--version")
         .stdout(Stdio::null())
@@ -204,15 +241,20 @@ fn produce_then_consume_everything_through_librdkafka() {
         .is_ok_and(|s| s.success());
     if !runs {
         skip("kafka-bench does not start (librdkafka missing? run scripts/install-clients.sh)");
-        return;
+        return None;
     }
-    let bin = match gateway_binary() {
-        Ok(bin) => bin,
+    match gateway_binary() {
+        Ok(bin) => Some(bin),
         Err(e) => {
             skip(&format!("no gateway binary: {e}"));
-            return;
+            None
         }
-    };
+    }
+}
+
+#[test]
+fn produce_then_consume_everything_through_librdkafka() {
+    let Some(bin) = ready() else { return };
     let gw = Gateway::start(&bin);
     let addr = gw.addr.to_string();
     let pid = gw.child.id().to_string();
@@ -291,4 +333,134 @@ fn produce_then_consume_everything_through_librdkafka() {
     );
     assert_eq!(idle["established"], 20, "{idle:#}");
     assert_eq!(idle["alive_after_hold"], 20, "{idle:#}");
+}
+
+/// A SASL_PLAINTEXT gateway whose users file holds `bench` with a PLAIN password and both
+/// SCRAM credentials: `auth` logs in with every mechanism and is refused with a wrong
+/// password; produce and consume work through librdkafka with PLAIN.
+#[test]
+fn authenticates_with_every_mechanism_and_loads_over_sasl() {
+    use kafka_sasl::{ScramCredential, ScramMechanism, UsersFile};
+    let Some(bin) = ready() else { return };
+    let dir = scratch_dir();
+    let users_path = dir.join("users.json");
+    let password = format!("pw-{}", std::process::id());
+    // Few PLAIN iterations (the file records them per user): a debug-built gateway then
+    // checks each PLAIN login quickly; the production count is what the bench measures.
+    let users = UsersFile::load(&users_path)
+        .unwrap()
+        .with_plain_iterations(4096);
+    users.set_password("bench", &password).unwrap();
+    for m in [ScramMechanism::Sha256, ScramMechanism::Sha512] {
+        users
+            .set_scram(
+                "bench",
+                ScramCredential::from_password(m, &password, 4096).unwrap(),
+            )
+            .unwrap();
+    }
+    let gw = Gateway::start_in(
+        &bin,
+        dir,
+        &[
+            ("IGGY_KAFKA_SASL_ENABLED", "true".into()),
+            (
+                "IGGY_KAFKA_SASL_USERS_FILE",
+                users_path.display().to_string(),
+            ),
+        ],
+    );
+    let addr = gw.addr.to_string();
+    let creds = [
+        ("KAFKA_BENCH_SASL_USERNAME", "bench"),
+        ("KAFKA_BENCH_SASL_PASSWORD", password.as_str()),
+    ];
+    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"] {
+        let json = gw.dir.join(format!("auth-{mechanism}.json"));
+        let args = [
+            "auth",
+            "--bootstrap",
+            &addr,
+            "--security-protocol",
+            "sasl_plaintext",
+            "--sasl-mechanism",
+            mechanism,
+            "--workers",
+            "2",
+            "--duration",
+            "1",
+        ];
+        let (status, auth) = bench_with(&args, &creds, &json);
+        assert!(status.success(), "{mechanism}: {auth:#}");
+        assert_eq!(auth["errors"], 0, "{auth:#}");
+        assert!(auth["authentications"].as_u64() > Some(0), "{auth:#}");
+        assert_eq!(auth["mechanism"], mechanism, "{auth:#}");
+    }
+
+    // A wrong password: every login refused, the run reports it and fails.
+    let wrong = [
+        ("KAFKA_BENCH_SASL_USERNAME", "bench"),
+        ("KAFKA_BENCH_SASL_PASSWORD", "not-the-password"),
+    ];
+    let args = [
+        "auth",
+        "--bootstrap",
+        &addr,
+        "--security-protocol",
+        "sasl_plaintext",
+        "--sasl-mechanism",
+        "SCRAM-SHA-256",
+        "--workers",
+        "1",
+        "--duration",
+        "1",
+    ];
+    let (status, refused) = bench_with(&args, &wrong, &gw.dir.join("auth-wrong.json"));
+    assert!(!status.success(), "{refused:#}");
+    assert_eq!(refused["authentications"], 0, "{refused:#}");
+    assert!(refused["errors"].as_u64() > Some(0), "{refused:#}");
+    assert!(
+        refused["first_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("error code 58")),
+        "{refused:#}"
+    );
+
+    let security = [
+        "--security-protocol",
+        "sasl_plaintext",
+        "--sasl-mechanism",
+        "PLAIN",
+    ];
+    let mut args = vec![
+        "produce",
+        "--bootstrap",
+        &addr,
+        "--topic",
+        "sasl",
+        "--records",
+        "500",
+        "--record-size",
+        "100",
+        "--timeout",
+        "90",
+    ];
+    args.extend_from_slice(&security);
+    let (status, produced) = bench_with(&args, &creds, &gw.dir.join("produce.json"));
+    assert!(status.success(), "{produced:#}");
+    assert_eq!(produced["records"], 500, "{produced:#}");
+    assert_eq!(produced["security"], "SASL_PLAINTEXT PLAIN as bench");
+    let mut args = vec![
+        "consume",
+        "--bootstrap",
+        &addr,
+        "--topic",
+        "sasl",
+        "--timeout",
+        "90",
+    ];
+    args.extend_from_slice(&security);
+    let (status, consumed) = bench_with(&args, &creds, &gw.dir.join("consume.json"));
+    assert!(status.success(), "{consumed:#}");
+    assert_eq!(consumed["unique_records"], 500, "{consumed:#}");
 }
