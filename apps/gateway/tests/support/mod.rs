@@ -19,6 +19,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod attack;
+pub mod security;
 
 pub use test_support::{IggyServer, read_lossy, scratch_dir, tail, unique};
 
@@ -72,37 +73,7 @@ impl Gateway {
     /// `IGGY_KAFKA_TEST_RUST_LOG` (default `info,kafka_broker=debug`); returns once it
     /// accepts connections.
     pub fn start(env: &[(&str, &str)]) -> Gateway {
-        let dir = scratch_dir("gateway");
-        let stdout = dir.join("gateway.stdout");
-        let stderr = dir.join("gateway.stderr");
-        let out = File::create(&stdout).expect("create gateway stdout file");
-        let err = File::create(&stderr).expect("create gateway stderr file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_iggy-gateway-kafka"));
-        cmd.current_dir(&dir)
-            .env("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")
-            .env(
-                "RUST_LOG",
-                std::env::var("IGGY_KAFKA_TEST_RUST_LOG")
-                    .unwrap_or_else(|_| "info,kafka_broker=debug".into()),
-            )
-            .env("NO_COLOR", "1")
-            .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err));
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("spawn the gateway binary");
-        let mut gw = Gateway {
-            child: Some(child),
-            external_pid: None,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            dir,
-            stdout,
-            stderr,
-            iggy: None,
-        };
+        let mut gw = Gateway::spawn(env, true);
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             match parse_listen_line(&read_lossy(&gw.stdout)) {
@@ -136,6 +107,44 @@ impl Gateway {
             std::thread::sleep(Duration::from_millis(50));
         }
         gw
+    }
+
+    /// Starts the gateway binary with `env` (on top of `IGGY_KAFKA_BIND_ADDR=127.0.0.1:0`
+    /// when `bind_loopback`) and returns at once; the caller waits for its listeners.
+    pub fn spawn(env: &[(&str, &str)], bind_loopback: bool) -> Gateway {
+        let dir = scratch_dir("gateway");
+        let stdout = dir.join("gateway.stdout");
+        let stderr = dir.join("gateway.stderr");
+        let out = File::create(&stdout).expect("create gateway stdout file");
+        let err = File::create(&stderr).expect("create gateway stderr file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_iggy-gateway-kafka"));
+        if bind_loopback {
+            cmd.env("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0");
+        }
+        cmd.current_dir(&dir)
+            .env(
+                "RUST_LOG",
+                std::env::var("IGGY_KAFKA_TEST_RUST_LOG")
+                    .unwrap_or_else(|_| "info,kafka_broker=debug".into()),
+            )
+            .env("NO_COLOR", "1")
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn the gateway binary");
+        Gateway {
+            child: Some(child),
+            external_pid: None,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            dir,
+            stdout,
+            stderr,
+            iggy: None,
+        }
     }
 
     /// The Iggy server behind a gateway started on [`Backend::Iggy`].
