@@ -127,6 +127,7 @@ impl IggyBridge {
     pub async fn connect(config: BridgeConfig) -> Result<IggyBridge, BridgeError> {
         config.validate()?;
         let map = TopicMap::load(&config)?;
+        crate::connection::check_tls_files(&config)?;
         let mut sessions = Vec::with_capacity(config.sessions);
         for _ in 0..config.sessions {
             sessions.push(session::open_session(&config).await?);
@@ -172,6 +173,22 @@ impl IggyBridge {
     /// either way.
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         self.inner.metrics.register(registry);
+    }
+
+    /// The SCRAM credentials kept in this bridge's meta stream (log `scram`), as the
+    /// broker's credential store.
+    pub fn scram_store(&self) -> Arc<crate::credentials::IggyScramStore> {
+        Arc::new(crate::credentials::IggyScramStore::new(self.clone()))
+    }
+
+    /// The bridge's durable metadata.
+    pub(crate) fn meta(&self) -> &Meta {
+        &self.inner.meta
+    }
+
+    /// A session for a metadata write.
+    pub(crate) fn meta_session(&self) -> &IggyClient {
+        self.any_session()
     }
 
     /// The topic map in use.

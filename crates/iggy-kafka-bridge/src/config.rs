@@ -99,6 +99,23 @@ pub struct BridgeConfig {
     /// before a new snapshot replaces it: start-up reads at most one snapshot (the live
     /// state) plus this many records.
     pub meta_snapshot_records: u64,
+    /// Speaks TLS to Iggy on every connection the bridge makes (its sessions, the
+    /// metadata log, polls and the PLAIN checks). Iggy's TCP listener must have TLS on.
+    pub tls_enabled: bool,
+    /// The name the Iggy server's certificate must be valid for (a DNS name or an IP
+    /// address). `None`: the host part of `address`.
+    pub tls_domain: Option<String>,
+    /// PEM file of the certificate authorities the Iggy server's certificate is checked
+    /// against. `None`: the public web roots built into the SDK (a private CA needs
+    /// this file).
+    pub tls_ca_file: Option<PathBuf>,
+    /// How long a successful SASL/PLAIN check against Iggy is remembered, so a client
+    /// reconnecting with the same password does not cost an Iggy login each time. Zero
+    /// remembers nothing. Only a keyed hash of the password is kept.
+    pub plain_cache_ttl: Duration,
+    /// Most users whose successful PLAIN check is remembered at once; the oldest entry
+    /// goes first. Zero remembers nothing.
+    pub plain_cache_entries: usize,
 }
 
 impl std::fmt::Debug for BridgeConfig {
@@ -127,6 +144,11 @@ impl std::fmt::Debug for BridgeConfig {
             .field("poll_max_bytes", &self.poll_max_bytes)
             .field("dedup_producers", &self.dedup_producers)
             .field("meta_snapshot_records", &self.meta_snapshot_records)
+            .field("tls_enabled", &self.tls_enabled)
+            .field("tls_domain", &self.tls_domain)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("plain_cache_ttl", &self.plain_cache_ttl)
+            .field("plain_cache_entries", &self.plain_cache_entries)
             .finish()
     }
 }
@@ -159,6 +181,11 @@ impl Default for BridgeConfig {
             poll_max_bytes: 16 << 20,
             dedup_producers: 100_000,
             meta_snapshot_records: 10_000,
+            tls_enabled: false,
+            tls_domain: None,
+            tls_ca_file: None,
+            plain_cache_ttl: Duration::from_secs(60),
+            plain_cache_entries: 10_000,
         }
     }
 }
@@ -239,7 +266,55 @@ impl BridgeConfig {
         if !(100..=100_000_000).contains(&self.meta_snapshot_records) {
             return bad("meta_snapshot_records must be within 100..=100000000");
         }
+        if !self.tls_enabled && (self.tls_domain.is_some() || self.tls_ca_file.is_some()) {
+            // Settings for TLS without TLS would send the password in the clear while
+            // the operator believes otherwise.
+            return bad("tls_domain and tls_ca_file need tls_enabled");
+        }
+        if let Some(domain) = &self.tls_domain
+            && (domain.trim().is_empty() || domain.len() > 253)
+        {
+            return bad("tls_domain must be a host name or IP address (1..=253 bytes)");
+        }
+        if self.tls_enabled && self.tls_host().is_empty() {
+            return bad("tls_domain is not set and address has no host part");
+        }
+        if self.plain_cache_ttl > MAX_PLAIN_CACHE_TTL {
+            return bad("plain_cache_ttl must be at most 1 hour");
+        }
+        if self.plain_cache_entries > MAX_PLAIN_CACHE_ENTRIES {
+            return bad("plain_cache_entries must be within 0..=1000000");
+        }
         Ok(())
+    }
+
+    /// The name the server's certificate is checked against: `tls_domain`, else the
+    /// host part of `address` (`host:port`, `[v6]:port` or a bare host).
+    pub fn tls_host(&self) -> String {
+        if let Some(domain) = &self.tls_domain {
+            return domain.trim().to_owned();
+        }
+        host_of(&self.address).to_owned()
+    }
+}
+
+/// Upper bound of [`BridgeConfig::plain_cache_ttl`].
+const MAX_PLAIN_CACHE_TTL: Duration = Duration::from_secs(3600);
+
+/// Upper bound of [`BridgeConfig::plain_cache_entries`].
+const MAX_PLAIN_CACHE_ENTRIES: usize = 1_000_000;
+
+/// The host part of an address: `host` of `host:port`, `v6` of `[v6]:port`, a bare
+/// IPv6 address or host name as it is.
+fn host_of(address: &str) -> &str {
+    let address = address.trim();
+    if let Some(rest) = address.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match address.rsplit_once(':') {
+        // More than one colon without brackets: a bare IPv6 address.
+        Some((host, _)) if !host.contains(':') => host,
+        Some(_) | None => address,
     }
 }
 
@@ -454,6 +529,66 @@ mod tests {
                 other => panic!("{name}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn tls_and_plain_cache_settings_are_checked() {
+        let ok = BridgeConfig::new("iggy", "secret");
+        assert!(!ok.tls_enabled);
+        assert_eq!(ok.plain_cache_ttl, Duration::from_secs(60));
+        assert_eq!(ok.plain_cache_entries, 10_000);
+        type Spoil = fn(&mut BridgeConfig);
+        let cases: [(&str, Spoil); 6] = [
+            ("tls_domain and tls_ca_file need", |c| {
+                c.tls_ca_file = Some("ca.pem".into())
+            }),
+            ("tls_domain and tls_ca_file need", |c| {
+                c.tls_domain = Some("iggy".into())
+            }),
+            ("tls_domain must", |c| {
+                c.tls_enabled = true;
+                c.tls_domain = Some(" ".into());
+            }),
+            ("tls_domain is not set", |c| {
+                c.tls_enabled = true;
+                c.address = ":8090".into();
+            }),
+            ("plain_cache_ttl", |c| {
+                c.plain_cache_ttl = Duration::from_secs(3601)
+            }),
+            ("plain_cache_entries", |c| c.plain_cache_entries = 1_000_001),
+        ];
+        for (start, spoil) in cases {
+            let mut c = ok.clone();
+            spoil(&mut c);
+            match c.validate() {
+                Err(BridgeError::Config(m)) => assert!(m.starts_with(start), "{m}"),
+                other => panic!("{start}: {other:?}"),
+            }
+        }
+        let mut tls = ok.clone();
+        tls.tls_enabled = true;
+        tls.tls_ca_file = Some("ca.pem".into());
+        tls.plain_cache_ttl = Duration::ZERO;
+        tls.plain_cache_entries = 0;
+        tls.validate().unwrap();
+    }
+
+    #[test]
+    fn the_tls_host_comes_from_the_address_unless_set() {
+        let mut c = BridgeConfig::new("iggy", "secret");
+        for (address, host) in [
+            ("127.0.0.1:8090", "127.0.0.1"),
+            ("iggy.example:8090", "iggy.example"),
+            ("[::1]:8090", "::1"),
+            ("::1", "::1"),
+            ("iggy", "iggy"),
+        ] {
+            c.address = address.into();
+            assert_eq!(c.tls_host(), host, "{address}");
+        }
+        c.tls_domain = Some("other.example".into());
+        assert_eq!(c.tls_host(), "other.example");
     }
 
     #[test]

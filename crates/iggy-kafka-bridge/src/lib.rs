@@ -9,7 +9,11 @@
 //! mapping    one Kafka record <-> one Iggy message (value = payload, key and headers as
 //!            user headers when lossless, else an envelope), batch framing, re-encoding
 //! errors     the one table from Iggy errors to StoreError, and BridgeError
-//! meta       the bridge's durable state in Iggy: committed offsets, topic settings
+//! meta       the bridge's durable state in Iggy: committed offsets, topic settings,
+//!            SCRAM credentials
+//! connection building every Iggy client the bridge uses (address, TLS, socket options)
+//! credentials SASL with the bridge: PLAIN checked by logging in to Iggy (successes
+//!            cached briefly), SCRAM credentials in the meta stream
 //! partition  PartitionId: a partition number valid in Kafka (i32) and Iggy (u32)
 //! convert    offsets, counts and times between Kafka's i64 and Iggy's u64
 //! bridge     IggyBridge: sessions and call timeouts, the topic cache, the append path
@@ -33,7 +37,9 @@
 
 mod bridge;
 pub mod config;
+mod connection;
 mod convert;
+pub mod credentials;
 pub mod errors;
 pub mod mapping;
 mod meta;
@@ -42,4 +48,5 @@ mod partition;
 
 pub use bridge::IggyBridge;
 pub use config::{BridgeConfig, IggyTopicRef, TopicMap};
+pub use credentials::{IggyPlainAuthenticator, IggyScramStore};
 pub use errors::{BridgeError, Op, map_iggy_error};

@@ -1,7 +1,7 @@
 //! The bridge's own durable state, kept in Iggy so a restarted gateway finds it again.
 //!
-//! Stream `meta_stream` (default `__kafka_gateway`) holds two logs of JSON records, each a
-//! one-partition topic, folded "last record per key wins":
+//! Stream `meta_stream` (default `__kafka_gateway`) holds three logs of JSON records, each
+//! a one-partition topic, folded "last record per key wins":
 //!
 //! ```text
 //! offsets  {"g":group,"t":topic,"p":partition,"o":offset|null,"e":epoch,"m":meta|null,"ts":ms}
@@ -11,11 +11,15 @@
 //!           "log_start":{"<partition>":offset}}
 //!          key (s,t,c): the creation time keeps a recreated topic from inheriting the
 //!          settings of the one it replaces
+//! scram    {"u":user,"m":mechanism id,"s":salt,"i":iterations,"sk":stored key,
+//!           "vk":server key} (binary fields base64), or {"u":..,"m":..,"deleted":true}
+//!          key (u,m); Kafka's mechanism ids (1 SCRAM-SHA-256, 2 SCRAM-SHA-512). What
+//!          SCRAM needs to check a proof, never a password (see kafka_sasl::scram)
 //! ```
 //!
-//! Snapshots keep both logs short. Each log lives in generations: generation 0 is the
-//! topic `offsets` (or `topics`) as earlier versions wrote it, generation `n` the topic
-//! `offsets.n`. A generation above 0 starts with a snapshot, the live state as ordinary
+//! Snapshots keep the logs short. Each log lives in generations: generation 0 is the
+//! topic `offsets` (or `topics`, `scram`) as it was first written, generation `n` the
+//! topic `offsets.n`. A generation above 0 starts with a snapshot, the live state as ordinary
 //! records, closed by a marker record `{"snapshot_end":n}`; the records after the marker
 //! are its tail. Once the tail holds `meta_snapshot_records` records, and at least as
 //! many as the live state, the next write is followed by a snapshot into generation
@@ -35,11 +39,14 @@
 
 use crate::errors::{Op, map_iggy_error, timeout};
 use crate::metrics::IggyMetrics;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use iggy::prelude::{
     Consumer, Identifier, IggyClient, IggyError, IggyMessage, MessageClient, Partitioning,
     PollingStrategy, StreamClient, TopicClient, TopicCreateOptions,
 };
+use kafka_sasl::{ScramCredential, ScramMechanism, ScramUserInfo};
 use kafka_store::{CommittedOffset, StoreError, StoreResult, TopicConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -48,6 +55,10 @@ use std::time::Duration;
 
 const OFFSETS_TOPIC: &str = "offsets";
 const TOPICS_TOPIC: &str = "topics";
+const SCRAM_TOPIC: &str = "scram";
+
+/// Every log, in the order they are loaded.
+const LOGS: [&str; 3] = [OFFSETS_TOPIC, TOPICS_TOPIC, SCRAM_TOPIC];
 
 /// Messages per poll when reading a log, and per send when writing a snapshot.
 const META_PAGE: u32 = 1000;
@@ -132,7 +143,26 @@ struct TopicRecord {
     log_start: BTreeMap<u32, i64>,
 }
 
+/// One SCRAM credential change; binary fields in standard base64.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScramRecord {
+    u: String,
+    m: i8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    s: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    i: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sk: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    vk: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    deleted: bool,
+}
+
 type OffsetKey = (String, String, i32);
+type ScramKey = (String, ScramMechanism);
 
 /// The loaded state and the way to change it.
 #[derive(Debug)]
@@ -143,6 +173,7 @@ pub struct Meta {
     snapshot_records: u64,
     offsets: Mutex<BTreeMap<OffsetKey, CommittedOffset>>,
     topics: Mutex<BTreeMap<TopicKey, TopicMeta>>,
+    scram: Mutex<BTreeMap<ScramKey, ScramCredential>>,
     /// Held while writing; guards where each log stands.
     writes: tokio::sync::Mutex<Logs>,
 }
@@ -151,6 +182,17 @@ pub struct Meta {
 struct Logs {
     offsets: LogState,
     topics: LogState,
+    scram: LogState,
+}
+
+impl Logs {
+    fn of(&mut self, base: &str) -> &mut LogState {
+        match base {
+            OFFSETS_TOPIC => &mut self.offsets,
+            TOPICS_TOPIC => &mut self.topics,
+            _ => &mut self.scram,
+        }
+    }
 }
 
 fn poisoned<T>(_: T) -> StoreError {
@@ -195,6 +237,7 @@ impl Meta {
             snapshot_records,
             offsets: Mutex::new(BTreeMap::new()),
             topics: Mutex::new(BTreeMap::new()),
+            scram: Mutex::new(BTreeMap::new()),
             writes: tokio::sync::Mutex::new(Logs::default()),
         };
         ensure_stream(client, stream, call_timeout, metrics).await?;
@@ -210,9 +253,10 @@ impl Meta {
         .map(|t| t.name)
         .collect();
         let mut logs = meta.writes.lock().await;
-        logs.offsets = meta.load(client, OFFSETS_TOPIC, &names).await?;
-        logs.topics = meta.load(client, TOPICS_TOPIC, &names).await?;
-        for base in [OFFSETS_TOPIC, TOPICS_TOPIC] {
+        for base in LOGS {
+            *logs.of(base) = meta.load(client, base, &names).await?;
+        }
+        for base in LOGS {
             meta.snapshot_if_long(client, &mut logs, base).await;
         }
         drop(logs);
@@ -324,26 +368,35 @@ impl Meta {
     }
 
     fn clear(&self, base: &str) -> StoreResult<()> {
-        if base == OFFSETS_TOPIC {
-            self.offsets.lock().map_err(poisoned)?.clear();
-        } else {
-            self.topics.lock().map_err(poisoned)?.clear();
+        match base {
+            OFFSETS_TOPIC => self.offsets.lock().map_err(poisoned)?.clear(),
+            TOPICS_TOPIC => self.topics.lock().map_err(poisoned)?.clear(),
+            _ => self.scram.lock().map_err(poisoned)?.clear(),
         }
         Ok(())
     }
 
     /// Folds one record into the state; `false` when it cannot be read.
     fn apply_payload(&self, base: &str, payload: &[u8]) -> StoreResult<bool> {
-        if base == OFFSETS_TOPIC {
-            let Ok(r) = serde_json::from_slice::<OffsetRecord>(payload) else {
-                return Ok(false);
-            };
-            apply_offset(&mut *self.offsets.lock().map_err(poisoned)?, r);
-        } else {
-            let Ok(r) = serde_json::from_slice::<TopicRecord>(payload) else {
-                return Ok(false);
-            };
-            apply_topic(&mut *self.topics.lock().map_err(poisoned)?, r);
+        match base {
+            OFFSETS_TOPIC => {
+                let Ok(r) = serde_json::from_slice::<OffsetRecord>(payload) else {
+                    return Ok(false);
+                };
+                apply_offset(&mut *self.offsets.lock().map_err(poisoned)?, r);
+            }
+            TOPICS_TOPIC => {
+                let Ok(r) = serde_json::from_slice::<TopicRecord>(payload) else {
+                    return Ok(false);
+                };
+                apply_topic(&mut *self.topics.lock().map_err(poisoned)?, r);
+            }
+            _ => {
+                let Ok(r) = serde_json::from_slice::<ScramRecord>(payload) else {
+                    return Ok(false);
+                };
+                return Ok(apply_scram(&mut *self.scram.lock().map_err(poisoned)?, r));
+            }
         }
         Ok(true)
     }
@@ -373,24 +426,33 @@ impl Meta {
         let encode = |v: Result<Vec<u8>, serde_json::Error>| {
             v.map_err(|e| StoreError::Internal(e.to_string()))
         };
-        if base == OFFSETS_TOPIC {
-            let map = self.offsets.lock().map_err(poisoned)?;
-            map.iter()
-                .map(|((g, t, p), c)| encode(serde_json::to_vec(&offset_record(g, t, *p, c))))
-                .collect()
-        } else {
-            let map = self.topics.lock().map_err(poisoned)?;
-            map.iter()
-                .map(|(k, m)| encode(serde_json::to_vec(&topic_record(k, m))))
-                .collect()
+        match base {
+            OFFSETS_TOPIC => {
+                let map = self.offsets.lock().map_err(poisoned)?;
+                map.iter()
+                    .map(|((g, t, p), c)| encode(serde_json::to_vec(&offset_record(g, t, *p, c))))
+                    .collect()
+            }
+            TOPICS_TOPIC => {
+                let map = self.topics.lock().map_err(poisoned)?;
+                map.iter()
+                    .map(|(k, m)| encode(serde_json::to_vec(&topic_record(k, m))))
+                    .collect()
+            }
+            _ => {
+                let map = self.scram.lock().map_err(poisoned)?;
+                map.iter()
+                    .map(|((u, _), c)| encode(serde_json::to_vec(&scram_record(u, c))))
+                    .collect()
+            }
         }
     }
 
     fn live_count(&self, base: &str) -> StoreResult<u64> {
-        let n = if base == OFFSETS_TOPIC {
-            self.offsets.lock().map_err(poisoned)?.len()
-        } else {
-            self.topics.lock().map_err(poisoned)?.len()
+        let n = match base {
+            OFFSETS_TOPIC => self.offsets.lock().map_err(poisoned)?.len(),
+            TOPICS_TOPIC => self.topics.lock().map_err(poisoned)?.len(),
+            _ => self.scram.lock().map_err(poisoned)?.len(),
         };
         Ok(u64::try_from(n).unwrap_or(u64::MAX))
     }
@@ -399,11 +461,7 @@ impl Meta {
     /// as long as the live state. A failed snapshot is logged and left for the next
     /// write to try again: the log it would replace stays in use, whole.
     async fn snapshot_if_long(&self, client: &IggyClient, logs: &mut Logs, base: &str) {
-        let state = if base == OFFSETS_TOPIC {
-            &mut logs.offsets
-        } else {
-            &mut logs.topics
-        };
+        let state = logs.of(base);
         let live = match self.live_count(base) {
             Ok(n) => n,
             Err(_) => return,
@@ -666,6 +724,148 @@ impl Meta {
     }
 }
 
+impl Meta {
+    /// `user`'s SCRAM credential for `mechanism`.
+    pub fn scram(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> StoreResult<Option<ScramCredential>> {
+        let map = self.scram.lock().map_err(poisoned)?;
+        Ok(map.get(&(user.to_owned(), mechanism)).cloned())
+    }
+
+    /// The users with a SCRAM credential (of `users` if given), sorted by name, each
+    /// with its mechanisms and iteration counts.
+    pub fn scram_users(&self, users: Option<&[String]>) -> StoreResult<Vec<ScramUserInfo>> {
+        let map = self.scram.lock().map_err(poisoned)?;
+        let mut out: Vec<ScramUserInfo> = Vec::new();
+        for ((user, mechanism), credential) in map.iter() {
+            if users.is_some_and(|wanted| !wanted.contains(user)) {
+                continue;
+            }
+            let entry = (*mechanism, credential.iterations);
+            match out.last_mut() {
+                Some(last) if last.user == *user => last.credentials.push(entry),
+                _ => out.push(ScramUserInfo {
+                    user: user.clone(),
+                    credentials: vec![entry],
+                }),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sets `user`'s credential for its mechanism, durably.
+    pub async fn put_scram(
+        &self,
+        client: &IggyClient,
+        user: &str,
+        credential: &ScramCredential,
+    ) -> StoreResult<()> {
+        let mut logs = self.writes.lock().await;
+        self.write_scram(client, &mut logs, scram_record(user, credential))
+            .await
+    }
+
+    /// Removes `user`'s credential for `mechanism`; `false` when there was none (and
+    /// nothing is written).
+    pub async fn delete_scram(
+        &self,
+        client: &IggyClient,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> StoreResult<bool> {
+        // Under the write lock, so a concurrent change cannot slip between the check
+        // and the write.
+        let mut logs = self.writes.lock().await;
+        let present = self
+            .scram
+            .lock()
+            .map_err(poisoned)?
+            .contains_key(&(user.to_owned(), mechanism));
+        if !present {
+            return Ok(false);
+        }
+        let record = ScramRecord {
+            u: user.to_owned(),
+            m: mechanism.id(),
+            s: None,
+            i: None,
+            sk: None,
+            vk: None,
+            deleted: true,
+        };
+        self.write_scram(client, &mut logs, record).await?;
+        Ok(true)
+    }
+
+    async fn write_scram(
+        &self,
+        client: &IggyClient,
+        logs: &mut Logs,
+        record: ScramRecord,
+    ) -> StoreResult<()> {
+        let payload =
+            serde_json::to_vec(&record).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let topic = generation_name(SCRAM_TOPIC, logs.scram.generation);
+        self.append(client, &topic, vec![payload]).await?;
+        apply_scram(&mut *self.scram.lock().map_err(poisoned)?, record);
+        logs.scram.tail = logs.scram.tail.saturating_add(1);
+        self.snapshot_if_long(client, logs, SCRAM_TOPIC).await;
+        Ok(())
+    }
+}
+
+fn scram_record(user: &str, c: &ScramCredential) -> ScramRecord {
+    ScramRecord {
+        u: user.to_owned(),
+        m: c.mechanism.id(),
+        s: Some(B64.encode(&c.salt)),
+        i: Some(c.iterations),
+        sk: Some(B64.encode(&c.stored_key)),
+        vk: Some(B64.encode(&c.server_key)),
+        deleted: false,
+    }
+}
+
+/// Folds one SCRAM record into the state; `false` (and no change) when it cannot be
+/// read: an unknown mechanism, a missing field, bad base64 or key lengths that do not
+/// fit the mechanism.
+fn apply_scram(map: &mut BTreeMap<ScramKey, ScramCredential>, r: ScramRecord) -> bool {
+    let Some(mechanism) = ScramMechanism::from_id(r.m) else {
+        return false;
+    };
+    let key = (r.u, mechanism);
+    if r.deleted {
+        map.remove(&key);
+        return true;
+    }
+    let decode = |v: Option<String>| v.and_then(|v| B64.decode(v).ok());
+    let (Some(salt), Some(iterations), Some(stored_key), Some(server_key)) =
+        (decode(r.s), r.i, decode(r.sk), decode(r.vk))
+    else {
+        return false;
+    };
+    if salt.is_empty()
+        || stored_key.len() != mechanism.hash_len()
+        || server_key.len() != mechanism.hash_len()
+    {
+        return false;
+    }
+    map.insert(
+        key,
+        ScramCredential {
+            mechanism,
+            salt,
+            iterations,
+            stored_key,
+            server_key,
+        },
+    );
+    true
+}
+
 fn offset_record(group: &str, topic: &str, partition: i32, c: &CommittedOffset) -> OffsetRecord {
     OffsetRecord {
         g: group.to_owned(),
@@ -820,6 +1020,62 @@ mod tests {
         };
         let record = serde_json::to_vec(&topic_record(&key, &meta)).unwrap();
         assert!(serde_json::from_slice::<SnapshotEnd>(&record).is_err());
+    }
+
+    fn credential(mechanism: ScramMechanism, fill: u8) -> ScramCredential {
+        ScramCredential {
+            mechanism,
+            salt: vec![fill; 12],
+            iterations: 4096,
+            stored_key: vec![fill; mechanism.hash_len()],
+            server_key: vec![fill.wrapping_add(1); mechanism.hash_len()],
+        }
+    }
+
+    #[test]
+    fn scram_records_round_trip_and_deletions_apply() {
+        let mut map = BTreeMap::new();
+        let a256 = credential(ScramMechanism::Sha256, 1);
+        let a512 = credential(ScramMechanism::Sha512, 2);
+        for r in [scram_record("alice", &a256), scram_record("alice", &a512)] {
+            let bytes = serde_json::to_vec(&r).unwrap();
+            assert!(serde_json::from_slice::<SnapshotEnd>(&bytes).is_err());
+            assert!(apply_scram(
+                &mut map,
+                serde_json::from_slice(&bytes).unwrap()
+            ));
+        }
+        assert_eq!(map[&("alice".to_owned(), ScramMechanism::Sha256)], a256);
+        assert_eq!(map[&("alice".to_owned(), ScramMechanism::Sha512)], a512);
+        let deletion: ScramRecord =
+            serde_json::from_str(r#"{"u":"alice","m":1,"deleted":true}"#).unwrap();
+        assert_eq!(
+            serde_json::to_string(&deletion).unwrap(),
+            r#"{"u":"alice","m":1,"deleted":true}"#
+        );
+        assert!(apply_scram(&mut map, deletion));
+        assert_eq!(map.len(), 1);
+        let end = serde_json::to_vec(&SnapshotEnd { snapshot_end: 2 }).unwrap();
+        assert!(serde_json::from_slice::<ScramRecord>(&end).is_err());
+    }
+
+    #[test]
+    fn unreadable_scram_records_change_nothing() {
+        let mut map = BTreeMap::new();
+        let good = scram_record("bob", &credential(ScramMechanism::Sha256, 3));
+        assert!(apply_scram(&mut map, good));
+        let before = map.clone();
+        for text in [
+            r#"{"u":"bob","m":0,"s":"AA==","i":4096,"sk":"AA==","vk":"AA=="}"#,
+            r#"{"u":"bob","m":1,"s":"!!","i":4096,"sk":"AA==","vk":"AA=="}"#,
+            r#"{"u":"bob","m":1,"i":4096}"#,
+            r#"{"u":"bob","m":1,"s":"AAAA","i":4096,"sk":"AA==","vk":"AA=="}"#,
+            r#"{"u":"bob","m":9,"deleted":true}"#,
+        ] {
+            let r: ScramRecord = serde_json::from_str(text).unwrap();
+            assert!(!apply_scram(&mut map, r), "{text}");
+            assert_eq!(map, before, "{text}");
+        }
     }
 
     #[test]

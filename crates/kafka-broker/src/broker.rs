@@ -5,6 +5,7 @@ use crate::config::BrokerConfig;
 use crate::cpu::CpuPool;
 use crate::groups::{Groups, OffsetRetention};
 use crate::pipeline::Pipeline;
+use crate::pipeline::authentication::Authentication;
 use crate::producers::Producers;
 use crate::quotas::Quotas;
 use crate::server::Stores;
@@ -28,6 +29,10 @@ pub(crate) struct Broker {
     pub(crate) cpu: CpuPool,
     /// Client quotas: configured entities and usage.
     pub(crate) quotas: Arc<Quotas>,
+    /// SASL authentication (also a layer of the pipeline), when an authenticator is set:
+    /// the connection loop hands it the raw tokens of the v0 flow, and the SCRAM
+    /// credential APIs use its store.
+    pub(crate) authentication: Option<Arc<Authentication>>,
 }
 
 impl Broker {
@@ -77,6 +82,7 @@ impl Broker {
             response_memory,
             cpu,
             quotas,
+            authentication: None,
         }
     }
 }

@@ -35,6 +35,16 @@
 //! malformed frame, an unknown API or an unsupported version closes the connection with
 //! a log line.
 //!
+//! SASL listeners: until the session has authenticated, frames over
+//! `sasl.max_receive_size` close the connection (the reader and the processor share an
+//! "authenticated" flag for this), and a connection still unauthenticated
+//! `sasl.authentication_timeout` after accept is closed, even if it sends nothing. After a
+//! SaslHandshake v0 the next frames are raw SASL tokens, not requests: the processor hands
+//! them to the [authentication layer](crate::pipeline::authentication) and sends its
+//! answers back as raw size-prefixed frames, until the exchange is over. A client that
+//! pipelines a request behind its last authentication token may see it refused by the
+//! smaller pre-authentication frame limit; Kafka clients wait for the answer first.
+//!
 //! The connection owns its [`Session`]; every request goes through the broker's
 //! [pipeline](crate::pipeline) with it. The loop is generic over the byte stream, so a
 //! TLS stream serves exactly like a TCP one. Logs carry a `connection` span (id, peer,
@@ -45,7 +55,7 @@ use crate::broker::Broker;
 use crate::budget::{Lease, Outbox};
 use crate::dispatch::{self, Outcome, Step};
 use crate::handlers;
-use crate::session::Session;
+use crate::session::{AuthState, Session};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
@@ -57,6 +67,7 @@ use std::io::IoSlice;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -92,6 +103,7 @@ pub(crate) async fn serve<S>(
         broker.pipeline.connected(&session);
 
         let outbox = Arc::new(Outbox::new(broker.response_memory.clone()));
+        let authenticated = Arc::new(AtomicBool::new(session.is_authenticated()));
         let reader = read_frames(
             rd,
             broker.clone(),
@@ -99,6 +111,7 @@ pub(crate) async fn serve<S>(
             session.id,
             frames_tx,
             stop,
+            authenticated.clone(),
         );
         let processor = process(
             session,
@@ -107,6 +120,7 @@ pub(crate) async fn serve<S>(
             frames_rx,
             resp_tx,
             outbox.clone(),
+            authenticated,
         );
         let writer = write_responses(wr, broker.clone(), resp_rx, outbox);
         let work = async { tokio::join!(processor, writer).0 };
@@ -143,6 +157,7 @@ async fn read_frames<R: AsyncRead>(
     id: u64,
     frames: mpsc::Sender<Frame>,
     mut stop: watch::Receiver<bool>,
+    authenticated: Arc<AtomicBool>,
 ) {
     tokio::pin!(rd);
     let limits = &broker.config.limits;
@@ -174,6 +189,15 @@ async fn read_frames<R: AsyncRead>(
                     size,
                     max = limits.max_frame_size,
                     "frame larger than the maximum, closing connection"
+                );
+                return;
+            }
+            let max_receive = broker.config.sasl.max_receive_size;
+            if size as usize > max_receive && !authenticated.load(Ordering::Acquire) {
+                warn!(
+                    size,
+                    max = max_receive,
+                    "frame before SASL authentication larger than sasl.max_receive_size, closing connection"
                 );
                 return;
             }
@@ -376,6 +400,7 @@ async fn process(
     mut frames: mpsc::Receiver<Frame>,
     responses: mpsc::Sender<EncodedFrame>,
     outbox: Arc<Outbox>,
+    authenticated: Arc<AtomicBool>,
 ) -> Session {
     let responses = &Responses {
         tx: responses,
@@ -390,8 +415,19 @@ async fn process(
         // Back-pressure: while too many response bytes wait for this client to read
         // them, no new request is started (the started ones are still answered).
         let room = responses.outbox.has_room();
+        // A SASL connection must authenticate within its timeout, sending or not.
+        let pending = matches!(session.auth, AuthState::Pending);
+        let auth_deadline =
+            Instant::from_std(session.opened) + broker.config.sasl.authentication_timeout;
         let (frame, permit, received) = tokio::select! {
             biased;
+            () = tokio::time::sleep_until(auth_deadline), if pending => {
+                info!(
+                    timeout = ?broker.config.sasl.authentication_timeout,
+                    "not authenticated within the authentication timeout, closing connection"
+                );
+                break;
+            }
             Some(outcome) = waiting.next(), if !waiting.is_empty() => {
                 if !deliver(outcome, responses).await {
                     break;
@@ -408,6 +444,30 @@ async fn process(
                 }
             },
         };
+        if session.expects_raw_token()
+            && let Some(auth) = &broker.authentication
+        {
+            // A raw SASL token of the v0 flow, not a request.
+            if !finish(&mut waiting, responses).await {
+                break;
+            }
+            let before = session.principal.clone();
+            let answer = auth.raw_token(Arc::make_mut(&mut session), &frame).await;
+            drop(permit);
+            if session.is_authenticated() {
+                authenticated.store(true, Ordering::Release);
+            }
+            if before != session.principal {
+                conn.record("principal", tracing::field::display(&session.principal));
+            }
+            let Some(answer) = answer else {
+                break;
+            };
+            if !deliver(Outcome::Respond(raw_frame(answer)), responses).await {
+                break;
+            }
+            continue;
+        }
         // `permit` holds the frame's request memory until the request is handled; the
         // decoded form's lists are reserved from the same budget before decoding.
         let mut permit = permit;
@@ -445,6 +505,9 @@ async fn process(
         if before.1 != session.principal {
             conn.record("principal", tracing::field::display(&session.principal));
         }
+        if session.is_authenticated() {
+            authenticated.store(true, Ordering::Release);
+        }
         match step {
             Step::Done(outcome) => {
                 // The request's bytes are released once it is handled (payloads the
@@ -473,6 +536,17 @@ async fn process(
     Arc::unwrap_or_clone(session)
 }
 
+/// A raw SASL token as a size-prefixed frame.
+fn raw_frame(token: Vec<u8>) -> EncodedFrame {
+    let mut framed = Vec::with_capacity(4 + token.len());
+    // Tokens are bounded by `max_token_bytes` and the mechanisms' own sizes, far below 2 GiB.
+    framed.extend_from_slice(&(i32::try_from(token.len()).unwrap_or(i32::MAX)).to_be_bytes());
+    framed.extend_from_slice(&token);
+    EncodedFrame {
+        segments: vec![Bytes::from(framed)],
+    }
+}
+
 /// Waits for every started request and delivers its outcome, in order; `false` when the
 /// connection must close.
 async fn finish(waiting: &mut Waiting<'_>, responses: &Responses) -> bool {
@@ -496,6 +570,11 @@ async fn deliver(outcome: Outcome, responses: &Responses) -> bool {
         Outcome::Respond(r) => {
             responses.outbox.push(r.len());
             responses.tx.send(r).await.is_ok()
+        }
+        Outcome::RespondThenClose(r) => {
+            responses.outbox.push(r.len());
+            let _ = responses.tx.send(r).await;
+            false
         }
         Outcome::NoResponse => true,
         Outcome::Close => false,

@@ -28,6 +28,8 @@ use tracing::{debug, error, warn};
 pub(crate) enum Outcome {
     /// Send this response.
     Respond(EncodedFrame),
+    /// Send this response, then close the connection once it is written.
+    RespondThenClose(EncodedFrame),
     /// Send nothing (Produce with acks=0).
     NoResponse,
     /// Close the connection.
@@ -211,7 +213,15 @@ pub(crate) async fn start<'a>(
             Reply::Body(body),
             Some(layer),
         )),
-        Some((layer, Verdict::Answer(body))) => {
+        Some((layer, Verdict::AnswerThenClose(body, reason))) if body.api_key() == info.api => {
+            debug!(layer, reason, "answering, then closing connection");
+            let outcome = finish(broker, &session, seen, info, Reply::Body(body), Some(layer));
+            Step::Done(match outcome {
+                Outcome::Respond(f) => Outcome::RespondThenClose(f),
+                _ => Outcome::Close,
+            })
+        }
+        Some((layer, Verdict::Answer(body) | Verdict::AnswerThenClose(body, _))) => {
             // Another API's body would be read as this one's by the client.
             error!(
                 layer,

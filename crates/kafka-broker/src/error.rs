@@ -13,4 +13,7 @@ pub enum BrokerError {
     /// The quota store could not read or keep client quotas.
     #[error("quota store: {0}")]
     QuotaStore(String),
+    /// A certificate, key or CA file of the TLS listeners cannot be used.
+    #[error("TLS: {0}")]
+    Tls(String),
 }

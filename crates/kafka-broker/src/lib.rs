@@ -9,6 +9,7 @@
 //!
 //! - [`session`]: what the broker knows about one connection.
 //! - [`pipeline`]: the [`pipeline::Layer`] trait every cross-cutting concern implements.
+//! - [`tls`]: the TLS acceptor of SSL and SASL_SSL listeners, reloading its certificate.
 //! - [`metrics`]: Prometheus metrics and the `/metrics`, `/health`, `/ready` endpoint.
 //!
 //! - [`store`]: the [`store::LogStore`] and [`store::OffsetStore`] traits this layer owns,
@@ -31,6 +32,7 @@ pub mod pipeline;
 mod producers;
 pub mod quotas;
 pub mod session;
+pub mod tls;
 /// The storage seam (re-exported from the `kafka-store` crate).
 pub use kafka_store as store;
 
@@ -40,7 +42,7 @@ pub mod error;
 pub mod server;
 
 pub use error::BrokerError;
-pub use server::{Server, Stores, run};
+pub use server::{BoundListener, Server, Stores, run};
 
 #[cfg(test)]
 mod tests;

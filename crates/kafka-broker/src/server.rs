@@ -4,7 +4,10 @@
 //! layers, then any the embedder adds), the metrics, and the `/health`, `/ready` and
 //! `/metrics` endpoint. Each accepted connection gets a [`Session`].
 //!
-//! `run` accepts until its shutdown future resolves. Open connections are capped in all
+//! `run` accepts until its shutdown future resolves. [`Server::serve_listeners`] serves
+//! several listeners at once (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), each with its
+//! own advertised address; TLS handshakes run in the connection's task (see [`crate::tls`]),
+//! after the connection has taken its slots. Open connections are capped in all
 //! (`max_connections`) and per IP address (`max_connections_per_ip`, with per-address
 //! overrides): a connection beyond a cap is closed right after accept. Refusals are
 //! logged at most once per [`REFUSAL_LOG_EVERY`] with how many there were, so a flood
@@ -25,19 +28,22 @@ use crate::config::BrokerConfig;
 use crate::connection;
 use crate::error::BrokerError;
 use crate::metrics::{Metrics, MetricsLayer, ReasonLabel, http};
+use crate::pipeline::authentication::Authentication;
 use crate::pipeline::client_info::ClientInfo;
 use crate::pipeline::quotas::QuotaLayer;
 use crate::pipeline::{Layer, Pipeline};
 use crate::quotas::{MemoryQuotaStore, QuotaStore, Quotas};
 use crate::session::{Listener, Session};
 use crate::store::{LogStore, OffsetStore};
+use crate::tls::TlsAcceptor;
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -60,6 +66,35 @@ impl std::fmt::Debug for Stores {
     }
 }
 
+/// One listening socket and what it expects: the name, protocol and advertised address
+/// sessions report, and the TLS acceptor an SSL or SASL_SSL listener needs.
+#[derive(Debug)]
+pub struct BoundListener {
+    /// The bound socket.
+    pub tcp: TcpListener,
+    /// Name, security protocol and advertised address.
+    pub listener: Listener,
+    /// Required when the protocol uses TLS, ignored otherwise.
+    pub tls: Option<TlsAcceptor>,
+}
+
+impl BoundListener {
+    /// A listener without TLS.
+    pub fn new(tcp: TcpListener, listener: Listener) -> BoundListener {
+        BoundListener {
+            tcp,
+            listener,
+            tls: None,
+        }
+    }
+
+    /// With `tls` for its handshakes.
+    pub fn with_tls(mut self, tls: TlsAcceptor) -> BoundListener {
+        self.tls = Some(tls);
+        self
+    }
+}
+
 /// A broker ready to serve: configuration, stores, the request pipeline's layers and
 /// the optional observability endpoint.
 #[derive(Debug)]
@@ -71,6 +106,7 @@ pub struct Server {
     metrics: Option<Arc<Metrics>>,
     http: Option<TcpListener>,
     quota_store: Arc<dyn QuotaStore>,
+    authenticator: Option<Arc<kafka_sasl::Authenticator>>,
 }
 
 impl Server {
@@ -85,7 +121,15 @@ impl Server {
             metrics: None,
             http: None,
             quota_store: Arc::new(MemoryQuotaStore::default()),
+            authenticator: None,
         }
+    }
+
+    /// Authenticates the connections of SASL listeners with `authenticator` (required
+    /// when a listener uses SASL), and serves the SCRAM credential APIs from its store.
+    pub fn authenticator(mut self, authenticator: Arc<kafka_sasl::Authenticator>) -> Server {
+        self.authenticator = Some(authenticator);
+        self
     }
 
     /// Keeps client quotas set with AlterClientQuotas in `store` (in memory by default).
@@ -121,17 +165,59 @@ impl Server {
 
     /// Serves Kafka clients on `listener` until `shutdown` resolves, then stops
     /// accepting, lets in-flight requests finish within the drain timeout, and returns.
+    /// The listener is the one set with [`Server::listener`] (PLAINTEXT by default).
     pub async fn serve(
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), BrokerError> {
+        let bound = BoundListener::new(listener, self.listener.clone());
+        self.serve_listeners(vec![bound], shutdown).await
+    }
+
+    /// Serves Kafka clients on every listener until `shutdown` resolves, like
+    /// [`Server::serve`]. The connection caps, per-address caps and creation rate apply
+    /// to all listeners together; each connection's session names its listener.
+    pub async fn serve_listeners(
+        self,
+        listeners: Vec<BoundListener>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), BrokerError> {
         self.config.validate()?;
+        if listeners.is_empty() {
+            return Err(BrokerError::Config("no listener to serve".into()));
+        }
+        for l in &listeners {
+            if l.listener.protocol.uses_tls() && l.tls.is_none() {
+                return Err(BrokerError::Config(format!(
+                    "listener {} ({}) needs a TLS certificate and key",
+                    l.listener.name, l.listener.protocol
+                )));
+            }
+        }
         let mut pipeline = Pipeline::default();
         if let Some(m) = &self.metrics {
             pipeline.push(Arc::new(MetricsLayer::new(m.clone())));
         }
         pipeline.push(Arc::new(ClientInfo));
+        if let Some(l) = listeners.iter().find(|l| l.listener.protocol.uses_sasl())
+            && self.authenticator.is_none()
+        {
+            return Err(BrokerError::Config(format!(
+                "listener {} uses SASL but no authenticator is configured",
+                l.listener.name
+            )));
+        }
+        let authentication = self.authenticator.map(|a| {
+            Arc::new(Authentication::new(
+                a,
+                self.config.sasl.clone(),
+                self.metrics.clone(),
+            ))
+        });
+        if let Some(a) = &authentication {
+            pipeline.push(a.clone());
+        }
         let quotas = Arc::new(Quotas::new(self.config.quotas.clone(), self.quota_store)?);
         pipeline.push(Arc::new(QuotaLayer::new(quotas.clone())));
         for layer in self.layers {
@@ -140,12 +226,9 @@ impl Server {
         debug!(layers = ?pipeline.names(), "request pipeline");
         let drain = self.config.timeouts.shutdown_drain;
         let max_connections = self.config.limits.max_connections;
-        let broker = Arc::new(Broker::with_quotas(
-            self.config,
-            self.stores,
-            pipeline,
-            quotas,
-        ));
+        let mut broker = Broker::with_quotas(self.config, self.stores, pipeline, quotas);
+        broker.authentication = authentication;
+        let broker = Arc::new(broker);
         let permits = Arc::new(Semaphore::new(max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);
         let listening = Arc::new(AtomicBool::new(true));
@@ -170,9 +253,22 @@ impl Server {
         let per_ip = Arc::new(PerIp::new(&broker.config.limits));
         let mut bucket = Bucket::new(broker.config.limits.max_connection_creation_rate);
         let mut refusals = RefusalLog::default();
-        let listener_info = self.listener;
         let mut next_id = 0u64;
         let mut connections = JoinSet::new();
+        // One file watcher per distinct TLS configuration.
+        let mut watched: Vec<TlsAcceptor> = Vec::new();
+        for tls in listeners.iter().filter_map(|l| l.tls.as_ref()) {
+            if !watched.iter().any(|w| w.same_as(tls)) {
+                watched.push(tls.clone());
+            }
+        }
+        let watchers: Vec<_> = watched
+            .into_iter()
+            .map(|tls| tokio::spawn(tls.watch(stop_rx.clone())))
+            .collect();
+        // Where the next accept looks first, so a flood on one listener does not starve
+        // the others.
+        let mut first = 0usize;
         tokio::pin!(shutdown);
 
         loop {
@@ -181,7 +277,8 @@ impl Server {
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 // Over the creation rate: wait for the next token before accepting.
                 () = tokio::time::sleep_until(bucket.ready_at()), if !bucket.ready() => {}
-                accepted = listener.accept(), if bucket.ready() => {
+                (index, accepted) = accept_any(&listeners, first), if bucket.ready() => {
+                    first = (index + 1) % listeners.len();
                     let (socket, peer) = match accepted {
                         Ok(a) => a,
                         Err(e) => {
@@ -211,12 +308,28 @@ impl Server {
                     };
                     let _ = socket.set_nodelay(true);
                     next_id += 1;
-                    let session = Session::new(next_id, listener_info.clone(), peer);
-                    debug!(%peer, id = next_id, "connection accepted");
+                    let bound = &listeners[index];
+                    let mut session = Session::new(next_id, bound.listener.clone(), peer);
+                    debug!(%peer, id = next_id, listener = %bound.listener.name, "connection accepted");
                     let broker = broker.clone();
                     let stop = stop_rx.clone();
+                    let tls = bound.tls.clone().filter(|_| bound.listener.protocol.uses_tls());
                     connections.spawn(async move {
-                        connection::serve(socket, session, broker, stop).await;
+                        // The handshake runs here, holding the connection's slots.
+                        match tls {
+                            None => connection::serve(socket, session, broker, stop).await,
+                            Some(tls) => {
+                                if let Some(accepted) =
+                                    tls.accept(socket, session.listener.protocol).await
+                                {
+                                    if let Some(principal) = accepted.principal {
+                                        session.principal = principal;
+                                    }
+                                    connection::serve(accepted.stream, session, broker, stop)
+                                        .await;
+                                }
+                            }
+                        }
                         drop(slot);
                         drop(permit);
                     });
@@ -225,7 +338,10 @@ impl Server {
         }
 
         listening.store(false, Ordering::Release);
-        drop(listener);
+        drop(listeners);
+        for watcher in &watchers {
+            watcher.abort();
+        }
         info!(
             open = connections.len(),
             "shutting down: no new connections, draining in-flight requests"
@@ -248,6 +364,25 @@ impl Server {
         info!("shutdown complete");
         Ok(())
     }
+}
+
+/// Accepts on whichever listener has a connection waiting, looking at `first` before
+/// the others; returns the listener's index with the result.
+async fn accept_any(
+    listeners: &[BoundListener],
+    first: usize,
+) -> (usize, std::io::Result<(TcpStream, SocketAddr)>) {
+    std::future::poll_fn(|cx| {
+        let n = listeners.len();
+        for k in 0..n {
+            let i = (first + k) % n;
+            if let Poll::Ready(result) = listeners[i].tcp.poll_accept(cx) {
+                return Poll::Ready((i, result));
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// At most one refusal line per this long.

@@ -4,9 +4,11 @@
 //! A [`Session`] is created when a connection is accepted and lives as long as it. The
 //! request pipeline's layers may change it (the client-info layer records the client id
 //! and software; an authentication layer sets the principal); handlers see it read-only
-//! through their context. Cloning is cheap (shared strings), so a request that completes
-//! later keeps the session as it was when the request started.
+//! through their context. Cloning is cheap (shared strings, and the SASL exchange in
+//! progress behind an `Arc`), so a request that completes later keeps the session as it
+//! was when the request started.
 
+use kafka_sasl::{Exchange, Mechanism};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -63,14 +65,51 @@ pub struct Listener {
     pub name: Arc<str>,
     /// What the listener expects.
     pub protocol: SecurityProtocol,
+    /// The address clients of this listener are told to connect to (Metadata,
+    /// FindCoordinator, DescribeCluster); `None` means the broker configuration's
+    /// `advertised_host` and `advertised_port`.
+    pub advertised: Option<Advertised>,
+}
+
+/// A listener's advertised address (Kafka's `advertised.listeners` entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advertised {
+    /// Host name or IP address, as clients should use it.
+    pub host: Arc<str>,
+    /// Port.
+    pub port: u16,
 }
 
 impl Listener {
+    /// A listener named `name` expecting `protocol`, advertising the broker's address.
+    pub fn new(name: &str, protocol: SecurityProtocol) -> Listener {
+        Listener {
+            name: Arc::from(name),
+            protocol,
+            advertised: None,
+        }
+    }
+
     /// The single plaintext listener of a gateway configured the simple way.
     pub fn plaintext() -> Listener {
-        Listener {
-            name: Arc::from("PLAINTEXT"),
-            protocol: SecurityProtocol::Plaintext,
+        Listener::new("PLAINTEXT", SecurityProtocol::Plaintext)
+    }
+
+    /// The same listener advertising `host:port`.
+    pub fn advertising(mut self, host: &str, port: u16) -> Listener {
+        self.advertised = Some(Advertised {
+            host: Arc::from(host),
+            port,
+        });
+        self
+    }
+
+    /// The host and port to tell this listener's clients: its own advertised address, or
+    /// `host` and `port` (the broker's) when it has none.
+    pub fn advertised_or<'a>(&'a self, host: &'a str, port: u16) -> (&'a str, u16) {
+        match &self.advertised {
+            Some(a) => (&a.host, a.port),
+            None => (host, port),
         }
     }
 }
@@ -150,6 +189,29 @@ pub struct ClientSoftware {
     pub version: Arc<str>,
 }
 
+/// A SASL exchange under way on a connection: started by SaslHandshake, fed by
+/// SaslAuthenticate (or raw frames after a v0 handshake), over once it succeeds or fails.
+#[derive(Debug, Clone)]
+pub struct SaslExchange {
+    /// The mechanism's state.
+    pub exchange: Exchange,
+    /// Tokens come as raw size-prefixed frames (SaslHandshake v0), not SaslAuthenticate.
+    pub raw: bool,
+    /// A re-authentication (KIP-368) of an authenticated session: it must prove the same
+    /// principal.
+    pub reauthentication: bool,
+}
+
+/// The connection's SASL progress.
+#[derive(Debug, Clone, Default)]
+pub struct SaslState {
+    /// The exchange in progress, between SaslHandshake and its last token.
+    pub exchange: Option<Arc<SaslExchange>>,
+    /// The mechanism of the latest successful authentication (re-authentication must use
+    /// the same).
+    pub mechanism: Option<Mechanism>,
+}
+
 /// One connection's state.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -169,6 +231,8 @@ pub struct Session {
     pub software: Option<ClientSoftware>,
     /// When the connection was accepted.
     pub opened: Instant,
+    /// SASL progress (only on SASL listeners).
+    pub sasl: SaslState,
 }
 
 impl Session {
@@ -188,6 +252,7 @@ impl Session {
             client_id: Arc::from(""),
             software: None,
             opened: Instant::now(),
+            sasl: SaslState::default(),
         }
     }
 
@@ -197,6 +262,17 @@ impl Session {
             self.auth,
             AuthState::NotRequired | AuthState::Authenticated { .. }
         )
+    }
+
+    /// Whether an authenticated session is past its KIP-368 deadline at `now`: it may
+    /// only re-authenticate.
+    pub fn is_expired(&self, now: Instant) -> bool {
+        matches!(self.auth, AuthState::Authenticated { expires: Some(t) } if now >= t)
+    }
+
+    /// Whether the next frames are raw SASL tokens (after a SaslHandshake v0).
+    pub fn expects_raw_token(&self) -> bool {
+        self.sasl.exchange.as_ref().is_some_and(|e| e.raw)
     }
 }
 
@@ -222,26 +298,28 @@ mod tests {
     #[test]
     fn a_sasl_listener_starts_unauthenticated() {
         for protocol in [SecurityProtocol::SaslPlaintext, SecurityProtocol::SaslSsl] {
-            let listener = Listener {
-                name: Arc::from("EXTERNAL"),
-                protocol,
-            };
+            let listener = Listener::new("EXTERNAL", protocol);
             let s = Session::new(2, listener, peer());
             assert_eq!(s.auth, AuthState::Pending);
             assert!(!s.is_authenticated());
         }
         let mut s = Session::new(
             3,
-            Listener {
-                name: Arc::from("EXTERNAL"),
-                protocol: SecurityProtocol::SaslSsl,
-            },
+            Listener::new("EXTERNAL", SecurityProtocol::SaslSsl),
             peer(),
         );
         s.auth = AuthState::Authenticated { expires: None };
         s.principal = Principal::user("alice");
         assert!(s.is_authenticated());
         assert_eq!(s.principal.to_string(), "User:alice");
+    }
+
+    #[test]
+    fn a_listener_advertises_its_own_address_or_the_brokers() {
+        let plain = Listener::plaintext();
+        assert_eq!(plain.advertised_or("broker", 9093), ("broker", 9093));
+        let ssl = Listener::new("SSL", SecurityProtocol::Ssl).advertising("tls.example", 9094);
+        assert_eq!(ssl.advertised_or("broker", 9093), ("tls.example", 9094));
     }
 
     #[test]

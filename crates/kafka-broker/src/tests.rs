@@ -278,6 +278,20 @@ fn request_for(key: ApiKey, topic_id: u128, v: i16) -> RequestBody {
             ..Default::default()
         }
         .into(),
+        ApiKey::SaslHandshake => sasl_handshake_request::SaslHandshakeRequest {
+            mechanism: ByteString::from_static("PLAIN"),
+        }
+        .into(),
+        ApiKey::SaslAuthenticate => {
+            sasl_authenticate_request::SaslAuthenticateRequest::default().into()
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest::default()
+                .into()
+        }
+        ApiKey::AlterUserScramCredentials => {
+            alter_user_scram_credentials_request::AlterUserScramCredentialsRequest::default().into()
+        }
         other => panic!("no sample request for {other:?}"),
     }
 }
@@ -342,10 +356,12 @@ async fn api_versions_at_an_unknown_version_gets_the_v0_error_answer() {
             .iter()
             .any(|k| k.api_key == 11 && k.max_version == 9)
     );
-    assert!(
-        body.api_keys.iter().all(|k| k.api_key != 17),
-        "SASL is not advertised"
-    );
+    for key in [17, 36, 50, 51] {
+        assert!(
+            body.api_keys.iter().any(|k| k.api_key == key),
+            "SASL and SCRAM credential API {key} is advertised"
+        );
+    }
 }
 
 #[tokio::test]

@@ -6,8 +6,12 @@
 //! key. It cannot be used to log in, and it is what Kafka's AlterUserScramCredentials
 //! delivers (as a salted password, from which the keys are derived here).
 
-use crate::error::SaslError;
+use crate::credentials::Identity;
+use crate::error::{AuthFailure, FailureKind, SaslError};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
 use std::fmt;
+use subtle::ConstantTimeEq as _;
 
 /// The hash behind a SCRAM mechanism, with Kafka's numeric id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -96,6 +100,66 @@ impl fmt::Debug for ScramCredential {
     }
 }
 
+/// Fewest salt bytes a credential may have.
+pub const MIN_SALT_BYTES: usize = 8;
+/// Most salt bytes a credential may have.
+pub const MAX_SALT_BYTES: usize = 1024;
+/// The iteration ceiling of [`ScramCredential::from_password`] (the configured bounds apply
+/// to credentials clients set).
+pub const MAX_PASSWORD_ITERATIONS: u32 = 1_000_000;
+/// Bytes of random salt [`ScramCredential::from_password`] draws.
+pub const GENERATED_SALT_BYTES: usize = 32;
+
+impl ScramMechanism {
+    pub(crate) fn hmac_algorithm(self) -> ring::hmac::Algorithm {
+        match self {
+            ScramMechanism::Sha256 => ring::hmac::HMAC_SHA256,
+            ScramMechanism::Sha512 => ring::hmac::HMAC_SHA512,
+        }
+    }
+
+    pub(crate) fn digest_algorithm(self) -> &'static ring::digest::Algorithm {
+        match self {
+            ScramMechanism::Sha256 => &ring::digest::SHA256,
+            ScramMechanism::Sha512 => &ring::digest::SHA512,
+        }
+    }
+
+    pub(crate) fn pbkdf2_algorithm(self) -> ring::pbkdf2::Algorithm {
+        match self {
+            ScramMechanism::Sha256 => ring::pbkdf2::PBKDF2_HMAC_SHA256,
+            ScramMechanism::Sha512 => ring::pbkdf2::PBKDF2_HMAC_SHA512,
+        }
+    }
+
+    /// `HMAC(key, data)`.
+    pub(crate) fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+        let key = ring::hmac::Key::new(self.hmac_algorithm(), key);
+        ring::hmac::sign(&key, data).as_ref().to_vec()
+    }
+
+    /// `H(data)`.
+    pub(crate) fn hash(self, data: &[u8]) -> Vec<u8> {
+        ring::digest::digest(self.digest_algorithm(), data)
+            .as_ref()
+            .to_vec()
+    }
+
+    /// `Hi(password, salt, iterations)`: PBKDF2 with this hash, one block.
+    pub fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+        let mut out = vec![0u8; self.hash_len()];
+        let iterations = std::num::NonZeroU32::new(iterations).unwrap_or(std::num::NonZeroU32::MIN);
+        ring::pbkdf2::derive(
+            self.pbkdf2_algorithm(),
+            iterations,
+            salt,
+            password,
+            &mut out,
+        );
+        out
+    }
+}
+
 impl ScramCredential {
     /// The credential for a salted password (`Hi(password, salt, iterations)`), as
     /// AlterUserScramCredentials sends it. Checks the lengths and `bounds`.
@@ -106,17 +170,403 @@ impl ScramCredential {
         salted_password: &[u8],
         bounds: &ScramBounds,
     ) -> Result<ScramCredential, SaslError> {
-        let _ = (mechanism, salt, iterations, salted_password, bounds);
-        Err(SaslError::Invalid("not implemented".into()))
+        if iterations < bounds.min_iterations || iterations > bounds.max_iterations {
+            return Err(SaslError::Invalid(format!(
+                "{} iterations {iterations} outside {}..={}",
+                mechanism.name(),
+                bounds.min_iterations,
+                bounds.max_iterations
+            )));
+        }
+        check_salt(salt)?;
+        if salted_password.len() != mechanism.hash_len() {
+            return Err(SaslError::Invalid(format!(
+                "{} salted password must be {} bytes, got {}",
+                mechanism.name(),
+                mechanism.hash_len(),
+                salted_password.len()
+            )));
+        }
+        let client_key = mechanism.hmac(salted_password, b"Client Key");
+        Ok(ScramCredential {
+            mechanism,
+            salt: salt.to_vec(),
+            iterations,
+            stored_key: mechanism.hash(&client_key),
+            server_key: mechanism.hmac(salted_password, b"Server Key"),
+        })
     }
 
-    /// A credential for `password` with a fresh random salt.
+    /// A credential for `password` with a fresh random salt. `iterations` must be at least
+    /// 4096 (RFC 7677's floor) and at most [`MAX_PASSWORD_ITERATIONS`].
     pub fn from_password(
         mechanism: ScramMechanism,
         password: &str,
         iterations: u32,
     ) -> Result<ScramCredential, SaslError> {
-        let _ = (mechanism, password, iterations);
-        Err(SaslError::Invalid("not implemented".into()))
+        let mut salt = [0u8; GENERATED_SALT_BYTES];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut salt)
+            .map_err(|_| SaslError::Invalid("no random salt: the system RNG failed".into()))?;
+        ScramCredential::from_password_and_salt(mechanism, password, &salt, iterations)
+    }
+
+    /// A credential for `password` with the given salt (tests and tools that need a
+    /// reproducible credential).
+    pub fn from_password_and_salt(
+        mechanism: ScramMechanism,
+        password: &str,
+        salt: &[u8],
+        iterations: u32,
+    ) -> Result<ScramCredential, SaslError> {
+        let bounds = ScramBounds {
+            min_iterations: ScramBounds::default().min_iterations,
+            max_iterations: MAX_PASSWORD_ITERATIONS,
+        };
+        if iterations < bounds.min_iterations || iterations > bounds.max_iterations {
+            return Err(SaslError::Invalid(format!(
+                "iterations {iterations} outside {}..={}",
+                bounds.min_iterations, bounds.max_iterations
+            )));
+        }
+        check_salt(salt)?;
+        let salted = mechanism.salted_password(password.as_bytes(), salt, iterations);
+        ScramCredential::from_salted_password(mechanism, salt, iterations, &salted, &bounds)
+    }
+
+    /// Whether the lengths fit the mechanism and the salt its bounds (a credential read
+    /// from a store is checked before use).
+    pub fn is_well_formed(&self) -> bool {
+        self.stored_key.len() == self.mechanism.hash_len()
+            && self.server_key.len() == self.mechanism.hash_len()
+            && check_salt(&self.salt).is_ok()
+            && self.iterations > 0
+    }
+}
+
+fn check_salt(salt: &[u8]) -> Result<(), SaslError> {
+    if salt.len() < MIN_SALT_BYTES || salt.len() > MAX_SALT_BYTES {
+        return Err(SaslError::Invalid(format!(
+            "salt must be {MIN_SALT_BYTES}..={MAX_SALT_BYTES} bytes, got {}",
+            salt.len()
+        )));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// The server side of an exchange.
+// ---------------------------------------------------------------------------------------
+
+/// Longest SCRAM username accepted after unescaping, in bytes.
+pub const MAX_USERNAME_BYTES: usize = 255;
+/// Longest client nonce accepted, in bytes.
+pub const MAX_CLIENT_NONCE_BYTES: usize = 512;
+/// Random bytes in the server's part of the nonce (base64-encoded in the message).
+pub const SERVER_NONCE_BYTES: usize = 32;
+/// Salt bytes of the stand-in credential of an unknown user.
+const FAKE_SALT_BYTES: usize = 32;
+
+/// The state kept between the server-first and the client-final message.
+#[derive(Clone)]
+pub(crate) struct Pending {
+    user: String,
+    /// False for an unknown user: the exchange runs on a stand-in credential and fails.
+    known: bool,
+    credential: ScramCredential,
+    /// `base64(gs2-header)`, which the client-final `c=` must repeat.
+    channel_binding: String,
+    /// Client nonce followed by server nonce.
+    nonce: String,
+    /// `client-first-bare "," server-first`: the start of the AuthMessage.
+    auth_prefix: String,
+}
+
+impl fmt::Debug for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pending")
+            .field("mechanism", &self.credential.mechanism)
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+fn malformed(message: impl Into<String>) -> AuthFailure {
+    AuthFailure::new(FailureKind::Malformed, message)
+}
+
+fn invalid_credentials(mechanism: ScramMechanism) -> AuthFailure {
+    AuthFailure {
+        kind: FailureKind::BadCredentials,
+        message: format!(
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
+            mechanism.name()
+        ),
+        final_message: Some(b"e=invalid-proof".to_vec()),
+    }
+}
+
+/// Undoes the `=2C` / `=3D` escapes of a SCRAM username; any other `=` is an error.
+pub fn unescape_username(name: &str) -> Option<String> {
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(i) = rest.find('=') {
+        out.push_str(&rest[..i]);
+        match rest.get(i + 1..i + 3) {
+            Some("2C") => out.push(','),
+            Some("3D") => out.push('='),
+            _ => return None,
+        }
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// Escapes `,` and `=` in a username the way SCRAM messages carry it.
+pub fn escape_username(name: &str) -> String {
+    name.replace('=', "=3D").replace(',', "=2C")
+}
+
+fn valid_nonce(nonce: &str) -> bool {
+    !nonce.is_empty()
+        && nonce.len() <= MAX_CLIENT_NONCE_BYTES
+        && nonce
+            .bytes()
+            .all(|b| (0x21..=0x7e).contains(&b) && b != b',')
+}
+
+/// A parsed client-first message.
+struct ClientFirst<'a> {
+    gs2_header: &'a str,
+    bare: &'a str,
+    user: String,
+    nonce: &'a str,
+}
+
+fn parse_client_first(token: &[u8]) -> Result<ClientFirst<'_>, AuthFailure> {
+    let text = std::str::from_utf8(token).map_err(|_| malformed("SCRAM: message is not UTF-8"))?;
+    let rest = if let Some(r) = text.strip_prefix("n,").or_else(|| text.strip_prefix("y,")) {
+        r
+    } else if text.starts_with("p=") {
+        return Err(malformed("SCRAM: channel binding is not supported"));
+    } else {
+        return Err(malformed("SCRAM: invalid client-first message"));
+    };
+    let comma = rest
+        .find(',')
+        .ok_or_else(|| malformed("SCRAM: invalid client-first message"))?;
+    let authzid = &rest[..comma];
+    let bare = &rest[comma + 1..];
+    let gs2_header = &text[..text.len() - bare.len()];
+    let authzid = if authzid.is_empty() {
+        None
+    } else {
+        let name = authzid
+            .strip_prefix("a=")
+            .ok_or_else(|| malformed("SCRAM: invalid authorization id"))?;
+        Some(unescape_username(name).ok_or_else(|| malformed("SCRAM: invalid authorization id"))?)
+    };
+
+    let mut attributes = bare.split(',');
+    let user = match attributes.next() {
+        Some(a) if a.starts_with("m=") => {
+            return Err(malformed("SCRAM: mandatory extensions are not supported"));
+        }
+        Some(a) => a
+            .strip_prefix("n=")
+            .ok_or_else(|| malformed("SCRAM: expected the username"))?,
+        None => return Err(malformed("SCRAM: expected the username")),
+    };
+    let user = unescape_username(user).ok_or_else(|| malformed("SCRAM: invalid username"))?;
+    if user.is_empty() || user.len() > MAX_USERNAME_BYTES {
+        return Err(malformed("SCRAM: invalid username length"));
+    }
+    let nonce = attributes
+        .next()
+        .and_then(|a| a.strip_prefix("r="))
+        .ok_or_else(|| malformed("SCRAM: expected the client nonce"))?;
+    if !valid_nonce(nonce) {
+        return Err(malformed("SCRAM: invalid client nonce"));
+    }
+    if let Some(extension) = attributes.next() {
+        return Err(if extension == "tokenauth=true" {
+            AuthFailure::new(
+                FailureKind::BadCredentials,
+                "SCRAM: delegation token authentication is not supported",
+            )
+        } else {
+            malformed("SCRAM: unsupported extension")
+        });
+    }
+    if authzid.is_some_and(|a| a != user) {
+        return Err(AuthFailure::new(
+            FailureKind::BadCredentials,
+            "SCRAM: the authorization id must be absent or equal the username",
+        ));
+    }
+    Ok(ClientFirst {
+        gs2_header,
+        bare,
+        user,
+        nonce,
+    })
+}
+
+/// The stand-in credential of an unknown user: derived from the name with the process
+/// secret, so it is the same at every attempt and unlike any other user's.
+fn fake_credential(
+    mechanism: ScramMechanism,
+    secret: &[u8],
+    user: &str,
+    bounds: &ScramBounds,
+) -> ScramCredential {
+    let derive = |label: &str| {
+        let mut data = Vec::with_capacity(label.len() + user.len() + 16);
+        data.extend_from_slice(label.as_bytes());
+        data.push(0);
+        data.extend_from_slice(mechanism.name().as_bytes());
+        data.push(0);
+        data.extend_from_slice(user.as_bytes());
+        mechanism.hmac(secret, &data)
+    };
+    let mut salt = derive("salt");
+    salt.truncate(FAKE_SALT_BYTES);
+    ScramCredential {
+        mechanism,
+        salt,
+        iterations: 4096u32.clamp(
+            bounds.min_iterations,
+            bounds.max_iterations.max(bounds.min_iterations),
+        ),
+        stored_key: derive("stored"),
+        server_key: derive("server"),
+    }
+}
+
+/// Handles the client-first message: returns the pending state and the server-first
+/// message.
+pub(crate) async fn server_first(
+    mechanism: ScramMechanism,
+    store: &dyn crate::credentials::ScramCredentialStore,
+    bounds: &ScramBounds,
+    secret: &[u8],
+    token: &[u8],
+) -> Result<(Pending, Vec<u8>), AuthFailure> {
+    let mut server_nonce = [0u8; SERVER_NONCE_BYTES];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut server_nonce).map_err(
+        |_| AuthFailure::new(FailureKind::Unavailable, "SCRAM: no random nonce available"),
+    )?;
+    server_first_with_nonce(
+        mechanism,
+        store,
+        bounds,
+        secret,
+        token,
+        &B64.encode(server_nonce),
+    )
+    .await
+}
+
+/// [`server_first`] with a given server nonce (the RFC test vectors fix it).
+pub(crate) async fn server_first_with_nonce(
+    mechanism: ScramMechanism,
+    store: &dyn crate::credentials::ScramCredentialStore,
+    bounds: &ScramBounds,
+    secret: &[u8],
+    token: &[u8],
+    server_nonce: &str,
+) -> Result<(Pending, Vec<u8>), AuthFailure> {
+    let first = parse_client_first(token)?;
+    let stored = store
+        .credential(&first.user, mechanism)
+        .await
+        .map_err(|_| {
+            AuthFailure::new(
+                FailureKind::Unavailable,
+                "SCRAM: the credential store could not be read",
+            )
+        })?;
+    let usable = stored.filter(|c| {
+        c.mechanism == mechanism
+            && c.is_well_formed()
+            && c.iterations >= bounds.min_iterations
+            && c.iterations <= bounds.max_iterations
+    });
+    let (known, credential) = match usable {
+        Some(c) => (true, c),
+        None => (
+            false,
+            fake_credential(mechanism, secret, &first.user, bounds),
+        ),
+    };
+    let nonce = format!("{}{server_nonce}", first.nonce);
+    let server_first = format!(
+        "r={nonce},s={},i={}",
+        B64.encode(&credential.salt),
+        credential.iterations
+    );
+    let pending = Pending {
+        user: first.user,
+        known,
+        credential,
+        channel_binding: B64.encode(first.gs2_header),
+        nonce,
+        auth_prefix: format!("{},{server_first}", first.bare),
+    };
+    Ok((pending, server_first.into_bytes()))
+}
+
+impl Pending {
+    /// Handles the client-final message: the identity and the server-final message, or the
+    /// failure.
+    pub(crate) fn verify_final(&self, token: &[u8]) -> Result<(Identity, Vec<u8>), AuthFailure> {
+        let mechanism = self.credential.mechanism;
+        let text =
+            std::str::from_utf8(token).map_err(|_| malformed("SCRAM: message is not UTF-8"))?;
+        let proof_at = text
+            .rfind(",p=")
+            .ok_or_else(|| malformed("SCRAM: expected the client proof"))?;
+        let without_proof = &text[..proof_at];
+        let proof = &text[proof_at + 3..];
+        let mut attributes = without_proof.split(',');
+        let channel_binding = attributes
+            .next()
+            .and_then(|a| a.strip_prefix("c="))
+            .ok_or_else(|| malformed("SCRAM: expected the channel binding"))?;
+        let nonce = attributes
+            .next()
+            .and_then(|a| a.strip_prefix("r="))
+            .ok_or_else(|| malformed("SCRAM: expected the nonce"))?;
+        if attributes.any(|a| a.len() < 2 || a.as_bytes()[1] != b'=') {
+            return Err(malformed("SCRAM: invalid client-final message"));
+        }
+        if channel_binding != self.channel_binding {
+            return Err(malformed("SCRAM: channel binding data does not match"));
+        }
+        if !bool::from(nonce.as_bytes().ct_eq(self.nonce.as_bytes())) {
+            return Err(malformed("SCRAM: nonce does not match"));
+        }
+        let proof = B64
+            .decode(proof)
+            .map_err(|_| malformed("SCRAM: invalid client proof"))?;
+        if proof.len() != mechanism.hash_len() {
+            return Err(malformed("SCRAM: invalid client proof"));
+        }
+        let auth_message = format!("{},{without_proof}", self.auth_prefix);
+        let signature = mechanism.hmac(&self.credential.stored_key, auth_message.as_bytes());
+        let client_key: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
+        let computed = mechanism.hash(&client_key);
+        let proof_ok = computed.as_slice().ct_eq(&self.credential.stored_key);
+        if !bool::from(proof_ok & subtle::Choice::from(u8::from(self.known))) {
+            return Err(invalid_credentials(mechanism));
+        }
+        let server_signature = mechanism.hmac(&self.credential.server_key, auth_message.as_bytes());
+        Ok((
+            Identity {
+                name: self.user.clone(),
+                expires_at: None,
+            },
+            format!("v={}", B64.encode(server_signature)).into_bytes(),
+        ))
     }
 }

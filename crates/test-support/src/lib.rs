@@ -11,9 +11,12 @@
 //!
 //! [`certs`] makes throw-away certificate authorities and certificates for TLS tests.
 //!
-//! Everything here runs inside tests and reports failures by panicking.
+//! Everything here runs inside tests and reports failures by panicking, except
+//! [`sasl_client`], a small Kafka SASL client that returns typed outcomes (tests and the
+//! load tool authenticate with it).
 
 pub mod certs;
+pub mod sasl_client;
 
 use std::fs::{self, File};
 use std::io::{Read, Write};

@@ -1,4 +1,5 @@
-//! The Iggy connections: opening them (bounded retries, credentials refused at once),
+//! The Iggy connections: opening them (bounded retries, credentials refused at once,
+//! TLS as configured; see `crate::connection`),
 //! choosing one per call, closing them, and the `call_timeout` every SDK call runs
 //! under.
 //!
@@ -8,11 +9,10 @@
 
 use super::IggyBridge;
 use crate::config::{BridgeConfig, IggyTopicRef};
+use crate::connection::{Login, build_client, tls_hint};
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
 use crate::partition::PartitionId;
-use iggy::prelude::{
-    AutoLogin, Client, Credentials, IggyClient, IggyDuration, IggyError, SystemClient,
-};
+use iggy::prelude::{Client, IggyClient, IggyError, SystemClient};
 use kafka_store::StoreResult;
 use std::sync::atomic::Ordering;
 
@@ -68,26 +68,13 @@ impl IggyBridge {
 }
 
 pub(super) async fn open_session(config: &BridgeConfig) -> Result<IggyClient, BridgeError> {
-    let credentials = Credentials::UsernamePassword(
-        config.username.clone(),
-        secrecy::SecretString::from(config.password.clone()),
-    );
-    let builder = IggyClient::builder()
-        .with_tcp()
-        .with_server_address(config.address.clone())
-        .with_auto_sign_in(AutoLogin::Enabled(credentials))
-        // Bounded: the SDK's default retries forever, which would hang a Kafka request
-        // (the per-call timeout still caps each call).
-        .with_reconnection_max_retries(Some(config.connect_retries))
-        .with_reconnection_interval(IggyDuration::new(config.retry_interval));
-    let builder = if config.tcp_nodelay {
-        builder.with_no_delay()
-    } else {
-        builder
-    };
-    let client = builder
-        .build()
-        .map_err(|e| BridgeError::Config(format!("iggy client: {e}")))?;
+    let client = build_client(
+        config,
+        Login::Auto {
+            username: config.username.clone(),
+            password: config.password.clone(),
+        },
+    )?;
     let mut last = String::new();
     for attempt in 1..=config.connect_retries {
         match tokio::time::timeout(config.call_timeout, client.connect()).await {
@@ -103,6 +90,9 @@ pub(super) async fn open_session(config: &BridgeConfig) -> Result<IggyClient, Br
                     username: config.username.clone(),
                     reason: e.to_string(),
                 });
+            }
+            Ok(Err(e @ IggyError::CannotEstablishConnection)) => {
+                last = format!("{e}{}", tls_hint(config));
             }
             Ok(Err(e)) => last = e.to_string(),
             Err(_) => last = format!("no answer within {:?}", config.call_timeout),

@@ -7,7 +7,8 @@
 //! gateway answers the way that costs nothing per entry:
 //!
 //! - APIs whose response has a top-level error code (Fetch v7+, LeaveGroup, OffsetFetch
-//!   v2-v7, OffsetDelete, ListGroups) get `INVALID_REQUEST` there and no entries;
+//!   v2-v7, OffsetDelete, ListGroups, DescribeUserScramCredentials) get `INVALID_REQUEST`
+//!   there and no entries;
 //! - every other API (whose only errors are per entry) gets its connection closed, with
 //!   one log line for the request.
 //!
@@ -15,6 +16,7 @@
 //! handlers. CreateTopics keeps its own per-topic `POLICY_VIOLATION` answer below the
 //! general cap.
 
+use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse;
 use kafka_protocol::messages::fetch_response::FetchResponse;
 use kafka_protocol::messages::leave_group_response::LeaveGroupResponse;
 use kafka_protocol::messages::list_groups_response::ListGroupsResponse;
@@ -69,6 +71,10 @@ pub(crate) fn entries(body: &RequestBody) -> Option<usize> {
         }),
         RequestBody::AlterConfigs(r) => nested(&r.resources, |c| c.configs.len()),
         RequestBody::IncrementalAlterConfigs(r) => nested(&r.resources, |c| c.configs.len()),
+        RequestBody::DescribeUserScramCredentials(r) => r.users.as_ref().map_or(0, Vec::len),
+        RequestBody::AlterUserScramCredentials(r) => {
+            r.deletions.len().saturating_add(r.upsertions.len())
+        }
         _ => return None,
     })
 }
@@ -101,6 +107,11 @@ pub(crate) fn refusal(body: &RequestBody, version: i16) -> Option<ResponseBody> 
         RequestBody::OffsetFetch(_) if (2..8).contains(&version) => OffsetFetchResponse {
             error_code: invalid,
             ..OffsetFetchResponse::default()
+        }
+        .into(),
+        RequestBody::DescribeUserScramCredentials(_) => DescribeUserScramCredentialsResponse {
+            error_code: invalid,
+            ..DescribeUserScramCredentialsResponse::default()
         }
         .into(),
         _ => return None,

@@ -19,6 +19,10 @@ pub(crate) fn handle(ctx: &Ctx<'_>, req: DescribeClusterRequest) -> DescribeClus
             ..DescribeClusterResponse::default()
         };
     }
+    let (host, port) = ctx
+        .session
+        .listener
+        .advertised_or(&c.advertised_host, c.advertised_port);
     DescribeClusterResponse {
         error_code: ErrorCode::NONE.code(),
         endpoint_type: req.endpoint_type,
@@ -26,8 +30,8 @@ pub(crate) fn handle(ctx: &Ctx<'_>, req: DescribeClusterRequest) -> DescribeClus
         controller_id: c.node_id,
         brokers: vec![DescribeClusterBroker {
             broker_id: c.node_id,
-            host: bs(c.advertised_host.clone()),
-            port: i32::from(c.advertised_port),
+            host: bs(host.to_owned()),
+            port: i32::from(port),
             rack: None,
             ..DescribeClusterBroker::default()
         }],

@@ -45,6 +45,11 @@ pub(crate) fn find_coordinator(
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let c = &ctx.broker.config;
+    // The coordinator is this gateway, at the address of the client's listener.
+    let (host, port) = ctx
+        .session
+        .listener
+        .advertised_or(&c.advertised_host, c.advertised_port);
     // Group (0) and transaction (1) keys both resolve to this gateway; transactional
     // producers then learn from InitProducerId that transactions are not supported.
     let (error, message) = if req.key_type == 0 || req.key_type == 1 {
@@ -64,15 +69,11 @@ pub(crate) fn find_coordinator(
                     key: k.clone(),
                     node_id: if error.is_ok() { c.node_id } else { -1 },
                     host: if error.is_ok() {
-                        bs(c.advertised_host.clone())
+                        bs(host.to_owned())
                     } else {
                         bs("")
                     },
-                    port: if error.is_ok() {
-                        i32::from(c.advertised_port)
-                    } else {
-                        -1
-                    },
+                    port: if error.is_ok() { i32::from(port) } else { -1 },
                     error_code: error.code(),
                     error_message: message.clone(),
                     ..Coordinator::default()
@@ -86,15 +87,11 @@ pub(crate) fn find_coordinator(
             error_message: if ctx.version >= 1 { message } else { None },
             node_id: if error.is_ok() { c.node_id } else { -1 },
             host: if error.is_ok() {
-                bs(c.advertised_host.clone())
+                bs(host.to_owned())
             } else {
                 bs("")
             },
-            port: if error.is_ok() {
-                i32::from(c.advertised_port)
-            } else {
-                -1
-            },
+            port: if error.is_ok() { i32::from(port) } else { -1 },
             ..FindCoordinatorResponse::default()
         }
     }

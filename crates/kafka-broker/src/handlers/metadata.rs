@@ -155,11 +155,16 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
 
 fn base(ctx: &Ctx<'_>) -> MetadataResponse {
     let c = &ctx.broker.config;
+    // The address of the listener the client came in on.
+    let (host, port) = ctx
+        .session
+        .listener
+        .advertised_or(&c.advertised_host, c.advertised_port);
     MetadataResponse {
         brokers: vec![MetadataResponseBroker {
             node_id: c.node_id,
-            host: bs(c.advertised_host.clone()),
-            port: i32::from(c.advertised_port),
+            host: bs(host.to_owned()),
+            port: i32::from(port),
             rack: None,
             ..MetadataResponseBroker::default()
         }],

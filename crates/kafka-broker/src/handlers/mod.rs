@@ -17,11 +17,14 @@ pub(crate) mod metadata;
 pub(crate) mod offsets;
 pub(crate) mod produce;
 pub(crate) mod records;
+pub(crate) mod scram_credentials;
 pub(crate) mod topics;
 
 use crate::broker::Broker;
 use crate::session::Session;
 use bytestring::ByteString;
+use kafka_protocol::messages::sasl_authenticate_response::SaslAuthenticateResponse;
+use kafka_protocol::messages::sasl_handshake_response::SaslHandshakeResponse;
 use kafka_protocol::{ApiKey, RequestBody, ResponseBody, VersionRange};
 use std::future::Future;
 use std::pin::Pin;
@@ -67,6 +70,10 @@ const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::OffsetDelete,
     ApiKey::DescribeClientQuotas,
     ApiKey::AlterClientQuotas,
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// The version range advertised for a key, `None` when the key is not served.
@@ -165,6 +172,23 @@ pub(crate) async fn handle(ctx: Ctx<'_>, body: RequestBody) -> Step<'_> {
         RequestBody::OffsetDelete(r) => offsets::offset_delete(ctx, r).await.into(),
         RequestBody::DescribeClientQuotas(r) => client_quotas::describe(ctx, r).into(),
         RequestBody::AlterClientQuotas(r) => client_quotas::alter(ctx, r).into(),
+        RequestBody::DescribeUserScramCredentials(r) => {
+            scram_credentials::describe(ctx, r).await.into()
+        }
+        RequestBody::AlterUserScramCredentials(r) => scram_credentials::alter(ctx, r).await.into(),
+        // Without an authentication layer (no authenticator), the SASL APIs reach here:
+        // this listener does not use SASL.
+        RequestBody::SaslHandshake(_) => SaslHandshakeResponse {
+            error_code: kafka_protocol::ErrorCode::ILLEGAL_SASL_STATE.code(),
+            mechanisms: Vec::new(),
+        }
+        .into(),
+        RequestBody::SaslAuthenticate(_) => SaslAuthenticateResponse {
+            error_code: kafka_protocol::ErrorCode::ILLEGAL_SASL_STATE.code(),
+            error_message: Some(ByteString::from_static("this listener does not use SASL")),
+            ..Default::default()
+        }
+        .into(),
         // The firewall admits only implemented keys; anything else cannot reach here, but
         // answering nothing would desynchronise the connection, so close it instead.
         other => {

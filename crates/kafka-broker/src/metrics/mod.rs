@@ -68,6 +68,24 @@ pub struct ListenerLabel {
     pub listener: String,
 }
 
+/// `listener`, `mechanism` and `outcome` labels of SASL authentications.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SaslLabels {
+    /// The listener's name.
+    pub listener: String,
+    /// The SASL mechanism (`PLAIN`, `SCRAM-SHA-256`, ...).
+    pub mechanism: &'static str,
+    /// `success` or `failure`.
+    pub outcome: &'static str,
+}
+
+/// `kind` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// What kind.
+    pub kind: &'static str,
+}
+
 /// Every metric of the gateway, and the registry they are encoded from.
 #[derive(Debug)]
 pub struct Metrics {
@@ -81,6 +99,10 @@ pub struct Metrics {
     pub(crate) connections_open: Family<ListenerLabel, Gauge>,
     pub(crate) connections_accepted: Family<ListenerLabel, Counter>,
     pub(crate) connections_refused: Family<ReasonLabel, Counter>,
+    pub(crate) sasl_authentications: Family<SaslLabels, Counter>,
+    pub(crate) sasl_failures: Family<KindLabel, Counter>,
+    pub(crate) sasl_reauthentications: Family<ListenerLabel, Counter>,
+    pub(crate) sasl_expired_closes: Family<ListenerLabel, Counter>,
     pub(crate) partitions: Arc<PartitionCounters>,
     pub(crate) scrape: http::ScrapeGauges,
 }
@@ -158,6 +180,30 @@ impl Metrics {
             "Client connections closed right after accept, by reason",
             connections_refused.clone(),
         );
+        let sasl_authentications = Family::<SaslLabels, Counter>::default();
+        reg.register(
+            "sasl_authentications",
+            "SASL authentications and re-authentications that ended, by listener, mechanism and outcome",
+            sasl_authentications.clone(),
+        );
+        let sasl_failures = Family::<KindLabel, Counter>::default();
+        reg.register(
+            "sasl_authentication_failures",
+            "Rejected SASL authentications, by kind (bad_credentials, malformed, too_large, unavailable, principal_changed, timeout)",
+            sasl_failures.clone(),
+        );
+        let sasl_reauthentications = Family::<ListenerLabel, Counter>::default();
+        reg.register(
+            "sasl_reauthentications",
+            "Successful re-authentications of authenticated sessions (KIP-368), by listener",
+            sasl_reauthentications.clone(),
+        );
+        let sasl_expired_closes = Family::<ListenerLabel, Counter>::default();
+        reg.register(
+            "sasl_expired_session_closes",
+            "Connections closed because a request came after the session's lifetime without re-authentication, by listener",
+            sasl_expired_closes.clone(),
+        );
         let partitions = Arc::new(PartitionCounters::default());
         reg.register_collector(Box::new(partitions.clone()));
         let scrape = http::ScrapeGauges::register(reg);
@@ -173,6 +219,10 @@ impl Metrics {
             connections_open,
             connections_accepted,
             connections_refused,
+            sasl_authentications,
+            sasl_failures,
+            sasl_reauthentications,
+            sasl_expired_closes,
             partitions,
             scrape,
         }

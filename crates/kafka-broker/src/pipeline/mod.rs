@@ -15,9 +15,11 @@
 //! [`Notes`].
 //!
 //! The layers the broker always runs: [`client_info`] (client id and software into the
-//! session) and, when metrics are on, [`crate::metrics`]'s layer. Embedders add their own
-//! with [`crate::server::Server::layer`].
+//! session), [`authentication`] (SASL, with an authenticator), the quota layer and, when
+//! metrics are on, [`crate::metrics`]'s layer. Embedders add their own with
+//! [`crate::server::Server::layer`].
 
+pub mod authentication;
 pub mod client_info;
 pub(crate) mod quotas;
 
@@ -115,6 +117,9 @@ pub enum Verdict {
     Answer(ResponseBody),
     /// Close the connection without answering.
     Close(&'static str),
+    /// Answer with this body, then close the connection once it is written (a failed
+    /// authentication: the client learns why before the connection goes).
+    AnswerThenClose(ResponseBody, &'static str),
 }
 
 /// How a request ended, as layers see it on the way back.
