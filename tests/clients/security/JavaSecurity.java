@@ -236,10 +236,13 @@ public class JavaSecurity {
     }
 
     static void createScram(Admin admin, String scramUser, String scramPassword) throws Exception {
-        admin.alterUserScramCredentials(List.of(
-            new UserScramCredentialUpsertion(scramUser, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), scramPassword),
-            new UserScramCredentialUpsertion(scramUser, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), scramPassword)
-        )).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        // One request per mechanism: a KRaft controller refuses two changes of one user in one
+        // request (DUPLICATE_RESOURCE), whatever the mechanisms
+        for (ScramCredentialInfo info : List.of(new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192))) {
+            admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(scramUser, info, scramPassword)))
+                .all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        }
         UserScramCredentialsDescription d = admin.describeUserScramCredentials(List.of(scramUser))
             .description(scramUser).get(TIMEOUT_S, TimeUnit.SECONDS);
         Map<String, Integer> infos = new TreeMap<>();

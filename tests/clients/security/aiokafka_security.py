@@ -9,7 +9,7 @@ authentication error, not a hang.
 import asyncio
 import time
 
-from sec_common import (PARTITIONS, Settings, committed_ok, compare_consumed, fail, finish,
+from sec_common import (PARTITIONS, AuthErrorLog, Settings, committed_ok, compare_consumed, fail, finish,
                         records, step)
 import aiokafka.errors as Errors
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -68,14 +68,20 @@ async def round_trip(label, conf):
 
 
 async def refused(label, conf):
+    """aiokafka logs the broker's SASL_AUTHENTICATION_FAILED and then reports only that it
+    could not bootstrap (KafkaConnectionError)."""
+    log = AuthErrorLog("aiokafka")
     started = time.time()
     producer = AIOKafkaProducer(**conf)
     try:
         await asyncio.wait_for(producer.start(), TIMEOUT)
-    except (Errors.SaslAuthenticationFailed, Errors.AuthenticationFailedError) as e:
-        step(f"{label}: refused after {time.time() - started:.1f}s ({type(e).__name__})")
+    except (Errors.SaslAuthenticationFailed, Errors.AuthenticationFailedError, Errors.KafkaConnectionError) as e:
+        ok = not isinstance(e, Errors.KafkaConnectionError) or log.seen
+        if not ok:
+            fail(f"{label}: {type(e).__name__} without an authentication error from the broker: {e}")
+        step(f"{label}: refused after {time.time() - started:.1f}s ({(log.seen or [str(e)])[0][:160]})")
         return
-    except Exception as e:  # noqa: BLE001 - anything else is the failure reported below
+    except Exception as e:  # noqa: BLE001 - anything else is the failure reported here
         fail(f"{label}: expected an authentication error, got {type(e).__name__}: {e}")
     finally:
         await producer.stop()

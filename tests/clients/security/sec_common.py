@@ -82,3 +82,28 @@ def committed_ok(label, committed, want):
     """committed: {partition: offset}; each partition's committed offset is its record count."""
     counts = {p: sum(1 for pp, _, _ in want if pp == p) for p in range(PARTITIONS)}
     check(committed == counts, f"{label}: committed offsets {committed}, expected {counts}")
+
+
+class AuthErrorLog:
+    """Collects the client library's log lines that report a SASL authentication failure
+    (error 58): kafka-python and aiokafka log the broker's answer and then report only
+    that bootstrapping failed."""
+
+    def __init__(self, logger_name):
+        import logging
+
+        class Handler(logging.Handler):
+            def __init__(self, seen):
+                super().__init__(logging.DEBUG)
+                self.seen = seen
+
+            def emit(self, record):
+                msg = record.getMessage()
+                if "SaslAuthenticationFailed" in msg or "[Error 58]" in msg:
+                    self.seen.append(msg)
+
+        self.seen = []
+        logger = logging.getLogger(logger_name)
+        logger.addHandler(Handler(self.seen))
+        if logger.getEffectiveLevel() > logging.ERROR:
+            logger.setLevel(logging.ERROR)
