@@ -353,6 +353,11 @@ fn bad_token(why: &str) -> AuthFailure {
     )
 }
 
+/// A base64url JSON part of a token.
+fn decode_json(part: &str) -> Option<Value> {
+    serde_json::from_slice(&B64URL.decode(part).ok()?).ok()
+}
+
 /// A NumericDate claim in seconds since the epoch, if present; an error when present but
 /// not a number.
 fn numeric_date(
@@ -388,11 +393,7 @@ impl OAuthValidator {
         else {
             return Err(bad_token("not a compact JWS"));
         };
-        let header: Value = B64URL
-            .decode(header_b64)
-            .ok()
-            .and_then(|h| serde_json::from_slice(&h).ok())
-            .ok_or_else(|| bad_token("unreadable header"))?;
+        let header = decode_json(header_b64).ok_or_else(|| bad_token("unreadable header"))?;
         let alg = header
             .get("alg")
             .and_then(Value::as_str)
@@ -416,11 +417,7 @@ impl OAuthValidator {
                 return Err(bad_token("signature does not verify"));
             }
         }
-        let payload: Value = B64URL
-            .decode(payload_b64)
-            .ok()
-            .and_then(|p| serde_json::from_slice(&p).ok())
-            .ok_or_else(|| bad_token("unreadable claims"))?;
+        let payload = decode_json(payload_b64).ok_or_else(|| bad_token("unreadable claims"))?;
         let claims = payload
             .as_object()
             .ok_or_else(|| bad_token("claims are not an object"))?;

@@ -5,6 +5,24 @@
 //! A [`ScramCredential`] is what the server keeps: salt, iterations, stored key and server
 //! key. It cannot be used to log in, and it is what Kafka's AlterUserScramCredentials
 //! delivers (as a salted password, from which the keys are derived here).
+//!
+//! How the server side runs: the client-first message names the user and a client nonce
+//! after a GS2 header (`n,,` or `y,,`, optionally with an authorization id equal to the
+//! user; `p=` asks for channel binding, which Kafka does not do, and is refused). The server
+//! answers with the nonce extended by 32 random bytes (in URL-safe base64: letters, digits,
+//! `-` and `_`, which every client's parser accepts), the credential's salt and iteration
+//! count. The client-final message must repeat the GS2 header (`c=`) and the whole
+//! nonce, and carries the proof: the client key XORed with an HMAC of the conversation keyed
+//! by the stored key. The server recovers the client key, hashes it and compares the result
+//! with the stored key in constant time; on success it sends its own signature (`v=`),
+//! which proves to the client that the server holds the server key. The server never runs
+//! PBKDF2 during a login: that cost is the client's.
+//!
+//! A user without a credential still gets a challenge: a salt and iteration count derived
+//! from the name with a per-process key, the same at every attempt, so the challenge does
+//! not reveal whether the user exists. The exchange then fails exactly as a wrong password.
+//! Extensions in the client-first message are refused: Kafka's only one, `tokenauth=true`,
+//! asks for delegation-token authentication, which the gateway does not offer.
 
 use crate::credentials::Identity;
 use crate::error::{AuthFailure, FailureKind, SaslError};
@@ -462,7 +480,7 @@ pub(crate) async fn server_first(
         bounds,
         secret,
         token,
-        &B64.encode(server_nonce),
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(server_nonce),
     )
     .await
 }

@@ -151,6 +151,19 @@ impl UsersFile {
         Ok(UsersFile::with(Some(path.to_path_buf()), users))
     }
 
+    /// Reads the file again and takes its users (changes made by the `users` command while
+    /// the gateway runs); a file that cannot be read or parsed leaves the current users in
+    /// place and returns why. In memory only, it does nothing.
+    pub fn reload(&self) -> Result<(), SaslError> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let fresh = UsersFile::load(path)?;
+        let users = std::mem::take(&mut *fresh.lock());
+        *self.lock() = users;
+        Ok(())
+    }
+
     /// Users kept in memory only (tests, development).
     pub fn in_memory() -> UsersFile {
         UsersFile::with(None, BTreeMap::new())
@@ -425,9 +438,12 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
-#[async_trait]
-impl PlainAuthenticator for UsersFile {
-    async fn authenticate(&self, username: &str, password: &str) -> Result<Identity, AuthFailure> {
+impl UsersFile {
+    /// Checks `password` against `user`'s PLAIN hash: the synchronous form of
+    /// [`PlainAuthenticator::authenticate`]. It costs one full PBKDF2 (tens to hundreds of
+    /// milliseconds), so async callers that must not stall their executor run it on a
+    /// blocking thread.
+    pub fn check_password(&self, username: &str, password: &str) -> Result<Identity, AuthFailure> {
         let stored = self.lock().get(username).and_then(|u| u.plain.clone());
         let ok = match stored {
             Some(p) => ring::pbkdf2::verify(
@@ -463,6 +479,14 @@ impl PlainAuthenticator for UsersFile {
                 BAD_PLAIN_LOGIN,
             ))
         }
+    }
+}
+
+#[async_trait]
+impl PlainAuthenticator for UsersFile {
+    /// Runs [`UsersFile::check_password`] in place (see there for its cost).
+    async fn authenticate(&self, username: &str, password: &str) -> Result<Identity, AuthFailure> {
+        self.check_password(username, password)
     }
 }
 
@@ -582,6 +606,29 @@ mod tests {
         assert_eq!(
             block_on(reread.credential("bob", ScramMechanism::Sha256)).expect("read"),
             None
+        );
+    }
+
+    #[test]
+    fn reload_takes_outside_changes_and_keeps_users_on_a_bad_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("users.json");
+        let running = UsersFile::load(&path)
+            .expect("load")
+            .with_plain_iterations(10);
+        running.set_password("alice", "a").expect("set");
+        let tool = UsersFile::load(&path)
+            .expect("load")
+            .with_plain_iterations(10);
+        tool.set_password("bob", "b").expect("set");
+        assert!(block_on(running.authenticate("bob", "b")).is_err());
+        running.reload().expect("reload");
+        assert!(block_on(running.authenticate("bob", "b")).is_ok());
+        std::fs::write(&path, b"{broken").expect("write");
+        assert!(running.reload().is_err());
+        assert!(
+            block_on(running.authenticate("alice", "a")).is_ok(),
+            "old users kept"
         );
     }
 

@@ -237,6 +237,12 @@ async fn scram_logs_in_with_both_hashes() {
             .and_then(|r| r.split(',').next())
             .expect("nonce");
         assert!(
+            server_part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+            "server nonce in URL-safe base64"
+        );
+        assert!(
             server_part.len() >= 24,
             "server adds at least 24 nonce characters"
         );
