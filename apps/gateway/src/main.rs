@@ -2,13 +2,15 @@
 //! Iggy as its broker. This binary only reads the configuration, binds the port, picks the
 //! storage backend and hands over to [`kafka_broker::run`].
 //!
-//! # The listen line (a stable interface)
+//! # The listen lines (a stable interface)
 //!
-//! Once the port is bound and the gateway is about to serve, it writes exactly one line to
-//! **standard output** (logs go to standard error, so stdout carries nothing else):
+//! Once the ports are bound and the gateway is about to serve, it writes to **standard
+//! output** (logs go to standard error, so stdout carries nothing else) one line for the
+//! first listener, then one line per listener:
 //!
 //! ```text
 //! listening on <BOUND_ADDR> advertised <ADVERTISED_HOST>:<ADVERTISED_PORT>
+//! listener <NAME> <PROTOCOL> on <BOUND_ADDR> advertised <ADVERTISED_HOST>:<ADVERTISED_PORT>
 //! ```
 //!
 //! - `<BOUND_ADDR>` is the socket address actually bound, as Rust prints a `SocketAddr`:
@@ -18,6 +20,16 @@
 //!   in brackets (`[::1]:40123`).
 //! - Both fields contain no spaces. A test finds the port with
 //!   `^listening on (\S+) advertised (\S+)$` on the first stdout line.
+//! - `<NAME>` is the listener's name (`PLAINTEXT`, `SASL_SSL`, or a name from
+//!   `IGGY_KAFKA_LISTENERS`) and `<PROTOCOL>` its security protocol.
+//!
+//! # Managing SASL users of the embedded store
+//!
+//! `iggy-gateway-kafka users set-password --file F USER` and `users set-scram --file F
+//! [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N] USER` read the password as
+//! one line from standard input and write the users file (`IGGY_KAFKA_SASL_USERS_FILE`);
+//! `users delete --file F USER` removes a user. The file keeps salted hashes, never the
+//! password. A running gateway reads the file at start.
 //!
 //! The line is written after the signal handlers are installed, so a SIGTERM sent as soon
 //! as it is read already shuts down gracefully. It does not depend on `RUST_LOG`.
@@ -35,9 +47,16 @@ mod shutdown;
 use clap::Parser;
 use config::{Backend, GatewayConfig, LogFormat};
 use iggy_kafka_bridge::IggyBridge;
+use iggy_kafka_bridge::IggyPlainAuthenticator;
 use kafka_broker::metrics::Metrics;
+use kafka_broker::session::Listener;
 use kafka_broker::store::memory::MemoryStore;
-use kafka_broker::{Server, Stores};
+use kafka_broker::tls::TlsAcceptor;
+use kafka_broker::{BoundListener, Server, Stores};
+use kafka_sasl::{
+    Authenticator, Mechanism, OAuthValidator, PlainAuthenticator, ScramCredential,
+    ScramCredentialStore, UsersFile,
+};
 use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -65,6 +84,49 @@ struct Cli {
     // empty IGGY_KAFKA_CONFIG= (common in templated deployments) must mean "no file".
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Manage the SASL users of the embedded store (the IGGY_KAFKA_SASL_USERS_FILE file).
+    #[command(subcommand)]
+    Users(UsersCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum UsersCommand {
+    /// Set USER's password for SASL/PLAIN; the password is read as one line from stdin.
+    SetPassword {
+        /// The users file (created if missing).
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// The user name.
+        user: String,
+    },
+    /// Set USER's SCRAM credential; the password is read as one line from stdin.
+    SetScram {
+        /// The users file (created if missing).
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long, default_value = "SCRAM-SHA-256")]
+        mechanism: String,
+        /// PBKDF2 iterations (the gateway accepts 4096 to 16384 by default).
+        #[arg(long, default_value_t = 8192)]
+        iterations: u32,
+        /// The user name.
+        user: String,
+    },
+    /// Remove USER (password and SCRAM credentials).
+    Delete {
+        /// The users file.
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// The user name.
+        user: String,
+    },
 }
 
 /// Failures after the configuration was accepted.
@@ -74,11 +136,15 @@ enum Fatal {
     Runtime(std::io::Error),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
-    #[error("cannot bind IGGY_KAFKA_BIND_ADDR={addr}: {source}")]
+    #[error("cannot bind {what}: {source}")]
     Bind {
-        addr: SocketAddr,
+        what: String,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Tls(kafka_broker::BrokerError),
+    #[error("SASL: {0}")]
+    Sasl(kafka_sasl::SaslError),
     #[error("cannot bind IGGY_KAFKA_METRICS_ADDR={addr}: {source}")]
     BindMetrics {
         addr: SocketAddr,
@@ -97,6 +163,9 @@ enum Fatal {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Users(command)) = cli.command {
+        return users(command);
+    }
 
     let env = config::settings_from_env(std::env::vars_os().map(|(name, value)| {
         (
@@ -163,14 +232,32 @@ fn run(config: GatewayConfig) -> Result<(), Fatal> {
 async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     let shutdown = shutdown::install().map_err(Fatal::Signals)?;
 
-    let listener = TcpListener::bind(config.bind_addr)
-        .await
-        .map_err(|source| Fatal::Bind {
-            addr: config.bind_addr,
-            source,
-        })?;
-    let bound = listener.local_addr().map_err(Fatal::LocalAddr)?;
+    let mut sockets = Vec::with_capacity(config.listeners.len());
+    for spec in &config.listeners {
+        let tcp = TcpListener::bind(spec.bind)
+            .await
+            .map_err(|source| Fatal::Bind {
+                what: if config.kafka_style_listeners {
+                    format!(
+                        "listener {} at {} (IGGY_KAFKA_LISTENERS)",
+                        spec.name, spec.bind
+                    )
+                } else {
+                    format!("IGGY_KAFKA_BIND_ADDR={}", spec.bind)
+                },
+                source,
+            })?;
+        let bound = tcp.local_addr().map_err(Fatal::LocalAddr)?;
+        sockets.push((spec.clone(), tcp, bound));
+    }
+    // The first listener is the broker's own address (clients of listeners without an
+    // address of their own are told it).
+    let bound = sockets[0].2;
     let broker = config.broker_config(bound.port());
+    let tls = match &config.tls {
+        Some(settings) => Some(TlsAcceptor::new(settings.clone()).map_err(Fatal::Tls)?),
+        None => None,
+    };
 
     if let Some(path) = &config.config_file {
         info!(file = %path.display(), "configuration file read");
@@ -189,8 +276,12 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         None => None,
     };
     let mut metrics = http.as_ref().map(|_| Metrics::new());
+    if let (Some(metrics), Some(tls)) = (metrics.as_mut(), &tls) {
+        tls.register_metrics(metrics.registry_mut());
+    }
 
     // The retention task lives as long as this guard, i.e. until the broker has stopped.
+    let mut credentials = Credentials::default();
     let (stores, _retention) = match config.backend {
         Backend::Memory(memory) => {
             warn!(
@@ -199,6 +290,12 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
                 "embedded in-memory store: data is kept in memory only and is lost when the \
                  gateway exits (topics, records and committed offsets)"
             );
+            if let Some(path) = config.sasl.as_ref().and_then(|s| s.users_file.as_ref()) {
+                let users = Arc::new(UsersFile::load(path).map_err(Fatal::Sasl)?);
+                info!(file = %path.display(), users = users.users().len(), "SASL users file read");
+                credentials.plain = Some(users.clone());
+                credentials.scram = Some(users);
+            }
             let store = Arc::new(MemoryStore::new(memory));
             let retention = store.start_retention();
             let stores = Stores {
@@ -210,6 +307,12 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         Backend::Iggy(bridge) => {
             let addr = bridge.address.clone();
             let stream = bridge.stream.clone();
+            if config.sasl.is_some() {
+                // PLAIN logs into Iggy with the client's own username and password.
+                credentials.plain = Some(Arc::new(
+                    IggyPlainAuthenticator::new(&bridge).map_err(Fatal::Sasl)?,
+                ));
+            }
             // A failed connection is fatal: never a silent downgrade to the memory store.
             let bridge = IggyBridge::connect(*bridge)
                 .await
@@ -220,6 +323,9 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             info!(iggy = %addr, stream = %stream, "storing records and committed offsets in Apache Iggy");
             if let Some(metrics) = metrics.as_mut() {
                 bridge.register_metrics(metrics.registry_mut());
+            }
+            if config.sasl.is_some() {
+                credentials.scram = Some(bridge.scram_store());
             }
             let bridge = Arc::new(bridge);
             let stores = Stores {
@@ -238,7 +344,38 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         cluster_id = %broker.cluster_id,
         "gateway ready"
     );
+    let mut lines = Vec::with_capacity(sockets.len());
+    let mut listeners = Vec::with_capacity(sockets.len());
+    for (spec, tcp, addr) in sockets {
+        let port = spec.advertise.port.unwrap_or(addr.port());
+        let listener =
+            Listener::new(&spec.name, spec.protocol).advertising(&spec.advertise.host, port);
+        let advertised = host_port(&spec.advertise.host, port);
+        info!(listener = %spec.name, protocol = %spec.protocol, bind = %addr, %advertised, "listener bound");
+        lines.push(format!(
+            "listener {} {} on {addr} advertised {advertised}",
+            spec.name, spec.protocol
+        ));
+        let mut bound = BoundListener::new(tcp, listener);
+        if spec.protocol.uses_tls()
+            && let Some(tls) = &tls
+        {
+            bound = bound.with_tls(tls.clone());
+        }
+        listeners.push(bound);
+    }
     let mut server = Server::new(broker, stores);
+    if let Some(sasl) = config.sasl {
+        let mechanisms: Vec<&str> = sasl.config.mechanisms.iter().map(|m| m.name()).collect();
+        info!(mechanisms = %mechanisms.join(","), "SASL authentication on");
+        let oauth = sasl.oauth.map(|o| Arc::new(OAuthValidator::new(o)));
+        server = server.authenticator(Arc::new(Authenticator::new(
+            sasl.config,
+            credentials.plain,
+            credentials.scram,
+            oauth,
+        )));
+    }
     if let Some(http) = http {
         match http.local_addr() {
             Ok(addr) => info!(%addr, "serving /metrics, /health and /ready"),
@@ -249,17 +386,109 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     if let Some(metrics) = metrics {
         server = server.metrics(Arc::new(metrics));
     }
-    announce(bound, &advertised);
+    announce(bound, &advertised, &lines);
 
-    Ok(server.serve(listener, shutdown).await?)
+    Ok(server.serve_listeners(listeners, shutdown).await?)
 }
 
-/// Writes the listen line (format in the crate docs). A closed stdout is not a reason to
+/// Where SASL credentials are checked and kept.
+#[derive(Default)]
+struct Credentials {
+    plain: Option<Arc<dyn PlainAuthenticator>>,
+    scram: Option<Arc<dyn ScramCredentialStore>>,
+}
+
+/// Writes the listen lines (format in the crate docs). A closed stdout is not a reason to
 /// stop serving, so write errors are ignored.
-fn announce(bound: SocketAddr, advertised: &str) {
+fn announce(bound: SocketAddr, advertised: &str, listeners: &[String]) {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "listening on {bound} advertised {advertised}");
+    for line in listeners {
+        let _ = writeln!(stdout, "{line}");
+    }
     let _ = stdout.flush();
+}
+
+/// Runs a `users` command: 0 when done, 1 when the file cannot be changed, 2 for bad
+/// input.
+fn users(command: UsersCommand) -> ExitCode {
+    let result = match command {
+        UsersCommand::SetPassword { file, user } => read_password()
+            .and_then(|password| {
+                UsersFile::load(&file)
+                    .and_then(|users| users.set_password(&user, &password))
+                    .map_err(|e| (1, e.to_string()))
+            })
+            .map(|()| format!("password of {user:?} set in {}", file.display())),
+        UsersCommand::SetScram {
+            file,
+            mechanism,
+            iterations,
+            user,
+        } => {
+            let mechanism = match Mechanism::from_name(&mechanism.to_ascii_uppercase())
+                .and_then(Mechanism::scram)
+            {
+                Some(m) => Ok(m),
+                None => Err((
+                    2,
+                    format!("--mechanism {mechanism:?}: SCRAM-SHA-256 or SCRAM-SHA-512"),
+                )),
+            };
+            mechanism
+                .and_then(|m| read_password().map(|p| (m, p)))
+                .and_then(|(m, password)| {
+                    let credential = ScramCredential::from_password(m, &password, iterations)
+                        .map_err(|e| (2, e.to_string()))?;
+                    UsersFile::load(&file)
+                        .and_then(|users| users.set_scram(&user, credential))
+                        .map_err(|e| (1, e.to_string()))
+                        .map(|()| {
+                            format!(
+                                "{} credential of {user:?} set in {}",
+                                m.name(),
+                                file.display()
+                            )
+                        })
+                })
+        }
+        UsersCommand::Delete { file, user } => UsersFile::load(&file)
+            .and_then(|users| users.remove_user(&user))
+            .map_err(|e| (1, e.to_string()))
+            .map(|removed| {
+                if removed {
+                    format!("{user:?} removed from {}", file.display())
+                } else {
+                    format!("{user:?} is not in {}", file.display())
+                }
+            }),
+    };
+    match result {
+        Ok(done) => {
+            eprintln!("iggy-gateway-kafka: {done}");
+            ExitCode::SUCCESS
+        }
+        Err((code, why)) => {
+            eprintln!("iggy-gateway-kafka: {why}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// One line from stdin, without its line ending; an empty password is refused.
+fn read_password() -> Result<String, (u8, String)> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| (2, format!("cannot read the password from stdin: {e}")))?;
+    let password = line
+        .strip_suffix('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .unwrap_or(&line);
+    if password.is_empty() {
+        return Err((2, "no password on stdin (one line expected)".into()));
+    }
+    Ok(password.to_owned())
 }
 
 /// `host:port`, with an IPv6 literal in brackets so the port stays unambiguous.

@@ -172,7 +172,7 @@ impl Running {
             .unwrap_or_default()
     }
 
-    /// Lines written to stdout after the listen line (there must be none).
+    /// Lines written to stdout after the listen line (one per listener).
     fn more_stdout(&self) -> Vec<String> {
         self.stdout.try_iter().collect()
     }
@@ -338,9 +338,12 @@ fn listens_on_a_picked_port_and_stops_on_sigterm() {
     );
     assert!(stderr.contains("data is kept in memory only"), "{stderr}");
     assert!(stderr.contains("WARN"), "{stderr}");
-    assert!(
-        gw.more_stdout().is_empty(),
-        "stdout holds only the listen line"
+    // Then one line per listener, and nothing else.
+    assert_eq!(
+        gw.more_stdout(),
+        [format!(
+            "listener PLAINTEXT PLAINTEXT on {bound} advertised {bound}"
+        )]
     );
 }
 
@@ -455,4 +458,314 @@ fn port_in_use_exits_one() {
         "{stderr}"
     );
     assert!(out.stdout.is_empty(), "no listen line without a listener");
+}
+
+/// Runs `users ...` with `stdin` as its standard input.
+fn users(args: &[&str], stdin: &str) -> (Option<i32>, String) {
+    use std::io::Write as _;
+    let mut child = gateway()
+        .arg("users")
+        .args(args)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let status = wait_with_timeout(&mut child).expect("users command exits");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status.code(), stderr)
+}
+
+#[test]
+fn users_commands_keep_hashes_in_the_users_file() {
+    let dir = test_support::scratch_dir("cli-users");
+    let file = dir.join("users.json");
+    let path = file.to_str().unwrap();
+
+    let (code, stderr) = users(&["set-password", "--file", path, "alice"], "s3cret pass\n");
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stderr) = users(
+        &[
+            "set-scram",
+            "--file",
+            path,
+            "--mechanism",
+            "SCRAM-SHA-512",
+            "--iterations",
+            "4096",
+            "bob",
+        ],
+        "other-secret\r\n",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("alice") && text.contains("bob"), "{text}");
+    assert!(
+        !text.contains("s3cret") && !text.contains("other-secret"),
+        "{text}"
+    );
+    assert!(!stderr.contains("other-secret"), "{stderr}");
+
+    // Bad input: exit 2, the file unchanged.
+    for (args, stdin) in [
+        (vec!["set-password", "--file", path, "carol"], ""),
+        (vec!["set-password", "--file", path, "carol"], "\n"),
+        (
+            vec!["set-scram", "--file", path, "--mechanism", "MD5", "carol"],
+            "pw\n",
+        ),
+    ] {
+        let (code, stderr) = users(&args, stdin);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+
+    let (code, stderr) = users(&["delete", "--file", path, "alice"], "");
+    assert_eq!(code, Some(0), "{stderr}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("alice") && text.contains("bob"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn mixing_listener_styles_or_sasl_without_users_is_refused() {
+    for (env, expected) in [
+        (
+            vec![
+                ("IGGY_KAFKA_LISTENERS", "PLAINTEXT://127.0.0.1:0"),
+                ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+            ],
+            "IGGY_KAFKA_BIND_ADDR=\"127.0.0.1:0\": cannot be combined with IGGY_KAFKA_LISTENERS",
+        ),
+        (
+            vec![("IGGY_KAFKA_SASL_ENABLED", "true")],
+            "IGGY_KAFKA_SASL_USERS_FILE (default): ",
+        ),
+    ] {
+        let out = run_to_end(&[], &env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+}
+
+/// A Metadata v12 request over `stream`; the advertised broker address of the answer.
+fn metadata_broker(stream: &mut (impl Read + std::io::Write)) -> String {
+    use kafka_protocol::api::{decode_response, encode_request};
+    use kafka_protocol::messages::metadata_request::MetadataRequest;
+    use kafka_protocol::messages::request_header::RequestHeader;
+    use kafka_protocol::{RequestBody, ResponseBody};
+    let body: RequestBody = MetadataRequest::default().into();
+    let header = RequestHeader {
+        request_api_key: body.api_key().as_i16(),
+        request_api_version: 12,
+        correlation_id: 1,
+        ..Default::default()
+    };
+    stream
+        .write_all(&encode_request(&header, &body).unwrap())
+        .unwrap();
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).unwrap();
+    let mut buf = vec![0u8; usize::try_from(i32::from_be_bytes(size)).unwrap()];
+    stream.read_exact(&mut buf).unwrap();
+    match decode_response(body.api_key(), 12, &bytes::Bytes::from(buf))
+        .unwrap()
+        .1
+    {
+        ResponseBody::Metadata(m) => format!("{}:{}", m.brokers[0].host, m.brokers[0].port),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn serves_a_plaintext_and_an_ssl_listener_each_with_its_address() {
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let dir = test_support::scratch_dir("cli-tls");
+    let ca = test_support::certs::TestCa::default();
+    let files = ca.write_server_files(&dir);
+    let mut gw = Running::start(
+        &[],
+        &[
+            (
+                "IGGY_KAFKA_LISTENERS",
+                "PLAINTEXT://127.0.0.1:0,SECURE://127.0.0.1:0",
+            ),
+            ("IGGY_KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "SECURE:SSL"),
+            (
+                "IGGY_KAFKA_ADVERTISED_LISTENERS",
+                "SECURE://localhost:19094",
+            ),
+            ("IGGY_KAFKA_TLS_CERT_FILE", files.cert.to_str().unwrap()),
+            ("IGGY_KAFKA_TLS_KEY_FILE", files.key.to_str().unwrap()),
+        ],
+    );
+    let (plain, advertised) = gw.listen_line();
+    assert_eq!(advertised, plain.to_string());
+    let lines: Vec<String> = (0..2)
+        .map(|_| gw.stdout.recv_timeout(TIMEOUT).unwrap())
+        .collect();
+    assert_eq!(
+        lines[0],
+        format!("listener PLAINTEXT PLAINTEXT on {plain} advertised {plain}")
+    );
+    let secure: SocketAddr = lines[1]
+        .strip_prefix("listener SECURE SSL on ")
+        .and_then(|rest| rest.strip_suffix(" advertised localhost:19094"))
+        .unwrap_or_else(|| panic!("{lines:?}"))
+        .parse()
+        .unwrap();
+
+    let mut tcp = TcpStream::connect(plain).unwrap();
+    assert_eq!(metadata_broker(&mut tcp), plain.to_string());
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(ca.cert_der().to_vec()))
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let conn = rustls::ClientConnection::new(
+        std::sync::Arc::new(config),
+        ServerName::try_from("localhost").unwrap(),
+    )
+    .unwrap();
+    let tcp = TcpStream::connect(secure).unwrap();
+    tcp.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    assert_eq!(metadata_broker(&mut tls), "localhost:19094");
+
+    // Plaintext on the TLS port: closed, not answered.
+    let mut wrong = TcpStream::connect(secure).unwrap();
+    wrong.set_read_timeout(Some(TIMEOUT)).unwrap();
+    std::io::Write::write_all(
+        &mut wrong,
+        &[0, 0, 0, 12, 0, 18, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0],
+    )
+    .unwrap();
+    let mut buf = [0u8; 16];
+    assert!(matches!(wrong.read(&mut buf), Ok(0) | Err(_)));
+
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert!(status.success(), "{status}: {stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn sasl_ssl_with_the_users_file_of_the_cli() {
+    use rustls::pki_types::{CertificateDer, ServerName};
+    use test_support::sasl_client::{AuthOutcome, Flow, SaslClient, ScramHash};
+    let dir = test_support::scratch_dir("cli-sasl-ssl");
+    let ca = test_support::certs::TestCa::default();
+    let files = ca.write_server_files(&dir);
+    let users_file = dir.join("users.json");
+    let path = users_file.to_str().unwrap();
+    assert_eq!(
+        users(&["set-password", "--file", path, "alice"], "alice-pw\n").0,
+        Some(0)
+    );
+    assert_eq!(
+        users(
+            &["set-scram", "--file", path, "--iterations", "4096", "bob"],
+            "bob-pw\n"
+        )
+        .0,
+        Some(0)
+    );
+    let mut gw = Running::start(
+        &[],
+        &[
+            ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+            ("IGGY_KAFKA_SASL_ENABLED", "true"),
+            ("IGGY_KAFKA_TLS_ENABLED", "true"),
+            ("IGGY_KAFKA_SASL_USERS_FILE", path),
+            ("IGGY_KAFKA_SASL_FAILURE_DELAY_MS", "10"),
+            ("IGGY_KAFKA_TLS_CERT_FILE", files.cert.to_str().unwrap()),
+            ("IGGY_KAFKA_TLS_KEY_FILE", files.key.to_str().unwrap()),
+        ],
+    );
+    let (bound, _) = gw.listen_line();
+    assert_eq!(
+        gw.stdout.recv_timeout(TIMEOUT).unwrap(),
+        format!("listener SASL_SSL SASL_SSL on {bound} advertised {bound}")
+    );
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(ca.cert_der().to_vec()))
+        .unwrap();
+    let config = std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcomes = runtime.block_on(async {
+        let connect = || async {
+            let tcp = tokio::net::TcpStream::connect(bound).await.unwrap();
+            let tls = tokio_rustls::TlsConnector::from(config.clone())
+                .connect(ServerName::IpAddress(bound.ip().into()), tcp)
+                .await
+                .unwrap();
+            SaslClient::new(tls).with_timeout(TIMEOUT)
+        };
+        let flow = Flow::Authenticate(2);
+        let mut outcomes = Vec::new();
+        outcomes.push(
+            connect()
+                .await
+                .plain(flow, "alice", "alice-pw")
+                .await
+                .unwrap(),
+        );
+        outcomes.push(connect().await.plain(flow, "alice", "wrong").await.unwrap());
+        outcomes.push(
+            connect()
+                .await
+                .scram(flow, ScramHash::Sha256, "bob", "bob-pw")
+                .await
+                .unwrap(),
+        );
+        outcomes
+    });
+    assert!(outcomes[0].is_authenticated(), "{outcomes:?}");
+    assert!(
+        matches!(outcomes[1], AuthOutcome::Rejected { error_code: 58, .. }),
+        "{outcomes:?}"
+    );
+    assert!(outcomes[2].is_authenticated(), "{outcomes:?}");
+
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        !stderr.contains("alice-pw") && !stderr.contains("bob-pw"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }

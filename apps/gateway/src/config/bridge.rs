@@ -54,6 +54,14 @@ pub(super) struct Raw {
     iggy_dedup_producers: usize,
     #[serde(deserialize_with = "parsed")]
     iggy_meta_snapshot_records: u64,
+    #[serde(deserialize_with = "parsed")]
+    iggy_tls_enabled: bool,
+    #[serde(deserialize_with = "parsed_opt")]
+    iggy_tls_domain: Option<String>,
+    #[serde(deserialize_with = "parsed_opt")]
+    iggy_tls_ca_file: Option<PathBuf>,
+    #[serde(deserialize_with = "parsed")]
+    iggy_plain_cache_ttl_ms: u64,
 }
 
 impl Default for Raw {
@@ -78,12 +86,16 @@ impl Default for Raw {
             iggy_poll_max_bytes: bridge.poll_max_bytes,
             iggy_dedup_producers: bridge.dedup_producers,
             iggy_meta_snapshot_records: bridge.meta_snapshot_records,
+            iggy_tls_enabled: bridge.tls_enabled,
+            iggy_tls_domain: bridge.tls_domain,
+            iggy_tls_ca_file: bridge.tls_ca_file,
+            iggy_plain_cache_ttl_ms: duration_ms(bridge.plain_cache_ttl),
         }
     }
 }
 
 /// The settings that only matter with the bridge on.
-const BRIDGE_ONLY: [&str; 17] = [
+const BRIDGE_ONLY: [&str; 21] = [
     "iggy_addr",
     "iggy_username",
     "iggy_password",
@@ -101,11 +113,15 @@ const BRIDGE_ONLY: [&str; 17] = [
     "iggy_poll_max_bytes",
     "iggy_dedup_producers",
     "iggy_meta_snapshot_records",
+    "iggy_tls_enabled",
+    "iggy_tls_domain",
+    "iggy_tls_ca_file",
+    "iggy_plain_cache_ttl_ms",
 ];
 
 /// [`BridgeConfig`] fields as its validation messages begin with them, and the key each
 /// comes from. A message about any other field names `bridge_enabled`.
-const BRIDGE_FIELDS: [(&str, &str); 15] = [
+const BRIDGE_FIELDS: [(&str, &str); 19] = [
     ("address", "iggy_addr"),
     ("username", "iggy_username"),
     ("password", "iggy_password"),
@@ -121,6 +137,10 @@ const BRIDGE_FIELDS: [(&str, &str); 15] = [
     ("poll_max_bytes", "iggy_poll_max_bytes"),
     ("dedup_producers", "iggy_dedup_producers"),
     ("meta_snapshot_records", "iggy_meta_snapshot_records"),
+    ("tls_enabled", "iggy_tls_enabled"),
+    ("tls_domain", "iggy_tls_domain"),
+    ("tls_ca_file", "iggy_tls_ca_file"),
+    ("plain_cache_ttl", "iggy_plain_cache_ttl_ms"),
 ];
 
 /// The bridge's part of the configuration.
@@ -171,6 +191,10 @@ impl Raw {
         bridge.poll_max_bytes = self.iggy_poll_max_bytes;
         bridge.dedup_producers = self.iggy_dedup_producers;
         bridge.meta_snapshot_records = self.iggy_meta_snapshot_records;
+        bridge.tls_enabled = self.iggy_tls_enabled;
+        bridge.tls_domain = self.iggy_tls_domain;
+        bridge.tls_ca_file = self.iggy_tls_ca_file;
+        bridge.plain_cache_ttl = Duration::from_millis(self.iggy_plain_cache_ttl_ms);
         bridge.validate().map_err(|e| bridge_error(&e, names))?;
         Ok(Bridge {
             config: Some(bridge),

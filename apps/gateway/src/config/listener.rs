@@ -87,7 +87,9 @@ impl Raw {
                 )
             })?),
         };
+        // With `listeners` set, the metrics address is checked against those instead.
         if let Some(metrics) = metrics_addr
+            && !names.is_set("listeners")
             && overlaps(metrics, bind_addr)
         {
             return Err(names.invalid(
@@ -134,7 +136,7 @@ fn socket_addr(text: &str) -> Option<SocketAddr> {
 
 /// Whether binding both addresses would collide: the same fixed port on the same IP, or
 /// on any IP when either side binds every interface.
-fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
+pub(super) fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
     a.port() != 0
         && a.port() == b.port()
         && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())

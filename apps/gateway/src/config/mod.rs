@@ -31,6 +31,7 @@
 //! | [`bridge`] | `bridge_enabled`, `iggy_*`, `topic_map_path` | [`BridgeConfig::validate`](iggy_kafka_bridge::BridgeConfig::validate) |
 //! | [`logging`] | `log_format` | the gateway |
 //! | [`quotas`] | `quota_*` | [`BrokerConfig::check`] |
+//! | [`security`] | `listeners`, `advertised_listeners`, `listener_security_protocol_map`, `sasl_*`, `tls_*`, `super_users`, `max_concurrent_authentications` | the gateway (listeners, files, bounds) |
 //!
 //! Every error is one line naming the setting as the operator wrote it: the variable for
 //! values from the environment, the key and file for values from a file. A library's
@@ -43,6 +44,7 @@ mod listener;
 mod logging;
 mod memory;
 mod quotas;
+mod security;
 #[cfg(test)]
 mod tests;
 mod timeouts;
@@ -50,6 +52,7 @@ mod topics;
 mod values;
 
 pub use logging::LogFormat;
+pub use security::{ListenerSpec, SaslSetup};
 
 use figment::providers::{Format, Toml};
 use figment::value::{Dict, Map, Value};
@@ -58,6 +61,7 @@ use iggy_kafka_bridge::BridgeConfig;
 use kafka_broker::BrokerConfig;
 use kafka_broker::config::InvalidSetting;
 use kafka_broker::store::memory::MemoryStoreConfig;
+use kafka_broker::tls::TlsSettings;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -93,8 +97,14 @@ pub enum Backend {
 /// A validated configuration, ready to start the gateway.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
-    /// Address to bind.
-    pub bind_addr: SocketAddr,
+    /// Every listener; the first one's address is the broker's own.
+    pub listeners: Vec<ListenerSpec>,
+    /// The listeners come from `listeners` (Kafka's style) rather than `bind_addr`.
+    pub kafka_style_listeners: bool,
+    /// SASL mechanisms and credential sources, when a listener uses SASL.
+    pub sasl: Option<SaslSetup>,
+    /// The TLS acceptor's settings, when a listener uses TLS.
+    pub tls: Option<TlsSettings>,
     /// Address of the HTTP endpoint for metrics and health checks; `None` serves none.
     pub metrics_addr: Option<SocketAddr>,
     /// Port announced to clients; `None` announces the port actually bound, which makes
@@ -204,6 +214,7 @@ pub fn keys() -> &'static [&'static str] {
             values::fields::<bridge::Raw>(),
             values::fields::<logging::Raw>(),
             values::fields::<quotas::Raw>(),
+            values::fields::<security::Raw>(),
         ]
         .concat()
     })
@@ -349,6 +360,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     let bridge: bridge::Raw = extract(figment, names)?;
     let logging: logging::Raw = extract(figment, names)?;
     let quotas: quotas::Raw = extract(figment, names)?;
+    let security: security::Raw = extract(figment, names)?;
 
     let mut broker = BrokerConfig::default();
     let listener = listener.validate(names, &mut broker)?;
@@ -357,18 +369,49 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     topics.apply(&mut broker);
     groups.apply(&mut broker.groups);
     quotas.apply(&mut broker.quotas);
+
+    let memory = memory.validate(names)?;
+    let mut bridge = bridge.validate(names)?;
+    let log_format = logging.validate(names)?;
+    let single = security::Single {
+        bind: listener.bind_addr,
+        advertised_host: broker.advertised_host.clone(),
+        advertised_port: listener.advertised_port,
+        advertised_host_set: names.is_set("advertised_host"),
+    };
+    let mut security = security.validate(names, single, bridge.config.is_some(), &mut broker)?;
     broker
         .check()
         .map_err(|e| broker_setting_error(&e, names))?;
-
-    let memory = memory.validate(names)?;
-    let bridge = bridge.validate(names)?;
-    let log_format = logging.validate(names)?;
+    if let Some(metrics) = listener.metrics_addr
+        && let Some(taken) = security
+            .listeners
+            .iter()
+            .find(|l| listener::overlaps(metrics, l.bind))
+    {
+        return Err(names.invalid(
+            "metrics_addr",
+            &format!(
+                "takes the port of listener {} ({}); give it a port of its own",
+                taken.name, taken.bind
+            ),
+        ));
+    }
+    let first = security
+        .listeners
+        .first()
+        .cloned()
+        .ok_or_else(|| ConfigError::new("no listener configured"))?;
+    let mut warnings = std::mem::take(&mut bridge.warnings);
+    warnings.append(&mut security.warnings);
 
     Ok(GatewayConfig {
-        bind_addr: listener.bind_addr,
+        listeners: security.listeners,
+        kafka_style_listeners: names.is_set("listeners"),
+        sasl: security.sasl,
+        tls: security.tls,
         metrics_addr: listener.metrics_addr,
-        advertised_port: listener.advertised_port,
+        advertised_port: first.advertise.port,
         broker,
         backend: match bridge.config {
             Some(b) => Backend::Iggy(Box::new(b)),
@@ -376,7 +419,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
         },
         log_format,
         config_file: names.file.map(Path::to_path_buf),
-        warnings: bridge.warnings,
+        warnings,
     })
 }
 

@@ -37,6 +37,7 @@ fn defaults() -> Dict {
         dict(bridge::Raw::default()),
         dict(logging::Raw::default()),
         dict(quotas::Raw::default()),
+        dict(security::Raw::default()),
     ]
     .into_iter()
     .flatten()
@@ -47,7 +48,7 @@ fn defaults() -> Dict {
 fn defaults_are_the_broker_defaults() {
     let config = load(None, Vec::new()).unwrap();
     let defaults = BrokerConfig::default();
-    assert_eq!(config.bind_addr, "127.0.0.1:9093".parse().unwrap());
+    assert_eq!(config.listeners[0].bind, "127.0.0.1:9093".parse().unwrap());
     assert_eq!(config.advertised_port, None);
     assert_eq!(config.broker.advertised_host, "127.0.0.1");
     assert_eq!(config.broker.node_id, defaults.node_id);
@@ -212,7 +213,7 @@ fn file_values_may_be_strings_and_env_values_stay_verbatim() {
 #[test]
 fn the_bound_port_is_advertised_unless_one_is_set() {
     let config = load(None, env(&[("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")])).unwrap();
-    assert_eq!(config.bind_addr.port(), 0);
+    assert_eq!(config.listeners[0].bind.port(), 0);
     assert_eq!(config.broker_config(45678).advertised_port, 45678);
     assert_eq!(config.broker_config(45678).advertised_host, "127.0.0.1");
 }
@@ -320,14 +321,14 @@ fn unknown_variables_are_warned_about_unknown_file_keys_refused() {
     let config = load(
         None,
         env(&[
-            ("IGGY_KAFKA_SASL_ENABLED", "true"),
+            ("IGGY_KAFKA_SERVICE_HOST", "10.0.0.1"),
             ("IGGY_KAFKA_PORT", "tcp://10.0.0.1:9093"),
         ]),
     )
     .unwrap();
     assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
     assert!(config.warnings[0].starts_with("IGGY_KAFKA_PORT is not a setting"));
-    assert!(config.warnings[1].starts_with("IGGY_KAFKA_SASL_ENABLED is not a setting"));
+    assert!(config.warnings[1].starts_with("IGGY_KAFKA_SERVICE_HOST is not a setting"));
 
     let file = toml_file("max_conections = 3\n");
     let message = load_err(Some(file.path()), &[]);
@@ -498,7 +499,7 @@ fn every_setting_reaches_the_broker_and_store() {
             alter_enabled: false,
         }
     );
-    assert_eq!(config.bind_addr, "[::1]:0".parse().unwrap());
+    assert_eq!(config.listeners[0].bind, "[::1]:0".parse().unwrap());
     assert_eq!(broker.advertised_host, "::1");
     assert_eq!(broker.advertised_port, 4321);
     assert_eq!(broker.node_id, 7);
@@ -661,6 +662,513 @@ fn produce_and_producer_settings_reach_the_broker() {
     assert!(
         message.starts_with("IGGY_KAFKA_VALIDATION_THREADS")
             && message.ends_with("must be at least 1"),
+        "{message}"
+    );
+}
+
+fn spec(config: &GatewayConfig) -> Vec<(String, &'static str, String, String, Option<u16>)> {
+    config
+        .listeners
+        .iter()
+        .map(|l| {
+            (
+                l.name.clone(),
+                l.protocol.name(),
+                l.bind.to_string(),
+                l.advertise.host.clone(),
+                l.advertise.port,
+            )
+        })
+        .collect()
+}
+
+fn users_file() -> tempfile::NamedTempFile {
+    toml_file("{}")
+}
+
+#[test]
+fn the_single_listener_is_plaintext_sasl_ssl_or_both() {
+    let config = load(None, env(&[])).unwrap();
+    assert_eq!(
+        spec(&config),
+        [(
+            "PLAINTEXT".into(),
+            "PLAINTEXT",
+            "127.0.0.1:9093".into(),
+            "127.0.0.1".into(),
+            None
+        )]
+    );
+    assert!(config.sasl.is_none() && config.tls.is_none());
+    assert!(!config.kafka_style_listeners);
+
+    let users = users_file();
+    let users_path = users.path().to_str().unwrap();
+    let file = ("IGGY_KAFKA_SASL_USERS_FILE", users_path);
+    let tls = [
+        ("IGGY_KAFKA_TLS_CERT_FILE", "/etc/gw/cert.pem"),
+        ("IGGY_KAFKA_TLS_KEY_FILE", "/etc/gw/key.pem"),
+    ];
+    let config = load(None, env(&[("IGGY_KAFKA_SASL_ENABLED", "true"), file])).unwrap();
+    assert_eq!(config.listeners[0].protocol.name(), "SASL_PLAINTEXT");
+    assert_eq!(config.listeners[0].name, "SASL_PLAINTEXT");
+    let sasl = config.sasl.unwrap();
+    assert_eq!(sasl.users_file.as_deref(), Some(users.path()));
+    assert!(sasl.oauth.is_none());
+
+    let config = load(
+        None,
+        env(&[&[("IGGY_KAFKA_TLS_ENABLED", "true")], &tls[..]].concat()),
+    )
+    .unwrap();
+    assert_eq!(config.listeners[0].protocol.name(), "SSL");
+    let settings = config.tls.unwrap();
+    assert_eq!(settings.cert_file, Path::new("/etc/gw/cert.pem"));
+    assert_eq!(settings.reload_interval, Duration::from_secs(5));
+    assert_eq!(settings.handshake_timeout, Duration::from_secs(10));
+    assert!(config.sasl.is_none());
+
+    let config = load(
+        None,
+        env(&[
+            &[
+                ("IGGY_KAFKA_TLS_ENABLED", "true"),
+                ("IGGY_KAFKA_SASL_ENABLED", "true"),
+                file,
+            ],
+            &tls[..],
+        ]
+        .concat()),
+    )
+    .unwrap();
+    assert_eq!(config.listeners[0].protocol.name(), "SASL_SSL");
+    assert!(config.sasl.is_some() && config.tls.is_some());
+}
+
+#[test]
+fn a_sasl_listener_needs_credentials_and_a_tls_one_a_certificate() {
+    let message = load_err(None, &[("IGGY_KAFKA_SASL_ENABLED", "true")]);
+    assert!(
+        message.starts_with("IGGY_KAFKA_SASL_USERS_FILE (default): "),
+        "{message}"
+    );
+    assert!(message.contains("users set-password"), "{message}");
+    // OAUTHBEARER alone needs no users file, but keys or the development switch.
+    let message = load_err(
+        None,
+        &[
+            ("IGGY_KAFKA_SASL_ENABLED", "true"),
+            ("IGGY_KAFKA_SASL_MECHANISMS", "OAUTHBEARER"),
+        ],
+    );
+    assert!(
+        message.starts_with("IGGY_KAFKA_SASL_OAUTHBEARER_JWKS_FILE"),
+        "{message}"
+    );
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_SASL_ENABLED", "true"),
+            ("IGGY_KAFKA_SASL_MECHANISMS", "oauthbearer"),
+            ("IGGY_KAFKA_SASL_OAUTHBEARER_ALLOW_UNSECURED", "true"),
+        ]),
+    )
+    .unwrap();
+    let sasl = config.sasl.unwrap();
+    assert_eq!(sasl.config.mechanisms, [kafka_sasl::Mechanism::OAuthBearer]);
+    let oauth = sasl.oauth.unwrap();
+    assert!(oauth.allow_unsecured);
+    assert_eq!(oauth.principal_claim, "sub");
+    assert_eq!(oauth.clock_skew, Duration::from_secs(30));
+    assert!(
+        config
+            .warnings
+            .iter()
+            .any(|w| w.contains("ALLOW_UNSECURED")),
+        "{:?}",
+        config.warnings
+    );
+
+    let message = load_err(None, &[("IGGY_KAFKA_TLS_ENABLED", "true")]);
+    assert!(
+        message.starts_with("IGGY_KAFKA_TLS_CERT_FILE (default): "),
+        "{message}"
+    );
+    let message = load_err(
+        None,
+        &[
+            ("IGGY_KAFKA_TLS_ENABLED", "true"),
+            ("IGGY_KAFKA_TLS_CERT_FILE", "c.pem"),
+        ],
+    );
+    assert!(
+        message.starts_with("IGGY_KAFKA_TLS_KEY_FILE (default): "),
+        "{message}"
+    );
+}
+
+#[test]
+fn kafka_style_listeners_with_a_protocol_map_and_advertised_addresses() {
+    let users = users_file();
+    let config = load(
+        None,
+        env(&[
+            (
+                "IGGY_KAFKA_LISTENERS",
+                "SASL_SSL://0.0.0.0:9094, internal://127.0.0.1:9093,CLIENTS://[::1]:0",
+            ),
+            (
+                "IGGY_KAFKA_LISTENER_SECURITY_PROTOCOL_MAP",
+                "INTERNAL:PLAINTEXT,clients:ssl",
+            ),
+            (
+                "IGGY_KAFKA_ADVERTISED_LISTENERS",
+                "SASL_SSL://kafka.example.com:19094",
+            ),
+            ("IGGY_KAFKA_TLS_CERT_FILE", "c.pem"),
+            ("IGGY_KAFKA_TLS_KEY_FILE", "k.pem"),
+            ("IGGY_KAFKA_SASL_USERS_FILE", users.path().to_str().unwrap()),
+        ]),
+    )
+    .unwrap();
+    assert!(config.kafka_style_listeners);
+    assert_eq!(
+        spec(&config),
+        [
+            (
+                "SASL_SSL".into(),
+                "SASL_SSL",
+                "0.0.0.0:9094".into(),
+                "kafka.example.com".into(),
+                Some(19094)
+            ),
+            (
+                "INTERNAL".into(),
+                "PLAINTEXT",
+                "127.0.0.1:9093".into(),
+                "127.0.0.1".into(),
+                None
+            ),
+            (
+                "CLIENTS".into(),
+                "SSL",
+                "[::1]:0".into(),
+                "::1".into(),
+                None
+            ),
+        ]
+    );
+    // The broker's own address is the first listener's.
+    assert_eq!(config.broker.advertised_host, "kafka.example.com");
+    assert_eq!(config.broker_config(1234).advertised_port, 19094);
+    assert!(config.sasl.is_some() && config.tls.is_some());
+    // Loopback listeners and SASL ones need no warning.
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+}
+
+#[test]
+fn listener_mistakes_are_one_line_naming_the_setting() {
+    type Vars<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(Vars<'_>, &str, &str)] = &[
+        (
+            &[
+                ("IGGY_KAFKA_LISTENERS", "PLAINTEXT://127.0.0.1:9093"),
+                ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:9092"),
+            ],
+            "IGGY_KAFKA_BIND_ADDR=",
+            "cannot be combined with IGGY_KAFKA_LISTENERS",
+        ),
+        (
+            &[
+                ("IGGY_KAFKA_LISTENERS", "PLAINTEXT://127.0.0.1:9093"),
+                ("IGGY_KAFKA_SASL_ENABLED", "true"),
+            ],
+            "IGGY_KAFKA_SASL_ENABLED=",
+            "cannot be combined",
+        ),
+        (
+            &[
+                ("IGGY_KAFKA_LISTENERS", "PLAINTEXT://127.0.0.1:9093"),
+                ("IGGY_KAFKA_TLS_ENABLED", "false"),
+            ],
+            "IGGY_KAFKA_TLS_ENABLED=",
+            "cannot be combined",
+        ),
+        (
+            &[("IGGY_KAFKA_LISTENERS", "EXTERNAL://127.0.0.1:9093")],
+            "IGGY_KAFKA_LISTENERS=",
+            "LISTENER_SECURITY_PROTOCOL_MAP",
+        ),
+        (
+            &[("IGGY_KAFKA_LISTENERS", "PLAINTEXT://localhost:9093")],
+            "IGGY_KAFKA_LISTENERS=",
+            "not an IP address",
+        ),
+        (
+            &[("IGGY_KAFKA_LISTENERS", "PLAINTEXT://127.0.0.1")],
+            "IGGY_KAFKA_LISTENERS=",
+            "no port",
+        ),
+        (
+            &[(
+                "IGGY_KAFKA_LISTENERS",
+                "PLAINTEXT://127.0.0.1:9093,SSL://0.0.0.0:9093",
+            )],
+            "IGGY_KAFKA_LISTENERS=",
+            "both take port 9093",
+        ),
+        (
+            &[(
+                "IGGY_KAFKA_LISTENERS",
+                "PLAINTEXT://127.0.0.1:9093,plaintext://127.0.0.1:9094",
+            )],
+            "IGGY_KAFKA_LISTENERS=",
+            "named twice",
+        ),
+        (
+            &[("IGGY_KAFKA_LISTENERS", "PLAINTEXT://0.0.0.0:9093")],
+            "IGGY_KAFKA_LISTENERS=",
+            "ADVERTISED_LISTENERS",
+        ),
+        (
+            &[
+                ("IGGY_KAFKA_LISTENERS", "PLAINTEXT://127.0.0.1:9093"),
+                ("IGGY_KAFKA_ADVERTISED_LISTENERS", "OTHER://h:1"),
+            ],
+            "IGGY_KAFKA_ADVERTISED_LISTENERS=",
+            "not one of IGGY_KAFKA_LISTENERS",
+        ),
+        (
+            &[
+                ("IGGY_KAFKA_LISTENERS", "A://127.0.0.1:9093"),
+                ("IGGY_KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "A:TLS"),
+            ],
+            "IGGY_KAFKA_LISTENER_SECURITY_PROTOCOL_MAP=",
+            "PLAINTEXT, SSL",
+        ),
+        (
+            &[
+                ("IGGY_KAFKA_LISTENERS", "PLAINTEXT://127.0.0.1:9093"),
+                ("IGGY_KAFKA_METRICS_ADDR", "127.0.0.1:9093"),
+            ],
+            "IGGY_KAFKA_METRICS_ADDR=",
+            "port of listener PLAINTEXT",
+        ),
+    ];
+    for (vars, prefix, reason) in cases {
+        let message = load_err(None, vars);
+        assert!(message.starts_with(prefix), "{vars:?}: {message}");
+        assert!(message.contains(reason), "{vars:?}: {message}");
+    }
+}
+
+#[test]
+fn a_listener_without_authentication_off_loopback_is_warned_about() {
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_BIND_ADDR", "0.0.0.0:9093"),
+            ("IGGY_KAFKA_ADVERTISED_HOST", "gw.example"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    assert!(
+        config.warnings[0].contains("listener PLAINTEXT (PLAINTEXT) on 0.0.0.0:9093"),
+        "{:?}",
+        config.warnings
+    );
+    // SSL with client certificates authenticates; SSL without does not.
+    let ssl = |ca: bool| {
+        let mut vars = vec![
+            ("IGGY_KAFKA_LISTENERS", "SSL://10.1.2.3:9094"),
+            ("IGGY_KAFKA_TLS_CERT_FILE", "c.pem"),
+            ("IGGY_KAFKA_TLS_KEY_FILE", "k.pem"),
+        ];
+        if ca {
+            vars.push(("IGGY_KAFKA_TLS_CLIENT_CA_FILE", "ca.pem"));
+        }
+        load(None, env(&vars)).unwrap().warnings
+    };
+    assert_eq!(ssl(false).len(), 1);
+    assert!(ssl(true).is_empty(), "{:?}", ssl(true));
+}
+
+#[test]
+fn sasl_settings_reach_the_broker_and_the_mechanisms() {
+    let defaults = kafka_broker::config::SaslSettings::default();
+    let config = load(None, env(&[])).unwrap();
+    assert_eq!(format!("{:?}", config.broker.sasl), format!("{defaults:?}"));
+
+    let users = users_file();
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_SASL_ENABLED", "true"),
+            ("IGGY_KAFKA_SASL_USERS_FILE", users.path().to_str().unwrap()),
+            ("IGGY_KAFKA_SASL_MECHANISMS", "SCRAM-SHA-512, plain"),
+            ("IGGY_KAFKA_SASL_SESSION_LIFETIME_MS", "60000"),
+            ("IGGY_KAFKA_MAX_CONCURRENT_AUTHENTICATIONS", "4"),
+            ("IGGY_KAFKA_SASL_AUTHENTICATION_TIMEOUT_MS", "2000"),
+            ("IGGY_KAFKA_SASL_MAX_RECEIVE_SIZE", "4096"),
+            ("IGGY_KAFKA_SASL_FAILURE_DELAY_MS", "100"),
+            ("IGGY_KAFKA_SASL_FAILURE_DELAY_MAX_MS", "1000"),
+            ("IGGY_KAFKA_SASL_SCRAM_MIN_ITERATIONS", "8192"),
+            ("IGGY_KAFKA_SASL_SCRAM_MAX_ITERATIONS", "20000"),
+            ("IGGY_KAFKA_SASL_MAX_TOKEN_BYTES", "1000"),
+            ("IGGY_KAFKA_SUPER_USERS", "User:admin; User:ops"),
+        ]),
+    )
+    .unwrap();
+    let s = &config.broker.sasl;
+    assert_eq!(s.session_lifetime, Some(Duration::from_secs(60)));
+    assert_eq!(s.max_concurrent_authentications, 4);
+    assert_eq!(s.authentication_timeout, Duration::from_secs(2));
+    assert_eq!(s.max_receive_size, 4096);
+    assert_eq!(s.failure_delay, Duration::from_millis(100));
+    assert_eq!(s.failure_delay_max, Duration::from_secs(1));
+    assert_eq!(s.super_users, ["User:admin", "User:ops"]);
+    let sasl = config.sasl.unwrap();
+    assert_eq!(
+        sasl.config.mechanisms,
+        [
+            kafka_sasl::Mechanism::ScramSha512,
+            kafka_sasl::Mechanism::Plain
+        ]
+    );
+    assert_eq!(sasl.config.scram.min_iterations, 8192);
+    assert_eq!(sasl.config.scram.max_iterations, 20000);
+    assert_eq!(sasl.config.max_token_bytes, 1000);
+
+    for (var, value, reason) in [
+        ("IGGY_KAFKA_SUPER_USERS", "admin", "not a principal"),
+        ("IGGY_KAFKA_SASL_MECHANISMS", "GSSAPI", "unknown mechanism"),
+        (
+            "IGGY_KAFKA_SASL_SCRAM_MIN_ITERATIONS",
+            "1000",
+            "at least 4096",
+        ),
+        (
+            "IGGY_KAFKA_SASL_SCRAM_MAX_ITERATIONS",
+            "4095",
+            "at least IGGY_KAFKA_SASL_SCRAM_MIN_ITERATIONS",
+        ),
+        (
+            "IGGY_KAFKA_MAX_CONCURRENT_AUTHENTICATIONS",
+            "0",
+            "at least 1",
+        ),
+        (
+            "IGGY_KAFKA_SASL_FAILURE_DELAY_MAX_MS",
+            "10",
+            "at least IGGY_KAFKA_SASL_FAILURE_DELAY_MS",
+        ),
+    ] {
+        let message = load_err(
+            None,
+            &[
+                ("IGGY_KAFKA_SASL_ENABLED", "true"),
+                ("IGGY_KAFKA_SASL_USERS_FILE", users.path().to_str().unwrap()),
+                (var, value),
+            ],
+        );
+        assert!(
+            message.starts_with(&format!("{var}={value:?}: ")),
+            "{message}"
+        );
+        assert!(message.contains(reason), "{message}");
+    }
+}
+
+#[test]
+fn tls_settings_reach_the_acceptor() {
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_TLS_ENABLED", "true"),
+            ("IGGY_KAFKA_TLS_CERT_FILE", "c.pem"),
+            ("IGGY_KAFKA_TLS_KEY_FILE", "k.pem"),
+            ("IGGY_KAFKA_TLS_CLIENT_CA_FILE", "ca.pem"),
+            (
+                "IGGY_KAFKA_TLS_PRINCIPAL_MAPPING_RULES",
+                "RULE:^CN=(.*?),OU=eng.*$/$1/L,DEFAULT",
+            ),
+            ("IGGY_KAFKA_TLS_RELOAD_INTERVAL_MS", "250"),
+            ("IGGY_KAFKA_TLS_HANDSHAKE_TIMEOUT_MS", "1500"),
+        ]),
+    )
+    .unwrap();
+    let tls = config.tls.unwrap();
+    assert_eq!(tls.client_ca_file.as_deref(), Some(Path::new("ca.pem")));
+    assert_eq!(tls.reload_interval, Duration::from_millis(250));
+    assert_eq!(tls.handshake_timeout, Duration::from_millis(1500));
+    assert_eq!(
+        tls.principal_mapper
+            .map("CN=Alice,OU=eng,O=Example")
+            .as_deref(),
+        Some("alice")
+    );
+    let message = load_err(
+        None,
+        &[
+            ("IGGY_KAFKA_TLS_ENABLED", "true"),
+            ("IGGY_KAFKA_TLS_CERT_FILE", "c.pem"),
+            ("IGGY_KAFKA_TLS_KEY_FILE", "k.pem"),
+            ("IGGY_KAFKA_TLS_PRINCIPAL_MAPPING_RULES", "RULE:broken"),
+        ],
+    );
+    assert!(
+        message.starts_with("IGGY_KAFKA_TLS_PRINCIPAL_MAPPING_RULES="),
+        "{message}"
+    );
+    // TLS files without a TLS listener do nothing, and say so.
+    let config = load(None, env(&[("IGGY_KAFKA_TLS_CERT_FILE", "c.pem")])).unwrap();
+    assert!(config.tls.is_none());
+    assert!(
+        config.warnings[0].starts_with("IGGY_KAFKA_TLS_CERT_FILE has no effect"),
+        "{:?}",
+        config.warnings
+    );
+}
+
+#[test]
+fn iggy_tls_and_the_plain_cache_reach_the_bridge() {
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+            ("IGGY_KAFKA_IGGY_PASSWORD", "p"),
+            ("IGGY_KAFKA_IGGY_TLS_ENABLED", "true"),
+            ("IGGY_KAFKA_IGGY_TLS_DOMAIN", "iggy.example"),
+            ("IGGY_KAFKA_IGGY_TLS_CA_FILE", "/etc/iggy/ca.pem"),
+            ("IGGY_KAFKA_IGGY_PLAIN_CACHE_TTL_MS", "1500"),
+            ("IGGY_KAFKA_SASL_ENABLED", "true"),
+        ]),
+    )
+    .unwrap();
+    let Backend::Iggy(bridge) = &config.backend else {
+        panic!("bridge expected")
+    };
+    assert!(bridge.tls_enabled);
+    assert_eq!(bridge.tls_domain.as_deref(), Some("iggy.example"));
+    assert_eq!(
+        bridge.tls_ca_file.as_deref(),
+        Some(Path::new("/etc/iggy/ca.pem"))
+    );
+    assert_eq!(bridge.plain_cache_ttl, Duration::from_millis(1500));
+    // With the bridge, credentials come from Iggy: no users file needed.
+    assert!(config.sasl.unwrap().users_file.is_none());
+
+    let message = load_err(
+        None,
+        &[
+            ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+            ("IGGY_KAFKA_IGGY_PASSWORD", "p"),
+            ("IGGY_KAFKA_IGGY_TLS_DOMAIN", "iggy.example"),
+        ],
+    );
+    assert!(
+        message.starts_with("IGGY_KAFKA_IGGY_TLS_DOMAIN="),
         "{message}"
     );
 }
