@@ -15,6 +15,9 @@ use iggy::prelude::{AutoLogin, IggyClient, IggyDuration};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
+/// Longest wait for the diagnostic handshake of [`tls_failure`] (at most `call_timeout`).
+const TLS_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How a client signs in and reconnects.
 pub(crate) enum Login {
     /// Signs in on every (re)connect with these credentials, reconnecting up to
@@ -97,11 +100,63 @@ pub(crate) fn check_tls_files(config: &BridgeConfig) -> Result<(), BridgeError> 
     Ok(())
 }
 
+/// Why a TLS handshake with Iggy fails, found by attempting one with the same CA file and
+/// name: the SDK reports any failed handshake only as "cannot establish connection".
+/// `None` when TLS is off, no CA file is set, the TCP connection itself fails (that is
+/// not a TLS matter) or the handshake succeeds. Bounded by `call_timeout` and
+/// [`TLS_PROBE_TIMEOUT`].
+pub(crate) async fn tls_failure(config: &BridgeConfig) -> Option<String> {
+    let (true, Some(path)) = (config.tls_enabled, &config.tls_ca_file) else {
+        return None;
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path).ok()? {
+        roots.add(cert.ok()?).ok()?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from(config.tls_host()).ok()?;
+    let attempt = async {
+        let tcp = tokio::net::TcpStream::connect(&config.address).await.ok()?;
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls));
+        connector
+            .connect(name, tcp)
+            .await
+            .err()
+            .map(|e| e.to_string())
+    };
+    let limit = config.call_timeout.min(TLS_PROBE_TIMEOUT);
+    match tokio::time::timeout(limit, attempt).await {
+        Ok(reason) => reason,
+        // A server without TLS reads the ClientHello as the start of a request and waits
+        // for the rest.
+        Err(_) => Some(format!(
+            "no TLS answer within {limit:?} (is TLS on for Iggy's TCP listener?)"
+        )),
+    }
+}
+
 /// A hint added to a connection failure with TLS on: the SDK reports a failed
-/// handshake only as "cannot establish connection".
-pub(crate) fn tls_hint(config: &BridgeConfig) -> String {
+/// handshake only as "cannot establish connection". `failure` is what
+/// [`tls_failure`] found, if anything.
+pub(crate) fn tls_hint(config: &BridgeConfig, failure: Option<&str>) -> String {
     if !config.tls_enabled {
         return String::new();
+    }
+    if let Some(reason) = failure {
+        return format!(
+            " (TLS handshake with Iggy failed: {reason}; expected a certificate for {:?} \
+             issued by a CA in {})",
+            config.tls_host(),
+            config.tls_ca_file.as_ref().map_or_else(
+                || "the built-in web roots".into(),
+                |p| p.display().to_string()
+            )
+        );
     }
     let ca = match &config.tls_ca_file {
         Some(path) => format!("the CA in {}", path.display()),
@@ -144,14 +199,17 @@ mod tests {
     #[test]
     fn the_hint_names_the_ca_and_host_only_with_tls() {
         let mut config = BridgeConfig::new("iggy", "secret");
-        assert!(tls_hint(&config).is_empty());
+        assert!(tls_hint(&config, None).is_empty());
         config.tls_enabled = true;
         config.tls_ca_file = Some("ca.pem".into());
-        let hint = tls_hint(&config);
-        assert!(
-            hint.contains("ca.pem") && hint.contains("127.0.0.1"),
-            "{hint}"
-        );
-        assert!(!hint.contains("secret"));
+        for failure in [None, Some("invalid peer certificate: UnknownIssuer")] {
+            let hint = tls_hint(&config, failure);
+            assert!(
+                hint.contains("ca.pem") && hint.contains("127.0.0.1"),
+                "{hint}"
+            );
+            assert!(!hint.contains("secret"));
+            assert_eq!(hint.contains("UnknownIssuer"), failure.is_some(), "{hint}");
+        }
     }
 }

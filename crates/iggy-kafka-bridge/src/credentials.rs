@@ -15,7 +15,9 @@
 //! deleted in Iggy keeps working for this gateway until its entry expires.
 //!
 //! Outcomes: Iggy refusing the credentials (unknown user, wrong password, inactive user)
-//! is [`FailureKind::BadCredentials`], all with one message; Iggy unreachable, a failed
+//! is [`FailureKind::BadCredentials`], all with one message, as is an empty username or
+//! password or one longer than Iggy's login request carries (255 bytes), refused
+//! without asking Iggy; Iggy unreachable, a failed
 //! TLS handshake or no answer in time is [`FailureKind::Unavailable`]. Neither message
 //! names the user's password, and unavailability is logged at most once per
 //! [`UNAVAILABLE_LOG_INTERVAL`].
@@ -32,6 +34,10 @@ use kafka_sasl::{
     AuthFailure, FailureKind, Identity, PlainAuthenticator, SaslError, ScramCredential,
     ScramCredentialStore, ScramMechanism, ScramUserInfo,
 };
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use std::collections::{BTreeMap, HashMap};
@@ -48,8 +54,20 @@ const UNAVAILABLE: &str = "Authentication failed: the credential store is unavai
 /// Least time between two log lines about Iggy being unavailable for PLAIN checks.
 pub const UNAVAILABLE_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
+/// Longest username or password Iggy's login request can carry.
+const MAX_LOGIN_FIELD_BYTES: usize = 255;
+
+/// Longest wait for a check's connection to close.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(1);
+
 /// Salt bytes per cache entry.
 const SALT_LEN: usize = 16;
+
+/// The `outcome` label of the PLAIN check counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
 
 /// Checks SASL/PLAIN credentials by logging in to Iggy, remembering successes briefly.
 pub struct IggyPlainAuthenticator {
@@ -57,6 +75,8 @@ pub struct IggyPlainAuthenticator {
     cache: Mutex<PlainCache>,
     logins: AtomicU64,
     cache_hits: AtomicU64,
+    /// Checks by outcome, for Prometheus.
+    checks: Family<OutcomeLabel, Counter>,
     /// When unavailability was last logged, and how many failures since.
     unavailable_log: Mutex<(Option<Instant>, u64)>,
 }
@@ -85,8 +105,25 @@ impl IggyPlainAuthenticator {
             )?),
             logins: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
+            checks: Family::default(),
             unavailable_log: Mutex::new((None, 0)),
         })
+    }
+
+    /// Adds `kafka_gateway_iggy_plain_checks_total{outcome}` (`cached`, `ok`,
+    /// `bad_credentials`, `unavailable`) to `registry`. Counted from the start either way.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry
+            .sub_registry_with_prefix("kafka_gateway_iggy")
+            .register(
+                "plain_checks",
+                "SASL/PLAIN checks against Iggy, by outcome (cached: answered without a login)",
+                self.checks.clone(),
+            );
+    }
+
+    fn count(&self, outcome: &'static str) {
+        self.checks.get_or_create(&OutcomeLabel { outcome }).inc();
     }
 
     /// Logins attempted against Iggy so far (each check not answered from the cache).
@@ -112,8 +149,9 @@ impl IggyPlainAuthenticator {
             .map_err(|e| self.unavailable(&e.to_string()))?;
         let limit = self.config.call_timeout;
         let outcome = tokio::time::timeout(limit, login_once(&client, username, password)).await;
-        // Dropped either way; bounded so a stuck server cannot hold the check.
-        let _ = tokio::time::timeout(limit, client.shutdown()).await;
+        // Closed either way. Closing is local work (the socket, the SDK's tasks), so a
+        // short bound keeps a stuck server from doubling the check's time.
+        let _ = tokio::time::timeout(limit.min(SHUTDOWN_LIMIT), client.shutdown()).await;
         match outcome {
             Ok(Ok(())) => Ok(()),
             Ok(Err(
@@ -154,6 +192,12 @@ impl IggyPlainAuthenticator {
     }
 }
 
+/// Whether a username or password can be sent in Iggy's login request, whose length
+/// prefixes are one byte.
+fn fits_iggy_login(text: &str) -> bool {
+    (1..=MAX_LOGIN_FIELD_BYTES).contains(&text.len())
+}
+
 async fn login_once(client: &IggyClient, username: &str, password: &str) -> Result<(), IggyError> {
     client.connect().await?;
     client.login_user(username, password).await?;
@@ -175,9 +219,26 @@ impl PlainAuthenticator for IggyPlainAuthenticator {
             .is_ok_and(|mut c| c.check(username, password, Instant::now()));
         if hit {
             self.cache_hits.fetch_add(1, Ordering::Relaxed);
+            self.count("cached");
             return Ok(identity());
         }
-        self.login(username, password).await?;
+        let checked = if fits_iggy_login(username) && fits_iggy_login(password) {
+            self.login(username, password).await
+        } else {
+            // No Iggy user can have it, and Iggy's login request cannot carry it.
+            Err(AuthFailure::new(
+                FailureKind::BadCredentials,
+                BAD_CREDENTIALS,
+            ))
+        };
+        if let Err(failure) = checked {
+            self.count(match failure.kind {
+                FailureKind::Unavailable => "unavailable",
+                _ => "bad_credentials",
+            });
+            return Err(failure);
+        }
+        self.count("ok");
         if let Ok(mut cache) = self.cache.lock() {
             cache.remember(username, password, Instant::now());
         }

@@ -33,6 +33,23 @@
 //! # let _ = (log, offsets); Ok(()) }
 //! ```
 //!
+//! With SASL, the broker's credentials come from the same configuration and bridge:
+//!
+//! ```no_run
+//! # async fn wire() -> Result<(), Box<dyn std::error::Error>> {
+//! use iggy_kafka_bridge::{BridgeConfig, IggyBridge, IggyPlainAuthenticator};
+//! let config = BridgeConfig {
+//!     tls_enabled: true,
+//!     tls_ca_file: Some("/etc/iggy/ca.pem".into()),
+//!     ..BridgeConfig::new("kafka-gateway", "secret")
+//! };
+//! let plain: std::sync::Arc<dyn kafka_sasl::PlainAuthenticator> =
+//!     std::sync::Arc::new(IggyPlainAuthenticator::new(&config)?);
+//! let bridge = IggyBridge::connect(config).await?;
+//! let scram: std::sync::Arc<dyn kafka_sasl::ScramCredentialStore> = bridge.scram_store();
+//! # let _ = (plain, scram); Ok(()) }
+//! ```
+//!
 //! See `docs/bridge.md` for the byte-level mapping, the error table and the limits.
 
 mod bridge;

@@ -13,6 +13,7 @@ use iggy_kafka_bridge::{BridgeConfig, BridgeError, IggyBridge, IggyPlainAuthenti
 use kafka_records::{BatchOptions, DecodeLimits, NewRecord, RecordBatch, encode_batch};
 use kafka_sasl::{
     FailureKind, PlainAuthenticator, ScramCredential, ScramCredentialStore, ScramMechanism,
+    ScramUserInfo,
 };
 use kafka_store::LogStore;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,12 @@ use support::Server;
 const ALICE: &str = "kafka-alice";
 const ALICE_PASSWORD: &str = "alice-secret-1";
 
+/// A fresh Iggy server for test `name`; `None` (after the printed notice) without
+/// `IGGY_SERVER_BIN`.
+fn server_for(name: &str) -> Option<Server> {
+    support::server_bin(name).map(|bin| Server::start(&bin))
+}
+
 async fn create_user(server: &Server, name: &str, password: &str) {
     let root = support::native_client(server).await;
     root.create_user(name, password, UserStatus::Active, None)
@@ -32,11 +39,9 @@ async fn create_user(server: &Server, name: &str, password: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_checks_log_in_to_iggy_and_remember_successes() {
-    let Some(bin) = support::server_bin("plain_checks_log_in_to_iggy_and_remember_successes")
-    else {
+    let Some(server) = server_for("plain_checks_log_in_to_iggy_and_remember_successes") else {
         return;
     };
-    let server = Server::start(&bin);
     create_user(&server, ALICE, ALICE_PASSWORD).await;
     let plain = IggyPlainAuthenticator::new(&support::config(&server)).unwrap();
 
@@ -65,23 +70,46 @@ async fn plain_checks_log_in_to_iggy_and_remember_successes() {
     assert_eq!(unknown.kind, FailureKind::BadCredentials);
     assert_eq!(unknown.message, wrong.message);
     assert_eq!(plain.iggy_logins(), 3);
+    // An inactive Iggy user is refused like a wrong password.
+    let root = support::native_client(&server).await;
+    root.create_user("kafka-idle", "idle-secret-1", UserStatus::Inactive, None)
+        .await
+        .unwrap();
+    let inactive = plain
+        .authenticate("kafka-idle", "idle-secret-1")
+        .await
+        .unwrap_err();
+    assert_eq!(inactive.kind, FailureKind::BadCredentials);
+    assert_eq!(inactive.message, wrong.message);
+    assert_eq!(plain.iggy_logins(), 4);
     // Failures are not remembered; the success still is.
     plain
         .authenticate(ALICE, "not-her-password")
         .await
         .unwrap_err();
-    assert_eq!(plain.iggy_logins(), 4);
+    assert_eq!(plain.iggy_logins(), 5);
     plain.authenticate(ALICE, ALICE_PASSWORD).await.unwrap();
-    assert_eq!(plain.iggy_logins(), 4);
+    assert_eq!(plain.iggy_logins(), 5);
     assert_eq!(plain.cached_users(), 1);
+
+    let mut registry = prometheus_client::registry::Registry::default();
+    plain.register_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for line in [
+        "kafka_gateway_iggy_plain_checks_total{outcome=\"cached\"} 2",
+        "kafka_gateway_iggy_plain_checks_total{outcome=\"ok\"} 1",
+        "kafka_gateway_iggy_plain_checks_total{outcome=\"bad_credentials\"} 4",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remembered_plain_check_expires() {
-    let Some(bin) = support::server_bin("a_remembered_plain_check_expires") else {
+    let Some(server) = server_for("a_remembered_plain_check_expires") else {
         return;
     };
-    let server = Server::start(&bin);
     create_user(&server, ALICE, ALICE_PASSWORD).await;
     let config = BridgeConfig {
         plain_cache_ttl: Duration::from_millis(300),
@@ -123,6 +151,19 @@ async fn plain_checks_without_iggy_are_unavailable() {
     assert!(!failure.message.contains("a-password-never-logged"));
     assert!(!format!("{failure:?}").contains("a-password-never-logged"));
     assert_eq!(plain.cached_users(), 0);
+    assert_eq!(plain.iggy_logins(), 1);
+    // What Iggy's login request cannot carry is refused without a connection.
+    let long = "p".repeat(256);
+    for (user, password) in [
+        (ALICE, long.as_str()),
+        (long.as_str(), "pw"),
+        ("", "pw"),
+        (ALICE, ""),
+    ] {
+        let failure = plain.authenticate(user, password).await.unwrap_err();
+        assert_eq!(failure.kind, FailureKind::BadCredentials);
+    }
+    assert_eq!(plain.iggy_logins(), 1);
 }
 
 fn credential(mechanism: ScramMechanism, fill: u8, iterations: u32) -> ScramCredential {
@@ -149,14 +190,27 @@ async fn connect(server: &Server, config: BridgeConfig) -> IggyBridge {
         .unwrap_or_else(|e| panic!("connect: {e}; server log:\n{}", server.log_tail()))
 }
 
+/// A bridge on `server` with a meta stream of its own (snapshots every 100 records), and
+/// that stream's name.
+async fn scram_bridge(server: &Server) -> (String, IggyBridge) {
+    let meta = format!("meta-{}", support::run_id());
+    let bridge = connect(server, meta_config(server, &meta)).await;
+    (meta, bridge)
+}
+
+/// Closes `bridge` and connects a new one to meta stream `meta`, as a restarted gateway.
+async fn reconnect(server: &Server, meta: &str, bridge: IggyBridge) -> IggyBridge {
+    bridge.close().await;
+    drop(bridge);
+    connect(server, meta_config(server, meta)).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_credentials_survive_a_restart() {
-    let Some(bin) = support::server_bin("scram_credentials_survive_a_restart") else {
+    let Some(server) = server_for("scram_credentials_survive_a_restart") else {
         return;
     };
-    let server = Server::start(&bin);
-    let meta = format!("meta-{}", support::run_id());
-    let bridge = connect(&server, meta_config(&server, &meta)).await;
+    let (meta, bridge) = scram_bridge(&server).await;
     let store = bridge.scram_store();
     let a256 = credential(ScramMechanism::Sha256, 1, 4096);
     let a512 = credential(ScramMechanism::Sha512, 2, 8192);
@@ -172,11 +226,8 @@ async fn scram_credentials_survive_a_restart() {
     assert!(!store.delete("alice", ScramMechanism::Sha512).await.unwrap());
     assert!(!store.delete("carol", ScramMechanism::Sha256).await.unwrap());
     let described = store.describe(None).await.unwrap();
-    bridge.close().await;
     drop(store);
-    drop(bridge);
-
-    let bridge = connect(&server, meta_config(&server, &meta)).await;
+    let bridge = reconnect(&server, &meta, bridge).await;
     let store = bridge.scram_store();
     assert_eq!(store.describe(None).await.unwrap(), described);
     assert_eq!(described.len(), 2);
@@ -215,6 +266,20 @@ async fn scram_credentials_survive_a_restart() {
     assert_eq!(only_bob[0].user, "bob");
 }
 
+/// Every credential `described` lists, read from `store`.
+async fn credentials_of(
+    store: &dyn ScramCredentialStore,
+    described: &[ScramUserInfo],
+) -> Vec<Option<ScramCredential>> {
+    let mut out = Vec::new();
+    for info in described {
+        for (mechanism, _) in &info.credentials {
+            out.push(store.credential(&info.user, *mechanism).await.unwrap());
+        }
+    }
+    out
+}
+
 /// The generations of the `scram` log in the meta stream.
 async fn scram_generations(server: &Server, meta: &str) -> Vec<String> {
     let client = support::native_client(server).await;
@@ -232,13 +297,10 @@ async fn scram_generations(server: &Server, meta: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_credentials_are_snapshotted_across_generations() {
-    let Some(bin) = support::server_bin("scram_credentials_are_snapshotted_across_generations")
-    else {
+    let Some(server) = server_for("scram_credentials_are_snapshotted_across_generations") else {
         return;
     };
-    let server = Server::start(&bin);
-    let meta = format!("meta-{}", support::run_id());
-    let bridge = connect(&server, meta_config(&server, &meta)).await;
+    let (meta, bridge) = scram_bridge(&server).await;
     let store = bridge.scram_store();
     assert_eq!(scram_generations(&server, &meta).await, vec!["scram"]);
     // 250 writes over 20 users: the tail passes 100 twice, so two snapshots.
@@ -265,25 +327,12 @@ async fn scram_credentials_are_snapshotted_across_generations() {
     assert_eq!(generations.len(), 1, "{generations:?}");
     assert_ne!(generations[0], "scram", "no snapshot was taken");
     let described = store.describe(None).await.unwrap();
-    let mut credentials = Vec::new();
-    for info in &described {
-        for (mechanism, _) in &info.credentials {
-            credentials.push(store.credential(&info.user, *mechanism).await.unwrap());
-        }
-    }
-    bridge.close().await;
+    let credentials = credentials_of(&*store, &described).await;
     drop(store);
-    drop(bridge);
-
-    let bridge = connect(&server, meta_config(&server, &meta)).await;
+    let bridge = reconnect(&server, &meta, bridge).await;
     let store = bridge.scram_store();
     assert_eq!(store.describe(None).await.unwrap(), described);
-    let mut again = Vec::new();
-    for info in &described {
-        for (mechanism, _) in &info.credentials {
-            again.push(store.credential(&info.user, *mechanism).await.unwrap());
-        }
-    }
+    let again = credentials_of(&*store, &described).await;
     assert_eq!(again, credentials);
     assert!(again.iter().all(Option::is_some));
     assert_eq!(scram_generations(&server, &meta).await, generations);
@@ -447,7 +496,8 @@ async fn a_wrong_ca_fails_at_connect_with_a_clear_error() {
     let err = IggyBridge::connect(config.clone()).await.unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, BridgeError::Unreachable { .. }), "{err:?}");
-    assert!(text.contains("TLS is on"), "{text}");
+    assert!(text.contains("TLS handshake with Iggy failed"), "{text}");
+    assert!(text.contains("UnknownIssuer"), "{text}");
     assert!(text.contains(&other_ca.display().to_string()), "{text}");
     assert!(!text.contains(support::PASSWORD), "{text}");
 
@@ -465,5 +515,25 @@ async fn a_wrong_ca_fails_at_connect_with_a_clear_error() {
         Err(BridgeError::Config(m)) => assert!(m.contains("missing.pem"), "{m}"),
         other => panic!("{other:?}"),
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_a_server_without_tls_fails_clearly() {
+    let Some(bin) = support::server_bin("tls_to_a_server_without_tls_fails_clearly") else {
+        return;
+    };
+    let dir = test_support::scratch_dir("iggy-no-tls");
+    let server = Server::start(&bin);
+    let (ca, _, _) = issue_certs(&dir, "unused");
+    let config = BridgeConfig {
+        connect_retries: 1,
+        ..tls_config(&server, &ca)
+    };
+    let err = IggyBridge::connect(config).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, BridgeError::Unreachable { .. }), "{err:?}");
+    assert!(text.contains("TLS handshake with Iggy failed"), "{text}");
+    assert!(text.contains("is TLS on"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }

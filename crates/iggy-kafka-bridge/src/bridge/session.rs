@@ -9,7 +9,7 @@
 
 use super::IggyBridge;
 use crate::config::{BridgeConfig, IggyTopicRef};
-use crate::connection::{Login, build_client, tls_hint};
+use crate::connection::{Login, build_client, tls_failure, tls_hint};
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
 use crate::partition::PartitionId;
 use iggy::prelude::{Client, IggyClient, IggyError, SystemClient};
@@ -92,7 +92,8 @@ pub(super) async fn open_session(config: &BridgeConfig) -> Result<IggyClient, Br
                 });
             }
             Ok(Err(e @ IggyError::CannotEstablishConnection)) => {
-                last = format!("{e}{}", tls_hint(config));
+                let failure = tls_failure(config).await;
+                last = format!("{e}{}", tls_hint(config, failure.as_deref()));
             }
             Ok(Err(e)) => last = e.to_string(),
             Err(_) => last = format!("no answer within {:?}", config.call_timeout),
