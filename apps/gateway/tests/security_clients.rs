@@ -260,4 +260,3 @@ fn token_endpoint_answers_client_credentials() {
     assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
     assert_eq!(endpoint.served(), 1);
 }
-
