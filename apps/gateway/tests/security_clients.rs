@@ -12,8 +12,10 @@
 //! - kafka-python: PLAIN, SCRAM-SHA-256/512 (its own AlterUserScramCredentials).
 //! - aiokafka, kafkajs, kcat on librdkafka 2.16 and 2.0.2: PLAIN, SCRAM-SHA-256/512 (no
 //!   admin call for SCRAM there: the credentials come from `users set-scram`).
-//! - `<client>_plain_on_iggy` (confluent-kafka, Java): PLAIN checked against an Iggy user
-//!   through the bridge; skipped unless `IGGY_SERVER_BIN` names an `iggy-server` binary.
+//! - `<client>_plain_on_iggy` (confluent-kafka, Java): the same suite on a bridged gateway,
+//!   where PLAIN is checked by logging into Iggy as an Iggy user (`alice`, made with the
+//!   Iggy SDK; Iggy's root user is the super user) and SCRAM credentials are kept in Iggy;
+//!   skipped unless `IGGY_SERVER_BIN` names an `iggy-server` binary.
 //!
 //! Every suite also checks that a wrong password ends in an authentication error.
 //! A client that is not installed is skipped with a `SKIPPED:` line, unless

@@ -512,7 +512,7 @@ impl SecureGateway {
 
     /// What the security suites read from their environment (`BOOTSTRAP` and
     /// `TOPIC_PREFIX` come from `run_against`).
-    /// Bridged, the admin is Iggy's root user and only PLAIN runs (`MECHANISMS=plain`).
+    /// Bridged, the admin is Iggy's root user.
     pub fn script_env(&self) -> Vec<(&'static str, String)> {
         let s = &self.setup;
         let path = |p: &Path| p.display().to_string();
@@ -539,9 +539,6 @@ impl SecureGateway {
         ];
         if let Some(t) = &self.token_endpoint {
             env.push(("OAUTH_TOKEN_ENDPOINT", t.url.clone()));
-        }
-        if self.backend == Backend::Iggy {
-            env.push(("MECHANISMS", "plain".into()));
         }
         env
     }
