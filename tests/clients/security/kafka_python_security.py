@@ -74,7 +74,7 @@ def refused(label, conf):
     log = AuthErrorLog("kafka")
     started = time.time()
     try:
-        producer = KafkaProducer(**{**conf, "max_block_ms": 10000, "bootstrap_timeout_ms": 10000})
+        producer = KafkaProducer(**{**conf, "max_block_ms": 20000, "bootstrap_timeout_ms": 20000})
         producer.send(S.topic(CLIENT, "plain"), b"x").get(timeout=TIMEOUT_MS / 1000)
         fail(f"{label}: the record was accepted")
     except (Errors.SaslAuthenticationFailedError, Errors.KafkaTimeoutError) as e:
