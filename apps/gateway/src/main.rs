@@ -29,7 +29,7 @@
 //! [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N] USER` read the password as
 //! one line from standard input and write the users file (`IGGY_KAFKA_SASL_USERS_FILE`);
 //! `users delete --file F USER` removes a user. The file keeps salted hashes, never the
-//! password. A running gateway reads the file at start.
+//! password. A running gateway reads the file again every 5 seconds.
 //!
 //! The line is written after the signal handlers are installed, so a SIGTERM sent as soon
 //! as it is read already shuts down gracefully. It does not depend on `RUST_LOG`.
@@ -294,7 +294,8 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
                 let users = Arc::new(UsersFile::load(path).map_err(Fatal::Sasl)?);
                 info!(file = %path.display(), users = users.users().len(), "SASL users file read");
                 credentials.plain = Some(users.clone());
-                credentials.scram = Some(users);
+                credentials.scram = Some(users.clone());
+                credentials.users_file = Some(users);
             }
             let store = Arc::new(MemoryStore::new(memory));
             let retention = store.start_retention();
@@ -309,9 +310,11 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             let stream = bridge.stream.clone();
             if config.sasl.is_some() {
                 // PLAIN logs into Iggy with the client's own username and password.
-                credentials.plain = Some(Arc::new(
-                    IggyPlainAuthenticator::new(&bridge).map_err(Fatal::Sasl)?,
-                ));
+                let plain = IggyPlainAuthenticator::new(&bridge).map_err(Fatal::Sasl)?;
+                if let Some(metrics) = metrics.as_mut() {
+                    plain.register_metrics(metrics.registry_mut());
+                }
+                credentials.plain = Some(Arc::new(plain));
             }
             // A failed connection is fatal: never a silent downgrade to the memory store.
             let bridge = IggyBridge::connect(*bridge)
@@ -365,6 +368,10 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         listeners.push(bound);
     }
     let mut server = Server::new(broker, stores);
+    // Lives as long as the runtime, which ends right after the broker stops.
+    if let Some(users) = credentials.users_file.take() {
+        tokio::spawn(reload_users(users));
+    }
     if let Some(sasl) = config.sasl {
         let mechanisms: Vec<&str> = sasl.config.mechanisms.iter().map(|m| m.name()).collect();
         info!(mechanisms = %mechanisms.join(","), "SASL authentication on");
@@ -396,6 +403,52 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
 struct Credentials {
     plain: Option<Arc<dyn PlainAuthenticator>>,
     scram: Option<Arc<dyn ScramCredentialStore>>,
+    /// The embedded store's users file, read again now and then.
+    users_file: Option<Arc<UsersFile>>,
+}
+
+/// How often the users file is read again, so users added with the `users` command while
+/// the gateway runs can log in without a restart.
+const USERS_FILE_RELOAD: Duration = Duration::from_secs(5);
+
+/// Looks at the users file every [`USERS_FILE_RELOAD`] for as long as the gateway runs
+/// and reads it again when its modification time or size changed. A file that does not
+/// load keeps the users in memory and is reported once per distinct reason.
+async fn reload_users(users: Arc<UsersFile>) {
+    let mut ticks = tokio::time::interval(USERS_FILE_RELOAD);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    let mut last_error: Option<String> = None;
+    let stamp = |users: &UsersFile| {
+        users
+            .path()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map(|m| (m.modified().ok(), m.len()))
+    };
+    let mut seen = stamp(&users);
+    loop {
+        ticks.tick().await;
+        // Only a file that changed is read again (the gateway's own writes change it too,
+        // and reading those back is harmless).
+        let now = stamp(&users);
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        let file = users.clone();
+        let result = tokio::task::spawn_blocking(move || file.reload()).await;
+        match result {
+            Ok(Ok(())) => last_error = None,
+            Ok(Err(e)) => {
+                let why = e.to_string();
+                if last_error.as_deref() != Some(why.as_str()) {
+                    warn!(error = %why, "SASL users file not reloaded; keeping the users read before");
+                    last_error = Some(why);
+                }
+            }
+            Err(_) => return,
+        }
+    }
 }
 
 /// Writes the listen lines (format in the crate docs). A closed stdout is not a reason to

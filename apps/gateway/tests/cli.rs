@@ -596,9 +596,11 @@ fn serves_a_plaintext_and_an_ssl_listener_each_with_its_address() {
     let dir = test_support::scratch_dir("cli-tls");
     let ca = test_support::certs::TestCa::default();
     let files = ca.write_server_files(&dir);
+    let metrics = format!("127.0.0.1:{}", test_support::free_port());
     let mut gw = Running::start(
         &[],
         &[
+            ("IGGY_KAFKA_METRICS_ADDR", &metrics),
             (
                 "IGGY_KAFKA_LISTENERS",
                 "PLAINTEXT://127.0.0.1:0,SECURE://127.0.0.1:0",
@@ -662,6 +664,20 @@ fn serves_a_plaintext_and_an_ssl_listener_each_with_its_address() {
     .unwrap();
     let mut buf = [0u8; 16];
     assert!(matches!(wrong.read(&mut buf), Ok(0) | Err(_)));
+    // Counted (right after the close) in the TLS metrics.
+    let expected = "kafka_gateway_tls_handshake_failures_total{reason=\"not_tls\"} 1";
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let mut http = TcpStream::connect(&metrics).unwrap();
+        std::io::Write::write_all(&mut http, b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut scrape = String::new();
+        http.read_to_string(&mut scrape).unwrap();
+        if scrape.contains(expected) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{scrape}");
+        thread::sleep(Duration::from_millis(50));
+    }
 
     gw.signal("TERM");
     let (status, stderr) = gw.wait();
@@ -698,6 +714,7 @@ fn sasl_ssl_with_the_users_file_of_the_cli() {
             ("IGGY_KAFKA_TLS_ENABLED", "true"),
             ("IGGY_KAFKA_SASL_USERS_FILE", path),
             ("IGGY_KAFKA_SASL_FAILURE_DELAY_MS", "10"),
+            ("IGGY_KAFKA_SASL_FAILURE_DELAY_MAX_MS", "50"),
             ("IGGY_KAFKA_TLS_CERT_FILE", files.cert.to_str().unwrap()),
             ("IGGY_KAFKA_TLS_KEY_FILE", files.key.to_str().unwrap()),
         ],
@@ -751,6 +768,24 @@ fn sasl_ssl_with_the_users_file_of_the_cli() {
                 .await
                 .unwrap(),
         );
+        // A user added while the gateway runs can log in once the file is read again.
+        assert_eq!(
+            users(&["set-password", "--file", path, "carol"], "carol-pw\n").0,
+            Some(0)
+        );
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let outcome = connect()
+                .await
+                .plain(flow, "carol", "carol-pw")
+                .await
+                .unwrap();
+            if outcome.is_authenticated() || Instant::now() > deadline {
+                outcomes.push(outcome);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         outcomes
     });
     assert!(outcomes[0].is_authenticated(), "{outcomes:?}");
@@ -759,6 +794,7 @@ fn sasl_ssl_with_the_users_file_of_the_cli() {
         "{outcomes:?}"
     );
     assert!(outcomes[2].is_authenticated(), "{outcomes:?}");
+    assert!(outcomes[3].is_authenticated(), "{outcomes:?}");
 
     gw.signal("TERM");
     let (status, stderr) = gw.wait();
@@ -766,6 +802,36 @@ fn sasl_ssl_with_the_users_file_of_the_cli() {
     assert!(
         !stderr.contains("alice-pw") && !stderr.contains("bob-pw"),
         "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn an_unusable_certificate_stops_the_start_naming_the_file() {
+    let dir = test_support::scratch_dir("cli-bad-cert");
+    let cert = dir.join("cert.pem");
+    std::fs::write(&cert, "not a certificate").unwrap();
+    let key = dir.join("key.pem");
+    std::fs::write(
+        &key,
+        test_support::certs::TestCa::default().server_cert().key_pem,
+    )
+    .unwrap();
+    let out = run_to_end(
+        &[],
+        &[
+            ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+            ("IGGY_KAFKA_TLS_ENABLED", "true"),
+            ("IGGY_KAFKA_TLS_CERT_FILE", cert.to_str().unwrap()),
+            ("IGGY_KAFKA_TLS_KEY_FILE", key.to_str().unwrap()),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(cert.to_str().unwrap()), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "no listen line without a certificate"
     );
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -323,6 +323,23 @@ mod tests {
     }
 
     #[test]
+    fn a_session_expires_at_its_deadline_only_when_it_has_one() {
+        let listener = Listener::new("SASL", SecurityProtocol::SaslPlaintext);
+        let mut s = Session::new(4, listener, peer());
+        let now = Instant::now();
+        assert!(!s.is_expired(now), "pending is not expired");
+        s.auth = AuthState::Authenticated { expires: None };
+        assert!(!s.is_expired(now + std::time::Duration::from_secs(3600)));
+        let deadline = now + std::time::Duration::from_secs(1);
+        s.auth = AuthState::Authenticated {
+            expires: Some(deadline),
+        };
+        assert!(!s.is_expired(now));
+        assert!(s.is_expired(deadline));
+        assert!(!s.expects_raw_token());
+    }
+
+    #[test]
     fn protocol_names_are_kafkas() {
         let names: Vec<_> = [
             SecurityProtocol::Plaintext,

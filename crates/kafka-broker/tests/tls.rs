@@ -12,12 +12,13 @@ use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
 use kafka_broker::tls::{Reload, TlsAcceptor, TlsSettings};
 use kafka_broker::{BoundListener, BrokerConfig, Server, Stores};
 use kafka_protocol::api::{decode_response, encode_request};
+use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::metadata_request::MetadataRequest;
 use kafka_protocol::messages::request_header::RequestHeader;
 use kafka_protocol::{ByteString, RequestBody, ResponseBody};
-use kafka_sasl::PrincipalMapper;
+use kafka_sasl::{Authenticator, PrincipalMapper, SaslConfig, UsersFile};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use std::net::SocketAddr;
@@ -71,6 +72,9 @@ async fn start(listeners: Vec<(Listener, Option<TlsAcceptor>)>) -> Gateway {
         bound.push(b);
     }
     let principals = Arc::new(Principals::default());
+    // SASL listeners need an authenticator; nobody logs in here.
+    let users: Arc<UsersFile> = Arc::new(UsersFile::in_memory());
+    let authenticator = Authenticator::new(SaslConfig::default(), Some(users), None, None);
     let server = Server::new(
         BrokerConfig::default(),
         Stores {
@@ -78,6 +82,7 @@ async fn start(listeners: Vec<(Listener, Option<TlsAcceptor>)>) -> Gateway {
             offsets: store,
         },
     )
+    .authenticator(Arc::new(authenticator))
     .layer(principals.clone());
     tokio::spawn(server.serve_listeners(bound, std::future::pending()));
     Gateway { addrs, principals }
@@ -92,6 +97,41 @@ fn settings(files: &TlsFiles) -> TlsSettings {
 
 fn ssl(advertised: (&str, u16)) -> Listener {
     Listener::new("SSL", SecurityProtocol::Ssl).advertising(advertised.0, advertised.1)
+}
+
+/// One SSL listener advertising `advertised`, with a server certificate from `ca`
+/// (settings changed by `configure`); its scratch directory goes with it.
+struct SslGateway {
+    dir: std::path::PathBuf,
+    files: TlsFiles,
+    tls: TlsAcceptor,
+    gw: Gateway,
+}
+
+impl Drop for SslGateway {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn ssl_gateway(
+    what: &str,
+    ca: &TestCa,
+    advertised: (&str, u16),
+    configure: impl FnOnce(&mut TlsSettings, &TlsFiles),
+) -> SslGateway {
+    let dir = test_support::scratch_dir(what);
+    let files = ca.write_server_files(&dir);
+    let mut s = settings(&files);
+    configure(&mut s, &files);
+    let tls = TlsAcceptor::new(s).unwrap();
+    let gw = start(vec![(ssl(advertised), Some(tls.clone()))]).await;
+    SslGateway {
+        dir,
+        files,
+        tls,
+        gw,
+    }
 }
 
 fn client_config(
@@ -125,6 +165,8 @@ async fn tls_connect(
     config: Arc<ClientConfig>,
 ) -> std::io::Result<TlsStream<TcpStream>> {
     let tcp = TcpStream::connect(addr).await?;
+    // As Kafka clients do; without it a TLS 1.2 handshake waits for delayed ACKs.
+    tcp.set_nodelay(true)?;
     let name = ServerName::IpAddress(addr.ip().into());
     tokio::time::timeout(
         Duration::from_secs(10),
@@ -204,11 +246,9 @@ async fn closed_within<S: AsyncRead + Unpin>(socket: &mut S, limit: Duration) ->
 
 #[tokio::test]
 async fn metadata_over_tls_1_2_and_1_3() {
-    let dir = test_support::scratch_dir("tls-versions");
     let ca = TestCa::default();
-    let files = ca.write_server_files(&dir);
-    let tls = TlsAcceptor::new(settings(&files)).unwrap();
-    let gw = start(vec![(ssl(("tls.example", 19094)), Some(tls))]).await;
+    let SslGateway { gw, .. } =
+        &ssl_gateway("tls-versions", &ca, ("tls.example", 19094), |_, _| {}).await;
 
     for (version, expected) in [
         (&rustls::version::TLS12, rustls::ProtocolVersion::TLSv1_2),
@@ -224,7 +264,6 @@ async fn metadata_over_tls_1_2_and_1_3() {
     // No client CA: the session stays anonymous.
     let seen = gw.principals.seen.lock().unwrap().clone();
     assert_eq!(seen, ["SSL User:ANONYMOUS", "SSL User:ANONYMOUS"]);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
@@ -285,11 +324,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> AsyncReadWrite for T {}
 
 #[tokio::test]
 async fn a_plaintext_client_on_a_tls_port_is_closed_at_once() {
-    let dir = test_support::scratch_dir("tls-plaintext");
     let ca = TestCa::default();
-    let files = ca.write_server_files(&dir);
-    let tls = TlsAcceptor::new(settings(&files)).unwrap();
-    let gw = start(vec![(ssl(("localhost", 9094)), Some(tls.clone()))]).await;
+    let SslGateway { gw, tls, .. } =
+        &ssl_gateway("tls-plaintext", &ca, ("localhost", 9094), |_, _| {}).await;
 
     let mut socket = TcpStream::connect(gw.addrs[0]).await.unwrap();
     socket
@@ -301,16 +338,13 @@ async fn a_plaintext_client_on_a_tls_port_is_closed_at_once() {
     assert!(took < Duration::from_millis(800), "{took:?}");
     counted(|| tls.handshake_failures("not_tls"), 1).await;
     assert_eq!(tls.handshake_failures("timeout"), 0);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
 async fn a_handshake_that_never_finishes_is_closed_at_the_timeout() {
-    let dir = test_support::scratch_dir("tls-stall");
     let ca = TestCa::default();
-    let files = ca.write_server_files(&dir);
-    let tls = TlsAcceptor::new(settings(&files)).unwrap();
-    let gw = start(vec![(ssl(("localhost", 9094)), Some(tls.clone()))]).await;
+    let SslGateway { gw, tls, .. } =
+        &ssl_gateway("tls-stall", &ca, ("localhost", 9094), |_, _| {}).await;
 
     // A handshake record announcing 512 bytes of ClientHello, of which 4 arrive.
     let mut socket = TcpStream::connect(gw.addrs[0]).await.unwrap();
@@ -329,7 +363,6 @@ async fn a_handshake_that_never_finishes_is_closed_at_the_timeout() {
     let config = client_config(&ca, &rustls::version::TLS13, None);
     let mut s = tls_connect(gw.addrs[0], config).await.unwrap();
     metadata_broker(&mut s).await.unwrap();
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Replaces the server certificate and key in `files` with `pair`.
@@ -346,12 +379,10 @@ fn write_atomic(path: &Path, text: &str) {
 
 #[tokio::test]
 async fn a_changed_certificate_is_used_by_new_connections_and_a_bad_one_is_ignored() {
-    let dir = test_support::scratch_dir("tls-reload");
     let old_ca = TestCa::new("old CA");
     let new_ca = TestCa::new("new CA");
-    let files = old_ca.write_server_files(&dir);
-    let tls = TlsAcceptor::new(settings(&files)).unwrap();
-    let gw = start(vec![(ssl(("localhost", 9094)), Some(tls.clone()))]).await;
+    let SslGateway { gw, tls, files, .. } =
+        &ssl_gateway("tls-reload", &old_ca, ("localhost", 9094), |_, _| {}).await;
     let addr = gw.addrs[0];
     let trusts_old = client_config(&old_ca, &rustls::version::TLS13, None);
     let trusts_new = client_config(&new_ca, &rustls::version::TLS13, None);
@@ -361,7 +392,7 @@ async fn a_changed_certificate_is_used_by_new_connections_and_a_bad_one_is_ignor
     assert!(tls_connect(addr, trusts_new.clone()).await.is_err());
     assert_eq!(tls.check_files(), Reload::Unchanged);
 
-    install(&files, &new_ca.server_cert());
+    install(files, &new_ca.server_cert());
     // The watcher may have loaded it already.
     assert_ne!(tls.check_files(), Reload::Rejected);
     let mut new = tls_connect(addr, trusts_new.clone()).await.unwrap();
@@ -374,26 +405,24 @@ async fn a_changed_certificate_is_used_by_new_connections_and_a_bad_one_is_ignor
     // both refused, the new certificate stays.
     write_atomic(&files.key, &old_ca.server_cert().key_pem);
     assert_eq!(tls.check_files(), Reload::Rejected);
-    install(&files, &new_ca.server_cert());
+    install(files, &new_ca.server_cert());
     write_atomic(&files.cert, "not a certificate");
     assert_eq!(tls.check_files(), Reload::Rejected);
     let mut again = tls_connect(addr, trusts_new.clone()).await.unwrap();
     metadata_broker(&mut again).await.unwrap();
     metadata_broker(&mut old).await.unwrap();
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
 async fn client_certificates_are_required_and_mapped_to_the_principal() {
-    let dir = test_support::scratch_dir("tls-client-auth");
     let ca = TestCa::default();
-    let files = ca.write_server_files(&dir);
-    let mut s = settings(&files);
-    s.client_ca_file = Some(files.ca.clone());
-    s.principal_mapper = PrincipalMapper::common_name();
-    let tls = TlsAcceptor::new(s).unwrap();
+    let SslGateway { gw, tls, .. } =
+        &ssl_gateway("tls-client-auth", &ca, ("localhost", 9094), |s, files| {
+            s.client_ca_file = Some(files.ca.clone());
+            s.principal_mapper = PrincipalMapper::common_name();
+        })
+        .await;
     assert!(tls.requires_client_certificates());
-    let gw = start(vec![(ssl(("localhost", 9094)), Some(tls.clone()))]).await;
     let addr = gw.addrs[0];
 
     for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
@@ -418,5 +447,93 @@ async fn client_certificates_are_required_and_mapped_to_the_principal() {
     }
     counted(|| tls.handshake_failures("handshake"), 2).await;
     assert_eq!(gw.principals.seen.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn sasl_ssl_listeners_never_ask_for_a_client_certificate() {
+    let dir = test_support::scratch_dir("tls-sasl-ssl");
+    let ca = TestCa::default();
+    let files = ca.write_server_files(&dir);
+    let mut s = settings(&files);
+    s.client_ca_file = Some(files.ca.clone());
+    let tls = TlsAcceptor::new(s).unwrap();
+    let gw = start(vec![
+        (ssl(("localhost", 9094)), Some(tls.clone())),
+        (
+            Listener::new("SASL_SSL", SecurityProtocol::SaslSsl),
+            Some(tls.clone()),
+        ),
+    ])
+    .await;
+    let config = client_config(&ca, &rustls::version::TLS13, None);
+    // The SSL listener refuses the certificate-less client ...
+    if let Ok(mut s) = tls_connect(gw.addrs[0], config.clone()).await {
+        assert!(metadata_broker(&mut s).await.is_err());
+    }
+    // ... the SASL_SSL one completes the handshake and answers what is allowed before
+    // authentication.
+    let mut s = tls_connect(gw.addrs[1], config).await.unwrap();
+    match call(&mut s, 3, ApiVersionsRequest::default().into())
+        .await
+        .unwrap()
+    {
+        ResponseBody::ApiVersions(r) => assert_eq!(r.error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    counted(|| tls.handshake_failures("handshake"), 1).await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Figures for docs/limits.md, not a check: the cost of a connection with a full TLS
+/// handshake (no resumption) and of a Metadata round trip, TLS 1.3 and 1.2 against
+/// plaintext, one client at a time. Run with
+/// `cargo test --release -p kafka-broker --test tls -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement"]
+async fn measure_handshakes_and_round_trips() {
+    let ca = TestCa::default();
+    let setup = ssl_gateway("tls-measure", &ca, ("localhost", 9094), |_, _| {}).await;
+    let plain = start(vec![(Listener::plaintext(), None)]).await;
+    let n = 500u32;
+    for (label, version) in [
+        ("TLS 1.3", &rustls::version::TLS13),
+        ("TLS 1.2", &rustls::version::TLS12),
+    ] {
+        // Full handshakes every time: no session resumption.
+        let mut config = (*client_config(&ca, version, None)).clone();
+        config.resumption = rustls::client::Resumption::disabled();
+        let config = Arc::new(config);
+        let started = Instant::now();
+        for _ in 0..n {
+            let mut s = tls_connect(setup.gw.addrs[0], config.clone())
+                .await
+                .unwrap();
+            metadata_broker(&mut s).await.unwrap();
+        }
+        let per_connection = started.elapsed() / n;
+        let mut s = tls_connect(setup.gw.addrs[0], config).await.unwrap();
+        let started = Instant::now();
+        for _ in 0..n * 10 {
+            metadata_broker(&mut s).await.unwrap();
+        }
+        let per_request = started.elapsed() / (n * 10);
+        println!(
+            "{label}: connect+handshake+Metadata {per_connection:?}, Metadata round trip {per_request:?}"
+        );
+    }
+    let started = Instant::now();
+    for _ in 0..n {
+        let mut s = TcpStream::connect(plain.addrs[0]).await.unwrap();
+        s.set_nodelay(true).unwrap();
+        metadata_broker(&mut s).await.unwrap();
+    }
+    let per_connection = started.elapsed() / n;
+    let mut s = TcpStream::connect(plain.addrs[0]).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    let started = Instant::now();
+    for _ in 0..n * 10 {
+        metadata_broker(&mut s).await.unwrap();
+    }
+    let per_request = started.elapsed() / (n * 10);
+    println!("plaintext: connect+Metadata {per_connection:?}, Metadata round trip {per_request:?}");
 }

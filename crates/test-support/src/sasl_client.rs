@@ -600,6 +600,11 @@ impl ScramClient {
         &self.user
     }
 
+    /// The hash.
+    pub fn hash(&self) -> ScramHash {
+        self.hash
+    }
+
     /// `n,,n=<user>,r=<nonce>`.
     pub fn client_first(&self) -> Vec<u8> {
         format!("n,,{}", self.client_first_bare).into_bytes()

@@ -62,6 +62,8 @@ pub(super) struct Raw {
     iggy_tls_ca_file: Option<PathBuf>,
     #[serde(deserialize_with = "parsed")]
     iggy_plain_cache_ttl_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    iggy_plain_cache_entries: usize,
 }
 
 impl Default for Raw {
@@ -90,12 +92,13 @@ impl Default for Raw {
             iggy_tls_domain: bridge.tls_domain,
             iggy_tls_ca_file: bridge.tls_ca_file,
             iggy_plain_cache_ttl_ms: duration_ms(bridge.plain_cache_ttl),
+            iggy_plain_cache_entries: bridge.plain_cache_entries,
         }
     }
 }
 
 /// The settings that only matter with the bridge on.
-const BRIDGE_ONLY: [&str; 21] = [
+const BRIDGE_ONLY: [&str; 22] = [
     "iggy_addr",
     "iggy_username",
     "iggy_password",
@@ -117,11 +120,12 @@ const BRIDGE_ONLY: [&str; 21] = [
     "iggy_tls_domain",
     "iggy_tls_ca_file",
     "iggy_plain_cache_ttl_ms",
+    "iggy_plain_cache_entries",
 ];
 
 /// [`BridgeConfig`] fields as its validation messages begin with them, and the key each
 /// comes from. A message about any other field names `bridge_enabled`.
-const BRIDGE_FIELDS: [(&str, &str); 19] = [
+const BRIDGE_FIELDS: [(&str, &str); 20] = [
     ("address", "iggy_addr"),
     ("username", "iggy_username"),
     ("password", "iggy_password"),
@@ -141,6 +145,7 @@ const BRIDGE_FIELDS: [(&str, &str); 19] = [
     ("tls_domain", "iggy_tls_domain"),
     ("tls_ca_file", "iggy_tls_ca_file"),
     ("plain_cache_ttl", "iggy_plain_cache_ttl_ms"),
+    ("plain_cache_entries", "iggy_plain_cache_entries"),
 ];
 
 /// The bridge's part of the configuration.
@@ -195,6 +200,7 @@ impl Raw {
         bridge.tls_domain = self.iggy_tls_domain;
         bridge.tls_ca_file = self.iggy_tls_ca_file;
         bridge.plain_cache_ttl = Duration::from_millis(self.iggy_plain_cache_ttl_ms);
+        bridge.plain_cache_entries = self.iggy_plain_cache_entries;
         bridge.validate().map_err(|e| bridge_error(&e, names))?;
         Ok(Bridge {
             config: Some(bridge),

@@ -1142,6 +1142,7 @@ fn iggy_tls_and_the_plain_cache_reach_the_bridge() {
             ("IGGY_KAFKA_IGGY_TLS_DOMAIN", "iggy.example"),
             ("IGGY_KAFKA_IGGY_TLS_CA_FILE", "/etc/iggy/ca.pem"),
             ("IGGY_KAFKA_IGGY_PLAIN_CACHE_TTL_MS", "1500"),
+            ("IGGY_KAFKA_IGGY_PLAIN_CACHE_ENTRIES", "7"),
             ("IGGY_KAFKA_SASL_ENABLED", "true"),
         ]),
     )
@@ -1156,6 +1157,7 @@ fn iggy_tls_and_the_plain_cache_reach_the_bridge() {
         Some(Path::new("/etc/iggy/ca.pem"))
     );
     assert_eq!(bridge.plain_cache_ttl, Duration::from_millis(1500));
+    assert_eq!(bridge.plain_cache_entries, 7);
     // With the bridge, credentials come from Iggy: no users file needed.
     assert!(config.sasl.unwrap().users_file.is_none());
 
@@ -1171,4 +1173,64 @@ fn iggy_tls_and_the_plain_cache_reach_the_bridge() {
         message.starts_with("IGGY_KAFKA_IGGY_TLS_DOMAIN="),
         "{message}"
     );
+}
+
+#[test]
+fn a_jwks_file_offers_oauthbearer_and_is_read_at_start() {
+    let jwks = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../crates/kafka-sasl/tests/fixtures/rsa2048.jwks.json"
+    );
+    let users = users_file();
+    let base = [
+        ("IGGY_KAFKA_SASL_ENABLED", "true"),
+        ("IGGY_KAFKA_SASL_USERS_FILE", users.path().to_str().unwrap()),
+    ];
+    let config = load(
+        None,
+        env(&[
+            &base[..],
+            &[
+                ("IGGY_KAFKA_SASL_OAUTHBEARER_JWKS_FILE", jwks),
+                (
+                    "IGGY_KAFKA_SASL_OAUTHBEARER_ISSUER",
+                    "https://issuer.example",
+                ),
+                ("IGGY_KAFKA_SASL_OAUTHBEARER_AUDIENCE", "kafka"),
+                ("IGGY_KAFKA_SASL_OAUTHBEARER_PRINCIPAL_CLAIM", "email"),
+                ("IGGY_KAFKA_SASL_OAUTHBEARER_CLOCK_SKEW_MS", "1000"),
+            ],
+        ]
+        .concat()),
+    )
+    .unwrap();
+    let sasl = config.sasl.unwrap();
+    assert_eq!(
+        sasl.config.mechanisms.last(),
+        Some(&kafka_sasl::Mechanism::OAuthBearer)
+    );
+    let oauth = sasl.oauth.unwrap();
+    assert!(!oauth.jwks.is_empty());
+    assert!(!oauth.allow_unsecured);
+    assert_eq!(oauth.issuer.as_deref(), Some("https://issuer.example"));
+    assert_eq!(oauth.audience.as_deref(), Some("kafka"));
+    assert_eq!(oauth.principal_claim, "email");
+    assert_eq!(oauth.clock_skew, Duration::from_secs(1));
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+
+    let not_jwks = toml_file("{\"keys\": 3}");
+    for path in [not_jwks.path().to_str().unwrap(), "/nonexistent/jwks.json"] {
+        let message = load_err(
+            None,
+            &[
+                &base[..],
+                &[("IGGY_KAFKA_SASL_OAUTHBEARER_JWKS_FILE", path)],
+            ]
+            .concat(),
+        );
+        assert!(
+            message.starts_with("IGGY_KAFKA_SASL_OAUTHBEARER_JWKS_FILE="),
+            "{message}"
+        );
+    }
 }

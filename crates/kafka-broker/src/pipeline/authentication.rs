@@ -26,6 +26,12 @@
 //!   like any rejection. Once past its deadline a session may send nothing else: any other
 //!   request closes the connection.
 //!
+//! A token step runs on a blocking thread (driving the mechanism's future there), holding
+//! its concurrency permit: PBKDF2 for PLAIN hashes, SCRAM proofs and token signatures
+//! cost milliseconds of CPU each and must not stall the async workers that serve every
+//! other connection. A credential source that waits on the network (PLAIN against Iggy)
+//! holds one blocking thread per step, at most `max_concurrent_authentications` of them.
+//!
 //! No token, password or proof is logged; the failure messages come from the mechanism,
 //! which keeps secrets out of them.
 
@@ -54,7 +60,7 @@ pub const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
 pub struct Authentication {
     authenticator: Arc<Authenticator>,
     settings: SaslSettings,
-    permits: Semaphore,
+    permits: Arc<Semaphore>,
     backoff: Mutex<FailureBackoff>,
     metrics: Option<Arc<Metrics>>,
     refusals: Mutex<Refusals>,
@@ -89,7 +95,9 @@ impl Authentication {
             settings.max_failure_peers,
         );
         Authentication {
-            permits: Semaphore::new(settings.max_concurrent_authentications.max(1)),
+            permits: Arc::new(Semaphore::new(
+                settings.max_concurrent_authentications.max(1),
+            )),
             authenticator,
             settings,
             backoff: Mutex::new(backoff),
@@ -245,8 +253,12 @@ impl Authentication {
                 "no SASL exchange in progress",
             ));
         };
-        let mut progress = Arc::unwrap_or_clone(progress);
-        let mechanism = progress.exchange.mechanism();
+        let SaslExchange {
+            exchange,
+            raw,
+            reauthentication,
+        } = Arc::unwrap_or_clone(progress);
+        let mechanism = exchange.mechanism();
         // Pending sessions must finish by the connection's deadline; a re-authentication
         // gets a full authentication timeout from its first token.
         let deadline = match session.auth {
@@ -255,27 +267,46 @@ impl Authentication {
             }
             _ => Instant::now() + self.settings.authentication_timeout,
         };
-        let step = if token.len() > self.authenticator.config().max_token_bytes {
-            Step::Failed(AuthFailure::new(
-                FailureKind::TooLarge,
-                "SASL token larger than the maximum",
-            ))
+        let (exchange, step) = if token.len() > self.authenticator.config().max_token_bytes {
+            (
+                None,
+                Step::Failed(AuthFailure::new(
+                    FailureKind::TooLarge,
+                    "SASL token larger than the maximum",
+                )),
+            )
         } else {
             let run = async {
                 // The semaphore is never closed; a failure to acquire would be a bug.
-                let Ok(_permit) = self.permits.acquire().await else {
-                    return Step::Failed(AuthFailure::new(
-                        FailureKind::Unavailable,
-                        "authentication unavailable",
-                    ));
+                let Ok(permit) = self.permits.clone().acquire_owned().await else {
+                    return None;
                 };
-                progress
-                    .exchange
-                    .step(&self.authenticator, token, SystemTime::now())
-                    .await
+                // A step can be CPU-heavy (PBKDF2 for PLAIN hashes, signature checks):
+                // it runs on a blocking thread, never on the connections' async
+                // workers. The permit goes with it, so at most
+                // `max_concurrent_authentications` such threads are busy, even when a
+                // timed-out step is still finishing.
+                let mut exchange = exchange;
+                let authenticator = self.authenticator.clone();
+                let token = token.to_vec();
+                let runtime = tokio::runtime::Handle::current();
+                let job = tokio::task::spawn_blocking(move || {
+                    let _permit = permit;
+                    let step =
+                        runtime.block_on(exchange.step(&authenticator, &token, SystemTime::now()));
+                    (exchange, step)
+                });
+                job.await.ok()
             };
             match tokio::time::timeout_at(deadline, run).await {
-                Ok(step) => step,
+                Ok(Some((exchange, step))) => (Some(exchange), step),
+                Ok(None) => (
+                    None,
+                    Step::Failed(AuthFailure::new(
+                        FailureKind::Unavailable,
+                        "authentication unavailable",
+                    )),
+                ),
                 Err(_) => {
                     info!(mechanism = mechanism.name(), timeout = ?self.settings.authentication_timeout, "authentication not completed in time, closing connection");
                     self.failure_metric(session, mechanism.name(), "timeout");
@@ -285,7 +316,7 @@ impl Authentication {
         };
         let step = match step {
             Step::Done { identity, .. }
-                if progress.reauthentication && *session.principal.name != *identity.name =>
+                if reauthentication && *session.principal.name != *identity.name =>
             {
                 Step::Failed(AuthFailure::new(
                     FailureKind::BadCredentials,
@@ -296,7 +327,18 @@ impl Authentication {
         };
         match step {
             Step::Continue(challenge) => {
-                session.sasl.exchange = Some(Arc::new(progress));
+                let Some(exchange) = exchange else {
+                    // Only a step that ran can continue.
+                    return Outcome::Failed(AuthFailure::new(
+                        FailureKind::Malformed,
+                        "SASL exchange lost",
+                    ));
+                };
+                session.sasl.exchange = Some(Arc::new(SaslExchange {
+                    exchange,
+                    raw,
+                    reauthentication,
+                }));
                 Outcome::Continue(challenge)
             }
             Step::Done {
@@ -314,7 +356,7 @@ impl Authentication {
                 session.auth = AuthState::Authenticated {
                     expires: lifetime.map(|l| std::time::Instant::now() + l),
                 };
-                if !progress.reauthentication {
+                if !reauthentication {
                     session.principal = Principal::user(&identity.name);
                 }
                 session.sasl.mechanism = Some(mechanism);
@@ -327,7 +369,7 @@ impl Authentication {
                             outcome: "success",
                         })
                         .inc();
-                    if progress.reauthentication {
+                    if reauthentication {
                         m.sasl_reauthentications
                             .get_or_create(&ListenerLabel {
                                 listener: session.listener.name.to_string(),
@@ -338,7 +380,7 @@ impl Authentication {
                 debug!(
                     mechanism = mechanism.name(),
                     principal = %session.principal,
-                    reauthentication = progress.reauthentication,
+                    reauthentication,
                     lifetime_ms = lifetime.map(|l| l.as_millis()),
                     "authenticated"
                 );
