@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Security suite body for kcat (sourced by kcat_security_librdkafka_2_0_2.sh and
-# kcat_security_librdkafka_2_16.sh, which pick the librdkafka and set SUITE_NAME).
+# Security suite body for kcat: kcat_security_librdkafka_2_0_2.sh and
+# kcat_security_librdkafka_2_16.sh run ../kcat_librdkafka_<version>.sh with
+# KCAT_SUITE_BODY pointing here; that wrapper picks the librdkafka and sets SUITE_NAME.
 #
 # Env (set by apps/gateway/tests/support/security.rs): BOOTSTRAP (a SASL_SSL listener),
 # TOPIC_PREFIX, CA_FILE, PLAIN_USER/PLAIN_PASSWORD, SCRAM_USER/SCRAM_PASSWORD (kcat has no

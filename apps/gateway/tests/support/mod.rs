@@ -74,39 +74,48 @@ impl Gateway {
     /// accepts connections.
     pub fn start(env: &[(&str, &str)]) -> Gateway {
         let mut gw = Gateway::spawn(env, true);
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            match parse_listen_line(&read_lossy(&gw.stdout)) {
+        gw.wait_for(
+            STARTUP_TIMEOUT,
+            "write its listen line",
+            |gw| match parse_listen_line(&read_lossy(&gw.stdout)) {
                 Some(Ok(addr)) => {
                     gw.addr = addr;
-                    break;
+                    true
                 }
                 Some(Err(e)) => panic!("gateway listen line: {e}\n{}", gw.output(60)),
-                None => {}
-            }
-            if let Some(status) = gw.exit_status() {
+                None => false,
+            },
+        );
+        let what = format!("accept on {}", gw.addr);
+        gw.wait_for(Duration::from_secs(10), &what, |gw| {
+            TcpStream::connect_timeout(&gw.addr, Duration::from_millis(500)).is_ok()
+        });
+        gw
+    }
+
+    /// Polls `ready` every 50 ms until it holds; panics with the gateway's output when the
+    /// gateway exits first or `timeout` passes (`what` says what it was waited for).
+    pub fn wait_for(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        mut ready: impl FnMut(&mut Gateway) -> bool,
+    ) {
+        let deadline = Instant::now() + timeout;
+        while !ready(self) {
+            if let Some(status) = self.exit_status() {
                 panic!(
-                    "the gateway exited ({status}) before writing its listen line\n{}",
-                    gw.output(60)
+                    "the gateway exited ({status}) before it could {what}\n{}",
+                    self.output(60)
                 );
             }
             assert!(
                 Instant::now() < deadline,
-                "the gateway wrote no listen line within {STARTUP_TIMEOUT:?}\n{}",
-                gw.output(60)
+                "the gateway did not {what} within {timeout:?}\n{}",
+                self.output(60)
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect_timeout(&gw.addr, Duration::from_millis(500)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the gateway does not accept on {}",
-                gw.addr
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        gw
     }
 
     /// Starts the gateway binary with `env` (on top of `IGGY_KAFKA_BIND_ADDR=127.0.0.1:0`

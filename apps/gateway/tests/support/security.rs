@@ -35,7 +35,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use test_support::certs::TestCa;
 use test_support::free_port;
 
@@ -399,22 +399,10 @@ impl SecureSetup {
         let mut gateway = Gateway::spawn(&env, false);
         let sasl_addr = SocketAddr::from(([127, 0, 0, 1], sasl_port));
         let ssl_addr = SocketAddr::from(([127, 0, 0, 1], ssl_port));
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
         for addr in [sasl_addr, ssl_addr] {
-            while TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err() {
-                if let Some(status) = gateway.exit_status() {
-                    panic!(
-                        "the gateway exited ({status}) before listening on {addr}\n{}",
-                        gateway.output(60)
-                    );
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "the gateway does not accept on {addr} within {STARTUP_TIMEOUT:?}\n{}",
-                    gateway.output(60)
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            gateway.wait_for(STARTUP_TIMEOUT, &format!("accept on {addr}"), |_| {
+                TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
+            });
         }
         gateway.addr = sasl_addr;
         SecureGateway {
