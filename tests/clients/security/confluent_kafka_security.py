@@ -9,8 +9,9 @@
 - SSL with a client certificate (CLIENT_CERT_FILE/CLIENT_KEY_FILE, CN=alice) on
   SSL_BOOTSTRAP.
 Each is a produce/consume round trip on its own topic with its own consumer group, which
-commits and reads its committed offsets back. A wrong PLAIN password must end in an
-authentication error (not a hang, not a success).
+commits and reads its committed offsets back. A wrong PLAIN or SCRAM password must end in
+an authentication error (not a hang, not a success), and the SSL listener must refuse a
+client without a certificate.
 """
 import time
 
@@ -147,20 +148,25 @@ def round_trip(label, conf):
     step(f"{label}: {len(want)} records produced and consumed by group {group}")
 
 
-def refused(label, conf, want_codes):
-    """A client whose authentication must fail: its error_cb reports one of want_codes."""
+def refused(label, conf, want_codes, mentions=""):
+    """A client that must be turned away: its error_cb reports one of want_codes, with
+    `mentions` in the message."""
     errors = []
     admin = AdminClient({**conf, "error_cb": errors.append})
+
+    def seen():
+        return any(e.code() in want_codes and mentions in e.str() for e in errors)
+
     deadline = time.time() + TIMEOUT
-    while time.time() < deadline and not any(e.code() in want_codes for e in errors):
+    while time.time() < deadline and not seen():
         try:
             md = admin.list_topics(timeout=1)
             fail(f"{label}: Metadata answered ({len(md.topics)} topics) without valid credentials")
         except KafkaException:
             pass
         admin.poll(0.1)
-    check(any(e.code() in want_codes for e in errors),
-          f"{label}: no error in {want_codes} within {TIMEOUT}s; errors: {[str(e) for e in errors]}")
+    check(seen(), f"{label}: no error in {want_codes} mentioning {mentions!r} within {TIMEOUT}s; "
+                  f"errors: {[str(e) for e in errors]}")
     step(f"{label}: refused ({[str(e) for e in errors][:1]})")
 
 
@@ -189,6 +195,10 @@ def main():
     # last: each rejection delays the next authentication from this address
     refused("wrong PLAIN password", sasl("PLAIN", S.plain_user, "not-" + S.plain_password),
             {KafkaError._AUTHENTICATION})
+    if "ssl-client-cert" in labels:
+        no_cert = {k: v for k, v in ssl_client_cert().items() if not k.startswith("ssl.certificate") and k != "ssl.key.location"}
+        refused("SSL without a client certificate", no_cert,
+                {KafkaError._SSL, KafkaError._TRANSPORT}, mentions="certificate")
     if scram:
         refused("wrong SCRAM-SHA-256 password", sasl("SCRAM-SHA-256", S.scram_user, "not-" + S.scram_password),
                 {KafkaError._AUTHENTICATION})
