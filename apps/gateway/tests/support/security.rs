@@ -18,7 +18,10 @@
 //! [`SecureSetup::start`] then starts the gateway on two fixed free loopback ports
 //! (`IGGY_KAFKA_LISTENERS=SASL_SSL://...,SSL://...`) and waits until both accept; the
 //! suites get the addresses, files and credentials in their environment
-//! ([`SecureGateway::script_env`]). Secrets here are test values, made per run.
+//! ([`SecureGateway::script_env`]). [`SecureSetup::start_on`] with `Backend::Iggy` puts a
+//! fresh Iggy server behind the gateway instead of the users file: PLAIN then logs into
+//! Iggy (the user `alice` is made there with the Iggy SDK) and Iggy's root user is the super
+//! user. Secrets here are test values, made per run.
 
 use super::{
     Backend, Gateway, IggyServer, STARTUP_TIMEOUT, bridge_env, iggy_server_bin, scratch_dir,
@@ -47,8 +50,9 @@ pub const PLAIN_USER: &str = "alice";
 pub const SCRAM_USER: &str = "bob";
 /// The `sub` of the OAUTHBEARER tokens.
 pub const OAUTH_SUBJECT: &str = "carol";
-/// `iss` and `aud` of the tokens, and the gateway's expected values.
+/// The `iss` of the tokens, and the issuer the gateway expects.
 pub const OAUTH_ISSUER: &str = "https://issuer.test.invalid";
+/// The `aud` of the tokens, and the audience the gateway expects.
 pub const OAUTH_AUDIENCE: &str = "iggy-gateway-kafka";
 /// The JWKS key id of the signing key.
 const KEY_ID: &str = "security-suite-key";
