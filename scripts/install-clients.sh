@@ -10,9 +10,12 @@
 #   .clients/librdkafka216/         librdkafka.so.1 -> the .so inside the confluent-kafka wheel
 #                                   (LD_LIBRARY_PATH=.clients/librdkafka216 kcat ... = kcat on 2.16)
 #   .clients/node/node_modules/     kafkajs + kafkajs-snappy + kafkajs-lz4
-#   .clients/java/jars/             kafka-clients 3.9.1, lz4-java, snappy-java, zstd-jni, slf4j-api
+#   .clients/java/jars/             kafka-clients 3.9.1, lz4-java, snappy-java, zstd-jni, slf4j-api,
+#                                   and links to Debian's jackson-databind/core/annotations (the
+#                                   client's OAUTHBEARER token-endpoint login parses JSON with them)
 #   .clients/tansu/tansu            Tansu 0.6.0 broker (peer broker for comparisons)
-#   system (apt): kcat (librdkafka 2.0.2), librdkafka-dev, openjdk-17-jdk-headless (if no javac)
+#   system (apt): kcat (librdkafka 2.0.2), librdkafka-dev, libjackson2-databind-java,
+#                 openjdk-17-jdk-headless (if no javac)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,7 +47,7 @@ mkdir -p "$CLIENTS"
 # ---- 1. Debian packages ----------------------------------------------------
 apt_missing=()
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'; }
-for p in kcat librdkafka-dev; do
+for p in kcat librdkafka-dev libjackson2-databind-java; do
   pkg_installed "$p" || apt_missing+=("$p")
 done
 command -v javac >/dev/null 2>&1 || apt_missing+=(openjdk-17-jdk-headless)
@@ -54,7 +57,7 @@ if ((${#apt_missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${apt_missing[@]}" >/dev/null
 else
-  log "apt: kcat, librdkafka-dev, javac already present"
+  log "apt: kcat, librdkafka-dev, libjackson2-databind-java, javac already present"
 fi
 
 # ---- 2. Python venv ----------------------------------------------------------
@@ -166,6 +169,16 @@ else
   [[ "$got" == "$KAFKA_CLIENTS_VERSION" ]] || { echo "kafka-clients jar is $got, expected $KAFKA_CLIENTS_VERSION" >&2; exit 1; }
   printf '%s' "$JAVA_SPEC" >"$JAVA_MARKER"
 fi
+
+# Jackson for kafka-clients' OAUTHBEARER login (HttpAccessTokenRetriever, LoginAccessTokenValidator):
+# Debian's jars, linked (the wheel above ships only Flink's shaded copy).
+for j in jackson-databind jackson-core jackson-annotations; do
+  if [[ "$(readlink "$JARS/$j.jar" 2>/dev/null || true)" != "/usr/share/java/$j.jar" ]]; then
+    [[ -f "/usr/share/java/$j.jar" ]] || { echo "java: /usr/share/java/$j.jar missing (apt libjackson2-databind-java)" >&2; exit 1; }
+    ln -sfn "/usr/share/java/$j.jar" "$JARS/$j.jar"
+    log "java: linked $j.jar"
+  fi
+done
 
 # ---- 6. Tansu broker -------------------------------------------------------------
 TANSU="$CLIENTS/tansu/tansu"

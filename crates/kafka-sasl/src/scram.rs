@@ -295,6 +295,8 @@ pub(crate) struct Pending {
     channel_binding: String,
     /// Client nonce followed by server nonce.
     nonce: String,
+    /// Bytes of `nonce` that are the client's.
+    client_nonce_len: usize,
     /// `client-first-bare "," server-first`: the start of the AuthMessage.
     auth_prefix: String,
 }
@@ -528,6 +530,7 @@ pub(crate) async fn server_first_with_nonce(
         known,
         credential,
         channel_binding: B64.encode(first.gs2_header),
+        client_nonce_len: first.nonce.len(),
         nonce,
         auth_prefix: format!("{},{server_first}", first.bare),
     };
@@ -535,6 +538,22 @@ pub(crate) async fn server_first_with_nonce(
 }
 
 impl Pending {
+    /// Whether the client-final nonce is the one this exchange issued. librdkafka before
+    /// 2.6.1 (librdkafka#4895) sends its own nonce once more in front of it; Kafka has
+    /// accepted that since 3.8.1 (a nonce that ends with the issued one), and so do we, but
+    /// only with exactly the client's nonce in front: the server's part is still required,
+    /// which is what defeats a replay.
+    fn nonce_matches(&self, nonce: &str) -> bool {
+        let issued = self.nonce.as_bytes();
+        let got = nonce.as_bytes();
+        if got.len() == issued.len() {
+            return bool::from(got.ct_eq(issued));
+        }
+        let client = &issued[..self.client_nonce_len.min(issued.len())];
+        got.len() == client.len() + issued.len()
+            && bool::from(got[..client.len()].ct_eq(client) & got[client.len()..].ct_eq(issued))
+    }
+
     /// Handles the client-final message: the identity and the server-final message, or the
     /// failure.
     pub(crate) fn verify_final(&self, token: &[u8]) -> Result<(Identity, Vec<u8>), AuthFailure> {
@@ -561,7 +580,7 @@ impl Pending {
         if channel_binding != self.channel_binding {
             return Err(malformed("SCRAM: channel binding data does not match"));
         }
-        if !bool::from(nonce.as_bytes().ct_eq(self.nonce.as_bytes())) {
+        if !self.nonce_matches(nonce) {
             return Err(malformed("SCRAM: nonce does not match"));
         }
         let proof = B64

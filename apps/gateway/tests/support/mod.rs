@@ -19,6 +19,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod attack;
+pub mod security;
 
 pub use test_support::{IggyServer, read_lossy, scratch_dir, tail, unique};
 
@@ -72,14 +73,64 @@ impl Gateway {
     /// `IGGY_KAFKA_TEST_RUST_LOG` (default `info,kafka_broker=debug`); returns once it
     /// accepts connections.
     pub fn start(env: &[(&str, &str)]) -> Gateway {
+        let mut gw = Gateway::spawn(env, true);
+        gw.wait_for(
+            STARTUP_TIMEOUT,
+            "write its listen line",
+            |gw| match parse_listen_line(&read_lossy(&gw.stdout)) {
+                Some(Ok(addr)) => {
+                    gw.addr = addr;
+                    true
+                }
+                Some(Err(e)) => panic!("gateway listen line: {e}\n{}", gw.output(60)),
+                None => false,
+            },
+        );
+        let what = format!("accept on {}", gw.addr);
+        gw.wait_for(Duration::from_secs(10), &what, |gw| {
+            TcpStream::connect_timeout(&gw.addr, Duration::from_millis(500)).is_ok()
+        });
+        gw
+    }
+
+    /// Polls `ready` every 50 ms until it holds; panics with the gateway's output when the
+    /// gateway exits first or `timeout` passes (`what` says what it was waited for).
+    pub fn wait_for(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        mut ready: impl FnMut(&mut Gateway) -> bool,
+    ) {
+        let deadline = Instant::now() + timeout;
+        while !ready(self) {
+            if let Some(status) = self.exit_status() {
+                panic!(
+                    "the gateway exited ({status}) before it could {what}\n{}",
+                    self.output(60)
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gateway did not {what} within {timeout:?}\n{}",
+                self.output(60)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts the gateway binary with `env` (on top of `IGGY_KAFKA_BIND_ADDR=127.0.0.1:0`
+    /// when `bind_loopback`) and returns at once; the caller waits for its listeners.
+    pub fn spawn(env: &[(&str, &str)], bind_loopback: bool) -> Gateway {
         let dir = scratch_dir("gateway");
         let stdout = dir.join("gateway.stdout");
         let stderr = dir.join("gateway.stderr");
         let out = File::create(&stdout).expect("create gateway stdout file");
         let err = File::create(&stderr).expect("create gateway stderr file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_iggy-gateway-kafka"));
+        if bind_loopback {
+            cmd.env("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0");
+        }
         cmd.current_dir(&dir)
-            .env("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")
             .env(
                 "RUST_LOG",
                 std::env::var("IGGY_KAFKA_TEST_RUST_LOG")
@@ -94,7 +145,7 @@ impl Gateway {
             cmd.env(k, v);
         }
         let child = cmd.spawn().expect("spawn the gateway binary");
-        let mut gw = Gateway {
+        Gateway {
             child: Some(child),
             external_pid: None,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -102,40 +153,7 @@ impl Gateway {
             stdout,
             stderr,
             iggy: None,
-        };
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            match parse_listen_line(&read_lossy(&gw.stdout)) {
-                Some(Ok(addr)) => {
-                    gw.addr = addr;
-                    break;
-                }
-                Some(Err(e)) => panic!("gateway listen line: {e}\n{}", gw.output(60)),
-                None => {}
-            }
-            if let Some(status) = gw.exit_status() {
-                panic!(
-                    "the gateway exited ({status}) before writing its listen line\n{}",
-                    gw.output(60)
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the gateway wrote no listen line within {STARTUP_TIMEOUT:?}\n{}",
-                gw.output(60)
-            );
-            std::thread::sleep(Duration::from_millis(50));
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect_timeout(&gw.addr, Duration::from_millis(500)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the gateway does not accept on {}",
-                gw.addr
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        gw
     }
 
     /// The Iggy server behind a gateway started on [`Backend::Iggy`].

@@ -95,6 +95,15 @@ impl Client {
 
     /// The client-final message and the server signature the client expects.
     fn last(&self, server_first: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        self.last_with_nonce(server_first, |nonce| nonce.to_owned())
+    }
+
+    /// [`Client::last`] sending `nonce_of(issued nonce)` as its nonce.
+    fn last_with_nonce(
+        &self,
+        server_first: &[u8],
+        nonce_of: impl Fn(&str) -> String,
+    ) -> (Vec<u8>, Vec<u8>) {
         let server_first = std::str::from_utf8(server_first).expect("utf-8");
         let mut nonce = "";
         let mut salt = Vec::new();
@@ -113,7 +122,7 @@ impl Client {
         let salted = m.salted_password(self.password.as_bytes(), &salt, iterations);
         let client_key = m.hmac(&salted, b"Client Key");
         let stored_key = m.hash(&client_key);
-        let without_proof = format!("c={},r={nonce}", B64.encode(&self.gs2));
+        let without_proof = format!("c={},r={}", B64.encode(&self.gs2), nonce_of(nonce));
         let auth_message = format!("{},{server_first},{without_proof}", self.bare);
         let signature = m.hmac(&stored_key, auth_message.as_bytes());
         let proof: Vec<u8> = client_key
@@ -371,6 +380,35 @@ async fn scram_forged_nonce_and_replay_fail() {
         replay.step(&auth, &last, now()).await,
         Step::Failed(_)
     ));
+}
+
+#[tokio::test]
+async fn scram_accepts_the_doubled_client_nonce_of_old_librdkafka() {
+    let auth = authenticator();
+    let client = Client::new(ScramMechanism::Sha512, "alice", "pw-512");
+    // librdkafka before 2.6.1: client nonce + the issued nonce (which starts with it).
+    let mut exchange = auth.start("SCRAM-SHA-512").expect("offered");
+    let server_first = challenge(exchange.step(&auth, &client.first(), now()).await);
+    let (last, _) = client.last_with_nonce(&server_first, |n| format!("clientNonce0123456789{n}"));
+    assert!(matches!(
+        exchange.step(&auth, &last, now()).await,
+        Step::Done { .. }
+    ));
+    // Anything else in front, or the issued nonce cut short, is still refused.
+    for nonce_of in [
+        (|n: &str| format!("clientNonce012345678X{n}")) as fn(&str) -> String,
+        |n: &str| format!("x{n}"),
+        |n: &str| format!("clientNonce0123456789{}", &n[..n.len() - 1]),
+        |n: &str| n[..n.len() - 1].to_owned(),
+    ] {
+        let mut exchange = auth.start("SCRAM-SHA-512").expect("offered");
+        let server_first = challenge(exchange.step(&auth, &client.first(), now()).await);
+        let (last, _) = client.last_with_nonce(&server_first, nonce_of);
+        assert_eq!(
+            failed(exchange.step(&auth, &last, now()).await).kind,
+            FailureKind::Malformed
+        );
+    }
 }
 
 #[tokio::test]
