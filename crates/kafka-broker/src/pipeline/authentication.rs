@@ -360,7 +360,10 @@ impl Authentication {
                     session.principal = Principal::user(&identity.name);
                 }
                 session.sasl.mechanism = Some(mechanism);
-                self.lock_backoff().succeeded(session.peer.ip());
+                // A success does not clear the peer's delay: a client holding one valid
+                // account could otherwise interleave logins with guesses at other accounts
+                // and never be slowed. Successes are never delayed; the delay of a peer
+                // that stops failing is forgotten after the quiet period.
                 if let Some(m) = &self.metrics {
                     m.sasl_authentications
                         .get_or_create(&SaslLabels {
