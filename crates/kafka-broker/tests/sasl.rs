@@ -371,9 +371,16 @@ async fn the_failure_delay_grows_with_each_rejection() {
     // valid account must not buy another round of fast guesses.
     let started = Instant::now();
     let _ = authenticated_as(&g, "alice", "alice-secret").await;
-    assert!(started.elapsed() < base, "a success waited {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < base,
+        "a success waited {:?}",
+        started.elapsed()
+    );
     let after = failed_plain(&g).await;
-    assert!(after >= 4 * base, "after a success {after:?}, third {third:?}");
+    assert!(
+        after >= 4 * base,
+        "after a success {after:?}, third {third:?}"
+    );
 }
 
 #[tokio::test]
