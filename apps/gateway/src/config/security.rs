@@ -355,11 +355,15 @@ impl Raw {
             };
             let ip: IpAddr = if host.is_empty() {
                 IpAddr::from([0, 0, 0, 0])
+            } else if let Ok(ip) = host.parse() {
+                ip
             } else {
-                host.parse().map_err(|_| {
+                // A host name binds the first address it resolves to (IPv4 first), as
+                // Kafka binds `PLAINTEXT://localhost:9092`.
+                resolve(&host, port).ok_or_else(|| {
                     names.invalid(
                         "listeners",
-                        &format!("{name}: {host:?} is not an IP address (host names are not resolved; leave it empty for every interface)"),
+                        &format!("{name}: {host:?} is neither an IP address nor a host name that resolves (leave it empty for every interface)"),
                     )
                 })?
             };
@@ -707,4 +711,15 @@ pub(super) fn super_users(text: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(out)
+}
+
+/// The address `host` resolves to, IPv4 preferred.
+fn resolve(host: &str, port: u16) -> Option<IpAddr> {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().ok()?.collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .map(|a| a.ip())
 }

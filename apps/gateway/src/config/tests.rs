@@ -808,6 +808,18 @@ fn a_sasl_listener_needs_credentials_and_a_tls_one_a_certificate() {
 }
 
 #[test]
+fn a_listener_host_name_binds_the_address_it_resolves_to() {
+    let config = load(
+        None,
+        env(&[("IGGY_KAFKA_LISTENERS", "PLAINTEXT://localhost:9093")]),
+    )
+    .unwrap();
+    let bound = spec(&config);
+    assert_eq!(bound.len(), 1);
+    assert_eq!(bound[0].2, "127.0.0.1:9093");
+}
+
+#[test]
 fn kafka_style_listeners_with_a_protocol_map_and_advertised_addresses() {
     let users = users_file();
     let config = load(
@@ -900,9 +912,12 @@ fn listener_mistakes_are_one_line_naming_the_setting() {
             "LISTENER_SECURITY_PROTOCOL_MAP",
         ),
         (
-            &[("IGGY_KAFKA_LISTENERS", "PLAINTEXT://localhost:9093")],
+            &[(
+                "IGGY_KAFKA_LISTENERS",
+                "PLAINTEXT://no-such-host.invalid:9093",
+            )],
             "IGGY_KAFKA_LISTENERS=",
-            "not an IP address",
+            "neither an IP address nor a host name that resolves",
         ),
         (
             &[("IGGY_KAFKA_LISTENERS", "PLAINTEXT://127.0.0.1")],
