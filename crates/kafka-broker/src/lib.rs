@@ -7,6 +7,7 @@
 //!             -> pipeline layers (client info, metrics, ... ) -> handlers::<api> -> store traits
 //! ```
 //!
+//! - [`authz`]: Kafka's ACL model and the API -> operation table (not enforced yet).
 //! - [`session`]: what the broker knows about one connection.
 //! - [`pipeline`]: the [`pipeline::Layer`] trait every cross-cutting concern implements.
 //! - [`tls`]: the TLS acceptor of SSL and SASL_SSL listeners, reloading its certificate.
@@ -19,6 +20,7 @@
 //!   never sockets.
 //! - [`config::BrokerConfig`]: every limit and timeout, with defaults.
 
+pub mod authz;
 mod broker;
 mod budget;
 pub mod config;
