@@ -522,9 +522,7 @@ impl AclBindingFilter {
             }
             PatternType::Any => *name == binding.name,
             PatternType::Match => match binding.pattern {
-                PatternType::Literal => {
-                    binding.name == *name || binding.name == WILDCARD_RESOURCE
-                }
+                PatternType::Literal => binding.name == *name || binding.name == WILDCARD_RESOURCE,
                 PatternType::Prefixed => name.starts_with(binding.name.as_str()),
                 PatternType::Any | PatternType::Match => false,
             },
