@@ -650,10 +650,12 @@ impl Acls {
     /// `resource_type` (Kafka's check "by resource type", used where any topic will do,
     /// as for InitProducerId without a transactional id).
     ///
-    /// A super user may; a DENY on the literal `*` name refuses; otherwise an ALLOW
-    /// literal name not itself denied (literally or by a denied prefix), or an ALLOW
-    /// prefix not covered by a denied prefix, allows. With no binding of that type for
-    /// anyone, the answer is `allow_everyone_if_no_acl_found`.
+    /// A super user may. With `allow_everyone_if_no_acl_found`, so may everyone as long
+    /// as some name is left that no binding covers (no LITERAL `*` binding of the type
+    /// for anyone). Otherwise a DENY on the literal `*` name refuses; an ALLOW on a
+    /// literal name not itself denied (literally or by a denied prefix), or on a prefix
+    /// not covered by a denied prefix, allows. Only bindings for the operation itself or
+    /// ALL count here (no implied operations), as in Kafka.
     pub fn authorize_any(
         &self,
         principal: &str,
@@ -672,8 +674,11 @@ impl Acls {
             .iter()
             .filter(|b| b.resource_type == resource_type)
             .collect();
-        if relevant.is_empty() {
-            return self.allow_everyone_if_no_acl_found;
+        let some_name_uncovered = !relevant
+            .iter()
+            .any(|b| b.pattern == PatternType::Literal && b.name == WILDCARD_RESOURCE);
+        if self.allow_everyone_if_no_acl_found && some_name_uncovered {
+            return true;
         }
         let mine = |b: &&AclBinding| b.applies_to(principal, host);
         let denies: Vec<&AclBinding> = relevant
@@ -699,7 +704,7 @@ impl Acls {
             .iter()
             .copied()
             .filter(mine)
-            .filter(|b| b.permission == Permission::Allow && b.operation.allows(operation))
+            .filter(|b| b.permission == Permission::Allow && b.operation.denies(operation))
             .any(|a| !denied(a.pattern, &a.name))
     }
 }

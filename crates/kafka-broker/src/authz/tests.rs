@@ -294,6 +294,32 @@ fn authorize_any_topic() {
         topic_deny("*", PatternType::Literal, ALICE, Operation::Write),
     ]);
     assert!(!a.authorize_any(ALICE, HOST, Operation::Write, ResourceType::Topic));
+    // Implied operations do not count here.
+    let a = acls(vec![topic_allow(
+        "x",
+        PatternType::Literal,
+        ALICE,
+        Operation::Read,
+    )]);
+    assert!(!a.authorize_any(ALICE, HOST, Operation::Describe, ResourceType::Topic));
+    // With allow_everyone_if_no_acl_found, a name no binding covers is enough...
+    let mut open = Acls::new(Vec::<String>::new(), true);
+    open.add(topic_allow(
+        "x",
+        PatternType::Literal,
+        BOB,
+        Operation::Write,
+    ));
+    assert!(open.authorize_any(ALICE, HOST, Operation::Write, ResourceType::Topic));
+    // ...unless a LITERAL `*` binding covers every name.
+    open.add(topic_allow(
+        "*",
+        PatternType::Literal,
+        BOB,
+        Operation::Write,
+    ));
+    assert!(!open.authorize_any(ALICE, HOST, Operation::Write, ResourceType::Topic));
+    assert!(open.authorize_any(BOB, HOST, Operation::Write, ResourceType::Topic));
     assert!(Acls::new(Vec::<String>::new(), true).authorize_any(
         ALICE,
         HOST,
