@@ -586,6 +586,11 @@ impl Acls {
         out
     }
 
+    /// Whether `binding` is present.
+    pub fn contains(&self, binding: &AclBinding) -> bool {
+        self.bindings.contains(binding)
+    }
+
     /// How many bindings there are.
     pub fn len(&self) -> usize {
         self.bindings.len()

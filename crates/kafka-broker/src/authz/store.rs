@@ -53,6 +53,12 @@ pub enum AclStoreError {
         /// Why.
         reason: InvalidBinding,
     },
+    /// Adding would exceed the store's bound on bindings.
+    #[error("the ACL store holds at most {max} bindings")]
+    Full {
+        /// The bound.
+        max: usize,
+    },
     /// The backend failed (the Iggy-backed store).
     #[error("ACL store backend failed: {0}")]
     Backend(String),
@@ -77,17 +83,38 @@ pub trait AclStore: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// The default bound on the bindings the in-memory store holds.
+pub const DEFAULT_MAX_ACL_BINDINGS: usize = 100_000;
+
 /// The embedded store's bindings: in memory, lost at exit, optionally loaded from a file
-/// at start.
-#[derive(Debug, Default)]
+/// at start. Holds at most a bounded number of bindings ([`DEFAULT_MAX_ACL_BINDINGS`]
+/// unless [`MemoryAclStore::with_max`] says otherwise), so CreateAcls cannot grow memory
+/// without bound.
+#[derive(Debug)]
 pub struct MemoryAclStore {
     acls: RwLock<Acls>,
+    max: usize,
+}
+
+impl Default for MemoryAclStore {
+    fn default() -> Self {
+        MemoryAclStore {
+            acls: RwLock::new(Acls::default()),
+            max: DEFAULT_MAX_ACL_BINDINGS,
+        }
+    }
 }
 
 impl MemoryAclStore {
     /// An empty store.
     pub fn new() -> MemoryAclStore {
         MemoryAclStore::default()
+    }
+
+    /// The same store holding at most `max` bindings.
+    pub fn with_max(mut self, max: usize) -> MemoryAclStore {
+        self.max = max;
+        self
     }
 
     /// A store holding `bindings` (validated).
@@ -100,6 +127,7 @@ impl MemoryAclStore {
         }
         Ok(MemoryAclStore {
             acls: RwLock::new(acls),
+            max: DEFAULT_MAX_ACL_BINDINGS,
         })
     }
 
@@ -132,6 +160,15 @@ impl AclStore for MemoryAclStore {
                 .map_err(|reason| AclStoreError::Invalid { index, reason })?;
         }
         let mut acls = self.acls.write().await;
+        let new = bindings
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .into_iter()
+            .filter(|b| !acls.contains(b))
+            .count();
+        if acls.len() + new > self.max {
+            return Err(AclStoreError::Full { max: self.max });
+        }
         for b in bindings {
             acls.add(b);
         }

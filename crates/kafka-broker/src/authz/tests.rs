@@ -654,6 +654,29 @@ async fn memory_store_add_list_delete() {
     assert_eq!(store.snapshot().await.expect("list").len(), 3);
 }
 
+#[tokio::test]
+async fn memory_store_is_bounded() {
+    let store = MemoryAclStore::new().with_max(3);
+    let bs = sample();
+    store.add(bs[..3].to_vec()).await.expect("fits");
+    // Re-adding present bindings does not count against the bound.
+    store.add(bs[..3].to_vec()).await.expect("already present");
+    let err = store
+        .add(bs[3..4].to_vec())
+        .await
+        .expect_err("over the bound");
+    assert!(matches!(err, AclStoreError::Full { max: 3 }));
+    assert_eq!(store.snapshot().await.expect("list").len(), 3);
+    store
+        .delete(&AclBindingFilter {
+            principal: Some(BOB.to_owned()),
+            ..AclBindingFilter::any()
+        })
+        .await
+        .expect("delete");
+    store.add(bs[3..4].to_vec()).await.expect("room again");
+}
+
 #[test]
 fn json_file_format() {
     let text = r#"{ "bindings": [
