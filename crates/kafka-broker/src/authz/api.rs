@@ -182,6 +182,28 @@ fn config_check(resource_type: i8, name: &str, operation: Operation) -> Check {
     }
 }
 
+/// One OffsetFetch group's checks, the group's first and its topics after it: DESCRIBE
+/// on the group, and DESCRIBE on each named topic, or on each listed topic (hidden) when
+/// the request asks for all of the group's topics.
+fn offset_fetch_group<'a>(
+    v: &mut Vec<Check>,
+    group: &str,
+    topics: Option<impl Iterator<Item = &'a str>>,
+    request_wide: bool,
+) {
+    let mut g = Check::group(group, Operation::Describe);
+    g.request_wide = request_wide;
+    v.push(g);
+    match topics {
+        None => v.push(Check::hidden(
+            ResourceType::Topic,
+            Operation::Describe,
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+        )),
+        Some(ts) => v.extend(ts.map(|t| Check::topic(t, Operation::Describe))),
+    }
+}
+
 /// FindCoordinator key types.
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
@@ -196,6 +218,10 @@ pub const UNCHECKED: &[ApiKey] = &[
 /// The checks a request needs; `None` for an API this table does not know (the caller
 /// must refuse it rather than let it through), an empty list for the APIs in
 /// [`UNCHECKED`].
+///
+/// Checks come in request order: request-wide ones (transactional id, group) first, then
+/// one per entry in the order the request lists them. For OffsetFetch with several
+/// groups, each group's check is followed by the checks of that group's topics.
 pub fn required(body: &RequestBody) -> Option<Vec<Check>> {
     use Operation as Op;
     let checks = match body {
@@ -332,28 +358,12 @@ pub fn required(body: &RequestBody) -> Option<Vec<Check>> {
         RequestBody::OffsetFetch(r) => {
             let mut v = Vec::new();
             if r.groups.is_empty() {
-                v.push(Check::group(&r.group_id, Op::Describe).whole());
-                match &r.topics {
-                    None => v.push(Check::hidden(
-                        ResourceType::Topic,
-                        Op::Describe,
-                        ErrorCode::TOPIC_AUTHORIZATION_FAILED,
-                    )),
-                    Some(ts) => v.extend(ts.iter().map(|t| Check::topic(&t.name, Op::Describe))),
-                }
+                let topics = r.topics.as_ref().map(|ts| ts.iter().map(|t| &*t.name));
+                offset_fetch_group(&mut v, &r.group_id, topics, true);
             } else {
                 for g in &r.groups {
-                    v.push(Check::group(&g.group_id, Op::Describe));
-                    match &g.topics {
-                        None => v.push(Check::hidden(
-                            ResourceType::Topic,
-                            Op::Describe,
-                            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
-                        )),
-                        Some(ts) => {
-                            v.extend(ts.iter().map(|t| Check::topic(&t.name, Op::Describe)))
-                        }
-                    }
+                    let topics = g.topics.as_ref().map(|ts| ts.iter().map(|t| &*t.name));
+                    offset_fetch_group(&mut v, &g.group_id, topics, false);
                 }
             }
             v

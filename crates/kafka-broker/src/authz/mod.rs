@@ -561,16 +561,10 @@ impl Acls {
 
     /// Removes every binding `filter` selects and returns them (sorted).
     pub fn remove_matching(&mut self, filter: &AclBindingFilter) -> Vec<AclBinding> {
-        let mut removed: Vec<AclBinding> = self
-            .bindings
-            .iter()
-            .filter(|b| filter.matches(b))
-            .cloned()
-            .collect();
+        let removed = self.describe(filter);
         for b in &removed {
             self.bindings.remove(b);
         }
-        removed.sort();
         removed
     }
 

@@ -594,6 +594,39 @@ fn table_entries_follow_kafka() {
     assert_eq!(c[0].error, ErrorCode::GROUP_AUTHORIZATION_FAILED);
     assert_eq!(c[1].operation, Operation::Read);
 
+    // OffsetFetch with groups: each group's check, then its topics'.
+    let of = offset_fetch_request::OffsetFetchRequest {
+        groups: vec![
+            offset_fetch_request::OffsetFetchRequestGroup {
+                group_id: "g1".into(),
+                topics: None,
+                ..Default::default()
+            },
+            offset_fetch_request::OffsetFetchRequestGroup {
+                group_id: "g2".into(),
+                topics: Some(vec![offset_fetch_request::OffsetFetchRequestTopics {
+                    name: "t".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let c = required(&RequestBody::OffsetFetch(of)).unwrap_or_default();
+    assert_eq!(c.len(), 4);
+    assert_eq!(
+        c[0].target,
+        Target::Named(ResourceType::Group, "g1".to_owned())
+    );
+    assert!(!c[0].request_wide);
+    assert_eq!(c[1].on_deny, OnDeny::Hide);
+    assert_eq!(
+        c[2].target,
+        Target::Named(ResourceType::Group, "g2".to_owned())
+    );
+    assert_eq!(topic_target(&c[3]), Some("t"));
+
     // ListGroups hides groups unless DESCRIBE on the cluster.
     let c = required(&RequestBody::ListGroups(Default::default())).unwrap_or_default();
     assert_eq!(c[0].on_deny, OnDeny::Hide);
