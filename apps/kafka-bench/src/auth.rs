@@ -30,7 +30,7 @@ use tokio_rustls::rustls;
 
 use crate::cli::{AuthArgs, SaslMechanism};
 use crate::report::{Counters, Latency, Report, latency_histogram, proc_rows};
-use crate::sasl_client::{SaltCache, ScramClient, ScramHash, plain_message};
+use crate::sasl_client::{SaltCache, ScramClient, plain_message, scram_hash};
 
 /// Time allowed for each step of one login (connect, TLS, each request).
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -293,7 +293,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let answer = call(&mut s, 17, 1, &body, correlation).await?;
     check_code("SaslHandshake", Reader(&answer).i16()?)?;
 
-    match ScramHash::of(mechanism) {
+    match scram_hash(mechanism) {
         None => {
             authenticate(&mut s, &plain_message(user, password), correlation).await?;
         }

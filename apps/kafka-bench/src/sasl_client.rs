@@ -10,12 +10,10 @@
 //! off.
 
 use std::collections::HashMap;
-use std::num::NonZeroU32;
 use std::sync::Mutex;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use ring::{digest, hmac, pbkdf2};
 
 use crate::cli::SaslMechanism;
 
@@ -33,48 +31,16 @@ pub fn plain_message(username: &str, password: &str) -> Vec<u8> {
     m
 }
 
-/// Which hash a SCRAM mechanism uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ScramHash {
-    Sha256,
-    Sha512,
-}
+/// Which hash a SCRAM mechanism uses: the gateway's own type, whose arithmetic (salted
+/// password, proof, server signature) the client shares.
+pub type ScramHash = kafka_sasl::ScramMechanism;
 
-impl ScramHash {
-    pub fn of(mechanism: SaslMechanism) -> Option<ScramHash> {
-        match mechanism {
-            SaslMechanism::Plain => None,
-            SaslMechanism::ScramSha256 => Some(ScramHash::Sha256),
-            SaslMechanism::ScramSha512 => Some(ScramHash::Sha512),
-        }
-    }
-
-    fn pbkdf2(self) -> pbkdf2::Algorithm {
-        match self {
-            ScramHash::Sha256 => pbkdf2::PBKDF2_HMAC_SHA256,
-            ScramHash::Sha512 => pbkdf2::PBKDF2_HMAC_SHA512,
-        }
-    }
-
-    fn hmac(self) -> hmac::Algorithm {
-        match self {
-            ScramHash::Sha256 => hmac::HMAC_SHA256,
-            ScramHash::Sha512 => hmac::HMAC_SHA512,
-        }
-    }
-
-    fn digest(self) -> &'static digest::Algorithm {
-        match self {
-            ScramHash::Sha256 => &digest::SHA256,
-            ScramHash::Sha512 => &digest::SHA512,
-        }
-    }
-
-    fn len(self) -> usize {
-        match self {
-            ScramHash::Sha256 => 32,
-            ScramHash::Sha512 => 64,
-        }
+/// The SCRAM hash of `mechanism`, `None` for PLAIN.
+pub fn scram_hash(mechanism: SaslMechanism) -> Option<ScramHash> {
+    match mechanism {
+        SaslMechanism::Plain => None,
+        SaslMechanism::ScramSha256 => Some(ScramHash::Sha256),
+        SaslMechanism::ScramSha512 => Some(ScramHash::Sha512),
     }
 }
 
@@ -189,20 +155,17 @@ impl ScramClient {
         if iterations > MAX_ITERATIONS {
             return Err(format!("server asks for {iterations} iterations"));
         }
-        let rounds = NonZeroU32::new(iterations).ok_or("zero iterations")?;
+        if iterations == 0 {
+            return Err("zero iterations".into());
+        }
 
         let key = (self.hash, salt, iterations);
         let salted = match cache.and_then(|c| c.get(&key)) {
             Some(s) => s,
             None => {
-                let mut out = vec![0u8; self.hash.len()];
-                pbkdf2::derive(
-                    self.hash.pbkdf2(),
-                    rounds,
-                    &key.1,
-                    self.password.as_bytes(),
-                    &mut out,
-                );
+                let out = self
+                    .hash
+                    .salted_password(self.password.as_bytes(), &key.1, iterations);
                 if let Some(c) = cache {
                     c.put(key, out.clone());
                 }
@@ -210,27 +173,11 @@ impl ScramClient {
             }
         };
 
-        let salted_key = hmac::Key::new(self.hash.hmac(), &salted);
-        let client_key = hmac::sign(&salted_key, b"Client Key");
-        let stored_key = digest::digest(self.hash.digest(), client_key.as_ref());
         let without_proof = format!("c=biws,r={nonce}");
         let auth_message = format!("{},{server_first},{without_proof}", self.client_first_bare);
-        let signature = hmac::sign(
-            &hmac::Key::new(self.hash.hmac(), stored_key.as_ref()),
-            auth_message.as_bytes(),
-        );
-        let proof: Vec<u8> = client_key
-            .as_ref()
-            .iter()
-            .zip(signature.as_ref())
-            .map(|(a, b)| a ^ b)
-            .collect();
-        let server_key = hmac::sign(&salted_key, b"Server Key");
-        let server_signature = hmac::sign(
-            &hmac::Key::new(self.hash.hmac(), server_key.as_ref()),
-            auth_message.as_bytes(),
-        );
-        self.expected_server_signature = Some(server_signature.as_ref().to_vec());
+        let computed = self.hash.client_proof(&salted, auth_message.as_bytes());
+        self.expected_server_signature = Some(computed.server_signature);
+        let proof = computed.proof;
         Ok(format!("{without_proof},p={}", B64.encode(proof)).into_bytes())
     }
 

@@ -34,5 +34,5 @@ pub use exchange::{Authenticator, Exchange, SaslConfig, Step};
 pub use mapping::PrincipalMapper;
 pub use mechanism::Mechanism;
 pub use oauth::{Jwks, OAuthConfig, OAuthValidator};
-pub use scram::{ScramBounds, ScramCredential, ScramMechanism};
+pub use scram::{ClientProof, ScramBounds, ScramCredential, ScramMechanism};
 pub use users_file::UsersFile;

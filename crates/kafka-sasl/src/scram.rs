@@ -178,6 +178,41 @@ impl ScramMechanism {
     }
 }
 
+/// The client's arithmetic for its final message: the proof it sends, and the signature the
+/// server must answer with.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientProof {
+    /// `ClientKey XOR HMAC(StoredKey, AuthMessage)`.
+    pub proof: Vec<u8>,
+    /// `HMAC(ServerKey, AuthMessage)`, which the server's `v=` must carry.
+    pub server_signature: Vec<u8>,
+}
+
+impl fmt::Debug for ClientProof {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientProof").finish_non_exhaustive()
+    }
+}
+
+impl ScramMechanism {
+    /// The client side of an exchange (tools and tests that log in): the proof for
+    /// `auth_message` (`client-first-bare,server-first,client-final-without-proof`) from
+    /// the salted password, and the server signature to expect.
+    pub fn client_proof(self, salted_password: &[u8], auth_message: &[u8]) -> ClientProof {
+        let client_key = self.hmac(salted_password, b"Client Key");
+        let signature = self.hmac(&self.hash(&client_key), auth_message);
+        let server_key = self.hmac(salted_password, b"Server Key");
+        ClientProof {
+            proof: client_key
+                .iter()
+                .zip(&signature)
+                .map(|(k, s)| k ^ s)
+                .collect(),
+            server_signature: self.hmac(&server_key, auth_message),
+        }
+    }
+}
+
 impl ScramCredential {
     /// The credential for a salted password (`Hi(password, salt, iterations)`), as
     /// AlterUserScramCredentials sends it. Checks the lengths and `bounds`.

@@ -25,8 +25,6 @@ use kafka_protocol::messages::request_header::RequestHeader;
 use kafka_protocol::messages::sasl_authenticate_request::SaslAuthenticateRequest;
 use kafka_protocol::messages::sasl_handshake_request::SaslHandshakeRequest;
 use kafka_protocol::{ByteString, RequestBody, ResponseBody};
-use ring::{digest, hmac, pbkdf2};
-use std::num::NonZeroU32;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -74,60 +72,9 @@ pub enum Flow {
     Authenticate(i16),
 }
 
-/// The SASL mechanisms the client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ScramHash {
-    /// SCRAM-SHA-256.
-    Sha256,
-    /// SCRAM-SHA-512.
-    Sha512,
-}
-
-impl ScramHash {
-    /// The SASL mechanism name.
-    pub fn mechanism(self) -> &'static str {
-        match self {
-            ScramHash::Sha256 => "SCRAM-SHA-256",
-            ScramHash::Sha512 => "SCRAM-SHA-512",
-        }
-    }
-
-    /// Kafka's mechanism id in Describe/AlterUserScramCredentials.
-    pub fn id(self) -> i8 {
-        match self {
-            ScramHash::Sha256 => 1,
-            ScramHash::Sha512 => 2,
-        }
-    }
-
-    fn pbkdf2(self) -> pbkdf2::Algorithm {
-        match self {
-            ScramHash::Sha256 => pbkdf2::PBKDF2_HMAC_SHA256,
-            ScramHash::Sha512 => pbkdf2::PBKDF2_HMAC_SHA512,
-        }
-    }
-
-    fn hmac(self) -> hmac::Algorithm {
-        match self {
-            ScramHash::Sha256 => hmac::HMAC_SHA256,
-            ScramHash::Sha512 => hmac::HMAC_SHA512,
-        }
-    }
-
-    fn digest(self) -> &'static digest::Algorithm {
-        match self {
-            ScramHash::Sha256 => &digest::SHA256,
-            ScramHash::Sha512 => &digest::SHA512,
-        }
-    }
-
-    fn len(self) -> usize {
-        match self {
-            ScramHash::Sha256 => 32,
-            ScramHash::Sha512 => 64,
-        }
-    }
-}
+/// The SCRAM variants the client speaks: the gateway's own type (name, Kafka id, and the
+/// arithmetic both sides of an exchange share).
+pub type ScramHash = kafka_sasl::ScramMechanism;
 
 /// How an authentication attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -433,7 +380,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> SaslClient<S> {
         user: &str,
         password: &str,
     ) -> Result<AuthOutcome, ClientError> {
-        if let Some(end) = self.start(flow, hash.mechanism()).await? {
+        if let Some(end) = self.start(flow, hash.name()).await? {
             return Ok(end);
         }
         let mut scram = ScramClient::new(hash, user, password);
@@ -550,16 +497,7 @@ pub fn scram_salted_password(
     salt: &[u8],
     iterations: u32,
 ) -> Vec<u8> {
-    let mut out = vec![0u8; hash.len()];
-    let iterations = NonZeroU32::new(iterations).unwrap_or(NonZeroU32::MIN);
-    pbkdf2::derive(
-        hash.pbkdf2(),
-        iterations,
-        salt,
-        password.as_bytes(),
-        &mut out,
-    );
-    out
+    hash.salted_password(password.as_bytes(), salt, iterations)
 }
 
 /// The client side of one SCRAM exchange, message by message.
@@ -643,29 +581,12 @@ impl ScramClient {
                 "server-first without salt or iterations: {text:?}"
             )));
         };
-        let h = self.hash;
-        let salted = scram_salted_password(h, &self.password, &salt, iterations);
-        let salted_key = hmac::Key::new(h.hmac(), &salted);
-        let client_key = hmac::sign(&salted_key, b"Client Key");
-        let stored_key = digest::digest(h.digest(), client_key.as_ref());
+        let salted = scram_salted_password(self.hash, &self.password, &salt, iterations);
         let without_proof = format!("c=biws,r={nonce}");
         let auth_message = format!("{},{text},{without_proof}", self.client_first_bare);
-        let client_signature = hmac::sign(
-            &hmac::Key::new(h.hmac(), stored_key.as_ref()),
-            auth_message.as_bytes(),
-        );
-        let proof: Vec<u8> = client_key
-            .as_ref()
-            .iter()
-            .zip(client_signature.as_ref())
-            .map(|(a, b)| a ^ b)
-            .collect();
-        let server_key = hmac::sign(&salted_key, b"Server Key");
-        let server_signature = hmac::sign(
-            &hmac::Key::new(h.hmac(), server_key.as_ref()),
-            auth_message.as_bytes(),
-        );
-        self.server_signature = Some(server_signature.as_ref().to_vec());
+        let computed = self.hash.client_proof(&salted, auth_message.as_bytes());
+        self.server_signature = Some(computed.server_signature);
+        let proof = computed.proof;
         Ok(format!("{without_proof},p={}", B64.encode(proof)).into_bytes())
     }
 

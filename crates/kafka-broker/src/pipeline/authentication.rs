@@ -487,7 +487,6 @@ impl Layer for Authentication {
     }
 
     async fn on_request(&self, session: &mut Session, request: &mut Request) -> Verdict {
-        let now = std::time::Instant::now();
         match &request.body {
             RequestBody::SaslHandshake(h) => {
                 let name = h.mechanism.clone();
@@ -501,7 +500,11 @@ impl Layer for Authentication {
                 AuthState::NotRequired => Verdict::Pass,
                 AuthState::Pending if request.api == ApiKey::ApiVersions => Verdict::Pass,
                 AuthState::Pending => self.refuse(session, request.api),
-                AuthState::Authenticated { .. } if session.is_expired(now) => self.expired(session),
+                AuthState::Authenticated { .. }
+                    if session.is_expired(std::time::Instant::now()) =>
+                {
+                    self.expired(session)
+                }
                 AuthState::Authenticated { .. } => Verdict::Pass,
             },
         }
