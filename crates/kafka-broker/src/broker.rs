@@ -33,6 +33,14 @@ pub(crate) struct Broker {
     /// the connection loop hands it the raw tokens of the v0 flow, and the SCRAM
     /// credential APIs use its store.
     pub(crate) authentication: Option<Arc<Authentication>>,
+    /// The ACL bindings (their store and the snapshot decisions are taken from):
+    /// DescribeAcls, CreateAcls and DeleteAcls work on it.
+    #[allow(dead_code)] // read by the authorization layer and the ACL handlers
+    pub(crate) acls: Arc<kafka_authz::AclAuthorizer>,
+    /// The other sources of decisions (the principal's Iggy permissions with the
+    /// bridge); a request is allowed where the ACLs and every one of these allow it.
+    #[allow(dead_code)] // read by the authorization layer and the ACL handlers
+    pub(crate) authorizers: Vec<Arc<dyn kafka_authz::Authorizer>>,
 }
 
 impl Broker {
@@ -83,6 +91,11 @@ impl Broker {
             cpu,
             quotas,
             authentication: None,
+            acls: Arc::new(kafka_authz::AclAuthorizer::new(
+                Arc::new(kafka_authz::store::MemoryAclStore::new()),
+                true,
+            )),
+            authorizers: Vec::new(),
         }
     }
 }

@@ -38,6 +38,34 @@ pub struct BrokerConfig {
     pub quotas: crate::quotas::QuotaConfig,
     /// SASL authentication bounds, session lifetime and who may manage users.
     pub sasl: SaslSettings,
+    /// Whether and how requests are authorized.
+    pub authorization: AuthorizationSettings,
+}
+
+/// How requests are authorized (super users are [`SaslSettings::super_users`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizationSettings {
+    /// Whether every request is checked: `None` checks them when some listener
+    /// authenticates its clients (SASL, or TLS where certificates name principals),
+    /// `Some` forces it on or off.
+    pub enabled: Option<bool>,
+    /// Kafka's `allow.everyone.if.no.acl.found`: whether a resource no ACL binding
+    /// covers is open to every principal (the other sources, such as Iggy permissions,
+    /// still apply).
+    pub allow_everyone_if_no_acl_found: bool,
+    /// How often the ACL bindings are read again from their store, for changes made
+    /// elsewhere (another gateway); changes made through this gateway apply at once.
+    pub acl_refresh_interval: Duration,
+}
+
+impl Default for AuthorizationSettings {
+    fn default() -> Self {
+        AuthorizationSettings {
+            enabled: None,
+            allow_everyone_if_no_acl_found: true,
+            acl_refresh_interval: Duration::from_secs(10),
+        }
+    }
 }
 
 /// How SASL listeners authenticate connections.
@@ -102,6 +130,7 @@ impl Default for BrokerConfig {
             },
             quotas: crate::quotas::QuotaConfig::default(),
             sasl: SaslSettings::default(),
+            authorization: AuthorizationSettings::default(),
         }
     }
 }

@@ -36,6 +36,8 @@ use crate::quotas::{MemoryQuotaStore, QuotaStore, Quotas};
 use crate::session::{Listener, Session};
 use crate::store::{LogStore, OffsetStore};
 use crate::tls::TlsAcceptor;
+use kafka_authz::store::{AclStore, MemoryAclStore};
+use kafka_authz::{AclAuthorizer, Authorizer};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -107,6 +109,8 @@ pub struct Server {
     http: Option<TcpListener>,
     quota_store: Arc<dyn QuotaStore>,
     authenticator: Option<Arc<kafka_sasl::Authenticator>>,
+    acl_store: Arc<dyn AclStore>,
+    authorizers: Vec<Arc<dyn Authorizer>>,
 }
 
 impl Server {
@@ -122,7 +126,24 @@ impl Server {
             http: None,
             quota_store: Arc::new(MemoryQuotaStore::default()),
             authenticator: None,
+            acl_store: Arc::new(MemoryAclStore::new()),
+            authorizers: Vec::new(),
         }
+    }
+
+    /// Keeps ACL bindings (CreateAcls, DeleteAcls) in `store` (in memory by default); its
+    /// bindings are read at start and every `authorization.acl_refresh_interval`.
+    pub fn acl_store(mut self, store: Arc<dyn AclStore>) -> Server {
+        self.acl_store = store;
+        self
+    }
+
+    /// Adds a source of authorization decisions besides the ACLs (the principal's Iggy
+    /// permissions with the bridge): a request is allowed only where every source allows
+    /// it.
+    pub fn authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Server {
+        self.authorizers.push(authorizer);
+        self
     }
 
     /// Authenticates the connections of SASL listeners with `authenticator` (required
@@ -226,8 +247,17 @@ impl Server {
         debug!(layers = ?pipeline.names(), "request pipeline");
         let drain = self.config.timeouts.shutdown_drain;
         let max_connections = self.config.limits.max_connections;
+        let acls = Arc::new(AclAuthorizer::new(
+            self.acl_store,
+            self.config.authorization.allow_everyone_if_no_acl_found,
+        ));
+        acls.reload()
+            .await
+            .map_err(|e| BrokerError::Config(format!("cannot read the ACL bindings: {e}")))?;
         let mut broker = Broker::with_quotas(self.config, self.stores, pipeline, quotas);
         broker.authentication = authentication;
+        broker.acls = acls;
+        broker.authorizers = self.authorizers;
         let broker = Arc::new(broker);
         let permits = Arc::new(Semaphore::new(max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);

@@ -26,9 +26,9 @@ use serde::Deserialize;
 use std::path::Path;
 use tokio::sync::RwLock;
 
-/// Why the ACL store failed.
+/// What went wrong: loading or changing ACL bindings, or asking a permission source.
 #[derive(Debug, thiserror::Error)]
-pub enum AclStoreError {
+pub enum AuthzError {
     /// The ACL file could not be read.
     #[error("cannot read the ACL file {path}: {source}")]
     Read {
@@ -62,23 +62,26 @@ pub enum AclStoreError {
     /// The backend failed (the Iggy-backed store).
     #[error("ACL store backend failed: {0}")]
     Backend(String),
+    /// A permission source cannot answer now (Iggy unreachable and nothing cached).
+    #[error("permission source unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// A durable set of ACL bindings.
 #[async_trait]
 pub trait AclStore: Send + Sync + std::fmt::Debug {
     /// The bindings `filter` selects.
-    async fn list(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>, AclStoreError>;
+    async fn list(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>, AuthzError>;
 
     /// Adds bindings (already present ones are kept once). All are validated first;
     /// nothing is added when one is invalid.
-    async fn add(&self, bindings: Vec<AclBinding>) -> Result<(), AclStoreError>;
+    async fn add(&self, bindings: Vec<AclBinding>) -> Result<(), AuthzError>;
 
     /// Deletes the bindings `filter` selects and returns them.
-    async fn delete(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>, AclStoreError>;
+    async fn delete(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>, AuthzError>;
 
     /// A snapshot of every binding, for the authorizer.
-    async fn snapshot(&self) -> Result<Vec<AclBinding>, AclStoreError> {
+    async fn snapshot(&self) -> Result<Vec<AclBinding>, AuthzError> {
         self.list(&AclBindingFilter::any()).await
     }
 }
@@ -118,11 +121,11 @@ impl MemoryAclStore {
     }
 
     /// A store holding `bindings` (validated).
-    pub fn with_bindings(bindings: Vec<AclBinding>) -> Result<MemoryAclStore, AclStoreError> {
+    pub fn with_bindings(bindings: Vec<AclBinding>) -> Result<MemoryAclStore, AuthzError> {
         let mut acls = Acls::default();
         for (index, b) in bindings.into_iter().enumerate() {
             b.validate()
-                .map_err(|reason| AclStoreError::Invalid { index, reason })?;
+                .map_err(|reason| AuthzError::Invalid { index, reason })?;
             acls.add(b);
         }
         Ok(MemoryAclStore {
@@ -132,13 +135,13 @@ impl MemoryAclStore {
     }
 
     /// A store loaded from the JSON file at `path` (format in the module docs).
-    pub fn load(path: &Path) -> Result<MemoryAclStore, AclStoreError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AclStoreError::Read {
+    pub fn load(path: &Path) -> Result<MemoryAclStore, AuthzError> {
+        let text = std::fs::read_to_string(path).map_err(|source| AuthzError::Read {
             path: path.display().to_string(),
             source,
         })?;
         let bindings = parse_bindings(&text).map_err(|e| match e {
-            AclStoreError::Parse { reason, .. } => AclStoreError::Parse {
+            AuthzError::Parse { reason, .. } => AuthzError::Parse {
                 path: path.display().to_string(),
                 reason,
             },
@@ -150,14 +153,14 @@ impl MemoryAclStore {
 
 #[async_trait]
 impl AclStore for MemoryAclStore {
-    async fn list(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>, AclStoreError> {
+    async fn list(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>, AuthzError> {
         Ok(self.acls.read().await.describe(filter))
     }
 
-    async fn add(&self, bindings: Vec<AclBinding>) -> Result<(), AclStoreError> {
+    async fn add(&self, bindings: Vec<AclBinding>) -> Result<(), AuthzError> {
         for (index, b) in bindings.iter().enumerate() {
             b.validate()
-                .map_err(|reason| AclStoreError::Invalid { index, reason })?;
+                .map_err(|reason| AuthzError::Invalid { index, reason })?;
         }
         let mut acls = self.acls.write().await;
         let new = bindings
@@ -167,7 +170,7 @@ impl AclStore for MemoryAclStore {
             .filter(|b| !acls.contains(b))
             .count();
         if acls.len() + new > self.max {
-            return Err(AclStoreError::Full { max: self.max });
+            return Err(AuthzError::Full { max: self.max });
         }
         for b in bindings {
             acls.add(b);
@@ -175,7 +178,7 @@ impl AclStore for MemoryAclStore {
         Ok(())
     }
 
-    async fn delete(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>, AclStoreError> {
+    async fn delete(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>, AuthzError> {
         Ok(self.acls.write().await.remove_matching(filter))
     }
 }
@@ -202,8 +205,8 @@ struct FileBinding {
 }
 
 /// Parses the JSON ACL file format (module docs). Names are Kafka's, case-insensitive.
-pub fn parse_bindings(text: &str) -> Result<Vec<AclBinding>, AclStoreError> {
-    let parse = |reason: String| AclStoreError::Parse {
+pub fn parse_bindings(text: &str) -> Result<Vec<AclBinding>, AuthzError> {
+    let parse = |reason: String| AuthzError::Parse {
         path: String::new(),
         reason,
     };
