@@ -38,6 +38,10 @@ pub const WILDCARD_PRINCIPAL: &str = "User:*";
 pub const WILDCARD_HOST: &str = "*";
 /// The resource name that matches every name of a type in a LITERAL binding.
 pub const WILDCARD_RESOURCE: &str = "*";
+/// The host DescribeAcls shows on the bindings a source derives from elsewhere (Iggy
+/// permissions): they are read-only, and CreateAcls refuses a binding with this host, so
+/// the mark cannot be confused with a stored binding.
+pub const READ_ONLY_HOST: &str = "iggy-permission";
 /// The only name a CLUSTER resource has.
 pub const CLUSTER_NAME: &str = "kafka-cluster";
 
