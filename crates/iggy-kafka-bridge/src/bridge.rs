@@ -191,6 +191,23 @@ impl IggyBridge {
         self.any_session()
     }
 
+    /// A session for administrative reads (users, streams), and the timeout every call
+    /// on it runs under.
+    pub(crate) fn admin_session(&self) -> (&IggyClient, std::time::Duration) {
+        (self.any_session(), self.inner.config.call_timeout)
+    }
+
+    /// The source of authorization decisions from Iggy users' permissions
+    /// (`permissions_refresh`, `permissions_cache_entries`); see
+    /// [`crate::permissions`]. Each call makes a source with its own cache.
+    pub fn permissions(&self) -> Arc<crate::permissions::IggyPermissions> {
+        Arc::new(crate::permissions::IggyPermissions::new(
+            self.clone(),
+            self.inner.config.permissions_refresh,
+            self.inner.config.permissions_cache_entries,
+        ))
+    }
+
     /// The topic map in use.
     pub fn topic_map(&self) -> &TopicMap {
         &self.inner.map

@@ -116,6 +116,13 @@ pub struct BridgeConfig {
     /// Most users whose successful PLAIN check is remembered at once; the oldest entry
     /// goes first. Zero remembers nothing.
     pub plain_cache_entries: usize,
+    /// How long a Kafka principal's Iggy permissions (and the names of the streams and
+    /// topics they refer to) are used before they are read from Iggy again: the longest a
+    /// permission changed in Iggy takes to reach the gateway's decisions.
+    pub permissions_refresh: Duration,
+    /// Most principals whose Iggy permissions are kept at once; the oldest entry goes
+    /// first (it is read again when next needed).
+    pub permissions_cache_entries: usize,
 }
 
 impl std::fmt::Debug for BridgeConfig {
@@ -149,6 +156,8 @@ impl std::fmt::Debug for BridgeConfig {
             .field("tls_ca_file", &self.tls_ca_file)
             .field("plain_cache_ttl", &self.plain_cache_ttl)
             .field("plain_cache_entries", &self.plain_cache_entries)
+            .field("permissions_refresh", &self.permissions_refresh)
+            .field("permissions_cache_entries", &self.permissions_cache_entries)
             .finish()
     }
 }
@@ -186,6 +195,8 @@ impl Default for BridgeConfig {
             tls_ca_file: None,
             plain_cache_ttl: Duration::from_secs(60),
             plain_cache_entries: 10_000,
+            permissions_refresh: Duration::from_secs(10),
+            permissions_cache_entries: 10_000,
         }
     }
 }
@@ -285,6 +296,13 @@ impl BridgeConfig {
         if self.plain_cache_entries > MAX_PLAIN_CACHE_ENTRIES {
             return bad("plain_cache_entries must be within 0..=1000000");
         }
+        if self.permissions_refresh.is_zero() || self.permissions_refresh > MAX_PERMISSIONS_REFRESH
+        {
+            return bad("permissions_refresh must be within (0, 1 hour]");
+        }
+        if !(1..=MAX_PERMISSIONS_CACHE_ENTRIES).contains(&self.permissions_cache_entries) {
+            return bad("permissions_cache_entries must be within 1..=1000000");
+        }
         Ok(())
     }
 
@@ -303,6 +321,12 @@ const MAX_PLAIN_CACHE_TTL: Duration = Duration::from_secs(3600);
 
 /// Upper bound of [`BridgeConfig::plain_cache_entries`].
 const MAX_PLAIN_CACHE_ENTRIES: usize = 1_000_000;
+
+/// Longest `permissions_refresh` accepted.
+const MAX_PERMISSIONS_REFRESH: Duration = Duration::from_secs(3600);
+
+/// Most `permissions_cache_entries` accepted.
+const MAX_PERMISSIONS_CACHE_ENTRIES: usize = 1_000_000;
 
 /// The host part of an address: `host` of `host:port`, `v6` of `[v6]:port`, a bare
 /// IPv6 address or host name as it is.
@@ -473,6 +497,16 @@ impl TopicMap {
         streams.sort();
         streams.dedup();
         streams
+    }
+
+    /// The Kafka topics the map's overrides route to Iggy stream `stream`, sorted (the
+    /// default rule's topics are not listed: they are every other name).
+    pub fn overrides_in(&self, stream: &str) -> Vec<String> {
+        self.overrides
+            .iter()
+            .filter(|(_, t)| t.stream == stream)
+            .map(|(kafka, _)| kafka.clone())
+            .collect()
     }
 }
 

@@ -15,6 +15,7 @@
 //! credentials SASL with the bridge: PLAIN checked by logging in to Iggy (successes
 //!            cached briefly), SCRAM credentials in the meta stream
 //! partition  PartitionId: a partition number valid in Kafka (i32) and Iggy (u32)
+//! permissions Kafka authorization from the principal's own Iggy user's permissions
 //! convert    offsets, counts and times between Kafka's i64 and Iggy's u64
 //! bridge     IggyBridge: sessions and call timeouts, the topic cache, the append path
 //!            with its per-partition send queues, reads and read-ahead, long polls,
@@ -62,8 +63,10 @@ pub mod mapping;
 mod meta;
 mod metrics;
 mod partition;
+pub mod permissions;
 
 pub use bridge::IggyBridge;
 pub use config::{BridgeConfig, IggyTopicRef, TopicMap};
 pub use credentials::{IggyPlainAuthenticator, IggyScramStore};
 pub use errors::{BridgeError, Op, map_iggy_error};
+pub use permissions::IggyPermissions;
