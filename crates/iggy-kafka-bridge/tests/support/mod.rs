@@ -9,6 +9,7 @@ use kafka_store::{LogStore, NewTopic, TopicConfig};
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[allow(unused_imports)] // Not every test uses every item.
 pub use test_support::{
     IGGY_PASSWORD as PASSWORD, IGGY_USER as USER, IggyServer as Server, run_id,
 };
