@@ -47,9 +47,10 @@ mod shutdown;
 use clap::Parser;
 use config::{Backend, GatewayConfig, LogFormat};
 use iggy_kafka_bridge::IggyBridge;
+use iggy_kafka_bridge::IggyPermissions;
 use iggy_kafka_bridge::IggyPlainAuthenticator;
 use kafka_broker::metrics::Metrics;
-use kafka_broker::session::Listener;
+use kafka_broker::session::{Listener, SecurityProtocol};
 use kafka_broker::store::memory::MemoryStore;
 use kafka_broker::tls::TlsAcceptor;
 use kafka_broker::{BoundListener, Server, Stores};
@@ -280,6 +281,21 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         tls.register_metrics(metrics.registry_mut());
     }
 
+    // Whether requests are authorized: as configured, else when some listener
+    // authenticates its clients (SASL, or SSL requiring client certificates).
+    let authorizing = broker.authorization.enabled.unwrap_or_else(|| {
+        config.listeners.iter().any(|spec| {
+            spec.protocol.uses_sasl()
+                || (spec.protocol == SecurityProtocol::Ssl
+                    && config
+                        .tls
+                        .as_ref()
+                        .is_some_and(|t| t.client_ca_file.is_some()))
+        })
+    });
+    // With the bridge, the principal's own Iggy permissions are a source of decisions.
+    let mut iggy_permissions: Option<Arc<IggyPermissions>> = None;
+
     // The retention task lives as long as this guard, i.e. until the broker has stopped.
     let mut credentials = Credentials::default();
     let (stores, _retention) = match config.backend {
@@ -329,6 +345,9 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             }
             if config.sasl.is_some() {
                 credentials.scram = Some(bridge.scram_store());
+            }
+            if authorizing {
+                iggy_permissions = Some(bridge.permissions());
             }
             let bridge = Arc::new(bridge);
             let stores = Stores {
@@ -382,6 +401,14 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             credentials.scram,
             oauth,
         )));
+    }
+    if let Some(permissions) = iggy_permissions {
+        info!(
+            refresh_ms = permissions.refresh_interval().as_millis(),
+            "Iggy permissions enforced: each principal User:<name> may do no more than Iggy \
+             user <name> (read again from Iggy at this interval)"
+        );
+        server = server.authorizer(permissions);
     }
     if let Some(http) = http {
         match http.local_addr() {

@@ -64,6 +64,10 @@ pub(super) struct Raw {
     iggy_plain_cache_ttl_ms: u64,
     #[serde(deserialize_with = "parsed")]
     iggy_plain_cache_entries: usize,
+    #[serde(deserialize_with = "parsed")]
+    iggy_permissions_refresh_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    iggy_permissions_cache_entries: usize,
 }
 
 impl Default for Raw {
@@ -93,12 +97,14 @@ impl Default for Raw {
             iggy_tls_ca_file: bridge.tls_ca_file,
             iggy_plain_cache_ttl_ms: duration_ms(bridge.plain_cache_ttl),
             iggy_plain_cache_entries: bridge.plain_cache_entries,
+            iggy_permissions_refresh_ms: duration_ms(bridge.permissions_refresh),
+            iggy_permissions_cache_entries: bridge.permissions_cache_entries,
         }
     }
 }
 
 /// The settings that only matter with the bridge on.
-const BRIDGE_ONLY: [&str; 22] = [
+const BRIDGE_ONLY: [&str; 24] = [
     "iggy_addr",
     "iggy_username",
     "iggy_password",
@@ -121,11 +127,13 @@ const BRIDGE_ONLY: [&str; 22] = [
     "iggy_tls_ca_file",
     "iggy_plain_cache_ttl_ms",
     "iggy_plain_cache_entries",
+    "iggy_permissions_refresh_ms",
+    "iggy_permissions_cache_entries",
 ];
 
 /// [`BridgeConfig`] fields as its validation messages begin with them, and the key each
 /// comes from. A message about any other field names `bridge_enabled`.
-const BRIDGE_FIELDS: [(&str, &str); 20] = [
+const BRIDGE_FIELDS: [(&str, &str); 22] = [
     ("address", "iggy_addr"),
     ("username", "iggy_username"),
     ("password", "iggy_password"),
@@ -146,6 +154,11 @@ const BRIDGE_FIELDS: [(&str, &str); 20] = [
     ("tls_ca_file", "iggy_tls_ca_file"),
     ("plain_cache_ttl", "iggy_plain_cache_ttl_ms"),
     ("plain_cache_entries", "iggy_plain_cache_entries"),
+    ("permissions_refresh", "iggy_permissions_refresh_ms"),
+    (
+        "permissions_cache_entries",
+        "iggy_permissions_cache_entries",
+    ),
 ];
 
 /// The bridge's part of the configuration.
@@ -201,6 +214,8 @@ impl Raw {
         bridge.tls_ca_file = self.iggy_tls_ca_file;
         bridge.plain_cache_ttl = Duration::from_millis(self.iggy_plain_cache_ttl_ms);
         bridge.plain_cache_entries = self.iggy_plain_cache_entries;
+        bridge.permissions_refresh = Duration::from_millis(self.iggy_permissions_refresh_ms);
+        bridge.permissions_cache_entries = self.iggy_permissions_cache_entries;
         bridge.validate().map_err(|e| bridge_error(&e, names))?;
         Ok(Bridge {
             config: Some(bridge),
@@ -225,7 +240,52 @@ fn bridge_error(e: &BridgeError, names: &Names<'_>) -> ConfigError {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::load_err;
+    use super::super::tests::{env, load_err};
+    use super::super::{Backend, load};
+    use std::time::Duration;
+
+    #[test]
+    fn the_iggy_permission_settings_reach_the_bridge() {
+        let on = ("IGGY_KAFKA_BRIDGE_ENABLED", "true");
+        let password = ("IGGY_KAFKA_IGGY_PASSWORD", "p");
+        let config = load(None, env(&[on, password])).unwrap();
+        let Backend::Iggy(bridge) = &config.backend else {
+            panic!("bridge expected")
+        };
+        assert_eq!(bridge.permissions_refresh, Duration::from_secs(10));
+        assert_eq!(bridge.permissions_cache_entries, 10_000);
+
+        let config = load(
+            None,
+            env(&[
+                on,
+                password,
+                ("IGGY_KAFKA_IGGY_PERMISSIONS_REFRESH_MS", "250"),
+                ("IGGY_KAFKA_IGGY_PERMISSIONS_CACHE_ENTRIES", "3"),
+            ]),
+        )
+        .unwrap();
+        let Backend::Iggy(bridge) = &config.backend else {
+            panic!("bridge expected")
+        };
+        assert_eq!(bridge.permissions_refresh, Duration::from_millis(250));
+        assert_eq!(bridge.permissions_cache_entries, 3);
+
+        // Without the bridge they only warn.
+        let config = load(
+            None,
+            env(&[("IGGY_KAFKA_IGGY_PERMISSIONS_REFRESH_MS", "250")]),
+        )
+        .unwrap();
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("IGGY_KAFKA_IGGY_PERMISSIONS_REFRESH_MS has no effect")),
+            "{:?}",
+            config.warnings
+        );
+    }
 
     #[test]
     fn the_bridge_names_the_setting_it_refuses() {
@@ -276,6 +336,26 @@ mod tests {
                 "IGGY_KAFKA_IGGY_STREAM",
                 "__kafka_gateway",
                 "stream and meta_stream",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_PERMISSIONS_REFRESH_MS",
+                "0",
+                "permissions_refresh must be within",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_PERMISSIONS_REFRESH_MS",
+                "3600001",
+                "permissions_refresh must be within",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_PERMISSIONS_CACHE_ENTRIES",
+                "0",
+                "permissions_cache_entries must be within",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_PERMISSIONS_CACHE_ENTRIES",
+                "1000001",
+                "permissions_cache_entries must be within",
             ),
         ] {
             let message = load_err(None, &[on, password, (var, value)]);
