@@ -50,7 +50,7 @@ use iggy_kafka_bridge::IggyBridge;
 use iggy_kafka_bridge::IggyPermissions;
 use iggy_kafka_bridge::IggyPlainAuthenticator;
 use kafka_broker::metrics::Metrics;
-use kafka_broker::session::{Listener, SecurityProtocol};
+use kafka_broker::session::Listener;
 use kafka_broker::store::memory::MemoryStore;
 use kafka_broker::tls::TlsAcceptor;
 use kafka_broker::{BoundListener, Server, Stores};
@@ -281,19 +281,8 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         tls.register_metrics(metrics.registry_mut());
     }
 
-    // Whether requests are authorized: as configured, else when some listener
-    // authenticates its clients (SASL, or SSL requiring client certificates).
-    let authorizing = broker.authorization.enabled.unwrap_or_else(|| {
-        config.listeners.iter().any(|spec| {
-            spec.protocol.uses_sasl()
-                || (spec.protocol == SecurityProtocol::Ssl
-                    && config
-                        .tls
-                        .as_ref()
-                        .is_some_and(|t| t.client_ca_file.is_some()))
-        })
-    });
-    // With the bridge, the principal's own Iggy permissions are a source of decisions.
+    // With the bridge, the principal's own Iggy permissions are a source of decisions
+    // (used when authorization is on).
     let mut iggy_permissions: Option<Arc<IggyPermissions>> = None;
 
     // The retention task lives as long as this guard, i.e. until the broker has stopped.
@@ -346,9 +335,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             if config.sasl.is_some() {
                 credentials.scram = Some(bridge.scram_store());
             }
-            if authorizing {
-                iggy_permissions = Some(bridge.permissions());
-            }
+            iggy_permissions = Some(bridge.permissions());
             let bridge = Arc::new(bridge);
             let stores = Stores {
                 log: bridge.clone(),
@@ -386,6 +373,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         }
         listeners.push(bound);
     }
+    let authorizing = kafka_broker::server::authorization_enabled(&broker, &listeners);
     let mut server = Server::new(broker, stores);
     // Lives as long as the runtime, which ends right after the broker stops.
     if let Some(users) = credentials.users_file.take() {
@@ -402,7 +390,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             oauth,
         )));
     }
-    if let Some(permissions) = iggy_permissions {
+    if let Some(permissions) = iggy_permissions.filter(|_| authorizing) {
         info!(
             refresh_ms = permissions.refresh_interval().as_millis(),
             "Iggy permissions enforced: each principal User:<name> may do no more than Iggy \

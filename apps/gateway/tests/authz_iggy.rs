@@ -1,0 +1,202 @@
+//! Iggy permissions enforced on a real Kafka client, changed in Iggy while it runs.
+//!
+//! A bridged gateway with a SASL_PLAINTEXT listener (PLAIN checked by logging in to Iggy)
+//! and a short `IGGY_KAFKA_IGGY_PERMISSIONS_REFRESH_MS`; an Iggy user made with the Iggy
+//! SDK that may send to and poll one topic. confluent-kafka
+//! (`tests/clients/authz/iggy_permissions_confluent.py`) produces and consumes; this
+//! harness revokes `poll_messages` with the SDK while the consumer runs (its fetches then
+//! fail with TOPIC_AUTHORIZATION_FAILED within the interval) and grants it back (the
+//! consumer receives again). Skipped without `IGGY_SERVER_BIN` or the client.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use iggy::prelude::{
+    Client, Identifier, IggyClient, Permissions, StreamClient, StreamPermissions, TopicClient,
+    TopicCreateOptions, TopicPermissions, UserClient, UserStatus,
+};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::{Client as KafkaClient, Gateway, IggyServer, run_against, topic_prefix};
+
+const USER: &str = "kafka-tenant";
+const PASSWORD: &str = "tenant-secret-1";
+const REFRESH_MS: &str = "1000";
+
+const CONFLUENT: KafkaClient = KafkaClient::Python {
+    module: "confluent_kafka",
+};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for the Iggy SDK")
+}
+
+async fn root_client(address: &str) -> IggyClient {
+    let client = IggyClient::builder()
+        .with_tcp()
+        .with_server_address(address.to_owned())
+        .build()
+        .expect("an Iggy client");
+    client.connect().await.expect("connect to Iggy");
+    client
+        .login_user(test_support::IGGY_USER, test_support::IGGY_PASSWORD)
+        .await
+        .expect("log into Iggy as root");
+    client
+}
+
+/// Poll and/or send on topic `topic` of stream `stream` only.
+fn on_topic(stream: u32, topic: u32, poll: bool) -> Permissions {
+    Permissions {
+        global: Default::default(),
+        streams: Some(BTreeMap::from([(
+            stream as usize,
+            StreamPermissions {
+                topics: Some(BTreeMap::from([(
+                    topic as usize,
+                    TopicPermissions {
+                        poll_messages: poll,
+                        send_messages: true,
+                        ..TopicPermissions::default()
+                    },
+                )])),
+                ..StreamPermissions::default()
+            },
+        )])),
+    }
+}
+
+/// Makes the gateway's stream with `topics` (one partition each) and the user allowed to
+/// send to and poll the first; returns the stream's and the first topic's ids.
+fn prepare_iggy(address: &str, topics: &[&str]) -> (u32, u32) {
+    runtime().block_on(async {
+        let root = root_client(address).await;
+        let stream = match root.get_stream(&Identifier::named("kafka").unwrap()).await {
+            Ok(Some(s)) => s.id,
+            _ => root.create_stream("kafka").await.expect("create stream").id,
+        };
+        let mut first = None;
+        for name in topics {
+            let t = root
+                .create_topic(
+                    &Identifier::numeric(stream).unwrap(),
+                    name,
+                    &TopicCreateOptions {
+                        partitions_count: Some(1),
+                        ..TopicCreateOptions::default()
+                    },
+                )
+                .await
+                .unwrap_or_else(|e| panic!("create topic {name}: {e}"));
+            first.get_or_insert(t.id);
+        }
+        let topic = first.expect("a topic");
+        root.create_user(
+            USER,
+            PASSWORD,
+            UserStatus::Active,
+            Some(on_topic(stream, topic, true)),
+        )
+        .await
+        .expect("create the Iggy user");
+        (stream, topic)
+    })
+}
+
+fn set_poll(address: &str, stream: u32, topic: u32, poll: bool) {
+    runtime().block_on(async {
+        root_client(address)
+            .await
+            .update_permissions(
+                &Identifier::named(USER).unwrap(),
+                Some(on_topic(stream, topic, poll)),
+            )
+            .await
+            .expect("update the Iggy user's permissions");
+    });
+}
+
+fn wait_for(dir: &Path, mark: &str, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !dir.join(mark).exists() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
+#[test]
+fn confluent_kafka_under_changing_iggy_permissions() {
+    let name = "confluent_kafka_under_changing_iggy_permissions";
+    if !support::require(name, CONFLUENT) {
+        return;
+    }
+    let Some(bin) = support::iggy_server_bin(name) else {
+        return;
+    };
+    let iggy = IggyServer::start(&bin);
+    let prefix = topic_prefix(name);
+    let topic = format!("{prefix}-granted");
+    let other = format!("{prefix}-other");
+    let (stream_id, topic_id) = prepare_iggy(&iggy.address, &[&topic, &other]);
+
+    let bridge = support::bridge_env(&iggy);
+    let mut env: Vec<(&str, &str)> = bridge.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let super_user = format!("User:{}", test_support::IGGY_USER);
+    env.extend_from_slice(&[
+        ("IGGY_KAFKA_SASL_ENABLED", "true"),
+        ("IGGY_KAFKA_SASL_MECHANISMS", "PLAIN"),
+        ("IGGY_KAFKA_SUPER_USERS", super_user.as_str()),
+        ("IGGY_KAFKA_IGGY_PERMISSIONS_REFRESH_MS", REFRESH_MS),
+    ]);
+    let gateway = Gateway::start(&env);
+    assert!(
+        gateway.output(200).contains("Iggy permissions enforced"),
+        "no start-up line about Iggy permissions:\n{}",
+        gateway.output(60)
+    );
+
+    let state = test_support::scratch_dir("authz-iggy");
+    let address = iggy.address.clone();
+    let marks = state.clone();
+    // Changes the user's permissions when the client asks for it.
+    let harness = std::thread::spawn(move || {
+        if !wait_for(&marks, "consumed", Duration::from_secs(120)) {
+            return;
+        }
+        set_poll(&address, stream_id, topic_id, false);
+        std::fs::write(marks.join("revoked"), "1").unwrap();
+        if !wait_for(&marks, "denied", Duration::from_secs(120)) {
+            return;
+        }
+        set_poll(&address, stream_id, topic_id, true);
+        std::fs::write(marks.join("granted"), "1").unwrap();
+    });
+    let state_dir = state.display().to_string();
+    run_against(
+        &gateway,
+        name,
+        CONFLUENT,
+        "tests/clients/authz/iggy_permissions_confluent.py",
+        &[
+            ("TOPIC", topic.as_str()),
+            ("OTHER_TOPIC", other.as_str()),
+            ("USER_NAME", USER),
+            ("USER_PASSWORD", PASSWORD),
+            ("STATE_DIR", state_dir.as_str()),
+            ("REFRESH_MS", REFRESH_MS),
+        ],
+        &prefix,
+        Duration::from_secs(150),
+    );
+    harness.join().unwrap();
+    let _ = std::fs::remove_dir_all(&state);
+    drop(gateway);
+    drop(iggy);
+}
