@@ -20,7 +20,8 @@
 //!   prepare fails and the pipeline closes the connection.
 //! - At most `permissions_cache_entries` principals are cached; the one read longest ago
 //!   goes first.
-//! - An unknown or inactive Iggy user, a name Iggy cannot hold and any principal that is
+//! - An unknown or inactive Iggy user, a name Iggy cannot hold, Kafka's anonymous
+//!   principal (`User:ANONYMOUS`, even if Iggy has such a user) and any principal that is
 //!   not `User:` have no permissions: everything Iggy governs (topics, the cluster) is
 //!   refused. Consumer groups, transactional ids and delegation tokens are not Iggy's to
 //!   judge: allowed here, left to the ACLs.
@@ -62,6 +63,18 @@ const WARN_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The principal type Iggy users are named with.
 const USER_PREFIX: &str = "User:";
+
+/// Kafka's principal of clients that did not authenticate (`User:ANONYMOUS`): never an
+/// Iggy user, even if Iggy has a user of that name.
+const ANONYMOUS: &str = "User:ANONYMOUS";
+
+/// The Iggy user a principal names, if any.
+fn iggy_user(principal: &str) -> Option<&str> {
+    if principal == ANONYMOUS {
+        return None;
+    }
+    principal.strip_prefix(USER_PREFIX)
+}
 
 /// The Kafka operations on a topic that Iggy permissions decide.
 const TOPIC_OPERATIONS: [Operation; 8] = [
@@ -531,7 +544,7 @@ impl IggyPermissions {
     /// The snapshot decisions about `principal` are taken from: none for principals
     /// that are not Iggy users or were never prepared.
     fn grants_of(&self, principal: &str) -> Option<Arc<Grants>> {
-        let user = principal.strip_prefix(USER_PREFIX)?;
+        let user = iggy_user(principal)?;
         self.cached(user).map(|(g, _)| g)
     }
 
@@ -708,7 +721,7 @@ impl Authorizer for IggyPermissions {
     }
 
     async fn prepare(&self, principal: &str) -> Result<(), AuthzError> {
-        match principal.strip_prefix(USER_PREFIX) {
+        match iggy_user(principal) {
             Some(user) => self.ensure(user).await.map(|_| ()),
             // Not an Iggy user: nothing to read, everything Iggy governs refused.
             None => Ok(()),
@@ -757,7 +770,7 @@ impl Authorizer for IggyPermissions {
             return Ok(Vec::new());
         }
         let users = match &filter.principal {
-            Some(principal) => match principal.strip_prefix(USER_PREFIX) {
+            Some(principal) => match iggy_user(principal) {
                 Some(user) => vec![user.to_owned()],
                 None => return Ok(Vec::new()),
             },

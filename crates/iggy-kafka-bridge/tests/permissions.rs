@@ -232,6 +232,15 @@ async fn unknown_inactive_root_and_concurrent_principals() {
     )
     .await
     .unwrap();
+    // An Iggy user named like Kafka's anonymous principal lends it nothing.
+    root.create_user(
+        "ANONYMOUS",
+        "anonymous-secret-1",
+        UserStatus::Active,
+        Some(everything.clone()),
+    )
+    .await
+    .unwrap();
     root.create_user(
         "kafka-bob",
         "bob-secret-1",
@@ -247,7 +256,7 @@ async fn unknown_inactive_root_and_concurrent_principals() {
         "User:kafka-idle",
         "User:",
         "Group:kafka-bob",
-        "ANONYMOUS",
+        "User:ANONYMOUS",
     ] {
         source.prepare(refused).await.unwrap();
         assert!(
@@ -270,7 +279,13 @@ async fn unknown_inactive_root_and_concurrent_principals() {
         );
     }
 
-    // Iggy's root may do everything, even what its permission flags would not say.
+    // Iggy's root is user id 0 (what the source recognises it by) and may do everything.
+    let root_user = root
+        .get_user(&Identifier::named(support::USER).unwrap())
+        .await
+        .unwrap()
+        .expect("root");
+    assert_eq!(root_user.id, 0);
     let root_principal = format!("User:{}", support::USER);
     source.prepare(&root_principal).await.unwrap();
     for op in [
