@@ -12,12 +12,13 @@
 mod support;
 
 use iggy::prelude::{
-    Client, Identifier, IggyClient, Permissions, StreamClient, StreamPermissions, TopicClient,
-    TopicCreateOptions, TopicPermissions, UserClient, UserStatus,
+    Identifier, Permissions, StreamClient, StreamPermissions, TopicClient, TopicCreateOptions,
+    TopicPermissions, UserClient, UserStatus,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use support::security::{iggy_root, iggy_runtime};
 use support::{Client as KafkaClient, Gateway, IggyServer, run_against, topic_prefix};
 
 const USER: &str = "kafka-tenant";
@@ -27,27 +28,6 @@ const REFRESH_MS: &str = "1000";
 const CONFLUENT: KafkaClient = KafkaClient::Python {
     module: "confluent_kafka",
 };
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime for the Iggy SDK")
-}
-
-async fn root_client(address: &str) -> IggyClient {
-    let client = IggyClient::builder()
-        .with_tcp()
-        .with_server_address(address.to_owned())
-        .build()
-        .expect("an Iggy client");
-    client.connect().await.expect("connect to Iggy");
-    client
-        .login_user(test_support::IGGY_USER, test_support::IGGY_PASSWORD)
-        .await
-        .expect("log into Iggy as root");
-    client
-}
 
 /// Poll and/or send on topic `topic` of stream `stream` only.
 fn on_topic(stream: u32, topic: u32, poll: bool) -> Permissions {
@@ -73,8 +53,8 @@ fn on_topic(stream: u32, topic: u32, poll: bool) -> Permissions {
 /// Makes the gateway's stream with `topics` (one partition each) and the user allowed to
 /// send to and poll the first; returns the stream's and the first topic's ids.
 fn prepare_iggy(address: &str, topics: &[&str]) -> (u32, u32) {
-    runtime().block_on(async {
-        let root = root_client(address).await;
+    iggy_runtime().block_on(async {
+        let root = iggy_root(address).await;
         let stream = match root.get_stream(&Identifier::named("kafka").unwrap()).await {
             Ok(Some(s)) => s.id,
             _ => root.create_stream("kafka").await.expect("create stream").id,
@@ -108,8 +88,8 @@ fn prepare_iggy(address: &str, topics: &[&str]) -> (u32, u32) {
 }
 
 fn set_poll(address: &str, stream: u32, topic: u32, poll: bool) {
-    runtime().block_on(async {
-        root_client(address)
+    iggy_runtime().block_on(async {
+        iggy_root(address)
             .await
             .update_permissions(
                 &Identifier::named(USER).unwrap(),

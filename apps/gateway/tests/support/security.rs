@@ -21,10 +21,12 @@
 //! ([`SecureGateway::script_env`]). [`SecureSetup::start_on`] with `Backend::Iggy` puts a
 //! fresh Iggy server behind the gateway instead of the users file: PLAIN then logs into
 //! Iggy (the user `alice` is made there with the Iggy SDK) and Iggy's root user is the super
-//! user. Secrets here are test values, made per run.
+//! user; `bob` and `carol` get Iggy users too (the client certificate's principal is
+//! `alice`, its CN), since with the bridge each principal is held to its Iggy user's
+//! permissions. Secrets here are test values, made per run.
 
 use super::{
-    Backend, Gateway, IggyServer, STARTUP_TIMEOUT, bridge_env, iggy_server_bin, scratch_dir,
+    Backend, Gateway, IggyServer, STARTUP_TIMEOUT, bridge_env, iggy_server_bin, scratch_dir, unique,
 };
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -430,6 +432,12 @@ impl SecureSetup {
                 let bin = iggy_server_bin(name)?;
                 let iggy = IggyServer::start(&bin);
                 create_iggy_user(&iggy.address, PLAIN_USER, &self.plain_password);
+                // With authorization on, every principal is judged by the Iggy user of its
+                // name too: the SCRAM and OAUTHBEARER principals need one (they never log
+                // in to Iggy, so its password is never used).
+                for user in [SCRAM_USER, OAUTH_SUBJECT] {
+                    create_iggy_user(&iggy.address, user, &format!("{user}-unused-{}", unique()));
+                }
                 let bridge = bridge_env(&iggy);
                 let env: Vec<(&str, &str)> = bridge.iter().map(|(k, v)| (*k, v.as_str())).collect();
                 let mut secure = self.start(backend, &env);
@@ -440,27 +448,36 @@ impl SecureSetup {
     }
 }
 
+/// A runtime for one block of Iggy SDK calls from a synchronous test.
+pub fn iggy_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for the Iggy SDK")
+}
+
+/// An Iggy SDK client signed in to the server at `address` as its root user.
+pub async fn iggy_root(address: &str) -> iggy::prelude::IggyClient {
+    use iggy::prelude::{Client, IggyClient, UserClient};
+    let client = IggyClient::builder()
+        .with_tcp()
+        .with_server_address(address.to_owned())
+        .build()
+        .expect("an Iggy client");
+    client.connect().await.expect("connect to Iggy");
+    client
+        .login_user(test_support::IGGY_USER, test_support::IGGY_PASSWORD)
+        .await
+        .expect("log into Iggy as root");
+    client
+}
+
 /// Creates `user` in the Iggy server at `address` (logged in as its root user), allowed to
 /// manage and use streams and topics.
 pub fn create_iggy_user(address: &str, user: &str, password: &str) {
-    use iggy::prelude::{
-        Client, GlobalPermissions, IggyClient, Permissions, UserClient, UserStatus,
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime for the Iggy SDK");
-    runtime.block_on(async {
-        let client = IggyClient::builder()
-            .with_tcp()
-            .with_server_address(address.to_owned())
-            .build()
-            .expect("an Iggy client");
-        client.connect().await.expect("connect to Iggy");
-        client
-            .login_user(test_support::IGGY_USER, test_support::IGGY_PASSWORD)
-            .await
-            .expect("log into Iggy as root");
+    use iggy::prelude::{GlobalPermissions, Permissions, UserClient, UserStatus};
+    iggy_runtime().block_on(async {
+        let client = iggy_root(address).await;
         let permissions = Permissions {
             global: GlobalPermissions {
                 manage_streams: true,
