@@ -1418,7 +1418,7 @@ fn fill_operations(d: &Decider<'_>, asked: Asked, version: i16, body: &mut Respo
         ResponseBody::Metadata(b) => {
             if asked.topics && version >= 8 {
                 for t in &mut b.topics {
-                    if let (0, Some(n)) = (t.error_code, t.name.as_deref()) {
+                    if let Some(n) = t.name.as_deref() {
                         t.topic_authorized_operations = d.operations(ResourceType::Topic, n);
                     }
                 }
@@ -1432,9 +1432,7 @@ fn fill_operations(d: &Decider<'_>, asked: Asked, version: i16, body: &mut Respo
         }
         ResponseBody::DescribeGroups(b) if asked.groups => {
             for g in &mut b.groups {
-                if g.error_code == 0 {
-                    g.authorized_operations = d.operations(ResourceType::Group, &g.group_id);
-                }
+                g.authorized_operations = d.operations(ResourceType::Group, &g.group_id);
             }
         }
         _ => {}

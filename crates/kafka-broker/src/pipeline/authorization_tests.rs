@@ -1146,3 +1146,60 @@ async fn init_producer_id_passes_with_write_on_any_topic_and_cluster_ops_need_de
         )
     );
 }
+
+#[tokio::test]
+async fn authorized_operations_are_the_principals_own_and_everything_without_the_layer() {
+    let metadata: RequestBody = metadata_request::MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some(ByteString::from_static("t")),
+            ..Default::default()
+        }]),
+        allow_auto_topic_creation: false,
+        include_topic_authorized_operations: true,
+        include_cluster_authorized_operations: true,
+        ..Default::default()
+    }
+    .into();
+    let bits = |ops: &[Operation]| api::operations_bitfield(ops.iter().copied());
+    let read_t = r#"{"bindings": [
+      {"resource_type": "TOPIC", "name": "t", "principal": "User:alice", "operation": "READ"}
+    ]}"#;
+    let s = setup(Some(read_t), false).await;
+    let Some(ResponseBody::Metadata(m)) =
+        send(&s.broker, ALICE, ApiKey::Metadata, 10, metadata.clone()).await
+    else {
+        panic!("no metadata")
+    };
+    assert_eq!(m.topics[0].error_code, 0);
+    assert_eq!(
+        m.topics[0].topic_authorized_operations,
+        bits(&[Operation::Read, Operation::Describe])
+    );
+    assert_eq!(m.cluster_authorized_operations, 0);
+
+    // Without the layer (authorization off): every supported operation, as Kafka.
+    let plain = setup(None, true).await;
+    let Some(ResponseBody::Metadata(m)) =
+        send(&plain.broker, ALICE, ApiKey::Metadata, 10, metadata).await
+    else {
+        panic!("no metadata")
+    };
+    assert_eq!(
+        m.topics[0].topic_authorized_operations,
+        api::all_operations(ResourceType::Topic)
+    );
+    assert_eq!(
+        m.cluster_authorized_operations,
+        api::all_operations(ResourceType::Cluster)
+    );
+    let (body, _) = sample(ApiKey::DescribeCluster, 1, plain.topic_id);
+    let Some(ResponseBody::DescribeCluster(d)) =
+        send(&plain.broker, ALICE, ApiKey::DescribeCluster, 1, body).await
+    else {
+        panic!("no answer")
+    };
+    assert_eq!(
+        d.cluster_authorized_operations,
+        api::all_operations(ResourceType::Cluster)
+    );
+}
