@@ -1132,6 +1132,40 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
                 )
             }
         },
+        RequestBody::CreateAcls(r) => match denied.cluster() {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                create_acls_response::CreateAclsResponse {
+                    results: r
+                        .creations
+                        .iter()
+                        .map(|_| create_acls_response::AclCreationResult {
+                            error_code: code,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        RequestBody::DeleteAcls(r) => match denied.cluster() {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                delete_acls_response::DeleteAclsResponse {
+                    filter_results: r
+                        .filters
+                        .iter()
+                        .map(|_| delete_acls_response::DeleteAclsFilterResult {
+                            error_code: code,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
         RequestBody::DescribeAcls(_) => match denied.cluster() {
             None => Taken::Nothing,
             Some(code) => Taken::Answer(

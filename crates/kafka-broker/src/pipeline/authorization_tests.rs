@@ -29,6 +29,11 @@ const EVERYTHING: &str = r#"{"bindings": [
   {"resource_type": "TRANSACTIONAL_ID", "name": "*", "principal": "User:alice", "operation": "ALL"}
 ]}"#;
 
+/// A binding that grants alice nothing.
+const SOMEONE_ELSE: &str = r#"{"bindings": [
+  {"resource_type": "TOPIC", "name": "zzz", "principal": "User:carol", "operation": "READ"}
+]}"#;
+
 struct Setup {
     broker: Broker,
     store: Arc<MemoryStore>,
@@ -181,6 +186,9 @@ async fn state(s: &Setup) -> String {
             out.push_str(&format!("{:?}", s.store.watermarks(&t.name, p).await.ok()));
         }
     }
+    let mut bindings = s.acls.store().snapshot().await.expect("bindings");
+    bindings.sort();
+    out.push_str(&format!("{bindings:?}"));
     let mut groups = s.store.groups().await.expect("groups");
     groups.sort();
     for g in &groups {
@@ -667,6 +675,48 @@ fn sample(key: ApiKey, v: i16, topic_id: u128) -> (RequestBody, Refused) {
             sasl_authenticate_request::SaslAuthenticateRequest::default().into(),
             NotChecked,
         ),
+        ApiKey::DescribeAcls => (
+            describe_acls_request::DescribeAclsRequest {
+                resource_type_filter: 1,
+                pattern_type_filter: 1,
+                operation: 1,
+                permission_type: 1,
+                ..Default::default()
+            }
+            .into(),
+            cluster,
+        ),
+        ApiKey::CreateAcls => (
+            create_acls_request::CreateAclsRequest {
+                creations: vec![create_acls_request::AclCreation {
+                    resource_type: 2,
+                    resource_name: t(),
+                    resource_pattern_type: 3,
+                    principal: ByteString::from_static("User:bob"),
+                    host: ByteString::from_static("*"),
+                    operation: 3,
+                    permission_type: 3,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+            .into(),
+            cluster,
+        ),
+        ApiKey::DeleteAcls => (
+            delete_acls_request::DeleteAclsRequest {
+                filters: vec![delete_acls_request::DeleteAclsFilter {
+                    resource_type_filter: 1,
+                    pattern_type_filter: 1,
+                    operation: 1,
+                    permission_type: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+            .into(),
+            cluster,
+        ),
         other => panic!("no sample request for {other:?}: add one"),
     }
 }
@@ -697,8 +747,9 @@ async fn every_api_and_version_is_allowed_with_the_permission_and_refused_withou
                 "{key:?} v{v}: allowed answer differs from the handler's"
             );
 
-            // Without any: refused, nothing changed.
-            let denied = setup(Some(r#"{"bindings":[]}"#), false).await;
+            // Without any: refused, nothing changed (the binding for someone else
+            // stays, whatever DeleteAcls asks).
+            let denied = setup(Some(SOMEONE_ELSE), false).await;
             let (body, _) = sample(key, v, denied.topic_id);
             let before = state(&denied).await;
             let got = send(&denied.broker, ALICE, key, v, body)
