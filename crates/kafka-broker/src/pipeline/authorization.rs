@@ -117,6 +117,8 @@ struct Note {
     hide: bool,
     /// The KIP-430 bitfields to fill.
     operations: Asked,
+    /// CreateTopics: a created topic's configs are shown only with DESCRIBE_CONFIGS.
+    topic_configs: bool,
 }
 
 /// Which KIP-430 bitfields a request asks for.
@@ -1395,7 +1397,8 @@ impl Layer for Authorization {
                 }
             }
         }
-        if has_errors || note.hide || note.operations.any() {
+        note.topic_configs = matches!(request.body, RequestBody::CreateTopics(_));
+        if has_errors || note.hide || note.operations.any() || note.topic_configs {
             request.notes.put(note);
         }
         Verdict::Pass
@@ -1405,7 +1408,7 @@ impl Layer for Authorization {
         let Some(note) = request.notes.get::<Note>() else {
             return;
         };
-        if note.hide || note.operations.any() {
+        if note.hide || note.operations.any() || note.topic_configs {
             let principal = session.principal.to_string();
             let host = session.peer.ip().to_string();
             let decider = self.decider(&principal, &host);
@@ -1413,6 +1416,9 @@ impl Layer for Authorization {
                 hide(&decider, body);
             }
             fill_operations(&decider, note.operations, request.version, body);
+            if note.topic_configs {
+                withhold_configs(&decider, body);
+            }
         }
         let errors = match note.errors.lock() {
             Ok(mut e) => e.take(),
@@ -1442,6 +1448,21 @@ fn hide(d: &Decider<'_>, body: &mut ResponseBody) {
             }
         }
         _ => {}
+    }
+}
+
+/// CreateTopics: the configs of a created topic the caller may not DESCRIBE_CONFIGS are
+/// left out, its config error set to TOPIC_AUTHORIZATION_FAILED (the topic is created).
+fn withhold_configs(d: &Decider<'_>, body: &mut ResponseBody) {
+    if let ResponseBody::CreateTopics(b) = body {
+        for t in &mut b.topics {
+            if t.error_code == 0
+                && !d.allows(Operation::DescribeConfigs, ResourceType::Topic, &t.name)
+            {
+                t.configs = None;
+                t.topic_config_error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
+            }
+        }
     }
 }
 

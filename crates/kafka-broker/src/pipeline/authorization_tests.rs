@@ -1254,3 +1254,40 @@ async fn authorized_operations_are_the_principals_own_and_everything_without_the
         api::all_operations(ResourceType::Cluster)
     );
 }
+
+#[tokio::test]
+async fn create_topics_shows_configs_only_with_describe_configs() {
+    let create = |name: &'static str| -> RequestBody {
+        create_topics_request::CreateTopicsRequest {
+            topics: vec![create_topics_request::CreatableTopic {
+                name: ByteString::from_static(name),
+                num_partitions: 1,
+                replication_factor: 1,
+                ..Default::default()
+            }],
+            timeout_ms: 1000,
+            ..Default::default()
+        }
+        .into()
+    };
+    let bindings = r#"{"bindings": [
+      {"resource_type": "CLUSTER", "name": "kafka-cluster", "principal": "User:alice", "operation": "CREATE"},
+      {"resource_type": "TOPIC", "name": "seen", "principal": "User:alice", "operation": "DESCRIBE_CONFIGS"}
+    ]}"#;
+    let s = setup(Some(bindings), false).await;
+    for (name, shown) in [("seen", true), ("blind", false)] {
+        let Some(ResponseBody::CreateTopics(r)) =
+            send(&s.broker, ALICE, ApiKey::CreateTopics, 5, create(name)).await
+        else {
+            panic!("no answer")
+        };
+        assert_eq!(r.topics[0].error_code, 0, "{name}");
+        assert_eq!(r.topics[0].configs.is_some(), shown, "{name}: {r:?}");
+        assert_eq!(
+            r.topics[0].topic_config_error_code,
+            if shown { 0 } else { 29 },
+            "{name}"
+        );
+        assert!(s.store.topic(name).await.expect("lookup").is_some());
+    }
+}
