@@ -1346,3 +1346,26 @@ async fn layer_cost() {
         println!("{key:?}: {per:?} per request in the authorization layer");
     }
 }
+
+#[tokio::test]
+async fn authorization_is_on_when_a_listener_authenticates_unless_configured() {
+    use crate::server::{BoundListener, authorization_enabled};
+    let bound = |protocol| async move {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        BoundListener::new(tcp, Listener::new("L", protocol))
+    };
+    let plain = vec![bound(SecurityProtocol::Plaintext).await];
+    let sasl = vec![
+        bound(SecurityProtocol::Plaintext).await,
+        bound(SecurityProtocol::SaslPlaintext).await,
+    ];
+    let mut config = BrokerConfig::default();
+    assert!(!authorization_enabled(&config, &plain));
+    assert!(authorization_enabled(&config, &sasl));
+    config.authorization.enabled = Some(false);
+    assert!(!authorization_enabled(&config, &sasl));
+    config.authorization.enabled = Some(true);
+    assert!(authorization_enabled(&config, &plain));
+}
