@@ -483,11 +483,12 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
     use produce_response as pr;
     Some(match body {
         RequestBody::Produce(r) => {
-            let transactional = r.transactional_id.as_deref().and_then(|t| {
-                denied
-                    .all
-                    .or_else(|| denied.transactional_ids.get(t).copied())
-            });
+            // A refused transactional id refuses every entry with its code (once: the
+            // call below refuses everything, so it does not come back here).
+            let transactional = match (denied.all, r.transactional_id.as_deref()) {
+                (None, Some(t)) => denied.transactional_ids.get(t).copied(),
+                _ => None,
+            };
             if let Some(code) = transactional {
                 // Every entry of the request gets the transactional id's error.
                 return take_refused(body, version, &Denied::everything(code));

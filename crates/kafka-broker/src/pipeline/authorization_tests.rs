@@ -1369,3 +1369,68 @@ async fn authorization_is_on_when_a_listener_authenticates_unless_configured() {
     config.authorization.enabled = Some(true);
     assert!(authorization_enabled(&config, &plain));
 }
+
+#[tokio::test]
+async fn a_transactional_produce_needs_write_on_its_transactional_id() {
+    let produce: RequestBody = produce_request::ProduceRequest {
+        transactional_id: Some(ByteString::from_static("tx")),
+        acks: -1,
+        timeout_ms: 1000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: ByteString::from_static("t"),
+            partition_data: vec![
+                produce_request::PartitionProduceData {
+                    index: 0,
+                    records: Some(batch()),
+                    ..Default::default()
+                },
+                produce_request::PartitionProduceData {
+                    index: 1,
+                    records: Some(batch()),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+    .into();
+    let topic_only = r#"{"bindings": [
+      {"resource_type": "TOPIC", "name": "t", "principal": "User:alice", "operation": "WRITE"}
+    ]}"#;
+    let s = setup(Some(topic_only), false).await;
+    let Some(ResponseBody::Produce(p)) =
+        send(&s.broker, ALICE, ApiKey::Produce, 9, produce.clone()).await
+    else {
+        panic!("no answer")
+    };
+    let codes: Vec<i16> = p.responses[0]
+        .partition_responses
+        .iter()
+        .map(|r| r.error_code)
+        .collect();
+    assert_eq!(
+        codes,
+        [ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code(); 2]
+    );
+    assert_eq!(
+        s.store.watermarks("t", 0).await.expect("t").high_watermark,
+        0
+    );
+
+    // With the transactional id but not the topic: the topic's error.
+    let tx_only = r#"{"bindings": [
+      {"resource_type": "TRANSACTIONAL_ID", "name": "tx", "principal": "User:alice", "operation": "WRITE"}
+    ]}"#;
+    let s = setup(Some(tx_only), false).await;
+    let Some(ResponseBody::Produce(p)) = send(&s.broker, ALICE, ApiKey::Produce, 9, produce).await
+    else {
+        panic!("no answer")
+    };
+    assert!(
+        p.responses[0]
+            .partition_responses
+            .iter()
+            .all(|r| r.error_code == ErrorCode::TOPIC_AUTHORIZATION_FAILED.code())
+    );
+}
