@@ -250,6 +250,12 @@ pub fn supported_operations(resource_type: ResourceType) -> &'static [Operation]
     }
 }
 
+/// The KIP-430 bitfield of every supported operation of a resource type: what Kafka
+/// answers when no authorizer is configured.
+pub fn all_operations(resource_type: ResourceType) -> i32 {
+    operations_bitfield(supported_operations(resource_type).iter().copied())
+}
+
 /// The KIP-430 bitfield of `operations` (bit `code` set for each).
 pub fn operations_bitfield(operations: impl IntoIterator<Item = Operation>) -> i32 {
     operations
@@ -437,8 +443,10 @@ pub fn required(body: &RequestBody) -> Option<Vec<Check<'_>>> {
         RequestBody::AlterClientQuotas(_) => vec![Check::cluster(Op::AlterConfigs)],
         RequestBody::DescribeUserScramCredentials(_) => vec![Check::cluster(Op::Describe)],
         RequestBody::AlterUserScramCredentials(_) => vec![Check::cluster(Op::Alter)],
-        // Not served yet; listed so serving it cannot skip its rule.
         RequestBody::DescribeAcls(_) => vec![Check::cluster(Op::Describe)],
+        RequestBody::CreateAcls(_) | RequestBody::DeleteAcls(_) => {
+            vec![Check::cluster(Op::Alter)]
+        }
         _ => return None,
     };
     Some(checks)
