@@ -5,7 +5,8 @@
 //! - CreateAcls answers per creation. A creation with an unknown code, a filter-only
 //!   value (resource type ANY, pattern type ANY or MATCH, operation ANY, permission
 //!   ANY), an empty resource name, a principal not of the form `Type:name`, an empty host,
-//!   or the read-only host [`READ_ONLY_HOST`] gets `INVALID_REQUEST` with the reason. The
+//!   the read-only host [`READ_ONLY_HOST`], or a name, principal or host longer than
+//!   [`MAX_ACL_FIELD_BYTES`] gets `INVALID_REQUEST` with the reason. The
 //!   valid ones are added to the store in one call; when that would take the store past
 //!   its bound they are added one at a time, and each one that does not fit gets
 //!   `POLICY_VIOLATION` naming the bound. A store that fails gets
@@ -55,6 +56,12 @@ use tracing::{info, warn};
 /// deployment can reach it; beyond it the client is told to narrow the filter.
 pub(crate) const MAX_DESCRIBED_BINDINGS: usize = 200_000;
 
+/// Longest resource name, principal or host a stored binding may have, in bytes. Kafka
+/// has no such bound; here it keeps the store's memory bounded by
+/// `MAX_ACL_BINDINGS` times a small size rather than by the request size. Topic names
+/// stop at 249 bytes; group and transactional ids this long are not seen in practice.
+pub(crate) const MAX_ACL_FIELD_BYTES: usize = 4096;
+
 /// A filter's wire fields, common to DescribeAcls and DeleteAcls.
 struct WireFilter<'a> {
     resource_type: i8,
@@ -97,6 +104,17 @@ fn binding(c: &AclCreation) -> Result<AclBinding, String> {
         .ok_or_else(|| format!("unknown operation {}", c.operation))?;
     let permission = Permission::from_code(c.permission_type)
         .ok_or_else(|| format!("unknown permission type {}", c.permission_type))?;
+    for (what, v) in [
+        ("resource name", &c.resource_name),
+        ("principal", &c.principal),
+        ("host", &c.host),
+    ] {
+        if v.len() > MAX_ACL_FIELD_BYTES {
+            return Err(format!(
+                "the {what} is longer than {MAX_ACL_FIELD_BYTES} bytes"
+            ));
+        }
+    }
     if &*c.host == READ_ONLY_HOST {
         return Err(format!(
             "the host {READ_ONLY_HOST} marks bindings derived from Iggy permissions and cannot be used"
