@@ -134,7 +134,6 @@ fn no_names() -> DescribeAclsRequest {
         host_filter: None,
         ..DescribeAclsRequest::default()
     }
-    .into()
 }
 
 /// A DeleteAcls filter with no name, principal or host filter.
