@@ -1,7 +1,9 @@
 //! ACL management under abuse, over real TCP against the in-process server: a CreateAcls
 //! flood up to the store's bound, oversized names and filters, requests over the entry
 //! cap, and every enum code a client can send. Nothing panics, the store never passes
-//! its bound, and the connection keeps answering where Kafka would answer.
+//! its bound, and the connection keeps answering where Kafka would answer. Over SASL:
+//! only principals with ALTER (DESCRIBE) on the cluster manage (list) bindings, and a
+//! change decides the next request at once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -340,5 +342,147 @@ async fn every_enum_code_is_answered() {
         };
         let known = (1..=3).contains(&code);
         assert_eq!(d.filter_results[0].error_code == 0, known, "code {code}");
+    }
+}
+
+mod sasl {
+    use super::*;
+    use kafka_broker::config::SaslSettings;
+    use kafka_broker::session::{Listener, SecurityProtocol};
+    use kafka_sasl::{Authenticator, SaslConfig, UsersFile};
+    use test_support::sasl_client::{AuthOutcome, Flow, SaslClient};
+
+    const USERS: &[(&str, &str)] = &[("alice", "a-pw"), ("admin", "admin-pw")];
+
+    async fn start() -> std::net::SocketAddr {
+        let users = Arc::new(UsersFile::in_memory().with_plain_iterations(4096));
+        for (user, password) in USERS {
+            users.set_password(user, password).unwrap();
+        }
+        let authenticator = Authenticator::new(SaslConfig::default(), Some(users), None, None);
+        let mut config = BrokerConfig {
+            sasl: SaslSettings {
+                super_users: vec!["User:admin".into()],
+                ..SaslSettings::default()
+            },
+            ..BrokerConfig::default()
+        };
+        config.authorization.allow_everyone_if_no_acl_found = false;
+        let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
+        let stores = Stores {
+            log: store.clone(),
+            offsets: store,
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = Server::new(config, stores)
+            .listener(Listener::new("SASL", SecurityProtocol::SaslPlaintext))
+            .authenticator(Arc::new(authenticator))
+            .acl_store(Arc::new(MemoryAclStore::new()));
+        tokio::spawn(server.serve(listener, std::future::pending()));
+        addr
+    }
+
+    async fn login(addr: std::net::SocketAddr, user: &str) -> SaslClient<TcpStream> {
+        let socket = TcpStream::connect(addr).await.unwrap();
+        let mut c = SaslClient::new(socket).with_timeout(Duration::from_secs(10));
+        let password = USERS.iter().find(|(u, _)| *u == user).unwrap().1;
+        let outcome = c
+            .plain(Flow::Authenticate(2), user, password)
+            .await
+            .unwrap();
+        assert!(
+            matches!(outcome, AuthOutcome::Authenticated { .. }),
+            "{outcome:?}"
+        );
+        c
+    }
+
+    async fn call(c: &mut SaslClient<TcpStream>, body: RequestBody) -> ResponseBody {
+        c.request(3, body).await.unwrap().expect("an answer")
+    }
+
+    fn cluster_alter_for(principal: &str) -> AclCreation {
+        AclCreation {
+            resource_type: 4,
+            resource_name: ByteString::from_static("kafka-cluster"),
+            resource_pattern_type: 3,
+            principal: ByteString::from(principal),
+            host: ByteString::from_static("*"),
+            operation: 7,
+            permission_type: 3,
+            ..AclCreation::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn only_principals_allowed_on_the_cluster_manage_acls_and_changes_apply_at_once() {
+        let addr = start().await;
+        let denied = ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code();
+        let mut alice = login(addr, "alice").await;
+        let mut admin = login(addr, "admin").await;
+
+        // Alice has no ALTER (nor DESCRIBE) on the cluster: every entry is refused and
+        // nothing is stored.
+        let answer = call(
+            &mut alice,
+            creates(vec![
+                creation("t", "User:alice", "*"),
+                creation("u", "User:alice", "*"),
+            ]),
+        )
+        .await;
+        assert_eq!(codes(&answer), vec![denied, denied]);
+        let delete = DeleteAclsRequest {
+            filters: vec![any_names(), any_names()],
+            ..DeleteAclsRequest::default()
+        };
+        let ResponseBody::DeleteAcls(d) = call(&mut alice, delete.clone().into()).await else {
+            panic!("not DeleteAcls")
+        };
+        assert!(
+            d.filter_results
+                .iter()
+                .all(|f| f.error_code == denied && f.matching_acls.is_empty())
+        );
+        assert_eq!(d.filter_results.len(), 2);
+        let ResponseBody::DescribeAcls(r) = call(&mut alice, describe_all()).await else {
+            panic!("not DescribeAcls")
+        };
+        assert_eq!(r.error_code, denied);
+        assert!(r.resources.is_empty());
+        assert_eq!(described(&call(&mut admin, describe_all()).await), 0);
+
+        // The super user grants her ALTER on the cluster: her very next CreateAcls passes.
+        let granted = call(&mut admin, creates(vec![cluster_alter_for("User:alice")])).await;
+        assert_eq!(codes(&granted), vec![0]);
+        let answer = call(&mut alice, creates(vec![creation("t", "User:alice", "*")])).await;
+        assert_eq!(codes(&answer), vec![0]);
+        // ALTER implies DESCRIBE: she may list now.
+        assert_eq!(described(&call(&mut alice, describe_all()).await), 2);
+
+        // Revoked: refused again at once.
+        let ResponseBody::DeleteAcls(d) = call(
+            &mut admin,
+            DeleteAclsRequest {
+                filters: vec![DeleteAclsFilter {
+                    resource_type_filter: 4,
+                    pattern_type_filter: 1,
+                    operation: 1,
+                    permission_type: 1,
+                    ..any_names()
+                }],
+                ..DeleteAclsRequest::default()
+            }
+            .into(),
+        )
+        .await
+        else {
+            panic!("not DeleteAcls")
+        };
+        assert_eq!(d.filter_results[0].matching_acls.len(), 1);
+        let answer = call(&mut alice, creates(vec![creation("v", "User:alice", "*")])).await;
+        assert_eq!(codes(&answer), vec![denied]);
+        assert_eq!(described(&call(&mut admin, describe_all()).await), 1);
     }
 }
