@@ -263,7 +263,8 @@ impl Server {
         acls.reload()
             .await
             .map_err(|e| BrokerError::Config(format!("cannot read the ACL bindings: {e}")))?;
-        if authorization_enabled(&self.config, &listeners) {
+        let authorizing = authorization_enabled(&self.config, &listeners);
+        if authorizing {
             pipeline.push(Arc::new(Authorization::new(
                 acls.clone(),
                 self.authorizers.clone(),
@@ -283,6 +284,7 @@ impl Server {
         broker.authentication = authentication;
         broker.acls = acls;
         broker.authorizers = self.authorizers;
+        broker.authorization_enabled = authorizing;
         let broker = Arc::new(broker);
         let permits = Arc::new(Semaphore::new(max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);

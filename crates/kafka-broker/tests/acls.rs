@@ -29,13 +29,17 @@ async fn serve() -> std::net::SocketAddr {
     let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let config = BrokerConfig {
+    // Authorization forced on a plaintext listener, its anonymous clients super users:
+    // these tests are about the ACL APIs' own answers, not about who may call them.
+    let mut config = BrokerConfig {
         limits: Limits {
             max_entries_per_request: MAX_ENTRIES,
             ..Limits::default()
         },
         ..BrokerConfig::default()
     };
+    config.authorization.enabled = Some(true);
+    config.sasl.super_users = vec!["User:ANONYMOUS".into()];
     let stores = Stores {
         log: store.clone(),
         offsets: store,

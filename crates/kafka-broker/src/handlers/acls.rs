@@ -20,6 +20,10 @@
 //!   unknown code gets `INVALID_REQUEST`; a source that cannot answer makes the whole
 //!   answer `UNKNOWN_SERVER_ERROR` (a partial list would read as complete).
 //!
+//! With authorization off (no listener authenticates and it is not forced on) the three
+//! APIs answer `SECURITY_DISABLED` on every entry, as a Kafka broker without an
+//! authorizer does: bindings would have no effect.
+//!
 //! After a change, the authorizer's snapshot is taken again so the change decides the
 //! very next request.
 //!
@@ -160,8 +164,21 @@ fn result(code: ErrorCode, message: Option<String>) -> AclCreationResult {
     }
 }
 
+/// The message of a `SECURITY_DISABLED` answer.
+const DISABLED: &str = "authorization is off on this gateway (IGGY_KAFKA_AUTHORIZATION_ENABLED), so ACL bindings have no effect";
+
 /// CreateAcls: validates each creation, stores the valid ones.
 pub(crate) async fn create(ctx: &Ctx<'_>, req: CreateAclsRequest) -> CreateAclsResponse {
+    if !ctx.broker.authorization_enabled {
+        return CreateAclsResponse {
+            results: req
+                .creations
+                .iter()
+                .map(|_| result(ErrorCode::SECURITY_DISABLED, Some(DISABLED.to_owned())))
+                .collect(),
+            ..CreateAclsResponse::default()
+        };
+    }
     let mut results: Vec<AclCreationResult> = Vec::with_capacity(req.creations.len());
     let mut valid: Vec<(usize, AclBinding)> = Vec::new();
     let mut invalid = 0usize;
@@ -258,6 +275,16 @@ fn delete_filter(f: &DeleteAclsFilter) -> Result<AclBindingFilter, String> {
 
 /// DeleteAcls: removes what each filter selects, answering per filter.
 pub(crate) async fn delete(ctx: &Ctx<'_>, req: DeleteAclsRequest) -> DeleteAclsResponse {
+    if !ctx.broker.authorization_enabled {
+        return DeleteAclsResponse {
+            filter_results: req
+                .filters
+                .iter()
+                .map(|_| filter_result(ErrorCode::SECURITY_DISABLED, DISABLED.to_owned()))
+                .collect(),
+            ..DeleteAclsResponse::default()
+        };
+    }
     let store = ctx.broker.acls.store();
     let mut filter_results = Vec::with_capacity(req.filters.len());
     let mut deleted = 0usize;
@@ -304,6 +331,9 @@ fn describe_error(code: ErrorCode, message: String) -> DescribeAclsResponse {
 
 /// DescribeAcls: the stored bindings the filter selects and every source's derived ones.
 pub(crate) async fn describe(ctx: &Ctx<'_>, req: DescribeAclsRequest) -> DescribeAclsResponse {
+    if !ctx.broker.authorization_enabled {
+        return describe_error(ErrorCode::SECURITY_DISABLED, DISABLED.to_owned());
+    }
     let parsed = match filter(WireFilter {
         resource_type: req.resource_type_filter,
         name: req.resource_name_filter.as_deref(),

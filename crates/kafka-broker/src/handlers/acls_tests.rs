@@ -24,6 +24,7 @@ fn broker_with(store: MemoryAclStore, sources: Vec<Arc<dyn Authorizer>>) -> Brok
     );
     broker.acls = Arc::new(AclAuthorizer::new(Arc::new(store), true));
     broker.authorizers = sources;
+    broker.authorization_enabled = true;
     broker
 }
 
@@ -427,4 +428,40 @@ async fn a_source_that_cannot_answer_fails_the_description() {
             .as_deref()
             .is_some_and(|m| !m.contains("iggy down"))
     );
+}
+
+#[tokio::test]
+async fn without_authorization_every_entry_is_security_disabled() {
+    let mut broker = broker_with(MemoryAclStore::new(), Vec::new());
+    broker.authorization_enabled = false;
+    let disabled = ErrorCode::SECURITY_DISABLED.code();
+    let c = ctx(&broker);
+    let created = create(
+        &c,
+        CreateAclsRequest {
+            creations: vec![creation(TOPIC, "t", LITERAL, "User:a", READ, ALLOW); 2],
+            ..CreateAclsRequest::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        created
+            .results
+            .iter()
+            .map(|r| r.error_code)
+            .collect::<Vec<_>>(),
+        vec![disabled, disabled]
+    );
+    assert!(broker.acls.store().snapshot().await.unwrap().is_empty());
+    let deleted = delete(
+        &c,
+        DeleteAclsRequest {
+            filters: vec![delete_filter(ANY, None, ANY)],
+            ..DeleteAclsRequest::default()
+        },
+    )
+    .await;
+    assert_eq!(deleted.filter_results[0].error_code, disabled);
+    let described = describe(&c, describe_req(ANY, None, ANY, None)).await;
+    assert_eq!(described.error_code, disabled);
 }
