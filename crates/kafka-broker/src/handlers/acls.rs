@@ -6,7 +6,7 @@
 //!   value (resource type ANY, pattern type ANY or MATCH, operation ANY, permission
 //!   ANY), an empty resource name, a principal not of the form `Type:name`, an empty host,
 //!   the read-only host [`READ_ONLY_HOST`], or a name, principal or host longer than
-//!   [`MAX_ACL_FIELD_BYTES`] gets `INVALID_REQUEST` with the reason. The
+//!   `authorization.max_acl_field_bytes` gets `INVALID_REQUEST` with the reason. The
 //!   valid ones are added to the store in one call; when that would take the store past
 //!   its bound they are added one at a time, and each one that does not fit gets
 //!   `POLICY_VIOLATION` naming the bound. A store that fails gets
@@ -32,8 +32,8 @@
 //! have no top-level error code). What DeleteAcls and DescribeAcls return is bounded by
 //! what the store holds (its bound on bindings, `MAX_ACL_BINDINGS`) plus what the other
 //! sources derive; a binding deleted by one filter is not returned again by the next.
-//! DescribeAcls additionally stops at [`MAX_DESCRIBED_BINDINGS`] bindings and then
-//! answers `POLICY_VIOLATION` telling the client to narrow its filter, rather than
+//! DescribeAcls additionally stops at `authorization.max_described_acl_bindings`
+//! bindings and then answers `POLICY_VIOLATION` telling the client to narrow its filter, rather than
 //! building an answer of unbounded size.
 
 use super::{Ctx, bs};
@@ -54,17 +54,6 @@ use kafka_protocol::messages::describe_acls_response::{
 };
 use std::collections::BTreeMap;
 use tracing::{info, warn};
-
-/// Most bindings one DescribeAcls answer lists (stored and derived together). Twice the
-/// default store bound, so with defaults only the derived bindings of a very large Iggy
-/// deployment can reach it; beyond it the client is told to narrow the filter.
-pub(crate) const MAX_DESCRIBED_BINDINGS: usize = 200_000;
-
-/// Longest resource name, principal or host a stored binding may have, in bytes. Kafka
-/// has no such bound; here it keeps the store's memory bounded by
-/// `MAX_ACL_BINDINGS` times a small size rather than by the request size. Topic names
-/// stop at 249 bytes; group and transactional ids this long are not seen in practice.
-pub(crate) const MAX_ACL_FIELD_BYTES: usize = 4096;
 
 /// A filter's wire fields, common to DescribeAcls and DeleteAcls.
 struct WireFilter<'a> {
@@ -99,7 +88,7 @@ fn filter(w: WireFilter<'_>) -> Result<AclBindingFilter, String> {
 }
 
 /// Reads one creation into a storable binding, or the reason it is not one.
-fn binding(c: &AclCreation) -> Result<AclBinding, String> {
+fn binding(c: &AclCreation, max_field: usize) -> Result<AclBinding, String> {
     let resource_type = ResourceType::from_code(c.resource_type)
         .ok_or_else(|| format!("unknown resource type {}", c.resource_type))?;
     let pattern = PatternType::from_code(c.resource_pattern_type)
@@ -113,10 +102,8 @@ fn binding(c: &AclCreation) -> Result<AclBinding, String> {
         ("principal", &c.principal),
         ("host", &c.host),
     ] {
-        if v.len() > MAX_ACL_FIELD_BYTES {
-            return Err(format!(
-                "the {what} is longer than {MAX_ACL_FIELD_BYTES} bytes"
-            ));
+        if v.len() > max_field {
+            return Err(format!("the {what} is longer than {max_field} bytes"));
         }
     }
     if &*c.host == READ_ONLY_HOST {
@@ -182,8 +169,9 @@ pub(crate) async fn create(ctx: &Ctx<'_>, req: CreateAclsRequest) -> CreateAclsR
     let mut results: Vec<AclCreationResult> = Vec::with_capacity(req.creations.len());
     let mut valid: Vec<(usize, AclBinding)> = Vec::new();
     let mut invalid = 0usize;
+    let max_field = ctx.broker.config.authorization.max_acl_field_bytes;
     for (i, c) in req.creations.iter().enumerate() {
-        match binding(c) {
+        match binding(c, max_field) {
             Ok(b) => {
                 results.push(result(ErrorCode::NONE, None));
                 valid.push((i, b));
@@ -354,8 +342,9 @@ pub(crate) async fn describe(ctx: &Ctx<'_>, req: DescribeAclsRequest) -> Describ
             return describe_error(code, msg);
         }
     };
+    let max = ctx.broker.config.authorization.max_described_acl_bindings;
     for source in &ctx.broker.authorizers {
-        if bindings.len() > MAX_DESCRIBED_BINDINGS {
+        if bindings.len() > max {
             break;
         }
         match source.derived_bindings(&parsed).await {
@@ -377,10 +366,10 @@ pub(crate) async fn describe(ctx: &Ctx<'_>, req: DescribeAclsRequest) -> Describ
             }
         }
     }
-    if bindings.len() > MAX_DESCRIBED_BINDINGS {
+    if bindings.len() > max {
         return describe_error(
             ErrorCode::POLICY_VIOLATION,
-            format!("more than {MAX_DESCRIBED_BINDINGS} bindings match; narrow the filter"),
+            format!("more than {max} bindings match; narrow the filter"),
         );
     }
     DescribeAclsResponse {

@@ -465,3 +465,60 @@ async fn without_authorization_every_entry_is_security_disabled() {
     let described = describe(&c, describe_req(ANY, None, ANY, None)).await;
     assert_eq!(described.error_code, disabled);
 }
+
+#[tokio::test]
+async fn describe_and_create_bounds_come_from_the_settings() {
+    let mut broker = broker_with(
+        MemoryAclStore::new(),
+        vec![Arc::new(Derived { fail: false })],
+    );
+    broker.config.authorization.max_described_acl_bindings = 4;
+    broker.config.authorization.max_acl_field_bytes = 8;
+    let c = ctx(&broker);
+    let long = create(
+        &c,
+        CreateAclsRequest {
+            creations: vec![
+                creation(TOPIC, "123456789", LITERAL, "User:a", READ, ALLOW),
+                creation(TOPIC, "12345678", LITERAL, "User:a", READ, ALLOW),
+            ],
+            ..CreateAclsRequest::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        long.results[0].error_code,
+        ErrorCode::INVALID_REQUEST.code()
+    );
+    assert_eq!(long.results[1].error_code, 0);
+    // One stored plus one derived fit; four stored plus one derived do not.
+    assert_eq!(
+        describe(&c, describe_req(ANY, None, ANY, None))
+            .await
+            .error_code,
+        0
+    );
+    seed_short(&broker).await;
+    let r = describe(&c, describe_req(ANY, None, ANY, None)).await;
+    assert_eq!(r.error_code, ErrorCode::POLICY_VIOLATION.code());
+    assert!(r.resources.is_empty());
+    // A narrower filter is answered.
+    let r = describe(&c, describe_req(GROUP, None, ANY, None)).await;
+    assert_eq!(r.error_code, 0);
+}
+
+async fn seed_short(broker: &Broker) {
+    let resp = create(
+        &ctx(broker),
+        CreateAclsRequest {
+            creations: vec![
+                creation(TOPIC, "a", LITERAL, "User:a", READ, ALLOW),
+                creation(TOPIC, "b", LITERAL, "User:a", READ, ALLOW),
+                creation(GROUP, "g", LITERAL, "User:a", READ, ALLOW),
+            ],
+            ..CreateAclsRequest::default()
+        },
+    )
+    .await;
+    assert!(resp.results.iter().all(|r| r.error_code == 0));
+}
