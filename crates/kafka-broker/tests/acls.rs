@@ -359,6 +359,10 @@ mod sasl {
     const USERS: &[(&str, &str)] = &[("alice", "a-pw"), ("admin", "admin-pw")];
 
     async fn start() -> std::net::SocketAddr {
+        start_with(Arc::new(MemoryAclStore::new()), Duration::from_secs(10)).await
+    }
+
+    async fn start_with(acls: Arc<MemoryAclStore>, refresh: Duration) -> std::net::SocketAddr {
         let users = Arc::new(UsersFile::in_memory().with_plain_iterations(4096));
         for (user, password) in USERS {
             users.set_password(user, password).unwrap();
@@ -372,6 +376,7 @@ mod sasl {
             ..BrokerConfig::default()
         };
         config.authorization.allow_everyone_if_no_acl_found = false;
+        config.authorization.acl_refresh_interval = refresh;
         let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
         let stores = Stores {
             log: store.clone(),
@@ -382,7 +387,7 @@ mod sasl {
         let server = Server::new(config, stores)
             .listener(Listener::new("SASL", SecurityProtocol::SaslPlaintext))
             .authenticator(Arc::new(authenticator))
-            .acl_store(Arc::new(MemoryAclStore::new()));
+            .acl_store(acls);
         tokio::spawn(server.serve(listener, std::future::pending()));
         addr
     }
@@ -488,5 +493,42 @@ mod sasl {
         let answer = call(&mut alice, creates(vec![creation("v", "User:alice", "*")])).await;
         assert_eq!(codes(&answer), vec![denied]);
         assert_eq!(described(&call(&mut admin, describe_all()).await), 1);
+    }
+
+    #[tokio::test]
+    async fn changes_made_elsewhere_apply_after_the_refresh_interval() {
+        use kafka_authz::store::AclStore;
+        use kafka_authz::{AclBinding, Operation, PatternType, Permission, ResourceType};
+        let store = Arc::new(MemoryAclStore::new());
+        let addr = start_with(store.clone(), Duration::from_millis(50)).await;
+        let mut alice = login(addr, "alice").await;
+        let denied = ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code();
+        let answer = call(&mut alice, creates(vec![creation("t", "User:alice", "*")])).await;
+        assert_eq!(codes(&answer), vec![denied]);
+        // Another gateway sharing the store grants alice ALTER on the cluster.
+        store
+            .add(vec![AclBinding {
+                resource_type: ResourceType::Cluster,
+                name: "kafka-cluster".into(),
+                pattern: PatternType::Literal,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: Operation::Alter,
+                permission: Permission::Allow,
+            }])
+            .await
+            .unwrap();
+        // Taken up by a periodic refresh: retried until it is, for at most 10 s.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let answer = call(&mut alice, creates(vec![creation("t", "User:alice", "*")])).await;
+            if codes(&answer) == vec![0] {
+                break;
+            }
+            assert_eq!(codes(&answer), vec![denied]);
+            assert!(tries < 200, "the grant was never taken up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
