@@ -8,8 +8,9 @@
 //!   the read-only host [`READ_ONLY_HOST`], or a name, principal or host longer than
 //!   `authorization.max_acl_field_bytes` gets `INVALID_REQUEST` with the reason. The
 //!   valid ones are added to the store in one call; when that would take the store past
-//!   its bound they are added one at a time, and each one that does not fit gets
-//!   `POLICY_VIOLATION` naming the bound. A store that fails gets
+//!   its bound, the ones already stored and as many new ones as fit (in request order)
+//!   are added in one more call, and each one that does not fit gets `POLICY_VIOLATION`
+//!   naming the bound. A store that fails gets
 //!   `UNKNOWN_SERVER_ERROR` on the creations it was asked to add.
 //! - DeleteAcls answers per filter: a filter with an unknown code gets `INVALID_REQUEST`;
 //!   any other gets the stored bindings it selected, which are removed. Bindings a
@@ -52,7 +53,7 @@ use kafka_protocol::messages::describe_acls_request::DescribeAclsRequest;
 use kafka_protocol::messages::describe_acls_response::{
     AclDescription, DescribeAclsResource, DescribeAclsResponse,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use tracing::{info, warn};
 
 /// A filter's wire fields, common to DescribeAcls and DeleteAcls.
@@ -188,17 +189,8 @@ pub(crate) async fn create(ctx: &Ctx<'_>, req: CreateAclsRequest) -> CreateAclsR
         let all: Vec<AclBinding> = valid.iter().map(|(_, b)| b.clone()).collect();
         match store.add(all).await {
             Ok(()) => added = valid.len(),
-            Err(AuthzError::Full { .. }) => {
-                // Some fit: add one at a time so each creation gets its own answer.
-                for (i, b) in valid {
-                    match store.add(vec![b]).await {
-                        Ok(()) => added += 1,
-                        Err(e) => {
-                            let (code, msg) = store_error(&e);
-                            results[i] = result(code, Some(msg));
-                        }
-                    }
-                }
+            Err(AuthzError::Full { max }) => {
+                added = add_what_fits(store.as_ref(), valid, max, &mut results).await;
             }
             Err(e) => {
                 warn!(error = %e, creations = valid.len(), "CreateAcls: the ACL store failed");
@@ -223,6 +215,60 @@ pub(crate) async fn create(ctx: &Ctx<'_>, req: CreateAclsRequest) -> CreateAclsR
     CreateAclsResponse {
         results,
         ..CreateAclsResponse::default()
+    }
+}
+
+/// After the store refused `valid` as a whole for its bound `max`: stores, in request
+/// order, the creations already present and as many new ones as there is room for, in
+/// one more call, and answers the others `POLICY_VIOLATION`. Returns how many were
+/// stored. Two store calls whatever the number of creations (a concurrent change
+/// between them makes the second one fail, answered on every creation it held).
+async fn add_what_fits(
+    store: &dyn kafka_authz::store::AclStore,
+    valid: Vec<(usize, AclBinding)>,
+    max: usize,
+    results: &mut [AclCreationResult],
+) -> usize {
+    let existing: HashSet<AclBinding> = match store.list(&AclBindingFilter::any()).await {
+        Ok(all) => all.into_iter().collect(),
+        Err(e) => {
+            let (code, msg) = store_error(&e);
+            for (i, _) in valid {
+                results[i] = result(code, Some(msg.clone()));
+            }
+            return 0;
+        }
+    };
+    let mut room = max.saturating_sub(existing.len());
+    let mut new = HashSet::new();
+    let mut fit = Vec::new();
+    for (i, b) in valid {
+        if existing.contains(&b) || new.contains(&b) {
+            fit.push((i, b));
+        } else if room > 0 {
+            room -= 1;
+            new.insert(b.clone());
+            fit.push((i, b));
+        } else {
+            let (code, msg) = store_error(&AuthzError::Full { max });
+            results[i] = result(code, Some(msg));
+        }
+    }
+    if fit.is_empty() {
+        return 0;
+    }
+    match store
+        .add(fit.iter().map(|(_, b)| b.clone()).collect())
+        .await
+    {
+        Ok(()) => fit.len(),
+        Err(e) => {
+            let (code, msg) = store_error(&e);
+            for (i, _) in fit {
+                results[i] = result(code, Some(msg.clone()));
+            }
+            0
+        }
     }
 }
 
