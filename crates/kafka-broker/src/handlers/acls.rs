@@ -10,8 +10,8 @@
 //!   valid ones are added to the store in one call; when that would take the store past
 //!   its bound, the ones already stored and as many new ones as fit (in request order)
 //!   are added in one more call, and each one that does not fit gets `POLICY_VIOLATION`
-//!   naming the bound. A store that fails gets
-//!   `UNKNOWN_SERVER_ERROR` on the creations it was asked to add.
+//!   naming the bound. A store that fails gets `UNKNOWN_SERVER_ERROR` on the creations
+//!   it was asked to add.
 //! - DeleteAcls answers per filter: a filter with an unknown code gets `INVALID_REQUEST`;
 //!   any other gets the stored bindings it selected, which are removed. Bindings a
 //!   source derives from elsewhere (Iggy permissions) are never stored, so never deleted.
@@ -34,8 +34,8 @@
 //! what the store holds (its bound on bindings, `MAX_ACL_BINDINGS`) plus what the other
 //! sources derive; a binding deleted by one filter is not returned again by the next.
 //! DescribeAcls additionally stops at `authorization.max_described_acl_bindings`
-//! bindings and then answers `POLICY_VIOLATION` telling the client to narrow its filter, rather than
-//! building an answer of unbounded size.
+//! bindings and then answers `POLICY_VIOLATION` telling the client to narrow its filter,
+//! rather than building an answer of unbounded size.
 
 use super::{Ctx, bs};
 use kafka_authz::{
