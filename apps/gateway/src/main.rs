@@ -49,6 +49,7 @@ use config::{Backend, GatewayConfig, LogFormat};
 use iggy_kafka_bridge::IggyBridge;
 use iggy_kafka_bridge::IggyPermissions;
 use iggy_kafka_bridge::IggyPlainAuthenticator;
+use kafka_authz::store::{AclStore, MemoryAclStore};
 use kafka_broker::metrics::Metrics;
 use kafka_broker::session::Listener;
 use kafka_broker::store::memory::MemoryStore;
@@ -155,6 +156,8 @@ enum Fatal {
     LocalAddr(std::io::Error),
     #[error("broker: {0}")]
     Broker(#[from] kafka_broker::BrokerError),
+    #[error("IGGY_KAFKA_ACL_FILE: {0}")]
+    AclFile(String),
     #[error("cannot start the Iggy bridge (IGGY_KAFKA_IGGY_ADDR={addr}): {source}")]
     Bridge {
         addr: String,
@@ -287,6 +290,10 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
 
     // The retention task lives as long as this guard, i.e. until the broker has stopped.
     let mut credentials = Credentials::default();
+    let max_acl_bindings = config.acls.max_bindings;
+    let acl_store: Arc<dyn AclStore>;
+    let acl_source: String;
+    let acl_in_iggy = matches!(config.backend, Backend::Iggy(_));
     let (stores, _retention) = match config.backend {
         Backend::Memory(memory) => {
             warn!(
@@ -302,6 +309,10 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
                 credentials.scram = Some(users.clone());
                 credentials.users_file = Some(users);
             }
+            let (store, source) =
+                memory_acl_store(config.acls.file.as_deref(), max_acl_bindings).await?;
+            acl_store = store;
+            acl_source = source;
             let store = Arc::new(MemoryStore::new(memory));
             let retention = store.start_retention();
             let stores = Stores {
@@ -313,6 +324,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         Backend::Iggy(bridge) => {
             let addr = bridge.address.clone();
             let stream = bridge.stream.clone();
+            let bridge_meta_stream = bridge.meta_stream.clone();
             if config.sasl.is_some() {
                 // PLAIN logs into Iggy with the client's own username and password.
                 let plain = IggyPlainAuthenticator::new(&bridge).map_err(Fatal::Sasl)?;
@@ -336,6 +348,8 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
                 credentials.scram = Some(bridge.scram_store());
             }
             iggy_permissions = Some(bridge.permissions());
+            acl_store = bridge.acl_store(max_acl_bindings);
+            acl_source = format!("the Iggy meta stream {}", bridge_meta_stream);
             let bridge = Arc::new(bridge);
             let stores = Stores {
                 log: bridge.clone(),
@@ -374,7 +388,8 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         listeners.push(bound);
     }
     let authorizing = kafka_broker::server::authorization_enabled(&broker, &listeners);
-    let mut server = Server::new(broker, stores);
+    announce_authorization(authorizing, &broker, &acl_source, acl_in_iggy);
+    let mut server = Server::new(broker, stores).acl_store(acl_store);
     // Lives as long as the runtime, which ends right after the broker stops.
     if let Some(users) = credentials.users_file.take() {
         tokio::spawn(reload_users(users));
@@ -411,6 +426,81 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     announce(bound, &advertised, &lines);
 
     Ok(server.serve_listeners(listeners, shutdown).await?)
+}
+
+/// The embedded store's ACL bindings: from `file` when given, else none; at most `max`.
+/// Also says where they came from, for the start-up line.
+async fn memory_acl_store(
+    file: Option<&std::path::Path>,
+    max: usize,
+) -> Result<(Arc<dyn AclStore>, String), Fatal> {
+    let Some(path) = file else {
+        return Ok((
+            Arc::new(MemoryAclStore::new().with_max(max)),
+            "memory (no ACL file; CreateAcls changes are lost at exit)".to_owned(),
+        ));
+    };
+    let store = MemoryAclStore::load(path).map_err(|e| Fatal::AclFile(e.to_string()))?;
+    let count = store
+        .snapshot()
+        .await
+        .map_err(|e| Fatal::AclFile(e.to_string()))?
+        .len();
+    if count > max {
+        return Err(Fatal::AclFile(format!(
+            "{} holds {count} bindings, more than IGGY_KAFKA_MAX_ACL_BINDINGS={max}",
+            path.display()
+        )));
+    }
+    info!(file = %path.display(), bindings = count, "ACL file read");
+    Ok((
+        Arc::new(store.with_max(max)),
+        format!(
+            "memory, loaded from {} (CreateAcls changes are lost at exit)",
+            path.display()
+        ),
+    ))
+}
+
+/// The one start-up line about authorization: on or off, where ACLs come from, and what
+/// happens on a resource no binding names.
+fn announce_authorization(on: bool, broker: &kafka_broker::BrokerConfig, source: &str, iggy: bool) {
+    let settings = &broker.authorization;
+    let how = match settings.enabled {
+        None => "as some listener authenticates",
+        Some(_) => "as configured",
+    };
+    if on {
+        info!(
+            acl_source = %source,
+            allow_everyone_if_no_acl_found = settings.allow_everyone_if_no_acl_found,
+            super_users = broker.sasl.super_users.len(),
+            acl_refresh_ms = u64::try_from(settings.acl_refresh_interval.as_millis()).unwrap_or(u64::MAX),
+            "authorization on ({how}): every request is checked; a resource no ACL binding names is {}",
+            match (settings.allow_everyone_if_no_acl_found, iggy) {
+                (true, true) => "open to every principal its Iggy permissions allow",
+                (true, false) => "open to every principal (ACLs alone decide with the embedded store)",
+                (false, _) => "refused to everyone but super users",
+            }
+        );
+        if settings.allow_everyone_if_no_acl_found && !iggy {
+            warn!(
+                "while no ACL binding names the cluster (kafka-cluster), every authenticated \
+                 principal may also manage ACLs (CreateAcls, DeleteAcls); bind the cluster, e.g. \
+                 ALLOW User:<admin> ALL on CLUSTER kafka-cluster (super users pass anyway)"
+            );
+        }
+    } else {
+        info!(
+            acl_source = %source,
+            "authorization off ({}): every client may do everything",
+            if settings.enabled.is_none() {
+                "no listener authenticates its clients"
+            } else {
+                "IGGY_KAFKA_AUTHORIZATION_ENABLED=false"
+            }
+        );
+    }
 }
 
 /// Where SASL credentials are checked and kept.
