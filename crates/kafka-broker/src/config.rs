@@ -476,6 +476,14 @@ impl BrokerConfig {
                 return bad(field, "must be at least 1");
             }
         }
+        if self.authorization.acl_refresh_interval.is_zero()
+            || self.authorization.acl_refresh_interval > MAX_DURATION
+        {
+            return bad(
+                "authorization.acl_refresh_interval",
+                "must be longer than zero and at most a week",
+            );
+        }
         if limits.max_frame_size < 1024 || limits.max_frame_size > i32_max {
             return bad(
                 "limits.max_frame_size",

@@ -296,6 +296,11 @@ impl Server {
             .into_iter()
             .map(|tls| tokio::spawn(tls.watch(stop_rx.clone())))
             .collect();
+        let acl_refresh = tokio::spawn(refresh_acls(
+            broker.acls.clone(),
+            broker.config.authorization.acl_refresh_interval,
+            stop_rx.clone(),
+        ));
         // Where the next accept looks first, so a flood on one listener does not starve
         // the others.
         let mut first = 0usize;
@@ -388,11 +393,53 @@ impl Server {
             );
             connections.shutdown().await;
         }
+        acl_refresh.abort();
         if let Some(endpoint) = endpoint {
             endpoint.abort();
         }
         info!("shutdown complete");
         Ok(())
+    }
+}
+
+/// Reads the ACL bindings from their store every `every` until `stop` turns true, for
+/// changes made elsewhere (another gateway sharing the store). A failed read keeps the
+/// last snapshot; failures are logged when they start, then at most once a minute, and
+/// the recovery once.
+async fn refresh_acls(acls: Arc<AclAuthorizer>, every: Duration, mut stop: watch::Receiver<bool>) {
+    const WARN_EVERY: Duration = Duration::from_secs(60);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing_since: Option<std::time::Instant> = None;
+    let mut last_warn: Option<std::time::Instant> = None;
+    let mut failures = 0u64;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    return;
+                }
+                continue;
+            }
+        }
+        match acls.reload().await {
+            Ok(()) => {
+                if failing_since.take().is_some() {
+                    info!(failures, "ACL bindings read again after failures");
+                }
+                failures = 0;
+                last_warn = None;
+            }
+            Err(e) => {
+                failures += 1;
+                failing_since.get_or_insert_with(std::time::Instant::now);
+                if last_warn.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
+                    last_warn = Some(std::time::Instant::now());
+                    warn!(error = %e, failures, "cannot read the ACL bindings; decisions keep the last snapshot");
+                }
+            }
+        }
     }
 }
 

@@ -292,6 +292,39 @@ fn request_for(key: ApiKey, topic_id: u128, v: i16) -> RequestBody {
         ApiKey::AlterUserScramCredentials => {
             alter_user_scram_credentials_request::AlterUserScramCredentialsRequest::default().into()
         }
+        ApiKey::DescribeAcls => describe_acls_request::DescribeAclsRequest {
+            resource_type_filter: 1,
+            pattern_type_filter: 1,
+            operation: 1,
+            permission_type: 1,
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::CreateAcls => create_acls_request::CreateAclsRequest {
+            creations: vec![create_acls_request::AclCreation {
+                resource_type: 2,
+                resource_name: ByteString::from_static("t"),
+                resource_pattern_type: 3,
+                principal: ByteString::from_static("User:alice"),
+                host: ByteString::from_static("*"),
+                operation: 3,
+                permission_type: 3,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .into(),
+        ApiKey::DeleteAcls => delete_acls_request::DeleteAclsRequest {
+            filters: vec![delete_acls_request::DeleteAclsFilter {
+                resource_type_filter: 1,
+                pattern_type_filter: 1,
+                operation: 1,
+                permission_type: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .into(),
         other => panic!("no sample request for {other:?}"),
     }
 }

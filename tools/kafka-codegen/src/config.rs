@@ -32,7 +32,7 @@ macro_rules! api {
 
 /// Request/response pairs, in API-key order, then headers and embedded data.
 pub const MESSAGES: &[MessageConfig] = &{
-    const PAIRS: [[MessageConfig; 2]; 37] = [
+    const PAIRS: [[MessageConfig; 2]; 39] = [
         api!("Produce", 0, 13),
         api!("Fetch", 4, 18),
         api!("ListOffsets", 1, 10),
@@ -54,6 +54,8 @@ pub const MESSAGES: &[MessageConfig] = &{
         api!("InitProducerId", 0, 5),
         api!("OffsetForLeaderEpoch", 2, 4),
         api!("DescribeAcls", 1, 3),
+        api!("CreateAcls", 1, 3),
+        api!("DeleteAcls", 1, 3),
         api!("DescribeConfigs", 1, 4),
         api!("AlterConfigs", 0, 2),
         api!("SaslAuthenticate", 0, 2),
@@ -78,16 +80,16 @@ pub const MESSAGES: &[MessageConfig] = &{
         m("ConsumerProtocolSubscription", 0, 3),
         m("ConsumerProtocolAssignment", 0, 3),
     ];
-    let mut out = [m("", 0, 0); 78];
+    let mut out = [m("", 0, 0); 82];
     let mut i = 0;
-    while i < 37 {
+    while i < 39 {
         out[2 * i] = PAIRS[i][0];
         out[2 * i + 1] = PAIRS[i][1];
         i += 1;
     }
     let mut j = 0;
     while j < 4 {
-        out[74 + j] = EXTRA[j];
+        out[78 + j] = EXTRA[j];
         j += 1;
     }
     out

@@ -395,8 +395,10 @@ pub fn required(body: &RequestBody) -> Option<Vec<Check>> {
         RequestBody::AlterClientQuotas(_) => vec![Check::cluster(Op::AlterConfigs)],
         RequestBody::DescribeUserScramCredentials(_) => vec![Check::cluster(Op::Describe)],
         RequestBody::AlterUserScramCredentials(_) => vec![Check::cluster(Op::Alter)],
-        // Not served yet; listed so serving it cannot skip its rule.
         RequestBody::DescribeAcls(_) => vec![Check::cluster(Op::Describe)],
+        RequestBody::CreateAcls(_) | RequestBody::DeleteAcls(_) => {
+            vec![Check::cluster(Op::Alter)]
+        }
         _ => return None,
     };
     Some(checks)

@@ -75,6 +75,8 @@ pub(crate) fn entries(body: &RequestBody) -> Option<usize> {
         RequestBody::AlterUserScramCredentials(r) => {
             r.deletions.len().saturating_add(r.upsertions.len())
         }
+        RequestBody::CreateAcls(r) => r.creations.len(),
+        RequestBody::DeleteAcls(r) => r.filters.len(),
         _ => return None,
     })
 }

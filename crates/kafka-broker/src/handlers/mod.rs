@@ -3,6 +3,7 @@
 //! ([`Step::Done`]), or started with the rest completing later ([`Step::Later`]: Produce,
 //! whose appends hold their place in their partitions before the store confirms them).
 
+pub(crate) mod acls;
 pub(crate) mod api_versions;
 pub(crate) mod caps;
 pub(crate) mod client_quotas;
@@ -52,6 +53,9 @@ const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DeleteRecords,
     ApiKey::InitProducerId,
     ApiKey::OffsetForLeaderEpoch,
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
     ApiKey::DescribeConfigs,
     ApiKey::AlterConfigs,
     ApiKey::CreatePartitions,
@@ -176,6 +180,9 @@ pub(crate) async fn handle(ctx: Ctx<'_>, body: RequestBody) -> Step<'_> {
             scram_credentials::describe(ctx, r).await.into()
         }
         RequestBody::AlterUserScramCredentials(r) => scram_credentials::alter(ctx, r).await.into(),
+        RequestBody::DescribeAcls(r) => acls::describe(ctx, r).await.into(),
+        RequestBody::CreateAcls(r) => acls::create(ctx, r).await.into(),
+        RequestBody::DeleteAcls(r) => acls::delete(ctx, r).await.into(),
         // Without an authentication layer (no authenticator), the SASL APIs reach here:
         // this listener does not use SASL.
         RequestBody::SaslHandshake(_) => SaslHandshakeResponse {

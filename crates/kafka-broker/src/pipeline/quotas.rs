@@ -292,6 +292,8 @@ pub(crate) fn set_throttle_time(body: &mut ResponseBody, ms: i32) {
         InitProducerId,
         OffsetForLeaderEpoch,
         DescribeAcls,
+        CreateAcls,
+        DeleteAcls,
         DescribeConfigs,
         AlterConfigs,
         CreatePartitions,

@@ -18,10 +18,14 @@ pub mod consumer_group_heartbeat_request;
 pub mod consumer_group_heartbeat_response;
 pub mod consumer_protocol_assignment;
 pub mod consumer_protocol_subscription;
+pub mod create_acls_request;
+pub mod create_acls_response;
 pub mod create_partitions_request;
 pub mod create_partitions_response;
 pub mod create_topics_request;
 pub mod create_topics_response;
+pub mod delete_acls_request;
+pub mod delete_acls_response;
 pub mod delete_groups_request;
 pub mod delete_groups_response;
 pub mod delete_records_request;
@@ -131,6 +135,10 @@ pub enum ApiKey {
     OffsetForLeaderEpoch,
     /// Key 29.
     DescribeAcls,
+    /// Key 30.
+    CreateAcls,
+    /// Key 31.
+    DeleteAcls,
     /// Key 32.
     DescribeConfigs,
     /// Key 33.
@@ -191,6 +199,8 @@ impl ApiKey {
         ApiKey::InitProducerId,
         ApiKey::OffsetForLeaderEpoch,
         ApiKey::DescribeAcls,
+        ApiKey::CreateAcls,
+        ApiKey::DeleteAcls,
         ApiKey::DescribeConfigs,
         ApiKey::AlterConfigs,
         ApiKey::SaslAuthenticate,
@@ -233,6 +243,8 @@ impl ApiKey {
             22 => ApiKey::InitProducerId,
             23 => ApiKey::OffsetForLeaderEpoch,
             29 => ApiKey::DescribeAcls,
+            30 => ApiKey::CreateAcls,
+            31 => ApiKey::DeleteAcls,
             32 => ApiKey::DescribeConfigs,
             33 => ApiKey::AlterConfigs,
             36 => ApiKey::SaslAuthenticate,
@@ -277,6 +289,8 @@ impl ApiKey {
             ApiKey::InitProducerId => 22,
             ApiKey::OffsetForLeaderEpoch => 23,
             ApiKey::DescribeAcls => 29,
+            ApiKey::CreateAcls => 30,
+            ApiKey::DeleteAcls => 31,
             ApiKey::DescribeConfigs => 32,
             ApiKey::AlterConfigs => 33,
             ApiKey::SaslAuthenticate => 36,
@@ -321,6 +335,8 @@ impl ApiKey {
             ApiKey::InitProducerId => "InitProducerId",
             ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
             ApiKey::DescribeAcls => "DescribeAcls",
+            ApiKey::CreateAcls => "CreateAcls",
+            ApiKey::DeleteAcls => "DeleteAcls",
             ApiKey::DescribeConfigs => "DescribeConfigs",
             ApiKey::AlterConfigs => "AlterConfigs",
             ApiKey::SaslAuthenticate => "SaslAuthenticate",
@@ -365,6 +381,8 @@ impl ApiKey {
             ApiKey::InitProducerId => Some(VersionRange::new(0, 5)),
             ApiKey::OffsetForLeaderEpoch => Some(VersionRange::new(2, 4)),
             ApiKey::DescribeAcls => Some(VersionRange::new(1, 3)),
+            ApiKey::CreateAcls => Some(VersionRange::new(1, 3)),
+            ApiKey::DeleteAcls => Some(VersionRange::new(1, 3)),
             ApiKey::DescribeConfigs => Some(VersionRange::new(1, 4)),
             ApiKey::AlterConfigs => Some(VersionRange::new(0, 2)),
             ApiKey::SaslAuthenticate => Some(VersionRange::new(0, 2)),
@@ -409,6 +427,8 @@ impl ApiKey {
             ApiKey::InitProducerId => Some(2),
             ApiKey::OffsetForLeaderEpoch => Some(4),
             ApiKey::DescribeAcls => Some(2),
+            ApiKey::CreateAcls => Some(2),
+            ApiKey::DeleteAcls => Some(2),
             ApiKey::DescribeConfigs => Some(4),
             ApiKey::AlterConfigs => Some(2),
             ApiKey::SaslAuthenticate => Some(2),
@@ -476,6 +496,10 @@ pub enum RequestBody {
     OffsetForLeaderEpoch(offset_for_leader_epoch_request::OffsetForLeaderEpochRequest),
     /// DescribeAcls request.
     DescribeAcls(describe_acls_request::DescribeAclsRequest),
+    /// CreateAcls request.
+    CreateAcls(create_acls_request::CreateAclsRequest),
+    /// DeleteAcls request.
+    DeleteAcls(delete_acls_request::DeleteAclsRequest),
     /// DescribeConfigs request.
     DescribeConfigs(describe_configs_request::DescribeConfigsRequest),
     /// AlterConfigs request.
@@ -539,6 +563,8 @@ impl RequestBody {
             RequestBody::InitProducerId(_) => ApiKey::InitProducerId,
             RequestBody::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
             RequestBody::DescribeAcls(_) => ApiKey::DescribeAcls,
+            RequestBody::CreateAcls(_) => ApiKey::CreateAcls,
+            RequestBody::DeleteAcls(_) => ApiKey::DeleteAcls,
             RequestBody::DescribeConfigs(_) => ApiKey::DescribeConfigs,
             RequestBody::AlterConfigs(_) => ApiKey::AlterConfigs,
             RequestBody::SaslAuthenticate(_) => ApiKey::SaslAuthenticate,
@@ -595,6 +621,8 @@ impl RequestBody {
                 offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::lists(version, f)
             }
             ApiKey::DescribeAcls => describe_acls_request::DescribeAclsRequest::lists(version, f),
+            ApiKey::CreateAcls => create_acls_request::CreateAclsRequest::lists(version, f),
+            ApiKey::DeleteAcls => delete_acls_request::DeleteAclsRequest::lists(version, f),
             ApiKey::DescribeConfigs => {
                 describe_configs_request::DescribeConfigsRequest::lists(version, f)
             }
@@ -670,6 +698,8 @@ impl RequestBody {
             ApiKey::InitProducerId => Ok(RequestBody::InitProducerId(init_producer_id_request::InitProducerIdRequest::default())),
             ApiKey::OffsetForLeaderEpoch => Ok(RequestBody::OffsetForLeaderEpoch(offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::default())),
             ApiKey::DescribeAcls => Ok(RequestBody::DescribeAcls(describe_acls_request::DescribeAclsRequest::default())),
+            ApiKey::CreateAcls => Ok(RequestBody::CreateAcls(create_acls_request::CreateAclsRequest::default())),
+            ApiKey::DeleteAcls => Ok(RequestBody::DeleteAcls(delete_acls_request::DeleteAclsRequest::default())),
             ApiKey::DescribeConfigs => Ok(RequestBody::DescribeConfigs(describe_configs_request::DescribeConfigsRequest::default())),
             ApiKey::AlterConfigs => Ok(RequestBody::AlterConfigs(alter_configs_request::AlterConfigsRequest::default())),
             ApiKey::SaslAuthenticate => Ok(RequestBody::SaslAuthenticate(sasl_authenticate_request::SaslAuthenticateRequest::default())),
@@ -715,6 +745,8 @@ impl RequestBody {
             RequestBody::InitProducerId(b) => b.read_into(i, cx, version),
             RequestBody::OffsetForLeaderEpoch(b) => b.read_into(i, cx, version),
             RequestBody::DescribeAcls(b) => b.read_into(i, cx, version),
+            RequestBody::CreateAcls(b) => b.read_into(i, cx, version),
+            RequestBody::DeleteAcls(b) => b.read_into(i, cx, version),
             RequestBody::DescribeConfigs(b) => b.read_into(i, cx, version),
             RequestBody::AlterConfigs(b) => b.read_into(i, cx, version),
             RequestBody::SaslAuthenticate(b) => b.read_into(i, cx, version),
@@ -758,6 +790,8 @@ impl RequestBody {
             RequestBody::InitProducerId(b) => b.encode(e, version),
             RequestBody::OffsetForLeaderEpoch(b) => b.encode(e, version),
             RequestBody::DescribeAcls(b) => b.encode(e, version),
+            RequestBody::CreateAcls(b) => b.encode(e, version),
+            RequestBody::DeleteAcls(b) => b.encode(e, version),
             RequestBody::DescribeConfigs(b) => b.encode(e, version),
             RequestBody::AlterConfigs(b) => b.encode(e, version),
             RequestBody::SaslAuthenticate(b) => b.encode(e, version),
@@ -901,6 +935,18 @@ impl From<offset_for_leader_epoch_request::OffsetForLeaderEpochRequest> for Requ
 impl From<describe_acls_request::DescribeAclsRequest> for RequestBody {
     fn from(b: describe_acls_request::DescribeAclsRequest) -> Self {
         RequestBody::DescribeAcls(b)
+    }
+}
+
+impl From<create_acls_request::CreateAclsRequest> for RequestBody {
+    fn from(b: create_acls_request::CreateAclsRequest) -> Self {
+        RequestBody::CreateAcls(b)
+    }
+}
+
+impl From<delete_acls_request::DeleteAclsRequest> for RequestBody {
+    fn from(b: delete_acls_request::DeleteAclsRequest) -> Self {
+        RequestBody::DeleteAcls(b)
     }
 }
 
@@ -1050,6 +1096,10 @@ pub enum ResponseBody {
     OffsetForLeaderEpoch(offset_for_leader_epoch_response::OffsetForLeaderEpochResponse),
     /// DescribeAcls response.
     DescribeAcls(describe_acls_response::DescribeAclsResponse),
+    /// CreateAcls response.
+    CreateAcls(create_acls_response::CreateAclsResponse),
+    /// DeleteAcls response.
+    DeleteAcls(delete_acls_response::DeleteAclsResponse),
     /// DescribeConfigs response.
     DescribeConfigs(describe_configs_response::DescribeConfigsResponse),
     /// AlterConfigs response.
@@ -1113,6 +1163,8 @@ impl ResponseBody {
             ResponseBody::InitProducerId(_) => ApiKey::InitProducerId,
             ResponseBody::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
             ResponseBody::DescribeAcls(_) => ApiKey::DescribeAcls,
+            ResponseBody::CreateAcls(_) => ApiKey::CreateAcls,
+            ResponseBody::DeleteAcls(_) => ApiKey::DeleteAcls,
             ResponseBody::DescribeConfigs(_) => ApiKey::DescribeConfigs,
             ResponseBody::AlterConfigs(_) => ApiKey::AlterConfigs,
             ResponseBody::SaslAuthenticate(_) => ApiKey::SaslAuthenticate,
@@ -1157,6 +1209,8 @@ impl ResponseBody {
             ApiKey::InitProducerId => init_producer_id_response::InitProducerIdResponse::lists(version, f),
             ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::lists(version, f),
             ApiKey::DescribeAcls => describe_acls_response::DescribeAclsResponse::lists(version, f),
+            ApiKey::CreateAcls => create_acls_response::CreateAclsResponse::lists(version, f),
+            ApiKey::DeleteAcls => delete_acls_response::DeleteAclsResponse::lists(version, f),
             ApiKey::DescribeConfigs => describe_configs_response::DescribeConfigsResponse::lists(version, f),
             ApiKey::AlterConfigs => alter_configs_response::AlterConfigsResponse::lists(version, f),
             ApiKey::SaslAuthenticate => sasl_authenticate_response::SaslAuthenticateResponse::lists(version, f),
@@ -1202,6 +1256,8 @@ impl ResponseBody {
             ApiKey::InitProducerId => Ok(ResponseBody::InitProducerId(init_producer_id_response::InitProducerIdResponse::default())),
             ApiKey::OffsetForLeaderEpoch => Ok(ResponseBody::OffsetForLeaderEpoch(offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::default())),
             ApiKey::DescribeAcls => Ok(ResponseBody::DescribeAcls(describe_acls_response::DescribeAclsResponse::default())),
+            ApiKey::CreateAcls => Ok(ResponseBody::CreateAcls(create_acls_response::CreateAclsResponse::default())),
+            ApiKey::DeleteAcls => Ok(ResponseBody::DeleteAcls(delete_acls_response::DeleteAclsResponse::default())),
             ApiKey::DescribeConfigs => Ok(ResponseBody::DescribeConfigs(describe_configs_response::DescribeConfigsResponse::default())),
             ApiKey::AlterConfigs => Ok(ResponseBody::AlterConfigs(alter_configs_response::AlterConfigsResponse::default())),
             ApiKey::SaslAuthenticate => Ok(ResponseBody::SaslAuthenticate(sasl_authenticate_response::SaslAuthenticateResponse::default())),
@@ -1247,6 +1303,8 @@ impl ResponseBody {
             ResponseBody::InitProducerId(b) => b.read_into(i, cx, version),
             ResponseBody::OffsetForLeaderEpoch(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeAcls(b) => b.read_into(i, cx, version),
+            ResponseBody::CreateAcls(b) => b.read_into(i, cx, version),
+            ResponseBody::DeleteAcls(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeConfigs(b) => b.read_into(i, cx, version),
             ResponseBody::AlterConfigs(b) => b.read_into(i, cx, version),
             ResponseBody::SaslAuthenticate(b) => b.read_into(i, cx, version),
@@ -1290,6 +1348,8 @@ impl ResponseBody {
             ResponseBody::InitProducerId(b) => b.encode(e, version),
             ResponseBody::OffsetForLeaderEpoch(b) => b.encode(e, version),
             ResponseBody::DescribeAcls(b) => b.encode(e, version),
+            ResponseBody::CreateAcls(b) => b.encode(e, version),
+            ResponseBody::DeleteAcls(b) => b.encode(e, version),
             ResponseBody::DescribeConfigs(b) => b.encode(e, version),
             ResponseBody::AlterConfigs(b) => b.encode(e, version),
             ResponseBody::SaslAuthenticate(b) => b.encode(e, version),
@@ -1334,6 +1394,8 @@ impl ResponseBody {
             ResponseBody::InitProducerId(b) => b.for_each_error_code(version, f),
             ResponseBody::OffsetForLeaderEpoch(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeAcls(b) => b.for_each_error_code(version, f),
+            ResponseBody::CreateAcls(b) => b.for_each_error_code(version, f),
+            ResponseBody::DeleteAcls(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeConfigs(b) => b.for_each_error_code(version, f),
             ResponseBody::AlterConfigs(b) => b.for_each_error_code(version, f),
             ResponseBody::SaslAuthenticate(b) => b.for_each_error_code(version, f),
@@ -1477,6 +1539,18 @@ impl From<offset_for_leader_epoch_response::OffsetForLeaderEpochResponse> for Re
 impl From<describe_acls_response::DescribeAclsResponse> for ResponseBody {
     fn from(b: describe_acls_response::DescribeAclsResponse) -> Self {
         ResponseBody::DescribeAcls(b)
+    }
+}
+
+impl From<create_acls_response::CreateAclsResponse> for ResponseBody {
+    fn from(b: create_acls_response::CreateAclsResponse) -> Self {
+        ResponseBody::CreateAcls(b)
+    }
+}
+
+impl From<delete_acls_response::DeleteAclsResponse> for ResponseBody {
+    fn from(b: delete_acls_response::DeleteAclsResponse) -> Self {
+        ResponseBody::DeleteAcls(b)
     }
 }
 
@@ -1687,6 +1761,16 @@ impl Request for describe_acls_request::DescribeAclsRequest {
     type Response = describe_acls_response::DescribeAclsResponse;
 }
 
+impl Request for create_acls_request::CreateAclsRequest {
+    const API_KEY: ApiKey = ApiKey::CreateAcls;
+    type Response = create_acls_response::CreateAclsResponse;
+}
+
+impl Request for delete_acls_request::DeleteAclsRequest {
+    const API_KEY: ApiKey = ApiKey::DeleteAcls;
+    type Response = delete_acls_response::DeleteAclsResponse;
+}
+
 impl Request for describe_configs_request::DescribeConfigsRequest {
     const API_KEY: ApiKey = ApiKey::DescribeConfigs;
     type Response = describe_configs_response::DescribeConfigsResponse;
@@ -1812,6 +1896,10 @@ pub(crate) const ALL_MESSAGES: &[crate::testkit::MessageHooks] = &[
     crate::testkit::hooks::<offset_for_leader_epoch_response::OffsetForLeaderEpochResponse>(),
     crate::testkit::hooks::<describe_acls_request::DescribeAclsRequest>(),
     crate::testkit::hooks::<describe_acls_response::DescribeAclsResponse>(),
+    crate::testkit::hooks::<create_acls_request::CreateAclsRequest>(),
+    crate::testkit::hooks::<create_acls_response::CreateAclsResponse>(),
+    crate::testkit::hooks::<delete_acls_request::DeleteAclsRequest>(),
+    crate::testkit::hooks::<delete_acls_response::DeleteAclsResponse>(),
     crate::testkit::hooks::<describe_configs_request::DescribeConfigsRequest>(),
     crate::testkit::hooks::<describe_configs_response::DescribeConfigsResponse>(),
     crate::testkit::hooks::<alter_configs_request::AlterConfigsRequest>(),

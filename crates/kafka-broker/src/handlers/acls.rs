@@ -1,0 +1,375 @@
+//! DescribeAcls (key 29), CreateAcls (key 30) and DeleteAcls (key 31): Kafka's ACL
+//! management over the broker's [`AclAuthorizer`](kafka_authz::AclAuthorizer) and its
+//! store.
+//!
+//! - CreateAcls answers per creation. A creation with an unknown code, a filter-only
+//!   value (resource type ANY, pattern type ANY or MATCH, operation ANY, permission
+//!   ANY), an empty resource name, a principal not of the form `Type:name`, an empty host,
+//!   or the read-only host [`READ_ONLY_HOST`] gets `INVALID_REQUEST` with the reason. The
+//!   valid ones are added to the store in one call; when that would take the store past
+//!   its bound they are added one at a time, and each one that does not fit gets
+//!   `POLICY_VIOLATION` naming the bound. A store that fails gets
+//!   `UNKNOWN_SERVER_ERROR` on the creations it was asked to add.
+//! - DeleteAcls answers per filter: a filter with an unknown code gets `INVALID_REQUEST`;
+//!   any other gets the stored bindings it selected, which are removed. Bindings a
+//!   source derives from elsewhere (Iggy permissions) are never stored, so never deleted.
+//! - DescribeAcls answers with the stored bindings the filter selects plus those every
+//!   other source derives ([`Authorizer::derived_bindings`](kafka_authz::Authorizer),
+//!   marked with host [`READ_ONLY_HOST`]), grouped by resource pattern. A filter with an
+//!   unknown code gets `INVALID_REQUEST`; a source that cannot answer makes the whole
+//!   answer `UNKNOWN_SERVER_ERROR` (a partial list would read as complete).
+//!
+//! After a change, the authorizer's snapshot is taken again so the change decides the
+//! very next request.
+//!
+//! Bounds: the creations and filters of one request count against
+//! `limits.max_entries_per_request` (over it, the connection is closed: these responses
+//! have no top-level error code). What DeleteAcls and DescribeAcls return is bounded by
+//! what the store holds (its bound on bindings, `MAX_ACL_BINDINGS`) plus what the other
+//! sources derive; a binding deleted by one filter is not returned again by the next.
+//! DescribeAcls additionally stops at [`MAX_DESCRIBED_BINDINGS`] bindings and then
+//! answers `POLICY_VIOLATION` telling the client to narrow its filter, rather than
+//! building an answer of unbounded size.
+
+use super::{Ctx, bs};
+use kafka_authz::{
+    AclBinding, AclBindingFilter, AuthzError, Operation, PatternType, Permission, READ_ONLY_HOST,
+    ResourceType,
+};
+use kafka_protocol::ErrorCode;
+use kafka_protocol::messages::create_acls_request::{AclCreation, CreateAclsRequest};
+use kafka_protocol::messages::create_acls_response::{AclCreationResult, CreateAclsResponse};
+use kafka_protocol::messages::delete_acls_request::{DeleteAclsFilter, DeleteAclsRequest};
+use kafka_protocol::messages::delete_acls_response::{
+    DeleteAclsFilterResult, DeleteAclsMatchingAcl, DeleteAclsResponse,
+};
+use kafka_protocol::messages::describe_acls_request::DescribeAclsRequest;
+use kafka_protocol::messages::describe_acls_response::{
+    AclDescription, DescribeAclsResource, DescribeAclsResponse,
+};
+use std::collections::BTreeMap;
+use tracing::{info, warn};
+
+/// Most bindings one DescribeAcls answer lists (stored and derived together). Twice the
+/// default store bound, so with defaults only the derived bindings of a very large Iggy
+/// deployment can reach it; beyond it the client is told to narrow the filter.
+pub(crate) const MAX_DESCRIBED_BINDINGS: usize = 200_000;
+
+/// A filter's wire fields, common to DescribeAcls and DeleteAcls.
+struct WireFilter<'a> {
+    resource_type: i8,
+    name: Option<&'a str>,
+    pattern: i8,
+    principal: Option<&'a str>,
+    host: Option<&'a str>,
+    operation: i8,
+    permission: i8,
+}
+
+/// Reads a filter; an unknown code (including UNKNOWN, 0) is refused with the reason.
+fn filter(w: WireFilter<'_>) -> Result<AclBindingFilter, String> {
+    let resource_type = ResourceType::from_code(w.resource_type)
+        .ok_or_else(|| format!("unknown resource type {}", w.resource_type))?;
+    let pattern = PatternType::from_code(w.pattern)
+        .ok_or_else(|| format!("unknown pattern type {}", w.pattern))?;
+    let operation = Operation::from_code(w.operation)
+        .ok_or_else(|| format!("unknown operation {}", w.operation))?;
+    let permission = Permission::from_code(w.permission)
+        .ok_or_else(|| format!("unknown permission type {}", w.permission))?;
+    Ok(AclBindingFilter {
+        resource_type: Some(resource_type),
+        name: w.name.map(str::to_owned),
+        pattern: Some(pattern),
+        principal: w.principal.map(str::to_owned),
+        host: w.host.map(str::to_owned),
+        operation: Some(operation),
+        permission: Some(permission),
+    })
+}
+
+/// Reads one creation into a storable binding, or the reason it is not one.
+fn binding(c: &AclCreation) -> Result<AclBinding, String> {
+    let resource_type = ResourceType::from_code(c.resource_type)
+        .ok_or_else(|| format!("unknown resource type {}", c.resource_type))?;
+    let pattern = PatternType::from_code(c.resource_pattern_type)
+        .ok_or_else(|| format!("unknown pattern type {}", c.resource_pattern_type))?;
+    let operation = Operation::from_code(c.operation)
+        .ok_or_else(|| format!("unknown operation {}", c.operation))?;
+    let permission = Permission::from_code(c.permission_type)
+        .ok_or_else(|| format!("unknown permission type {}", c.permission_type))?;
+    if &*c.host == READ_ONLY_HOST {
+        return Err(format!(
+            "the host {READ_ONLY_HOST} marks bindings derived from Iggy permissions and cannot be used"
+        ));
+    }
+    let b = AclBinding {
+        resource_type,
+        name: c.resource_name.to_string(),
+        pattern,
+        principal: c.principal.to_string(),
+        host: c.host.to_string(),
+        operation,
+        permission,
+    };
+    b.validate().map_err(|e| e.to_string())?;
+    Ok(b)
+}
+
+/// Takes the authorizer's snapshot again after a change; a failure leaves the old one
+/// (the periodic reload retries) and is logged once for the request.
+async fn reload(ctx: &Ctx<'_>, api: &'static str) {
+    if let Err(e) = ctx.broker.acls.reload().await {
+        warn!(api, error = %e, "ACL change stored, but the bindings could not be read back; the next refresh retries");
+    }
+}
+
+fn store_error(e: &AuthzError) -> (ErrorCode, String) {
+    match e {
+        AuthzError::Full { max } => (
+            ErrorCode::POLICY_VIOLATION,
+            format!("the ACL store holds at most {max} bindings"),
+        ),
+        AuthzError::Invalid { reason, .. } => (ErrorCode::INVALID_REQUEST, reason.to_string()),
+        other => (ErrorCode::UNKNOWN_SERVER_ERROR, other.to_string()),
+    }
+}
+
+fn result(code: ErrorCode, message: Option<String>) -> AclCreationResult {
+    AclCreationResult {
+        error_code: code.code(),
+        error_message: message.map(bs),
+        ..AclCreationResult::default()
+    }
+}
+
+/// CreateAcls: validates each creation, stores the valid ones.
+pub(crate) async fn create(ctx: &Ctx<'_>, req: CreateAclsRequest) -> CreateAclsResponse {
+    let mut results: Vec<AclCreationResult> = Vec::with_capacity(req.creations.len());
+    let mut valid: Vec<(usize, AclBinding)> = Vec::new();
+    let mut invalid = 0usize;
+    for (i, c) in req.creations.iter().enumerate() {
+        match binding(c) {
+            Ok(b) => {
+                results.push(result(ErrorCode::NONE, None));
+                valid.push((i, b));
+            }
+            Err(reason) => {
+                invalid += 1;
+                results.push(result(ErrorCode::INVALID_REQUEST, Some(reason)));
+            }
+        }
+    }
+    let store = ctx.broker.acls.store();
+    let mut added = 0usize;
+    if !valid.is_empty() {
+        let all: Vec<AclBinding> = valid.iter().map(|(_, b)| b.clone()).collect();
+        match store.add(all).await {
+            Ok(()) => added = valid.len(),
+            Err(AuthzError::Full { .. }) => {
+                // Some fit: add one at a time so each creation gets its own answer.
+                for (i, b) in valid {
+                    match store.add(vec![b]).await {
+                        Ok(()) => added += 1,
+                        Err(e) => {
+                            let (code, msg) = store_error(&e);
+                            results[i] = result(code, Some(msg));
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, creations = valid.len(), "CreateAcls: the ACL store failed");
+                let (code, msg) = store_error(&e);
+                for (i, _) in valid {
+                    results[i] = result(code, Some(msg.clone()));
+                }
+            }
+        }
+    }
+    if added > 0 {
+        reload(ctx, "CreateAcls").await;
+        info!(
+            user = %ctx.session.principal.name,
+            added,
+            refused = results.len() - added,
+            "ACL bindings created"
+        );
+    } else if invalid > 0 {
+        tracing::debug!(invalid, "CreateAcls: every creation refused");
+    }
+    CreateAclsResponse {
+        results,
+        ..CreateAclsResponse::default()
+    }
+}
+
+fn matching(b: AclBinding) -> DeleteAclsMatchingAcl {
+    DeleteAclsMatchingAcl {
+        error_code: 0,
+        error_message: None,
+        resource_type: b.resource_type.code(),
+        resource_name: bs(b.name),
+        pattern_type: b.pattern.code(),
+        principal: bs(b.principal),
+        host: bs(b.host),
+        operation: b.operation.code(),
+        permission_type: b.permission.code(),
+        ..DeleteAclsMatchingAcl::default()
+    }
+}
+
+fn filter_result(code: ErrorCode, message: String) -> DeleteAclsFilterResult {
+    DeleteAclsFilterResult {
+        error_code: code.code(),
+        error_message: Some(bs(message)),
+        ..DeleteAclsFilterResult::default()
+    }
+}
+
+fn delete_filter(f: &DeleteAclsFilter) -> Result<AclBindingFilter, String> {
+    filter(WireFilter {
+        resource_type: f.resource_type_filter,
+        name: f.resource_name_filter.as_deref(),
+        pattern: f.pattern_type_filter,
+        principal: f.principal_filter.as_deref(),
+        host: f.host_filter.as_deref(),
+        operation: f.operation,
+        permission: f.permission_type,
+    })
+}
+
+/// DeleteAcls: removes what each filter selects, answering per filter.
+pub(crate) async fn delete(ctx: &Ctx<'_>, req: DeleteAclsRequest) -> DeleteAclsResponse {
+    let store = ctx.broker.acls.store();
+    let mut filter_results = Vec::with_capacity(req.filters.len());
+    let mut deleted = 0usize;
+    for f in &req.filters {
+        let parsed = match delete_filter(f) {
+            Ok(p) => p,
+            Err(reason) => {
+                filter_results.push(filter_result(ErrorCode::INVALID_REQUEST, reason));
+                continue;
+            }
+        };
+        match store.delete(&parsed).await {
+            Ok(removed) => {
+                deleted += removed.len();
+                filter_results.push(DeleteAclsFilterResult {
+                    matching_acls: removed.into_iter().map(matching).collect(),
+                    ..DeleteAclsFilterResult::default()
+                });
+            }
+            Err(e) => {
+                warn!(error = %e, "DeleteAcls: the ACL store failed");
+                let (code, msg) = store_error(&e);
+                filter_results.push(filter_result(code, msg));
+            }
+        }
+    }
+    if deleted > 0 {
+        reload(ctx, "DeleteAcls").await;
+        info!(user = %ctx.session.principal.name, deleted, "ACL bindings deleted");
+    }
+    DeleteAclsResponse {
+        filter_results,
+        ..DeleteAclsResponse::default()
+    }
+}
+
+fn describe_error(code: ErrorCode, message: String) -> DescribeAclsResponse {
+    DescribeAclsResponse {
+        error_code: code.code(),
+        error_message: Some(bs(message)),
+        ..DescribeAclsResponse::default()
+    }
+}
+
+/// DescribeAcls: the stored bindings the filter selects and every source's derived ones.
+pub(crate) async fn describe(ctx: &Ctx<'_>, req: DescribeAclsRequest) -> DescribeAclsResponse {
+    let parsed = match filter(WireFilter {
+        resource_type: req.resource_type_filter,
+        name: req.resource_name_filter.as_deref(),
+        pattern: req.pattern_type_filter,
+        principal: req.principal_filter.as_deref(),
+        host: req.host_filter.as_deref(),
+        operation: req.operation,
+        permission: req.permission_type,
+    }) {
+        Ok(p) => p,
+        Err(reason) => return describe_error(ErrorCode::INVALID_REQUEST, reason),
+    };
+    let mut bindings = match ctx.broker.acls.store().list(&parsed).await {
+        Ok(b) => b,
+        Err(e) => {
+            warn!(error = %e, "DescribeAcls: the ACL store failed");
+            let (code, msg) = store_error(&e);
+            return describe_error(code, msg);
+        }
+    };
+    for source in &ctx.broker.authorizers {
+        if bindings.len() > MAX_DESCRIBED_BINDINGS {
+            break;
+        }
+        match source.derived_bindings(&parsed).await {
+            Ok(derived) => bindings.extend(
+                derived
+                    .into_iter()
+                    // Only what the source marks as derived, whatever it returns.
+                    .map(|mut b| {
+                        READ_ONLY_HOST.clone_into(&mut b.host);
+                        b
+                    }),
+            ),
+            Err(e) => {
+                warn!(source = source.name(), error = %e, "DescribeAcls: a permission source cannot list its bindings");
+                return describe_error(
+                    ErrorCode::UNKNOWN_SERVER_ERROR,
+                    format!("the {} permission source cannot answer now", source.name()),
+                );
+            }
+        }
+    }
+    if bindings.len() > MAX_DESCRIBED_BINDINGS {
+        return describe_error(
+            ErrorCode::POLICY_VIOLATION,
+            format!("more than {MAX_DESCRIBED_BINDINGS} bindings match; narrow the filter"),
+        );
+    }
+    DescribeAclsResponse {
+        resources: group(bindings),
+        ..DescribeAclsResponse::default()
+    }
+}
+
+/// Groups bindings by resource pattern (type, name, pattern type), in a stable order.
+fn group(bindings: Vec<AclBinding>) -> Vec<DescribeAclsResource> {
+    let mut by_resource: BTreeMap<(i8, String, i8), Vec<AclDescription>> = BTreeMap::new();
+    for b in bindings {
+        by_resource
+            .entry((b.resource_type.code(), b.name, b.pattern.code()))
+            .or_default()
+            .push(AclDescription {
+                principal: bs(b.principal),
+                host: bs(b.host),
+                operation: b.operation.code(),
+                permission_type: b.permission.code(),
+                ..AclDescription::default()
+            });
+    }
+    by_resource
+        .into_iter()
+        .map(
+            |((resource_type, name, pattern_type), acls)| DescribeAclsResource {
+                resource_type,
+                resource_name: bs(name),
+                pattern_type,
+                acls,
+                ..DescribeAclsResource::default()
+            },
+        )
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "acls_tests.rs"]
+mod tests;
