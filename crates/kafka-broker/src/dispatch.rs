@@ -54,6 +54,12 @@ pub(crate) enum Step<'a> {
 #[cfg(test)]
 pub(crate) async fn handle(broker: &Broker, peer: std::net::SocketAddr, frame: Bytes) -> Outcome {
     let session = Session::new(0, crate::session::Listener::plaintext(), peer);
+    handle_as(broker, session, frame).await
+}
+
+/// [`handle`] on a given session (a principal, a listener).
+#[cfg(test)]
+pub(crate) async fn handle_as(broker: &Broker, session: Session, frame: Bytes) -> Outcome {
     let limits = DecodeLimits {
         max_entries: broker.config.limits.max_decode_entries,
         ..DecodeLimits::default()

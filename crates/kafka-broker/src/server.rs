@@ -29,6 +29,7 @@ use crate::connection;
 use crate::error::BrokerError;
 use crate::metrics::{Metrics, MetricsLayer, ReasonLabel, http};
 use crate::pipeline::authentication::Authentication;
+use crate::pipeline::authorization::Authorization;
 use crate::pipeline::client_info::ClientInfo;
 use crate::pipeline::quotas::QuotaLayer;
 use crate::pipeline::{Layer, Pipeline};
@@ -66,6 +67,20 @@ impl std::fmt::Debug for Stores {
             .field("log", &self.log.name())
             .finish()
     }
+}
+
+/// Whether requests are authorized: as configured, or (unset) when some listener
+/// authenticates its clients: SASL, or SSL requiring client certificates.
+pub fn authorization_enabled(config: &BrokerConfig, listeners: &[BoundListener]) -> bool {
+    config.authorization.enabled.unwrap_or_else(|| {
+        listeners.iter().any(|l| {
+            l.listener.protocol.uses_sasl()
+                || (l.listener.protocol == crate::session::SecurityProtocol::Ssl
+                    && l.tls
+                        .as_ref()
+                        .is_some_and(TlsAcceptor::requires_client_certificates))
+        })
+    })
 }
 
 /// One listening socket and what it expects: the name, protocol and advertised address
@@ -241,12 +256,6 @@ impl Server {
         }
         let quotas = Arc::new(Quotas::new(self.config.quotas.clone(), self.quota_store)?);
         pipeline.push(Arc::new(QuotaLayer::new(quotas.clone())));
-        for layer in self.layers {
-            pipeline.push(layer);
-        }
-        debug!(layers = ?pipeline.names(), "request pipeline");
-        let drain = self.config.timeouts.shutdown_drain;
-        let max_connections = self.config.limits.max_connections;
         let acls = Arc::new(AclAuthorizer::new(
             self.acl_store,
             self.config.authorization.allow_everyone_if_no_acl_found,
@@ -254,6 +263,22 @@ impl Server {
         acls.reload()
             .await
             .map_err(|e| BrokerError::Config(format!("cannot read the ACL bindings: {e}")))?;
+        if authorization_enabled(&self.config, &listeners) {
+            pipeline.push(Arc::new(Authorization::new(
+                acls.clone(),
+                self.authorizers.clone(),
+                self.config.sasl.super_users.clone(),
+                self.stores.log.clone(),
+                self.config.auto_create_topics,
+                self.config.limits.max_entries_per_request,
+            )));
+        }
+        for layer in self.layers {
+            pipeline.push(layer);
+        }
+        debug!(layers = ?pipeline.names(), "request pipeline");
+        let drain = self.config.timeouts.shutdown_drain;
+        let max_connections = self.config.limits.max_connections;
         let mut broker = Broker::with_quotas(self.config, self.stores, pipeline, quotas);
         broker.authentication = authentication;
         broker.acls = acls;

@@ -5,16 +5,17 @@
 //! resource (or "each one the answer would list", for listings that hide what the
 //! principal may not see), the operation, the error code a refused entry gets, and
 //! whether a refused entry is refused or silently left out. The authorization layer of
-//! the pipeline evaluates them; nothing does yet.
+//! the pipeline ([`crate::pipeline::authorization`]) evaluates them.
 
 use super::{CLUSTER_NAME, Operation, ResourceType};
 use kafka_protocol::{ApiKey, ErrorCode, RequestBody, Uuid};
 
-/// What a check is about.
+/// What a check is about; names borrow from the request, so building the checks of a
+/// request copies no string.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub enum Target<'a> {
     /// The named resource of the type (`kafka-cluster` for the cluster).
-    Named(ResourceType, String),
+    Named(ResourceType, &'a str),
     /// A topic the request names only by id; the layer resolves the name first (an
     /// unknown id is answered UNKNOWN_TOPIC_ID whatever the ACLs say).
     TopicId(Uuid),
@@ -23,9 +24,9 @@ pub enum Target {
     EachListed(ResourceType),
 }
 
-impl Target {
-    fn cluster() -> Target {
-        Target::Named(ResourceType::Cluster, CLUSTER_NAME.to_owned())
+impl Target<'_> {
+    fn cluster() -> Target<'static> {
+        Target::Named(ResourceType::Cluster, CLUSTER_NAME)
     }
 }
 
@@ -64,9 +65,9 @@ pub enum When {
 
 /// One authorization check a request needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
+pub struct Check<'a> {
     /// What it is about.
-    pub target: Target,
+    pub target: Target<'a>,
     /// The operation needed.
     pub operation: Operation,
     /// Another way to pass.
@@ -82,8 +83,8 @@ pub struct Check {
     pub request_wide: bool,
 }
 
-impl Check {
-    fn new(target: Target, operation: Operation, error: ErrorCode) -> Check {
+impl<'a> Check<'a> {
+    fn new(target: Target<'a>, operation: Operation, error: ErrorCode) -> Check<'a> {
         Check {
             target,
             operation,
@@ -95,16 +96,16 @@ impl Check {
         }
     }
 
-    fn topic(name: &str, operation: Operation) -> Check {
+    fn topic(name: &'a str, operation: Operation) -> Check<'a> {
         Check::new(
-            Target::Named(ResourceType::Topic, name.to_owned()),
+            Target::Named(ResourceType::Topic, name),
             operation,
             ErrorCode::TOPIC_AUTHORIZATION_FAILED,
         )
     }
 
     /// A topic named by name, or by id when the name is empty (newer versions).
-    fn topic_or_id(name: &str, id: Uuid, operation: Operation) -> Check {
+    fn topic_or_id(name: &'a str, id: Uuid, operation: Operation) -> Check<'a> {
         if name.is_empty() && id != Uuid::ZERO {
             Check::new(
                 Target::TopicId(id),
@@ -116,24 +117,24 @@ impl Check {
         }
     }
 
-    fn group(name: &str, operation: Operation) -> Check {
+    fn group(name: &'a str, operation: Operation) -> Check<'a> {
         Check::new(
-            Target::Named(ResourceType::Group, name.to_owned()),
+            Target::Named(ResourceType::Group, name),
             operation,
             ErrorCode::GROUP_AUTHORIZATION_FAILED,
         )
     }
 
-    fn transactional_id(name: &str, operation: Operation) -> Check {
+    fn transactional_id(name: &'a str, operation: Operation) -> Check<'a> {
         Check::new(
-            Target::Named(ResourceType::TransactionalId, name.to_owned()),
+            Target::Named(ResourceType::TransactionalId, name),
             operation,
             ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         )
         .whole()
     }
 
-    fn cluster(operation: Operation) -> Check {
+    fn cluster(operation: Operation) -> Check<'a> {
         Check::new(
             Target::cluster(),
             operation,
@@ -142,35 +143,35 @@ impl Check {
         .whole()
     }
 
-    fn hidden(resource_type: ResourceType, operation: Operation, error: ErrorCode) -> Check {
+    fn hidden(resource_type: ResourceType, operation: Operation, error: ErrorCode) -> Check<'a> {
         Check {
             on_deny: OnDeny::Hide,
             ..Check::new(Target::EachListed(resource_type), operation, error)
         }
     }
 
-    fn whole(mut self) -> Check {
+    fn whole(mut self) -> Check<'a> {
         self.request_wide = true;
         self
     }
 
-    fn or(mut self, alternative: Alternative) -> Check {
+    fn or(mut self, alternative: Alternative) -> Check<'a> {
         self.alternative = alternative;
         self
     }
 
-    fn creating(mut self) -> Check {
+    fn creating(mut self) -> Check<'a> {
         self.when = When::Creating;
         self
     }
 }
 
 /// Config resource types of DescribeConfigs / AlterConfigs (Kafka's `ConfigResource`).
-const CONFIG_TOPIC: i8 = 2;
+pub const CONFIG_TOPIC: i8 = 2;
 
 /// The check for a config resource: topics by name, everything else (brokers, broker
 /// loggers) is the cluster.
-fn config_check(resource_type: i8, name: &str, operation: Operation) -> Check {
+fn config_check(resource_type: i8, name: &str, operation: Operation) -> Check<'_> {
     if resource_type == CONFIG_TOPIC {
         Check::topic(name, operation)
     } else {
@@ -186,8 +187,8 @@ fn config_check(resource_type: i8, name: &str, operation: Operation) -> Check {
 /// on the group, and DESCRIBE on each named topic, or on each listed topic (hidden) when
 /// the request asks for all of the group's topics.
 fn offset_fetch_group<'a>(
-    v: &mut Vec<Check>,
-    group: &str,
+    v: &mut Vec<Check<'a>>,
+    group: &'a str,
     topics: Option<impl Iterator<Item = &'a str>>,
     request_wide: bool,
 ) {
@@ -205,15 +206,56 @@ fn offset_fetch_group<'a>(
 }
 
 /// FindCoordinator key types.
-const KEY_TYPE_TRANSACTION: i8 = 1;
+pub const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// Every API that needs no authorization: the ones a client must be able to call before
-/// it has a principal.
+/// it has a principal, and DescribeCluster (Kafka answers it to everyone; only its
+/// authorized-operations field depends on DESCRIBE on the cluster).
 pub const UNCHECKED: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
+    ApiKey::DescribeCluster,
 ];
+
+/// The operations KIP-430's authorized-operations bitfields cover for a resource type
+/// (Kafka's `AclEntry.supportedOperations`): the bitfield has bit `code` set for each of
+/// these the principal may perform.
+pub fn supported_operations(resource_type: ResourceType) -> &'static [Operation] {
+    use Operation as Op;
+    match resource_type {
+        ResourceType::Topic => &[
+            Op::Read,
+            Op::Write,
+            Op::Create,
+            Op::Describe,
+            Op::Delete,
+            Op::Alter,
+            Op::DescribeConfigs,
+            Op::AlterConfigs,
+        ],
+        ResourceType::Group => &[Op::Read, Op::Describe, Op::Delete],
+        ResourceType::Cluster => &[
+            Op::Create,
+            Op::ClusterAction,
+            Op::DescribeConfigs,
+            Op::AlterConfigs,
+            Op::IdempotentWrite,
+            Op::Alter,
+            Op::Describe,
+        ],
+        ResourceType::TransactionalId => &[Op::Describe, Op::Write],
+        ResourceType::DelegationToken => &[Op::Describe],
+        _ => &[],
+    }
+}
+
+/// The KIP-430 bitfield of `operations` (bit `code` set for each).
+pub fn operations_bitfield(operations: impl IntoIterator<Item = Operation>) -> i32 {
+    operations
+        .into_iter()
+        .fold(0i32, |bits, op| bits | (1i32 << op.code()))
+}
 
 /// The checks a request needs; `None` for an API this table does not know (the caller
 /// must refuse it rather than let it through), an empty list for the APIs in
@@ -222,12 +264,13 @@ pub const UNCHECKED: &[ApiKey] = &[
 /// Checks come in request order: request-wide ones (transactional id, group) first, then
 /// one per entry in the order the request lists them. For OffsetFetch with several
 /// groups, each group's check is followed by the checks of that group's topics.
-pub fn required(body: &RequestBody) -> Option<Vec<Check>> {
+pub fn required(body: &RequestBody) -> Option<Vec<Check<'_>>> {
     use Operation as Op;
     let checks = match body {
         RequestBody::ApiVersions(_)
         | RequestBody::SaslHandshake(_)
-        | RequestBody::SaslAuthenticate(_) => Vec::new(),
+        | RequestBody::SaslAuthenticate(_)
+        | RequestBody::DescribeCluster(_) => Vec::new(),
         RequestBody::Produce(r) => {
             let mut v = Vec::with_capacity(r.topic_data.len() + 1);
             if let Some(t) = &r.transactional_id {
@@ -283,7 +326,7 @@ pub fn required(body: &RequestBody) -> Option<Vec<Check>> {
             .map(|t| Check::topic(&t.name, Op::Create).or(Alternative::Cluster))
             .collect(),
         RequestBody::DeleteTopics(r) => {
-            let mut v: Vec<Check> = r
+            let mut v: Vec<Check<'_>> = r
                 .topic_names
                 .iter()
                 .map(|n| Check::topic(n, Op::Delete))
@@ -325,7 +368,6 @@ pub fn required(body: &RequestBody) -> Option<Vec<Check>> {
             .iter()
             .map(|c| config_check(c.resource_type, &c.resource_name, Op::AlterConfigs))
             .collect(),
-        RequestBody::DescribeCluster(_) => vec![Check::cluster(Op::Describe)],
         RequestBody::FindCoordinator(r) => {
             let keys: Vec<&str> = if r.coordinator_keys.is_empty() {
                 vec![&r.key]
@@ -336,7 +378,7 @@ pub fn required(body: &RequestBody) -> Option<Vec<Check>> {
                 .map(|k| {
                     if r.key_type == KEY_TYPE_TRANSACTION {
                         Check::new(
-                            Target::Named(ResourceType::TransactionalId, k.to_owned()),
+                            Target::Named(ResourceType::TransactionalId, k),
                             Op::Describe,
                             ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                         )

@@ -24,7 +24,7 @@ fn every_advertised_api_has_an_authorization_rule() {
     }
 }
 
-fn topic_target(c: &Check) -> Option<&str> {
+fn topic_target<'a>(c: &'a Check<'a>) -> Option<&'a str> {
     match &c.target {
         Target::Named(ResourceType::Topic, n) => Some(n),
         _ => None,
@@ -43,7 +43,8 @@ fn table_entries_follow_kafka() {
         }],
         ..Default::default()
     };
-    let c = required(&RequestBody::Produce(p)).unwrap_or_default();
+    let body = RequestBody::Produce(p);
+    let c = required(&body).unwrap_or_default();
     assert_eq!(c.len(), 2);
     assert_eq!(c[0].error, ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
     assert_eq!(c[1].operation, Operation::Write);
@@ -55,7 +56,8 @@ fn table_entries_follow_kafka() {
         topics: None,
         ..Default::default()
     };
-    let c = required(&RequestBody::Metadata(all)).unwrap_or_default();
+    let body = RequestBody::Metadata(all);
+    let c = required(&body).unwrap_or_default();
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].on_deny, OnDeny::Hide);
     assert_eq!(c[0].target, Target::EachListed(ResourceType::Topic));
@@ -67,7 +69,8 @@ fn table_entries_follow_kafka() {
         allow_auto_topic_creation: true,
         ..Default::default()
     };
-    let c = required(&RequestBody::Metadata(named)).unwrap_or_default();
+    let body = RequestBody::Metadata(named);
+    let c = required(&body).unwrap_or_default();
     assert_eq!(c[0].operation, Operation::Describe);
     assert_eq!(c[0].on_deny, OnDeny::Refuse);
     assert_eq!(c[1].operation, Operation::Create);
@@ -83,11 +86,9 @@ fn table_entries_follow_kafka() {
         }],
         ..Default::default()
     };
-    let c = required(&RequestBody::OffsetCommit(oc)).unwrap_or_default();
-    assert_eq!(
-        c[0].target,
-        Target::Named(ResourceType::Group, "g".to_owned())
-    );
+    let body = RequestBody::OffsetCommit(oc);
+    let c = required(&body).unwrap_or_default();
+    assert_eq!(c[0].target, Target::Named(ResourceType::Group, "g"));
     assert_eq!(c[0].operation, Operation::Read);
     assert!(c[0].request_wide);
     assert_eq!(c[0].error, ErrorCode::GROUP_AUTHORIZATION_FAILED);
@@ -112,22 +113,18 @@ fn table_entries_follow_kafka() {
         ],
         ..Default::default()
     };
-    let c = required(&RequestBody::OffsetFetch(of)).unwrap_or_default();
+    let body = RequestBody::OffsetFetch(of);
+    let c = required(&body).unwrap_or_default();
     assert_eq!(c.len(), 4);
-    assert_eq!(
-        c[0].target,
-        Target::Named(ResourceType::Group, "g1".to_owned())
-    );
+    assert_eq!(c[0].target, Target::Named(ResourceType::Group, "g1"));
     assert!(!c[0].request_wide);
     assert_eq!(c[1].on_deny, OnDeny::Hide);
-    assert_eq!(
-        c[2].target,
-        Target::Named(ResourceType::Group, "g2".to_owned())
-    );
+    assert_eq!(c[2].target, Target::Named(ResourceType::Group, "g2"));
     assert_eq!(topic_target(&c[3]), Some("t"));
 
     // ListGroups hides groups unless DESCRIBE on the cluster.
-    let c = required(&RequestBody::ListGroups(Default::default())).unwrap_or_default();
+    let body = RequestBody::ListGroups(Default::default());
+    let c = required(&body).unwrap_or_default();
     assert_eq!(c[0].on_deny, OnDeny::Hide);
     assert_eq!(c[0].alternative, Alternative::Cluster);
 
@@ -136,7 +133,8 @@ fn table_entries_follow_kafka() {
         transactional_id: None,
         ..Default::default()
     };
-    let c = required(&RequestBody::InitProducerId(ipi)).unwrap_or_default();
+    let body = RequestBody::InitProducerId(ipi);
+    let c = required(&body).unwrap_or_default();
     assert_eq!(c[0].operation, Operation::IdempotentWrite);
     assert_eq!(c[0].error, ErrorCode::CLUSTER_AUTHORIZATION_FAILED);
     assert_eq!(
@@ -154,14 +152,15 @@ fn table_entries_follow_kafka() {
                 ..Default::default()
             });
     }
-    let c = required(&RequestBody::DescribeConfigs(dc)).unwrap_or_default();
+    let body = RequestBody::DescribeConfigs(dc);
+    let c = required(&body).unwrap_or_default();
     assert_eq!(topic_target(&c[0]), Some("t"));
     assert_eq!(c[0].operation, Operation::DescribeConfigs);
     assert_eq!(c[1].error, ErrorCode::CLUSTER_AUTHORIZATION_FAILED);
 
     // SCRAM credential management is a cluster matter.
-    let c =
-        required(&RequestBody::AlterUserScramCredentials(Default::default())).unwrap_or_default();
+    let body = RequestBody::AlterUserScramCredentials(Default::default());
+    let c = required(&body).unwrap_or_default();
     assert_eq!(c[0].operation, Operation::Alter);
     assert_eq!(c[0].error, ErrorCode::CLUSTER_AUTHORIZATION_FAILED);
 }

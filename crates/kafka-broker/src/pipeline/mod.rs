@@ -15,11 +15,13 @@
 //! [`Notes`].
 //!
 //! The layers the broker always runs: [`client_info`] (client id and software into the
-//! session), [`authentication`] (SASL, with an authenticator), the quota layer and, when
-//! metrics are on, [`crate::metrics`]'s layer. Embedders add their own with
+//! session), [`authentication`] (SASL, with an authenticator), the quota layer, the
+//! authorization layer (when authorization is on: [`authorization`]) and, when metrics
+//! are on, [`crate::metrics`]'s layer. Embedders add their own with
 //! [`crate::server::Server::layer`].
 
 pub mod authentication;
+pub(crate) mod authorization;
 pub mod client_info;
 pub(crate) mod quotas;
 

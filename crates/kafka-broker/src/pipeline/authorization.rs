@@ -1,0 +1,1446 @@
+//! The authorization layer: every request is checked against what its principal may do
+//! before its handler sees it.
+//!
+//! For each request the layer takes the checks [`api::required`] lists (an API the
+//! table does not know is never let through: the connection is closed) and decides each
+//! one with every source of decisions: the ACL snapshot ([`AclAuthorizer`]) and the
+//! other [`Authorizer`]s (the principal's Iggy permissions with the bridge). A check
+//! passes when all of them allow its operation on its resource; a check with an
+//! alternative (the cluster, or "any topic") also passes when every source allows the
+//! alternative. Super users skip all of this.
+//!
+//! What a refusal does depends on the check:
+//!
+//! - a request-wide check (a transactional id, the group of a group API, the cluster for
+//!   cluster APIs) answers the whole request without its handler, every entry of the
+//!   request mirrored with the error code, as Kafka does;
+//! - a per-entry check takes the refused entries out of the request before the handler
+//!   sees it (so nothing is written, deleted, created or revealed for them) and puts
+//!   their error entries back into the response on its way out; when nothing is left,
+//!   the layer answers alone. A Produce with `acks=0` has no answer to carry an error:
+//!   the connection is closed before anything is written, as Kafka closes it;
+//! - listings (Metadata for all topics, ListGroups, OffsetFetch for every topic of a
+//!   group) are filtered on the way out: what the principal may not describe is left
+//!   out as if it did not exist.
+//!
+//! Topics named by id are resolved through the log store first. An id the store does
+//! not know is left to the handler, which answers `UNKNOWN_TOPIC_ID` whatever the ACLs
+//! say; a refused id is answered with the id only, never the name.
+//!
+//! Metadata's auto-creation needs CREATE on the cluster or the topic. When a topic's
+//! CREATE is refused, the layer looks the topic up: an existing topic is described as
+//! usual, a missing one is refused with `TOPIC_AUTHORIZATION_FAILED` and taken out of
+//! the request, so the handler never creates it.
+//!
+//! KIP-430 authorized operations (Metadata, DescribeCluster, DescribeGroups) are filled
+//! on the way out with the bitfield of the operations every source allows.
+//!
+//! The common case costs little: when every check passes and nothing is listed or asked
+//! for, the request goes on untouched, and what the layer allocated is the list of checks
+//! (borrowing the request's names) and the principal's and peer's text.
+
+use crate::authz::api::{self, Alternative, Check, Target, When};
+use crate::authz::{
+    AclAuthorizer, Acls, Authorizer, CLUSTER_NAME, Caller, Operation, ResourceType,
+};
+use crate::handlers::caps;
+use crate::pipeline::{Layer, Request, RequestInfo, Verdict};
+use crate::session::Session;
+use crate::store::LogStore;
+use async_trait::async_trait;
+use bytes::Bytes;
+use bytestring::ByteString;
+use kafka_protocol::messages::*;
+use kafka_protocol::{ErrorCode, RequestBody, ResponseBody, Uuid};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// Warnings a client can trigger (a source failing to prepare, an unknown API) are
+/// logged at most once per this interval, with how many there were.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// The layer. Built by the server with what it needs, since layers do not see the
+/// broker.
+pub(crate) struct Authorization {
+    acls: Arc<AclAuthorizer>,
+    sources: Vec<Arc<dyn Authorizer>>,
+    super_users: Vec<String>,
+    log: Arc<dyn LogStore>,
+    auto_create_topics: bool,
+    max_entries: usize,
+    warnings: Mutex<Throttled>,
+    denials: Mutex<Throttled>,
+}
+
+impl fmt::Debug for Authorization {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Authorization")
+            .field("acls", &self.acls)
+            .field("sources", &self.sources)
+            .field("super_users", &self.super_users.len())
+            .finish()
+    }
+}
+
+/// A log line at most once per [`WARN_EVERY`], with the count of the ones left out.
+#[derive(Debug, Default)]
+struct Throttled {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl Throttled {
+    /// Whether to log now, and how many were left out since the last line.
+    fn due(&mut self) -> Option<u64> {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < WARN_EVERY)
+        {
+            self.suppressed = self.suppressed.saturating_add(1);
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.suppressed))
+    }
+}
+
+/// What the layer carries from a request to its response.
+#[derive(Debug, Default)]
+struct Note {
+    /// The error entries of refused entries, merged into the response (taken once).
+    errors: Mutex<Option<ResponseBody>>,
+    /// Filter the listing in the response.
+    hide: bool,
+    /// The KIP-430 bitfields to fill.
+    operations: Asked,
+}
+
+/// Which KIP-430 bitfields a request asks for.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Asked {
+    topics: bool,
+    cluster: bool,
+    groups: bool,
+}
+
+impl Asked {
+    fn any(self) -> bool {
+        self.topics || self.cluster || self.groups
+    }
+}
+
+impl Authorization {
+    /// A layer deciding with `acls` and `sources`, letting `super_users` (`User:admin`)
+    /// through, resolving topic ids and checking existence in `log`.
+    pub(crate) fn new(
+        acls: Arc<AclAuthorizer>,
+        sources: Vec<Arc<dyn Authorizer>>,
+        super_users: Vec<String>,
+        log: Arc<dyn LogStore>,
+        auto_create_topics: bool,
+        max_entries: usize,
+    ) -> Authorization {
+        Authorization {
+            acls,
+            sources,
+            super_users,
+            log,
+            auto_create_topics,
+            max_entries,
+            warnings: Mutex::default(),
+            denials: Mutex::default(),
+        }
+    }
+
+    fn warn(&self, what: &'static str, detail: &dyn fmt::Display) {
+        let due = match self.warnings.lock() {
+            Ok(mut t) => t.due(),
+            Err(p) => p.into_inner().due(),
+        };
+        if let Some(suppressed) = due {
+            warn!(suppressed, error = %detail, "{what}, closing connection");
+        }
+    }
+
+    fn denied(&self, session: &Session, api: &'static str) {
+        let due = match self.denials.lock() {
+            Ok(mut t) => t.due(),
+            Err(p) => p.into_inner().due(),
+        };
+        if let Some(suppressed) = due {
+            info!(
+                principal = %session.principal,
+                api,
+                suppressed,
+                "request refused by authorization (further refusals counted, not logged)"
+            );
+        }
+    }
+
+    fn decider<'a>(&'a self, principal: &'a str, host: &'a str) -> Decider<'a> {
+        Decider {
+            acls: self.acls.acls(),
+            sources: &self.sources,
+            caller: Caller { principal, host },
+        }
+    }
+}
+
+/// Decisions for one caller: the ACL snapshot of the request and the other sources.
+pub(crate) struct Decider<'a> {
+    acls: Arc<Acls>,
+    sources: &'a [Arc<dyn Authorizer>],
+    caller: Caller<'a>,
+}
+
+impl Decider<'_> {
+    /// Whether every source allows `operation` on the resource.
+    pub(crate) fn allows(
+        &self,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        self.acls.authorize(
+            self.caller.principal,
+            self.caller.host,
+            operation,
+            resource_type,
+            name,
+        ) && self
+            .sources
+            .iter()
+            .all(|s| s.authorize(&self.caller, operation, resource_type, name))
+    }
+
+    /// Whether every source allows `operation` on some resource of the type.
+    fn allows_any(&self, operation: Operation, resource_type: ResourceType) -> bool {
+        self.acls.authorize_any(
+            self.caller.principal,
+            self.caller.host,
+            operation,
+            resource_type,
+        ) && self
+            .sources
+            .iter()
+            .all(|s| s.authorize_any(&self.caller, operation, resource_type))
+    }
+
+    /// Whether `check` passes for the resource `name` of `resource_type`.
+    fn passes(&self, check: &Check<'_>, resource_type: ResourceType, name: &str) -> bool {
+        self.allows(check.operation, resource_type, name)
+            || match check.alternative {
+                Alternative::None => false,
+                Alternative::Cluster => {
+                    self.allows(check.operation, ResourceType::Cluster, CLUSTER_NAME)
+                }
+                Alternative::AnyOf(rt, op) => self.allows_any(op, rt),
+            }
+    }
+
+    /// The KIP-430 bitfield of what every source allows on the resource.
+    pub(crate) fn operations(&self, resource_type: ResourceType, name: &str) -> i32 {
+        api::operations_bitfield(
+            api::supported_operations(resource_type)
+                .iter()
+                .copied()
+                .filter(|op| self.allows(*op, resource_type, name)),
+        )
+    }
+
+    /// The cluster's bitfield: 0 without DESCRIBE on the cluster, as Kafka answers.
+    fn cluster_operations(&self) -> i32 {
+        if self.allows(Operation::Describe, ResourceType::Cluster, CLUSTER_NAME) {
+            self.operations(ResourceType::Cluster, CLUSTER_NAME)
+        } else {
+            0
+        }
+    }
+}
+
+/// The KIP-430 bitfields the request asks for.
+fn wants_operations(body: &RequestBody) -> Asked {
+    match body {
+        RequestBody::Metadata(r) => Asked {
+            topics: r.include_topic_authorized_operations,
+            cluster: r.include_cluster_authorized_operations,
+            groups: false,
+        },
+        RequestBody::DescribeCluster(r) => Asked {
+            cluster: r.include_cluster_authorized_operations,
+            ..Asked::default()
+        },
+        RequestBody::DescribeGroups(r) => Asked {
+            groups: r.include_authorized_operations,
+            ..Asked::default()
+        },
+        _ => Asked::default(),
+    }
+}
+
+/// The refused entries of a request, by resource.
+#[derive(Debug, Default)]
+pub(crate) struct Denied {
+    /// Every entry, with this code (a request-wide refusal).
+    all: Option<ErrorCode>,
+    topics: HashMap<String, ErrorCode>,
+    ids: HashMap<Uuid, ErrorCode>,
+    groups: HashMap<String, ErrorCode>,
+    transactional_ids: HashMap<String, ErrorCode>,
+    cluster: Option<ErrorCode>,
+}
+
+impl Denied {
+    fn everything(code: ErrorCode) -> Denied {
+        Denied {
+            all: Some(code),
+            ..Denied::default()
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.all.is_none()
+            && self.topics.is_empty()
+            && self.ids.is_empty()
+            && self.groups.is_empty()
+            && self.transactional_ids.is_empty()
+            && self.cluster.is_none()
+    }
+
+    fn add(&mut self, resource_type: ResourceType, name: &str, code: ErrorCode) {
+        let map = match resource_type {
+            ResourceType::Topic => &mut self.topics,
+            ResourceType::Group => &mut self.groups,
+            ResourceType::TransactionalId => &mut self.transactional_ids,
+            _ => {
+                self.cluster.get_or_insert(code);
+                return;
+            }
+        };
+        map.entry(name.to_owned()).or_insert(code);
+    }
+
+    fn code(&self, map: &HashMap<String, ErrorCode>, name: &str) -> Option<i16> {
+        self.all
+            .or_else(|| map.get(name).copied())
+            .map(ErrorCode::code)
+    }
+
+    fn topic(&self, name: &str) -> Option<i16> {
+        self.code(&self.topics, name)
+    }
+
+    /// A topic named by name, or by id when the name is empty.
+    fn topic_or_id(&self, name: &str, id: Uuid) -> Option<i16> {
+        if name.is_empty() && id != Uuid::ZERO {
+            self.all
+                .or_else(|| self.ids.get(&id).copied())
+                .map(ErrorCode::code)
+        } else {
+            self.topic(name)
+        }
+    }
+
+    fn group(&self, name: &str) -> Option<i16> {
+        self.code(&self.groups, name)
+    }
+
+    fn transactional_id(&self, name: &str) -> Option<i16> {
+        self.code(&self.transactional_ids, name)
+    }
+
+    fn cluster(&self) -> Option<i16> {
+        self.all.or(self.cluster).map(ErrorCode::code)
+    }
+
+    /// A config resource (DescribeConfigs, AlterConfigs): topics by name, the rest is
+    /// the cluster.
+    fn config(&self, resource_type: i8, name: &str) -> Option<i16> {
+        if resource_type == api::CONFIG_TOPIC {
+            self.topic(name)
+        } else {
+            self.cluster()
+        }
+    }
+}
+
+/// Moves the entries `refused` gives a code out of `v`, with their codes.
+fn take<T>(v: &mut Vec<T>, refused: impl Fn(&T) -> Option<i16>) -> Vec<(T, i16)> {
+    if v.iter().all(|t| refused(t).is_none()) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut keep = Vec::with_capacity(v.len());
+    for t in v.drain(..) {
+        match refused(&t) {
+            Some(code) => out.push((t, code)),
+            None => keep.push(t),
+        }
+    }
+    *v = keep;
+    out
+}
+
+/// The refused entries' answer: error entries to merge into the handler's response, or
+/// the whole answer when nothing is left for the handler.
+#[derive(Debug)]
+pub(crate) enum Taken {
+    /// Nothing was refused.
+    Nothing,
+    /// These error entries go into the handler's response.
+    Merge(ResponseBody),
+    /// The answer, without the handler.
+    Answer(ResponseBody),
+}
+
+fn taken<B: Into<ResponseBody>>(refused: bool, empty: bool, body: B) -> Taken {
+    if !refused {
+        Taken::Nothing
+    } else if empty {
+        Taken::Answer(body.into())
+    } else {
+        Taken::Merge(body.into())
+    }
+}
+
+/// Takes the entries `denied` refuses out of `body`. `None` for an API this layer cannot
+/// take entries from (the caller closes the connection rather than let it through).
+pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied) -> Option<Taken> {
+    Some(match body {
+        RequestBody::Produce(r) => {
+            let transactional = r.transactional_id.as_deref().and_then(|t| {
+                denied
+                    .all
+                    .or_else(|| denied.transactional_ids.get(t).copied())
+            });
+            if let Some(code) = transactional {
+                // Every entry of the request gets the transactional id's error.
+                return take_refused(body, version, &Denied::everything(code));
+            }
+            let out = take(&mut r.topic_data, |t| {
+                denied.topic_or_id(&t.name, t.topic_id)
+            });
+            let responses = out
+                .into_iter()
+                .map(|(t, code)| produce_response::TopicProduceResponse {
+                    name: t.name,
+                    topic_id: t.topic_id,
+                    partition_responses: t
+                        .partition_data
+                        .iter()
+                        .map(|p| produce_response::PartitionProduceResponse {
+                            index: p.index,
+                            error_code: code,
+                            base_offset: -1,
+                            log_append_time_ms: -1,
+                            log_start_offset: -1,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect::<Vec<_>>();
+            taken(
+                !responses.is_empty(),
+                r.topic_data.is_empty(),
+                produce_response::ProduceResponse {
+                    responses,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::Fetch(r) => {
+            let out = take(&mut r.topics, |t| denied.topic_or_id(&t.topic, t.topic_id));
+            let responses = out
+                .into_iter()
+                .map(|(t, code)| fetch_response::FetchableTopicResponse {
+                    topic: t.topic,
+                    topic_id: t.topic_id,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| fetch_response::PartitionData {
+                            partition_index: p.partition,
+                            error_code: code,
+                            high_watermark: -1,
+                            last_stable_offset: -1,
+                            log_start_offset: -1,
+                            records: Some(Bytes::new()),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect::<Vec<_>>();
+            taken(
+                !responses.is_empty(),
+                r.topics.is_empty(),
+                fetch_response::FetchResponse {
+                    responses,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::ListOffsets(r) => {
+            let out = take(&mut r.topics, |t| denied.topic(&t.name));
+            let topics = out
+                .into_iter()
+                .map(
+                    |(t, code)| list_offsets_response::ListOffsetsTopicResponse {
+                        name: t.name,
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|p| list_offsets_response::ListOffsetsPartitionResponse {
+                                partition_index: p.partition_index,
+                                error_code: code,
+                                timestamp: -1,
+                                offset: -1,
+                                leader_epoch: -1,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    },
+                )
+                .collect::<Vec<_>>();
+            taken(
+                !topics.is_empty(),
+                r.topics.is_empty(),
+                list_offsets_response::ListOffsetsResponse {
+                    topics,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::OffsetForLeaderEpoch(r) => {
+            let out = take(&mut r.topics, |t| denied.topic(&t.topic));
+            let topics = out
+                .into_iter()
+                .map(
+                    |(t, code)| offset_for_leader_epoch_response::OffsetForLeaderTopicResult {
+                        topic: t.topic,
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|p| offset_for_leader_epoch_response::EpochEndOffset {
+                                error_code: code,
+                                partition: p.partition,
+                                leader_epoch: -1,
+                                end_offset: -1,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    },
+                )
+                .collect::<Vec<_>>();
+            taken(
+                !topics.is_empty(),
+                r.topics.is_empty(),
+                offset_for_leader_epoch_response::OffsetForLeaderEpochResponse {
+                    topics,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::Metadata(r) => {
+            let Some(list) = r.topics.as_mut() else {
+                return Some(Taken::Nothing);
+            };
+            let out = take(list, |t| {
+                denied.topic_or_id(t.name.as_deref().unwrap_or(""), t.topic_id)
+            });
+            let topics = out
+                .into_iter()
+                .map(|(t, code)| metadata_response::MetadataResponseTopic {
+                    error_code: code,
+                    name: t.name,
+                    topic_id: t.topic_id,
+                    ..Default::default()
+                })
+                .collect::<Vec<_>>();
+            // An empty list means "every topic" at v0: answer alone there. Later
+            // versions go on to the handler with the list emptied (brokers, cluster id).
+            taken(
+                !topics.is_empty(),
+                list.is_empty() && version == 0,
+                metadata_response::MetadataResponse {
+                    topics,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::CreateTopics(r) => {
+            let out = take(&mut r.topics, |t| denied.topic(&t.name));
+            let topics = out
+                .into_iter()
+                .map(|(t, code)| create_topics_response::CreatableTopicResult {
+                    name: t.name,
+                    error_code: code,
+                    num_partitions: -1,
+                    replication_factor: -1,
+                    ..Default::default()
+                })
+                .collect::<Vec<_>>();
+            taken(
+                !topics.is_empty(),
+                r.topics.is_empty(),
+                create_topics_response::CreateTopicsResponse {
+                    topics,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::DeleteTopics(r) => {
+            let names = take(&mut r.topic_names, |n| denied.topic(n));
+            let ids = take(&mut r.topics, |t| {
+                denied.topic_or_id(t.name.as_deref().unwrap_or(""), t.topic_id)
+            });
+            let mut responses: Vec<_> = names
+                .into_iter()
+                .map(|(n, code)| delete_topics_response::DeletableTopicResult {
+                    name: Some(n),
+                    error_code: code,
+                    ..Default::default()
+                })
+                .collect();
+            // A topic refused by id is answered with its id alone, never its name.
+            responses.extend(ids.into_iter().map(|(t, code)| {
+                delete_topics_response::DeletableTopicResult {
+                    name: t.name,
+                    topic_id: t.topic_id,
+                    error_code: code,
+                    ..Default::default()
+                }
+            }));
+            taken(
+                !responses.is_empty(),
+                r.topic_names.is_empty() && r.topics.is_empty(),
+                delete_topics_response::DeleteTopicsResponse {
+                    responses,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::DeleteRecords(r) => {
+            let out = take(&mut r.topics, |t| denied.topic(&t.name));
+            let topics = out
+                .into_iter()
+                .map(
+                    |(t, code)| delete_records_response::DeleteRecordsTopicResult {
+                        name: t.name,
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|p| delete_records_response::DeleteRecordsPartitionResult {
+                                partition_index: p.partition_index,
+                                low_watermark: -1,
+                                error_code: code,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    },
+                )
+                .collect::<Vec<_>>();
+            taken(
+                !topics.is_empty(),
+                r.topics.is_empty(),
+                delete_records_response::DeleteRecordsResponse {
+                    topics,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::CreatePartitions(r) => {
+            let out = take(&mut r.topics, |t| denied.topic(&t.name));
+            let results = out
+                .into_iter()
+                .map(
+                    |(t, code)| create_partitions_response::CreatePartitionsTopicResult {
+                        name: t.name,
+                        error_code: code,
+                        ..Default::default()
+                    },
+                )
+                .collect::<Vec<_>>();
+            taken(
+                !results.is_empty(),
+                r.topics.is_empty(),
+                create_partitions_response::CreatePartitionsResponse {
+                    results,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::DescribeConfigs(r) => {
+            let out = take(&mut r.resources, |c| {
+                denied.config(c.resource_type, &c.resource_name)
+            });
+            let results = out
+                .into_iter()
+                .map(
+                    |(c, code)| describe_configs_response::DescribeConfigsResult {
+                        error_code: code,
+                        resource_type: c.resource_type,
+                        resource_name: c.resource_name,
+                        ..Default::default()
+                    },
+                )
+                .collect::<Vec<_>>();
+            taken(
+                !results.is_empty(),
+                r.resources.is_empty(),
+                describe_configs_response::DescribeConfigsResponse {
+                    results,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::AlterConfigs(r) => {
+            let out = take(&mut r.resources, |c| {
+                denied.config(c.resource_type, &c.resource_name)
+            });
+            let responses = out
+                .into_iter()
+                .map(
+                    |(c, code)| alter_configs_response::AlterConfigsResourceResponse {
+                        error_code: code,
+                        resource_type: c.resource_type,
+                        resource_name: c.resource_name,
+                        ..Default::default()
+                    },
+                )
+                .collect::<Vec<_>>();
+            taken(
+                !responses.is_empty(),
+                r.resources.is_empty(),
+                alter_configs_response::AlterConfigsResponse {
+                    responses,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::IncrementalAlterConfigs(r) => {
+            let out = take(&mut r.resources, |c| {
+                denied.config(c.resource_type, &c.resource_name)
+            });
+            let responses = out
+                .into_iter()
+                .map(
+                    |(c, code)| incremental_alter_configs_response::AlterConfigsResourceResponse {
+                        error_code: code,
+                        resource_type: c.resource_type,
+                        resource_name: c.resource_name,
+                        ..Default::default()
+                    },
+                )
+                .collect::<Vec<_>>();
+            taken(
+                !responses.is_empty(),
+                r.resources.is_empty(),
+                incremental_alter_configs_response::IncrementalAlterConfigsResponse {
+                    responses,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::FindCoordinator(r) => {
+            let transaction = r.key_type == api::KEY_TYPE_TRANSACTION;
+            let refused = |k: &str| {
+                if transaction {
+                    denied.transactional_id(k)
+                } else {
+                    denied.group(k)
+                }
+            };
+            if r.coordinator_keys.is_empty() {
+                // One key (before v4): the answer's top-level error.
+                return Some(match refused(&r.key) {
+                    None => Taken::Nothing,
+                    Some(code) => Taken::Answer(
+                        find_coordinator_response::FindCoordinatorResponse {
+                            error_code: code,
+                            node_id: -1,
+                            port: -1,
+                            ..Default::default()
+                        }
+                        .into(),
+                    ),
+                });
+            }
+            let out = take(&mut r.coordinator_keys, |k| refused(k));
+            let coordinators = out
+                .into_iter()
+                .map(|(key, code)| find_coordinator_response::Coordinator {
+                    key,
+                    node_id: -1,
+                    port: -1,
+                    error_code: code,
+                    ..Default::default()
+                })
+                .collect::<Vec<_>>();
+            taken(
+                !coordinators.is_empty(),
+                r.coordinator_keys.is_empty(),
+                find_coordinator_response::FindCoordinatorResponse {
+                    coordinators,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::JoinGroup(r) => match denied.group(&r.group_id) {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                join_group_response::JoinGroupResponse {
+                    error_code: code,
+                    generation_id: -1,
+                    // Nullable from v7; an empty string before.
+                    protocol_name: (version < 7).then(ByteString::new),
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        RequestBody::SyncGroup(r) => match denied.group(&r.group_id) {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                sync_group_response::SyncGroupResponse {
+                    error_code: code,
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        RequestBody::Heartbeat(r) => match denied.group(&r.group_id) {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                heartbeat_response::HeartbeatResponse {
+                    error_code: code,
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        RequestBody::LeaveGroup(r) => match denied.group(&r.group_id) {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                leave_group_response::LeaveGroupResponse {
+                    error_code: code,
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        RequestBody::OffsetCommit(r) => {
+            let group = denied.group(&r.group_id);
+            let out = take(&mut r.topics, |t| group.or_else(|| denied.topic(&t.name)));
+            let topics = out
+                .into_iter()
+                .map(
+                    |(t, code)| offset_commit_response::OffsetCommitResponseTopic {
+                        name: t.name,
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|p| offset_commit_response::OffsetCommitResponsePartition {
+                                partition_index: p.partition_index,
+                                error_code: code,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    },
+                )
+                .collect::<Vec<_>>();
+            taken(
+                !topics.is_empty() || group.is_some(),
+                r.topics.is_empty(),
+                offset_commit_response::OffsetCommitResponse {
+                    topics,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::OffsetFetch(r) if r.groups.is_empty() => {
+            let group = denied
+                .all
+                .or_else(|| denied.groups.get(&*r.group_id).copied());
+            if let Some(code) = group {
+                if version >= 2 {
+                    return Some(Taken::Answer(
+                        offset_fetch_response::OffsetFetchResponse {
+                            error_code: code.code(),
+                            ..Default::default()
+                        }
+                        .into(),
+                    ));
+                }
+                // v0-1 carry errors per partition only.
+                let all = Denied::everything(code);
+                if let Some(ts) = r.topics.as_mut() {
+                    let topics = offset_fetch_v0_errors(take(ts, |t| all.topic(&t.name)));
+                    return Some(Taken::Answer(
+                        offset_fetch_response::OffsetFetchResponse {
+                            topics,
+                            ..Default::default()
+                        }
+                        .into(),
+                    ));
+                }
+            }
+            let Some(ts) = r.topics.as_mut() else {
+                return Some(Taken::Nothing);
+            };
+            let topics = offset_fetch_v0_errors(take(ts, |t| denied.topic(&t.name)));
+            taken(
+                !topics.is_empty(),
+                ts.is_empty(),
+                offset_fetch_response::OffsetFetchResponse {
+                    topics,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::OffsetFetch(r) => {
+            let out = take(&mut r.groups, |g| denied.group(&g.group_id));
+            let mut groups: Vec<_> = out
+                .into_iter()
+                .map(
+                    |(g, code)| offset_fetch_response::OffsetFetchResponseGroup {
+                        group_id: g.group_id,
+                        error_code: code,
+                        ..Default::default()
+                    },
+                )
+                .collect();
+            for g in &mut r.groups {
+                let Some(ts) = g.topics.as_mut() else {
+                    continue;
+                };
+                let topics: Vec<_> = take(ts, |t| denied.topic(&t.name))
+                    .into_iter()
+                    .map(
+                        |(t, code)| offset_fetch_response::OffsetFetchResponseTopics {
+                            name: t.name,
+                            partitions: t
+                                .partition_indexes
+                                .iter()
+                                .map(|p| offset_fetch_response::OffsetFetchResponsePartitions {
+                                    partition_index: *p,
+                                    committed_offset: -1,
+                                    committed_leader_epoch: -1,
+                                    metadata: Some(ByteString::new()),
+                                    error_code: code,
+                                    ..Default::default()
+                                })
+                                .collect(),
+                            ..Default::default()
+                        },
+                    )
+                    .collect();
+                if !topics.is_empty() {
+                    // Merged into the group's answer (error code NONE here).
+                    groups.push(offset_fetch_response::OffsetFetchResponseGroup {
+                        group_id: g.group_id.clone(),
+                        topics,
+                        ..Default::default()
+                    });
+                }
+            }
+            taken(
+                !groups.is_empty(),
+                r.groups.is_empty(),
+                offset_fetch_response::OffsetFetchResponse {
+                    groups,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::OffsetDelete(r) => {
+            if let Some(code) = denied.group(&r.group_id) {
+                return Some(Taken::Answer(
+                    offset_delete_response::OffsetDeleteResponse {
+                        error_code: code,
+                        ..Default::default()
+                    }
+                    .into(),
+                ));
+            }
+            let out = take(&mut r.topics, |t| denied.topic(&t.name));
+            let topics = out
+                .into_iter()
+                .map(
+                    |(t, code)| offset_delete_response::OffsetDeleteResponseTopic {
+                        name: t.name,
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|p| offset_delete_response::OffsetDeleteResponsePartition {
+                                partition_index: p.partition_index,
+                                error_code: code,
+                            })
+                            .collect(),
+                    },
+                )
+                .collect::<Vec<_>>();
+            taken(
+                !topics.is_empty(),
+                r.topics.is_empty(),
+                offset_delete_response::OffsetDeleteResponse {
+                    topics,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::DescribeGroups(r) => {
+            let out = take(&mut r.groups, |g| denied.group(g));
+            let groups = out
+                .into_iter()
+                .map(|(g, code)| describe_groups_response::DescribedGroup {
+                    error_code: code,
+                    group_id: g,
+                    ..Default::default()
+                })
+                .collect::<Vec<_>>();
+            taken(
+                !groups.is_empty(),
+                r.groups.is_empty(),
+                describe_groups_response::DescribeGroupsResponse {
+                    groups,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::DeleteGroups(r) => {
+            let out = take(&mut r.groups_names, |g| denied.group(g));
+            let results = out
+                .into_iter()
+                .map(|(g, code)| delete_groups_response::DeletableGroupResult {
+                    group_id: g,
+                    error_code: code,
+                    ..Default::default()
+                })
+                .collect::<Vec<_>>();
+            taken(
+                !results.is_empty(),
+                r.groups_names.is_empty(),
+                delete_groups_response::DeleteGroupsResponse {
+                    results,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::InitProducerId(r) => {
+            let code = match r.transactional_id.as_deref() {
+                Some(t) => denied.transactional_id(t),
+                None => denied.cluster(),
+            };
+            match code {
+                None => Taken::Nothing,
+                Some(code) => Taken::Answer(
+                    init_producer_id_response::InitProducerIdResponse {
+                        error_code: code,
+                        producer_id: -1,
+                        producer_epoch: -1,
+                        ..Default::default()
+                    }
+                    .into(),
+                ),
+            }
+        }
+        RequestBody::DescribeClientQuotas(_) => match denied.cluster() {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                describe_client_quotas_response::DescribeClientQuotasResponse {
+                    error_code: code,
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        RequestBody::AlterClientQuotas(r) => match denied.cluster() {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                alter_client_quotas_response::AlterClientQuotasResponse {
+                    entries: r
+                        .entries
+                        .iter()
+                        .map(|e| alter_client_quotas_response::EntryData {
+                            error_code: code,
+                            entity: e
+                                .entity
+                                .iter()
+                                .map(|d| alter_client_quotas_response::EntityData {
+                                    entity_type: d.entity_type.clone(),
+                                    entity_name: d.entity_name.clone(),
+                                    ..Default::default()
+                                })
+                                .collect(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        RequestBody::DescribeUserScramCredentials(_) => match denied.cluster() {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse {
+                    error_code: code,
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        RequestBody::AlterUserScramCredentials(r) => match denied.cluster() {
+            None => Taken::Nothing,
+            Some(code) => {
+                let mut users: Vec<&ByteString> = Vec::new();
+                for u in r
+                    .deletions
+                    .iter()
+                    .map(|d| &d.name)
+                    .chain(r.upsertions.iter().map(|u| &u.name))
+                {
+                    if !users.contains(&u) {
+                        users.push(u);
+                    }
+                }
+                Taken::Answer(
+                    alter_user_scram_credentials_response::AlterUserScramCredentialsResponse {
+                        results: users
+                            .into_iter()
+                            .map(|u| {
+                                alter_user_scram_credentials_response::AlterUserScramCredentialsResult {
+                                    user: u.clone(),
+                                    error_code: code,
+                                    ..Default::default()
+                                }
+                            })
+                            .collect(),
+                        ..Default::default()
+                    }
+                    .into(),
+                )
+            }
+        },
+        RequestBody::DescribeAcls(_) => match denied.cluster() {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                describe_acls_response::DescribeAclsResponse {
+                    error_code: code,
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        _ => {
+            if denied.is_empty() {
+                Taken::Nothing
+            } else {
+                return None;
+            }
+        }
+    })
+}
+
+fn offset_fetch_v0_errors(
+    out: Vec<(offset_fetch_request::OffsetFetchRequestTopic, i16)>,
+) -> Vec<offset_fetch_response::OffsetFetchResponseTopic> {
+    out.into_iter()
+        .map(
+            |(t, code)| offset_fetch_response::OffsetFetchResponseTopic {
+                name: t.name,
+                partitions: t
+                    .partition_indexes
+                    .iter()
+                    .map(|p| offset_fetch_response::OffsetFetchResponsePartition {
+                        partition_index: *p,
+                        committed_offset: -1,
+                        committed_leader_epoch: -1,
+                        metadata: Some(ByteString::new()),
+                        error_code: code,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        )
+        .collect()
+}
+
+/// Puts the refused entries' error entries into the handler's response.
+fn merge(body: &mut ResponseBody, errors: ResponseBody) {
+    match (body, errors) {
+        (ResponseBody::Produce(b), ResponseBody::Produce(e)) => b.responses.extend(e.responses),
+        (ResponseBody::Fetch(b), ResponseBody::Fetch(e)) => b.responses.extend(e.responses),
+        (ResponseBody::ListOffsets(b), ResponseBody::ListOffsets(e)) => b.topics.extend(e.topics),
+        (ResponseBody::OffsetForLeaderEpoch(b), ResponseBody::OffsetForLeaderEpoch(e)) => {
+            b.topics.extend(e.topics)
+        }
+        (ResponseBody::Metadata(b), ResponseBody::Metadata(e)) => b.topics.extend(e.topics),
+        (ResponseBody::CreateTopics(b), ResponseBody::CreateTopics(e)) => b.topics.extend(e.topics),
+        (ResponseBody::DeleteTopics(b), ResponseBody::DeleteTopics(e)) => {
+            b.responses.extend(e.responses)
+        }
+        (ResponseBody::DeleteRecords(b), ResponseBody::DeleteRecords(e)) => {
+            b.topics.extend(e.topics)
+        }
+        (ResponseBody::CreatePartitions(b), ResponseBody::CreatePartitions(e)) => {
+            b.results.extend(e.results)
+        }
+        (ResponseBody::DescribeConfigs(b), ResponseBody::DescribeConfigs(e)) => {
+            b.results.extend(e.results)
+        }
+        (ResponseBody::AlterConfigs(b), ResponseBody::AlterConfigs(e)) => {
+            b.responses.extend(e.responses)
+        }
+        (ResponseBody::IncrementalAlterConfigs(b), ResponseBody::IncrementalAlterConfigs(e)) => {
+            b.responses.extend(e.responses)
+        }
+        (ResponseBody::FindCoordinator(b), ResponseBody::FindCoordinator(e)) => {
+            b.coordinators.extend(e.coordinators)
+        }
+        (ResponseBody::OffsetCommit(b), ResponseBody::OffsetCommit(e)) => b.topics.extend(e.topics),
+        (ResponseBody::OffsetFetch(b), ResponseBody::OffsetFetch(e)) => {
+            b.topics.extend(e.topics);
+            for g in e.groups {
+                match b.groups.iter_mut().find(|x| x.group_id == g.group_id) {
+                    Some(x) if g.error_code == 0 => x.topics.extend(g.topics),
+                    _ => b.groups.push(g),
+                }
+            }
+        }
+        (ResponseBody::OffsetDelete(b), ResponseBody::OffsetDelete(e)) => b.topics.extend(e.topics),
+        (ResponseBody::DescribeGroups(b), ResponseBody::DescribeGroups(e)) => {
+            b.groups.extend(e.groups)
+        }
+        (ResponseBody::DeleteGroups(b), ResponseBody::DeleteGroups(e)) => {
+            b.results.extend(e.results)
+        }
+        // A handler answering with another API is caught by the dispatcher.
+        _ => {}
+    }
+}
+
+#[async_trait]
+impl Layer for Authorization {
+    fn name(&self) -> &'static str {
+        "authorization"
+    }
+
+    async fn on_request(&self, session: &mut Session, request: &mut Request) -> Verdict {
+        let Some(checks) = api::required(&request.body) else {
+            self.warn(
+                "request of an API without an authorization rule",
+                &request.api.name(),
+            );
+            return Verdict::Close("no authorization rule for the API");
+        };
+        let operations = wants_operations(&request.body);
+        // Metadata v0: an empty list is every topic, a listing to filter.
+        let v0_all = matches!(&request.body, RequestBody::Metadata(r)
+            if request.version == 0 && r.topics.as_ref().is_some_and(Vec::is_empty));
+        if checks.is_empty() && !operations.any() && !v0_all {
+            return Verdict::Pass;
+        }
+        // Over the entry cap: the handler refuses it without looking at any entry.
+        if caps::entries(&request.body).is_some_and(|n| n > self.max_entries) {
+            return Verdict::Pass;
+        }
+        let principal = session.principal.to_string();
+        if self.super_users.contains(&principal) {
+            return Verdict::Pass;
+        }
+        for source in &self.sources {
+            if let Err(e) = source.prepare(&principal).await {
+                self.warn("authorization source failed", &e);
+                return Verdict::Close("authorization source failed");
+            }
+        }
+        let host = session.peer.ip().to_string();
+        let decider = self.decider(&principal, &host);
+        let mut note = Note {
+            operations,
+            hide: v0_all,
+            ..Note::default()
+        };
+        let mut has_errors = false;
+        let mut denied: Option<Denied> = None;
+        let mut whole: Option<ErrorCode> = None;
+        let mut resolved: HashMap<Uuid, Option<String>> = HashMap::new();
+        for check in &checks {
+            let (resource_type, name): (ResourceType, &str) = match &check.target {
+                Target::Named(rt, n) => (*rt, n),
+                Target::TopicId(id) => {
+                    if !resolved.contains_key(id) {
+                        let name = match self.log.topic_by_id(id.as_u128()).await {
+                            Ok(t) => t.map(|t| t.name),
+                            Err(e) => {
+                                self.warn("topic id lookup failed", &e);
+                                return Verdict::Close("topic id lookup failed");
+                            }
+                        };
+                        resolved.insert(*id, name);
+                    }
+                    match resolved.get(id) {
+                        // Unknown: the handler answers UNKNOWN_TOPIC_ID.
+                        Some(None) | None => continue,
+                        Some(Some(n)) => {
+                            if decider.passes(check, ResourceType::Topic, n) {
+                                continue;
+                            }
+                            denied
+                                .get_or_insert_with(Denied::default)
+                                .ids
+                                .entry(*id)
+                                .or_insert(check.error);
+                            continue;
+                        }
+                    }
+                }
+                Target::EachListed(_) => {
+                    note.hide = true;
+                    continue;
+                }
+            };
+            if decider.passes(check, resource_type, name) {
+                continue;
+            }
+            if check.when == When::Creating {
+                if !self.auto_create_topics
+                    || denied.as_ref().is_some_and(|d| d.topic(name).is_some())
+                {
+                    continue;
+                }
+                // Refused only when the request would create the topic.
+                match self.log.topic(name).await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.warn("topic lookup failed", &e);
+                        return Verdict::Close("topic lookup failed");
+                    }
+                }
+            }
+            if check.request_wide {
+                whole = Some(check.error);
+                break;
+            }
+            denied
+                .get_or_insert_with(Denied::default)
+                .add(resource_type, name, check.error);
+        }
+        drop(checks);
+        let denied = match whole {
+            Some(code) => Some(Denied::everything(code)),
+            None => denied,
+        };
+        if let Some(denied) = denied {
+            self.denied(session, request.api.name());
+            if let RequestBody::Produce(p) = &request.body
+                && p.acks == 0
+            {
+                return Verdict::Close("produce with acks=0 refused by authorization");
+            }
+            match take_refused(&mut request.body, request.version, &denied) {
+                None => return Verdict::Close("refused by authorization"),
+                Some(Taken::Nothing) => {}
+                Some(Taken::Answer(body)) => return Verdict::Answer(body),
+                Some(Taken::Merge(errors)) => {
+                    note.errors = Mutex::new(Some(errors));
+                    has_errors = true;
+                }
+            }
+        }
+        if has_errors || note.hide || note.operations.any() {
+            request.notes.put(note);
+        }
+        Verdict::Pass
+    }
+
+    fn on_reply(&self, session: &Session, request: &RequestInfo, body: &mut ResponseBody) {
+        let Some(note) = request.notes.get::<Note>() else {
+            return;
+        };
+        if note.hide || note.operations.any() {
+            let principal = session.principal.to_string();
+            let host = session.peer.ip().to_string();
+            let decider = self.decider(&principal, &host);
+            if note.hide {
+                hide(&decider, body);
+            }
+            fill_operations(&decider, note.operations, request.version, body);
+        }
+        let errors = match note.errors.lock() {
+            Ok(mut e) => e.take(),
+            Err(p) => p.into_inner().take(),
+        };
+        if let Some(errors) = errors {
+            merge(body, errors);
+        }
+    }
+}
+
+/// Leaves out of a listing what the caller may not describe.
+fn hide(d: &Decider<'_>, body: &mut ResponseBody) {
+    let topic = |name: &str| d.allows(Operation::Describe, ResourceType::Topic, name);
+    match body {
+        ResponseBody::Metadata(b) => b.topics.retain(|t| t.name.as_deref().is_some_and(&topic)),
+        ResponseBody::ListGroups(b)
+            if !d.allows(Operation::Describe, ResourceType::Cluster, CLUSTER_NAME) =>
+        {
+            b.groups
+                .retain(|g| d.allows(Operation::Describe, ResourceType::Group, &g.group_id));
+        }
+        ResponseBody::OffsetFetch(b) => {
+            b.topics.retain(|t| topic(&t.name));
+            for g in &mut b.groups {
+                g.topics.retain(|t| topic(&t.name));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Fills the KIP-430 bitfields a request asked for (before the refused entries are
+/// merged, which keep the field's "not given" value).
+fn fill_operations(d: &Decider<'_>, asked: Asked, version: i16, body: &mut ResponseBody) {
+    match body {
+        ResponseBody::Metadata(b) => {
+            if asked.topics && version >= 8 {
+                for t in &mut b.topics {
+                    if let (0, Some(n)) = (t.error_code, t.name.as_deref()) {
+                        t.topic_authorized_operations = d.operations(ResourceType::Topic, n);
+                    }
+                }
+            }
+            if asked.cluster && (8..=10).contains(&version) {
+                b.cluster_authorized_operations = d.cluster_operations();
+            }
+        }
+        ResponseBody::DescribeCluster(b) if asked.cluster => {
+            b.cluster_authorized_operations = d.cluster_operations();
+        }
+        ResponseBody::DescribeGroups(b) if asked.groups => {
+            for g in &mut b.groups {
+                if g.error_code == 0 {
+                    g.authorized_operations = d.operations(ResourceType::Group, &g.group_id);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+#[path = "authorization_tests.rs"]
+mod tests;
