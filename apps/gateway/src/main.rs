@@ -45,9 +45,10 @@ mod config;
 mod shutdown;
 
 use clap::Parser;
-use config::{Backend, GatewayConfig, LogFormat};
+use config::{AclSetup, Backend, GatewayConfig, LogFormat};
 use iggy_kafka_bridge::IggyBridge;
 use iggy_kafka_bridge::IggyPlainAuthenticator;
+use kafka_authz::store::{AclStore, MemoryAclStore};
 use kafka_broker::metrics::Metrics;
 use kafka_broker::session::Listener;
 use kafka_broker::store::memory::MemoryStore;
@@ -154,6 +155,8 @@ enum Fatal {
     LocalAddr(std::io::Error),
     #[error("broker: {0}")]
     Broker(#[from] kafka_broker::BrokerError),
+    #[error("IGGY_KAFKA_ACL_FILE: {0}")]
+    AclFile(String),
     #[error("cannot start the Iggy bridge (IGGY_KAFKA_IGGY_ADDR={addr}): {source}")]
     Bridge {
         addr: String,
@@ -282,6 +285,9 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
 
     // The retention task lives as long as this guard, i.e. until the broker has stopped.
     let mut credentials = Credentials::default();
+    let max_acl_bindings = config.acls.max_bindings;
+    let acl_store: Arc<dyn AclStore>;
+    let acl_source: String;
     let (stores, _retention) = match config.backend {
         Backend::Memory(memory) => {
             warn!(
@@ -297,6 +303,10 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
                 credentials.scram = Some(users.clone());
                 credentials.users_file = Some(users);
             }
+            let (store, source) =
+                memory_acl_store(config.acls.file.as_deref(), max_acl_bindings).await?;
+            acl_store = store;
+            acl_source = source;
             let store = Arc::new(MemoryStore::new(memory));
             let retention = store.start_retention();
             let stores = Stores {
@@ -308,6 +318,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         Backend::Iggy(bridge) => {
             let addr = bridge.address.clone();
             let stream = bridge.stream.clone();
+            let bridge_meta_stream = bridge.meta_stream.clone();
             if config.sasl.is_some() {
                 // PLAIN logs into Iggy with the client's own username and password.
                 let plain = IggyPlainAuthenticator::new(&bridge).map_err(Fatal::Sasl)?;
@@ -330,6 +341,8 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             if config.sasl.is_some() {
                 credentials.scram = Some(bridge.scram_store());
             }
+            acl_store = bridge.acl_store(max_acl_bindings);
+            acl_source = format!("the Iggy meta stream {}", bridge_meta_stream);
             let bridge = Arc::new(bridge);
             let stores = Stores {
                 log: bridge.clone(),
@@ -367,7 +380,8 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         }
         listeners.push(bound);
     }
-    let mut server = Server::new(broker, stores);
+    announce_authorization(&config.acls, &broker, &acl_source);
+    let mut server = Server::new(broker, stores).acl_store(acl_store);
     // Lives as long as the runtime, which ends right after the broker stops.
     if let Some(users) = credentials.users_file.take() {
         tokio::spawn(reload_users(users));
@@ -396,6 +410,74 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     announce(bound, &advertised, &lines);
 
     Ok(server.serve_listeners(listeners, shutdown).await?)
+}
+
+/// The embedded store's ACL bindings: from `file` when given, else none; at most `max`.
+/// Also says where they came from, for the start-up line.
+async fn memory_acl_store(
+    file: Option<&std::path::Path>,
+    max: usize,
+) -> Result<(Arc<dyn AclStore>, String), Fatal> {
+    let Some(path) = file else {
+        return Ok((
+            Arc::new(MemoryAclStore::new().with_max(max)),
+            "memory (no ACL file; CreateAcls changes are lost at exit)".to_owned(),
+        ));
+    };
+    let store = MemoryAclStore::load(path).map_err(|e| Fatal::AclFile(e.to_string()))?;
+    let count = store
+        .snapshot()
+        .await
+        .map_err(|e| Fatal::AclFile(e.to_string()))?
+        .len();
+    if count > max {
+        return Err(Fatal::AclFile(format!(
+            "{} holds {count} bindings, more than IGGY_KAFKA_MAX_ACL_BINDINGS={max}",
+            path.display()
+        )));
+    }
+    info!(file = %path.display(), bindings = count, "ACL file read");
+    Ok((
+        Arc::new(store.with_max(max)),
+        format!(
+            "memory, loaded from {} (CreateAcls changes are lost at exit)",
+            path.display()
+        ),
+    ))
+}
+
+/// The one start-up line about authorization: on or off, where ACLs come from, and what
+/// happens on a resource no binding names.
+fn announce_authorization(acls: &AclSetup, broker: &kafka_broker::BrokerConfig, source: &str) {
+    let settings = &broker.authorization;
+    let how = match settings.enabled {
+        None => "as some listener authenticates",
+        Some(_) => "as configured",
+    };
+    if acls.enabled {
+        info!(
+            acl_source = %source,
+            allow_everyone_if_no_acl_found = settings.allow_everyone_if_no_acl_found,
+            super_users = broker.sasl.super_users.len(),
+            acl_refresh_ms = u64::try_from(settings.acl_refresh_interval.as_millis()).unwrap_or(u64::MAX),
+            "authorization on ({how}): every request is checked; a resource no ACL binding names is {}",
+            if settings.allow_everyone_if_no_acl_found {
+                "open to every principal (other permission sources still apply)"
+            } else {
+                "refused to everyone but super users"
+            }
+        );
+    } else {
+        info!(
+            acl_source = %source,
+            "authorization off ({}): every client may do everything",
+            if settings.enabled.is_none() {
+                "no listener authenticates its clients"
+            } else {
+                "IGGY_KAFKA_AUTHORIZATION_ENABLED=false"
+            }
+        );
+    }
 }
 
 /// Where SASL credentials are checked and kept.

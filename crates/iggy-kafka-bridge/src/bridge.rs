@@ -181,6 +181,13 @@ impl IggyBridge {
         Arc::new(crate::credentials::IggyScramStore::new(self.clone()))
     }
 
+    /// The Kafka ACL bindings kept in this bridge's meta stream (log `acls`), as the
+    /// broker's ACL store, holding at most `max_bindings`
+    /// ([`kafka_authz::store::DEFAULT_MAX_ACL_BINDINGS`] is the gateway's default).
+    pub fn acl_store(&self, max_bindings: usize) -> Arc<crate::acls::IggyAclStore> {
+        Arc::new(crate::acls::IggyAclStore::new(self.clone(), max_bindings))
+    }
+
     /// The bridge's durable metadata.
     pub(crate) fn meta(&self) -> &Meta {
         &self.inner.meta

@@ -10,7 +10,8 @@
 //!            user headers when lossless, else an envelope), batch framing, re-encoding
 //! errors     the one table from Iggy errors to StoreError, and BridgeError
 //! meta       the bridge's durable state in Iggy: committed offsets, topic settings,
-//!            SCRAM credentials
+//!            SCRAM credentials, Kafka ACL bindings
+//! acls       IggyAclStore: the ACL store (CreateAcls, DeleteAcls) on the meta stream
 //! connection building every Iggy client the bridge uses (address, TLS, socket options)
 //! credentials SASL with the bridge: PLAIN checked by logging in to Iggy (successes
 //!            cached briefly), SCRAM credentials in the meta stream
@@ -52,6 +53,7 @@
 //!
 //! See `docs/bridge.md` for the byte-level mapping, the error table and the limits.
 
+pub mod acls;
 mod bridge;
 pub mod config;
 mod connection;
@@ -63,6 +65,7 @@ mod meta;
 mod metrics;
 mod partition;
 
+pub use acls::IggyAclStore;
 pub use bridge::IggyBridge;
 pub use config::{BridgeConfig, IggyTopicRef, TopicMap};
 pub use credentials::{IggyPlainAuthenticator, IggyScramStore};

@@ -1,6 +1,6 @@
 //! The bridge's own durable state, kept in Iggy so a restarted gateway finds it again.
 //!
-//! Stream `meta_stream` (default `__kafka_gateway`) holds three logs of JSON records, each
+//! Stream `meta_stream` (default `__kafka_gateway`) holds four logs of JSON records, each
 //! a one-partition topic, folded "last record per key wins":
 //!
 //! ```text
@@ -15,10 +15,15 @@
 //!           "vk":server key} (binary fields base64), or {"u":..,"m":..,"deleted":true}
 //!          key (u,m); Kafka's mechanism ids (1 SCRAM-SHA-256, 2 SCRAM-SHA-512). What
 //!          SCRAM needs to check a proof, never a password (see kafka_sasl::scram)
+//! acls     {"rt":resource type,"n":name,"pt":pattern type,"p":principal,"h":host,
+//!           "op":operation,"perm":permission} (Kafka's names: "TOPIC", "PREFIXED",
+//!           "READ", "ALLOW", ...), with "deleted":true to remove the binding
+//!          key: the whole binding. Kafka ACL bindings (CreateAcls, DeleteAcls); a
+//!          record that does not name a storable binding is skipped at load
 //! ```
 //!
 //! Snapshots keep the logs short. Each log lives in generations: generation 0 is the
-//! topic `offsets` (or `topics`, `scram`) as it was first written, generation `n` the
+//! topic `offsets` (or `topics`, `scram`, `acls`) as it was first written, generation `n` the
 //! topic `offsets.n`. A generation above 0 starts with a snapshot, the live state as ordinary
 //! records, closed by a marker record `{"snapshot_end":n}`; the records after the marker
 //! are its tail. Once the tail holds `meta_snapshot_records` records, and at least as
@@ -46,19 +51,21 @@ use iggy::prelude::{
     Consumer, Identifier, IggyClient, IggyError, IggyMessage, MessageClient, Partitioning,
     PollingStrategy, StreamClient, TopicClient, TopicCreateOptions,
 };
+use kafka_authz::{AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType};
 use kafka_sasl::{ScramCredential, ScramMechanism, ScramUserInfo};
 use kafka_store::{CommittedOffset, StoreError, StoreResult, TopicConfig};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
 const OFFSETS_TOPIC: &str = "offsets";
 const TOPICS_TOPIC: &str = "topics";
 const SCRAM_TOPIC: &str = "scram";
+const ACLS_TOPIC: &str = "acls";
 
 /// Every log, in the order they are loaded.
-const LOGS: [&str; 3] = [OFFSETS_TOPIC, TOPICS_TOPIC, SCRAM_TOPIC];
+const LOGS: [&str; 4] = [OFFSETS_TOPIC, TOPICS_TOPIC, SCRAM_TOPIC, ACLS_TOPIC];
 
 /// Messages per poll when reading a log, and per send when writing a snapshot.
 const META_PAGE: u32 = 1000;
@@ -161,6 +168,65 @@ struct ScramRecord {
     deleted: bool,
 }
 
+/// One ACL binding change, Kafka's values by name.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AclRecord {
+    rt: String,
+    n: String,
+    pt: String,
+    p: String,
+    h: String,
+    op: String,
+    perm: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    deleted: bool,
+}
+
+fn acl_record(b: &AclBinding, deleted: bool) -> AclRecord {
+    AclRecord {
+        rt: b.resource_type.name().to_owned(),
+        n: b.name.clone(),
+        pt: b.pattern.name().to_owned(),
+        p: b.principal.clone(),
+        h: b.host.clone(),
+        op: b.operation.name().to_owned(),
+        perm: b.permission.name().to_owned(),
+        deleted,
+    }
+}
+
+/// Folds one ACL record into the state; `false` (and no change) when it does not name a
+/// storable binding.
+fn apply_acl(set: &mut BTreeSet<AclBinding>, r: AclRecord) -> bool {
+    let (Some(resource_type), Some(pattern), Some(operation), Some(permission)) = (
+        ResourceType::from_name(&r.rt),
+        PatternType::from_name(&r.pt),
+        Operation::from_name(&r.op),
+        Permission::from_name(&r.perm),
+    ) else {
+        return false;
+    };
+    let b = AclBinding {
+        resource_type,
+        name: r.n,
+        pattern,
+        principal: r.p,
+        host: r.h,
+        operation,
+        permission,
+    };
+    if b.validate().is_err() {
+        return false;
+    }
+    if r.deleted {
+        set.remove(&b);
+    } else {
+        set.insert(b);
+    }
+    true
+}
+
 type OffsetKey = (String, String, i32);
 type ScramKey = (String, ScramMechanism);
 
@@ -174,6 +240,7 @@ pub struct Meta {
     offsets: Mutex<BTreeMap<OffsetKey, CommittedOffset>>,
     topics: Mutex<BTreeMap<TopicKey, TopicMeta>>,
     scram: Mutex<BTreeMap<ScramKey, ScramCredential>>,
+    acls: Mutex<BTreeSet<AclBinding>>,
     /// Held while writing; guards where each log stands.
     writes: tokio::sync::Mutex<Logs>,
 }
@@ -183,6 +250,7 @@ struct Logs {
     offsets: LogState,
     topics: LogState,
     scram: LogState,
+    acls: LogState,
 }
 
 impl Logs {
@@ -190,6 +258,7 @@ impl Logs {
         match base {
             OFFSETS_TOPIC => &mut self.offsets,
             TOPICS_TOPIC => &mut self.topics,
+            ACLS_TOPIC => &mut self.acls,
             _ => &mut self.scram,
         }
     }
@@ -238,6 +307,7 @@ impl Meta {
             offsets: Mutex::new(BTreeMap::new()),
             topics: Mutex::new(BTreeMap::new()),
             scram: Mutex::new(BTreeMap::new()),
+            acls: Mutex::new(BTreeSet::new()),
             writes: tokio::sync::Mutex::new(Logs::default()),
         };
         ensure_stream(client, stream, call_timeout, metrics).await?;
@@ -371,6 +441,7 @@ impl Meta {
         match base {
             OFFSETS_TOPIC => self.offsets.lock().map_err(poisoned)?.clear(),
             TOPICS_TOPIC => self.topics.lock().map_err(poisoned)?.clear(),
+            ACLS_TOPIC => self.acls.lock().map_err(poisoned)?.clear(),
             _ => self.scram.lock().map_err(poisoned)?.clear(),
         }
         Ok(())
@@ -390,6 +461,12 @@ impl Meta {
                     return Ok(false);
                 };
                 apply_topic(&mut *self.topics.lock().map_err(poisoned)?, r);
+            }
+            ACLS_TOPIC => {
+                let Ok(r) = serde_json::from_slice::<AclRecord>(payload) else {
+                    return Ok(false);
+                };
+                return Ok(apply_acl(&mut *self.acls.lock().map_err(poisoned)?, r));
             }
             _ => {
                 let Ok(r) = serde_json::from_slice::<ScramRecord>(payload) else {
@@ -439,6 +516,12 @@ impl Meta {
                     .map(|(k, m)| encode(serde_json::to_vec(&topic_record(k, m))))
                     .collect()
             }
+            ACLS_TOPIC => {
+                let set = self.acls.lock().map_err(poisoned)?;
+                set.iter()
+                    .map(|b| encode(serde_json::to_vec(&acl_record(b, false))))
+                    .collect()
+            }
             _ => {
                 let map = self.scram.lock().map_err(poisoned)?;
                 map.iter()
@@ -452,6 +535,7 @@ impl Meta {
         let n = match base {
             OFFSETS_TOPIC => self.offsets.lock().map_err(poisoned)?.len(),
             TOPICS_TOPIC => self.topics.lock().map_err(poisoned)?.len(),
+            ACLS_TOPIC => self.acls.lock().map_err(poisoned)?.len(),
             _ => self.scram.lock().map_err(poisoned)?.len(),
         };
         Ok(u64::try_from(n).unwrap_or(u64::MAX))
@@ -817,6 +901,92 @@ impl Meta {
     }
 }
 
+impl Meta {
+    /// The ACL bindings `filter` selects, sorted.
+    pub fn acls(&self, filter: &AclBindingFilter) -> StoreResult<Vec<AclBinding>> {
+        let set = self.acls.lock().map_err(poisoned)?;
+        Ok(set.iter().filter(|b| filter.matches(b)).cloned().collect())
+    }
+
+    /// Adds the bindings not yet stored, durably; `false` (and nothing written) when the
+    /// store would then hold more than `max`.
+    pub async fn add_acls(
+        &self,
+        client: &IggyClient,
+        bindings: Vec<AclBinding>,
+        max: usize,
+    ) -> StoreResult<bool> {
+        let mut logs = self.writes.lock().await;
+        let new: Vec<AclBinding> = {
+            let set = self.acls.lock().map_err(poisoned)?;
+            bindings
+                .into_iter()
+                .filter(|b| !set.contains(b))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect()
+        };
+        let held = self.acls.lock().map_err(poisoned)?.len();
+        if held.saturating_add(new.len()) > max {
+            return Ok(false);
+        }
+        self.write_acls(client, &mut logs, new, false).await?;
+        Ok(true)
+    }
+
+    /// Removes the bindings `filter` selects, durably, and returns them.
+    pub async fn delete_acls(
+        &self,
+        client: &IggyClient,
+        filter: &AclBindingFilter,
+    ) -> StoreResult<Vec<AclBinding>> {
+        let mut logs = self.writes.lock().await;
+        let gone = self.acls(filter)?;
+        self.write_acls(client, &mut logs, gone.clone(), true)
+            .await?;
+        Ok(gone)
+    }
+
+    /// Writes one record per binding, a page per `send_messages` (each page applied
+    /// once written, so the state never runs ahead of the log).
+    async fn write_acls(
+        &self,
+        client: &IggyClient,
+        logs: &mut Logs,
+        bindings: Vec<AclBinding>,
+        deleted: bool,
+    ) -> StoreResult<()> {
+        if bindings.is_empty() {
+            return Ok(());
+        }
+        let page = usize::try_from(META_PAGE).unwrap_or(1000);
+        for chunk in bindings.chunks(page) {
+            let payloads = chunk
+                .iter()
+                .map(|b| {
+                    serde_json::to_vec(&acl_record(b, deleted))
+                        .map_err(|e| StoreError::Internal(e.to_string()))
+                })
+                .collect::<StoreResult<Vec<_>>>()?;
+            let topic = generation_name(ACLS_TOPIC, logs.acls.generation);
+            self.append(client, &topic, payloads).await?;
+            let mut set = self.acls.lock().map_err(poisoned)?;
+            for b in chunk {
+                if deleted {
+                    set.remove(b);
+                } else {
+                    set.insert(b.clone());
+                }
+            }
+            drop(set);
+            let n = u64::try_from(chunk.len()).unwrap_or(u64::MAX);
+            logs.acls.tail = logs.acls.tail.saturating_add(n);
+        }
+        self.snapshot_if_long(client, logs, ACLS_TOPIC).await;
+        Ok(())
+    }
+}
+
 fn scram_record(user: &str, c: &ScramCredential) -> ScramRecord {
     ScramRecord {
         u: user.to_owned(),
@@ -1075,6 +1245,62 @@ mod tests {
             let r: ScramRecord = serde_json::from_str(text).unwrap();
             assert!(!apply_scram(&mut map, r), "{text}");
             assert_eq!(map, before, "{text}");
+        }
+    }
+
+    fn binding(name: &str, pattern: PatternType) -> AclBinding {
+        AclBinding {
+            resource_type: ResourceType::Topic,
+            name: name.into(),
+            pattern,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: Operation::Read,
+            permission: Permission::Allow,
+        }
+    }
+
+    #[test]
+    fn acl_records_round_trip_and_deletions_apply() {
+        let mut set = BTreeSet::new();
+        let a = binding("orders", PatternType::Literal);
+        let b = binding("ord", PatternType::Prefixed);
+        for r in [acl_record(&a, false), acl_record(&b, false)] {
+            let bytes = serde_json::to_vec(&r).unwrap();
+            assert!(serde_json::from_slice::<SnapshotEnd>(&bytes).is_err());
+            assert!(apply_acl(&mut set, serde_json::from_slice(&bytes).unwrap()));
+        }
+        assert_eq!(set.len(), 2);
+        let text = serde_json::to_string(&acl_record(&a, true)).unwrap();
+        assert_eq!(
+            text,
+            r#"{"rt":"TOPIC","n":"orders","pt":"LITERAL","p":"User:alice","h":"*","op":"READ","perm":"ALLOW","deleted":true}"#
+        );
+        assert!(apply_acl(&mut set, serde_json::from_str(&text).unwrap()));
+        assert_eq!(set.into_iter().collect::<Vec<_>>(), vec![b]);
+        let end = serde_json::to_vec(&SnapshotEnd { snapshot_end: 2 }).unwrap();
+        assert!(serde_json::from_slice::<AclRecord>(&end).is_err());
+    }
+
+    #[test]
+    fn unreadable_acl_records_change_nothing() {
+        let mut set = BTreeSet::new();
+        assert!(apply_acl(
+            &mut set,
+            acl_record(&binding("t", PatternType::Literal), false)
+        ));
+        let before = set.clone();
+        for text in [
+            r#"{"rt":"ANY","n":"t","pt":"LITERAL","p":"User:a","h":"*","op":"READ","perm":"ALLOW"}"#,
+            r#"{"rt":"TOPIC","n":"t","pt":"MATCH","p":"User:a","h":"*","op":"READ","perm":"ALLOW"}"#,
+            r#"{"rt":"TOPIC","n":"","pt":"LITERAL","p":"User:a","h":"*","op":"READ","perm":"ALLOW"}"#,
+            r#"{"rt":"TOPIC","n":"t","pt":"LITERAL","p":"nobody","h":"*","op":"READ","perm":"ALLOW"}"#,
+            r#"{"rt":"TOPIC","n":"t","pt":"LITERAL","p":"User:a","h":"*","op":"FLY","perm":"ALLOW"}"#,
+            r#"{"rt":"TOPIC","n":"t","pt":"LITERAL","p":"User:a","h":"*","op":"READ","perm":"ANY","deleted":true}"#,
+        ] {
+            let r: AclRecord = serde_json::from_str(text).unwrap();
+            assert!(!apply_acl(&mut set, r), "{text}");
+            assert_eq!(set, before, "{text}");
         }
     }
 

@@ -32,11 +32,13 @@
 //! | [`logging`] | `log_format` | the gateway |
 //! | [`quotas`] | `quota_*` | [`BrokerConfig::check`] |
 //! | [`security`] | `listeners`, `advertised_listeners`, `listener_security_protocol_map`, `sasl_*`, `tls_*`, `super_users`, `max_concurrent_authentications` | the gateway (listeners, files, bounds) |
+//! | [`authorization`] | `authorization_enabled`, `allow_everyone_if_no_acl_found`, `acl_*`, `max_acl_bindings` | the gateway (ACL source); [`BrokerConfig::check`] (refresh interval) |
 //!
 //! Every error is one line naming the setting as the operator wrote it: the variable for
 //! values from the environment, the key and file for values from a file. A library's
 //! error says which of its fields is wrong; the section that fills the field knows the key.
 
+mod authorization;
 mod bridge;
 mod groups;
 mod limits;
@@ -51,6 +53,7 @@ mod timeouts;
 mod topics;
 mod values;
 
+pub use authorization::AclSetup;
 pub use logging::LogFormat;
 pub use security::{ListenerSpec, SaslSetup};
 
@@ -115,6 +118,8 @@ pub struct GatewayConfig {
     pub broker: BrokerConfig,
     /// The data backend.
     pub backend: Backend,
+    /// Where the ACL bindings come from and whether requests are checked.
+    pub acls: AclSetup,
     /// How log lines are written.
     pub log_format: LogFormat,
     /// The file that was read, if any.
@@ -215,6 +220,7 @@ pub fn keys() -> &'static [&'static str] {
             values::fields::<logging::Raw>(),
             values::fields::<quotas::Raw>(),
             values::fields::<security::Raw>(),
+            values::fields::<authorization::Raw>(),
         ]
         .concat()
     })
@@ -361,6 +367,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     let logging: logging::Raw = extract(figment, names)?;
     let quotas: quotas::Raw = extract(figment, names)?;
     let security: security::Raw = extract(figment, names)?;
+    let authorization: authorization::Raw = extract(figment, names)?;
 
     let mut broker = BrokerConfig::default();
     let listener = listener.validate(names, &mut broker)?;
@@ -380,6 +387,13 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
         advertised_host_set: names.is_set("advertised_host"),
     };
     let mut security = security.validate(names, single, bridge.config.is_some(), &mut broker)?;
+    let acls = authorization.validate(
+        names,
+        bridge.config.is_some(),
+        authorization::authenticates(&security.listeners, security.tls.as_ref()),
+        &mut broker.authorization,
+        &mut security.warnings,
+    )?;
     broker
         .check()
         .map_err(|e| broker_setting_error(&e, names))?;
@@ -417,6 +431,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
             Some(b) => Backend::Iggy(Box::new(b)),
             None => Backend::Memory(memory),
         },
+        acls,
         log_format,
         config_file: names.file.map(Path::to_path_buf),
         warnings,
@@ -433,6 +448,7 @@ fn broker_setting_error(e: &InvalidSetting, names: &Names<'_>) -> ConfigError {
         topics::BROKER_FIELDS,
         groups::BROKER_FIELDS,
         quotas::BROKER_FIELDS,
+        authorization::BROKER_FIELDS,
     ]
     .into_iter()
     .flatten()

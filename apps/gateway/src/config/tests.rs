@@ -38,6 +38,7 @@ fn defaults() -> Dict {
         dict(logging::Raw::default()),
         dict(quotas::Raw::default()),
         dict(security::Raw::default()),
+        dict(authorization::Raw::default()),
     ]
     .into_iter()
     .flatten()
@@ -1248,4 +1249,119 @@ fn a_jwks_file_offers_oauthbearer_and_is_read_at_start() {
             "{message}"
         );
     }
+}
+
+#[test]
+fn authorization_settings_reach_the_broker_and_the_acl_setup() {
+    let config = load(None, env(&[])).unwrap();
+    let defaults = kafka_broker::config::AuthorizationSettings::default();
+    assert_eq!(config.broker.authorization, defaults);
+    assert_eq!(config.acls.file, None);
+    assert_eq!(
+        config.acls.max_bindings,
+        kafka_authz::store::DEFAULT_MAX_ACL_BINDINGS
+    );
+    // No listener authenticates: off unless forced.
+    assert!(!config.acls.enabled);
+
+    let acl_file = toml_file(r#"{ "bindings": [] }"#);
+    let path = acl_file.path().to_str().unwrap();
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_AUTHORIZATION_ENABLED", "true"),
+            ("IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "false"),
+            ("IGGY_KAFKA_ACL_FILE", path),
+            ("IGGY_KAFKA_ACL_REFRESH_INTERVAL_MS", "2500"),
+            ("IGGY_KAFKA_MAX_ACL_BINDINGS", "42"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(config.broker.authorization.enabled, Some(true));
+    assert!(!config.broker.authorization.allow_everyone_if_no_acl_found);
+    assert_eq!(
+        config.broker.authorization.acl_refresh_interval,
+        Duration::from_millis(2500)
+    );
+    assert_eq!(config.acls.file.as_deref(), Some(acl_file.path()));
+    assert_eq!(config.acls.max_bindings, 42);
+    assert!(config.acls.enabled);
+
+    // The same from a file.
+    let file = toml_file("authorization_enabled = false\nmax_acl_bindings = 7\n");
+    let config = load(Some(file.path()), env(&[])).unwrap();
+    assert_eq!(config.broker.authorization.enabled, Some(false));
+    assert_eq!(config.acls.max_bindings, 7);
+}
+
+#[test]
+fn authorization_follows_authenticating_listeners_and_warns_when_forced_off() {
+    let users = users_file();
+    let users_path = users.path().to_str().unwrap();
+    let sasl = [
+        ("IGGY_KAFKA_SASL_ENABLED", "true"),
+        ("IGGY_KAFKA_SASL_USERS_FILE", users_path),
+    ];
+    let config = load(None, env(&sasl)).unwrap();
+    assert_eq!(config.broker.authorization.enabled, None);
+    assert!(config.acls.enabled);
+    assert!(
+        !config
+            .warnings
+            .iter()
+            .any(|w| w.contains("AUTHORIZATION_ENABLED")),
+        "{:?}",
+        config.warnings
+    );
+
+    let off = [&sasl[..], &[("IGGY_KAFKA_AUTHORIZATION_ENABLED", "false")]].concat();
+    let config = load(None, env(&off)).unwrap();
+    assert!(!config.acls.enabled);
+    let warning = config
+        .warnings
+        .iter()
+        .find(|w| w.contains("IGGY_KAFKA_AUTHORIZATION_ENABLED"))
+        .unwrap_or_else(|| panic!("no warning: {:?}", config.warnings));
+    assert!(warning.contains("authenticates"), "{warning}");
+    // Off without an authenticating listener: nothing to warn about.
+    let config = load(None, env(&[("IGGY_KAFKA_AUTHORIZATION_ENABLED", "false")])).unwrap();
+    assert!(
+        !config
+            .warnings
+            .iter()
+            .any(|w| w.contains("AUTHORIZATION_ENABLED"))
+    );
+}
+
+#[test]
+fn authorization_mistakes_name_the_setting() {
+    let message = load_err(None, &[("IGGY_KAFKA_MAX_ACL_BINDINGS", "0")]);
+    assert!(
+        message.starts_with("IGGY_KAFKA_MAX_ACL_BINDINGS=\"0\": "),
+        "{message}"
+    );
+    let message = load_err(None, &[("IGGY_KAFKA_ACL_REFRESH_INTERVAL_MS", "0")]);
+    assert!(
+        message.starts_with("IGGY_KAFKA_ACL_REFRESH_INTERVAL_MS=\"0\": "),
+        "{message}"
+    );
+    let message = load_err(None, &[("IGGY_KAFKA_AUTHORIZATION_ENABLED", "maybe")]);
+    assert!(
+        message.starts_with("IGGY_KAFKA_AUTHORIZATION_ENABLED=\"maybe\": "),
+        "{message}"
+    );
+    // With the bridge, ACLs live in Iggy: a file is refused.
+    let message = load_err(
+        None,
+        &[
+            ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+            ("IGGY_KAFKA_IGGY_PASSWORD", "secret"),
+            ("IGGY_KAFKA_ACL_FILE", "/etc/gw/acls.json"),
+        ],
+    );
+    assert!(
+        message.starts_with("IGGY_KAFKA_ACL_FILE=\"/etc/gw/acls.json\": "),
+        "{message}"
+    );
+    assert!(message.contains("CreateAcls"), "{message}");
 }

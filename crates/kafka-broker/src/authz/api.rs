@@ -250,6 +250,12 @@ pub fn supported_operations(resource_type: ResourceType) -> &'static [Operation]
     }
 }
 
+/// The KIP-430 bitfield of every supported operation of a resource type: what Kafka
+/// answers when no authorizer is configured.
+pub fn all_operations(resource_type: ResourceType) -> i32 {
+    operations_bitfield(supported_operations(resource_type).iter().copied())
+}
+
 /// The KIP-430 bitfield of `operations` (bit `code` set for each).
 pub fn operations_bitfield(operations: impl IntoIterator<Item = Operation>) -> i32 {
     operations

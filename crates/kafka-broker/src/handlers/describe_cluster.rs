@@ -35,6 +35,14 @@ pub(crate) fn handle(ctx: &Ctx<'_>, req: DescribeClusterRequest) -> DescribeClus
             rack: None,
             ..DescribeClusterBroker::default()
         }],
+        // KIP-430: without authorization every operation the cluster supports, as Kafka
+        // answers without an authorizer; the authorization layer, when on, puts the
+        // principal's own.
+        cluster_authorized_operations: if req.include_cluster_authorized_operations {
+            crate::authz::api::all_operations(crate::authz::ResourceType::Cluster)
+        } else {
+            i32::MIN
+        },
         ..DescribeClusterResponse::default()
     }
 }

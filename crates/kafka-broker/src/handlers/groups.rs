@@ -396,6 +396,14 @@ pub(crate) async fn describe_groups(
             }
         });
     }
+    // KIP-430: without authorization every operation a group supports, as Kafka answers
+    // without an authorizer; the authorization layer, when on, puts the principal's own.
+    if req.include_authorized_operations {
+        let all = crate::authz::api::all_operations(crate::authz::ResourceType::Group);
+        for g in &mut groups {
+            g.authorized_operations = all;
+        }
+    }
     DescribeGroupsResponse {
         groups,
         ..DescribeGroupsResponse::default()

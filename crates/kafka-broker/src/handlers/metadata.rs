@@ -147,8 +147,25 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
             );
         }
     }
+    // KIP-430 (v8+): without authorization every operation a topic (and, v8-10, the
+    // cluster) supports, as Kafka answers without an authorizer; the authorization
+    // layer, when on, puts the principal's own.
+    let mut cluster_authorized_operations = i32::MIN;
+    if ctx.version >= 8 {
+        if req.include_topic_authorized_operations {
+            let all = crate::authz::api::all_operations(crate::authz::ResourceType::Topic);
+            for t in topics.iter_mut().filter(|t| t.name.is_some()) {
+                t.topic_authorized_operations = all;
+            }
+        }
+        if ctx.version <= 10 && req.include_cluster_authorized_operations {
+            cluster_authorized_operations =
+                crate::authz::api::all_operations(crate::authz::ResourceType::Cluster);
+        }
+    }
     MetadataResponse {
         topics,
+        cluster_authorized_operations,
         ..base(ctx)
     }
 }

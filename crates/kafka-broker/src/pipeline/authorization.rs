@@ -117,6 +117,8 @@ struct Note {
     hide: bool,
     /// The KIP-430 bitfields to fill.
     operations: Asked,
+    /// CreateTopics: a created topic's configs are shown only with DESCRIBE_CONFIGS.
+    topic_configs: bool,
 }
 
 /// Which KIP-430 bitfields a request asks for.
@@ -1132,6 +1134,40 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
                 )
             }
         },
+        RequestBody::CreateAcls(r) => match denied.cluster() {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                create_acls_response::CreateAclsResponse {
+                    results: r
+                        .creations
+                        .iter()
+                        .map(|_| create_acls_response::AclCreationResult {
+                            error_code: code,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        RequestBody::DeleteAcls(r) => match denied.cluster() {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                delete_acls_response::DeleteAclsResponse {
+                    filter_results: r
+                        .filters
+                        .iter()
+                        .map(|_| delete_acls_response::DeleteAclsFilterResult {
+                            error_code: code,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
         RequestBody::DescribeAcls(_) => match denied.cluster() {
             None => Taken::Nothing,
             Some(code) => Taken::Answer(
@@ -1361,7 +1397,8 @@ impl Layer for Authorization {
                 }
             }
         }
-        if has_errors || note.hide || note.operations.any() {
+        note.topic_configs = matches!(request.body, RequestBody::CreateTopics(_));
+        if has_errors || note.hide || note.operations.any() || note.topic_configs {
             request.notes.put(note);
         }
         Verdict::Pass
@@ -1371,7 +1408,7 @@ impl Layer for Authorization {
         let Some(note) = request.notes.get::<Note>() else {
             return;
         };
-        if note.hide || note.operations.any() {
+        if note.hide || note.operations.any() || note.topic_configs {
             let principal = session.principal.to_string();
             let host = session.peer.ip().to_string();
             let decider = self.decider(&principal, &host);
@@ -1379,6 +1416,9 @@ impl Layer for Authorization {
                 hide(&decider, body);
             }
             fill_operations(&decider, note.operations, request.version, body);
+            if note.topic_configs {
+                withhold_configs(&decider, body);
+            }
         }
         let errors = match note.errors.lock() {
             Ok(mut e) => e.take(),
@@ -1411,6 +1451,21 @@ fn hide(d: &Decider<'_>, body: &mut ResponseBody) {
     }
 }
 
+/// CreateTopics: the configs of a created topic the caller may not DESCRIBE_CONFIGS are
+/// left out, its config error set to TOPIC_AUTHORIZATION_FAILED (the topic is created).
+fn withhold_configs(d: &Decider<'_>, body: &mut ResponseBody) {
+    if let ResponseBody::CreateTopics(b) = body {
+        for t in &mut b.topics {
+            if t.error_code == 0
+                && !d.allows(Operation::DescribeConfigs, ResourceType::Topic, &t.name)
+            {
+                t.configs = None;
+                t.topic_config_error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
+            }
+        }
+    }
+}
+
 /// Fills the KIP-430 bitfields a request asked for (before the refused entries are
 /// merged, which keep the field's "not given" value).
 fn fill_operations(d: &Decider<'_>, asked: Asked, version: i16, body: &mut ResponseBody) {
@@ -1418,7 +1473,7 @@ fn fill_operations(d: &Decider<'_>, asked: Asked, version: i16, body: &mut Respo
         ResponseBody::Metadata(b) => {
             if asked.topics && version >= 8 {
                 for t in &mut b.topics {
-                    if let (0, Some(n)) = (t.error_code, t.name.as_deref()) {
+                    if let Some(n) = t.name.as_deref() {
                         t.topic_authorized_operations = d.operations(ResourceType::Topic, n);
                     }
                 }
@@ -1432,9 +1487,7 @@ fn fill_operations(d: &Decider<'_>, asked: Asked, version: i16, body: &mut Respo
         }
         ResponseBody::DescribeGroups(b) if asked.groups => {
             for g in &mut b.groups {
-                if g.error_code == 0 {
-                    g.authorized_operations = d.operations(ResourceType::Group, &g.group_id);
-                }
+                g.authorized_operations = d.operations(ResourceType::Group, &g.group_id);
             }
         }
         _ => {}

@@ -29,6 +29,11 @@ const EVERYTHING: &str = r#"{"bindings": [
   {"resource_type": "TRANSACTIONAL_ID", "name": "*", "principal": "User:alice", "operation": "ALL"}
 ]}"#;
 
+/// A binding that grants alice nothing.
+const SOMEONE_ELSE: &str = r#"{"bindings": [
+  {"resource_type": "TOPIC", "name": "zzz", "principal": "User:carol", "operation": "READ"}
+]}"#;
+
 struct Setup {
     broker: Broker,
     store: Arc<MemoryStore>,
@@ -181,6 +186,9 @@ async fn state(s: &Setup) -> String {
             out.push_str(&format!("{:?}", s.store.watermarks(&t.name, p).await.ok()));
         }
     }
+    let mut bindings = s.acls.store().snapshot().await.expect("bindings");
+    bindings.sort();
+    out.push_str(&format!("{bindings:?}"));
     let mut groups = s.store.groups().await.expect("groups");
     groups.sort();
     for g in &groups {
@@ -667,6 +675,48 @@ fn sample(key: ApiKey, v: i16, topic_id: u128) -> (RequestBody, Refused) {
             sasl_authenticate_request::SaslAuthenticateRequest::default().into(),
             NotChecked,
         ),
+        ApiKey::DescribeAcls => (
+            describe_acls_request::DescribeAclsRequest {
+                resource_type_filter: 1,
+                pattern_type_filter: 1,
+                operation: 1,
+                permission_type: 1,
+                ..Default::default()
+            }
+            .into(),
+            cluster,
+        ),
+        ApiKey::CreateAcls => (
+            create_acls_request::CreateAclsRequest {
+                creations: vec![create_acls_request::AclCreation {
+                    resource_type: 2,
+                    resource_name: t(),
+                    resource_pattern_type: 3,
+                    principal: ByteString::from_static("User:bob"),
+                    host: ByteString::from_static("*"),
+                    operation: 3,
+                    permission_type: 3,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+            .into(),
+            cluster,
+        ),
+        ApiKey::DeleteAcls => (
+            delete_acls_request::DeleteAclsRequest {
+                filters: vec![delete_acls_request::DeleteAclsFilter {
+                    resource_type_filter: 1,
+                    pattern_type_filter: 1,
+                    operation: 1,
+                    permission_type: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+            .into(),
+            cluster,
+        ),
         other => panic!("no sample request for {other:?}: add one"),
     }
 }
@@ -697,8 +747,9 @@ async fn every_api_and_version_is_allowed_with_the_permission_and_refused_withou
                 "{key:?} v{v}: allowed answer differs from the handler's"
             );
 
-            // Without any: refused, nothing changed.
-            let denied = setup(Some(r#"{"bindings":[]}"#), false).await;
+            // Without any: refused, nothing changed (the binding for someone else
+            // stays, whatever DeleteAcls asks).
+            let denied = setup(Some(SOMEONE_ELSE), false).await;
             let (body, _) = sample(key, v, denied.topic_id);
             let before = state(&denied).await;
             let got = send(&denied.broker, ALICE, key, v, body)
@@ -1145,4 +1196,98 @@ async fn init_producer_id_passes_with_write_on_any_topic_and_cluster_ops_need_de
                 .copied()
         )
     );
+}
+
+#[tokio::test]
+async fn authorized_operations_are_the_principals_own_and_everything_without_the_layer() {
+    let metadata: RequestBody = metadata_request::MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some(ByteString::from_static("t")),
+            ..Default::default()
+        }]),
+        allow_auto_topic_creation: false,
+        include_topic_authorized_operations: true,
+        include_cluster_authorized_operations: true,
+        ..Default::default()
+    }
+    .into();
+    let bits = |ops: &[Operation]| api::operations_bitfield(ops.iter().copied());
+    let read_t = r#"{"bindings": [
+      {"resource_type": "TOPIC", "name": "t", "principal": "User:alice", "operation": "READ"}
+    ]}"#;
+    let s = setup(Some(read_t), false).await;
+    let Some(ResponseBody::Metadata(m)) =
+        send(&s.broker, ALICE, ApiKey::Metadata, 10, metadata.clone()).await
+    else {
+        panic!("no metadata")
+    };
+    assert_eq!(m.topics[0].error_code, 0);
+    assert_eq!(
+        m.topics[0].topic_authorized_operations,
+        bits(&[Operation::Read, Operation::Describe])
+    );
+    assert_eq!(m.cluster_authorized_operations, 0);
+
+    // Without the layer (authorization off): every supported operation, as Kafka.
+    let plain = setup(None, true).await;
+    let Some(ResponseBody::Metadata(m)) =
+        send(&plain.broker, ALICE, ApiKey::Metadata, 10, metadata).await
+    else {
+        panic!("no metadata")
+    };
+    assert_eq!(
+        m.topics[0].topic_authorized_operations,
+        api::all_operations(ResourceType::Topic)
+    );
+    assert_eq!(
+        m.cluster_authorized_operations,
+        api::all_operations(ResourceType::Cluster)
+    );
+    let (body, _) = sample(ApiKey::DescribeCluster, 1, plain.topic_id);
+    let Some(ResponseBody::DescribeCluster(d)) =
+        send(&plain.broker, ALICE, ApiKey::DescribeCluster, 1, body).await
+    else {
+        panic!("no answer")
+    };
+    assert_eq!(
+        d.cluster_authorized_operations,
+        api::all_operations(ResourceType::Cluster)
+    );
+}
+
+#[tokio::test]
+async fn create_topics_shows_configs_only_with_describe_configs() {
+    let create = |name: &'static str| -> RequestBody {
+        create_topics_request::CreateTopicsRequest {
+            topics: vec![create_topics_request::CreatableTopic {
+                name: ByteString::from_static(name),
+                num_partitions: 1,
+                replication_factor: 1,
+                ..Default::default()
+            }],
+            timeout_ms: 1000,
+            ..Default::default()
+        }
+        .into()
+    };
+    let bindings = r#"{"bindings": [
+      {"resource_type": "CLUSTER", "name": "kafka-cluster", "principal": "User:alice", "operation": "CREATE"},
+      {"resource_type": "TOPIC", "name": "seen", "principal": "User:alice", "operation": "DESCRIBE_CONFIGS"}
+    ]}"#;
+    let s = setup(Some(bindings), false).await;
+    for (name, shown) in [("seen", true), ("blind", false)] {
+        let Some(ResponseBody::CreateTopics(r)) =
+            send(&s.broker, ALICE, ApiKey::CreateTopics, 5, create(name)).await
+        else {
+            panic!("no answer")
+        };
+        assert_eq!(r.topics[0].error_code, 0, "{name}");
+        assert_eq!(r.topics[0].configs.is_some(), shown, "{name}: {r:?}");
+        assert_eq!(
+            r.topics[0].topic_config_error_code,
+            if shown { 0 } else { 29 },
+            "{name}"
+        );
+        assert!(s.store.topic(name).await.expect("lookup").is_some());
+    }
 }
