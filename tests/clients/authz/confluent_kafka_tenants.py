@@ -19,7 +19,7 @@ import time
 from authz_common import (CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, PARTITIONS, RECORDS,
                           TIMEOUT, TOPIC_AUTHORIZATION_FAILED, Settings, check, fail, finish, foreign, records,
                           same_records, step)
-from confluent_kafka import (ConsumerGroupTopicPartitions, Consumer, KafkaException, Producer, TopicCollection,
+from confluent_kafka import (ConsumerGroupTopicPartitions, Consumer, KafkaError, KafkaException, Producer, TopicCollection,
                              TopicPartition)
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic,
@@ -44,13 +44,14 @@ def result(label, future):
         fail(f"{label}: {e}")
 
 
-def refused(label, future, code):
-    """`future` must fail with Kafka error `code`."""
+def refused(label, future, code, also=()):
+    """`future` must fail with Kafka error `code` (or one of the client's own errors in
+    `also`, for calls where librdkafka stops at the refused Metadata it asks first)."""
     try:
         value = future.result(TIMEOUT)
     except KafkaException as e:
         err = e.args[0]
-        check(err.code() == code, f"{label}: {err}, expected {CODE_NAMES[code]}")
+        check(err.code() == code or err.code() in also, f"{label}: {err}, expected {CODE_NAMES[code]}")
         return
     fail(f"{label}: succeeded ({value!r}), expected {CODE_NAMES[code]}")
 
@@ -154,10 +155,11 @@ def alice_refused(b_topic, b_group, a_group):
     admin = AdminClient(conf(user))
     produce_refused(user, b_topic)
     step("alice: produce to bob's topic refused")
-    consumer_refused("alice fetches bob's topic", {**conf(user), "group.id": a_group},
-                     lambda c: c.assign([TopicPartition(b_topic, p, 0) for p in range(PARTITIONS)]),
-                     TOPIC_AUTHORIZATION_FAILED)
-    step("alice: fetch from bob's topic refused")
+    # subscribed: librdkafka reports the topic's refusal (from Metadata, which it asks before
+    # any Fetch) as a consumer error; for assigned partitions it only retries quietly
+    consumer_refused("alice consumes bob's topic", {**conf(user), "group.id": a_group},
+                     lambda c: c.subscribe([b_topic]), TOPIC_AUTHORIZATION_FAILED)
+    step("alice: consuming bob's topic in her own group refused")
     consumer_refused("alice joins bob's group", {**conf(user), "group.id": b_group},
                      lambda c: c.subscribe([S.name("a", "orders")]), GROUP_AUTHORIZATION_FAILED)
     step("alice: joining bob's group refused")
@@ -172,10 +174,15 @@ def alice_refused(b_topic, b_group, a_group):
         [alter], request_timeout=TIMEOUT)), TOPIC_AUTHORIZATION_FAILED)
     refused("alice DescribeConfigs of bob's", only(admin.describe_configs(
         [ConfigResource(ResourceType.TOPIC, b_topic)], request_timeout=TIMEOUT)), TOPIC_AUTHORIZATION_FAILED)
+    # DeleteRecords and ListOffsets: librdkafka looks up the partition leaders first, and the
+    # refused Metadata leaves it none ("No leaders found"); bob_untouched checks that nothing
+    # was deleted
     refused("alice DeleteRecords on bob's", only(admin.delete_records(
-        [TopicPartition(b_topic, 0, 1)], request_timeout=TIMEOUT)), TOPIC_AUTHORIZATION_FAILED)
+        [TopicPartition(b_topic, 0, 1)], request_timeout=TIMEOUT)), TOPIC_AUTHORIZATION_FAILED,
+        also=(KafkaError._NOENT,))
     refused("alice ListOffsets of bob's", only(admin.list_offsets(
-        {TopicPartition(b_topic, 0): OffsetSpec.latest()}, request_timeout=TIMEOUT)), TOPIC_AUTHORIZATION_FAILED)
+        {TopicPartition(b_topic, 0): OffsetSpec.latest()}, request_timeout=TIMEOUT)), TOPIC_AUTHORIZATION_FAILED,
+        also=(KafkaError._NOENT,))
     refused("alice describe_topics bob's", only(admin.describe_topics(
         TopicCollection([b_topic]), request_timeout=TIMEOUT)), TOPIC_AUTHORIZATION_FAILED)
     step("alice: DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs, DeleteRecords, "
@@ -196,11 +203,19 @@ def alice_refused(b_topic, b_group, a_group):
     names = [g.group_id for g in groups.valid]
     check(not foreign(names), f"alice's ListGroups shows bob's {foreign(names)}")
     check(a_group in names, f"alice's ListGroups lacks her own group {a_group}: {names}")
-    refused("alice DescribeAcls", admin.describe_acls(AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY),
-        request_timeout=TIMEOUT), CLUSTER_AUTHORIZATION_FAILED)
+    # The gateway answers CLUSTER_AUTHORIZATION_FAILED (kafka-python's suite checks the
+    # code); confluent-kafka 2.16.1 hands a DescribeAcls answered with a top-level error to
+    # the application as an empty list. Either way no binding, and so no name, is shown.
+    try:
+        shown = admin.describe_acls(AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY),
+            request_timeout=TIMEOUT).result(TIMEOUT)
+    except KafkaException as e:
+        check(e.args[0].code() == CLUSTER_AUTHORIZATION_FAILED, f"alice DescribeAcls: {e.args[0]}")
+        shown = []
+    check(shown == [], f"alice's DescribeAcls shows {shown}")
     step(f"alice: Metadata and ListGroups list none of bob's names ({len(topics)} topics, {len(names)} groups); "
-         "DescribeAcls refused (CLUSTER_AUTHORIZATION_FAILED)")
+         "DescribeAcls shows her nothing")
 
 
 def bob_untouched(b_topic, b_group):
