@@ -183,12 +183,34 @@ impl Authorization {
         }
     }
 
-    fn decider<'a>(&'a self, principal: &'a str, host: &'a str) -> Decider<'a> {
+    fn decider<'a>(&'a self, acls: Arc<Acls>, principal: &'a str, host: &'a str) -> Decider<'a> {
         Decider {
-            acls: self.acls.acls(),
+            acls,
             sources: &self.sources,
             caller: Caller { principal, host },
         }
+    }
+}
+
+/// The peer's IP address as text, written on the stack (the longest IPv6 text is 45
+/// bytes), so a request's decisions allocate nothing for it.
+struct HostText([u8; 48]);
+
+impl Default for HostText {
+    fn default() -> Self {
+        HostText([0; 48])
+    }
+}
+
+impl HostText {
+    fn of(&mut self, session: &Session) -> &str {
+        use std::io::Write;
+        let mut cursor = std::io::Cursor::new(&mut self.0[..]);
+        // Cannot fail: an address's text fits the buffer.
+        let _ = write!(cursor, "{}", session.peer.ip());
+        let n = usize::try_from(cursor.position()).unwrap_or(0);
+        // An address's text is ASCII; an empty host would match only `*` bindings.
+        std::str::from_utf8(&self.0[..n]).unwrap_or("")
     }
 }
 
@@ -409,195 +431,195 @@ fn taken<B: Into<ResponseBody>>(refused: bool, empty: bool, body: B) -> Taken {
     }
 }
 
+/// Takes the entries `refused` gives a code out of `list`, turns each into its error
+/// entry with `entry`, and builds the answer for them with `answer`; `last` is whether
+/// an emptied list leaves nothing for the handler (the layer then answers alone).
+fn split<T, E, B: Into<ResponseBody>>(
+    list: &mut Vec<T>,
+    last: bool,
+    refused: impl Fn(&T) -> Option<i16>,
+    entry: impl Fn(T, i16) -> E,
+    answer: impl FnOnce(Vec<E>) -> B,
+) -> Taken {
+    let errors: Vec<E> = take(list, refused)
+        .into_iter()
+        .map(|(t, code)| entry(t, code))
+        .collect();
+    taken(!errors.is_empty(), last && list.is_empty(), answer(errors))
+}
+
+/// The answer of an API whose refusal is its top-level error code.
+macro_rules! top_level {
+    ($code:expr, $($response:ident)::+) => {
+        match $code {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                $($response)::+ {
+                    error_code: code,
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        }
+    };
+}
+
+/// Every partition of a topic entry, answered with `code` by `partition`.
+fn partitions<P, E>(list: &[P], code: i16, partition: impl Fn(&P, i16) -> E) -> Vec<E> {
+    list.iter().map(|p| partition(p, code)).collect()
+}
+
 /// Takes the entries `denied` refuses out of `body`. `None` for an API this layer cannot
 /// take entries from (the caller closes the connection rather than let it through).
 pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied) -> Option<Taken> {
+    use create_topics_response as ct;
+    use delete_topics_response as dt;
+    use fetch_response as fr;
+    use list_offsets_response as lo;
+    use offset_commit_response as oc;
+    use offset_delete_response as od;
+    use offset_fetch_response as of;
+    use offset_for_leader_epoch_response as ol;
+    use produce_response as pr;
     Some(match body {
         RequestBody::Produce(r) => {
-            let transactional = r.transactional_id.as_deref().and_then(|t| {
-                denied
-                    .all
-                    .or_else(|| denied.transactional_ids.get(t).copied())
-            });
+            // A refused transactional id refuses every entry with its code (once: the
+            // call below refuses everything, so it does not come back here).
+            let transactional = match (denied.all, r.transactional_id.as_deref()) {
+                (None, Some(t)) => denied.transactional_ids.get(t).copied(),
+                _ => None,
+            };
             if let Some(code) = transactional {
                 // Every entry of the request gets the transactional id's error.
                 return take_refused(body, version, &Denied::everything(code));
             }
-            let out = take(&mut r.topic_data, |t| {
-                denied.topic_or_id(&t.name, t.topic_id)
-            });
-            let responses = out
-                .into_iter()
-                .map(|(t, code)| produce_response::TopicProduceResponse {
+            split(
+                &mut r.topic_data,
+                true,
+                |t| denied.topic_or_id(&t.name, t.topic_id),
+                |t, code| pr::TopicProduceResponse {
                     name: t.name,
                     topic_id: t.topic_id,
-                    partition_responses: t
-                        .partition_data
-                        .iter()
-                        .map(|p| produce_response::PartitionProduceResponse {
+                    partition_responses: partitions(&t.partition_data, code, |p, code| {
+                        pr::PartitionProduceResponse {
                             index: p.index,
                             error_code: code,
                             base_offset: -1,
                             log_append_time_ms: -1,
                             log_start_offset: -1,
                             ..Default::default()
-                        })
-                        .collect(),
+                        }
+                    }),
                     ..Default::default()
-                })
-                .collect::<Vec<_>>();
-            taken(
-                !responses.is_empty(),
-                r.topic_data.is_empty(),
-                produce_response::ProduceResponse {
+                },
+                |responses| pr::ProduceResponse {
                     responses,
                     ..Default::default()
                 },
             )
         }
-        RequestBody::Fetch(r) => {
-            let out = take(&mut r.topics, |t| denied.topic_or_id(&t.topic, t.topic_id));
-            let responses = out
-                .into_iter()
-                .map(|(t, code)| fetch_response::FetchableTopicResponse {
-                    topic: t.topic,
-                    topic_id: t.topic_id,
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|p| fetch_response::PartitionData {
-                            partition_index: p.partition,
-                            error_code: code,
-                            high_watermark: -1,
-                            last_stable_offset: -1,
-                            log_start_offset: -1,
-                            records: Some(Bytes::new()),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect::<Vec<_>>();
-            taken(
-                !responses.is_empty(),
-                r.topics.is_empty(),
-                fetch_response::FetchResponse {
-                    responses,
-                    ..Default::default()
-                },
-            )
-        }
-        RequestBody::ListOffsets(r) => {
-            let out = take(&mut r.topics, |t| denied.topic(&t.name));
-            let topics = out
-                .into_iter()
-                .map(
-                    |(t, code)| list_offsets_response::ListOffsetsTopicResponse {
-                        name: t.name,
-                        partitions: t
-                            .partitions
-                            .iter()
-                            .map(|p| list_offsets_response::ListOffsetsPartitionResponse {
-                                partition_index: p.partition_index,
-                                error_code: code,
-                                timestamp: -1,
-                                offset: -1,
-                                leader_epoch: -1,
-                                ..Default::default()
-                            })
-                            .collect(),
-                        ..Default::default()
-                    },
-                )
-                .collect::<Vec<_>>();
-            taken(
-                !topics.is_empty(),
-                r.topics.is_empty(),
-                list_offsets_response::ListOffsetsResponse {
-                    topics,
-                    ..Default::default()
-                },
-            )
-        }
-        RequestBody::OffsetForLeaderEpoch(r) => {
-            let out = take(&mut r.topics, |t| denied.topic(&t.topic));
-            let topics = out
-                .into_iter()
-                .map(
-                    |(t, code)| offset_for_leader_epoch_response::OffsetForLeaderTopicResult {
-                        topic: t.topic,
-                        partitions: t
-                            .partitions
-                            .iter()
-                            .map(|p| offset_for_leader_epoch_response::EpochEndOffset {
-                                error_code: code,
-                                partition: p.partition,
-                                leader_epoch: -1,
-                                end_offset: -1,
-                                ..Default::default()
-                            })
-                            .collect(),
-                        ..Default::default()
-                    },
-                )
-                .collect::<Vec<_>>();
-            taken(
-                !topics.is_empty(),
-                r.topics.is_empty(),
-                offset_for_leader_epoch_response::OffsetForLeaderEpochResponse {
-                    topics,
-                    ..Default::default()
-                },
-            )
-        }
-        RequestBody::Metadata(r) => {
-            let Some(list) = r.topics.as_mut() else {
-                return Some(Taken::Nothing);
-            };
-            let out = take(list, |t| {
-                denied.topic_or_id(t.name.as_deref().unwrap_or(""), t.topic_id)
-            });
-            let topics = out
-                .into_iter()
-                .map(|(t, code)| metadata_response::MetadataResponseTopic {
+        RequestBody::Fetch(r) => split(
+            &mut r.topics,
+            true,
+            |t| denied.topic_or_id(&t.topic, t.topic_id),
+            |t, code| fr::FetchableTopicResponse {
+                topic: t.topic,
+                topic_id: t.topic_id,
+                partitions: partitions(&t.partitions, code, |p, code| fr::PartitionData {
+                    partition_index: p.partition,
                     error_code: code,
-                    name: t.name,
-                    topic_id: t.topic_id,
+                    high_watermark: -1,
+                    last_stable_offset: -1,
+                    log_start_offset: -1,
+                    records: Some(Bytes::new()),
                     ..Default::default()
-                })
-                .collect::<Vec<_>>();
+                }),
+                ..Default::default()
+            },
+            |responses| fr::FetchResponse {
+                responses,
+                ..Default::default()
+            },
+        ),
+        RequestBody::ListOffsets(r) => split(
+            &mut r.topics,
+            true,
+            |t| denied.topic(&t.name),
+            |t, code| lo::ListOffsetsTopicResponse {
+                name: t.name,
+                partitions: partitions(&t.partitions, code, |p, code| {
+                    lo::ListOffsetsPartitionResponse {
+                        partition_index: p.partition_index,
+                        error_code: code,
+                        timestamp: -1,
+                        offset: -1,
+                        leader_epoch: -1,
+                        ..Default::default()
+                    }
+                }),
+                ..Default::default()
+            },
+            |topics| lo::ListOffsetsResponse {
+                topics,
+                ..Default::default()
+            },
+        ),
+        RequestBody::OffsetForLeaderEpoch(r) => split(
+            &mut r.topics,
+            true,
+            |t| denied.topic(&t.topic),
+            |t, code| ol::OffsetForLeaderTopicResult {
+                topic: t.topic,
+                partitions: partitions(&t.partitions, code, |p, code| ol::EpochEndOffset {
+                    error_code: code,
+                    partition: p.partition,
+                    leader_epoch: -1,
+                    end_offset: -1,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            |topics| ol::OffsetForLeaderEpochResponse {
+                topics,
+                ..Default::default()
+            },
+        ),
+        RequestBody::Metadata(r) => match r.topics.as_mut() {
+            None => Taken::Nothing,
             // An empty list means "every topic" at v0: answer alone there. Later
             // versions go on to the handler with the list emptied (brokers, cluster id).
-            taken(
-                !topics.is_empty(),
-                list.is_empty() && version == 0,
-                metadata_response::MetadataResponse {
-                    topics,
-                    ..Default::default()
-                },
-            )
-        }
-        RequestBody::CreateTopics(r) => {
-            let out = take(&mut r.topics, |t| denied.topic(&t.name));
-            let topics = out
-                .into_iter()
-                .map(|(t, code)| create_topics_response::CreatableTopicResult {
-                    name: t.name,
+            Some(list) => split(
+                list,
+                version == 0,
+                |t| denied.topic_or_id(t.name.as_deref().unwrap_or(""), t.topic_id),
+                |t, code| metadata_response::MetadataResponseTopic {
                     error_code: code,
-                    num_partitions: -1,
-                    replication_factor: -1,
+                    name: t.name,
+                    topic_id: t.topic_id,
                     ..Default::default()
-                })
-                .collect::<Vec<_>>();
-            taken(
-                !topics.is_empty(),
-                r.topics.is_empty(),
-                create_topics_response::CreateTopicsResponse {
+                },
+                |topics| metadata_response::MetadataResponse {
                     topics,
                     ..Default::default()
                 },
-            )
-        }
+            ),
+        },
+        RequestBody::CreateTopics(r) => split(
+            &mut r.topics,
+            true,
+            |t| denied.topic(&t.name),
+            |t, code| ct::CreatableTopicResult {
+                name: t.name,
+                error_code: code,
+                num_partitions: -1,
+                replication_factor: -1,
+                ..Default::default()
+            },
+            |topics| ct::CreateTopicsResponse {
+                topics,
+                ..Default::default()
+            },
+        ),
         RequestBody::DeleteTopics(r) => {
             let names = take(&mut r.topic_names, |n| denied.topic(n));
             let ids = take(&mut r.topics, |t| {
@@ -605,148 +627,106 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
             });
             let mut responses: Vec<_> = names
                 .into_iter()
-                .map(|(n, code)| delete_topics_response::DeletableTopicResult {
+                .map(|(n, code)| dt::DeletableTopicResult {
                     name: Some(n),
                     error_code: code,
                     ..Default::default()
                 })
                 .collect();
             // A topic refused by id is answered with its id alone, never its name.
-            responses.extend(ids.into_iter().map(|(t, code)| {
-                delete_topics_response::DeletableTopicResult {
-                    name: t.name,
-                    topic_id: t.topic_id,
-                    error_code: code,
-                    ..Default::default()
-                }
+            responses.extend(ids.into_iter().map(|(t, code)| dt::DeletableTopicResult {
+                name: t.name,
+                topic_id: t.topic_id,
+                error_code: code,
+                ..Default::default()
             }));
             taken(
                 !responses.is_empty(),
                 r.topic_names.is_empty() && r.topics.is_empty(),
-                delete_topics_response::DeleteTopicsResponse {
+                dt::DeleteTopicsResponse {
                     responses,
                     ..Default::default()
                 },
             )
         }
-        RequestBody::DeleteRecords(r) => {
-            let out = take(&mut r.topics, |t| denied.topic(&t.name));
-            let topics = out
-                .into_iter()
-                .map(
-                    |(t, code)| delete_records_response::DeleteRecordsTopicResult {
-                        name: t.name,
-                        partitions: t
-                            .partitions
-                            .iter()
-                            .map(|p| delete_records_response::DeleteRecordsPartitionResult {
-                                partition_index: p.partition_index,
-                                low_watermark: -1,
-                                error_code: code,
-                                ..Default::default()
-                            })
-                            .collect(),
-                        ..Default::default()
-                    },
-                )
-                .collect::<Vec<_>>();
-            taken(
-                !topics.is_empty(),
-                r.topics.is_empty(),
-                delete_records_response::DeleteRecordsResponse {
-                    topics,
-                    ..Default::default()
-                },
-            )
-        }
-        RequestBody::CreatePartitions(r) => {
-            let out = take(&mut r.topics, |t| denied.topic(&t.name));
-            let results = out
-                .into_iter()
-                .map(
-                    |(t, code)| create_partitions_response::CreatePartitionsTopicResult {
-                        name: t.name,
+        RequestBody::DeleteRecords(r) => split(
+            &mut r.topics,
+            true,
+            |t| denied.topic(&t.name),
+            |t, code| delete_records_response::DeleteRecordsTopicResult {
+                name: t.name,
+                partitions: partitions(&t.partitions, code, |p, code| {
+                    delete_records_response::DeleteRecordsPartitionResult {
+                        partition_index: p.partition_index,
+                        low_watermark: -1,
                         error_code: code,
                         ..Default::default()
-                    },
-                )
-                .collect::<Vec<_>>();
-            taken(
-                !results.is_empty(),
-                r.topics.is_empty(),
-                create_partitions_response::CreatePartitionsResponse {
-                    results,
-                    ..Default::default()
-                },
-            )
-        }
-        RequestBody::DescribeConfigs(r) => {
-            let out = take(&mut r.resources, |c| {
-                denied.config(c.resource_type, &c.resource_name)
-            });
-            let results = out
-                .into_iter()
-                .map(
-                    |(c, code)| describe_configs_response::DescribeConfigsResult {
-                        error_code: code,
-                        resource_type: c.resource_type,
-                        resource_name: c.resource_name,
-                        ..Default::default()
-                    },
-                )
-                .collect::<Vec<_>>();
-            taken(
-                !results.is_empty(),
-                r.resources.is_empty(),
-                describe_configs_response::DescribeConfigsResponse {
-                    results,
-                    ..Default::default()
-                },
-            )
-        }
-        RequestBody::AlterConfigs(r) => {
-            let out = take(&mut r.resources, |c| {
-                denied.config(c.resource_type, &c.resource_name)
-            });
-            let responses = out
-                .into_iter()
-                .map(
-                    |(c, code)| alter_configs_response::AlterConfigsResourceResponse {
-                        error_code: code,
-                        resource_type: c.resource_type,
-                        resource_name: c.resource_name,
-                        ..Default::default()
-                    },
-                )
-                .collect::<Vec<_>>();
-            taken(
-                !responses.is_empty(),
-                r.resources.is_empty(),
-                alter_configs_response::AlterConfigsResponse {
-                    responses,
-                    ..Default::default()
-                },
-            )
-        }
+                    }
+                }),
+                ..Default::default()
+            },
+            |topics| delete_records_response::DeleteRecordsResponse {
+                topics,
+                ..Default::default()
+            },
+        ),
+        RequestBody::CreatePartitions(r) => split(
+            &mut r.topics,
+            true,
+            |t| denied.topic(&t.name),
+            |t, code| create_partitions_response::CreatePartitionsTopicResult {
+                name: t.name,
+                error_code: code,
+                ..Default::default()
+            },
+            |results| create_partitions_response::CreatePartitionsResponse {
+                results,
+                ..Default::default()
+            },
+        ),
+        RequestBody::DescribeConfigs(r) => split(
+            &mut r.resources,
+            true,
+            |c| denied.config(c.resource_type, &c.resource_name),
+            |c, code| describe_configs_response::DescribeConfigsResult {
+                error_code: code,
+                resource_type: c.resource_type,
+                resource_name: c.resource_name,
+                ..Default::default()
+            },
+            |results| describe_configs_response::DescribeConfigsResponse {
+                results,
+                ..Default::default()
+            },
+        ),
+        RequestBody::AlterConfigs(r) => split(
+            &mut r.resources,
+            true,
+            |c| denied.config(c.resource_type, &c.resource_name),
+            |c, code| alter_configs_response::AlterConfigsResourceResponse {
+                error_code: code,
+                resource_type: c.resource_type,
+                resource_name: c.resource_name,
+                ..Default::default()
+            },
+            |responses| alter_configs_response::AlterConfigsResponse {
+                responses,
+                ..Default::default()
+            },
+        ),
         RequestBody::IncrementalAlterConfigs(r) => {
-            let out = take(&mut r.resources, |c| {
-                denied.config(c.resource_type, &c.resource_name)
-            });
-            let responses = out
-                .into_iter()
-                .map(
-                    |(c, code)| incremental_alter_configs_response::AlterConfigsResourceResponse {
-                        error_code: code,
-                        resource_type: c.resource_type,
-                        resource_name: c.resource_name,
-                        ..Default::default()
-                    },
-                )
-                .collect::<Vec<_>>();
-            taken(
-                !responses.is_empty(),
-                r.resources.is_empty(),
-                incremental_alter_configs_response::IncrementalAlterConfigsResponse {
+            use incremental_alter_configs_response as ia;
+            split(
+                &mut r.resources,
+                true,
+                |c| denied.config(c.resource_type, &c.resource_name),
+                |c, code| ia::AlterConfigsResourceResponse {
+                    error_code: code,
+                    resource_type: c.resource_type,
+                    resource_name: c.resource_name,
+                    ..Default::default()
+                },
+                |responses| ia::IncrementalAlterConfigsResponse {
                     responses,
                     ..Default::default()
                 },
@@ -776,21 +756,18 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
                     ),
                 });
             }
-            let out = take(&mut r.coordinator_keys, |k| refused(k));
-            let coordinators = out
-                .into_iter()
-                .map(|(key, code)| find_coordinator_response::Coordinator {
+            split(
+                &mut r.coordinator_keys,
+                true,
+                |k| refused(k),
+                |key, code| find_coordinator_response::Coordinator {
                     key,
                     node_id: -1,
                     port: -1,
                     error_code: code,
                     ..Default::default()
-                })
-                .collect::<Vec<_>>();
-            taken(
-                !coordinators.is_empty(),
-                r.coordinator_keys.is_empty(),
-                find_coordinator_response::FindCoordinatorResponse {
+                },
+                |coordinators| find_coordinator_response::FindCoordinatorResponse {
                     coordinators,
                     ..Default::default()
                 },
@@ -809,117 +786,110 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
                 .into(),
             ),
         },
-        RequestBody::SyncGroup(r) => match denied.group(&r.group_id) {
-            None => Taken::Nothing,
-            Some(code) => Taken::Answer(
-                sync_group_response::SyncGroupResponse {
-                    error_code: code,
-                    ..Default::default()
-                }
-                .into(),
-            ),
-        },
-        RequestBody::Heartbeat(r) => match denied.group(&r.group_id) {
-            None => Taken::Nothing,
-            Some(code) => Taken::Answer(
-                heartbeat_response::HeartbeatResponse {
-                    error_code: code,
-                    ..Default::default()
-                }
-                .into(),
-            ),
-        },
-        RequestBody::LeaveGroup(r) => match denied.group(&r.group_id) {
-            None => Taken::Nothing,
-            Some(code) => Taken::Answer(
-                leave_group_response::LeaveGroupResponse {
-                    error_code: code,
-                    ..Default::default()
-                }
-                .into(),
-            ),
-        },
+        RequestBody::SyncGroup(r) => {
+            top_level!(
+                denied.group(&r.group_id),
+                sync_group_response::SyncGroupResponse
+            )
+        }
+        RequestBody::Heartbeat(r) => {
+            top_level!(
+                denied.group(&r.group_id),
+                heartbeat_response::HeartbeatResponse
+            )
+        }
+        RequestBody::LeaveGroup(r) => {
+            top_level!(
+                denied.group(&r.group_id),
+                leave_group_response::LeaveGroupResponse
+            )
+        }
         RequestBody::OffsetCommit(r) => {
             let group = denied.group(&r.group_id);
-            let out = take(&mut r.topics, |t| group.or_else(|| denied.topic(&t.name)));
-            let topics = out
-                .into_iter()
-                .map(
-                    |(t, code)| offset_commit_response::OffsetCommitResponseTopic {
-                        name: t.name,
-                        partitions: t
-                            .partitions
-                            .iter()
-                            .map(|p| offset_commit_response::OffsetCommitResponsePartition {
-                                partition_index: p.partition_index,
-                                error_code: code,
-                                ..Default::default()
-                            })
-                            .collect(),
-                        ..Default::default()
-                    },
-                )
-                .collect::<Vec<_>>();
-            taken(
-                !topics.is_empty() || group.is_some(),
-                r.topics.is_empty(),
-                offset_commit_response::OffsetCommitResponse {
+            let mut answer = split(
+                &mut r.topics,
+                true,
+                |t| group.or_else(|| denied.topic(&t.name)),
+                |t, code| oc::OffsetCommitResponseTopic {
+                    name: t.name,
+                    partitions: partitions(&t.partitions, code, |p, code| {
+                        oc::OffsetCommitResponsePartition {
+                            partition_index: p.partition_index,
+                            error_code: code,
+                            ..Default::default()
+                        }
+                    }),
+                    ..Default::default()
+                },
+                |topics| oc::OffsetCommitResponse {
                     topics,
                     ..Default::default()
                 },
-            )
+            );
+            // A refused group with no topic: answered alone all the same.
+            if group.is_some()
+                && let Taken::Nothing = answer
+            {
+                answer = Taken::Answer(oc::OffsetCommitResponse::default().into());
+            }
+            answer
         }
         RequestBody::OffsetFetch(r) if r.groups.is_empty() => {
             let group = denied
                 .all
                 .or_else(|| denied.groups.get(&*r.group_id).copied());
-            if let Some(code) = group {
-                if version >= 2 {
-                    return Some(Taken::Answer(
-                        offset_fetch_response::OffsetFetchResponse {
-                            error_code: code.code(),
-                            ..Default::default()
-                        }
-                        .into(),
-                    ));
-                }
-                // v0-1 carry errors per partition only.
-                let all = Denied::everything(code);
-                if let Some(ts) = r.topics.as_mut() {
-                    let topics = offset_fetch_v0_errors(take(ts, |t| all.topic(&t.name)));
-                    return Some(Taken::Answer(
-                        offset_fetch_response::OffsetFetchResponse {
-                            topics,
-                            ..Default::default()
-                        }
-                        .into(),
-                    ));
-                }
-            }
             let Some(ts) = r.topics.as_mut() else {
-                return Some(Taken::Nothing);
+                // Every topic of the group (v2+): a refused group is the top-level error.
+                return Some(top_level!(
+                    group.map(ErrorCode::code),
+                    of::OffsetFetchResponse
+                ));
             };
-            let topics = offset_fetch_v0_errors(take(ts, |t| denied.topic(&t.name)));
-            taken(
-                !topics.is_empty(),
-                ts.is_empty(),
-                offset_fetch_response::OffsetFetchResponse {
+            if let Some(code) = group
+                && version >= 2
+            {
+                return Some(Taken::Answer(
+                    of::OffsetFetchResponse {
+                        error_code: code.code(),
+                        ..Default::default()
+                    }
+                    .into(),
+                ));
+            }
+            // v0-1 carry a refused group's error on every partition.
+            let group = group.map(ErrorCode::code);
+            split(
+                ts,
+                true,
+                |t| group.or_else(|| denied.topic(&t.name)),
+                |t, code| of::OffsetFetchResponseTopic {
+                    name: t.name,
+                    partitions: partitions(&t.partition_indexes, code, |p, code| {
+                        of::OffsetFetchResponsePartition {
+                            partition_index: *p,
+                            committed_offset: -1,
+                            committed_leader_epoch: -1,
+                            metadata: Some(ByteString::new()),
+                            error_code: code,
+                            ..Default::default()
+                        }
+                    }),
+                    ..Default::default()
+                },
+                |topics| of::OffsetFetchResponse {
                     topics,
                     ..Default::default()
                 },
             )
         }
         RequestBody::OffsetFetch(r) => {
-            let out = take(&mut r.groups, |g| denied.group(&g.group_id));
-            let mut groups: Vec<_> = out
+            let mut groups: Vec<_> = take(&mut r.groups, |g| denied.group(&g.group_id))
                 .into_iter()
-                .map(
-                    |(g, code)| offset_fetch_response::OffsetFetchResponseGroup {
-                        group_id: g.group_id,
-                        error_code: code,
-                        ..Default::default()
-                    },
-                )
+                .map(|(g, code)| of::OffsetFetchResponseGroup {
+                    group_id: g.group_id,
+                    error_code: code,
+                    ..Default::default()
+                })
                 .collect();
             for g in &mut r.groups {
                 let Some(ts) = g.topics.as_mut() else {
@@ -927,28 +897,24 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
                 };
                 let topics: Vec<_> = take(ts, |t| denied.topic(&t.name))
                     .into_iter()
-                    .map(
-                        |(t, code)| offset_fetch_response::OffsetFetchResponseTopics {
-                            name: t.name,
-                            partitions: t
-                                .partition_indexes
-                                .iter()
-                                .map(|p| offset_fetch_response::OffsetFetchResponsePartitions {
-                                    partition_index: *p,
-                                    committed_offset: -1,
-                                    committed_leader_epoch: -1,
-                                    metadata: Some(ByteString::new()),
-                                    error_code: code,
-                                    ..Default::default()
-                                })
-                                .collect(),
-                            ..Default::default()
-                        },
-                    )
+                    .map(|(t, code)| of::OffsetFetchResponseTopics {
+                        name: t.name,
+                        partitions: partitions(&t.partition_indexes, code, |p, code| {
+                            of::OffsetFetchResponsePartitions {
+                                partition_index: *p,
+                                committed_offset: -1,
+                                committed_leader_epoch: -1,
+                                metadata: Some(ByteString::new()),
+                                error_code: code,
+                                ..Default::default()
+                            }
+                        }),
+                        ..Default::default()
+                    })
                     .collect();
                 if !topics.is_empty() {
                     // Merged into the group's answer (error code NONE here).
-                    groups.push(offset_fetch_response::OffsetFetchResponseGroup {
+                    groups.push(of::OffsetFetchResponseGroup {
                         group_id: g.group_id.clone(),
                         topics,
                         ..Default::default()
@@ -958,7 +924,7 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
             taken(
                 !groups.is_empty(),
                 r.groups.is_empty(),
-                offset_fetch_response::OffsetFetchResponse {
+                of::OffsetFetchResponse {
                     groups,
                     ..Default::default()
                 },
@@ -966,78 +932,55 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
         }
         RequestBody::OffsetDelete(r) => {
             if let Some(code) = denied.group(&r.group_id) {
-                return Some(Taken::Answer(
-                    offset_delete_response::OffsetDeleteResponse {
-                        error_code: code,
-                        ..Default::default()
-                    }
-                    .into(),
-                ));
+                return Some(top_level!(Some(code), od::OffsetDeleteResponse));
             }
-            let out = take(&mut r.topics, |t| denied.topic(&t.name));
-            let topics = out
-                .into_iter()
-                .map(
-                    |(t, code)| offset_delete_response::OffsetDeleteResponseTopic {
-                        name: t.name,
-                        partitions: t
-                            .partitions
-                            .iter()
-                            .map(|p| offset_delete_response::OffsetDeleteResponsePartition {
-                                partition_index: p.partition_index,
-                                error_code: code,
-                            })
-                            .collect(),
-                    },
-                )
-                .collect::<Vec<_>>();
-            taken(
-                !topics.is_empty(),
-                r.topics.is_empty(),
-                offset_delete_response::OffsetDeleteResponse {
+            split(
+                &mut r.topics,
+                true,
+                |t| denied.topic(&t.name),
+                |t, code| od::OffsetDeleteResponseTopic {
+                    name: t.name,
+                    partitions: partitions(&t.partitions, code, |p, code| {
+                        od::OffsetDeleteResponsePartition {
+                            partition_index: p.partition_index,
+                            error_code: code,
+                        }
+                    }),
+                },
+                |topics| od::OffsetDeleteResponse {
                     topics,
                     ..Default::default()
                 },
             )
         }
-        RequestBody::DescribeGroups(r) => {
-            let out = take(&mut r.groups, |g| denied.group(g));
-            let groups = out
-                .into_iter()
-                .map(|(g, code)| describe_groups_response::DescribedGroup {
-                    error_code: code,
-                    group_id: g,
-                    ..Default::default()
-                })
-                .collect::<Vec<_>>();
-            taken(
-                !groups.is_empty(),
-                r.groups.is_empty(),
-                describe_groups_response::DescribeGroupsResponse {
-                    groups,
-                    ..Default::default()
-                },
-            )
-        }
-        RequestBody::DeleteGroups(r) => {
-            let out = take(&mut r.groups_names, |g| denied.group(g));
-            let results = out
-                .into_iter()
-                .map(|(g, code)| delete_groups_response::DeletableGroupResult {
-                    group_id: g,
-                    error_code: code,
-                    ..Default::default()
-                })
-                .collect::<Vec<_>>();
-            taken(
-                !results.is_empty(),
-                r.groups_names.is_empty(),
-                delete_groups_response::DeleteGroupsResponse {
-                    results,
-                    ..Default::default()
-                },
-            )
-        }
+        RequestBody::DescribeGroups(r) => split(
+            &mut r.groups,
+            true,
+            |g| denied.group(g),
+            |group_id, code| describe_groups_response::DescribedGroup {
+                error_code: code,
+                group_id,
+                ..Default::default()
+            },
+            |groups| describe_groups_response::DescribeGroupsResponse {
+                groups,
+                ..Default::default()
+            },
+        ),
+        RequestBody::DeleteGroups(r) => split(
+            &mut r.groups_names,
+            true,
+            |g| denied.group(g),
+            |group_id, code| delete_groups_response::DeletableGroupResult {
+                group_id,
+                error_code: code,
+                ..Default::default()
+            },
+            |results| delete_groups_response::DeleteGroupsResponse {
+                results,
+                ..Default::default()
+            },
+        ),
         RequestBody::InitProducerId(r) => {
             let code = match r.transactional_id.as_deref() {
                 Some(t) => denied.transactional_id(t),
@@ -1056,55 +999,49 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
                 ),
             }
         }
-        RequestBody::DescribeClientQuotas(_) => match denied.cluster() {
-            None => Taken::Nothing,
-            Some(code) => Taken::Answer(
-                describe_client_quotas_response::DescribeClientQuotasResponse {
+        RequestBody::DescribeClientQuotas(_) => top_level!(
+            denied.cluster(),
+            describe_client_quotas_response::DescribeClientQuotasResponse
+        ),
+        RequestBody::DescribeUserScramCredentials(_) => top_level!(
+            denied.cluster(),
+            describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse
+        ),
+        RequestBody::DescribeAcls(_) => top_level!(
+            denied.cluster(),
+            describe_acls_response::DescribeAclsResponse
+        ),
+        // Cluster-wide APIs with per-entry results: every entry gets the code.
+        RequestBody::AlterClientQuotas(r) => {
+            use alter_client_quotas_response as aq;
+            let all = denied.cluster();
+            split(
+                &mut r.entries,
+                true,
+                |_| all,
+                |e, code| aq::EntryData {
                     error_code: code,
-                    ..Default::default()
-                }
-                .into(),
-            ),
-        },
-        RequestBody::AlterClientQuotas(r) => match denied.cluster() {
-            None => Taken::Nothing,
-            Some(code) => Taken::Answer(
-                alter_client_quotas_response::AlterClientQuotasResponse {
-                    entries: r
-                        .entries
-                        .iter()
-                        .map(|e| alter_client_quotas_response::EntryData {
-                            error_code: code,
-                            entity: e
-                                .entity
-                                .iter()
-                                .map(|d| alter_client_quotas_response::EntityData {
-                                    entity_type: d.entity_type.clone(),
-                                    entity_name: d.entity_name.clone(),
-                                    ..Default::default()
-                                })
-                                .collect(),
+                    entity: e
+                        .entity
+                        .into_iter()
+                        .map(|d| aq::EntityData {
+                            entity_type: d.entity_type,
+                            entity_name: d.entity_name,
                             ..Default::default()
                         })
                         .collect(),
                     ..Default::default()
-                }
-                .into(),
-            ),
-        },
-        RequestBody::DescribeUserScramCredentials(_) => match denied.cluster() {
-            None => Taken::Nothing,
-            Some(code) => Taken::Answer(
-                describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse {
-                    error_code: code,
+                },
+                |entries| aq::AlterClientQuotasResponse {
+                    entries,
                     ..Default::default()
-                }
-                .into(),
-            ),
-        },
+                },
+            )
+        }
         RequestBody::AlterUserScramCredentials(r) => match denied.cluster() {
             None => Taken::Nothing,
             Some(code) => {
+                use alter_user_scram_credentials_response as au;
                 let mut users: Vec<&ByteString> = Vec::new();
                 for u in r
                     .deletions
@@ -1116,68 +1053,55 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
                         users.push(u);
                     }
                 }
+                let results = users
+                    .into_iter()
+                    .map(|u| au::AlterUserScramCredentialsResult {
+                        user: u.clone(),
+                        error_code: code,
+                        ..Default::default()
+                    })
+                    .collect();
                 Taken::Answer(
-                    alter_user_scram_credentials_response::AlterUserScramCredentialsResponse {
-                        results: users
-                            .into_iter()
-                            .map(|u| {
-                                alter_user_scram_credentials_response::AlterUserScramCredentialsResult {
-                                    user: u.clone(),
-                                    error_code: code,
-                                    ..Default::default()
-                                }
-                            })
-                            .collect(),
+                    au::AlterUserScramCredentialsResponse {
+                        results,
                         ..Default::default()
                     }
                     .into(),
                 )
             }
         },
-        RequestBody::CreateAcls(r) => match denied.cluster() {
-            None => Taken::Nothing,
-            Some(code) => Taken::Answer(
-                create_acls_response::CreateAclsResponse {
-                    results: r
-                        .creations
-                        .iter()
-                        .map(|_| create_acls_response::AclCreationResult {
-                            error_code: code,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                }
-                .into(),
-            ),
-        },
-        RequestBody::DeleteAcls(r) => match denied.cluster() {
-            None => Taken::Nothing,
-            Some(code) => Taken::Answer(
-                delete_acls_response::DeleteAclsResponse {
-                    filter_results: r
-                        .filters
-                        .iter()
-                        .map(|_| delete_acls_response::DeleteAclsFilterResult {
-                            error_code: code,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                }
-                .into(),
-            ),
-        },
-        RequestBody::DescribeAcls(_) => match denied.cluster() {
-            None => Taken::Nothing,
-            Some(code) => Taken::Answer(
-                describe_acls_response::DescribeAclsResponse {
+        RequestBody::CreateAcls(r) => {
+            let all = denied.cluster();
+            split(
+                &mut r.creations,
+                true,
+                |_| all,
+                |_, code| create_acls_response::AclCreationResult {
                     error_code: code,
                     ..Default::default()
-                }
-                .into(),
-            ),
-        },
+                },
+                |results| create_acls_response::CreateAclsResponse {
+                    results,
+                    ..Default::default()
+                },
+            )
+        }
+        RequestBody::DeleteAcls(r) => {
+            let all = denied.cluster();
+            split(
+                &mut r.filters,
+                true,
+                |_| all,
+                |_, code| delete_acls_response::DeleteAclsFilterResult {
+                    error_code: code,
+                    ..Default::default()
+                },
+                |filter_results| delete_acls_response::DeleteAclsResponse {
+                    filter_results,
+                    ..Default::default()
+                },
+            )
+        }
         _ => {
             if denied.is_empty() {
                 Taken::Nothing
@@ -1186,31 +1110,6 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
             }
         }
     })
-}
-
-fn offset_fetch_v0_errors(
-    out: Vec<(offset_fetch_request::OffsetFetchRequestTopic, i16)>,
-) -> Vec<offset_fetch_response::OffsetFetchResponseTopic> {
-    out.into_iter()
-        .map(
-            |(t, code)| offset_fetch_response::OffsetFetchResponseTopic {
-                name: t.name,
-                partitions: t
-                    .partition_indexes
-                    .iter()
-                    .map(|p| offset_fetch_response::OffsetFetchResponsePartition {
-                        partition_index: *p,
-                        committed_offset: -1,
-                        committed_leader_epoch: -1,
-                        metadata: Some(ByteString::new()),
-                        error_code: code,
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            },
-        )
-        .collect()
 }
 
 /// Puts the refused entries' error entries into the handler's response.
@@ -1292,6 +1191,13 @@ impl Layer for Authorization {
         if caps::entries(&request.body).is_some_and(|n| n > self.max_entries) {
             return Verdict::Pass;
         }
+        // No binding, everyone allowed where none is found, no other source: every check
+        // passes (and every bitfield is the handlers' "everything").
+        let acls = self.acls.acls();
+        if acls.is_empty() && self.sources.is_empty() && self.acls.allow_everyone_if_no_acl_found()
+        {
+            return Verdict::Pass;
+        }
         let principal = session.principal.to_string();
         if self.super_users.contains(&principal) {
             return Verdict::Pass;
@@ -1302,8 +1208,8 @@ impl Layer for Authorization {
                 return Verdict::Close("authorization source failed");
             }
         }
-        let host = session.peer.ip().to_string();
-        let decider = self.decider(&principal, &host);
+        let mut host = HostText::default();
+        let decider = self.decider(acls, &principal, host.of(session));
         let mut note = Note {
             operations,
             hide: v0_all,
@@ -1410,8 +1316,8 @@ impl Layer for Authorization {
         };
         if note.hide || note.operations.any() || note.topic_configs {
             let principal = session.principal.to_string();
-            let host = session.peer.ip().to_string();
-            let decider = self.decider(&principal, &host);
+            let mut host = HostText::default();
+            let decider = self.decider(self.acls.acls(), &principal, host.of(session));
             if note.hide {
                 hide(&decider, body);
             }

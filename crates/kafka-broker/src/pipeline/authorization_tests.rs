@@ -1291,3 +1291,146 @@ async fn create_topics_shows_configs_only_with_describe_configs() {
         assert!(s.store.topic(name).await.expect("lookup").is_some());
     }
 }
+
+#[test]
+fn host_text_is_the_peer_address() {
+    let mut s = session(ALICE);
+    let mut h = HostText::default();
+    assert_eq!(h.of(&s), "10.0.0.1");
+    s.peer = "[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255]:1"
+        .parse()
+        .expect("addr");
+    let mut h = HostText::default();
+    assert_eq!(h.of(&s), s.peer.ip().to_string());
+}
+
+/// The layer's own cost per request on the common path (a Produce and a Fetch of one
+/// topic, allowed, among 200 bindings), printed; run with
+/// `cargo test --release -p kafka-broker --lib layer_cost -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement, not a check"]
+async fn layer_cost() {
+    let mut bindings = String::from(r#"{"bindings": ["#);
+    for i in 0..200 {
+        bindings.push_str(&format!(
+            r#"{{"resource_type": "TOPIC", "name": "tenant{i}-", "pattern": "PREFIXED", "principal": "User:user{i}", "operation": "ALL"}},"#
+        ));
+    }
+    bindings.push_str(
+        r#"{"resource_type": "TOPIC", "name": "t", "principal": "User:alice", "operation": "ALL"}]}"#,
+    );
+    let s = setup(Some(&bindings), false).await;
+    let layer = s.layer.clone().expect("layer");
+    let mut session = session(ALICE);
+    for key in [ApiKey::Produce, ApiKey::Fetch] {
+        let (body, _) = sample(key, 9, s.topic_id);
+        let n = 200_000u32;
+        let mut requests: Vec<Request> = (0..n)
+            .map(|_| Request {
+                api: key,
+                version: 9,
+                correlation_id: 1,
+                client_id: None,
+                body: body.clone(),
+                frame_len: 100,
+                received: Instant::now(),
+                notes: crate::pipeline::Notes::default(),
+            })
+            .collect();
+        let start = Instant::now();
+        for r in &mut requests {
+            let v = layer.on_request(&mut session, r).await;
+            assert!(matches!(v, Verdict::Pass));
+        }
+        let per = start.elapsed() / n;
+        println!("{key:?}: {per:?} per request in the authorization layer");
+    }
+}
+
+#[tokio::test]
+async fn authorization_is_on_when_a_listener_authenticates_unless_configured() {
+    use crate::server::{BoundListener, authorization_enabled};
+    let bound = |protocol| async move {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        BoundListener::new(tcp, Listener::new("L", protocol))
+    };
+    let plain = vec![bound(SecurityProtocol::Plaintext).await];
+    let sasl = vec![
+        bound(SecurityProtocol::Plaintext).await,
+        bound(SecurityProtocol::SaslPlaintext).await,
+    ];
+    let mut config = BrokerConfig::default();
+    assert!(!authorization_enabled(&config, &plain));
+    assert!(authorization_enabled(&config, &sasl));
+    config.authorization.enabled = Some(false);
+    assert!(!authorization_enabled(&config, &sasl));
+    config.authorization.enabled = Some(true);
+    assert!(authorization_enabled(&config, &plain));
+}
+
+#[tokio::test]
+async fn a_transactional_produce_needs_write_on_its_transactional_id() {
+    let produce: RequestBody = produce_request::ProduceRequest {
+        transactional_id: Some(ByteString::from_static("tx")),
+        acks: -1,
+        timeout_ms: 1000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: ByteString::from_static("t"),
+            partition_data: vec![
+                produce_request::PartitionProduceData {
+                    index: 0,
+                    records: Some(batch()),
+                    ..Default::default()
+                },
+                produce_request::PartitionProduceData {
+                    index: 1,
+                    records: Some(batch()),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+    .into();
+    let topic_only = r#"{"bindings": [
+      {"resource_type": "TOPIC", "name": "t", "principal": "User:alice", "operation": "WRITE"}
+    ]}"#;
+    let s = setup(Some(topic_only), false).await;
+    let Some(ResponseBody::Produce(p)) =
+        send(&s.broker, ALICE, ApiKey::Produce, 9, produce.clone()).await
+    else {
+        panic!("no answer")
+    };
+    let codes: Vec<i16> = p.responses[0]
+        .partition_responses
+        .iter()
+        .map(|r| r.error_code)
+        .collect();
+    assert_eq!(
+        codes,
+        [ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code(); 2]
+    );
+    assert_eq!(
+        s.store.watermarks("t", 0).await.expect("t").high_watermark,
+        0
+    );
+
+    // With the transactional id but not the topic: the topic's error.
+    let tx_only = r#"{"bindings": [
+      {"resource_type": "TRANSACTIONAL_ID", "name": "tx", "principal": "User:alice", "operation": "WRITE"}
+    ]}"#;
+    let s = setup(Some(tx_only), false).await;
+    let Some(ResponseBody::Produce(p)) = send(&s.broker, ALICE, ApiKey::Produce, 9, produce).await
+    else {
+        panic!("no answer")
+    };
+    assert!(
+        p.responses[0]
+            .partition_responses
+            .iter()
+            .all(|r| r.error_code == ErrorCode::TOPIC_AUTHORIZATION_FAILED.code())
+    );
+}
