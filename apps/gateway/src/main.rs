@@ -288,6 +288,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     let max_acl_bindings = config.acls.max_bindings;
     let acl_store: Arc<dyn AclStore>;
     let acl_source: String;
+    let acl_in_iggy = matches!(config.backend, Backend::Iggy(_));
     let (stores, _retention) = match config.backend {
         Backend::Memory(memory) => {
             warn!(
@@ -380,7 +381,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         }
         listeners.push(bound);
     }
-    announce_authorization(&config.acls, &broker, &acl_source);
+    announce_authorization(&config.acls, &broker, &acl_source, acl_in_iggy);
     let mut server = Server::new(broker, stores).acl_store(acl_store);
     // Lives as long as the runtime, which ends right after the broker stops.
     if let Some(users) = credentials.users_file.take() {
@@ -448,7 +449,12 @@ async fn memory_acl_store(
 
 /// The one start-up line about authorization: on or off, where ACLs come from, and what
 /// happens on a resource no binding names.
-fn announce_authorization(acls: &AclSetup, broker: &kafka_broker::BrokerConfig, source: &str) {
+fn announce_authorization(
+    acls: &AclSetup,
+    broker: &kafka_broker::BrokerConfig,
+    source: &str,
+    iggy: bool,
+) {
     let settings = &broker.authorization;
     let how = match settings.enabled {
         None => "as some listener authenticates",
@@ -461,10 +467,10 @@ fn announce_authorization(acls: &AclSetup, broker: &kafka_broker::BrokerConfig, 
             super_users = broker.sasl.super_users.len(),
             acl_refresh_ms = u64::try_from(settings.acl_refresh_interval.as_millis()).unwrap_or(u64::MAX),
             "authorization on ({how}): every request is checked; a resource no ACL binding names is {}",
-            if settings.allow_everyone_if_no_acl_found {
-                "open to every principal (other permission sources still apply)"
-            } else {
-                "refused to everyone but super users"
+            match (settings.allow_everyone_if_no_acl_found, iggy) {
+                (true, true) => "open to every principal its Iggy permissions allow",
+                (true, false) => "open to every principal (ACLs alone decide with the embedded store)",
+                (false, _) => "refused to everyone but super users",
             }
         );
     } else {

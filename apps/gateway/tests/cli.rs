@@ -835,3 +835,87 @@ fn an_unusable_certificate_stops_the_start_naming_the_file() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn an_acl_file_is_loaded_and_authorization_stated_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let acls = dir.path().join("acls.json");
+    std::fs::write(
+        &acls,
+        r#"{ "bindings": [ { "resource_type": "TOPIC", "name": "orders-", "pattern": "PREFIXED",
+             "principal": "User:alice", "operation": "READ" } ] }"#,
+    )
+    .unwrap();
+    let acls = acls.to_str().unwrap();
+    let mut gw = Running::start(
+        &[],
+        &[
+            ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+            ("IGGY_KAFKA_ACL_FILE", acls),
+            ("IGGY_KAFKA_AUTHORIZATION_ENABLED", "true"),
+        ],
+    );
+    gw.listen_line();
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("ACL file read"), "{stderr}");
+    assert!(stderr.contains("bindings=1"), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("authorization on"))
+        .unwrap_or_else(|| panic!("no authorization line: {stderr}"));
+    assert!(line.contains("ACLs alone decide"), "{line}");
+    assert!(line.contains(acls), "{line}");
+
+    // Without an authenticating listener and not forced on: off, and said so.
+    let mut gw = Running::start(&[], &[("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")]);
+    gw.listen_line();
+    gw.signal("TERM");
+    let (_, stderr) = gw.wait();
+    assert!(
+        stderr.contains("authorization off (no listener authenticates"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_or_oversized_acl_file_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let acls = dir.path().join("acls.json");
+    let entry =
+        r#"{ "resource_type": "TOPIC", "name": "t", "principal": "User:a", "operation": "READ" }"#;
+    std::fs::write(&acls, format!(r#"{{ "bindings": [ {entry}, {{ "resource_type": "TOPIC", "name": "", "principal": "User:a", "operation": "READ" }} ] }}"#)).unwrap();
+    let acls = acls.to_str().unwrap();
+    let out = run_to_end(
+        &[],
+        &[
+            ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+            ("IGGY_KAFKA_ACL_FILE", acls),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("IGGY_KAFKA_ACL_FILE"), "{stderr}");
+    assert!(stderr.contains("ACL binding 1"), "{stderr}");
+
+    let other = dir.path().join("two.json");
+    let other_entry =
+        r#"{ "resource_type": "TOPIC", "name": "u", "principal": "User:a", "operation": "READ" }"#;
+    std::fs::write(
+        &other,
+        format!(r#"{{ "bindings": [ {entry}, {other_entry} ] }}"#),
+    )
+    .unwrap();
+    let out = run_to_end(
+        &[],
+        &[
+            ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+            ("IGGY_KAFKA_ACL_FILE", other.to_str().unwrap()),
+            ("IGGY_KAFKA_MAX_ACL_BINDINGS", "1"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("IGGY_KAFKA_MAX_ACL_BINDINGS=1"), "{stderr}");
+}

@@ -41,6 +41,10 @@ pub(crate) struct Broker {
     /// bridge); a request is allowed where the ACLs and every one of these allow it.
     #[allow(dead_code)] // read by the authorization layer and the ACL handlers
     pub(crate) authorizers: Vec<Arc<dyn kafka_authz::Authorizer>>,
+    /// Whether requests are authorized (the authorization layer is in the pipeline).
+    /// Without it the ACL APIs answer `SECURITY_DISABLED`, as a Kafka broker without an
+    /// authorizer does.
+    pub(crate) authorization_enabled: bool,
 }
 
 impl Broker {
@@ -96,6 +100,7 @@ impl Broker {
                 true,
             )),
             authorizers: Vec::new(),
+            authorization_enabled: false,
         }
     }
 }

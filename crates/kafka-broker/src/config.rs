@@ -56,6 +56,14 @@ pub struct AuthorizationSettings {
     /// How often the ACL bindings are read again from their store, for changes made
     /// elsewhere (another gateway); changes made through this gateway apply at once.
     pub acl_refresh_interval: Duration,
+    /// Longest resource name, principal or host a binding made with CreateAcls may have,
+    /// in bytes (Kafka has no such bound): keeps the store's memory a small multiple of
+    /// its bound on bindings.
+    pub max_acl_field_bytes: usize,
+    /// Most bindings (stored and derived together) one DescribeAcls answer lists; past
+    /// it the answer is `POLICY_VIOLATION` asking for a narrower filter (Kafka has no
+    /// such bound).
+    pub max_described_acl_bindings: usize,
 }
 
 impl Default for AuthorizationSettings {
@@ -64,6 +72,8 @@ impl Default for AuthorizationSettings {
             enabled: None,
             allow_everyone_if_no_acl_found: true,
             acl_refresh_interval: Duration::from_secs(10),
+            max_acl_field_bytes: 4096,
+            max_described_acl_bindings: 200_000,
         }
     }
 }
@@ -475,6 +485,15 @@ impl BrokerConfig {
             if value == 0 {
                 return bad(field, "must be at least 1");
             }
+        }
+        if self.authorization.max_acl_field_bytes == 0 {
+            return bad("authorization.max_acl_field_bytes", "must be at least 1");
+        }
+        if self.authorization.max_described_acl_bindings == 0 {
+            return bad(
+                "authorization.max_described_acl_bindings",
+                "must be at least 1",
+            );
         }
         if self.authorization.acl_refresh_interval.is_zero()
             || self.authorization.acl_refresh_interval > MAX_DURATION

@@ -263,7 +263,8 @@ impl Server {
         acls.reload()
             .await
             .map_err(|e| BrokerError::Config(format!("cannot read the ACL bindings: {e}")))?;
-        if authorization_enabled(&self.config, &listeners) {
+        let authorizing = authorization_enabled(&self.config, &listeners);
+        if authorizing {
             pipeline.push(Arc::new(Authorization::new(
                 acls.clone(),
                 self.authorizers.clone(),
@@ -283,6 +284,7 @@ impl Server {
         broker.authentication = authentication;
         broker.acls = acls;
         broker.authorizers = self.authorizers;
+        broker.authorization_enabled = authorizing;
         let broker = Arc::new(broker);
         let permits = Arc::new(Semaphore::new(max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -435,7 +437,6 @@ async fn refresh_acls(acls: Arc<AclAuthorizer>, every: Duration, mut stop: watch
     const WARN_EVERY: Duration = Duration::from_secs(60);
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut failing_since: Option<std::time::Instant> = None;
     let mut last_warn: Option<std::time::Instant> = None;
     let mut failures = 0u64;
     loop {
@@ -450,7 +451,7 @@ async fn refresh_acls(acls: Arc<AclAuthorizer>, every: Duration, mut stop: watch
         }
         match acls.reload().await {
             Ok(()) => {
-                if failing_since.take().is_some() {
+                if failures > 0 {
                     info!(failures, "ACL bindings read again after failures");
                 }
                 failures = 0;
@@ -458,7 +459,6 @@ async fn refresh_acls(acls: Arc<AclAuthorizer>, every: Duration, mut stop: watch
             }
             Err(e) => {
                 failures += 1;
-                failing_since.get_or_insert_with(std::time::Instant::now);
                 if last_warn.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
                     last_warn = Some(std::time::Instant::now());
                     warn!(error = %e, failures, "cannot read the ACL bindings; decisions keep the last snapshot");

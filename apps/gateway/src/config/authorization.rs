@@ -9,8 +9,9 @@
 //! - `acl_file`: the embedded store's bindings, loaded at start (JSON, format in
 //!   `kafka_authz::store`). With the bridge the bindings live in Iggy (the meta stream's
 //!   `acls` log) and are managed with CreateAcls/DeleteAcls, so a file is refused.
-//! - `acl_refresh_interval_ms`, `max_acl_bindings`: the broker's and the stores' bounds;
-//!   the interval's rule is the broker's
+//! - `acl_refresh_interval_ms`, `max_acl_bindings`, `max_acl_field_bytes`,
+//!   `max_described_acl_bindings`: the broker's and the stores' bounds; the rules of the
+//!   broker's fields are the broker's
 //!   ([`BrokerConfig::check`](kafka_broker::BrokerConfig::check)).
 
 use super::security::ListenerSpec;
@@ -39,6 +40,10 @@ pub(super) struct Raw {
     acl_refresh_interval_ms: u64,
     #[serde(deserialize_with = "parsed")]
     max_acl_bindings: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_acl_field_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
+    max_described_acl_bindings: usize,
 }
 
 impl Default for Raw {
@@ -47,6 +52,8 @@ impl Default for Raw {
             enabled,
             allow_everyone_if_no_acl_found,
             acl_refresh_interval,
+            max_acl_field_bytes,
+            max_described_acl_bindings,
         } = AuthorizationSettings::default();
         Raw {
             authorization_enabled: enabled,
@@ -54,6 +61,8 @@ impl Default for Raw {
             acl_file: None,
             acl_refresh_interval_ms: duration_ms(acl_refresh_interval),
             max_acl_bindings: DEFAULT_MAX_ACL_BINDINGS,
+            max_acl_field_bytes,
+            max_described_acl_bindings,
         }
     }
 }
@@ -68,6 +77,11 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     (
         "authorization.acl_refresh_interval",
         "acl_refresh_interval_ms",
+    ),
+    ("authorization.max_acl_field_bytes", "max_acl_field_bytes"),
+    (
+        "authorization.max_described_acl_bindings",
+        "max_described_acl_bindings",
     ),
 ];
 
@@ -123,6 +137,8 @@ impl Raw {
             enabled: self.authorization_enabled,
             allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found,
             acl_refresh_interval: Duration::from_millis(self.acl_refresh_interval_ms),
+            max_acl_field_bytes: self.max_acl_field_bytes,
+            max_described_acl_bindings: self.max_described_acl_bindings,
         };
         Ok(AclSetup {
             file: self.acl_file,

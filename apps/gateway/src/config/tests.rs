@@ -1274,9 +1274,13 @@ fn authorization_settings_reach_the_broker_and_the_acl_setup() {
             ("IGGY_KAFKA_ACL_FILE", path),
             ("IGGY_KAFKA_ACL_REFRESH_INTERVAL_MS", "2500"),
             ("IGGY_KAFKA_MAX_ACL_BINDINGS", "42"),
+            ("IGGY_KAFKA_MAX_ACL_FIELD_BYTES", "300"),
+            ("IGGY_KAFKA_MAX_DESCRIBED_ACL_BINDINGS", "77"),
         ]),
     )
     .unwrap();
+    assert_eq!(config.broker.authorization.max_acl_field_bytes, 300);
+    assert_eq!(config.broker.authorization.max_described_acl_bindings, 77);
     assert_eq!(config.broker.authorization.enabled, Some(true));
     assert!(!config.broker.authorization.allow_everyone_if_no_acl_found);
     assert_eq!(
@@ -1338,6 +1342,16 @@ fn authorization_mistakes_name_the_setting() {
     let message = load_err(None, &[("IGGY_KAFKA_MAX_ACL_BINDINGS", "0")]);
     assert!(
         message.starts_with("IGGY_KAFKA_MAX_ACL_BINDINGS=\"0\": "),
+        "{message}"
+    );
+    let message = load_err(None, &[("IGGY_KAFKA_MAX_ACL_FIELD_BYTES", "0")]);
+    assert!(
+        message.starts_with("IGGY_KAFKA_MAX_ACL_FIELD_BYTES=\"0\": "),
+        "{message}"
+    );
+    let message = load_err(None, &[("IGGY_KAFKA_MAX_DESCRIBED_ACL_BINDINGS", "0")]);
+    assert!(
+        message.starts_with("IGGY_KAFKA_MAX_DESCRIBED_ACL_BINDINGS=\"0\": "),
         "{message}"
     );
     let message = load_err(None, &[("IGGY_KAFKA_ACL_REFRESH_INTERVAL_MS", "0")]);

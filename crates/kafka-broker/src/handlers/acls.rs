@@ -5,11 +5,13 @@
 //! - CreateAcls answers per creation. A creation with an unknown code, a filter-only
 //!   value (resource type ANY, pattern type ANY or MATCH, operation ANY, permission
 //!   ANY), an empty resource name, a principal not of the form `Type:name`, an empty host,
-//!   or the read-only host [`READ_ONLY_HOST`] gets `INVALID_REQUEST` with the reason. The
+//!   the read-only host [`READ_ONLY_HOST`], or a name, principal or host longer than
+//!   `authorization.max_acl_field_bytes` gets `INVALID_REQUEST` with the reason. The
 //!   valid ones are added to the store in one call; when that would take the store past
-//!   its bound they are added one at a time, and each one that does not fit gets
-//!   `POLICY_VIOLATION` naming the bound. A store that fails gets
-//!   `UNKNOWN_SERVER_ERROR` on the creations it was asked to add.
+//!   its bound, the ones already stored and as many new ones as fit (in request order)
+//!   are added in one more call, and each one that does not fit gets `POLICY_VIOLATION`
+//!   naming the bound. A store that fails gets `UNKNOWN_SERVER_ERROR` on the creations
+//!   it was asked to add.
 //! - DeleteAcls answers per filter: a filter with an unknown code gets `INVALID_REQUEST`;
 //!   any other gets the stored bindings it selected, which are removed. Bindings a
 //!   source derives from elsewhere (Iggy permissions) are never stored, so never deleted.
@@ -19,6 +21,10 @@
 //!   unknown code gets `INVALID_REQUEST`; a source that cannot answer makes the whole
 //!   answer `UNKNOWN_SERVER_ERROR` (a partial list would read as complete).
 //!
+//! With authorization off (no listener authenticates and it is not forced on) the three
+//! APIs answer `SECURITY_DISABLED` on every entry, as a Kafka broker without an
+//! authorizer does: bindings would have no effect.
+//!
 //! After a change, the authorizer's snapshot is taken again so the change decides the
 //! very next request.
 //!
@@ -27,9 +33,9 @@
 //! have no top-level error code). What DeleteAcls and DescribeAcls return is bounded by
 //! what the store holds (its bound on bindings, `MAX_ACL_BINDINGS`) plus what the other
 //! sources derive; a binding deleted by one filter is not returned again by the next.
-//! DescribeAcls additionally stops at [`MAX_DESCRIBED_BINDINGS`] bindings and then
-//! answers `POLICY_VIOLATION` telling the client to narrow its filter, rather than
-//! building an answer of unbounded size.
+//! DescribeAcls additionally stops at `authorization.max_described_acl_bindings`
+//! bindings and then answers `POLICY_VIOLATION` telling the client to narrow its filter,
+//! rather than building an answer of unbounded size.
 
 use super::{Ctx, bs};
 use kafka_authz::{
@@ -47,13 +53,8 @@ use kafka_protocol::messages::describe_acls_request::DescribeAclsRequest;
 use kafka_protocol::messages::describe_acls_response::{
     AclDescription, DescribeAclsResource, DescribeAclsResponse,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use tracing::{info, warn};
-
-/// Most bindings one DescribeAcls answer lists (stored and derived together). Twice the
-/// default store bound, so with defaults only the derived bindings of a very large Iggy
-/// deployment can reach it; beyond it the client is told to narrow the filter.
-pub(crate) const MAX_DESCRIBED_BINDINGS: usize = 200_000;
 
 /// A filter's wire fields, common to DescribeAcls and DeleteAcls.
 struct WireFilter<'a> {
@@ -88,7 +89,7 @@ fn filter(w: WireFilter<'_>) -> Result<AclBindingFilter, String> {
 }
 
 /// Reads one creation into a storable binding, or the reason it is not one.
-fn binding(c: &AclCreation) -> Result<AclBinding, String> {
+fn binding(c: &AclCreation, max_field: usize) -> Result<AclBinding, String> {
     let resource_type = ResourceType::from_code(c.resource_type)
         .ok_or_else(|| format!("unknown resource type {}", c.resource_type))?;
     let pattern = PatternType::from_code(c.resource_pattern_type)
@@ -97,6 +98,15 @@ fn binding(c: &AclCreation) -> Result<AclBinding, String> {
         .ok_or_else(|| format!("unknown operation {}", c.operation))?;
     let permission = Permission::from_code(c.permission_type)
         .ok_or_else(|| format!("unknown permission type {}", c.permission_type))?;
+    for (what, v) in [
+        ("resource name", &c.resource_name),
+        ("principal", &c.principal),
+        ("host", &c.host),
+    ] {
+        if v.len() > max_field {
+            return Err(format!("the {what} is longer than {max_field} bytes"));
+        }
+    }
     if &*c.host == READ_ONLY_HOST {
         return Err(format!(
             "the host {READ_ONLY_HOST} marks bindings derived from Iggy permissions and cannot be used"
@@ -142,13 +152,27 @@ fn result(code: ErrorCode, message: Option<String>) -> AclCreationResult {
     }
 }
 
+/// The message of a `SECURITY_DISABLED` answer.
+const DISABLED: &str = "authorization is off on this gateway (IGGY_KAFKA_AUTHORIZATION_ENABLED), so ACL bindings have no effect";
+
 /// CreateAcls: validates each creation, stores the valid ones.
 pub(crate) async fn create(ctx: &Ctx<'_>, req: CreateAclsRequest) -> CreateAclsResponse {
+    if !ctx.broker.authorization_enabled {
+        return CreateAclsResponse {
+            results: req
+                .creations
+                .iter()
+                .map(|_| result(ErrorCode::SECURITY_DISABLED, Some(DISABLED.to_owned())))
+                .collect(),
+            ..CreateAclsResponse::default()
+        };
+    }
     let mut results: Vec<AclCreationResult> = Vec::with_capacity(req.creations.len());
     let mut valid: Vec<(usize, AclBinding)> = Vec::new();
     let mut invalid = 0usize;
+    let max_field = ctx.broker.config.authorization.max_acl_field_bytes;
     for (i, c) in req.creations.iter().enumerate() {
-        match binding(c) {
+        match binding(c, max_field) {
             Ok(b) => {
                 results.push(result(ErrorCode::NONE, None));
                 valid.push((i, b));
@@ -165,17 +189,8 @@ pub(crate) async fn create(ctx: &Ctx<'_>, req: CreateAclsRequest) -> CreateAclsR
         let all: Vec<AclBinding> = valid.iter().map(|(_, b)| b.clone()).collect();
         match store.add(all).await {
             Ok(()) => added = valid.len(),
-            Err(AuthzError::Full { .. }) => {
-                // Some fit: add one at a time so each creation gets its own answer.
-                for (i, b) in valid {
-                    match store.add(vec![b]).await {
-                        Ok(()) => added += 1,
-                        Err(e) => {
-                            let (code, msg) = store_error(&e);
-                            results[i] = result(code, Some(msg));
-                        }
-                    }
-                }
+            Err(AuthzError::Full { max }) => {
+                added = add_what_fits(store.as_ref(), valid, max, &mut results).await;
             }
             Err(e) => {
                 warn!(error = %e, creations = valid.len(), "CreateAcls: the ACL store failed");
@@ -200,6 +215,60 @@ pub(crate) async fn create(ctx: &Ctx<'_>, req: CreateAclsRequest) -> CreateAclsR
     CreateAclsResponse {
         results,
         ..CreateAclsResponse::default()
+    }
+}
+
+/// After the store refused `valid` as a whole for its bound `max`: stores, in request
+/// order, the creations already present and as many new ones as there is room for, in
+/// one more call, and answers the others `POLICY_VIOLATION`. Returns how many were
+/// stored. Two store calls whatever the number of creations (a concurrent change
+/// between them makes the second one fail, answered on every creation it held).
+async fn add_what_fits(
+    store: &dyn kafka_authz::store::AclStore,
+    valid: Vec<(usize, AclBinding)>,
+    max: usize,
+    results: &mut [AclCreationResult],
+) -> usize {
+    let existing: HashSet<AclBinding> = match store.list(&AclBindingFilter::any()).await {
+        Ok(all) => all.into_iter().collect(),
+        Err(e) => {
+            let (code, msg) = store_error(&e);
+            for (i, _) in valid {
+                results[i] = result(code, Some(msg.clone()));
+            }
+            return 0;
+        }
+    };
+    let mut room = max.saturating_sub(existing.len());
+    let mut new = HashSet::new();
+    let mut fit = Vec::new();
+    for (i, b) in valid {
+        if existing.contains(&b) || new.contains(&b) {
+            fit.push((i, b));
+        } else if room > 0 {
+            room -= 1;
+            new.insert(b.clone());
+            fit.push((i, b));
+        } else {
+            let (code, msg) = store_error(&AuthzError::Full { max });
+            results[i] = result(code, Some(msg));
+        }
+    }
+    if fit.is_empty() {
+        return 0;
+    }
+    match store
+        .add(fit.iter().map(|(_, b)| b.clone()).collect())
+        .await
+    {
+        Ok(()) => fit.len(),
+        Err(e) => {
+            let (code, msg) = store_error(&e);
+            for (i, _) in fit {
+                results[i] = result(code, Some(msg.clone()));
+            }
+            0
+        }
     }
 }
 
@@ -240,6 +309,16 @@ fn delete_filter(f: &DeleteAclsFilter) -> Result<AclBindingFilter, String> {
 
 /// DeleteAcls: removes what each filter selects, answering per filter.
 pub(crate) async fn delete(ctx: &Ctx<'_>, req: DeleteAclsRequest) -> DeleteAclsResponse {
+    if !ctx.broker.authorization_enabled {
+        return DeleteAclsResponse {
+            filter_results: req
+                .filters
+                .iter()
+                .map(|_| filter_result(ErrorCode::SECURITY_DISABLED, DISABLED.to_owned()))
+                .collect(),
+            ..DeleteAclsResponse::default()
+        };
+    }
     let store = ctx.broker.acls.store();
     let mut filter_results = Vec::with_capacity(req.filters.len());
     let mut deleted = 0usize;
@@ -286,6 +365,9 @@ fn describe_error(code: ErrorCode, message: String) -> DescribeAclsResponse {
 
 /// DescribeAcls: the stored bindings the filter selects and every source's derived ones.
 pub(crate) async fn describe(ctx: &Ctx<'_>, req: DescribeAclsRequest) -> DescribeAclsResponse {
+    if !ctx.broker.authorization_enabled {
+        return describe_error(ErrorCode::SECURITY_DISABLED, DISABLED.to_owned());
+    }
     let parsed = match filter(WireFilter {
         resource_type: req.resource_type_filter,
         name: req.resource_name_filter.as_deref(),
@@ -306,8 +388,9 @@ pub(crate) async fn describe(ctx: &Ctx<'_>, req: DescribeAclsRequest) -> Describ
             return describe_error(code, msg);
         }
     };
+    let max = ctx.broker.config.authorization.max_described_acl_bindings;
     for source in &ctx.broker.authorizers {
-        if bindings.len() > MAX_DESCRIBED_BINDINGS {
+        if bindings.len() > max {
             break;
         }
         match source.derived_bindings(&parsed).await {
@@ -329,10 +412,10 @@ pub(crate) async fn describe(ctx: &Ctx<'_>, req: DescribeAclsRequest) -> Describ
             }
         }
     }
-    if bindings.len() > MAX_DESCRIBED_BINDINGS {
+    if bindings.len() > max {
         return describe_error(
             ErrorCode::POLICY_VIOLATION,
-            format!("more than {MAX_DESCRIBED_BINDINGS} bindings match; narrow the filter"),
+            format!("more than {max} bindings match; narrow the filter"),
         );
     }
     DescribeAclsResponse {

@@ -24,6 +24,7 @@ fn broker_with(store: MemoryAclStore, sources: Vec<Arc<dyn Authorizer>>) -> Brok
     );
     broker.acls = Arc::new(AclAuthorizer::new(Arc::new(store), true));
     broker.authorizers = sources;
+    broker.authorization_enabled = true;
     broker
 }
 
@@ -427,4 +428,97 @@ async fn a_source_that_cannot_answer_fails_the_description() {
             .as_deref()
             .is_some_and(|m| !m.contains("iggy down"))
     );
+}
+
+#[tokio::test]
+async fn without_authorization_every_entry_is_security_disabled() {
+    let mut broker = broker_with(MemoryAclStore::new(), Vec::new());
+    broker.authorization_enabled = false;
+    let disabled = ErrorCode::SECURITY_DISABLED.code();
+    let c = ctx(&broker);
+    let created = create(
+        &c,
+        CreateAclsRequest {
+            creations: vec![creation(TOPIC, "t", LITERAL, "User:a", READ, ALLOW); 2],
+            ..CreateAclsRequest::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        created
+            .results
+            .iter()
+            .map(|r| r.error_code)
+            .collect::<Vec<_>>(),
+        vec![disabled, disabled]
+    );
+    assert!(broker.acls.store().snapshot().await.unwrap().is_empty());
+    let deleted = delete(
+        &c,
+        DeleteAclsRequest {
+            filters: vec![delete_filter(ANY, None, ANY)],
+            ..DeleteAclsRequest::default()
+        },
+    )
+    .await;
+    assert_eq!(deleted.filter_results[0].error_code, disabled);
+    let described = describe(&c, describe_req(ANY, None, ANY, None)).await;
+    assert_eq!(described.error_code, disabled);
+}
+
+#[tokio::test]
+async fn describe_and_create_bounds_come_from_the_settings() {
+    let mut broker = broker_with(
+        MemoryAclStore::new(),
+        vec![Arc::new(Derived { fail: false })],
+    );
+    broker.config.authorization.max_described_acl_bindings = 4;
+    broker.config.authorization.max_acl_field_bytes = 8;
+    let c = ctx(&broker);
+    let long = create(
+        &c,
+        CreateAclsRequest {
+            creations: vec![
+                creation(TOPIC, "123456789", LITERAL, "User:a", READ, ALLOW),
+                creation(TOPIC, "12345678", LITERAL, "User:a", READ, ALLOW),
+            ],
+            ..CreateAclsRequest::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        long.results[0].error_code,
+        ErrorCode::INVALID_REQUEST.code()
+    );
+    assert_eq!(long.results[1].error_code, 0);
+    // One stored plus one derived fit; four stored plus one derived do not.
+    assert_eq!(
+        describe(&c, describe_req(ANY, None, ANY, None))
+            .await
+            .error_code,
+        0
+    );
+    seed_short(&broker).await;
+    let r = describe(&c, describe_req(ANY, None, ANY, None)).await;
+    assert_eq!(r.error_code, ErrorCode::POLICY_VIOLATION.code());
+    assert!(r.resources.is_empty());
+    // A narrower filter is answered.
+    let r = describe(&c, describe_req(GROUP, None, ANY, None)).await;
+    assert_eq!(r.error_code, 0);
+}
+
+async fn seed_short(broker: &Broker) {
+    let resp = create(
+        &ctx(broker),
+        CreateAclsRequest {
+            creations: vec![
+                creation(TOPIC, "a", LITERAL, "User:a", READ, ALLOW),
+                creation(TOPIC, "b", LITERAL, "User:a", READ, ALLOW),
+                creation(GROUP, "g", LITERAL, "User:a", READ, ALLOW),
+            ],
+            ..CreateAclsRequest::default()
+        },
+    )
+    .await;
+    assert!(resp.results.iter().all(|r| r.error_code == 0));
 }
