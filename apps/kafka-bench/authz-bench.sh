@@ -24,6 +24,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=apps/kafka-bench/bench-lib.sh
+. "$ROOT/apps/kafka-bench/bench-lib.sh"
 OUT="${1:-/tmp/kafka-bench-authz}"
 DUR="${DUR:-10}"
 RETAIN="${RETAIN:-536870912}"
@@ -98,13 +100,7 @@ start() {
     IGGY_KAFKA_AUTHORIZATION_ENABLED="$enabled" \
     RUST_LOG=warn,iggy_gateway_kafka=info "$GATEWAY" >"$OUT/gateway-$name.stdout" 2>"$OUT/gateway-$name.stderr" &
   PIDS+=($!)
-  local pid=$! up=0
-  for _ in $(seq 150); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then up=1; break; fi
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  ((up)) || { echo "gateway $name did not listen on $port:" >&2; cat "$OUT/gateway-$name.stderr" >&2; exit 1; }
+  wait_listening "$port" "$!" "$OUT/gateway-$name.stderr"
 }
 echo "== gateways: authorization on :$P_ON, off :$P_OFF"
 start on "$P_ON" true
@@ -114,33 +110,15 @@ grep -ih "authorization" "$OUT/gateway-on.stderr" "$OUT/gateway-off.stderr" | cu
 export KAFKA_BENCH_SASL_USERNAME="$USER_NAME" KAFKA_BENCH_SASL_PASSWORD="$USER_PASSWORD"
 SEC=(--security-protocol sasl_plaintext --sasl-mechanism PLAIN)
 
-# load NAME PORT PID ROUND
-load() {
-  local name=$1 port=$2 gpid=$3 round=$4
-  local topic="bench-$name"
-  "$BENCH" produce --bootstrap "127.0.0.1:$port" "${SEC[@]}" --topic "$topic" \
-    --partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size "$RECORD_SIZE" \
-    --duration "$DUR" --acks all --codec none --linger-ms "$LINGER_MS" --batch-size "$BATCH_SIZE" \
-    --gateway-pid "$gpid" --timeout 300 --json "$OUT/$name-$round-produce.json" \
-    >"$OUT/$name-$round-produce.txt" 2>"$OUT/$name-$round-produce.err" || true
-  # A prefetch queue that holds the topic, so that the client's back-off does not set the
-  # pace (see security-bench.sh).
-  "$BENCH" consume --bootstrap "127.0.0.1:$port" "${SEC[@]}" --topic "$topic" \
-    --consumers "$PRODUCERS" -X queued.min.messages=1000000 -X queued.max.messages.kbytes=1048576 \
-    --gateway-pid "$gpid" --timeout 300 --json "$OUT/$name-$round-consume.json" \
-    >"$OUT/$name-$round-consume.txt" 2>"$OUT/$name-$round-consume.err" || true
-  echo "$name round $round done"
-}
-
 echo "== produce ${DUR}s and consume, $RECORD_SIZE-byte records, linger.ms $LINGER_MS, batch.size $BATCH_SIZE, $PARTITIONS partition(s), $PRODUCERS producer(s), $ROUNDS rounds"
 for round in $(seq "$ROUNDS"); do
   # alternate which goes first, so that neither always runs on a warmer machine
   if ((round % 2)); then
-    load off "$P_OFF" "${PIDS[1]}" "$round"
-    load on "$P_ON" "${PIDS[0]}" "$round"
+    produce_consume off "$P_OFF" "${PIDS[1]}" "$round" "${SEC[@]}"
+    produce_consume on "$P_ON" "${PIDS[0]}" "$round" "${SEC[@]}"
   else
-    load on "$P_ON" "${PIDS[0]}" "$round"
-    load off "$P_OFF" "${PIDS[1]}" "$round"
+    produce_consume on "$P_ON" "${PIDS[0]}" "$round" "${SEC[@]}"
+    produce_consume off "$P_OFF" "${PIDS[1]}" "$round" "${SEC[@]}"
   fi
 done
 cleanup
