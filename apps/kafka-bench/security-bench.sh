@@ -20,6 +20,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=apps/kafka-bench/bench-lib.sh
+. "$ROOT/apps/kafka-bench/bench-lib.sh"
 OUT="${1:-/tmp/kafka-bench-security}"
 DUR="${DUR:-10}"
 RETAIN="${RETAIN:-1073741824}"
@@ -83,39 +85,13 @@ env IGGY_KAFKA_DEFAULT_RETENTION_BYTES="$RETAIN" IGGY_KAFKA_MAX_CONNECTION_CREAT
   RUST_LOG=warn "$GATEWAY" >"$OUT/gateway.stdout" 2>"$OUT/gateway.stderr" &
 GPID=$!
 for port in "$P_PLAIN" "$P_SSL" "$P_SASL"; do
-  up=0
-  for _ in $(seq 150); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then up=1; break; fi
-    kill -0 "$GPID" 2>/dev/null || break
-    sleep 0.1
-  done
-  ((up)) || { echo "gateway did not listen on $port:" >&2; cat "$OUT/gateway.stderr" >&2; exit 1; }
+  wait_listening "$port" "$GPID" "$OUT/gateway.stderr"
 done
-
-# load NAME PORT ROUND [security options...]
-load() {
-  local name=$1 port=$2 round=$3
-  shift 3
-  local topic="bench-$name"
-  "$BENCH" produce --bootstrap "127.0.0.1:$port" "$@" --topic "$topic" \
-    --partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size 1024 \
-    --duration "$DUR" --acks all --codec none --linger-ms 5 --batch-size 1000000 \
-    --gateway-pid "$GPID" --timeout 300 --json "$OUT/$name-$round-produce.json" \
-    >"$OUT/$name-$round-produce.txt" 2>"$OUT/$name-$round-produce.err" || true
-  # A prefetch queue that holds the topic: with librdkafka's default cap (64 MiB) the
-  # fetcher pauses whenever the queue fills, which the faster (plaintext) runs hit most,
-  # so the client's back-off, not the listener, would set the consume pace.
-  "$BENCH" consume --bootstrap "127.0.0.1:$port" "$@" --topic "$topic" \
-    --consumers "$PRODUCERS" -X queued.min.messages=1000000 -X queued.max.messages.kbytes=1048576 \
-    --gateway-pid "$GPID" --timeout 300 --json "$OUT/$name-$round-consume.json" \
-    >"$OUT/$name-$round-consume.txt" 2>"$OUT/$name-$round-consume.err" || true
-  echo "$name round $round done"
-}
 
 echo "== produce ${DUR}s and consume, 1 KiB records, $PARTITIONS partition(s), $PRODUCERS producer(s), $ROUNDS rounds"
 for round in $(seq "$ROUNDS"); do
-  load plaintext "$P_PLAIN" "$round"
-  load ssl "$P_SSL" "$round" --security-protocol ssl --ssl-ca-location "$CERTS/ca.pem"
+  produce_consume plaintext "$P_PLAIN" "$GPID" "$round"
+  produce_consume ssl "$P_SSL" "$GPID" "$round" --security-protocol ssl --ssl-ca-location "$CERTS/ca.pem"
 done
 
 echo "== SASL_SSL authentications, $AUTH_WORKERS workers, ${AUTH_SECS}s each"
