@@ -3,7 +3,8 @@
 //! (the same shape as `apps/kafka-bench/authz-bench.sh`'s ACL file, grown with more
 //! tenants): the caller's topic is reached through a PREFIXED grant, with a DENY on a
 //! neighbouring name. A Produce or Fetch request costs one such check per topic it names;
-//! Metadata for all topics one per topic.
+//! Metadata for all topics one per topic. `scan` is the baseline in the same run: the
+//! same decision by visiting every binding, as checks were made before the index.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -89,6 +90,42 @@ fn acls(total: usize) -> Acls {
     acls
 }
 
+/// The baseline: the same decision by a scan of every binding (how checks were made before
+/// the bindings were indexed by resource).
+fn authorize_by_scan(
+    bindings: &[AclBinding],
+    principal: &str,
+    host: &str,
+    operation: Operation,
+    resource_type: ResourceType,
+    name: &str,
+) -> bool {
+    let mut any_binding = false;
+    let mut allowed = false;
+    for b in bindings {
+        let covers = match b.pattern {
+            PatternType::Literal => b.name == "*" || b.name == name,
+            PatternType::Prefixed => name.starts_with(b.name.as_str()),
+            _ => false,
+        };
+        if b.resource_type != resource_type || !covers {
+            continue;
+        }
+        any_binding = true;
+        if !((b.principal == principal || b.principal == "User:*")
+            && (b.host == host || b.host == "*"))
+        {
+            continue;
+        }
+        match b.permission {
+            Permission::Deny if b.operation.denies(operation) => return false,
+            Permission::Allow if b.operation.allows(operation) => allowed = true,
+            _ => {}
+        }
+    }
+    any_binding && allowed
+}
+
 fn authorize(c: &mut Criterion) {
     let mut group = c.benchmark_group("authorize");
     for total in [100, 1_000, 10_000, 100_000] {
@@ -110,6 +147,27 @@ fn authorize(c: &mut Criterion) {
         if total >= 10_000 {
             group.sample_size(10);
         }
+        let all = acls.describe(&kafka_authz::AclBindingFilter::any());
+        assert!(authorize_by_scan(
+            &all,
+            "User:bench",
+            "127.0.0.1",
+            Operation::Write,
+            ResourceType::Topic,
+            "bench-on"
+        ));
+        group.bench_with_input(BenchmarkId::new("scan", total), &all, |b, all| {
+            b.iter(|| {
+                authorize_by_scan(
+                    all,
+                    black_box("User:bench"),
+                    "127.0.0.1",
+                    Operation::Write,
+                    ResourceType::Topic,
+                    black_box("bench-on"),
+                )
+            })
+        });
         group.bench_with_input(BenchmarkId::new("allowed", total), &acls, |b, acls| {
             b.iter(|| {
                 acls.authorize(

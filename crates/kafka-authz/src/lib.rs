@@ -29,7 +29,7 @@ mod tests;
 pub use authorizer::{AclAuthorizer, Authorizer, Caller};
 pub use store::AuthzError;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 /// The principal that matches every principal in a binding (`User:*`).
@@ -457,6 +457,90 @@ impl fmt::Display for AclBinding {
     }
 }
 
+/// Bindings by what they cover.
+#[derive(Debug, Clone, Default)]
+struct Index {
+    /// LITERAL bindings (on `*` too) by type and name.
+    literal: HashMap<ResourceType, HashMap<String, Vec<AclBinding>>>,
+    /// PREFIXED bindings by type and prefix.
+    prefixed: HashMap<ResourceType, HashMap<String, Vec<AclBinding>>>,
+    /// Per type, the byte lengths of the prefixes in use, with how many prefixes have
+    /// each length.
+    prefix_lengths: HashMap<ResourceType, BTreeMap<usize, usize>>,
+}
+
+impl Index {
+    fn map(&mut self, b: &AclBinding) -> &mut HashMap<String, Vec<AclBinding>> {
+        let by_type = match b.pattern {
+            PatternType::Prefixed => &mut self.prefixed,
+            _ => &mut self.literal,
+        };
+        by_type.entry(b.resource_type).or_default()
+    }
+
+    fn add(&mut self, b: &AclBinding) {
+        let entry = self.map(b).entry(b.name.clone()).or_default();
+        let new_name = entry.is_empty();
+        entry.push(b.clone());
+        if new_name && b.pattern == PatternType::Prefixed {
+            *self
+                .prefix_lengths
+                .entry(b.resource_type)
+                .or_default()
+                .entry(b.name.len())
+                .or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, b: &AclBinding) {
+        let map = self.map(b);
+        let Some(entry) = map.get_mut(b.name.as_str()) else {
+            return;
+        };
+        entry.retain(|x| x != b);
+        if !entry.is_empty() {
+            return;
+        }
+        map.remove(b.name.as_str());
+        if b.pattern == PatternType::Prefixed
+            && let Some(lengths) = self.prefix_lengths.get_mut(&b.resource_type)
+            && let Some(n) = lengths.get_mut(&b.name.len())
+        {
+            *n -= 1;
+            if *n == 0 {
+                lengths.remove(&b.name.len());
+            }
+        }
+    }
+
+    /// Every binding of `resource_type` that covers resource `name`.
+    fn covering<'a>(
+        &'a self,
+        resource_type: ResourceType,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a AclBinding> + 'a {
+        let literal = self.literal.get(&resource_type);
+        let exact = literal.and_then(|m| m.get(name));
+        let wildcard = literal
+            .filter(|_| name != WILDCARD_RESOURCE)
+            .and_then(|m| m.get(WILDCARD_RESOURCE));
+        let prefixed = self.prefixed.get(&resource_type);
+        let prefixes = self
+            .prefix_lengths
+            .get(&resource_type)
+            .into_iter()
+            .flat_map(|lengths| lengths.keys())
+            .take_while(move |len| **len <= name.len())
+            .filter_map(move |len| name.get(..*len))
+            .filter_map(move |prefix| prefixed.and_then(|m| m.get(prefix)));
+        exact
+            .into_iter()
+            .chain(wildcard)
+            .chain(prefixes)
+            .flat_map(|v| v.iter())
+    }
+}
+
 /// What DescribeAcls and DeleteAcls select. `None` fields match anything; `Any` values
 /// match anything of their kind.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -538,9 +622,15 @@ impl AclBindingFilter {
 }
 
 /// A set of bindings and the decision procedure over them.
+///
+/// Bindings are indexed by resource type and name, so a check visits only the bindings
+/// that can cover its resource: the LITERAL ones on its name and on `*`, and the PREFIXED
+/// ones on each prefix of its name that some binding uses (one lookup per distinct prefix
+/// length). Its cost does not grow with bindings on other resources.
 #[derive(Debug, Clone, Default)]
 pub struct Acls {
     bindings: HashSet<AclBinding>,
+    index: Index,
     super_users: HashSet<String>,
     allow_everyone_if_no_acl_found: bool,
 }
@@ -556,6 +646,7 @@ impl Acls {
     {
         Acls {
             bindings: HashSet::new(),
+            index: Index::default(),
             super_users: super_users.into_iter().map(Into::into).collect(),
             allow_everyone_if_no_acl_found,
         }
@@ -563,6 +654,10 @@ impl Acls {
 
     /// Adds a binding; `false` if it was already present.
     pub fn add(&mut self, binding: AclBinding) -> bool {
+        if self.bindings.contains(&binding) {
+            return false;
+        }
+        self.index.add(&binding);
         self.bindings.insert(binding)
     }
 
@@ -571,6 +666,7 @@ impl Acls {
         let removed = self.describe(filter);
         for b in &removed {
             self.bindings.remove(b);
+            self.index.remove(b);
         }
         removed
     }
@@ -632,10 +728,8 @@ impl Acls {
         }
         let mut any_binding = false;
         let mut allowed = false;
-        for b in &self.bindings {
-            if b.resource_type != resource_type || !b.covers(name) {
-                continue;
-            }
+        for b in self.index.covering(resource_type, name) {
+            debug_assert!(b.resource_type == resource_type && b.covers(name));
             any_binding = true;
             if !b.applies_to(principal, host) {
                 continue;

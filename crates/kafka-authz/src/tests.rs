@@ -629,3 +629,78 @@ proptest! {
         }
     }
 }
+
+/// Kafka's decision by a scan of every binding: what the index must agree with.
+fn authorize_by_scan(
+    bindings: &[AclBinding],
+    default: bool,
+    principal: &str,
+    host: &str,
+    op: Operation,
+    rt: ResourceType,
+    name: &str,
+) -> bool {
+    if op == Operation::Any || rt == ResourceType::Any {
+        return false;
+    }
+    let covering: Vec<&AclBinding> = bindings
+        .iter()
+        .filter(|b| b.resource_type == rt && b.covers(name))
+        .collect();
+    if covering.is_empty() {
+        return default;
+    }
+    let mine = covering.iter().filter(|b| b.applies_to(principal, host));
+    let mut allowed = false;
+    for b in mine {
+        match b.permission {
+            Permission::Deny if b.operation.denies(op) => return false,
+            Permission::Allow if b.operation.allows(op) => allowed = true,
+            _ => {}
+        }
+    }
+    allowed
+}
+
+proptest! {
+    #[test]
+    fn the_index_decides_as_a_scan_of_every_binding(
+        bindings in prop::collection::vec(arb_binding(), 0..24),
+        removed in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        default in any::<bool>(),
+        name in "[ab*]{0,4}",
+        op in prop::sample::select(Operation::ALL.to_vec()),
+        rt in prop::sample::select(vec![ResourceType::Topic, ResourceType::Group]),
+        principal in prop::sample::select(vec![ALICE, BOB]),
+        host in prop::sample::select(vec![HOST, "10.0.0.2"]),
+    ) {
+        let mut a = Acls::new(Vec::<String>::new(), default);
+        for b in &bindings {
+            a.add(b.clone());
+        }
+        // Remove some again, by a filter naming every field of one of them (a filter may
+        // select more than that one: ANY values).
+        let mut kept: Vec<AclBinding> = bindings.clone();
+        if !bindings.is_empty() {
+            for i in &removed {
+                let gone = bindings[i.index(bindings.len())].clone();
+                let filter = AclBindingFilter {
+                    resource_type: Some(gone.resource_type),
+                    name: Some(gone.name.clone()),
+                    pattern: Some(gone.pattern),
+                    principal: Some(gone.principal.clone()),
+                    host: Some(gone.host.clone()),
+                    operation: Some(gone.operation),
+                    permission: Some(gone.permission),
+                };
+                a.remove_matching(&filter);
+                kept.retain(|b| !filter.matches(b));
+            }
+        }
+        prop_assert_eq!(a.len(), kept.iter().collect::<HashSet<_>>().len());
+        prop_assert_eq!(
+            a.authorize(principal, host, op, rt, &name),
+            authorize_by_scan(&kept, default, principal, host, op, rt, &name)
+        );
+    }
+}
