@@ -6,6 +6,8 @@
 //! - [`LogStore`]: topics, partitions, appending record batches, reading them back by
 //!   offset, watermarks, timestamp lookups, topic configuration, record deletion.
 //! - [`OffsetStore`]: committed consumer-group offsets.
+//! - [`cluster::Membership`]: which gateways sharing the store are alive (several
+//!   gateways in front of one Iggy).
 //!
 //! Batches cross this seam in Kafka's record batch v2 format as [`ValidBatch`]es: checked
 //! whole once ([`check_batches`]), with their header parsed and their records
@@ -15,6 +17,7 @@
 //! shared by all connections behind an `Arc`.
 
 mod batch;
+pub mod cluster;
 pub mod memory;
 #[cfg(any(test, feature = "test-suite"))]
 pub mod suite;

@@ -1,0 +1,112 @@
+//! The membership seam for several gateways in front of one store: which gateways are
+//! alive, and whether this one still holds its lease.
+//!
+//! Gateways coordinate only through the store (with the bridge: leases recorded in Iggy,
+//! see `iggy_kafka_bridge::members`). Each gateway has a node id from the configured
+//! broker list and, per start, an epoch greater than any earlier epoch of that node id.
+//! A gateway that cannot renew its lease within the session timeout stops acting as an
+//! owner ([`Membership::holds_lease`] turns false) before the others consider it gone,
+//! so no two gateways act as owner of the same partition or group at once (fencing by
+//! time, on each gateway's own monotonic clock; no clock synchronisation is assumed).
+//!
+//! [`SingleMember`] is the membership of a gateway alone (the embedded store, or the
+//! bridge without a broker list): itself, always alive.
+
+use std::fmt;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// One listener of a gateway as clients reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemberListener {
+    /// The listener's name (`PLAINTEXT`, `SASL_SSL`, or a custom name).
+    pub name: String,
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port.
+    pub port: u16,
+}
+
+/// A live gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Member {
+    /// The node id (`IGGY_KAFKA_NODE_ID`), unique among the gateways.
+    pub node_id: i32,
+    /// This start's epoch: greater than every earlier epoch of the same node id.
+    pub epoch: u64,
+    /// Where clients reach it, per listener.
+    pub listeners: Vec<MemberListener>,
+}
+
+/// The gateways alive as one gateway sees them, by node id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveView {
+    /// Live members, sorted by node id, one per node id.
+    pub members: Vec<Member>,
+    /// Increases with every change of the view this gateway observes (local to it).
+    pub version: u64,
+}
+
+impl LiveView {
+    /// Whether `node_id` is alive.
+    pub fn contains(&self, node_id: i32) -> bool {
+        self.members
+            .binary_search_by_key(&node_id, |m| m.node_id)
+            .is_ok()
+    }
+}
+
+/// Membership of the gateways sharing a store.
+pub trait Membership: Send + Sync + fmt::Debug + 'static {
+    /// This gateway.
+    fn me(&self) -> &Member;
+
+    /// The live gateways now (this one included while it holds its lease).
+    fn view(&self) -> Arc<LiveView>;
+
+    /// Changes of the view, as they are observed.
+    fn subscribe(&self) -> watch::Receiver<Arc<LiveView>>;
+
+    /// Whether this gateway still holds its lease: false once its last renewal is older
+    /// than the session timeout less a safety margin; an owner stops acting as one then.
+    fn holds_lease(&self) -> bool;
+}
+
+/// A gateway alone: itself, always alive, lease always held.
+#[derive(Debug)]
+pub struct SingleMember {
+    me: Member,
+    view: watch::Sender<Arc<LiveView>>,
+}
+
+impl SingleMember {
+    /// The membership of `me` alone.
+    pub fn new(me: Member) -> SingleMember {
+        let view = Arc::new(LiveView {
+            members: vec![me.clone()],
+            version: 1,
+        });
+        SingleMember {
+            me,
+            view: watch::Sender::new(view),
+        }
+    }
+}
+
+impl Membership for SingleMember {
+    fn me(&self) -> &Member {
+        &self.me
+    }
+
+    fn view(&self) -> Arc<LiveView> {
+        self.view.borrow().clone()
+    }
+
+    fn subscribe(&self) -> watch::Receiver<Arc<LiveView>> {
+        self.view.subscribe()
+    }
+
+    fn holds_lease(&self) -> bool {
+        true
+    }
+}
