@@ -1,6 +1,7 @@
 //! Shared broker state: configuration, stores, producer state and the validation pool.
 
 use crate::budget::{RequestBudget, ResponseBudget};
+use crate::cluster::Route;
 use crate::config::BrokerConfig;
 use crate::cpu::CpuPool;
 use crate::groups::{Groups, OffsetRetention};
@@ -9,6 +10,7 @@ use crate::pipeline::authentication::Authentication;
 use crate::producers::Producers;
 use crate::quotas::Quotas;
 use crate::server::Stores;
+use kafka_store::cluster::{Member, MemberListener, Membership, SingleMember};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -45,6 +47,9 @@ pub(crate) struct Broker {
     /// Without it the ACL APIs answer `SECURITY_DISABLED`, as a Kafka broker without an
     /// authorizer does.
     pub(crate) authorization_enabled: bool,
+    /// The gateways sharing the store: who leads which partition and coordinates which
+    /// group (a gateway alone: itself).
+    pub(crate) membership: Arc<dyn Membership>,
 }
 
 impl Broker {
@@ -82,6 +87,15 @@ impl Broker {
             },
             Arc::clone(&stores.offsets),
         );
+        let alone = Arc::new(SingleMember::new(Member {
+            node_id: config.node_id,
+            epoch: 0,
+            listeners: vec![MemberListener {
+                name: "PLAINTEXT".into(),
+                host: config.advertised_host.clone(),
+                port: config.advertised_port,
+            }],
+        }));
         let request_memory = Arc::new(RequestBudget::new(&config.limits));
         let response_memory = Arc::new(ResponseBudget::new(&config.limits));
         Broker {
@@ -101,7 +115,13 @@ impl Broker {
             )),
             authorizers: Vec::new(),
             authorization_enabled: false,
+            membership: alone,
         }
+    }
+
+    /// What this request sees of the membership (see [`Route`]).
+    pub(crate) fn route(&self) -> Route {
+        Route::of(self.membership.as_ref())
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`session`]: what the broker knows about one connection.
 //! - [`pipeline`]: the [`pipeline::Layer`] trait every cross-cutting concern implements.
 //! - [`tls`]: the TLS acceptor of SSL and SASL_SSL listeners, reloading its certificate.
+//! - [`cluster`]: placement of partitions and groups over the live gateways.
 //! - [`metrics`]: Prometheus metrics and the `/metrics`, `/health`, `/ready` endpoint.
 //!
 //! - [`store`]: the [`store::LogStore`] and [`store::OffsetStore`] traits this layer owns,
@@ -23,6 +24,7 @@
 pub mod authz;
 mod broker;
 mod budget;
+pub mod cluster;
 pub mod config;
 mod connection;
 mod cpu;
@@ -46,5 +48,7 @@ pub mod server;
 pub use error::BrokerError;
 pub use server::{BoundListener, Server, Stores, run};
 
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,7 @@ use crate::pipeline::quotas::QuotaLayer;
 use crate::pipeline::{Layer, Pipeline};
 use crate::quotas::{MemoryQuotaStore, QuotaStore, Quotas};
 use crate::session::{Listener, Session};
+use crate::store::cluster::{Member, MemberListener, Membership, SingleMember};
 use crate::store::{LogStore, OffsetStore};
 use crate::tls::TlsAcceptor;
 use kafka_authz::store::{AclStore, MemoryAclStore};
@@ -126,6 +127,7 @@ pub struct Server {
     authenticator: Option<Arc<kafka_sasl::Authenticator>>,
     acl_store: Arc<dyn AclStore>,
     authorizers: Vec<Arc<dyn Authorizer>>,
+    membership: Option<Arc<dyn Membership>>,
 }
 
 impl Server {
@@ -143,7 +145,17 @@ impl Server {
             authenticator: None,
             acl_store: Arc::new(MemoryAclStore::new()),
             authorizers: Vec::new(),
+            membership: None,
         }
+    }
+
+    /// Routes by `membership`: partitions this gateway does not lead and groups it does
+    /// not coordinate are refused, so clients go to their owner (see
+    /// [`crate::cluster`]). By default the gateway is alone: itself, with its listeners'
+    /// advertised addresses, leading every partition.
+    pub fn membership(mut self, membership: Arc<dyn Membership>) -> Server {
+        self.membership = Some(membership);
+        self
     }
 
     /// Keeps ACL bindings (CreateAcls, DeleteAcls) in `store` (in memory by default); its
@@ -231,6 +243,15 @@ impl Server {
                 )));
             }
         }
+        if let Some(m) = &self.membership
+            && m.me().node_id != self.config.node_id
+        {
+            return Err(BrokerError::Config(format!(
+                "the membership is node {}, the broker is node {}",
+                m.me().node_id,
+                self.config.node_id
+            )));
+        }
         let mut pipeline = Pipeline::default();
         if let Some(m) = &self.metrics {
             pipeline.push(Arc::new(MetricsLayer::new(m.clone())));
@@ -285,6 +306,27 @@ impl Server {
         broker.acls = acls;
         broker.authorizers = self.authorizers;
         broker.authorization_enabled = authorizing;
+        broker.membership = match self.membership {
+            Some(m) => m,
+            None => Arc::new(SingleMember::new(Member {
+                node_id: broker.config.node_id,
+                epoch: 0,
+                listeners: listeners
+                    .iter()
+                    .map(|l| {
+                        let (host, port) = l.listener.advertised_or(
+                            &broker.config.advertised_host,
+                            broker.config.advertised_port,
+                        );
+                        MemberListener {
+                            name: l.listener.name.to_string(),
+                            host: host.to_owned(),
+                            port,
+                        }
+                    })
+                    .collect(),
+            })),
+        };
         let broker = Arc::new(broker);
         let permits = Arc::new(Semaphore::new(max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);

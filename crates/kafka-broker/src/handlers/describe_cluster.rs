@@ -1,5 +1,5 @@
-//! DescribeCluster (key 60): this gateway is the whole cluster: one broker, also the
-//! controller.
+//! DescribeCluster (key 60): the live gateways as Metadata lists them, and the lowest
+//! live node id as the controller.
 
 use super::{Ctx, bs};
 use kafka_protocol::ErrorCode;
@@ -19,22 +19,22 @@ pub(crate) fn handle(ctx: &Ctx<'_>, req: DescribeClusterRequest) -> DescribeClus
             ..DescribeClusterResponse::default()
         };
     }
-    let (host, port) = ctx
-        .session
-        .listener
-        .advertised_or(&c.advertised_host, c.advertised_port);
-    DescribeClusterResponse {
-        error_code: ErrorCode::NONE.code(),
-        endpoint_type: req.endpoint_type,
-        cluster_id: bs(c.cluster_id.clone()),
-        controller_id: c.node_id,
-        brokers: vec![DescribeClusterBroker {
-            broker_id: c.node_id,
+    let route = ctx.broker.route();
+    let brokers = super::metadata::live_brokers(ctx, &route)
+        .map(|(broker_id, host, port)| DescribeClusterBroker {
+            broker_id,
             host: bs(host.to_owned()),
             port: i32::from(port),
             rack: None,
             ..DescribeClusterBroker::default()
-        }],
+        })
+        .collect();
+    DescribeClusterResponse {
+        error_code: ErrorCode::NONE.code(),
+        endpoint_type: req.endpoint_type,
+        cluster_id: bs(c.cluster_id.clone()),
+        controller_id: crate::cluster::controller(&route.view).unwrap_or(-1),
+        brokers,
         // KIP-430: without authorization every operation the cluster supports, as Kafka
         // answers without an authorizer; the authorization layer, when on, puts the
         // principal's own.

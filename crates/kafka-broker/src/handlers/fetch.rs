@@ -267,6 +267,11 @@ async fn read_one(
         out.result = Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
         return out;
     }
+    // Another gateway leads it (or this one holds no lease): nothing is read.
+    if !ctx.broker.route().leads(&info.name, p.partition) {
+        out.result = Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
+        return out;
+    }
     if ctx.version >= 9 && p.current_leader_epoch > 0 {
         out.result = Err(ErrorCode::UNKNOWN_LEADER_EPOCH);
         return out;

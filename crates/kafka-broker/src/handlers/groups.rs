@@ -1,7 +1,9 @@
 //! The classic consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
 //! LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
 //!
-//! The gateway is the coordinator of every group (until several gateways share a store).
+//! Groups are placed over the live gateways by [`crate::cluster::coordinator`];
+//! FindCoordinator answers the owner, and a gateway refuses the group APIs for a group it
+//! does not coordinate with `NOT_COORDINATOR` (per group where the API names several).
 //! Membership and rebalances are decided by the `kafka-groups` state machine; these
 //! handlers translate between wire versions and its domain types.
 //!
@@ -10,7 +12,9 @@
 //! DescribeGroups describes each distinct group once, however often a request names it.
 
 use super::{Ctx, bs};
+use crate::cluster::{Route, coordinator};
 use bytes::Bytes;
+use bytestring::ByteString;
 use kafka_groups::{
     GroupState, Heartbeat, JoinGroup, LeaveGroup, LeavingMember, MemberAssignment, Protocol,
     Response, SyncGroup,
@@ -40,60 +44,90 @@ use std::time::Duration;
 
 const UNAVAILABLE: i16 = ErrorCode::COORDINATOR_NOT_AVAILABLE.0;
 
+/// Where the coordinator of `key` is, for the listener the request came in on: its
+/// node id, host and port; `COORDINATOR_NOT_AVAILABLE` when the live view is empty or
+/// the owner advertises no listener.
+fn locate(ctx: &Ctx<'_>, route: &Route, key: &str) -> Result<(i32, String, u16), ErrorCode> {
+    let owner = coordinator(&route.view, key).ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
+    super::metadata::live_brokers(ctx, route)
+        .find(|(id, _, _)| *id == owner)
+        .map(|(id, h, p)| (id, h.to_owned(), p))
+        .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)
+}
+
 pub(crate) fn find_coordinator(
     ctx: &Ctx<'_>,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let c = &ctx.broker.config;
-    // The coordinator is this gateway, at the address of the client's listener.
-    let (host, port) = ctx
-        .session
-        .listener
-        .advertised_or(&c.advertised_host, c.advertised_port);
-    // Group (0) and transaction (1) keys both resolve to this gateway; transactional
-    // producers then learn from InitProducerId that transactions are not supported.
-    let (error, message) = if req.key_type == 0 || req.key_type == 1 {
-        (ErrorCode::NONE, None)
-    } else {
-        (
-            ErrorCode::INVALID_REQUEST,
-            Some(bs(format!("unknown key type {}", req.key_type))),
-        )
+    let route = ctx.broker.route();
+    // Group (0) and transaction (1) keys are both placed by `cluster::coordinator`;
+    // transactional producers then learn from InitProducerId that transactions are not
+    // supported.
+    let known = req.key_type == 0 || req.key_type == 1;
+    let answer = |key: &str| -> (Result<(i32, String, u16), ErrorCode>, Option<ByteString>) {
+        if known {
+            (locate(ctx, &route, key), None)
+        } else {
+            (
+                Err(ErrorCode::INVALID_REQUEST),
+                Some(bs(format!("unknown key type {}", req.key_type))),
+            )
+        }
     };
     if ctx.version >= 4 {
         FindCoordinatorResponse {
             coordinators: req
                 .coordinator_keys
                 .iter()
-                .map(|k| Coordinator {
-                    key: k.clone(),
-                    node_id: if error.is_ok() { c.node_id } else { -1 },
-                    host: if error.is_ok() {
-                        bs(host.to_owned())
-                    } else {
-                        bs("")
-                    },
-                    port: if error.is_ok() { i32::from(port) } else { -1 },
-                    error_code: error.code(),
-                    error_message: message.clone(),
-                    ..Coordinator::default()
+                .map(|k| {
+                    let (found, message) = answer(k);
+                    let (node_id, host, port, error) = split(found);
+                    Coordinator {
+                        key: k.clone(),
+                        node_id,
+                        host,
+                        port,
+                        error_code: error.code(),
+                        error_message: message,
+                        ..Coordinator::default()
+                    }
                 })
                 .collect(),
             ..FindCoordinatorResponse::default()
         }
     } else {
+        let (found, message) = answer(&req.key);
+        let (node_id, host, port, error) = split(found);
         FindCoordinatorResponse {
             error_code: error.code(),
             error_message: if ctx.version >= 1 { message } else { None },
-            node_id: if error.is_ok() { c.node_id } else { -1 },
-            host: if error.is_ok() {
-                bs(host.to_owned())
-            } else {
-                bs("")
-            },
-            port: if error.is_ok() { i32::from(port) } else { -1 },
+            node_id,
+            host,
+            port,
             ..FindCoordinatorResponse::default()
         }
+    }
+}
+
+/// A coordinator's fields as FindCoordinator carries them (-1, "" and -1 on an error).
+fn split(found: Result<(i32, String, u16), ErrorCode>) -> (i32, ByteString, i32, ErrorCode) {
+    match found {
+        Ok((id, host, port)) => (id, bs(host), i32::from(port), ErrorCode::NONE),
+        Err(e) => (-1, bs(""), -1, e),
+    }
+}
+
+/// Why this gateway does not serve `group` now: `NOT_COORDINATOR` when another live
+/// gateway coordinates it (the client asks FindCoordinator again), and
+/// `COORDINATOR_NOT_AVAILABLE` when this gateway cannot act as an owner (its lease
+/// lapsed, or it is not in the live view); `None` when it is the coordinator.
+pub(crate) fn refusal(route: &Route, group: &str) -> Option<ErrorCode> {
+    if !route.owner {
+        Some(ErrorCode::COORDINATOR_NOT_AVAILABLE)
+    } else if route.coordinates(group) {
+        None
+    } else {
+        Some(ErrorCode::NOT_COORDINATOR)
     }
 }
 
@@ -107,6 +141,15 @@ fn client_host(ctx: &Ctx<'_>) -> String {
 
 pub(crate) async fn join_group(ctx: &Ctx<'_>, req: JoinGroupRequest) -> JoinGroupResponse {
     let v = ctx.version;
+    if let Some(e) = refusal(&ctx.broker.route(), &req.group_id) {
+        return JoinGroupResponse {
+            error_code: e.code(),
+            generation_id: -1,
+            protocol_name: if v >= 7 { None } else { Some(bs("")) },
+            member_id: req.member_id,
+            ..JoinGroupResponse::default()
+        };
+    }
     let join = JoinGroup {
         group_id: req.group_id.to_string(),
         member_id: req.member_id.to_string(),
@@ -186,6 +229,12 @@ pub(crate) async fn join_group(ctx: &Ctx<'_>, req: JoinGroupRequest) -> JoinGrou
 }
 
 pub(crate) async fn sync_group(ctx: &Ctx<'_>, req: SyncGroupRequest) -> SyncGroupResponse {
+    if let Some(e) = refusal(&ctx.broker.route(), &req.group_id) {
+        return SyncGroupResponse {
+            error_code: e.code(),
+            ..SyncGroupResponse::default()
+        };
+    }
     let sync = SyncGroup {
         group_id: req.group_id.to_string(),
         generation_id: req.generation_id,
@@ -227,6 +276,12 @@ pub(crate) async fn sync_group(ctx: &Ctx<'_>, req: SyncGroupRequest) -> SyncGrou
 }
 
 pub(crate) async fn heartbeat(ctx: &Ctx<'_>, req: HeartbeatRequest) -> HeartbeatResponse {
+    if let Some(e) = refusal(&ctx.broker.route(), &req.group_id) {
+        return HeartbeatResponse {
+            error_code: e.code(),
+            ..HeartbeatResponse::default()
+        };
+    }
     let hb = Heartbeat {
         group_id: req.group_id.to_string(),
         generation_id: req.generation_id,
@@ -244,6 +299,12 @@ pub(crate) async fn heartbeat(ctx: &Ctx<'_>, req: HeartbeatRequest) -> Heartbeat
 }
 
 pub(crate) async fn leave_group(ctx: &Ctx<'_>, req: LeaveGroupRequest) -> LeaveGroupResponse {
+    if let Some(e) = refusal(&ctx.broker.route(), &req.group_id) {
+        return LeaveGroupResponse {
+            error_code: e.code(),
+            ..LeaveGroupResponse::default()
+        };
+    }
     let batched = ctx.version >= 3;
     let members = if batched {
         req.members
@@ -313,6 +374,20 @@ pub(crate) async fn describe_groups(
         }
     }
     drop(seen);
+    // Groups another gateway coordinates are answered with the refusal, not looked up.
+    let route = ctx.broker.route();
+    let mut refused = Vec::new();
+    names.retain(|g| match refusal(&route, g) {
+        Some(e) => {
+            refused.push(DescribedGroup {
+                error_code: e.code(),
+                group_id: g.clone(),
+                ..DescribedGroup::default()
+            });
+            false
+        }
+        None => true,
+    });
     let ids: Vec<String> = names.iter().map(|g| g.to_string()).collect();
     let found = ctx
         .broker
@@ -324,20 +399,19 @@ pub(crate) async fn describe_groups(
         })
         .await;
     let Ok(found) = found else {
+        refused.extend(names.iter().map(|g| DescribedGroup {
+            error_code: UNAVAILABLE,
+            group_id: g.clone(),
+            ..DescribedGroup::default()
+        }));
         return DescribeGroupsResponse {
-            groups: names
-                .iter()
-                .map(|g| DescribedGroup {
-                    error_code: UNAVAILABLE,
-                    group_id: g.clone(),
-                    ..DescribedGroup::default()
-                })
-                .collect(),
+            groups: refused,
             ..DescribeGroupsResponse::default()
         };
     };
     let offsets = &ctx.broker.stores.offsets;
-    let mut groups = Vec::with_capacity(found.len());
+    let mut groups = refused;
+    groups.reserve(found.len());
     for (id, desc) in found {
         groups.push(match desc {
             Some(d) => DescribedGroup {
@@ -457,6 +531,10 @@ pub(crate) async fn list_groups(ctx: &Ctx<'_>, req: ListGroupsRequest) -> ListGr
             }
         }
     }
+    // Each gateway lists the groups it coordinates (the offsets are shared), so a client
+    // asking every broker sees each group once.
+    let route = ctx.broker.route();
+    listed.retain(|g| route.coordinates(&g.group_id));
     listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     ListGroupsResponse {
         error_code: ErrorCode::NONE.code(),
@@ -484,7 +562,16 @@ pub(crate) async fn list_groups(ctx: &Ctx<'_>, req: ListGroupsRequest) -> ListGr
 
 pub(crate) async fn delete_groups(ctx: &Ctx<'_>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(req.groups_names.len());
+    let route = ctx.broker.route();
     for g in &req.groups_names {
+        if let Some(e) = refusal(&route, g) {
+            results.push(DeletableGroupResult {
+                group_id: g.clone(),
+                error_code: e.code(),
+                ..DeletableGroupResult::default()
+            });
+            continue;
+        }
         let id = g.to_string();
         let outcome = ctx.broker.groups.with(move |c, _| c.delete(&id)).await;
         let offsets = &ctx.broker.stores.offsets;

@@ -15,6 +15,7 @@ pub(crate) async fn handle(
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let log = &ctx.broker.stores.log;
+    let route = ctx.broker.route();
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let info = log.topic(&t.topic).await;
@@ -28,6 +29,9 @@ pub(crate) async fn handle(
                 };
                 if p.partition < 0 || p.partition >= info.partitions {
                     return Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+                }
+                if !route.leads(&info.name, p.partition) {
+                    return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
                 }
                 if p.current_leader_epoch > 0 {
                     return Err(ErrorCode::UNKNOWN_LEADER_EPOCH);

@@ -54,6 +54,7 @@ async fn scan(
 
 pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffsetsResponse {
     let log = &ctx.broker.stores.log;
+    let route = ctx.broker.route();
     let mut named: HashMap<(bytestring::ByteString, i32), u32> = HashMap::new();
     for t in &req.topics {
         for p in &t.partitions {
@@ -93,6 +94,9 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffset
                 };
                 if p.partition_index < 0 || p.partition_index >= info.partitions {
                     return Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+                }
+                if !route.leads(&info.name, p.partition_index) {
+                    return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
                 }
                 if ctx.version >= 4 && p.current_leader_epoch > 0 {
                     return Err(ErrorCode::UNKNOWN_LEADER_EPOCH);

@@ -1,6 +1,8 @@
 //! Metadata (key 3): brokers, topics and partitions.
 //!
-//! One broker (this gateway) leads every partition with leader epoch 0. A null topic list
+//! The brokers are the live gateways (a gateway alone: itself), each at its address for
+//! the listener the request came in on; partitions are led as [`crate::cluster`] places
+//! them, with leader epoch 0. A null topic list
 //! (v1+) or an empty one (v0) means every topic. Unknown topics named in the request are
 //! created when auto-creation is enabled and the request allows it (always before v4,
 //! `allow_auto_topic_creation` from v4); otherwise they are reported
@@ -12,6 +14,7 @@
 //! counts (invalid names, auto-created topics), never once per topic at INFO.
 
 use super::{Ctx, bs, valid_topic_name};
+use crate::cluster::{Route, address, controller, leader};
 use crate::store::{NewTopic, TopicInfo};
 use kafka_protocol::messages::metadata_request::MetadataRequest;
 use kafka_protocol::messages::metadata_response::{
@@ -20,31 +23,61 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::{ErrorCode, Uuid};
 use tracing::{debug, info};
 
-/// The partition list of a topic as Metadata shows it.
-pub(crate) fn partitions(node_id: i32, count: i32) -> Vec<MetadataResponsePartition> {
+/// The partition list of a topic as Metadata shows it: each partition led by its
+/// placement in the live view (see [`crate::cluster::leader`]), its only replica. With an
+/// empty view a partition has no leader (`LEADER_NOT_AVAILABLE`, leader -1).
+pub(crate) fn partitions(route: &Route, topic: &str, count: i32) -> Vec<MetadataResponsePartition> {
     (0..count)
-        .map(|p| MetadataResponsePartition {
-            error_code: ErrorCode::NONE.code(),
-            partition_index: p,
-            leader_id: node_id,
-            leader_epoch: 0,
-            replica_nodes: vec![node_id],
-            isr_nodes: vec![node_id],
-            offline_replicas: Vec::new(),
-            ..MetadataResponsePartition::default()
+        .map(|p| match leader(&route.view, topic, p) {
+            Some(node_id) => MetadataResponsePartition {
+                error_code: ErrorCode::NONE.code(),
+                partition_index: p,
+                leader_id: node_id,
+                leader_epoch: 0,
+                replica_nodes: vec![node_id],
+                isr_nodes: vec![node_id],
+                offline_replicas: Vec::new(),
+                ..MetadataResponsePartition::default()
+            },
+            None => MetadataResponsePartition {
+                error_code: ErrorCode::LEADER_NOT_AVAILABLE.code(),
+                partition_index: p,
+                leader_id: -1,
+                leader_epoch: -1,
+                ..MetadataResponsePartition::default()
+            },
         })
         .collect()
 }
 
-fn topic_entry(ctx: &Ctx<'_>, t: &TopicInfo) -> MetadataResponseTopic {
+fn topic_entry(route: &Route, t: &TopicInfo) -> MetadataResponseTopic {
     MetadataResponseTopic {
         error_code: ErrorCode::NONE.code(),
         name: Some(bs(t.name.clone())),
         topic_id: Uuid::from_u128(t.id),
         is_internal: false,
-        partitions: partitions(ctx.broker.config.node_id, t.partitions),
+        partitions: partitions(route, &t.name, t.partitions),
         ..MetadataResponseTopic::default()
     }
+}
+
+/// The live gateways as `(node id, host, port)` for the listener the request came in on:
+/// this gateway at that listener's advertised address, the others at their listener of
+/// the same name (one without it: its first listener).
+pub(crate) fn live_brokers<'a>(
+    ctx: &'a Ctx<'_>,
+    route: &'a Route,
+) -> impl Iterator<Item = (i32, &'a str, u16)> + 'a {
+    let c = &ctx.broker.config;
+    let listener = &ctx.session.listener;
+    route.view.members.iter().filter_map(move |m| {
+        if m.node_id == route.me {
+            let (h, p) = listener.advertised_or(&c.advertised_host, c.advertised_port);
+            Some((m.node_id, h, p))
+        } else {
+            address(m, &listener.name).map(|(h, p)| (m.node_id, h, p))
+        }
+    })
 }
 
 fn error_entry(name: Option<&str>, id: Uuid, code: ErrorCode) -> MetadataResponseTopic {
@@ -58,6 +91,7 @@ fn error_entry(name: Option<&str>, id: Uuid, code: ErrorCode) -> MetadataRespons
 
 pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataResponse {
     let c = &ctx.broker.config;
+    let route = ctx.broker.route();
     let log = &ctx.broker.stores.log;
     let all = match &req.topics {
         None => true,
@@ -66,11 +100,11 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
     let mut topics = Vec::new();
     if all {
         match log.topics().await {
-            Ok(list) => topics.extend(list.iter().map(|t| topic_entry(ctx, t))),
+            Ok(list) => topics.extend(list.iter().map(|t| topic_entry(&route, t))),
             Err(e) => {
                 return MetadataResponse {
                     error_code: e.error_code().code(),
-                    ..base(ctx)
+                    ..base(ctx, &route)
                 };
             }
         }
@@ -84,7 +118,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
                 None => log.topic_by_id(t.topic_id.as_u128()).await,
             };
             let entry = match (found, name) {
-                (Ok(Some(info)), _) => topic_entry(ctx, &info),
+                (Ok(Some(info)), _) => topic_entry(&route, &info),
                 (Ok(None), None) => error_entry(None, t.topic_id, ErrorCode::UNKNOWN_TOPIC_ID),
                 (Ok(None), Some(n)) => {
                     if let Err(why) = valid_topic_name(n) {
@@ -110,12 +144,12 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
                                     partitions = info.partitions,
                                     "topic auto-created"
                                 );
-                                topic_entry(ctx, &info)
+                                topic_entry(&route, &info)
                             }
                             // Lost a race with another creator: report what exists now.
                             Err(crate::store::StoreError::TopicAlreadyExists(_)) => {
                                 match log.topic(n).await {
-                                    Ok(Some(info)) => topic_entry(ctx, &info),
+                                    Ok(Some(info)) => topic_entry(&route, &info),
                                     _ => error_entry(
                                         Some(n),
                                         Uuid::ZERO,
@@ -166,27 +200,26 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: MetadataRequest) -> MetadataRespo
     MetadataResponse {
         topics,
         cluster_authorized_operations,
-        ..base(ctx)
+        ..base(ctx, &route)
     }
 }
 
-fn base(ctx: &Ctx<'_>) -> MetadataResponse {
+fn base(ctx: &Ctx<'_>, route: &Route) -> MetadataResponse {
     let c = &ctx.broker.config;
-    // The address of the listener the client came in on.
-    let (host, port) = ctx
-        .session
-        .listener
-        .advertised_or(&c.advertised_host, c.advertised_port);
-    MetadataResponse {
-        brokers: vec![MetadataResponseBroker {
-            node_id: c.node_id,
+    // The live gateways, each at its address for the listener the client came in on.
+    let brokers = live_brokers(ctx, route)
+        .map(|(node_id, host, port)| MetadataResponseBroker {
+            node_id,
             host: bs(host.to_owned()),
             port: i32::from(port),
             rack: None,
             ..MetadataResponseBroker::default()
-        }],
+        })
+        .collect();
+    MetadataResponse {
+        brokers,
         cluster_id: Some(bs(c.cluster_id.clone())),
-        controller_id: c.node_id,
+        controller_id: controller(&route.view).unwrap_or(-1),
         ..MetadataResponse::default()
     }
 }

@@ -38,7 +38,10 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
     let generation = req.generation_id_or_member_epoch;
     let member = req.member_id.to_string();
     let instance = req.group_instance_id.as_deref().map(str::to_string);
-    let check = {
+    let refused = super::groups::refusal(&ctx.broker.route(), &group);
+    let check = if let Some(e) = refused {
+        Ok(Err(e))
+    } else {
         let group = group.clone();
         ctx.broker
             .groups
@@ -143,6 +146,9 @@ async fn fetch_group(
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> Result<Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>, ErrorCode> {
+    if let Some(e) = super::groups::refusal(&ctx.broker.route(), group) {
+        return Err(e);
+    }
     let offsets = &ctx.broker.stores.offsets;
     match topics {
         None => {
@@ -285,6 +291,12 @@ pub(crate) fn subscribed_topics(metadata: &Bytes) -> Option<Vec<String>> {
 
 pub(crate) async fn offset_delete(ctx: &Ctx<'_>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group = req.group_id.to_string();
+    if let Some(e) = super::groups::refusal(&ctx.broker.route(), &group) {
+        return OffsetDeleteResponse {
+            error_code: e.code(),
+            ..OffsetDeleteResponse::default()
+        };
+    }
     let offsets = &ctx.broker.stores.offsets;
     let desc = {
         let g = group.clone();

@@ -174,6 +174,7 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
             *n = n.saturating_add(1);
         }
     }
+    let route = ctx.broker.route();
     let mut jobs = Vec::new();
     let mut topics = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
@@ -197,6 +198,14 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
                 )),
                 (None, Err(e)) => Err(fail(e.error_code(), e.to_string())),
                 (None, Ok(None)) => Err((unknown, None)),
+                (None, Ok(Some(info)))
+                    if (0..info.partitions).contains(&p.index)
+                        && !route.leads(&info.name, p.index) =>
+                {
+                    // Another gateway leads it (or this one holds no lease): nothing
+                    // is decoded or written.
+                    Err((ErrorCode::NOT_LEADER_OR_FOLLOWER, None))
+                }
                 (None, Ok(Some(info))) => {
                     precheck(info, p.index, p.records).map(|(records, compressed)| {
                         jobs.push(Job {

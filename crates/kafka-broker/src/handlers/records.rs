@@ -12,12 +12,20 @@ pub(crate) async fn delete_records(
     req: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let log = &ctx.broker.stores.log;
+    let route = ctx.broker.route();
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let info = log.topic(&t.name).await;
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
             let result = match &info {
+                Ok(Some(i))
+                    if p.partition_index >= 0
+                        && p.partition_index < i.partitions
+                        && !route.leads(&i.name, p.partition_index) =>
+                {
+                    Err(ErrorCode::NOT_LEADER_OR_FOLLOWER)
+                }
                 Ok(Some(i)) if p.partition_index >= 0 && p.partition_index < i.partitions => log
                     .delete_records(&i.name, p.partition_index, p.offset)
                     .await
