@@ -158,6 +158,10 @@ enum Fatal {
     Broker(#[from] kafka_broker::BrokerError),
     #[error("IGGY_KAFKA_ACL_FILE: {0}")]
     AclFile(String),
+    #[error(
+        "IGGY_KAFKA_BROKERS names other gateways ({0}): BROKERS with several nodes needs the cluster membership, not built yet; leave it empty or name only this gateway"
+    )]
+    ClusterNotBuilt(String),
     #[error("cannot start the Iggy bridge (IGGY_KAFKA_IGGY_ADDR={addr}): {source}")]
     Bridge {
         addr: String,
@@ -234,6 +238,22 @@ fn run(config: GatewayConfig) -> Result<(), Fatal> {
 }
 
 async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
+    // Several gateways route by the leases the bridge keeps in Iggy; until that
+    // membership exists, a list naming other gateways is refused rather than served as
+    // if this gateway were alone (it would lead every partition the others lead too).
+    if config.cluster.has_others(config.broker.node_id) {
+        let others: Vec<String> = config
+            .cluster
+            .brokers
+            .iter()
+            .filter(|b| b.node_id != config.broker.node_id)
+            .map(|b| b.node_id.to_string())
+            .collect();
+        return Err(Fatal::ClusterNotBuilt(format!(
+            "node ids {}",
+            others.join(",")
+        )));
+    }
     let shutdown = shutdown::install().map_err(Fatal::Signals)?;
 
     let mut sockets = Vec::with_capacity(config.listeners.len());

@@ -32,6 +32,7 @@
 //! | [`logging`] | `log_format` | the gateway |
 //! | [`quotas`] | `quota_*` | [`BrokerConfig::check`] |
 //! | [`security`] | `listeners`, `advertised_listeners`, `listener_security_protocol_map`, `sasl_*`, `tls_*`, `super_users`, `max_concurrent_authentications` | the gateway (listeners, files, bounds) |
+//! | [`cluster`] | `brokers`, `cluster_session_timeout_ms`, `cluster_heartbeat_interval_ms` | the gateway (the list, this node in it, the backend, the timings) |
 //! | [`authorization`] | `authorization_enabled`, `allow_everyone_if_no_acl_found`, `acl_*`, `max_acl_bindings` | the gateway (ACL source); [`BrokerConfig::check`] (refresh interval) |
 //!
 //! Every error is one line naming the setting as the operator wrote it: the variable for
@@ -40,6 +41,7 @@
 
 mod authorization;
 mod bridge;
+mod cluster;
 mod groups;
 mod limits;
 mod listener;
@@ -54,6 +56,7 @@ mod topics;
 mod values;
 
 pub use authorization::AclSetup;
+pub use cluster::ClusterSettings;
 pub use logging::LogFormat;
 pub use security::{ListenerSpec, SaslSetup};
 
@@ -120,6 +123,8 @@ pub struct GatewayConfig {
     pub backend: Backend,
     /// Where the ACL bindings come from and whether requests are checked.
     pub acls: AclSetup,
+    /// The broker list and lease timings (several gateways).
+    pub cluster: ClusterSettings,
     /// How log lines are written.
     pub log_format: LogFormat,
     /// The file that was read, if any.
@@ -221,6 +226,7 @@ pub fn keys() -> &'static [&'static str] {
             values::fields::<quotas::Raw>(),
             values::fields::<security::Raw>(),
             values::fields::<authorization::Raw>(),
+            values::fields::<cluster::Raw>(),
         ]
         .concat()
     })
@@ -368,6 +374,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     let quotas: quotas::Raw = extract(figment, names)?;
     let security: security::Raw = extract(figment, names)?;
     let authorization: authorization::Raw = extract(figment, names)?;
+    let cluster: cluster::Raw = extract(figment, names)?;
 
     let mut broker = BrokerConfig::default();
     let listener = listener.validate(names, &mut broker)?;
@@ -379,6 +386,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
 
     let memory = memory.validate(names)?;
     let mut bridge = bridge.validate(names)?;
+    let cluster = cluster.validate(names, broker.node_id, bridge.config.is_some())?;
     let log_format = logging.validate(names)?;
     let single = security::Single {
         bind: listener.bind_addr,
@@ -432,6 +440,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
             None => Backend::Memory(memory),
         },
         acls,
+        cluster,
         log_format,
         config_file: names.file.map(Path::to_path_buf),
         warnings,

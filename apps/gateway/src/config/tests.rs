@@ -39,6 +39,7 @@ fn defaults() -> Dict {
         dict(quotas::Raw::default()),
         dict(security::Raw::default()),
         dict(authorization::Raw::default()),
+        dict(cluster::Raw::default()),
     ]
     .into_iter()
     .flatten()

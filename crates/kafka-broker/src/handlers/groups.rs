@@ -44,10 +44,13 @@ use std::time::Duration;
 
 const UNAVAILABLE: i16 = ErrorCode::COORDINATOR_NOT_AVAILABLE.0;
 
+/// A coordinator's node id, host and port, or why there is none.
+type Located = Result<(i32, String, u16), ErrorCode>;
+
 /// Where the coordinator of `key` is, for the listener the request came in on: its
 /// node id, host and port; `COORDINATOR_NOT_AVAILABLE` when the live view is empty or
 /// the owner advertises no listener.
-fn locate(ctx: &Ctx<'_>, route: &Route, key: &str) -> Result<(i32, String, u16), ErrorCode> {
+fn locate(ctx: &Ctx<'_>, route: &Route, key: &str) -> Located {
     let owner = coordinator(&route.view, key).ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
     super::metadata::live_brokers(ctx, route)
         .find(|(id, _, _)| *id == owner)
@@ -64,7 +67,7 @@ pub(crate) fn find_coordinator(
     // transactional producers then learn from InitProducerId that transactions are not
     // supported.
     let known = req.key_type == 0 || req.key_type == 1;
-    let answer = |key: &str| -> (Result<(i32, String, u16), ErrorCode>, Option<ByteString>) {
+    let answer = |key: &str| -> (Located, Option<ByteString>) {
         if known {
             (locate(ctx, &route, key), None)
         } else {
@@ -110,7 +113,7 @@ pub(crate) fn find_coordinator(
 }
 
 /// A coordinator's fields as FindCoordinator carries them (-1, "" and -1 on an error).
-fn split(found: Result<(i32, String, u16), ErrorCode>) -> (i32, ByteString, i32, ErrorCode) {
+fn split(found: Located) -> (i32, ByteString, i32, ErrorCode) {
     match found {
         Ok((id, host, port)) => (id, bs(host), i32::from(port), ErrorCode::NONE),
         Err(e) => (-1, bs(""), -1, e),
