@@ -5,6 +5,7 @@ use crate::broker::Broker;
 use crate::cluster::{coordinator, leader};
 use crate::config::BrokerConfig;
 use crate::dispatch::{self, Outcome};
+use crate::pipeline::authorization::tests::batch;
 use crate::server::Stores;
 use crate::session::{Listener, SecurityProtocol, Session};
 use crate::store::cluster::{LiveView, Member, MemberListener, Membership};
@@ -153,19 +154,6 @@ async fn call_on(gw: &Gateway, listener: &str, v: i16, body: RequestBody) -> Res
 
 async fn call(gw: &Gateway, v: i16, body: RequestBody) -> ResponseBody {
     call_on(gw, "PLAINTEXT", v, body).await
-}
-
-fn batch() -> Bytes {
-    let records = vec![kafka_records::NewRecord {
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(Bytes::from_static(b"v")),
-        headers: vec![],
-    }];
-    let mut out = bytes::BytesMut::new();
-    kafka_records::encode_batch(&kafka_records::BatchOptions::default(), &records, &mut out)
-        .expect("batch");
-    out.freeze()
 }
 
 async fn produce(gw: &Gateway, partition: i32) -> i16 {
@@ -577,4 +565,37 @@ async fn hammering_a_partition_led_elsewhere_writes_nothing() {
         sum
     };
     assert_eq!(total, 0);
+}
+
+/// A long-poll Fetch of a partition led elsewhere is answered at once, not after
+/// `max_wait_ms` (virtual time: the clock only moves if the handler waits).
+#[tokio::test(start_paused = true)]
+async fn a_long_poll_of_a_partition_led_elsewhere_does_not_wait() {
+    let ids = [1, 2];
+    let gw = gateway(&ids).await;
+    let theirs = led_by(&ids, 2);
+    let fetch = fetch_request::FetchRequest {
+        max_wait_ms: 30_000,
+        min_bytes: 1,
+        max_bytes: 1 << 20,
+        topics: vec![fetch_request::FetchTopic {
+            topic: ByteString::from_static("t"),
+            partitions: vec![fetch_request::FetchPartition {
+                partition: theirs,
+                partition_max_bytes: 1 << 20,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let start = tokio::time::Instant::now();
+    let ResponseBody::Fetch(f) = call(&gw, 12, fetch.into()).await else {
+        panic!("not fetch");
+    };
+    assert_eq!(
+        f.responses[0].partitions[0].error_code,
+        ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(1));
 }

@@ -1402,4 +1402,4 @@ fn fill_operations(d: &Decider<'_>, asked: Asked, version: i16, body: &mut Respo
 
 #[cfg(test)]
 #[path = "authorization_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -199,7 +199,8 @@ async fn state(s: &Setup) -> String {
     out
 }
 
-fn batch() -> Bytes {
+/// One record in one uncompressed batch.
+pub(crate) fn batch() -> Bytes {
     let records = vec![kafka_records::NewRecord {
         timestamp: 1_700_000_000_000,
         key: None,
