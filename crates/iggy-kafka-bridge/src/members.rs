@@ -146,8 +146,7 @@ impl JoinSettings {
                 self.node_id
             ));
         }
-        if self.heartbeat_interval.is_zero()
-            || self.heartbeat_interval * 3 >= self.session_timeout
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval * 3 >= self.session_timeout
         {
             return bad(format!(
                 "heartbeat interval {:?} must be above zero and under a third of the session timeout {:?}",
@@ -423,7 +422,9 @@ struct Shared {
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("me", &self.me).finish_non_exhaustive()
+        f.debug_struct("Shared")
+            .field("me", &self.me)
+            .finish_non_exhaustive()
     }
 }
 
@@ -498,8 +499,13 @@ impl IggyBridge {
             .map_err(setup)?;
 
         // The recent records: the highest epoch of this node id, and the first view.
-        let (s, t) = (named(&stream).map_err(setup)?, named(MEMBERS_TOPIC).map_err(setup)?);
-        let consumer = Consumer::new(Identifier::numeric(0).map_err(|e| setup(StoreError::Internal(e.to_string())))?);
+        let (s, t) = (
+            named(&stream).map_err(setup)?,
+            named(MEMBERS_TOPIC).map_err(setup)?,
+        );
+        let consumer = Consumer::new(
+            Identifier::numeric(0).map_err(|e| setup(StoreError::Internal(e.to_string())))?,
+        );
         let recent = call(
             &metrics,
             call_timeout,
@@ -911,7 +917,10 @@ mod tests {
     }
 
     fn ids(v: &ViewState) -> Vec<(i32, u64)> {
-        v.members(None).iter().map(|m| (m.node_id, m.epoch)).collect()
+        v.members(None)
+            .iter()
+            .map(|m| (m.node_id, m.epoch))
+            .collect()
     }
 
     #[test]
@@ -958,9 +967,15 @@ mod tests {
         assert!(ids(&v).is_empty());
         // A later heartbeat of the same epoch does not revive an expired member; a
         // newer epoch (the node joined again) does.
-        assert_eq!(v.observe(&beat(3, 1), t + Duration::from_secs(17)), Observed::Unchanged);
+        assert_eq!(
+            v.observe(&beat(3, 1), t + Duration::from_secs(17)),
+            Observed::Unchanged
+        );
         assert!(ids(&v).is_empty());
-        assert_eq!(v.observe(&beat(3, 2), t + Duration::from_secs(17)), Observed::Changed);
+        assert_eq!(
+            v.observe(&beat(3, 2), t + Duration::from_secs(17)),
+            Observed::Changed
+        );
     }
 
     #[test]
@@ -981,7 +996,10 @@ mod tests {
         };
         v.observe(&beat(2, 1), t);
         assert_eq!(
-            v.members(Some(&me)).iter().map(|m| m.node_id).collect::<Vec<_>>(),
+            v.members(Some(&me))
+                .iter()
+                .map(|m| m.node_id)
+                .collect::<Vec<_>>(),
             vec![1, 2]
         );
     }
@@ -1008,7 +1026,14 @@ mod tests {
             Duration::from_secs(10),
         );
         assert!(ok.validate().is_ok());
-        assert!(JoinSettings { node_id: 3, ..ok.clone() }.validate().is_err());
+        assert!(
+            JoinSettings {
+                node_id: 3,
+                ..ok.clone()
+            }
+            .validate()
+            .is_err()
+        );
         assert!(
             JoinSettings {
                 heartbeat_interval: Duration::from_secs(4),
