@@ -87,7 +87,6 @@ async fn members_see_each_other_expire_and_leave() {
     assert_eq!(a_in_b.listeners, a.me().listeners);
 
     // Dropped without leaving: gone after the session timeout, not much earlier.
-    let dropped = Instant::now();
     drop(c);
     let gone = wait_for(SESSION * 3, || ids(&a) == [1, 2] && ids(&b) == [1, 2]).await;
     let gone = gone.expect("a member that stopped was never expired");
@@ -102,7 +101,6 @@ async fn members_see_each_other_expire_and_leave() {
         gone < SESSION + Duration::from_secs(2),
         "expired after {gone:?}"
     );
-    let _ = dropped;
 
     // Leave: gone at once (well within the session timeout).
     b.leave().await.unwrap();
@@ -262,4 +260,78 @@ async fn a_member_cut_off_from_iggy_loses_its_lease_before_the_others_expire_it(
                 .is_some()
     );
     assert!(a.holds_lease());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_reads_recent_epochs_and_the_view_skips_foreign_and_garbled_records() {
+    use iggy::prelude::{Identifier, IggyMessage, MessageClient, Partitioning};
+    let Some(bin) = support::server_bin("join_reads_recent_epochs_and_skips_bad_records") else {
+        return;
+    };
+    let server = Server::start(&bin);
+    let bridge = support::bridge(&server).await;
+    let a = join(&bridge, 1).await;
+    // Written by hand: garbage, a node id outside the broker list, one over the record
+    // bound, and a heartbeat of node 2 with an epoch far above the wall clock.
+    let far = u64::MAX / 4;
+    let payloads = vec![
+        b"{not a record".to_vec(),
+        br#"{"n":9,"e":1,"l":[]}"#.to_vec(),
+        format!(
+            r#"{{"n":3,"e":1,"l":[{{"name":"{}","host":"h","port":1}}]}}"#,
+            "x".repeat(20_000)
+        )
+        .into_bytes(),
+        format!(r#"{{"n":2,"e":{far},"l":[]}}"#).into_bytes(),
+    ];
+    let mut messages: Vec<IggyMessage> = payloads
+        .into_iter()
+        .map(|p| {
+            IggyMessage::builder()
+                .payload(bytes::Bytes::from(p))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let native = support::native_client(&server).await;
+    native
+        .send_messages(
+            &Identifier::named("__kafka_gateway").unwrap(),
+            &Identifier::named("members").unwrap(),
+            &Partitioning::partition_id(0),
+            &mut messages,
+        )
+        .await
+        .unwrap();
+    let seen = wait_for(HEARTBEAT * 5, || {
+        a.view()
+            .members
+            .iter()
+            .any(|m| m.node_id == 2 && m.epoch == far)
+    })
+    .await;
+    assert!(seen.is_some(), "view: {:?}", a.view());
+    assert_eq!(
+        ids(&a),
+        [1, 2],
+        "node 9 and the oversized node 3 record are skipped"
+    );
+
+    let b = join(&bridge, 2).await;
+    assert_eq!(
+        b.me().epoch,
+        far + 1,
+        "the epoch is above the one in the log"
+    );
+    let replaced = wait_for(HEARTBEAT * 5, || {
+        a.view()
+            .members
+            .iter()
+            .any(|m| m.node_id == 2 && m.epoch == far + 1)
+    })
+    .await;
+    assert!(replaced.is_some(), "view: {:?}", a.view());
+    assert_eq!(ids(&a), [1, 2]);
+    assert_eq!(ids(&b), [1, 2]);
+    assert!(a.holds_lease() && b.holds_lease());
 }
