@@ -26,7 +26,10 @@
 //! than every epoch of its node id there and not less than the wall clock in
 //! milliseconds, so a restart gets a higher epoch even after the older records expired
 //! (as long as the wall clock does not step back by more than the downtime). The epoch
-//! goes out with the first heartbeat, which `join` waits for.
+//! goes out with the first heartbeat, which `join` waits for. The records of that window
+//! start the view as if observed at join: a gateway that stopped shortly before shows
+//! as live for up to one session timeout (the safe side: nobody takes over from it
+//! earlier than a gateway that had been watching would).
 //!
 //! **Leases.** [`Membership::holds_lease`] is true while the last *acknowledged*
 //! heartbeat was *sent* (local monotonic clock, taken before the send starts) less than

@@ -87,6 +87,8 @@ async fn members_see_each_other_expire_and_leave() {
     assert_eq!(a_in_b.listeners, a.me().listeners);
 
     // Dropped without leaving: gone after the session timeout, not much earlier.
+    let mut changes = a.subscribe();
+    let version = changes.borrow_and_update().version;
     drop(c);
     let gone = wait_for(SESSION * 3, || ids(&a) == [1, 2] && ids(&b) == [1, 2]).await;
     let gone = gone.expect("a member that stopped was never expired");
@@ -101,6 +103,10 @@ async fn members_see_each_other_expire_and_leave() {
         gone < SESSION + Duration::from_secs(2),
         "expired after {gone:?}"
     );
+    assert!(changes.has_changed().unwrap(), "no change published");
+    let after = changes.borrow_and_update().clone();
+    assert!(after.version > version);
+    assert!(!after.contains(3) && after.contains(1) && after.contains(2));
 
     // Leave: gone at once (well within the session timeout).
     b.leave().await.unwrap();
