@@ -188,6 +188,22 @@ impl IggyBridge {
         Arc::new(crate::acls::IggyAclStore::new(self.clone(), max_bindings))
     }
 
+    /// The validated configuration this bridge runs with.
+    pub(crate) fn config(&self) -> &BridgeConfig {
+        &self.inner.config
+    }
+
+    /// The round-trip metrics.
+    pub(crate) fn metrics(&self) -> &IggyMetrics {
+        &self.inner.metrics
+    }
+
+    /// A new Iggy connection of its own (not one of the data sessions), signed in like
+    /// them: for background work that must not queue behind data traffic.
+    pub(crate) async fn open_own_session(&self) -> Result<IggyClient, BridgeError> {
+        session::open_session(&self.inner.config).await
+    }
+
     /// The bridge's durable metadata.
     pub(crate) fn meta(&self) -> &Meta {
         &self.inner.meta

@@ -11,6 +11,8 @@
 //! errors     the one table from Iggy errors to StoreError, and BridgeError
 //! meta       the bridge's durable state in Iggy: committed offsets, topic settings,
 //!            SCRAM credentials, Kafka ACL bindings
+//! members    IggyMembership: gateway heartbeats with epochs in the meta stream, the
+//!            live view and this gateway's lease (several gateways on one Iggy)
 //! acls       IggyAclStore: the ACL store (CreateAcls, DeleteAcls) on the meta stream
 //! connection building every Iggy client the bridge uses (address, TLS, socket options)
 //! credentials SASL with the bridge: PLAIN checked by logging in to Iggy (successes
@@ -62,6 +64,7 @@ mod convert;
 pub mod credentials;
 pub mod errors;
 pub mod mapping;
+pub mod members;
 mod meta;
 mod metrics;
 mod partition;
@@ -72,4 +75,5 @@ pub use bridge::IggyBridge;
 pub use config::{BridgeConfig, IggyTopicRef, TopicMap};
 pub use credentials::{IggyPlainAuthenticator, IggyScramStore};
 pub use errors::{BridgeError, Op, map_iggy_error};
+pub use members::{IggyMembership, JoinSettings};
 pub use permissions::IggyPermissions;
