@@ -49,9 +49,11 @@ use config::{Backend, GatewayConfig, LogFormat};
 use iggy_kafka_bridge::IggyBridge;
 use iggy_kafka_bridge::IggyPermissions;
 use iggy_kafka_bridge::IggyPlainAuthenticator;
+use iggy_kafka_bridge::JoinSettings;
 use kafka_authz::store::{AclStore, MemoryAclStore};
 use kafka_broker::metrics::Metrics;
 use kafka_broker::session::Listener;
+use kafka_broker::store::cluster::{MemberListener, Membership};
 use kafka_broker::store::memory::MemoryStore;
 use kafka_broker::tls::TlsAcceptor;
 use kafka_broker::{BoundListener, Server, Stores};
@@ -158,10 +160,8 @@ enum Fatal {
     Broker(#[from] kafka_broker::BrokerError),
     #[error("IGGY_KAFKA_ACL_FILE: {0}")]
     AclFile(String),
-    #[error(
-        "IGGY_KAFKA_BROKERS names other gateways ({0}): BROKERS with several nodes needs the cluster membership, not built yet; leave it empty or name only this gateway"
-    )]
-    ClusterNotBuilt(String),
+    #[error("cannot join the other gateways (IGGY_KAFKA_BROKERS): {0}")]
+    Join(iggy_kafka_bridge::BridgeError),
     #[error("cannot start the Iggy bridge (IGGY_KAFKA_IGGY_ADDR={addr}): {source}")]
     Bridge {
         addr: String,
@@ -238,22 +238,6 @@ fn run(config: GatewayConfig) -> Result<(), Fatal> {
 }
 
 async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
-    // Several gateways route by the leases the bridge keeps in Iggy; until that
-    // membership exists, a list naming other gateways is refused rather than served as
-    // if this gateway were alone (it would lead every partition the others lead too).
-    if config.cluster.has_others(config.broker.node_id) {
-        let others: Vec<String> = config
-            .cluster
-            .brokers
-            .iter()
-            .filter(|b| b.node_id != config.broker.node_id)
-            .map(|b| b.node_id.to_string())
-            .collect();
-        return Err(Fatal::ClusterNotBuilt(format!(
-            "node ids {}",
-            others.join(",")
-        )));
-    }
     let shutdown = shutdown::install().map_err(Fatal::Signals)?;
 
     let mut sockets = Vec::with_capacity(config.listeners.len());
@@ -314,6 +298,9 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     let acl_store: Arc<dyn AclStore>;
     let acl_source: String;
     let acl_in_iggy = matches!(config.backend, Backend::Iggy(_));
+    // The bridge, when several gateways share its Iggy: they join through it once the
+    // listeners' advertised ports are known.
+    let mut joins_through: Option<Arc<IggyBridge>> = None;
     let (stores, _retention) = match config.backend {
         Backend::Memory(memory) => {
             warn!(
@@ -371,6 +358,9 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             acl_store = bridge.acl_store(max_acl_bindings);
             acl_source = format!("the Iggy meta stream {}", bridge_meta_stream);
             let bridge = Arc::new(bridge);
+            if config.cluster.has_others(broker.node_id) {
+                joins_through = Some(bridge.clone());
+            }
             let stores = Stores {
                 log: bridge.clone(),
                 offsets: bridge,
@@ -389,8 +379,14 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     );
     let mut lines = Vec::with_capacity(sockets.len());
     let mut listeners = Vec::with_capacity(sockets.len());
+    let mut advertised_listeners = Vec::with_capacity(sockets.len());
     for (spec, tcp, addr) in sockets {
         let port = spec.advertise.port.unwrap_or(addr.port());
+        advertised_listeners.push(MemberListener {
+            name: spec.name.clone(),
+            host: spec.advertise.host.clone(),
+            port,
+        });
         let listener =
             Listener::new(&spec.name, spec.protocol).advertising(&spec.advertise.host, port);
         let advertised = host_port(&spec.advertise.host, port);
@@ -409,7 +405,33 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     }
     let authorizing = kafka_broker::server::authorization_enabled(&broker, &listeners);
     announce_authorization(authorizing, &broker, &acl_source, acl_in_iggy);
+    let node_id = broker.node_id;
     let mut server = Server::new(broker, stores).acl_store(acl_store);
+    // Several gateways: partitions and groups are routed by the live view of the
+    // leases in Iggy. Alone (no list, or only this gateway): the broker's default.
+    let membership = match joins_through {
+        Some(bridge) => {
+            let settings = JoinSettings::new(
+                node_id,
+                advertised_listeners,
+                config.cluster.brokers.iter().map(|b| b.node_id).collect(),
+                config.cluster.heartbeat_interval,
+                config.cluster.session_timeout,
+            );
+            let membership = bridge.join_cluster(settings).await.map_err(Fatal::Join)?;
+            let view = membership.view();
+            info!(
+                node_id,
+                live = view.members.len(),
+                brokers = config.cluster.brokers.len(),
+                session_timeout_ms = config.cluster.session_timeout.as_millis(),
+                "joined the other gateways; routing by their live view"
+            );
+            server = server.membership(membership.clone());
+            Some(membership)
+        }
+        None => None,
+    };
     // Lives as long as the runtime, which ends right after the broker stops.
     if let Some(users) = credentials.users_file.take() {
         tokio::spawn(reload_users(users));
@@ -445,7 +467,15 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     }
     announce(bound, &advertised, &lines);
 
-    Ok(server.serve_listeners(listeners, shutdown).await?)
+    let served = server.serve_listeners(listeners, shutdown).await;
+    // Leaving at once lets the others take this gateway's partitions and groups now
+    // rather than after the session timeout.
+    if let Some(membership) = membership
+        && let Err(e) = membership.leave().await
+    {
+        warn!(error = %e, "could not record leaving the other gateways; they drop this one after the session timeout");
+    }
+    Ok(served?)
 }
 
 /// The embedded store's ACL bindings: from `file` when given, else none; at most `max`.

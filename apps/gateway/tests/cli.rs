@@ -921,7 +921,7 @@ fn a_bad_or_oversized_acl_file_stops_the_start() {
 }
 
 #[test]
-fn other_gateways_need_the_bridge_and_then_the_membership() {
+fn other_gateways_need_the_bridge() {
     // The embedded store is one process's memory: a configuration error.
     assert_config_error(
         &[],
@@ -931,23 +931,4 @@ fn other_gateways_need_the_bridge_and_then_the_membership() {
         ],
         &["IGGY_KAFKA_BROKERS=", "needs the Iggy bridge"],
     );
-    // With the bridge, the start stops before connecting to Iggy: the membership that
-    // several gateways route by is not wired into the gateway yet.
-    let out = run_to_end(
-        &[],
-        &[
-            ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
-            ("IGGY_KAFKA_IGGY_PASSWORD", "unused"),
-            ("IGGY_KAFKA_IGGY_ADDR", "127.0.0.1:1"),
-            ("IGGY_KAFKA_NODE_ID", "1"),
-            ("IGGY_KAFKA_BROKERS", "1@127.0.0.1:9093,2@127.0.0.2:9093"),
-        ],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("BROKERS with several nodes needs the cluster membership, not built yet"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("cannot start the Iggy bridge"), "{stderr}");
 }

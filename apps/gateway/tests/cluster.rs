@@ -1,0 +1,252 @@
+//! Three gateways on one Iggy with `IGGY_KAFKA_BROKERS`: every gateway lists the three,
+//! they agree on every partition's leader and on the coordinator of a group, each
+//! refuses a Produce for a partition another leads, and a gateway killed leaves the view
+//! of the others within the session timeout.
+//!
+//! Needs `IGGY_SERVER_BIN`; prints `SKIPPED:` without it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::api::{decode_response, encode_request};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
+use kafka_protocol::messages::metadata_response::MetadataResponse;
+use kafka_protocol::messages::produce_request::{
+    PartitionProduceData, ProduceRequest, TopicProduceData,
+};
+use kafka_protocol::messages::request_header::RequestHeader;
+use kafka_protocol::{ByteString, RequestBody, ResponseBody};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+use support::{Gateway, IggyServer, bridge_env, iggy_server_bin};
+
+const SESSION_TIMEOUT_MS: u64 = 3000;
+const PARTITIONS: i32 = 12;
+
+fn call(addr: SocketAddr, version: i16, body: RequestBody) -> ResponseBody {
+    let key = body.api_key();
+    let header = RequestHeader {
+        request_api_key: key.as_i16(),
+        request_api_version: version,
+        correlation_id: 9,
+        client_id: Some(ByteString::from_static("cluster-test")),
+        ..Default::default()
+    };
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(&encode_request(&header, &body).unwrap())
+        .unwrap();
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).unwrap();
+    let mut raw = vec![0u8; usize::try_from(u32::from_be_bytes(size)).unwrap()];
+    s.read_exact(&mut raw).unwrap();
+    decode_response(key, version, &Bytes::from(raw)).unwrap().1
+}
+
+fn metadata(addr: SocketAddr, topic: &str) -> MetadataResponse {
+    let req = MetadataRequest {
+        topics: Some(vec![MetadataRequestTopic {
+            name: Some(ByteString::from(topic.to_owned())),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    match call(addr, 12, req.into()) {
+        ResponseBody::Metadata(m) => m,
+        other => panic!("not metadata: {other:?}"),
+    }
+}
+
+fn broker_ids(m: &MetadataResponse) -> Vec<i32> {
+    m.brokers.iter().map(|b| b.node_id).collect()
+}
+
+fn leaders(m: &MetadataResponse) -> Vec<i32> {
+    m.topics[0].partitions.iter().map(|p| p.leader_id).collect()
+}
+
+fn produce(addr: SocketAddr, topic: &str, partition: i32) -> i16 {
+    let records = vec![kafka_records::NewRecord {
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+        headers: vec![],
+    }];
+    let mut batch = BytesMut::new();
+    kafka_records::encode_batch(
+        &kafka_records::BatchOptions::default(),
+        &records,
+        &mut batch,
+    )
+    .unwrap();
+    let req = ProduceRequest {
+        acks: -1,
+        timeout_ms: 10_000,
+        topic_data: vec![TopicProduceData {
+            name: ByteString::from(topic.to_owned()),
+            partition_data: vec![PartitionProduceData {
+                index: partition,
+                records: Some(batch.freeze()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match call(addr, 9, req.into()) {
+        ResponseBody::Produce(r) => r.responses[0].partition_responses[0].error_code,
+        other => panic!("not produce: {other:?}"),
+    }
+}
+
+/// Polls `check` every 100 ms for up to `within`; returns how long it took.
+fn until(within: Duration, what: &str, mut check: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < within, "{what} not within {within:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    start.elapsed()
+}
+
+fn gateway(iggy: &IggyServer, node_id: i32, port: u16, brokers: &str) -> Gateway {
+    let bind = format!("127.0.0.1:{port}");
+    let id = node_id.to_string();
+    let session = SESSION_TIMEOUT_MS.to_string();
+    let env = bridge_env(iggy);
+    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.extend([
+        ("IGGY_KAFKA_BIND_ADDR", bind.as_str()),
+        ("IGGY_KAFKA_NODE_ID", id.as_str()),
+        ("IGGY_KAFKA_INSTANCE_ID", id.as_str()),
+        ("IGGY_KAFKA_BROKERS", brokers),
+        ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", session.as_str()),
+        ("IGGY_KAFKA_CLUSTER_HEARTBEAT_INTERVAL_MS", "300"),
+    ]);
+    Gateway::start(&all)
+}
+
+#[test]
+fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
+    let Some(bin) = iggy_server_bin("three gateways") else {
+        return;
+    };
+    let iggy = IggyServer::start(&bin);
+    let ports: Vec<u16> = (0..3).map(|_| test_support::free_port()).collect();
+    let brokers = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut gateways: Vec<Gateway> = (0..3)
+        .map(|i| gateway(&iggy, i + 1, ports[i as usize], &brokers))
+        .collect();
+    let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
+
+    let topic = format!("cluster-{}", test_support::unique());
+    let create = CreateTopicsRequest {
+        topics: vec![CreatableTopic {
+            name: ByteString::from(topic.clone()),
+            num_partitions: PARTITIONS,
+            replication_factor: 1,
+            ..Default::default()
+        }],
+        timeout_ms: 10_000,
+        ..Default::default()
+    };
+    let ResponseBody::CreateTopics(c) = call(addrs[1], 5, create.into()) else {
+        panic!("not create topics");
+    };
+    assert_eq!(c.topics[0].error_code, 0, "{c:?}");
+
+    // Every gateway sees the three, and they agree on the leaders.
+    until(
+        Duration::from_secs(15),
+        "three live gateways everywhere",
+        || {
+            addrs
+                .iter()
+                .all(|a| broker_ids(&metadata(*a, &topic)) == vec![1, 2, 3])
+        },
+    );
+    let first = metadata(addrs[0], &topic);
+    let ports_seen: Vec<i32> = first.brokers.iter().map(|b| b.port).collect();
+    let expected: Vec<i32> = ports.iter().map(|p| i32::from(*p)).collect();
+    assert_eq!(ports_seen, expected);
+    let placed = leaders(&first);
+    for a in &addrs[1..] {
+        assert_eq!(leaders(&metadata(*a, &topic)), placed);
+    }
+    let mut used = placed.clone();
+    used.sort_unstable();
+    used.dedup();
+    assert!(used.len() >= 2, "leaders over one gateway only: {placed:?}");
+
+    // Each partition is written only through its leader.
+    for (p, leader) in placed.iter().enumerate() {
+        let p = i32::try_from(p).unwrap();
+        for (i, a) in addrs.iter().enumerate() {
+            let node = i32::try_from(i).unwrap() + 1;
+            let code = produce(*a, &topic, p);
+            if node == *leader {
+                assert_eq!(code, 0, "partition {p} on its leader {node}");
+            } else {
+                assert_eq!(code, 6, "partition {p} on {node}, led by {leader}");
+            }
+        }
+    }
+
+    // The coordinator of a group is the same from every gateway.
+    let coordinators: Vec<i32> = addrs
+        .iter()
+        .map(|a| {
+            let req = FindCoordinatorRequest {
+                key: ByteString::from_static("cluster-group"),
+                ..Default::default()
+            };
+            match call(*a, 3, req.into()) {
+                ResponseBody::FindCoordinator(f) => {
+                    assert_eq!(f.error_code, 0);
+                    f.node_id
+                }
+                other => panic!("not find coordinator: {other:?}"),
+            }
+        })
+        .collect();
+    assert!(
+        coordinators.iter().all(|c| *c == coordinators[0]),
+        "{coordinators:?}"
+    );
+
+    // Gateway 3 killed: the others drop it within the session timeout (plus polling),
+    // and its partitions get leaders among the living.
+    let killed_at = Instant::now();
+    drop(gateways.pop());
+    let took = until(
+        Duration::from_millis(SESSION_TIMEOUT_MS * 3),
+        "gateway 3 leaving the view",
+        || {
+            addrs[..2]
+                .iter()
+                .all(|a| broker_ids(&metadata(*a, &topic)) == vec![1, 2])
+        },
+    );
+    let after = leaders(&metadata(addrs[0], &topic));
+    assert!(after.iter().all(|l| *l == 1 || *l == 2), "{after:?}");
+    for (before, now) in placed.iter().zip(&after) {
+        if *before != 3 {
+            assert_eq!(before, now, "only gateway 3's partitions move");
+        }
+    }
+    eprintln!(
+        "MEASURED: gateway 3 left the view of the others {} ms after SIGKILL (polled every 100 ms; session timeout {SESSION_TIMEOUT_MS} ms); kill-to-view {:?}",
+        took.as_millis(),
+        killed_at.elapsed()
+    );
+    drop(gateways);
+}
