@@ -3,7 +3,12 @@
 //! refuses a Produce for a partition another leads, and a gateway killed leaves the view
 //! of the others within the session timeout.
 //!
-//! Needs `IGGY_SERVER_BIN`; prints `SKIPPED:` without it.
+//! The confluent-kafka suite then runs against the three, bootstrapped at the first:
+//! the client finds the others in Metadata and goes to each partition's leader and each
+//! group's coordinator.
+//!
+//! Needs `IGGY_SERVER_BIN` (and confluent-kafka from `scripts/install-clients.sh` for the
+//! suite); prints `SKIPPED:` without them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -22,7 +27,7 @@ use kafka_protocol::{ByteString, RequestBody, ResponseBody};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use support::{Gateway, IggyServer, bridge_env, iggy_server_bin};
+use support::{Client, Gateway, IggyServer, bridge_env, iggy_server_bin, require, run_against};
 
 const SESSION_TIMEOUT_MS: u64 = 3000;
 const PARTITIONS: i32 = 12;
@@ -113,6 +118,21 @@ fn until(within: Duration, what: &str, mut check: impl FnMut() -> bool) -> Durat
     start.elapsed()
 }
 
+/// Three gateways on `iggy`, nodes 1 to 3, each listed in the same `IGGY_KAFKA_BROKERS`.
+fn trio(iggy: &IggyServer) -> (Vec<Gateway>, Vec<u16>) {
+    let ports: Vec<u16> = (0..3).map(|_| test_support::free_port()).collect();
+    let brokers = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    let gateways = (0..3)
+        .map(|i| gateway(iggy, i + 1, ports[i as usize], &brokers))
+        .collect();
+    (gateways, ports)
+}
+
 fn gateway(iggy: &IggyServer, node_id: i32, port: u16, brokers: &str) -> Gateway {
     let bind = format!("127.0.0.1:{port}");
     let id = node_id.to_string();
@@ -136,16 +156,7 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
         return;
     };
     let iggy = IggyServer::start(&bin);
-    let ports: Vec<u16> = (0..3).map(|_| test_support::free_port()).collect();
-    let brokers = ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut gateways: Vec<Gateway> = (0..3)
-        .map(|i| gateway(&iggy, i + 1, ports[i as usize], &brokers))
-        .collect();
+    let (mut gateways, ports) = trio(&iggy);
     let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
 
     let topic = format!("cluster-{}", test_support::unique());
@@ -249,4 +260,33 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
         killed_at.elapsed()
     );
     drop(gateways);
+}
+
+#[test]
+fn the_confluent_kafka_suite_passes_against_three_gateways() {
+    let name = "confluent-kafka against three gateways";
+    let client = Client::Python {
+        module: "confluent_kafka",
+    };
+    if !require(name, client) {
+        return;
+    }
+    let Some(bin) = iggy_server_bin(name) else {
+        return;
+    };
+    let iggy = IggyServer::start(&bin);
+    let (gateways, _) = trio(&iggy);
+    let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
+    until(Duration::from_secs(15), "three live gateways", || {
+        broker_ids(&metadata(addrs[0], "absent-topic-probe")) == vec![1, 2, 3]
+    });
+    run_against(
+        &gateways[0],
+        name,
+        client,
+        "tests/clients/confluent_kafka_suite.py",
+        &[],
+        &support::topic_prefix("cluster-confluent"),
+        Duration::from_secs(180),
+    );
 }
