@@ -146,6 +146,7 @@ fn gateway(iggy: &IggyServer, node_id: i32, port: u16, brokers: &str) -> Gateway
         ("IGGY_KAFKA_BROKERS", brokers),
         ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", session.as_str()),
         ("IGGY_KAFKA_CLUSTER_HEARTBEAT_INTERVAL_MS", "300"),
+        ("IGGY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"),
     ]);
     Gateway::start(&all)
 }
@@ -262,9 +263,9 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     drop(gateways);
 }
 
-#[test]
-fn the_confluent_kafka_suite_passes_against_three_gateways() {
-    let name = "confluent-kafka against three gateways";
+/// Runs `script` with confluent-kafka against three fresh gateways, bootstrapped at the
+/// first.
+fn confluent_against_trio(name: &str, script: &str) {
     let client = Client::Python {
         module: "confluent_kafka",
     };
@@ -284,9 +285,25 @@ fn the_confluent_kafka_suite_passes_against_three_gateways() {
         &gateways[0],
         name,
         client,
-        "tests/clients/confluent_kafka_suite.py",
+        script,
         &[],
-        &support::topic_prefix("cluster-confluent"),
+        &support::topic_prefix(name),
         Duration::from_secs(180),
+    );
+}
+
+#[test]
+fn the_confluent_kafka_suite_passes_against_three_gateways() {
+    confluent_against_trio(
+        "confluent-kafka suite on three gateways",
+        "tests/clients/confluent_kafka_suite.py",
+    );
+}
+
+#[test]
+fn a_group_splits_leaves_and_resumes_across_three_gateways() {
+    confluent_against_trio(
+        "confluent-kafka group split on three gateways",
+        "tests/clients/groups/confluent_split_leave.py",
     );
 }
