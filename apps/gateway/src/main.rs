@@ -37,7 +37,8 @@
 //! # Exit codes
 //!
 //! - `0`: stopped gracefully after SIGINT or SIGTERM (or `--help`, `--version`);
-//! - `1`: a failure after start-up began (port in use, broker error);
+//! - `1`: a failure after start-up began (port in use, broker error), or, with several
+//!   gateways, this one lost its lease (a supervisor restarts it and it joins again);
 //! - `2`: invalid command line or configuration, reported as one line on stderr;
 //! - `130`: a second signal cut the graceful shutdown short.
 
@@ -49,7 +50,7 @@ use config::{Backend, GatewayConfig, LogFormat};
 use iggy_kafka_bridge::IggyBridge;
 use iggy_kafka_bridge::IggyPermissions;
 use iggy_kafka_bridge::IggyPlainAuthenticator;
-use iggy_kafka_bridge::JoinSettings;
+use iggy_kafka_bridge::{IggyMembership, JoinSettings};
 use kafka_authz::store::{AclStore, MemoryAclStore};
 use kafka_broker::metrics::Metrics;
 use kafka_broker::session::Listener;
@@ -68,7 +69,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
@@ -162,6 +163,11 @@ enum Fatal {
     AclFile(String),
     #[error("cannot join the other gateways (IGGY_KAFKA_BROKERS): {0}")]
     Join(iggy_kafka_bridge::BridgeError),
+    #[error(
+        "this gateway lost its place among the other gateways ({0}); it stopped so that a \
+         restart joins again with a new epoch"
+    )]
+    LeaseLost(&'static str),
     #[error("cannot start the Iggy bridge (IGGY_KAFKA_IGGY_ADDR={addr}): {source}")]
     Bridge {
         addr: String,
@@ -467,7 +473,27 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     }
     announce(bound, &advertised, &lines);
 
-    let served = server.serve_listeners(listeners, shutdown).await;
+    // A lease that lapsed (Iggy unreachable for a session timeout) or a newer start of
+    // this node id ends this start: it stops as on a signal and exits with 1, so its
+    // supervisor starts it again and it joins with a new epoch. (Taking the lease up
+    // again in the same process could act on ownership the others gave away meanwhile.)
+    let lost = lease_lost(membership.clone(), config.cluster.heartbeat_interval);
+    let lost_reason: Arc<std::sync::Mutex<Option<&'static str>>> = Arc::default();
+    let stop = {
+        let lost_reason = lost_reason.clone();
+        async move {
+            tokio::select! {
+                () = shutdown => {}
+                reason = lost => {
+                    error!(reason, "this gateway lost its lease among the other gateways; stopping");
+                    if let Ok(mut r) = lost_reason.lock() {
+                        *r = Some(reason);
+                    }
+                }
+            }
+        }
+    };
+    let served = server.serve_listeners(listeners, stop).await;
     // Leaving at once lets the others take this gateway's partitions and groups now
     // rather than after the session timeout.
     if let Some(membership) = membership
@@ -475,7 +501,31 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     {
         warn!(error = %e, "could not record leaving the other gateways; they drop this one after the session timeout");
     }
-    Ok(served?)
+    served?;
+    match lost_reason.lock().ok().and_then(|r| *r) {
+        Some(reason) => Err(Fatal::LeaseLost(reason)),
+        None => Ok(()),
+    }
+}
+
+/// Resolves once this gateway no longer holds its lease (never when it is alone), with
+/// why.
+async fn lease_lost(membership: Option<Arc<IggyMembership>>, every: Duration) -> &'static str {
+    let Some(membership) = membership else {
+        return std::future::pending().await;
+    };
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if !membership.holds_lease() {
+            return if membership.fenced() {
+                "a newer start of this node id joined"
+            } else {
+                "no heartbeat reached Iggy within the session timeout"
+            };
+        }
+    }
 }
 
 /// The embedded store's ACL bindings: from `file` when given, else none; at most `max`.

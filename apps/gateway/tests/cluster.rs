@@ -307,3 +307,34 @@ fn a_group_splits_leaves_and_resumes_across_three_gateways() {
         "tests/clients/groups/confluent_split_leave.py",
     );
 }
+
+#[test]
+fn a_fenced_gateway_stops_with_exit_code_1() {
+    let Some(bin) = iggy_server_bin("fenced gateway") else {
+        return;
+    };
+    let iggy = IggyServer::start(&bin);
+    let ports: Vec<u16> = (0..2).map(|_| test_support::free_port()).collect();
+    let brokers = format!("1@127.0.0.1:{},2@127.0.0.1:{}", ports[0], ports[1]);
+    let mut first = gateway(&iggy, 1, ports[0], &brokers);
+    // A second start of node id 1 (a restart while the old process still runs, on another
+    // port): its epoch is higher, so the first is fenced and must stop acting and exit.
+    let other = test_support::free_port();
+    let second = gateway(&iggy, 1, other, &brokers);
+    let took = until(
+        Duration::from_millis(SESSION_TIMEOUT_MS * 2),
+        "the fenced gateway exiting",
+        || !first.is_running(),
+    );
+    let status = first.exit_status().expect("exited");
+    assert_eq!(status.code(), Some(1), "{}", first.output(40));
+    let out = first.output(40);
+    assert!(
+        out.contains("a newer start of this node id joined"),
+        "the reason is logged: {out}"
+    );
+    eprintln!("fenced gateway exited {took:?} after the second start was listening");
+    // The newer start keeps serving.
+    let m = metadata(second.addr, "fenced-check");
+    assert!(broker_ids(&m).contains(&1), "{m:?}");
+}
