@@ -99,11 +99,18 @@ class AuthErrorLog:
 
             def emit(self, record):
                 msg = record.getMessage()
-                if "SaslAuthenticationFailed" in msg or "[Error 58]" in msg:
+                if (
+                    "SaslAuthenticationFailed" in msg
+                    or "[Error 58]" in msg
+                    or "Authentication failed" in msg
+                ):
                     self.seen.append(msg)
 
         self.seen = []
         logger = logging.getLogger(logger_name)
         logger.addHandler(Handler(self.seen))
-        if logger.getEffectiveLevel() > logging.ERROR:
-            logger.setLevel(logging.ERROR)
+        # The failure may be reported at any level depending on where the client's
+        # connection was when the answer arrived (an error while connecting, a debug line
+        # when the close was seen first): listen to all of them.
+        if logger.getEffectiveLevel() > logging.DEBUG:
+            logger.setLevel(logging.DEBUG)
