@@ -26,6 +26,7 @@
 mod support;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use iggy::prelude::{
     AutoLogin, Client, Credentials, Identifier, IggyByteSize, IggyClient, IggyDuration, IggyExpiry,
     MaxTopicSize, StreamClient, TopicClient, TopicCreateOptions,
@@ -162,6 +163,18 @@ impl OffsetStore for Guarded {
     }
     async fn groups(&self) -> StoreResult<Vec<String>> {
         self.bridge.groups().await
+    }
+    async fn acquire_shard(&self, shard: u32) -> StoreResult<()> {
+        self.bridge.acquire_shard(shard).await
+    }
+    async fn release_shard(&self, shard: u32) {
+        self.bridge.release_shard(shard).await
+    }
+    async fn put_group_state(&self, g: &str, state: Option<Bytes>) -> StoreResult<()> {
+        self.bridge.put_group_state(g, state).await
+    }
+    async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        self.bridge.group_states(shard).await
     }
 }
 

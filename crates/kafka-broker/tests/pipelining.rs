@@ -180,6 +180,18 @@ impl OffsetStore for Held {
     async fn groups(&self) -> StoreResult<Vec<String>> {
         self.inner.groups().await
     }
+    async fn acquire_shard(&self, shard: u32) -> StoreResult<()> {
+        self.inner.acquire_shard(shard).await
+    }
+    async fn release_shard(&self, shard: u32) {
+        self.inner.release_shard(shard).await
+    }
+    async fn put_group_state(&self, g: &str, state: Option<Bytes>) -> StoreResult<()> {
+        self.inner.put_group_state(g, state).await
+    }
+    async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        self.inner.group_states(shard).await
+    }
 }
 
 /// A gateway on a free loopback port over `store` (topic `t`, one partition).

@@ -14,6 +14,23 @@
 
 use std::fmt;
 use std::sync::Arc;
+
+/// Coordinator shards: every consumer group lives in one ([`group_shard`]), and a shard
+/// is coordinated by one gateway at a time, its only writer (Kafka's partitions of
+/// `__consumer_offsets`). Fixed: every gateway and every start must agree on it.
+pub const GROUP_SHARDS: u32 = 16;
+
+/// The coordinator shard of `group`: FNV-1a (64-bit) of the group id's UTF-8 bytes,
+/// modulo [`GROUP_SHARDS`]. Stable across processes, platforms and releases.
+pub fn group_shard(group: &str) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in group.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // The remainder is below GROUP_SHARDS, a u32.
+    (h % u64::from(GROUP_SHARDS)) as u32
+}
 use tokio::sync::watch;
 
 /// One listener of a gateway as clients reach it.
@@ -108,5 +125,22 @@ impl Membership for SingleMember {
 
     fn holds_lease(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod shard_tests {
+    use super::*;
+
+    #[test]
+    fn the_shard_of_a_group_is_fixed() {
+        // FNV-1a 64 of "" is the offset basis; of "a" a known constant.
+        assert_eq!(group_shard(""), (0xcbf2_9ce4_8422_2325u64 % 16) as u32);
+        assert_eq!(group_shard("a"), (0xaf63_dc4c_8601_ec8cu64 % 16) as u32);
+        let mut seen = [0u32; GROUP_SHARDS as usize];
+        for i in 0..1600 {
+            seen[group_shard(&format!("group-{i}")) as usize] += 1;
+        }
+        assert!(seen.iter().all(|n| *n > 50), "shards unbalanced: {seen:?}");
     }
 }

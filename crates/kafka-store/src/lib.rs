@@ -382,4 +382,23 @@ pub trait OffsetStore: Send + Sync + 'static {
 
     /// Groups that have committed offsets, sorted.
     async fn groups(&self) -> StoreResult<Vec<String>>;
+
+    /// Makes what this gateway knows of coordinator shard `shard` (see
+    /// [`cluster::group_shard`]) current: reads what other gateways sharing the store
+    /// wrote to it (offsets and group states). The broker calls it when this gateway
+    /// becomes the coordinator of the shard, before it serves any group of the shard;
+    /// afterwards this gateway is the shard's only writer until it calls
+    /// [`OffsetStore::release_shard`].
+    async fn acquire_shard(&self, shard: u32) -> StoreResult<()>;
+
+    /// This gateway is no longer the coordinator of `shard`; the store may forget what
+    /// it cached of it (the next [`OffsetStore::acquire_shard`] reads it again).
+    async fn release_shard(&self, shard: u32);
+
+    /// Stores the coordinator's state of `group` (an opaque blob the broker encodes), or
+    /// deletes it with `None`, in the group's shard. Last write per group wins.
+    async fn put_group_state(&self, group: &str, state: Option<Bytes>) -> StoreResult<()>;
+
+    /// Every stored group state of `shard`, sorted by group.
+    async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>>;
 }

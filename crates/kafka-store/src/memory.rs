@@ -197,6 +197,8 @@ pub struct MemoryStore {
     topics: RwLock<Topics>,
     total_bytes: AtomicUsize,
     offsets: Mutex<BTreeMap<String, GroupOffsets>>,
+    /// Coordinator state per group (opaque to the store).
+    group_states: Mutex<BTreeMap<String, Bytes>>,
     id_counter: AtomicU64,
     id_seed: u64,
 }
@@ -322,6 +324,7 @@ impl MemoryStore {
             topics: RwLock::new(Topics::default()),
             total_bytes: AtomicUsize::new(0),
             offsets: Mutex::new(BTreeMap::new()),
+            group_states: Mutex::new(BTreeMap::new()),
             id_counter: AtomicU64::new(0),
             id_seed: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -967,6 +970,34 @@ impl OffsetStore for MemoryStore {
 
     async fn groups(&self) -> StoreResult<Vec<String>> {
         Ok(lock(&self.offsets)?.keys().cloned().collect())
+    }
+
+    async fn acquire_shard(&self, _shard: u32) -> StoreResult<()> {
+        // One process holds the whole store: what it knows is always current.
+        Ok(())
+    }
+
+    async fn release_shard(&self, _shard: u32) {}
+
+    async fn put_group_state(&self, group: &str, state: Option<Bytes>) -> StoreResult<()> {
+        let mut all = lock(&self.group_states)?;
+        match state {
+            Some(state) => {
+                all.insert(group.to_owned(), state);
+            }
+            None => {
+                all.remove(group);
+            }
+        }
+        Ok(())
+    }
+
+    async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        Ok(lock(&self.group_states)?
+            .iter()
+            .filter(|(g, _)| crate::cluster::group_shard(g) == shard)
+            .map(|(g, s)| (g.clone(), s.clone()))
+            .collect())
     }
 }
 

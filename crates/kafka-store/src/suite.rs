@@ -313,6 +313,7 @@ pub async fn run_all(h: &Harness) -> Result<Vec<String>, String> {
         long_poll_sees_other_writers,
         offsets_commit_and_fetch,
         offsets_delete_and_groups,
+        group_states_by_shard,
     );
     Ok(skipped)
 }
@@ -356,6 +357,7 @@ macro_rules! store_suite {
             long_poll_sees_other_writers,
             offsets_commit_and_fetch,
             offsets_delete_and_groups,
+            group_states_by_shard,
         );
     };
     (@harness required $make:path, $check:ident) => {
@@ -2089,5 +2091,72 @@ pub async fn offsets_delete_and_groups(h: &Harness) -> CheckResult {
         .delete_group(&h.name("groups-missing"))
         .await
         .ctx("delete_group of an unknown group")?;
+    Ok(())
+}
+
+/// Group states: stored per group, listed by coordinator shard (sorted by group), last
+/// write wins, `None` deletes; `acquire_shard` keeps what was stored.
+pub async fn group_states_by_shard(h: &Harness) -> CheckResult {
+    use crate::cluster::group_shard;
+    let a = h.name("gs-a");
+    let shard = group_shard(&a);
+    // A second group in the same shard, and one in another shard.
+    let same = (0..)
+        .map(|i| h.name(&format!("gs-same-{i}")))
+        .find(|g| group_shard(g) == shard)
+        .ok_or_else(|| CheckError::Failed("no group in the same shard".into()))?;
+    let other = (0..)
+        .map(|i| h.name(&format!("gs-other-{i}")))
+        .find(|g| group_shard(g) != shard)
+        .ok_or_else(|| CheckError::Failed("no group in another shard".into()))?;
+    let ours = |states: Vec<(String, Bytes)>| -> Vec<(String, Bytes)> {
+        states
+            .into_iter()
+            .filter(|(g, _)| g == &a || g == &same || g == &other)
+            .collect()
+    };
+    h.offsets.acquire_shard(shard).await.ctx("acquire_shard")?;
+    for (g, v) in [(&a, "a1"), (&same, "s1"), (&other, "o1"), (&a, "a2")] {
+        h.offsets
+            .put_group_state(g, Some(Bytes::from(v)))
+            .await
+            .ctx(&format!("put_group_state {g}"))?;
+    }
+    let mut expected = vec![
+        (a.clone(), Bytes::from("a2")),
+        (same.clone(), Bytes::from("s1")),
+    ];
+    expected.sort();
+    ensure_eq!(
+        ours(h.offsets.group_states(shard).await.ctx("group_states")?),
+        expected,
+        "states of the shard, last write wins"
+    );
+    ensure_eq!(
+        ours(
+            h.offsets
+                .group_states(group_shard(&other))
+                .await
+                .ctx("group_states of the other shard")?
+        ),
+        vec![(other.clone(), Bytes::from("o1"))],
+        "the other shard"
+    );
+    h.offsets
+        .put_group_state(&a, None)
+        .await
+        .ctx("delete a group state")?;
+    h.offsets.release_shard(shard).await;
+    h.offsets.acquire_shard(shard).await.ctx("acquire again")?;
+    ensure_eq!(
+        ours(
+            h.offsets
+                .group_states(shard)
+                .await
+                .ctx("group_states after delete")?
+        ),
+        vec![(same.clone(), Bytes::from("s1"))],
+        "a deleted state is gone, the other kept across release and acquire"
+    );
     Ok(())
 }

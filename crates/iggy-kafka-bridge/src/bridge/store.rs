@@ -11,6 +11,7 @@ use crate::errors::{Op, map_iggy_error, timeout};
 use crate::meta::{TopicKey, TopicMeta, ensure_stream};
 use crate::partition::{self, PartitionId};
 use async_trait::async_trait;
+use bytes::Bytes;
 use iggy::prelude::{IggyError, MaxTopicSize, PartitionClient, TopicClient, TopicCreateOptions};
 use kafka_store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
@@ -425,5 +426,22 @@ impl OffsetStore for IggyBridge {
 
     async fn groups(&self) -> StoreResult<Vec<String>> {
         self.inner.meta.groups()
+    }
+
+    async fn acquire_shard(&self, _shard: u32) -> StoreResult<()> {
+        // The meta logs are read whole at connect; nothing to catch up on alone.
+        Ok(())
+    }
+
+    async fn release_shard(&self, _shard: u32) {}
+
+    async fn put_group_state(&self, _group: &str, _state: Option<Bytes>) -> StoreResult<()> {
+        Err(StoreError::Unavailable(
+            "group states are not stored in Iggy yet".into(),
+        ))
+    }
+
+    async fn group_states(&self, _shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        Ok(Vec::new())
     }
 }
