@@ -128,6 +128,66 @@ impl Membership for SingleMember {
     }
 }
 
+/// A membership set from outside: the view and the lease are whatever its owner last set.
+/// For embedders with their own liveness mechanism, and for tests that move ownership
+/// between gateways in one process.
+#[derive(Debug)]
+pub struct ManualMembership {
+    me: Member,
+    view: watch::Sender<Arc<LiveView>>,
+    lease: std::sync::atomic::AtomicBool,
+}
+
+impl ManualMembership {
+    /// `me`, holding its lease, in a view of `members` (sorted and deduplicated by node
+    /// id here; include `me` for it to own anything).
+    pub fn new(me: Member, members: Vec<Member>) -> ManualMembership {
+        let view = watch::Sender::new(Arc::new(LiveView::default()));
+        let m = ManualMembership {
+            me,
+            view,
+            lease: std::sync::atomic::AtomicBool::new(true),
+        };
+        m.set_members(members);
+        m
+    }
+
+    /// Replaces the live members (a new view version is published).
+    pub fn set_members(&self, mut members: Vec<Member>) {
+        members.sort_by_key(|m| m.node_id);
+        members.dedup_by_key(|m| m.node_id);
+        self.view.send_modify(|v| {
+            *v = Arc::new(LiveView {
+                members,
+                version: v.version + 1,
+            });
+        });
+    }
+
+    /// Sets whether this gateway holds its lease.
+    pub fn set_lease(&self, held: bool) {
+        self.lease.store(held, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Membership for ManualMembership {
+    fn me(&self) -> &Member {
+        &self.me
+    }
+
+    fn view(&self) -> Arc<LiveView> {
+        self.view.borrow().clone()
+    }
+
+    fn subscribe(&self) -> watch::Receiver<Arc<LiveView>> {
+        self.view.subscribe()
+    }
+
+    fn holds_lease(&self) -> bool {
+        self.lease.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 #[cfg(test)]
 mod shard_tests {
     use super::*;
@@ -142,5 +202,29 @@ mod shard_tests {
             seen[group_shard(&format!("group-{i}")) as usize] += 1;
         }
         assert!(seen.iter().all(|n| *n > 50), "shards unbalanced: {seen:?}");
+    }
+
+    fn member(node_id: i32) -> Member {
+        Member {
+            node_id,
+            epoch: 1,
+            listeners: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_manual_membership_publishes_what_it_is_given() {
+        let m = ManualMembership::new(member(2), vec![member(3), member(2), member(3)]);
+        let mut rx = m.subscribe();
+        let ids = |v: &LiveView| v.members.iter().map(|m| m.node_id).collect::<Vec<_>>();
+        assert_eq!(ids(&m.view()), vec![2, 3]);
+        let before = m.view().version;
+        m.set_members(vec![member(1)]);
+        assert!(rx.has_changed().unwrap());
+        assert_eq!(ids(&rx.borrow_and_update()), vec![1]);
+        assert!(m.view().version > before);
+        assert!(m.holds_lease());
+        m.set_lease(false);
+        assert!(!m.holds_lease());
     }
 }
