@@ -366,6 +366,8 @@ pub(crate) struct Outbox {
     closed: AtomicBool,
     /// Woken whenever the writer has sent a response, and when it stops.
     drained: Notify,
+    /// The last response queued is followed by a close: the writer lingers after it.
+    linger: AtomicBool,
 }
 
 impl Outbox {
@@ -375,7 +377,18 @@ impl Outbox {
             queued: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             drained: Notify::new(),
+            linger: AtomicBool::new(false),
         }
+    }
+
+    /// The response just pushed is the last: the connection closes after it.
+    pub(crate) fn close_after_last(&self) {
+        self.linger.store(true, Ordering::Release);
+    }
+
+    /// Whether the writer should linger before closing (see [`Outbox::close_after_last`]).
+    pub(crate) fn lingers(&self) -> bool {
+        self.linger.load(Ordering::Acquire)
     }
 
     /// A response of `bytes` is handed to the writer.

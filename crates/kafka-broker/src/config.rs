@@ -299,6 +299,11 @@ pub struct Timeouts {
     pub write: Duration,
     /// On shutdown, how long in-flight requests may take before connections are closed.
     pub shutdown_drain: Duration,
+    /// When the gateway answers a request and then closes the connection (a refused
+    /// authentication, for one), how long it keeps the socket open after the answer is
+    /// written, so the client reads the answer before it sees the connection end (some
+    /// clients drop data that arrives together with the close). Zero closes at once.
+    pub close_linger: Duration,
 }
 
 impl Default for Timeouts {
@@ -308,6 +313,7 @@ impl Default for Timeouts {
             read: Duration::from_secs(30),
             write: Duration::from_secs(30),
             shutdown_drain: Duration::from_secs(10),
+            close_linger: Duration::from_millis(200),
         }
     }
 }
@@ -315,6 +321,10 @@ impl Default for Timeouts {
 /// Longest duration accepted for a broker timeout or wait (7 days). Far beyond any sensible
 /// value, and it keeps `Instant + duration` arithmetic far away from overflow.
 pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Longest close linger accepted: a connection that is being closed holds its socket
+/// at most this long.
+pub const MAX_CLOSE_LINGER: Duration = Duration::from_secs(10);
 
 /// Longest offsets retention accepted (ten years); retention is compared on wall-clock
 /// milliseconds, so only overflow needs keeping away.
@@ -614,6 +624,9 @@ impl BrokerConfig {
             if value > MAX_DURATION {
                 return bad(field, "must be at most 7 days");
             }
+        }
+        if timeouts.close_linger > MAX_CLOSE_LINGER {
+            return bad("timeouts.close_linger", "must be at most 10 seconds");
         }
 
         let topic = &self.default_topic_config;

@@ -573,6 +573,7 @@ async fn deliver(outcome: Outcome, responses: &Responses) -> bool {
         }
         Outcome::RespondThenClose(r) => {
             responses.outbox.push(r.len());
+            responses.outbox.close_after_last();
             let _ = responses.tx.send(r).await;
             false
         }
@@ -606,6 +607,14 @@ async fn write_responses<W: AsyncWrite>(
                 return;
             }
         }
+    }
+    // An answer followed by a close: give the client time to read the answer before the
+    // end of the connection reaches it (a client may drop data that arrives with the
+    // close). Bounded by the setting; the reader is gone, so nothing more is read.
+    let linger = broker.config.timeouts.close_linger;
+    if outbox.lingers() && !linger.is_zero() {
+        let _ = wr.flush().await;
+        tokio::time::sleep(linger).await;
     }
     let _ = wr.shutdown().await;
 }

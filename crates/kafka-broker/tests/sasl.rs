@@ -383,6 +383,30 @@ async fn the_failure_delay_grows_with_each_rejection() {
     );
 }
 
+/// The close that follows a refusal comes `close_linger` after the answer (default
+/// 200 ms), not with it: a client reading the answer late must still find it before the
+/// end of the connection (kafka-python drops data that arrives with the close).
+#[tokio::test]
+async fn the_close_after_a_refusal_lingers_behind_the_answer() {
+    let linger = kafka_broker::Timeouts::default().close_linger;
+    assert!(!linger.is_zero());
+    let g = start(settings()).await;
+    let mut c = client(&g).await;
+    assert!(c.start(V2, "PLAIN").await.unwrap().is_none());
+    let reply = c.authenticate(2, b"\0alice\0wrong").await.unwrap().unwrap();
+    let answered = Instant::now();
+    assert_eq!(
+        reply.error_code,
+        ErrorCode::SASL_AUTHENTICATION_FAILED.code()
+    );
+    assert!(c.closed_by_peer().await);
+    let held = answered.elapsed();
+    assert!(
+        held >= linger.mul_f64(0.9),
+        "closed {held:?} after the answer"
+    );
+}
+
 #[tokio::test]
 async fn an_unknown_mechanism_is_refused_with_the_list_and_closes() {
     let g = start(settings()).await;

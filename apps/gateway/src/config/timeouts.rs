@@ -1,4 +1,4 @@
-//! Connection timeouts of the broker, in whole seconds.
+//! Connection timeouts of the broker, in whole seconds (the close linger in milliseconds).
 //!
 //! The rules (above zero except the drain timeout, at most 7 days) are the broker's own
 //! ([`BrokerConfig::check`](kafka_broker::BrokerConfig::check)).
@@ -21,6 +21,8 @@ pub(super) struct Raw {
     write_timeout_secs: u64,
     #[serde(deserialize_with = "parsed")]
     shutdown_drain_timeout_secs: u64,
+    #[serde(deserialize_with = "parsed")]
+    close_linger_ms: u64,
 }
 
 impl Default for Raw {
@@ -31,6 +33,7 @@ impl Default for Raw {
             read_timeout_secs: timeouts.read.as_secs(),
             write_timeout_secs: timeouts.write.as_secs(),
             shutdown_drain_timeout_secs: timeouts.shutdown_drain.as_secs(),
+            close_linger_ms: u64::try_from(timeouts.close_linger.as_millis()).unwrap_or(u64::MAX),
         }
     }
 }
@@ -41,6 +44,7 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     ("timeouts.read", "read_timeout_secs"),
     ("timeouts.write", "write_timeout_secs"),
     ("timeouts.shutdown_drain", "shutdown_drain_timeout_secs"),
+    ("timeouts.close_linger", "close_linger_ms"),
 ];
 
 impl Raw {
@@ -51,6 +55,7 @@ impl Raw {
             read: Duration::from_secs(self.read_timeout_secs),
             write: Duration::from_secs(self.write_timeout_secs),
             shutdown_drain: Duration::from_secs(self.shutdown_drain_timeout_secs),
+            close_linger: Duration::from_millis(self.close_linger_ms),
         };
     }
 }
