@@ -12,10 +12,7 @@
 mod support;
 
 use bytes::Bytes;
-use iggy::prelude::{
-    Identifier, IggyClient, IggyMessage, MessageClient, Partitioning, StreamClient, TopicClient,
-    TopicCreateOptions,
-};
+use iggy::prelude::{Identifier, IggyClient, StreamClient, TopicClient, TopicCreateOptions};
 use iggy_kafka_bridge::{BridgeConfig, IggyBridge};
 use kafka_authz::store::AclStore;
 use kafka_authz::{AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType};
@@ -384,28 +381,17 @@ async fn write_legacy_offsets(client: &IggyClient, meta: &str, records: i64) {
         ..TopicCreateOptions::default()
     };
     client.create_topic(&s, "offsets", &options).await.unwrap();
-    let mut messages: Vec<IggyMessage> = (0..records)
+    let payloads = (0..records)
         .map(|i| {
-            let record = format!(
+            format!(
                 r#"{{"g":"legacy-{}","t":"t","p":{},"o":{i},"e":2,"m":null,"ts":9}}"#,
                 i % 3,
                 i % 2
-            );
-            IggyMessage::builder()
-                .payload(Bytes::from(record))
-                .build()
-                .unwrap()
+            )
+            .into_bytes()
         })
         .collect();
-    client
-        .send_messages(
-            &s,
-            &Identifier::named("offsets").unwrap(),
-            &Partitioning::partition_id(0),
-            &mut messages,
-        )
-        .await
-        .unwrap();
+    support::send_raw(client, meta, "offsets", payloads).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -493,24 +479,7 @@ async fn unreadable_and_oversized_shard_records_are_skipped() {
         format!(r#"{{"g":"{group}","t":"t","p":0,"o":2,"e":3,"m":"m","ts":1700000000002}}"#)
             .into_bytes(),
     ];
-    let mut messages: Vec<IggyMessage> = junk
-        .into_iter()
-        .map(|p| {
-            IggyMessage::builder()
-                .payload(Bytes::from(p))
-                .build()
-                .unwrap()
-        })
-        .collect();
-    client
-        .send_messages(
-            &Identifier::named(&meta).unwrap(),
-            &Identifier::named(&format!("groups.{shard}")).unwrap(),
-            &Partitioning::partition_id(0),
-            &mut messages,
-        )
-        .await
-        .unwrap();
+    support::send_raw(&client, &meta, &format!("groups.{shard}"), junk).await;
     // A group state over the bound is refused before it is written.
     let refused = a
         .put_group_state(&group, Some(Bytes::from(vec![1u8; 8192])))
