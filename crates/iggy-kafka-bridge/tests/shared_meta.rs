@@ -346,21 +346,46 @@ async fn two_writers_rolling_the_same_logs_lose_nothing() {
             expected.difference(&got).collect::<Vec<_>>(),
             got.difference(&expected).collect::<Vec<_>>()
         );
+        // The last write of user u: the highest i with i % 40 == u.
         let scram = bridge.scram_store();
-        for who in ["a", "b"] {
-            for u in 0..40 {
-                // The last write of user u: the highest i with i % 40 == u.
-                let last = (0..EACH).filter(|i| i % 40 == u).max().unwrap();
-                let fill = u8::try_from(last % 200).unwrap();
-                assert_eq!(
-                    scram
-                        .credential(&format!("{who}-{u}"), ScramMechanism::Sha256)
-                        .await
-                        .unwrap(),
-                    Some(credential(fill)),
-                    "{name}: {who}-{u}"
-                );
+        let wanted: Vec<(String, ScramCredential)> = ["a", "b"]
+            .iter()
+            .flat_map(|who| {
+                (0..40).map(move |u| {
+                    let last = (0..EACH).filter(|i| i % 40 == u).max().unwrap();
+                    let fill = u8::try_from(last % 200).unwrap();
+                    (format!("{who}-{u}"), credential(fill))
+                })
+            })
+            .collect();
+        let current = || async {
+            let mut out = Vec::new();
+            for (user, _) in &wanted {
+                let c = scram
+                    .credential(user, ScramMechanism::Sha256)
+                    .await
+                    .unwrap();
+                out.push((user.clone(), c));
             }
+            out
+        };
+        let want: Vec<(String, Option<ScramCredential>)> = wanted
+            .iter()
+            .map(|(u, c)| (u.clone(), Some(c.clone())))
+            .collect();
+        let seen = within(Duration::from_secs(10), || async {
+            current().await == want
+        })
+        .await;
+        if seen.is_none() {
+            let got = current().await;
+            let wrong: Vec<_> = got
+                .iter()
+                .zip(&want)
+                .filter(|(g, w)| g != w)
+                .map(|(g, _)| &g.0)
+                .collect();
+            panic!("{name}: SCRAM credentials not as last written: {wrong:?}");
         }
     }
     // The generations left behind go after their grace.
