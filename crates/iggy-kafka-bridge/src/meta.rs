@@ -80,9 +80,12 @@
 //! `release_shard` when it stops, which forgets the shard. A write is applied without
 //! reading it back. A shard used before it was acquired (a gateway alone, or a caller
 //! that does not know about shards) is read first, so nothing depends on the order of
-//! calls. Two gateways briefly both believing they coordinate a shard (views of the
-//! membership differ for at most the session timeout) could both append; the records
-//! stay in log order and the next acquirer reads them all, so last write wins.
+//! calls; `groups` reads every shard not released. Two gateways briefly both believing
+//! they coordinate a shard (views of the membership differ for at most the session
+//! timeout) could both append; the records stay in log order and the next acquirer
+//! reads them all, so last write wins, unless one of them rolled the shard meanwhile:
+//! the other's records after the seal are not part of the log. The broker's fencing
+//! (a gateway that lost its lease stops acting as owner) keeps that window closed.
 //!
 //! Committed offsets once lived in one log `offsets`. A gateway that finds it at
 //! start folds it (any generation), writes the live offsets into their shard logs and
@@ -690,10 +693,18 @@ impl Meta {
             .collect())
     }
 
-    /// Groups with committed offsets in the shards this gateway holds, sorted.
-    pub fn groups(&self) -> StoreResult<Vec<String>> {
+    /// Groups with committed offsets in the shards this gateway holds, sorted. A shard
+    /// never acquired nor released is read first (a gateway alone holds them all); a
+    /// released one is left out.
+    pub async fn groups(&self, client: &IggyClient) -> StoreResult<Vec<String>> {
         let mut groups = BTreeSet::new();
         for log in &self.shards {
+            {
+                let mut cur = log.cursor.lock().await;
+                if !cur.loaded && !cur.released {
+                    log.load(&self.ctx, client, &mut cur).await?;
+                }
+            }
             let state = log.state.lock().map_err(poisoned)?;
             groups.extend(state.offsets.keys().map(|(g, _, _)| g.clone()));
         }

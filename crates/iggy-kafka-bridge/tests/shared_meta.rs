@@ -137,8 +137,10 @@ async fn a_shard_acquired_by_another_gateway_carries_offsets_and_group_states() 
             .unwrap()
             .contains(&(g1.clone(), Bytes::from_static(b"gen-8")))
     );
-    // A third gateway started later reads the same.
+    // A third gateway started later reads the same, and lists the group without
+    // acquiring anything (a gateway alone).
     let c = connect(&server, config(&server, &meta)).await;
+    assert!(c.groups().await.unwrap().contains(&g1));
     assert_eq!(c.fetch(&g1, "t", 0).await.unwrap(), Some(committed(20)));
     a.close().await;
     b.close().await;

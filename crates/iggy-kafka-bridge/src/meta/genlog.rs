@@ -336,6 +336,9 @@ pub(super) struct Cursor {
     pub(super) sealed: Option<u64>,
     /// Records after the snapshot read or written so far.
     pub(super) tail: u64,
+    /// Whether the state was given up on purpose (a coordinator shard released); kept
+    /// until it is read again.
+    pub(super) released: bool,
 }
 
 /// The end of one read of a generation.
@@ -540,6 +543,7 @@ impl<S: Fold> Log<S> {
                     next: scan.next,
                     sealed: scan.seal,
                     tail: scan.tail,
+                    released: false,
                 };
                 for older in generations {
                     ctx.doom(generation_name(&self.base, older));
@@ -658,6 +662,7 @@ impl<S: Fold> Log<S> {
             next: scan.next,
             sealed: scan.seal,
             tail: scan.tail,
+            released: false,
         };
         if left != to {
             ctx.doom(generation_name(&self.base, left));
@@ -844,7 +849,10 @@ impl<S: Fold> Log<S> {
     /// Forgets the state: the next use reads the log again.
     pub(super) fn unload(&self, cur: &mut Cursor) -> StoreResult<()> {
         *self.state.lock().map_err(poisoned)? = S::default();
-        *cur = Cursor::default();
+        *cur = Cursor {
+            released: true,
+            ..Cursor::default()
+        };
         Ok(())
     }
 
