@@ -147,6 +147,66 @@ async fn a_shard_acquired_by_another_gateway_carries_offsets_and_group_states() 
     c.close().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_rolled_through_generations_is_read_whole_by_the_next_coordinator() {
+    let Some(server) = server_for("a_shard_rolled_through_generations") else {
+        return;
+    };
+    let meta = format!("meta-{}", support::run_id());
+    let small = BridgeConfig {
+        meta_snapshot_records: 100,
+        ..config(&server, &meta)
+    };
+    let a = connect(&server, small.clone()).await;
+    let b = connect(&server, small).await;
+    let (g1, g2, shard) = two_groups_of_one_shard();
+    b.acquire_shard(shard).await.unwrap();
+    a.acquire_shard(shard).await.unwrap();
+    // 300 writes over 2 groups, 4 partitions and 2 states: the tail passes 100 often.
+    for i in 0..300i64 {
+        let g = if i % 2 == 0 { &g1 } else { &g2 };
+        let p = i32::try_from(i % 4).unwrap();
+        a.commit(g, vec![("t".into(), p, committed(i))])
+            .await
+            .unwrap();
+        if i % 10 == 0 {
+            a.put_group_state(g, Some(Bytes::from(i.to_string())))
+                .await
+                .unwrap();
+        }
+    }
+    a.put_group_state(&g2, None).await.unwrap();
+    let client = support::native_client(&server).await;
+    let base = format!("groups.{shard}");
+    let generations = support::generations(&client, &meta, &base).await;
+    assert!(
+        generations.iter().any(|(n, _)| *n != base),
+        "no roll happened: {generations:?}"
+    );
+    a.release_shard(shard).await;
+    // B read the shard before any of it: acquiring again catches up across the rolls.
+    b.acquire_shard(shard).await.unwrap();
+    for (g, parity) in [(&g1, 0i64), (&g2, 1)] {
+        let want: Vec<(String, i32, CommittedOffset)> = (0..4)
+            .filter_map(|p| {
+                let last = (0..300).filter(|i| i % 2 == parity && i % 4 == p).max()?;
+                Some(("t".to_owned(), i32::try_from(p).unwrap(), committed(last)))
+            })
+            .collect();
+        assert_eq!(b.fetch_all(g).await.unwrap(), want, "{g}");
+    }
+    let states: Vec<(String, Bytes)> = b
+        .group_states(shard)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(g, _)| *g == g1 || *g == g2)
+        .collect();
+    assert_eq!(states, vec![(g1.clone(), Bytes::from("290"))]);
+    a.close().await;
+    b.close().await;
+}
+
 /// Polls `check` until it holds or `limit` passes; the time it took.
 async fn within<F, Fut>(limit: Duration, mut check: F) -> Option<Duration>
 where
