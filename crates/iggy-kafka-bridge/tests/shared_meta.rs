@@ -1,8 +1,10 @@
 //! Several bridges (gateways) on one Iggy server sharing one meta stream: a coordinator
 //! shard acquired by another gateway carries the offsets and group states the first
-//! wrote; topic settings, SCRAM credentials and ACL bindings written through one reach
-//! the other by its refresh; two writers rolling the same logs through several
-//! generations lose no acknowledged record; a legacy `offsets` log is moved into the
+//! wrote, also across the shard's generations; topic settings, SCRAM credentials and
+//! ACL bindings written through one reach the other by its refresh; two writers
+//! rolling the same logs through several generations lose no acknowledged record; a
+//! roll whose roller died after its seal is finished by the next writer and the record
+//! after the seal is not part of the log; a legacy `offsets` log is moved into the
 //! shard logs even by two gateways starting at once; unreadable and oversized records
 //! in a shard log are skipped. Skipped (with a printed notice) without
 //! `IGGY_SERVER_BIN`.
@@ -456,6 +458,60 @@ async fn two_writers_rolling_the_same_logs_lose_nothing() {
     a.close().await;
     b.close().await;
     fresh.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roll_whose_roller_died_after_the_seal_is_finished_by_the_next_writer() {
+    let Some(server) = server_for("a_roll_whose_roller_died") else {
+        return;
+    };
+    let meta = format!("meta-{}", support::run_id());
+    let a = connect(&server, config(&server, &meta)).await;
+    let first = binding("before-seal", "User:a");
+    a.acl_store(100).add(vec![first.clone()]).await.unwrap();
+    // A roller seals generation 0 naming generation 5 and dies before writing it; a
+    // writer's record lands after the seal and that writer dies too (never confirmed).
+    let client = support::native_client(&server).await;
+    let unconfirmed = binding("after-seal", "User:x");
+    let after_seal = serde_json::json!({
+        "rt": "TOPIC", "n": unconfirmed.name, "pt": "LITERAL", "p": unconfirmed.principal,
+        "h": "*", "op": "READ", "perm": "ALLOW"
+    });
+    support::send_raw(
+        &client,
+        &meta,
+        "acls",
+        vec![
+            br#"{"seal":0,"next":5}"#.to_vec(),
+            serde_json::to_vec(&after_seal).unwrap(),
+        ],
+    )
+    .await;
+    let b = connect(&server, config(&server, &meta)).await;
+    let b_acls = b.acl_store(100);
+    assert_eq!(
+        b_acls.list(&AclBindingFilter::any()).await.unwrap(),
+        vec![first.clone()],
+        "the record after the seal is not part of the log"
+    );
+    let second = binding("after-roll", "User:b");
+    b_acls.add(vec![second.clone()]).await.unwrap();
+    let mut both = vec![first.clone(), second.clone()];
+    both.sort();
+    assert_eq!(b_acls.list(&AclBindingFilter::any()).await.unwrap(), both);
+    let a_acls = a.acl_store(100);
+    let seen = within(Duration::from_secs(10), || async {
+        a_acls.list(&AclBindingFilter::any()).await.unwrap() == both
+    })
+    .await;
+    assert!(
+        seen.is_some(),
+        "A did not follow into the finished generation"
+    );
+    let (log, _) = support::settled_generation(&client, &meta, "acls").await;
+    assert_eq!(log, "acls.5");
+    a.close().await;
+    b.close().await;
 }
 
 /// Writes the legacy `offsets` log as an earlier version did: generation 0 without
