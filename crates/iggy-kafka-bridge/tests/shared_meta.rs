@@ -39,6 +39,14 @@ fn config(server: &Server, meta: &str) -> BridgeConfig {
     }
 }
 
+/// [`config`] with snapshots every 100 records, so a test passes through generations.
+fn rolling_often(server: &Server, meta: &str) -> BridgeConfig {
+    BridgeConfig {
+        meta_snapshot_records: 100,
+        ..config(server, meta)
+    }
+}
+
 async fn connect(server: &Server, config: BridgeConfig) -> IggyBridge {
     IggyBridge::connect(config)
         .await
@@ -155,10 +163,7 @@ async fn a_shard_rolled_through_generations_is_read_whole_by_the_next_coordinato
         return;
     };
     let meta = format!("meta-{}", support::run_id());
-    let small = BridgeConfig {
-        meta_snapshot_records: 100,
-        ..config(&server, &meta)
-    };
+    let small = rolling_often(&server, &meta);
     let a = connect(&server, small.clone()).await;
     let b = connect(&server, small).await;
     let (g1, g2, shard) = two_groups_of_one_shard();
@@ -337,10 +342,7 @@ async fn two_writers_rolling_the_same_logs_lose_nothing() {
         return;
     };
     let meta = format!("meta-{}", support::run_id());
-    let small = BridgeConfig {
-        meta_snapshot_records: 100,
-        ..config(&server, &meta)
-    };
+    let small = rolling_often(&server, &meta);
     let a = connect(&server, small.clone()).await;
     let b = connect(&server, small.clone()).await;
     const EACH: usize = 180;
