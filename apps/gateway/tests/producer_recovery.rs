@@ -46,6 +46,17 @@ fn ask(gw: &Gateway, version: i16, body: RequestBody) -> ResponseBody {
 /// Producer `pid` at `epoch` sends `records` records from sequence `seq` to `topic`/0:
 /// (error code, base offset).
 fn send(gw: &Gateway, topic: &str, pid: i64, epoch: i16, seq: i32, records: i32) -> (i16, i64) {
+    send_sized(gw, topic, (pid, epoch, seq), records, 0)
+}
+
+/// [`send`] with `pad` more bytes in each record's value.
+fn send_sized(
+    gw: &Gateway,
+    topic: &str,
+    (pid, epoch, seq): (i64, i16, i32),
+    records: i32,
+    pad: usize,
+) -> (i16, i64) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -54,7 +65,10 @@ fn send(gw: &Gateway, topic: &str, pid: i64, epoch: i16, seq: i32, records: i32)
         .map(|s| NewRecord {
             timestamp: now,
             key: Some(Bytes::from(format!("key-{s}"))),
-            value: Some(Bytes::from(format!("value of record {s}"))),
+            value: Some(Bytes::from(format!(
+                "value of record {s}{}",
+                "x".repeat(pad)
+            ))),
             headers: vec![],
         })
         .collect();
@@ -95,6 +109,23 @@ fn gateway_on(iggy: &IggyServer) -> Gateway {
 
 const NONE: i16 = 0;
 
+fn create(gw: &Gateway, topic: &str) {
+    let create = CreateTopicsRequest {
+        topics: vec![CreatableTopic {
+            name: ByteString::from(topic.to_string()),
+            num_partitions: 1,
+            replication_factor: 1,
+            ..Default::default()
+        }],
+        timeout_ms: 10_000,
+        ..Default::default()
+    };
+    let ResponseBody::CreateTopics(r) = ask(gw, 5, create.into()) else {
+        panic!("not a CreateTopics answer")
+    };
+    assert_eq!(r.topics[0].error_code, NONE, "{r:?}");
+}
+
 #[test]
 fn a_retry_after_a_gateway_restart_is_stored_once() {
     let Some(bin) = iggy_server_bin("producer recovery") else {
@@ -104,20 +135,7 @@ fn a_retry_after_a_gateway_restart_is_stored_once() {
     let topic = support::topic_prefix("recovery");
     let (pid, epoch) = {
         let first = gateway_on(&iggy);
-        let create = CreateTopicsRequest {
-            topics: vec![CreatableTopic {
-                name: ByteString::from(topic.clone()),
-                num_partitions: 1,
-                replication_factor: 1,
-                ..Default::default()
-            }],
-            timeout_ms: 10_000,
-            ..Default::default()
-        };
-        let ResponseBody::CreateTopics(r) = ask(&first, 5, create.into()) else {
-            panic!("not a CreateTopics answer")
-        };
-        assert_eq!(r.topics[0].error_code, NONE, "{r:?}");
+        create(&first, &topic);
         let init = InitProducerIdRequest {
             transactional_id: None,
             transaction_timeout_ms: -1,
@@ -149,5 +167,40 @@ fn a_retry_after_a_gateway_restart_is_stored_once() {
     assert_eq!(
         send(&second, &topic, pid, epoch, 6, 1).0,
         ErrorCode::INVALID_PRODUCER_EPOCH.code()
+    );
+}
+
+/// How long a gateway takes to rebuild producer state from a full default window (4 MiB
+/// of 100-record batches, 6400 Iggy messages) before answering a retry; printed, not
+/// asserted.
+#[test]
+fn recovering_a_full_window_from_iggy() {
+    let Some(bin) = iggy_server_bin("producer recovery of a full window") else {
+        return;
+    };
+    let iggy = IggyServer::start(&bin);
+    let topic = support::topic_prefix("recovery-window");
+    let batches = 64;
+    {
+        let first = gateway_on(&iggy);
+        create(&first, &topic);
+        for i in 0..batches {
+            let seq = i * 100;
+            let (code, offset) = send_sized(&first, &topic, (7, 0, seq), 100, 600);
+            assert_eq!((code, offset), (NONE, i64::from(seq)));
+        }
+    }
+    let second = gateway_on(&iggy);
+    let last = (batches - 1) * 100;
+    let started = std::time::Instant::now();
+    let first_answer = send_sized(&second, &topic, (7, 0, last), 100, 600);
+    let recovering = started.elapsed();
+    let started = std::time::Instant::now();
+    let next = send_sized(&second, &topic, (7, 0, last + 100), 100, 600);
+    let recovered = started.elapsed();
+    assert_eq!(first_answer, (NONE, i64::from(last)));
+    assert_eq!(next, (NONE, i64::from(last + 100)));
+    eprintln!(
+        "MEASURED: retry answered after recovering {batches} batches: {recovering:?}; next produce: {recovered:?}"
     );
 }
