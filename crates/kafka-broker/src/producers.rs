@@ -44,7 +44,8 @@
 //! the partition, reads back the last `producer_state_recovery_bytes` of the log (only
 //! batch headers are kept, see [`recovery`]) and rebuilds, per producer, the highest
 //! epoch and its last five batches, replacing whatever this gateway held for the
-//! partition. Batches of other partitions are not held up; two batches of the same
+//! partition. The partitions of one request are recovered a few at a time, within the
+//! request's timeout. Batches of other partitions are not held up; two batches of the same
 //! partition cannot race the recovery, since the second waits for the lock and then
 //! sees the rebuilt state. A retry from before the window is accepted as new if its
 //! producer does not appear in the window at all, or refused as out of order if it does

@@ -27,6 +27,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const TOPIC: &str = "t";
+/// Partitions of [`TOPIC`]; most tests use partition 0.
+const PARTITIONS: i32 = 8;
 
 /// One store (topic `t`, one partition) that gateways share.
 struct Shared {
@@ -43,7 +45,7 @@ impl Shared {
         log.create_topic(
             NewTopic {
                 name: TOPIC.into(),
-                partitions: 1,
+                partitions: PARTITIONS,
                 config,
             },
             false,
@@ -57,13 +59,18 @@ impl Shared {
         self.log.watermarks(TOPIC, 0).await.unwrap().high_watermark
     }
 
-    /// Appends a batch straight to the store, as another gateway would have.
+    /// Appends a batch straight to partition 0 of the store, as another gateway would
+    /// have.
     async fn append(&self, b: Batch) -> i64 {
+        self.append_to(0, b).await
+    }
+
+    async fn append_to(&self, partition: i32, b: Batch) -> i64 {
         let batches = check_batches(&encode(b), &DecodeLimits::default())
             .unwrap()
             .batches;
         self.log
-            .append(TOPIC, 0, batches, 1_700_000_000_000)
+            .append(TOPIC, partition, batches, 1_700_000_000_000)
             .await
             .unwrap()
             .base_offset
@@ -194,16 +201,25 @@ fn encode(b: Batch) -> Bytes {
 }
 
 async fn produce_on(socket: &mut TcpStream, b: Batch) -> (i16, i64) {
+    produce_many(socket, &[(0, b)]).await[0]
+}
+
+/// One Produce request with a batch for each of `parts` (partition, batch): the
+/// answers (error code, base offset), in request order.
+async fn produce_many(socket: &mut TcpStream, parts: &[(i32, Batch)]) -> Vec<(i16, i64)> {
     let body = ProduceRequest {
         acks: -1,
         timeout_ms: 30_000,
         topic_data: vec![TopicProduceData {
             name: ByteString::from_static(TOPIC),
-            partition_data: vec![PartitionProduceData {
-                index: 0,
-                records: Some(encode(b)),
-                ..Default::default()
-            }],
+            partition_data: parts
+                .iter()
+                .map(|(index, b)| PartitionProduceData {
+                    index: *index,
+                    records: Some(encode(*b)),
+                    ..Default::default()
+                })
+                .collect(),
             ..Default::default()
         }],
         ..Default::default()
@@ -230,8 +246,11 @@ async fn produce_on(socket: &mut TcpStream, b: Batch) -> (i16, i64) {
     let ResponseBody::Produce(p) = body else {
         panic!("not a produce response")
     };
-    let part = &p.responses[0].partition_responses[0];
-    (part.error_code, part.base_offset)
+    p.responses[0]
+        .partition_responses
+        .iter()
+        .map(|part| (part.error_code, part.base_offset))
+        .collect()
 }
 
 const NONE: i16 = 0;
@@ -409,4 +428,24 @@ async fn with_recovery_off_a_retry_after_a_move_is_stored_twice() {
     let b = Gateway::start(&shared, 2, &[2], limits).await;
     assert_eq!(b.produce(batch(5, 0, 0, 1)).await, (NONE, 1));
     assert_eq!(shared.high_watermark().await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_partition_of_one_request_is_recovered() {
+    let shared = Shared::new().await;
+    // Each partition: two batches of producer 31 written through a gateway now gone.
+    for p in 0..PARTITIONS {
+        shared.append_to(p, batch(31, 2, 0, 3)).await;
+        shared.append_to(p, batch(31, 2, 3, 1)).await;
+    }
+    let b = Gateway::start(&shared, 2, &[2], Limits::default()).await;
+    let mut socket = b.connect().await;
+    // One request retrying the last batch of every partition: all duplicates.
+    let retries: Vec<(i32, Batch)> = (0..PARTITIONS).map(|p| (p, batch(31, 2, 3, 1))).collect();
+    let answers = produce_many(&mut socket, &retries).await;
+    assert_eq!(answers, vec![(NONE, 3); retries.len()]);
+    // The next one everywhere: appended after them.
+    let next: Vec<(i32, Batch)> = (0..PARTITIONS).map(|p| (p, batch(31, 2, 4, 1))).collect();
+    let answers = produce_many(&mut socket, &next).await;
+    assert_eq!(answers, vec![(NONE, 4); next.len()]);
 }
