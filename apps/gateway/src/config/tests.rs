@@ -681,6 +681,23 @@ fn the_producer_state_recovery_window_reaches_the_broker() {
             bytes
         );
     }
+    let config = load(
+        None,
+        env(&[("IGGY_KAFKA_MAX_CONCURRENT_PRODUCER_RECOVERIES", "3")]),
+    )
+    .unwrap();
+    assert_eq!(
+        config
+            .broker_config(1)
+            .limits
+            .max_concurrent_producer_recoveries,
+        3
+    );
+    let message = load_err(
+        None,
+        &[("IGGY_KAFKA_MAX_CONCURRENT_PRODUCER_RECOVERIES", "0")],
+    );
+    assert!(message.ends_with("must be at least 1"), "{message}");
     let message = load_err(
         None,
         &[("IGGY_KAFKA_PRODUCER_STATE_RECOVERY_BYTES", "4294967296")],

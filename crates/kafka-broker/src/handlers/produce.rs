@@ -550,12 +550,10 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
     }
 }
 
-/// Recoveries at once for one request (each reads up to the recovery window).
-const RECOVERY_CONCURRENCY: usize = 4;
-
 /// Makes every partition of the request's idempotent batches ready for its check
-/// ([`crate::producers::Producers::ensure_recovered`]), a few at a time, all within the
-/// request's timeout. The caller holds their stripe locks.
+/// ([`crate::producers::Producers::ensure_recovered`]), as many at a time as the
+/// gateway's recovery limit allows, all within the request's timeout. The caller holds
+/// their stripe locks.
 async fn recover_all(
     ctx: &Ctx<'_>,
     prepared: &Prepared,
@@ -585,7 +583,13 @@ async fn recover_all(
                 .await;
             ((topic, partition), outcome)
         })
-        .buffer_unordered(RECOVERY_CONCURRENCY)
+        .buffer_unordered(
+            ctx.broker
+                .config
+                .limits
+                .max_concurrent_producer_recoveries
+                .max(1),
+        )
         .collect()
         .await
 }
