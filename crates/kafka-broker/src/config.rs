@@ -234,6 +234,18 @@ pub struct Limits {
     /// Most producer entries kept: per-partition producer states and handed-out ids each
     /// (the least recently used hundredth is dropped when full).
     pub max_producer_states: usize,
+    /// Most bytes of a partition's log read back to rebuild its idempotent producers'
+    /// state when this gateway starts leading the partition (or starts), before its
+    /// first idempotent batch is checked (Kafka has no such setting: it keeps producer
+    /// snapshots next to its log). A producer whose last batches lie further back than
+    /// this is treated as unknown, so a retry of such an old batch is accepted as new;
+    /// a larger window costs more reading on every leadership move. 0 turns recovery
+    /// off (every producer is unknown after a move or a restart).
+    pub producer_state_recovery_bytes: usize,
+    /// Producer state recoveries running at once over the whole gateway (each holds up
+    /// to `producer_state_recovery_bytes` of read batches while it runs); the others
+    /// wait, within their request's timeout. Kafka has no such setting.
+    pub max_concurrent_producer_recoveries: usize,
     /// Threads that decompress and check produced batches and scan partitions by
     /// timestamp, off the connections' workers.
     pub validation_threads: usize,
@@ -280,6 +292,8 @@ impl Default for Limits {
             message_timestamp_after_max_ms: 3_600_000,
             producer_id_expiration: Duration::from_secs(86_400),
             max_producer_states: 100_000,
+            producer_state_recovery_bytes: 4 * 1024 * 1024,
+            max_concurrent_producer_recoveries: 8,
             validation_threads: 2,
             inline_validation_bytes: 64 * 1024,
             max_decompressed_request_bytes: 128 * 1024 * 1024,
@@ -482,6 +496,10 @@ impl BrokerConfig {
                 limits.max_queued_response_bytes,
             ),
             ("limits.max_producer_states", limits.max_producer_states),
+            (
+                "limits.max_concurrent_producer_recoveries",
+                limits.max_concurrent_producer_recoveries,
+            ),
             ("limits.validation_threads", limits.validation_threads),
             (
                 "limits.max_decompressed_request_bytes",
@@ -549,6 +567,12 @@ impl BrokerConfig {
             return bad(
                 "limits.max_decompressed_batch_bytes",
                 "must be between 1 and 2147483647 bytes",
+            );
+        }
+        if limits.producer_state_recovery_bytes > i32_max {
+            return bad(
+                "limits.producer_state_recovery_bytes",
+                "must be at most 2147483647 bytes",
             );
         }
         if limits.max_records_per_batch > i32_max {

@@ -31,7 +31,11 @@
 //! build the response). For idempotent batches the check and the append are one step:
 //! [`submit`] holds the partitions' producer locks from the check until the append is
 //! confirmed and recorded, so the same batch sent on two connections lands once and the
-//! other is answered as its duplicate, with the same offset.
+//! other is answered as its duplicate, with the same offset. Under that lock, an
+//! idempotent batch's partition is first confirmed as led by this gateway in the current
+//! view (the view may have changed since [`prepare`]) and, the first time since this
+//! gateway began leading it, its producer state is rebuilt from the log
+//! ([`crate::producers`]).
 
 use super::{Ctx, Reply, Step, bs};
 use crate::broker::now_ms;
@@ -499,6 +503,11 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
             .await
             .ok()
     };
+    let mut ready = if guards.as_ref().is_some_and(|g| !g.is_empty()) {
+        recover_all(ctx, &prepared).await
+    } else {
+        HashMap::new()
+    };
     let mut topics = Vec::with_capacity(prepared.topics.len());
     for topic in prepared.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
@@ -509,6 +518,16 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
                     ErrorCode::REQUEST_TIMED_OUT,
                     "the partition's producer state stayed busy",
                 )),
+                Ok(b) if b.id.idempotent() => {
+                    match ready.remove(&(b.topic.clone(), index)).unwrap_or_else(|| {
+                        Err(fail(ErrorCode::UNKNOWN_SERVER_ERROR, "no recovery outcome"))
+                    }) {
+                        Ok(()) => {
+                            submit_partition(ctx, b, index, prepared.now, prepared.timeout).await
+                        }
+                        Err(f) => Pending::Failed(f),
+                    }
+                }
                 Ok(b) => submit_partition(ctx, b, index, prepared.now, prepared.timeout).await,
             };
             partitions.push((index, pending));
@@ -529,6 +548,50 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
         timeout: prepared.timeout,
         topics,
     }
+}
+
+/// Makes every partition of the request's idempotent batches ready for its check
+/// ([`crate::producers::Producers::ensure_recovered`]), as many at a time as the
+/// gateway's recovery limit allows, all within the request's timeout. The caller holds
+/// their stripe locks.
+async fn recover_all(
+    ctx: &Ctx<'_>,
+    prepared: &Prepared,
+) -> HashMap<(String, i32), Result<(), Failure>> {
+    use futures_util::StreamExt;
+    let mut wanted: Vec<(String, i32)> = prepared
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter_map(|(index, checked)| match checked {
+            Ok(b) if b.id.idempotent() => Some((b.topic.clone(), *index)),
+            _ => None,
+        })
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let deadline = tokio::time::Instant::now() + prepared.timeout;
+    let producers = &ctx.broker.producers;
+    let log = ctx.broker.stores.log.as_ref();
+    let membership = ctx.broker.membership.as_ref();
+    let window = ctx.broker.config.limits.producer_state_recovery_bytes;
+    futures_util::stream::iter(wanted)
+        .map(|(topic, partition)| async move {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let outcome = producers
+                .ensure_recovered(log, membership, &topic, partition, window, left)
+                .await;
+            ((topic, partition), outcome)
+        })
+        .buffer_unordered(
+            ctx.broker
+                .config
+                .limits
+                .max_concurrent_producer_recoveries
+                .max(1),
+        )
+        .collect()
+        .await
 }
 
 async fn submit_partition(
@@ -555,7 +618,13 @@ async fn submit_partition(
         }
         Err(code) => return Pending::Failed((code, None)),
     }
-    match tokio::time::timeout(timeout, log.submit(&b.topic, partition, vec![b.batch], now)).await {
+    let submitted =
+        tokio::time::timeout(timeout, log.submit(&b.topic, partition, vec![b.batch], now)).await;
+    if !matches!(submitted, Ok(Ok(_))) && b.id.idempotent() {
+        // The batch may still land: only the log can tell, so read it again next time.
+        producers.unrecover(&b.topic, partition);
+    }
+    match submitted {
         Ok(Ok(append)) => Pending::Appending {
             topic: b.topic,
             id: b.id,
@@ -587,8 +656,18 @@ async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Durati
     };
     let outcome = match tokio::time::timeout(timeout, append).await {
         Ok(Ok(a)) => a,
-        Ok(Err(e)) => return Pending::Failed(fail(e.error_code(), e.to_string())),
-        Err(_) => return Pending::Failed(timed_out()),
+        failed => {
+            if id.idempotent() {
+                // Whether the batch landed is unknown (a store may still write it after
+                // an error or a timeout): the next batch of the partition reads the log
+                // again rather than trust the state held here.
+                ctx.broker.producers.unrecover(&topic, partition);
+            }
+            return Pending::Failed(match failed {
+                Ok(Err(e)) => fail(e.error_code(), e.to_string()),
+                _ => timed_out(),
+            });
+        }
     };
     ctx.broker
         .producers
