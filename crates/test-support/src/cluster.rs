@@ -54,7 +54,8 @@ impl IggyCluster {
     pub fn start(bin: &Path, env: &[(&str, &str)]) -> IggyCluster {
         let tcp = shared_port();
         let replica = shared_port();
-        let mut shared: Vec<(String, String)> = vec![("IGGY_CLUSTER_ENABLED".into(), "true".into())];
+        let mut shared: Vec<(String, String)> =
+            vec![("IGGY_CLUSTER_ENABLED".into(), "true".into())];
         for i in 0..CLUSTER_NODES {
             let key = |k: &str| format!("IGGY_CLUSTER_NODES_{i}_{k}");
             shared.push((key("NAME"), format!("node-{i}")));
