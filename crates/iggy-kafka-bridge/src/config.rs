@@ -226,7 +226,7 @@ impl BridgeConfig {
             return bad("address must list at most 16 Iggy addresses");
         }
         for (i, address) in addresses.iter().enumerate() {
-            if address.is_empty() || host_of(address).is_empty() {
+            if address.is_empty() {
                 return bad("address must be host:port, or several separated by commas");
             }
             if addresses[..i].contains(address) {
@@ -659,6 +659,43 @@ mod tests {
         tls.plain_cache_ttl = Duration::ZERO;
         tls.plain_cache_entries = 0;
         tls.validate().unwrap();
+    }
+
+    #[test]
+    fn several_addresses_are_checked() {
+        let mut c = BridgeConfig::new("iggy", "secret");
+        c.address = " 127.0.0.1:8090 ,127.0.0.2:8090,127.0.0.3:8090".into();
+        c.validate().unwrap();
+        assert_eq!(
+            c.addresses(),
+            vec!["127.0.0.1:8090", "127.0.0.2:8090", "127.0.0.3:8090"]
+        );
+        assert_eq!(c.first_address(), "127.0.0.1:8090");
+        assert_eq!(c.tls_host(), "127.0.0.1");
+        let too_many: Vec<String> = (0..=MAX_IGGY_ADDRESSES)
+            .map(|i| format!("10.0.0.{i}:8090"))
+            .collect();
+        for (address, start) in [
+            ("a:1,,b:1", "address must be host:port"),
+            ("a:1,", "address must be host:port"),
+            ("a:1,b:1,a:1", "address lists a:1 twice"),
+            (too_many.join(",").as_str(), "address must list at most 16"),
+        ] {
+            c.address = address.into();
+            match c.validate() {
+                Err(BridgeError::Config(m)) => assert!(m.starts_with(start), "{address}: {m}"),
+                other => panic!("{address}: {other:?}"),
+            }
+        }
+        c.address = "[::1]:8090,[::2]:8090".into();
+        c.validate().unwrap();
+        c.tls_enabled = true;
+        assert!(
+            c.validate().is_err(),
+            "IPv6 literals with TLS need tls_domain"
+        );
+        c.tls_domain = Some("iggy.example".into());
+        c.validate().unwrap();
     }
 
     #[test]

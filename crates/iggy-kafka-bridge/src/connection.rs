@@ -45,7 +45,7 @@ use crate::errors::BridgeError;
 use iggy::binary::BinaryTransport;
 use iggy::prelude::{
     AutoLogin, Client, ClientWrapper, IggyClient, IggyDuration, IggyError, TcpClient,
-    TcpClientConfig, TcpClientReconnectionConfig,
+    TcpClientConfig, TcpClientConfigBuilder, TcpClientReconnectionConfig,
 };
 use iggy_common::ClientState;
 use iggy_common::locking::{IggyRwLock, IggyRwLockFn};
@@ -75,8 +75,13 @@ pub(crate) enum Login {
     Manual,
 }
 
-/// The SDK settings of a transport to `address`.
-fn transport_config(config: &BridgeConfig, address: &str, login: &Login) -> TcpClientConfig {
+/// The SDK settings of a transport to `address`; the SDK refuses an address it cannot
+/// use.
+fn transport_config(
+    config: &BridgeConfig,
+    address: &str,
+    login: &Login,
+) -> Result<TcpClientConfig, IggyError> {
     let several = config.addresses().len() > 1;
     let reconnection = TcpClientReconnectionConfig {
         enabled: true,
@@ -110,8 +115,11 @@ fn transport_config(config: &BridgeConfig, address: &str, login: &Login) -> TcpC
         (None, false) => config.tls_host(),
         (None, true) => String::new(),
     };
-    TcpClientConfig {
-        server_address: address.to_owned(),
+    let checked = TcpClientConfigBuilder::new()
+        .with_server_address(address.to_owned())
+        .build()?;
+    Ok(TcpClientConfig {
+        server_address: checked.server_address,
         tls_enabled: config.tls_enabled,
         tls_domain,
         tls_ca_file: config
@@ -123,8 +131,8 @@ fn transport_config(config: &BridgeConfig, address: &str, login: &Login) -> TcpC
         auto_login,
         reconnection,
         nodelay: config.tcp_nodelay,
-        ..TcpClientConfig::default()
-    }
+        ..checked
+    })
 }
 
 /// A transport to `address`; not yet connected.
@@ -133,7 +141,8 @@ fn transport(
     address: &str,
     login: &Login,
 ) -> Result<TcpClient, BridgeError> {
-    TcpClient::create(Arc::new(transport_config(config, address, login)))
+    transport_config(config, address, login)
+        .and_then(|c| TcpClient::create(Arc::new(c)))
         .map_err(|e| BridgeError::Config(format!("iggy client: {e}")))
 }
 
@@ -463,6 +472,67 @@ pub(crate) fn tls_hint(config: &BridgeConfig, failure: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn list(addresses: &[&str]) -> Vec<String> {
+        addresses.iter().map(|a| (*a).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_lost_node_is_tried_last_after_the_ones_that_follow_it() {
+        let all = list(&["a:1", "b:1", "c:1"]);
+        assert_eq!(failover_order(&all, "a:1"), list(&["b:1", "c:1", "a:1"]));
+        assert_eq!(failover_order(&all, "b:1"), list(&["c:1", "a:1", "b:1"]));
+        assert_eq!(failover_order(&all, "c:1"), list(&["a:1", "b:1", "c:1"]));
+        // A node the SDK moved to that the list does not name: the list, in order.
+        assert_eq!(failover_order(&all, "d:1"), all);
+        assert_eq!(failover_order(&list(&["a:1"]), "a:1"), list(&["a:1"]));
+    }
+
+    #[test]
+    fn several_addresses_leave_reconnecting_to_the_watcher() {
+        let auto = Login::Auto {
+            username: "iggy".into(),
+            password: "secret".into(),
+        };
+        let mut config = BridgeConfig::new("iggy", "secret");
+        config.connect_retries = 7;
+        let one = transport_config(&config, "127.0.0.1:8090", &auto).unwrap();
+        assert_eq!(one.reconnection.max_retries, Some(7));
+        assert_eq!(
+            one.reconnection.reestablish_after,
+            TcpClientReconnectionConfig::default().reestablish_after
+        );
+        let manual = transport_config(&config, "127.0.0.1:8090", &Login::Manual).unwrap();
+        assert_eq!(manual.reconnection.max_retries, Some(0));
+        assert!(matches!(manual.auto_login, AutoLogin::Disabled));
+
+        config.address = "127.0.0.1:8090, 127.0.0.2:8090".into();
+        config.validate().unwrap();
+        let several = transport_config(&config, "127.0.0.2:8090", &auto).unwrap();
+        assert_eq!(several.server_address, "127.0.0.2:8090");
+        assert_eq!(several.reconnection.max_retries, Some(0));
+        assert!(several.reconnection.reestablish_after.is_zero());
+        assert!(matches!(several.auto_login, AutoLogin::Enabled(_)));
+        assert!(several.nodelay);
+        // An address the SDK cannot use is refused when the transport is built.
+        assert!(transport_config(&config, "no port", &auto).is_err());
+    }
+
+    #[test]
+    fn the_certificate_name_follows_the_node_unless_set() {
+        let mut config = BridgeConfig::new("iggy", "secret");
+        config.tls_enabled = true;
+        let one = transport_config(&config, "127.0.0.1:8090", &Login::Manual).unwrap();
+        assert_eq!(one.tls_domain, "127.0.0.1");
+        config.address = "127.0.0.1:8090,127.0.0.2:8090".into();
+        // Empty: the SDK checks each node against the host it is connected to.
+        let several = transport_config(&config, "127.0.0.2:8090", &Login::Manual).unwrap();
+        assert_eq!(several.tls_domain, "");
+        assert_eq!(config.tls_host_for("127.0.0.2:8090"), "127.0.0.2");
+        config.tls_domain = Some("iggy.example".into());
+        let named = transport_config(&config, "127.0.0.2:8090", &Login::Manual).unwrap();
+        assert_eq!(named.tls_domain, "iggy.example");
+    }
 
     #[test]
     fn a_missing_or_empty_ca_file_is_refused() {

@@ -14,7 +14,7 @@ use crate::connection::Watchers;
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
 use crate::partition::PartitionId;
 use iggy::prelude::{Client, IggyClient, IggyError, SystemClient};
-use kafka_store::StoreResult;
+use kafka_store::{StoreError, StoreResult};
 use std::sync::atomic::Ordering;
 
 impl IggyBridge {
@@ -52,6 +52,12 @@ impl IggyBridge {
         let round_trip = async {
             match tokio::time::timeout(limit, fut).await {
                 Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) if lost_write(&e, op, &self.inner.config) => {
+                    Err(StoreError::Timeout(format!(
+                        "iggy error {}: {e} (the node was lost after the write left)",
+                        e.as_code()
+                    )))
+                }
                 Ok(Err(e)) => Err(map_iggy_error(&e, op, topic, partition)),
                 Err(_) => Err(timeout(
                     op,
@@ -66,6 +72,22 @@ impl IggyBridge {
     pub(super) async fn ping_server(&self) -> StoreResult<()> {
         self.call(Op::Read, "", -1, self.any_session().ping()).await
     }
+}
+
+/// Whether `e` leaves a write's outcome unknown although the SDK reports it as a
+/// failure to connect: with several Iggy addresses the SDK tries one immediate
+/// reconnect to the node it was using after the connection drops, and a node that is
+/// gone turns a write that was already sent (and may have been replicated before the
+/// node died) into `CannotEstablishConnection`. Such a write is then settled like a
+/// timed-out one (the append path looks for it once Iggy answers), never reported as
+/// not written.
+fn lost_write(e: &IggyError, op: Op, config: &BridgeConfig) -> bool {
+    matches!(op, Op::Write)
+        && matches!(
+            e,
+            IggyError::CannotEstablishConnection | IggyError::NotConnected
+        )
+        && config.addresses().len() > 1
 }
 
 pub(super) async fn open_session(
