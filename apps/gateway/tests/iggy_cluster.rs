@@ -1,10 +1,10 @@
 //! A gateway on a three-node Iggy cluster (nodes on 127.0.0.1, 127.0.0.2 and
 //! 127.0.0.3, all three in `IGGY_KAFKA_IGGY_ADDR`): an idempotent confluent-kafka
 //! producer (acks=all, one request in flight, see [`IN_FLIGHT`]) sends at a steady rate
-//! while the cluster's primary is killed
-//! with SIGKILL. The producer's records all land, each exactly once, none is reported
-//! failed, and the gateway keeps running. The longest pause between two
-//! acknowledgements (the failover as the producer sees it) is printed.
+//! while the cluster's primary is killed with SIGKILL. The producer's records all land,
+//! each exactly once, none is reported failed, and the gateway keeps running. The
+//! longest pause between two acknowledgements (the failover as the producer sees it)
+//! is printed.
 //!
 //! Skipped (with a `SKIPPED:` line) without `IGGY_SERVER_BIN` or the client.
 
