@@ -13,10 +13,8 @@
 mod support;
 
 use iggy::prelude::{Client, ClusterClient, ClusterNodeRole, IggyClient, UserClient};
-use std::fs::File;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::background::BackgroundScript;
 use support::{Client as KafkaClient, Gateway};
 use test_support::cluster::IggyCluster;
 
@@ -194,58 +192,23 @@ fn a_gateway_on_an_iggy_cluster_keeps_every_record_when_the_primary_is_killed() 
         ("IGGY_KAFKA_IGGY_CALL_TIMEOUT_MS", "5000"),
     ]);
 
-    let dir = support::scratch_dir("iggy-cluster");
-    let script = dir.join("failover_producer.py");
-    File::create(&script)
-        .and_then(|mut f| f.write_all(SCRIPT.as_bytes()))
-        .unwrap();
-    let log = dir.join("client.log");
-    let out = File::create(&log).unwrap();
-    let root = support::repo_root();
-    let mut child = Command::new(root.join(".clients/venv/bin/python"))
-        .arg(&script)
-        .env("PYTHONUNBUFFERED", "1")
-        .env("BOOTSTRAP", gateway.addr.to_string())
-        .env("TOPIC_PREFIX", support::topic_prefix(name))
-        .env("SECONDS", PRODUCE_FOR.as_secs().to_string())
-        .env("RATE", "100")
-        .env("IN_FLIGHT", IN_FLIGHT.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out.try_clone().unwrap()))
-        .stderr(Stdio::from(out))
-        .spawn()
-        .unwrap();
-    let client_log = || support::read_lossy(&log);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while !client_log().contains("PRODUCING") {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the producer ended early ({status}):\n{}", client_log());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the producer did not start:\n{}",
-            client_log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let env = [
+        ("BOOTSTRAP", gateway.addr.to_string()),
+        ("TOPIC_PREFIX", support::topic_prefix(name)),
+        ("SECONDS", PRODUCE_FOR.as_secs().to_string()),
+        ("RATE", "100".to_owned()),
+        ("IN_FLIGHT", IN_FLIGHT.to_string()),
+    ];
+    let mut script = BackgroundScript::start("failover_producer", SCRIPT, &env);
+    script.wait_for_line("PRODUCING", Duration::from_secs(90));
     std::thread::sleep(KILL_AFTER);
     let killed = primary(&cluster, None);
     cluster.nodes[killed].kill();
     let next = primary(&cluster, Some(killed));
     eprintln!("node {killed} (the primary) killed; node {next} is the primary now");
 
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the producer did not finish:\n{}", client_log());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let report = client_log();
+    let status = script.wait(Duration::from_secs(300));
+    let report = script.log();
     for line in report
         .lines()
         .filter(|l| l.starts_with("MEASURED") || l.starts_with("RESULT"))
@@ -264,5 +227,4 @@ fn a_gateway_on_an_iggy_cluster_keeps_every_record_when_the_primary_is_killed() 
         "the gateway died\n{}",
         gateway.output(40)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
