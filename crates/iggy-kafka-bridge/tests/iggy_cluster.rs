@@ -364,6 +364,14 @@ async fn the_bridge_follows_a_new_primary_when_the_primary_is_killed() {
     for (p, acks) in acks.iter().enumerate() {
         let partition = i32::try_from(p).unwrap();
         let stored = read_all(&reader, &topic, partition).await;
+        // The bridge that went through the failover reads the same.
+        let through = tokio::time::timeout(
+            Duration::from_secs(30),
+            read_all(&bridge, &topic, partition),
+        )
+        .await
+        .expect("the bridge that failed over cannot read");
+        assert_eq!(through, stored, "p{p}: the two bridges read different logs");
         let mut seen: BTreeMap<String, i64> = BTreeMap::new();
         for (offset, value) in &stored {
             if let Some(first) = seen.insert(value.clone(), *offset) {
