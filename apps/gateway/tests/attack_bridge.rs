@@ -19,11 +19,9 @@
 
 mod support;
 
-use std::fs::File;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::attack::rss_kib;
+use support::background::BackgroundScript;
 use support::{Backend, Client, Gateway};
 
 /// The producers and the count, as a Python script. Env: BOOTSTRAP, TOPIC_PREFIX,
@@ -155,40 +153,14 @@ fn run(name: &str, producers: &[(&str, &str)], gateway_env: &[(&str, &str)]) -> 
     ];
     env.extend_from_slice(gateway_env);
     let mut gateway = Gateway::start_on(Backend::Iggy, name, &env)?;
-    let dir = support::scratch_dir("attack-bridge");
-    let script = dir.join("pause_producers.py");
-    File::create(&script)
-        .and_then(|mut f| f.write_all(SCRIPT.as_bytes()))
-        .unwrap();
-    let log = dir.join("client.log");
-    let out = File::create(&log).unwrap();
-    let root = support::repo_root();
-    let mut child = Command::new(root.join(".clients/venv/bin/python"))
-        .arg(&script)
-        .env("PYTHONUNBUFFERED", "1")
-        .env("BOOTSTRAP", gateway.addr.to_string())
-        .env("TOPIC_PREFIX", support::topic_prefix(name))
-        .env("SECONDS", PRODUCE_FOR.as_secs().to_string())
-        .envs(producers.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out.try_clone().unwrap()))
-        .stderr(Stdio::from(out))
-        .spawn()
-        .unwrap();
-    let client_log = || support::read_lossy(&log);
-
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while !client_log().contains("PRODUCING") {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the producers ended early ({status}):\n{}", client_log());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the producers did not start:\n{}",
-            client_log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut env = vec![
+        ("BOOTSTRAP", gateway.addr.to_string()),
+        ("TOPIC_PREFIX", support::topic_prefix(name)),
+        ("SECONDS", PRODUCE_FOR.as_secs().to_string()),
+    ];
+    env.extend(producers.iter().map(|(k, v)| (*k, (*v).to_owned())));
+    let mut script = BackgroundScript::start("pause_producers", SCRIPT, &env);
+    script.wait_for_line("PRODUCING", Duration::from_secs(90));
     std::thread::sleep(PAUSE_AFTER);
     let pid = gateway.pid();
     let before = rss_kib(pid).unwrap();
@@ -201,18 +173,8 @@ fn run(name: &str, producers: &[(&str, &str)], gateway_env: &[(&str, &str)]) -> 
     }
     gateway.iggy_mut().unwrap().resume();
 
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the producers did not finish:\n{}", client_log());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let report = client_log();
+    let status = script.wait(Duration::from_secs(300));
+    let report = script.log();
     let result = report
         .lines()
         .find(|l| l.starts_with("RESULT"))

@@ -68,6 +68,8 @@ struct Inner {
     config: BridgeConfig,
     map: TopicMap,
     sessions: Vec<IggyClient>,
+    /// Move sessions off a lost Iggy node (several addresses); stop with the bridge.
+    watchers: crate::connection::Watchers,
     next_session: AtomicUsize,
     sends: Semaphore,
     send_queues: Mutex<HashMap<(IggyTopicRef, PartitionId), SharedSendQueue>>,
@@ -155,9 +157,10 @@ impl IggyBridge {
         config.validate()?;
         let map = TopicMap::load(&config)?;
         crate::connection::check_tls_files(&config)?;
+        let watchers = crate::connection::Watchers::default();
         let mut sessions = Vec::with_capacity(config.sessions);
         for _ in 0..config.sessions {
-            sessions.push(session::open_session(&config).await?);
+            sessions.push(session::open_session(&config, &watchers).await?);
         }
         let metrics = IggyMetrics::default();
         let meta = match sessions.first() {
@@ -172,6 +175,7 @@ impl IggyBridge {
                 config,
                 map,
                 sessions,
+                watchers,
                 next_session: AtomicUsize::new(0),
                 send_queues: Mutex::new(HashMap::new()),
                 meta,
@@ -225,7 +229,7 @@ impl IggyBridge {
     /// A new Iggy connection of its own (not one of the data sessions), signed in like
     /// them: for background work that must not queue behind data traffic.
     pub(crate) async fn open_own_session(&self) -> Result<IggyClient, BridgeError> {
-        session::open_session(&self.inner.config).await
+        session::open_session(&self.inner.config, &self.inner.watchers).await
     }
 
     /// The bridge's durable metadata.

@@ -26,7 +26,11 @@ use std::time::Duration;
 /// How the bridge reaches Iggy and what it may use.
 #[derive(Clone)]
 pub struct BridgeConfig {
-    /// Iggy TCP address.
+    /// Iggy TCP address `host:port`, or several separated by commas (at most
+    /// [`MAX_IGGY_ADDRESSES`]): the nodes of one Iggy cluster. With several, the bridge
+    /// connects to the first that answers (the SDK then moves the connection to the
+    /// cluster's primary), and a connection whose node stops answering is moved to
+    /// another node that does (`crate::connection`).
     pub address: String,
     /// Iggy user.
     pub username: String,
@@ -231,6 +235,29 @@ impl BridgeConfig {
         if self.address.trim().is_empty() {
             return bad("address is empty");
         }
+        let addresses = self.addresses();
+        if addresses.len() > MAX_IGGY_ADDRESSES {
+            return bad("address must list at most 16 Iggy addresses");
+        }
+        for (i, address) in addresses.iter().enumerate() {
+            if address.is_empty() {
+                return bad("address must be host:port, or several separated by commas");
+            }
+            if addresses[..i].contains(address) {
+                return Err(BridgeError::Config(format!(
+                    "address lists {address} twice"
+                )));
+            }
+        }
+        if self.tls_enabled
+            && self.tls_domain.is_none()
+            && addresses.len() > 1
+            && addresses.iter().any(|a| host_of(a).contains(':'))
+        {
+            // With several nodes the certificate name follows the node reached, taken
+            // from the address text; an IPv6 literal does not survive that.
+            return bad("tls_domain is required with TLS, several addresses and IPv6 literals");
+        }
         if self.username.is_empty() {
             return bad("username is empty");
         }
@@ -329,12 +356,35 @@ impl BridgeConfig {
     }
 
     /// The name the server's certificate is checked against: `tls_domain`, else the
-    /// host part of `address` (`host:port`, `[v6]:port` or a bare host).
+    /// host part of the (first) address (`host:port`, `[v6]:port` or a bare host).
     pub fn tls_host(&self) -> String {
         if let Some(domain) = &self.tls_domain {
             return domain.trim().to_owned();
         }
-        host_of(&self.address).to_owned()
+        self.tls_host_for(&self.first_address())
+    }
+
+    /// The name the certificate of the node at `address` is checked against:
+    /// `tls_domain`, else the host part of `address`.
+    pub fn tls_host_for(&self, address: &str) -> String {
+        if let Some(domain) = &self.tls_domain {
+            return domain.trim().to_owned();
+        }
+        host_of(address).to_owned()
+    }
+
+    /// The Iggy addresses of `address`, in the order given, trimmed (an empty entry
+    /// stays, for [`BridgeConfig::validate`] to refuse).
+    pub fn addresses(&self) -> Vec<String> {
+        self.address
+            .split(',')
+            .map(|a| a.trim().to_owned())
+            .collect()
+    }
+
+    /// The first Iggy address: the only one of a single-node setting.
+    pub fn first_address(&self) -> String {
+        self.addresses().into_iter().next().unwrap_or_default()
     }
 }
 
@@ -350,6 +400,9 @@ const MIN_META_RECORD_BYTES: usize = 4096;
 
 /// Largest [`BridgeConfig::meta_record_max_bytes`] accepted.
 const MAX_META_RECORD_BYTES: usize = 64 << 20;
+
+/// Most Iggy addresses [`BridgeConfig::address`] may list.
+pub const MAX_IGGY_ADDRESSES: usize = 16;
 
 /// Upper bound of [`BridgeConfig::plain_cache_ttl`].
 const MAX_PLAIN_CACHE_TTL: Duration = Duration::from_secs(3600);
@@ -651,6 +704,43 @@ mod tests {
         tls.plain_cache_ttl = Duration::ZERO;
         tls.plain_cache_entries = 0;
         tls.validate().unwrap();
+    }
+
+    #[test]
+    fn several_addresses_are_checked() {
+        let mut c = BridgeConfig::new("iggy", "secret");
+        c.address = " 127.0.0.1:8090 ,127.0.0.2:8090,127.0.0.3:8090".into();
+        c.validate().unwrap();
+        assert_eq!(
+            c.addresses(),
+            vec!["127.0.0.1:8090", "127.0.0.2:8090", "127.0.0.3:8090"]
+        );
+        assert_eq!(c.first_address(), "127.0.0.1:8090");
+        assert_eq!(c.tls_host(), "127.0.0.1");
+        let too_many: Vec<String> = (0..=MAX_IGGY_ADDRESSES)
+            .map(|i| format!("10.0.0.{i}:8090"))
+            .collect();
+        for (address, start) in [
+            ("a:1,,b:1", "address must be host:port"),
+            ("a:1,", "address must be host:port"),
+            ("a:1,b:1,a:1", "address lists a:1 twice"),
+            (too_many.join(",").as_str(), "address must list at most 16"),
+        ] {
+            c.address = address.into();
+            match c.validate() {
+                Err(BridgeError::Config(m)) => assert!(m.starts_with(start), "{address}: {m}"),
+                other => panic!("{address}: {other:?}"),
+            }
+        }
+        c.address = "[::1]:8090,[::2]:8090".into();
+        c.validate().unwrap();
+        c.tls_enabled = true;
+        assert!(
+            c.validate().is_err(),
+            "IPv6 literals with TLS need tls_domain"
+        );
+        c.tls_domain = Some("iggy.example".into());
+        c.validate().unwrap();
     }
 
     #[test]

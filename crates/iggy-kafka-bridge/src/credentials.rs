@@ -27,7 +27,7 @@
 
 use crate::IggyBridge;
 use crate::config::BridgeConfig;
-use crate::connection::{Login, build_client};
+use crate::connection::connect_manual;
 use async_trait::async_trait;
 use iggy::prelude::{Client, IggyClient, IggyError, UserClient};
 use kafka_sasl::{
@@ -145,13 +145,16 @@ impl IggyPlainAuthenticator {
     /// Logs in to Iggy as `username` on a connection of its own.
     async fn login(&self, username: &str, password: &str) -> Result<(), AuthFailure> {
         self.logins.fetch_add(1, Ordering::Relaxed);
-        let client = build_client(&self.config, Login::Manual)
-            .map_err(|e| self.unavailable(&e.to_string()))?;
         let limit = self.config.call_timeout;
-        let outcome = tokio::time::timeout(limit, login_once(&client, username, password)).await;
-        // Closed either way. Closing is local work (the socket, the SDK's tasks), so a
-        // short bound keeps a stuck server from doubling the check's time.
-        let _ = tokio::time::timeout(limit.min(SHUTDOWN_LIMIT), client.shutdown()).await;
+        let check = async {
+            let client = connect_manual(&self.config).await?;
+            let outcome = login_once(&client, username, password).await;
+            // Closed either way. Closing is local work (the socket, the SDK's tasks), so
+            // a short bound keeps a stuck server from doubling the check's time.
+            let _ = tokio::time::timeout(limit.min(SHUTDOWN_LIMIT), client.shutdown()).await;
+            outcome
+        };
+        let outcome = tokio::time::timeout(limit, check).await;
         match outcome {
             Ok(Ok(())) => Ok(()),
             Ok(Err(

@@ -9,6 +9,9 @@
 //! ports, a fresh data directory and the root credentials [`IGGY_USER`] /
 //! [`IGGY_PASSWORD`], and can kill, stop, restart, pause and resume it.
 //!
+//! [`cluster::IggyCluster`] runs three such servers as one replicated Iggy cluster, one
+//! node per loopback address (127.0.0.1, 127.0.0.2, 127.0.0.3).
+//!
 //! [`certs`] makes throw-away certificate authorities and certificates for TLS tests.
 //!
 //! Everything here runs inside tests and reports failures by panicking, except
@@ -16,6 +19,7 @@
 //! load tool authenticate with it).
 
 pub mod certs;
+pub mod cluster;
 pub mod sasl_client;
 
 use std::fs::{self, File};
@@ -149,6 +153,7 @@ pub struct IggyServer {
     pub address: String,
     spare_ports: [u16; 3],
     env: Vec<(String, String)>,
+    args: Vec<String>,
     child: Option<Child>,
     paused: bool,
 }
@@ -164,15 +169,28 @@ impl IggyServer {
     /// [`IggyServer::start`] with extra environment variables, such as
     /// `IGGY_DATA_MAINTENANCE_MESSAGES_INTERVAL`; they apply to restarts too.
     pub fn start_with(bin: &Path, env: &[(&str, &str)]) -> IggyServer {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        IggyServer::start_at(bin, format!("127.0.0.1:{}", free_port()), env, Vec::new())
+    }
+
+    /// [`IggyServer::start_with`] on a given TCP address and with command-line
+    /// arguments (a cluster node's `--replica-id`).
+    fn start_at(
+        bin: &Path,
+        address: String,
+        env: Vec<(String, String)>,
+        args: Vec<String>,
+    ) -> IggyServer {
         let mut server = IggyServer {
             bin: bin.to_path_buf(),
             dir: scratch_dir("iggy"),
-            address: format!("127.0.0.1:{}", free_port()),
+            address,
             spare_ports: [free_port(), free_port(), free_port()],
-            env: env
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
+            env,
+            args,
             child: None,
             paused: false,
         };
@@ -221,6 +239,7 @@ impl IggyServer {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
+        cmd.args(&self.args);
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))

@@ -19,6 +19,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod attack;
+pub mod background;
 pub mod security;
 
 pub use test_support::{IggyServer, read_lossy, scratch_dir, tail, unique};

@@ -1,5 +1,6 @@
-//! The Iggy connections: opening them (bounded retries, credentials refused at once,
-//! TLS as configured; see `crate::connection`),
+//! The Iggy connections: opening them (bounded retries over the configured addresses,
+//! credentials refused at once, TLS as configured, watched for a lost node; see
+//! `crate::connection`),
 //! choosing one per call, closing them, and the `call_timeout` every SDK call runs
 //! under.
 //!
@@ -9,11 +10,11 @@
 
 use super::IggyBridge;
 use crate::config::{BridgeConfig, IggyTopicRef};
-use crate::connection::{Login, build_client, tls_failure, tls_hint};
+use crate::connection::Watchers;
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
 use crate::partition::PartitionId;
 use iggy::prelude::{Client, IggyClient, IggyError, SystemClient};
-use kafka_store::StoreResult;
+use kafka_store::{StoreError, StoreResult};
 use std::sync::atomic::Ordering;
 
 impl IggyBridge {
@@ -52,6 +53,12 @@ impl IggyBridge {
         let round_trip = async {
             match tokio::time::timeout(limit, fut).await {
                 Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) if lost_write(&e, op, &self.inner.config) => {
+                    Err(StoreError::Timeout(format!(
+                        "iggy error {}: {e} (the node was lost after the write left)",
+                        e.as_code()
+                    )))
+                }
                 Ok(Err(e)) => Err(map_iggy_error(&e, op, topic, partition)),
                 Err(_) => Err(timeout(
                     op,
@@ -68,45 +75,25 @@ impl IggyBridge {
     }
 }
 
-pub(super) async fn open_session(config: &BridgeConfig) -> Result<IggyClient, BridgeError> {
-    let client = build_client(
-        config,
-        Login::Auto {
-            username: config.username.clone(),
-            password: config.password.clone(),
-        },
-    )?;
-    let mut last = String::new();
-    for attempt in 1..=config.connect_retries {
-        match tokio::time::timeout(config.call_timeout, client.connect()).await {
-            Ok(Ok(())) => return Ok(client),
-            Ok(Err(
-                e @ (IggyError::InvalidCredentials
-                | IggyError::InvalidUsername
-                | IggyError::InvalidPassword
-                | IggyError::Unauthenticated
-                | IggyError::Unauthorized),
-            )) => {
-                return Err(BridgeError::Credentials {
-                    username: config.username.clone(),
-                    reason: e.to_string(),
-                });
-            }
-            Ok(Err(e @ IggyError::CannotEstablishConnection)) => {
-                let failure = tls_failure(config).await;
-                last = format!("{e}{}", tls_hint(config, failure.as_deref()));
-            }
-            Ok(Err(e)) => last = e.to_string(),
-            Err(_) => last = format!("no answer within {:?}", config.call_timeout),
-        }
-        tracing::warn!(attempt, address = %config.address, error = %last, "cannot connect to Iggy");
-        if attempt < config.connect_retries {
-            tokio::time::sleep(config.retry_interval).await;
-        }
-    }
-    Err(BridgeError::Unreachable {
-        address: config.address.clone(),
-        attempts: config.connect_retries,
-        last,
-    })
+/// Whether `e` leaves a write's outcome unknown although the SDK reports it as a
+/// failure to connect: with several Iggy addresses the SDK tries one immediate
+/// reconnect to the node it was using after the connection drops, and a node that is
+/// gone turns a write that was already sent (and may have been replicated before the
+/// node died) into `CannotEstablishConnection`. Such a write is then settled like a
+/// timed-out one (the append path looks for it once Iggy answers), never reported as
+/// not written.
+fn lost_write(e: &IggyError, op: Op, config: &BridgeConfig) -> bool {
+    matches!(op, Op::Write)
+        && matches!(
+            e,
+            IggyError::CannotEstablishConnection | IggyError::NotConnected
+        )
+        && config.addresses().len() > 1
+}
+
+pub(super) async fn open_session(
+    config: &BridgeConfig,
+    watchers: &Watchers,
+) -> Result<IggyClient, BridgeError> {
+    crate::connection::open_session(config, watchers).await
 }
