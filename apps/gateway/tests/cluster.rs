@@ -3,9 +3,8 @@
 //! refuses a Produce for a partition another leads, and a gateway killed leaves the view
 //! of the others within the session timeout.
 //!
-//! The confluent-kafka suite then runs against the three, bootstrapped at the first:
-//! the client finds the others in Metadata and goes to each partition's leader and each
-//! group's coordinator.
+//! A confluent-kafka group then splits, leaves and resumes across the three (every
+//! client suite against three gateways is in `trio_clients.rs`).
 //!
 //! Needs `IGGY_SERVER_BIN` (and confluent-kafka from `scripts/install-clients.sh` for the
 //! suite); prints `SKIPPED:` without them.
@@ -14,61 +13,19 @@
 mod support;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::api::{decode_response, encode_request};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
-use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::metadata_response::MetadataResponse;
 use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
-use kafka_protocol::messages::request_header::RequestHeader;
-use kafka_protocol::{ByteString, RequestBody, ResponseBody};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use kafka_protocol::{ByteString, ResponseBody};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use support::{Client, Gateway, IggyServer, bridge_env, iggy_server_bin, require, run_against};
+use support::trio::{SESSION_TIMEOUT_MS, Trio, broker_ids, call, cluster_env, metadata, until};
+use support::{Client, Gateway, IggyServer, iggy_server_bin, require, run_against_all};
 
-const SESSION_TIMEOUT_MS: u64 = 3000;
 const PARTITIONS: i32 = 12;
-
-fn call(addr: SocketAddr, version: i16, body: RequestBody) -> ResponseBody {
-    let key = body.api_key();
-    let header = RequestHeader {
-        request_api_key: key.as_i16(),
-        request_api_version: version,
-        correlation_id: 9,
-        client_id: Some(ByteString::from_static("cluster-test")),
-        ..Default::default()
-    };
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(&encode_request(&header, &body).unwrap())
-        .unwrap();
-    let mut size = [0u8; 4];
-    s.read_exact(&mut size).unwrap();
-    let mut raw = vec![0u8; usize::try_from(u32::from_be_bytes(size)).unwrap()];
-    s.read_exact(&mut raw).unwrap();
-    decode_response(key, version, &Bytes::from(raw)).unwrap().1
-}
-
-fn metadata(addr: SocketAddr, topic: &str) -> MetadataResponse {
-    let req = MetadataRequest {
-        topics: Some(vec![MetadataRequestTopic {
-            name: Some(ByteString::from(topic.to_owned())),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    match call(addr, 12, req.into()) {
-        ResponseBody::Metadata(m) => m,
-        other => panic!("not metadata: {other:?}"),
-    }
-}
-
-fn broker_ids(m: &MetadataResponse) -> Vec<i32> {
-    m.brokers.iter().map(|b| b.node_id).collect()
-}
 
 fn leaders(m: &MetadataResponse) -> Vec<i32> {
     m.topics[0].partitions.iter().map(|p| p.leader_id).collect()
@@ -108,46 +65,15 @@ fn produce(addr: SocketAddr, topic: &str, partition: i32) -> i16 {
     }
 }
 
-/// Polls `check` every 100 ms for up to `within`; returns how long it took.
-fn until(within: Duration, what: &str, mut check: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < within, "{what} not within {within:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    start.elapsed()
-}
-
-/// Three gateways on `iggy`, nodes 1 to 3, each listed in the same `IGGY_KAFKA_BROKERS`.
-fn trio(iggy: &IggyServer) -> (Vec<Gateway>, Vec<u16>) {
-    let ports: Vec<u16> = (0..3).map(|_| test_support::free_port()).collect();
-    let brokers = ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    let gateways = (0..3)
-        .map(|i| gateway(iggy, i + 1, ports[i as usize], &brokers))
-        .collect();
-    (gateways, ports)
-}
-
-fn gateway(iggy: &IggyServer, node_id: i32, port: u16, brokers: &str) -> Gateway {
+/// One gateway of a broker list on `iggy`, node `node_id` listening on `port` and
+/// advertising `advertised` (the port its list entry names).
+fn gateway(iggy: &IggyServer, node_id: i32, port: u16, advertised: u16, brokers: &str) -> Gateway {
     let bind = format!("127.0.0.1:{port}");
-    let id = node_id.to_string();
-    let session = SESSION_TIMEOUT_MS.to_string();
-    let env = bridge_env(iggy);
+    let advertised = advertised.to_string();
+    let env = cluster_env(iggy, node_id, brokers);
     let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    all.extend([
-        ("IGGY_KAFKA_BIND_ADDR", bind.as_str()),
-        ("IGGY_KAFKA_NODE_ID", id.as_str()),
-        ("IGGY_KAFKA_INSTANCE_ID", id.as_str()),
-        ("IGGY_KAFKA_BROKERS", brokers),
-        ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", session.as_str()),
-        ("IGGY_KAFKA_CLUSTER_HEARTBEAT_INTERVAL_MS", "300"),
-        ("IGGY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"),
-    ]);
+    all.push(("IGGY_KAFKA_BIND_ADDR", bind.as_str()));
+    all.push(("IGGY_KAFKA_ADVERTISED_PORT", advertised.as_str()));
     Gateway::start(&all)
 }
 
@@ -156,9 +82,8 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     let Some(bin) = iggy_server_bin("three gateways") else {
         return;
     };
-    let iggy = IggyServer::start(&bin);
-    let (mut gateways, ports) = trio(&iggy);
-    let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
+    let mut trio = Trio::start(IggyServer::start(&bin), &[]);
+    let addrs: Vec<SocketAddr> = trio.gateways.iter().map(|g| g.addr).collect();
 
     let topic = format!("cluster-{}", test_support::unique());
     let create = CreateTopicsRequest {
@@ -188,7 +113,7 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     );
     let first = metadata(addrs[0], &topic);
     let ports_seen: Vec<i32> = first.brokers.iter().map(|b| b.port).collect();
-    let expected: Vec<i32> = ports.iter().map(|p| i32::from(*p)).collect();
+    let expected: Vec<i32> = addrs.iter().map(|a| i32::from(a.port())).collect();
     assert_eq!(ports_seen, expected);
     let placed = leaders(&first);
     for a in &addrs[1..] {
@@ -238,7 +163,7 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     // Gateway 3 killed: the others drop it within the session timeout (plus polling),
     // and its partitions get leaders among the living.
     let killed_at = Instant::now();
-    drop(gateways.pop());
+    drop(trio.gateways.pop());
     let took = until(
         Duration::from_millis(SESSION_TIMEOUT_MS * 3),
         "gateway 3 leaving the view",
@@ -260,11 +185,11 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
         took.as_millis(),
         killed_at.elapsed()
     );
-    drop(gateways);
+    drop(trio);
 }
 
-/// Runs `script` with confluent-kafka against three fresh gateways, bootstrapped at the
-/// first.
+/// Runs `script` with confluent-kafka against three fresh gateways, bootstrapped with
+/// all three.
 fn confluent_against_trio(name: &str, script: &str) {
     let client = Client::Python {
         module: "confluent_kafka",
@@ -275,28 +200,16 @@ fn confluent_against_trio(name: &str, script: &str) {
     let Some(bin) = iggy_server_bin(name) else {
         return;
     };
-    let iggy = IggyServer::start(&bin);
-    let (gateways, _) = trio(&iggy);
-    let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
-    until(Duration::from_secs(15), "three live gateways", || {
-        broker_ids(&metadata(addrs[0], "absent-topic-probe")) == vec![1, 2, 3]
-    });
-    run_against(
-        &gateways[0],
+    let trio = Trio::start(IggyServer::start(&bin), &[]);
+    trio.wait_live();
+    run_against_all(
+        &trio.refs(),
         name,
         client,
         script,
         &[],
         &support::topic_prefix(name),
         Duration::from_secs(180),
-    );
-}
-
-#[test]
-fn the_confluent_kafka_suite_passes_against_three_gateways() {
-    confluent_against_trio(
-        "confluent-kafka suite on three gateways",
-        "tests/clients/confluent_kafka_suite.py",
     );
 }
 
@@ -316,11 +229,12 @@ fn a_fenced_gateway_stops_with_exit_code_1() {
     let iggy = IggyServer::start(&bin);
     let ports: Vec<u16> = (0..2).map(|_| test_support::free_port()).collect();
     let brokers = format!("1@127.0.0.1:{},2@127.0.0.1:{}", ports[0], ports[1]);
-    let mut first = gateway(&iggy, 1, ports[0], &brokers);
-    // A second start of node id 1 (a restart while the old process still runs, on another
-    // port): its epoch is higher, so the first is fenced and must stop acting and exit.
+    let mut first = gateway(&iggy, 1, ports[0], ports[0], &brokers);
+    // A second start of node id 1 (a restart while the old process still runs, bound to
+    // another port but advertising the listed one): its epoch is higher, so the first is
+    // fenced and must stop acting and exit.
     let other = test_support::free_port();
-    let second = gateway(&iggy, 1, other, &brokers);
+    let second = gateway(&iggy, 1, other, ports[0], &brokers);
     let took = until(
         Duration::from_millis(SESSION_TIMEOUT_MS * 2),
         "the fenced gateway exiting",
