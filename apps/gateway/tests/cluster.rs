@@ -200,7 +200,7 @@ fn confluent_against_trio(name: &str, script: &str) {
     let Some(bin) = iggy_server_bin(name) else {
         return;
     };
-    let trio = Trio::start(IggyServer::start(&bin), &[]);
+    let mut trio = Trio::start(IggyServer::start(&bin), &[]);
     trio.wait_live();
     run_against_all(
         &trio.refs(),
@@ -273,7 +273,7 @@ fn topic_admin_works_through_any_gateway() {
     let Some(bin) = iggy_server_bin("topic admin on three gateways") else {
         return;
     };
-    let trio = Trio::start(IggyServer::start(&bin), &[]);
+    let mut trio = Trio::start(IggyServer::start(&bin), &[]);
     trio.wait_live();
     let addrs: Vec<SocketAddr> = trio.gateways.iter().map(|g| g.addr).collect();
     let topic = format!("admin-{}", test_support::unique());

@@ -32,8 +32,13 @@ use support::trio::{Node, Trio};
 use support::{Backend, Client, IggyServer, iggy_server_bin, require, run_against_all};
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
+/// Nothing here stops a gateway, so the lease session is the default 10 s rather than the
+/// trio's short one: a gateway starved of CPU on a loaded machine for 3 s would lose its
+/// lease and stop in the middle of a suite.
+const SESSION: (&str, &str) = ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", "10000");
 /// kcat has no admin API: its topic is auto-created, with 3 partitions like the others.
-const KCAT_GATEWAY_ENV: &[(&str, &str)] = &[("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "3")];
+const KCAT_GATEWAY_ENV: &[(&str, &str)] =
+    &[SESSION, ("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "3")];
 
 /// A topic prefix for `name` whose suite topic, `<prefix>-<suffix>`, has its three
 /// partitions led by three different gateways, so the suite works with each of them (a
@@ -71,10 +76,10 @@ fn run(name: &str, client: Client, script: &str, topic_suffix: &str) {
     };
     let gateway_env = match client {
         Client::Shell { .. } => KCAT_GATEWAY_ENV,
-        _ => &[],
+        _ => &[SESSION],
     };
     let started = Instant::now();
-    let trio = Trio::start(IggyServer::start(&bin), gateway_env);
+    let mut trio = Trio::start(IggyServer::start(&bin), gateway_env);
     let live = trio.wait_live();
     eprintln!(
         "{name}: Iggy and three gateways up in {:?} (all listed everywhere {live:?} after the last start)",
@@ -169,7 +174,7 @@ fn confluent_kafka_over_sasl_ssl() {
             }
         })
         .collect();
-    let trio = Trio::start_nodes(iggy, nodes, &[]);
+    let mut trio = Trio::start_nodes(iggy, nodes, &[SESSION]);
     trio.wait_live();
     let mut env = setup.script_env(Backend::Iggy, &ssl.join(","));
     env.push(("MECHANISMS", TRIO_MECHANISMS.into()));
