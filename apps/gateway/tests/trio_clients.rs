@@ -13,9 +13,10 @@
 //! `confluent_kafka_over_sasl_ssl` runs the confluent-kafka security suite against a trio
 //! whose gateways each have a `SASL_SSL` listener (named in the broker list), an `SSL`
 //! listener requiring client certificates, and a loopback PLAINTEXT listener the harness
-//! uses to see that the three know one another: PLAIN through Iggy's users, OAUTHBEARER
-//! and client certificates, each client going to the leaders and the group coordinator
-//! on the listener it came in on (SCRAM: see [`TRIO_MECHANISMS`]).
+//! uses to see that the three know one another: PLAIN through Iggy's users, SCRAM-SHA-256
+//! and -512 with credentials created through one gateway and used on all (see
+//! [`TRIO_MECHANISMS`]), OAUTHBEARER and client certificates, each client going to the
+//! leaders and the group coordinator on the listener it came in on.
 //!
 //! Needs `IGGY_SERVER_BIN` and the clients (`scripts/install-clients.sh`); prints
 //! `SKIPPED:` without them (a missing client fails with `KAFKA_CLIENTS_REQUIRED=1`).
@@ -128,11 +129,10 @@ suites! {
     kcat_librdkafka_2_16: "kcat on librdkafka 2.16", KCAT_2_16, "kcat_librdkafka_2_16.sh", "kcat-rdkafka-2-16";
 }
 
-/// The round trips of the security suite run against the trio. Not SCRAM yet: its
-/// credentials live in the bridge's meta stream, which a gateway reads at start only, so
-/// credentials created through one gateway are unknown to the others until the meta logs
-/// are read as they grow (then add `scram-sha-256,scram-sha-512` here).
-const TRIO_MECHANISMS: &str = "plain,oauthbearer,ssl-client-cert";
+/// The round trips of the security suite run against the trio: all of them. The SCRAM
+/// credentials are created through whichever gateway the admin client reaches and used on
+/// all three (they live in the meta stream, which every gateway re-reads).
+const TRIO_MECHANISMS: &str = "plain,scram-sha-256,scram-sha-512,oauthbearer,ssl-client-cert";
 
 fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
