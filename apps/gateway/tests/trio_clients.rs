@@ -7,8 +7,8 @@
 //! partitions have three different leaders (placement is a fixed function of the topic
 //! name, `kafka_broker::cluster::leader`): the client must take each partition's leader
 //! from Metadata, produce, fetch and list offsets there, and create and delete its topic
-//! through whichever gateway it reaches. The scripts are the ones `clients.rs` runs against one gateway, unchanged
-//! apart from taking a bootstrap list.
+//! through whichever gateway it reaches. The scripts are the ones `clients.rs` runs
+//! against one gateway; every script takes a bootstrap list.
 //!
 //! `confluent_kafka_over_sasl_ssl` runs the confluent-kafka security suite against a trio
 //! whose gateways each have a `SASL_SSL` listener (named in the broker list), an `SSL`
