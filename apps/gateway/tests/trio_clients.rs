@@ -10,6 +10,12 @@
 //! through whichever gateway it reaches. The scripts are the ones `clients.rs` runs
 //! against one gateway; every script takes a bootstrap list.
 //!
+//! The consumer-group scenarios of `tests/clients/groups/` (`groups.rs`) run the same way
+//! (`*_groups`): admin APIs on groups (ListGroups, DescribeGroups, offsets, OffsetDelete,
+//! DeleteGroups) with every client that has them, consumers resuming from their commits,
+//! cooperative and static membership, and a member killed: the group's coordinator is
+//! one of the three, its partitions' leaders are spread over all of them.
+//!
 //! `confluent_kafka_over_sasl_ssl` runs the confluent-kafka security suite against a trio
 //! whose gateways each have a `SASL_SSL` listener (named in the broker list), an `SSL`
 //! listener requiring client certificates, and a loopback PLAINTEXT listener the harness
@@ -33,13 +39,20 @@ use support::trio::{Node, Trio};
 use support::{Backend, Client, IggyServer, iggy_server_bin, require, run_against_all};
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
-/// Nothing here stops a gateway, so the lease session is the default 10 s rather than the
-/// trio's short one: a gateway starved of CPU on a loaded machine for 3 s would lose its
-/// lease and stop in the middle of a suite.
-const SESSION: (&str, &str) = ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", "10000");
+/// Nothing here stops a gateway, so the lease timings are the defaults (session 10 s,
+/// heartbeat 1 s) rather than the trio's short ones: on a loaded machine a gateway starved
+/// of CPU for 3 s would lose its lease and stop in the middle of a suite, and a first
+/// heartbeat not answered within 300 ms fails a gateway's start.
+const LEASE: &[(&str, &str)] = &[
+    ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", "10000"),
+    ("IGGY_KAFKA_CLUSTER_HEARTBEAT_INTERVAL_MS", "1000"),
+];
 /// kcat has no admin API: its topic is auto-created, with 3 partitions like the others.
-const KCAT_GATEWAY_ENV: &[(&str, &str)] =
-    &[SESSION, ("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "3")];
+const KCAT_GATEWAY_ENV: &[(&str, &str)] = &[
+    LEASE[0],
+    LEASE[1],
+    ("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "3"),
+];
 
 /// A topic prefix for `name` whose suite topic, `<prefix>-<suffix>`, has its three
 /// partitions led by three different gateways, so the suite works with each of them (a
@@ -69,15 +82,21 @@ fn spread_prefix(name: &str, suffix: &str) -> String {
 
 fn run(name: &str, client: Client, script: &str, topic_suffix: &str) {
     let name = format!("{name} on three gateways");
-    if !require(&name, client) {
+    let prefix = spread_prefix(&name, topic_suffix);
+    run_on_trio(&name, client, &format!("tests/clients/{script}"), &prefix);
+}
+
+/// Runs `script` with `client` against a fresh trio, topics under `prefix`.
+fn run_on_trio(name: &str, client: Client, script: &str, prefix: &str) {
+    if !require(name, client) {
         return;
     }
-    let Some(bin) = iggy_server_bin(&name) else {
+    let Some(bin) = iggy_server_bin(name) else {
         return;
     };
     let gateway_env = match client {
         Client::Shell { .. } => KCAT_GATEWAY_ENV,
-        _ => &[SESSION],
+        _ => LEASE,
     };
     let started = Instant::now();
     let mut trio = Trio::start(IggyServer::start(&bin), gateway_env);
@@ -88,13 +107,46 @@ fn run(name: &str, client: Client, script: &str, topic_suffix: &str) {
     );
     run_against_all(
         &trio.refs(),
-        &name,
+        name,
         client,
-        &format!("tests/clients/{script}"),
+        script,
         &[],
-        &spread_prefix(&name, topic_suffix),
+        prefix,
         SCRIPT_TIMEOUT,
     );
+}
+
+/// One test per group scenario of `tests/clients/groups/` run against the trio.
+macro_rules! group_scenarios {
+    ($($test:ident: $name:expr, $client:expr, $script:expr;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                let name = format!("{} group scenario {} on three gateways", $name, $script);
+                run_on_trio(
+                    &name,
+                    $client,
+                    &format!("tests/clients/groups/{}", $script),
+                    &support::topic_prefix(&name),
+                );
+            }
+        )*
+    };
+}
+
+group_scenarios! {
+    confluent_kafka_admin_groups: "confluent-kafka", CONFLUENT, "confluent_admin.py";
+    kafka_python_admin_groups: "kafka-python", Client::Python { module: "kafka" }, "kafka_python_admin.py";
+    kafkajs_admin_groups: "kafkajs", Client::Node, "kafkajs_admin.js";
+    java_admin_groups: "java kafka-clients", Client::Java, "JavaAdmin.java";
+    kafka_python_resume_groups: "kafka-python", Client::Python { module: "kafka" }, "kafka_python_resume.py";
+    aiokafka_resume_groups: "aiokafka", Client::Python { module: "aiokafka" }, "aiokafka_resume.py";
+    kafkajs_resume_groups: "kafkajs", Client::Node, "kafkajs_resume.js";
+    java_resume_groups: "java kafka-clients", Client::Java, "JavaResume.java";
+    java_cooperative_groups: "java kafka-clients", Client::Java, "JavaCooperative.java";
+    java_static_groups: "java kafka-clients", Client::Java, "JavaStatic.java";
+    confluent_kafka_cooperative_groups: "confluent-kafka", CONFLUENT, "confluent_cooperative.py";
+    confluent_kafka_kill_groups: "confluent-kafka", CONFLUENT, "confluent_kill.py";
 }
 
 /// One test per client suite; the last field is the suffix of the suite's topic name.
@@ -174,7 +226,7 @@ fn confluent_kafka_over_sasl_ssl() {
             }
         })
         .collect();
-    let mut trio = Trio::start_nodes(iggy, nodes, &[SESSION]);
+    let mut trio = Trio::start_nodes(iggy, nodes, LEASE);
     trio.wait_live();
     let mut env = setup.script_env(Backend::Iggy, &ssl.join(","));
     env.push(("MECHANISMS", TRIO_MECHANISMS.into()));
