@@ -35,18 +35,12 @@ use kafka_broker::store::cluster::{LiveView, Member};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use support::security::SecureSetup;
-use support::trio::{Node, Trio};
+use support::trio::{DEFAULT_LEASE, Node, Trio};
 use support::{Backend, Client, IggyServer, iggy_server_bin, require, run_against_all};
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
-/// Nothing here stops a gateway, so the lease timings are the defaults (session 10 s,
-/// heartbeat 1 s) rather than the trio's short ones: on a loaded machine a gateway starved
-/// of CPU for 3 s would lose its lease and stop in the middle of a suite, and a first
-/// heartbeat not answered within 300 ms fails a gateway's start.
-const LEASE: &[(&str, &str)] = &[
-    ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", "10000"),
-    ("IGGY_KAFKA_CLUSTER_HEARTBEAT_INTERVAL_MS", "1000"),
-];
+/// Nothing here stops a gateway: the default lease timings (see [`DEFAULT_LEASE`]).
+const LEASE: &[(&str, &str)] = DEFAULT_LEASE;
 /// kcat has no admin API: its topic is auto-created, with 3 partitions like the others.
 const KCAT_GATEWAY_ENV: &[(&str, &str)] = &[
     LEASE[0],
