@@ -177,8 +177,16 @@ suites! {
 
 /// The round trips of the security suite run against the trio: all of them. The SCRAM
 /// credentials are created through whichever gateway the admin client reaches and used on
-/// all three (they live in the meta stream, which every gateway re-reads).
+/// all three (they live in the meta stream, which every gateway re-reads; see
+/// [`SCRAM_PROPAGATION_SECONDS`]).
 const TRIO_MECHANISMS: &str = "plain,scram-sha-256,scram-sha-512,oauthbearer,ssl-client-cert";
+/// How long the suite waits between creating the SCRAM credentials through one gateway
+/// and using them on all: the others learn of them when they next re-read the meta
+/// stream (every `IGGY_KAFKA_IGGY_META_REFRESH_INTERVAL_MS`, 1 s by default), three
+/// intervals to allow for a loaded machine. Without the wait a client reaching a gateway
+/// that has not re-read yet fails to authenticate, as with Kafka brokers that have not
+/// yet heard of a change from the controller.
+const SCRAM_PROPAGATION_SECONDS: &str = "3";
 
 fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
@@ -224,6 +232,7 @@ fn confluent_kafka_over_sasl_ssl() {
     trio.wait_live();
     let mut env = setup.script_env(Backend::Iggy, &ssl.join(","));
     env.push(("MECHANISMS", TRIO_MECHANISMS.into()));
+    env.push(("SCRAM_PROPAGATION_SECONDS", SCRAM_PROPAGATION_SECONDS.into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     run_against_all(
         &trio.refs(),
