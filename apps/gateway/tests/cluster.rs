@@ -3,9 +3,8 @@
 //! refuses a Produce for a partition another leads, and a gateway killed leaves the view
 //! of the others within the session timeout.
 //!
-//! The confluent-kafka suite then runs against the three, bootstrapped at the first:
-//! the client finds the others in Metadata and goes to each partition's leader and each
-//! group's coordinator.
+//! A confluent-kafka group then splits, leaves and resumes across the three (every
+//! client suite against three gateways is in `trio_clients.rs`).
 //!
 //! Needs `IGGY_SERVER_BIN` (and confluent-kafka from `scripts/install-clients.sh` for the
 //! suite); prints `SKIPPED:` without them.
@@ -14,61 +13,21 @@
 mod support;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::api::{decode_response, encode_request};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
-use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::metadata_response::MetadataResponse;
 use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
-use kafka_protocol::messages::request_header::RequestHeader;
-use kafka_protocol::{ByteString, RequestBody, ResponseBody};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use kafka_protocol::{ByteString, ResponseBody};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use support::{Client, Gateway, IggyServer, bridge_env, iggy_server_bin, require, run_against};
+use support::trio::{
+    DEFAULT_LEASE, SESSION_TIMEOUT_MS, Trio, broker_ids, call, cluster_env, metadata, until,
+};
+use support::{Client, Gateway, IggyServer, iggy_server_bin, require, run_against_all};
 
-const SESSION_TIMEOUT_MS: u64 = 3000;
 const PARTITIONS: i32 = 12;
-
-fn call(addr: SocketAddr, version: i16, body: RequestBody) -> ResponseBody {
-    let key = body.api_key();
-    let header = RequestHeader {
-        request_api_key: key.as_i16(),
-        request_api_version: version,
-        correlation_id: 9,
-        client_id: Some(ByteString::from_static("cluster-test")),
-        ..Default::default()
-    };
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(&encode_request(&header, &body).unwrap())
-        .unwrap();
-    let mut size = [0u8; 4];
-    s.read_exact(&mut size).unwrap();
-    let mut raw = vec![0u8; usize::try_from(u32::from_be_bytes(size)).unwrap()];
-    s.read_exact(&mut raw).unwrap();
-    decode_response(key, version, &Bytes::from(raw)).unwrap().1
-}
-
-fn metadata(addr: SocketAddr, topic: &str) -> MetadataResponse {
-    let req = MetadataRequest {
-        topics: Some(vec![MetadataRequestTopic {
-            name: Some(ByteString::from(topic.to_owned())),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    match call(addr, 12, req.into()) {
-        ResponseBody::Metadata(m) => m,
-        other => panic!("not metadata: {other:?}"),
-    }
-}
-
-fn broker_ids(m: &MetadataResponse) -> Vec<i32> {
-    m.brokers.iter().map(|b| b.node_id).collect()
-}
 
 fn leaders(m: &MetadataResponse) -> Vec<i32> {
     m.topics[0].partitions.iter().map(|p| p.leader_id).collect()
@@ -108,46 +67,15 @@ fn produce(addr: SocketAddr, topic: &str, partition: i32) -> i16 {
     }
 }
 
-/// Polls `check` every 100 ms for up to `within`; returns how long it took.
-fn until(within: Duration, what: &str, mut check: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < within, "{what} not within {within:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    start.elapsed()
-}
-
-/// Three gateways on `iggy`, nodes 1 to 3, each listed in the same `IGGY_KAFKA_BROKERS`.
-fn trio(iggy: &IggyServer) -> (Vec<Gateway>, Vec<u16>) {
-    let ports: Vec<u16> = (0..3).map(|_| test_support::free_port()).collect();
-    let brokers = ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    let gateways = (0..3)
-        .map(|i| gateway(iggy, i + 1, ports[i as usize], &brokers))
-        .collect();
-    (gateways, ports)
-}
-
-fn gateway(iggy: &IggyServer, node_id: i32, port: u16, brokers: &str) -> Gateway {
+/// One gateway of a broker list on `iggy`, node `node_id` listening on `port` and
+/// advertising `advertised` (the port its list entry names).
+fn gateway(iggy: &IggyServer, node_id: i32, port: u16, advertised: u16, brokers: &str) -> Gateway {
     let bind = format!("127.0.0.1:{port}");
-    let id = node_id.to_string();
-    let session = SESSION_TIMEOUT_MS.to_string();
-    let env = bridge_env(iggy);
+    let advertised = advertised.to_string();
+    let env = cluster_env(iggy, node_id, brokers);
     let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    all.extend([
-        ("IGGY_KAFKA_BIND_ADDR", bind.as_str()),
-        ("IGGY_KAFKA_NODE_ID", id.as_str()),
-        ("IGGY_KAFKA_INSTANCE_ID", id.as_str()),
-        ("IGGY_KAFKA_BROKERS", brokers),
-        ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", session.as_str()),
-        ("IGGY_KAFKA_CLUSTER_HEARTBEAT_INTERVAL_MS", "300"),
-        ("IGGY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"),
-    ]);
+    all.push(("IGGY_KAFKA_BIND_ADDR", bind.as_str()));
+    all.push(("IGGY_KAFKA_ADVERTISED_PORT", advertised.as_str()));
     Gateway::start(&all)
 }
 
@@ -156,9 +84,8 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     let Some(bin) = iggy_server_bin("three gateways") else {
         return;
     };
-    let iggy = IggyServer::start(&bin);
-    let (mut gateways, ports) = trio(&iggy);
-    let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
+    let mut trio = Trio::start(IggyServer::start(&bin), &[]);
+    let addrs: Vec<SocketAddr> = trio.gateways.iter().map(|g| g.addr).collect();
 
     let topic = format!("cluster-{}", test_support::unique());
     let create = CreateTopicsRequest {
@@ -188,7 +115,7 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     );
     let first = metadata(addrs[0], &topic);
     let ports_seen: Vec<i32> = first.brokers.iter().map(|b| b.port).collect();
-    let expected: Vec<i32> = ports.iter().map(|p| i32::from(*p)).collect();
+    let expected: Vec<i32> = addrs.iter().map(|a| i32::from(a.port())).collect();
     assert_eq!(ports_seen, expected);
     let placed = leaders(&first);
     for a in &addrs[1..] {
@@ -238,7 +165,7 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     // Gateway 3 killed: the others drop it within the session timeout (plus polling),
     // and its partitions get leaders among the living.
     let killed_at = Instant::now();
-    drop(gateways.pop());
+    drop(trio.gateways.pop());
     let took = until(
         Duration::from_millis(SESSION_TIMEOUT_MS * 3),
         "gateway 3 leaving the view",
@@ -260,11 +187,11 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
         took.as_millis(),
         killed_at.elapsed()
     );
-    drop(gateways);
+    drop(trio);
 }
 
-/// Runs `script` with confluent-kafka against three fresh gateways, bootstrapped at the
-/// first.
+/// Runs `script` with confluent-kafka against three fresh gateways, bootstrapped with
+/// all three.
 fn confluent_against_trio(name: &str, script: &str) {
     let client = Client::Python {
         module: "confluent_kafka",
@@ -275,28 +202,16 @@ fn confluent_against_trio(name: &str, script: &str) {
     let Some(bin) = iggy_server_bin(name) else {
         return;
     };
-    let iggy = IggyServer::start(&bin);
-    let (gateways, _) = trio(&iggy);
-    let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
-    until(Duration::from_secs(15), "three live gateways", || {
-        broker_ids(&metadata(addrs[0], "absent-topic-probe")) == vec![1, 2, 3]
-    });
-    run_against(
-        &gateways[0],
+    let mut trio = Trio::start(IggyServer::start(&bin), DEFAULT_LEASE);
+    trio.wait_live();
+    run_against_all(
+        &trio.refs(),
         name,
         client,
         script,
         &[],
         &support::topic_prefix(name),
         Duration::from_secs(180),
-    );
-}
-
-#[test]
-fn the_confluent_kafka_suite_passes_against_three_gateways() {
-    confluent_against_trio(
-        "confluent-kafka suite on three gateways",
-        "tests/clients/confluent_kafka_suite.py",
     );
 }
 
@@ -316,11 +231,12 @@ fn a_fenced_gateway_stops_with_exit_code_1() {
     let iggy = IggyServer::start(&bin);
     let ports: Vec<u16> = (0..2).map(|_| test_support::free_port()).collect();
     let brokers = format!("1@127.0.0.1:{},2@127.0.0.1:{}", ports[0], ports[1]);
-    let mut first = gateway(&iggy, 1, ports[0], &brokers);
-    // A second start of node id 1 (a restart while the old process still runs, on another
-    // port): its epoch is higher, so the first is fenced and must stop acting and exit.
+    let mut first = gateway(&iggy, 1, ports[0], ports[0], &brokers);
+    // A second start of node id 1 (a restart while the old process still runs, bound to
+    // another port but advertising the listed one): its epoch is higher, so the first is
+    // fenced and must stop acting and exit.
     let other = test_support::free_port();
-    let second = gateway(&iggy, 1, other, &brokers);
+    let second = gateway(&iggy, 1, other, ports[0], &brokers);
     let took = until(
         Duration::from_millis(SESSION_TIMEOUT_MS * 2),
         "the fenced gateway exiting",
@@ -337,4 +253,152 @@ fn a_fenced_gateway_stops_with_exit_code_1() {
     // The newer start keeps serving.
     let m = metadata(second.addr, "fenced-check");
     assert!(broker_ids(&m).contains(&1), "{m:?}");
+}
+
+/// The partition count each gateway's Metadata gives `topic` (`None`: not listed).
+fn partition_count(addr: SocketAddr, topic: &str) -> Option<usize> {
+    let m = metadata(addr, topic);
+    (m.topics[0].error_code == 0).then(|| m.topics[0].partitions.len())
+}
+
+/// Topic administration through whichever gateway: a topic created through one is
+/// listed by all, partitions added through another are seen by all, the first refuses to
+/// create it again, a retention set through one is described by all, and deleted through
+/// the third it is gone everywhere. DescribeCluster
+/// names the same controller and the three gateways on each.
+#[test]
+fn topic_admin_works_through_any_gateway() {
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsRequest, CreatePartitionsTopic,
+    };
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
+    use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
+    use kafka_protocol::messages::describe_configs_request::{
+        DescribeConfigsRequest, DescribeConfigsResource,
+    };
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+    };
+    let Some(bin) = iggy_server_bin("topic admin on three gateways") else {
+        return;
+    };
+    let mut trio = Trio::start(IggyServer::start(&bin), DEFAULT_LEASE);
+    trio.wait_live();
+    let addrs: Vec<SocketAddr> = trio.gateways.iter().map(|g| g.addr).collect();
+    let topic = format!("admin-{}", test_support::unique());
+    // Every gateway's view of topics comes from Iggy within the bridge's metadata age
+    // (1 s by default): poll for up to 10 s.
+    let everywhere = |what: &str, want: Option<usize>| {
+        until(Duration::from_secs(10), what, || {
+            addrs.iter().all(|a| partition_count(*a, &topic) == want)
+        });
+    };
+    let create = |addr: SocketAddr| {
+        let req = CreateTopicsRequest {
+            topics: vec![CreatableTopic {
+                name: ByteString::from(topic.clone()),
+                num_partitions: 3,
+                replication_factor: 1,
+                ..Default::default()
+            }],
+            timeout_ms: 10_000,
+            ..Default::default()
+        };
+        match call(addr, 5, req.into()) {
+            ResponseBody::CreateTopics(c) => c.topics[0].error_code,
+            other => panic!("not create topics: {other:?}"),
+        }
+    };
+    assert_eq!(create(addrs[1]), 0);
+    everywhere("the new topic listed with 3 partitions", Some(3));
+
+    let grow = CreatePartitionsRequest {
+        topics: vec![CreatePartitionsTopic {
+            name: ByteString::from(topic.clone()),
+            count: 6,
+            assignments: None,
+            ..Default::default()
+        }],
+        timeout_ms: 10_000,
+        ..Default::default()
+    };
+    let ResponseBody::CreatePartitions(r) = call(addrs[2], 2, grow.into()) else {
+        panic!("not create partitions");
+    };
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    everywhere("6 partitions listed", Some(6));
+    // TOPIC_ALREADY_EXISTS from the gateway that did not create it.
+    assert_eq!(create(addrs[0]), 36);
+
+    // A setting changed through one gateway is described by the others (each re-reads
+    // the meta stream's topic settings).
+    let alter = IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource_type: 2,
+            resource_name: ByteString::from(topic.clone()),
+            configs: vec![AlterableConfig {
+                name: ByteString::from_static("retention.ms"),
+                config_operation: 0,
+                value: Some(ByteString::from_static("4321000")),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let ResponseBody::IncrementalAlterConfigs(r) = call(addrs[1], 1, alter.into()) else {
+        panic!("not incremental alter configs");
+    };
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    let retention = |addr: SocketAddr| {
+        let req = DescribeConfigsRequest {
+            resources: vec![DescribeConfigsResource {
+                resource_type: 2,
+                resource_name: ByteString::from(topic.clone()),
+                configuration_keys: Some(vec![ByteString::from_static("retention.ms")]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let ResponseBody::DescribeConfigs(d) = call(addr, 4, req.into()) else {
+            panic!("not describe configs");
+        };
+        assert_eq!(d.results[0].error_code, 0, "{d:?}");
+        d.results[0].configs[0]
+            .value
+            .as_ref()
+            .map(ToString::to_string)
+    };
+    until(
+        Duration::from_secs(10),
+        "the new retention everywhere",
+        || {
+            addrs
+                .iter()
+                .all(|a| retention(*a).as_deref() == Some("4321000"))
+        },
+    );
+
+    let delete = DeleteTopicsRequest {
+        topic_names: vec![ByteString::from(topic.clone())],
+        timeout_ms: 10_000,
+        ..Default::default()
+    };
+    let ResponseBody::DeleteTopics(d) = call(addrs[0], 4, delete.into()) else {
+        panic!("not delete topics");
+    };
+    assert_eq!(d.responses[0].error_code, 0, "{d:?}");
+    everywhere("the deleted topic gone", None);
+
+    for a in &addrs {
+        let ResponseBody::DescribeCluster(c) =
+            call(*a, 0, DescribeClusterRequest::default().into())
+        else {
+            panic!("not describe cluster");
+        };
+        assert_eq!(c.error_code, 0);
+        assert_eq!(c.controller_id, 1, "the lowest live node id");
+        let ids: Vec<i32> = c.brokers.iter().map(|b| b.broker_id).collect();
+        assert_eq!(ids, vec![1, 2, 3]);
+    }
 }

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 pub mod attack;
 pub mod background;
 pub mod security;
+pub mod trio;
 
 pub use test_support::{IggyServer, read_lossy, scratch_dir, tail, unique};
 
@@ -479,6 +480,26 @@ pub fn run_against(
     prefix: &str,
     timeout: Duration,
 ) {
+    run_against_all(&[gateway], name, client, script, env, prefix, timeout);
+}
+
+/// [`run_against`] with several gateways: `BOOTSTRAP` is every gateway's address,
+/// separated by commas (each client script takes such a list), and a failure shows the
+/// log of each.
+pub fn run_against_all(
+    gateways: &[&Gateway],
+    name: &str,
+    client: Client,
+    script: &str,
+    env: &[(&str, &str)],
+    prefix: &str,
+    timeout: Duration,
+) {
+    let bootstrap = gateways
+        .iter()
+        .map(|g| g.addr.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let root = repo_root();
     let dir = scratch_dir("client");
     let out_path = dir.join("client.log");
@@ -517,7 +538,7 @@ pub fn run_against(
         cmd.env(k, v);
     }
     cmd.current_dir(&root)
-        .env("BOOTSTRAP", gateway.addr.to_string())
+        .env("BOOTSTRAP", &bootstrap)
         .env("TOPIC_PREFIX", prefix)
         .stdin(Stdio::null())
         .stdout(Stdio::from(out.try_clone().expect("clone log handle")))
@@ -543,18 +564,22 @@ pub fn run_against(
     let _ = fs::remove_dir_all(&dir);
     // captured by the harness; shown with --nocapture or when the test fails
     println!(
-        "--- {script} ({name}) against the gateway on {} in {elapsed:.1?} ---\n{output}",
-        gateway.addr
+        "--- {script} ({name}) against the gateway on {bootstrap} in {elapsed:.1?} ---\n{output}"
     );
     let verdict = match status {
         Some(s) if s.success() => return,
         Some(s) => format!("{name}: {script} failed ({s}) after {elapsed:.1?}"),
         None => format!("{name}: {script} did not finish within {timeout:?} (killed)"),
     };
+    // One gateway: its last 120 log lines; several: the last 80 of each.
+    let lines = if gateways.len() > 1 { 80 } else { 120 };
+    let logs: Vec<String> = gateways
+        .iter()
+        .map(|g| format!("=== gateway on {} ===\n{}", g.addr, g.output(lines)))
+        .collect();
     panic!(
-        "{verdict} against the gateway on {}.\n--- client output (last lines; all of it above) ---\n{}\n{}",
-        gateway.addr,
+        "{verdict} against the gateway on {bootstrap}.\n--- client output (last lines; all of it above) ---\n{}\n{}",
         tail(&output, 40),
-        gateway.output(120)
+        logs.join("\n")
     );
 }
