@@ -576,9 +576,34 @@ impl IggyBridge {
             left: AtomicBool::new(false),
             lapsed: AtomicBool::new(false),
         });
-        heartbeat(&shared, &writer, &first)
-            .await
-            .map_err(|e| BridgeError::Setup(format!("first heartbeat: {e}")))?;
+        // The first heartbeat may be slow (a busy Iggy, a cold connection): each attempt
+        // waits one heartbeat interval as usual, and join tries again until one session
+        // timeout has passed. A repeated heartbeat record is harmless.
+        let give_up = Instant::now() + shared.settings.session_timeout;
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            match heartbeat(&shared, &writer, &first).await {
+                Ok(()) => break,
+                Err(e) if Instant::now() + shared.settings.heartbeat_interval < give_up => {
+                    if attempts == 1 {
+                        tracing::warn!(error = %e, "first heartbeat not acknowledged, trying again");
+                    }
+                    tokio::time::sleep(
+                        shared
+                            .settings
+                            .heartbeat_interval
+                            .min(Duration::from_millis(200)),
+                    )
+                    .await;
+                }
+                Err(e) => {
+                    return Err(BridgeError::Setup(format!(
+                        "first heartbeat ({attempts} attempts): {e}"
+                    )));
+                }
+            }
+        }
         shared.publish();
         tracing::info!(
             node_id = shared.me.node_id,
