@@ -232,7 +232,10 @@ fn confluent_kafka_over_sasl_ssl() {
     trio.wait_live();
     let mut env = setup.script_env(Backend::Iggy, &ssl.join(","));
     env.push(("MECHANISMS", TRIO_MECHANISMS.into()));
-    env.push(("SCRAM_PROPAGATION_SECONDS", SCRAM_PROPAGATION_SECONDS.into()));
+    env.push((
+        "SCRAM_PROPAGATION_SECONDS",
+        SCRAM_PROPAGATION_SECONDS.into(),
+    ));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     run_against_all(
         &trio.refs(),

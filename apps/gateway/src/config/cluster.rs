@@ -315,11 +315,27 @@ mod tests {
         let ids: Vec<i32> = config.cluster.brokers.iter().map(|b| b.node_id).collect();
         assert_eq!(ids, vec![1, 2, 3]);
         assert!(config.cluster.has_others(2));
+        // No instance id of its own among several gateways: its node id.
+        assert_eq!(config.broker.instance_id, 2);
         assert_eq!(config.cluster.session_timeout, Duration::from_millis(6000));
         assert_eq!(
             config.cluster.heartbeat_interval,
             Duration::from_millis(500)
         );
+    }
+
+    #[test]
+    fn an_instance_id_set_is_kept_and_a_gateway_alone_keeps_zero() {
+        let mut pairs = with_bridge(&[
+            ("IGGY_KAFKA_NODE_ID", "2"),
+            ("IGGY_KAFKA_ADVERTISED_HOST", "gw2"),
+            ("IGGY_KAFKA_ADVERTISED_PORT", "9092"),
+            ("IGGY_KAFKA_BROKERS", "1@gw1:9092,2@gw2:9092"),
+            ("IGGY_KAFKA_INSTANCE_ID", "7"),
+        ]);
+        assert_eq!(load(None, env(&pairs)).unwrap().broker.instance_id, 7);
+        pairs.retain(|(k, _)| *k != "IGGY_KAFKA_BROKERS" && *k != "IGGY_KAFKA_INSTANCE_ID");
+        assert_eq!(load(None, env(&pairs)).unwrap().broker.instance_id, 0);
     }
 
     #[test]

@@ -387,6 +387,17 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     let memory = memory.validate(names)?;
     let mut bridge = bridge.validate(names)?;
     let cluster = cluster.validate(names, broker.node_id, bridge.config.is_some())?;
+    // Producer ids carry the instance id and must be unique across gateways: among
+    // several gateways, one without an instance id of its own takes its node id (unique
+    // in the list).
+    if cluster.has_others(broker.node_id) && !names.is_set("instance_id") {
+        broker.instance_id = u16::try_from(broker.node_id).map_err(|_| {
+            names.invalid(
+                "instance_id",
+                "must be set (0 to 65535) among several gateways when the node id is above 65535",
+            )
+        })?;
+    }
     let log_format = logging.validate(names)?;
     let single = security::Single {
         bind: listener.bind_addr,
