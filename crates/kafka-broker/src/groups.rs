@@ -624,10 +624,12 @@ async fn follow(
                 watching = changed.is_ok();
             }
             () = tokio::time::sleep(settings.recheck_interval) => {}
-            Some(done) = loads.join_next(), if !loads.is_empty() => {
-                if let Ok(shard) = done
+            Some(done) = loads.join_next_with_id(), if !loads.is_empty() => {
+                // Only the load the slot waits for: an earlier one for the same shard
+                // (lost and regained meanwhile) may finish after it was superseded.
+                if let Ok((id, shard)) = done
                     && let Some(slot) = slots.get_mut(shard as usize)
-                    && matches!(slot, Slot::Loading(_))
+                    && matches!(slot, Slot::Loading(h) if h.id() == id)
                 {
                     *slot = Slot::Loaded;
                 }
