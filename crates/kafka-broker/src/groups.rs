@@ -390,22 +390,8 @@ impl Groups {
 fn not_loaded(command: &Command) -> Response {
     let error = ErrorCode::COORDINATOR_LOAD_IN_PROGRESS;
     match command {
-        Command::Join(r, _) => Response::Join(JoinResponse {
-            error,
-            generation_id: -1,
-            protocol_type: None,
-            protocol_name: None,
-            leader: String::new(),
-            skip_assignment: false,
-            member_id: r.member_id.clone(),
-            members: Vec::new(),
-        }),
-        Command::Sync(..) => Response::Sync(SyncResponse {
-            error,
-            protocol_type: None,
-            protocol_name: None,
-            assignment: bytes::Bytes::new(),
-        }),
+        Command::Join(r, _) => Response::Join(JoinResponse::failed(r.member_id.clone(), error)),
+        Command::Sync(..) => Response::Sync(SyncResponse::failed(error)),
         Command::Leave(..) => Response::Leave(LeaveResponse {
             error,
             members: Vec::new(),
