@@ -14,65 +14,19 @@
 mod support;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::api::{decode_response, encode_request};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
-use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
-use kafka_protocol::messages::metadata_response::MetadataResponse;
 use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
-use kafka_protocol::messages::request_header::RequestHeader;
-use kafka_protocol::{ByteString, RequestBody, ResponseBody};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use kafka_protocol::{ByteString, ResponseBody};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use support::{Client, Gateway, IggyServer, bridge_env, iggy_server_bin, require, run_against};
+use support::cluster::{broker_ids, call, gateway, leaders, metadata, trio, until};
+use support::{Client, IggyServer, iggy_server_bin, require, run_against};
 
 const SESSION_TIMEOUT_MS: u64 = 3000;
 const PARTITIONS: i32 = 12;
-
-fn call(addr: SocketAddr, version: i16, body: RequestBody) -> ResponseBody {
-    let key = body.api_key();
-    let header = RequestHeader {
-        request_api_key: key.as_i16(),
-        request_api_version: version,
-        correlation_id: 9,
-        client_id: Some(ByteString::from_static("cluster-test")),
-        ..Default::default()
-    };
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(&encode_request(&header, &body).unwrap())
-        .unwrap();
-    let mut size = [0u8; 4];
-    s.read_exact(&mut size).unwrap();
-    let mut raw = vec![0u8; usize::try_from(u32::from_be_bytes(size)).unwrap()];
-    s.read_exact(&mut raw).unwrap();
-    decode_response(key, version, &Bytes::from(raw)).unwrap().1
-}
-
-fn metadata(addr: SocketAddr, topic: &str) -> MetadataResponse {
-    let req = MetadataRequest {
-        topics: Some(vec![MetadataRequestTopic {
-            name: Some(ByteString::from(topic.to_owned())),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    match call(addr, 12, req.into()) {
-        ResponseBody::Metadata(m) => m,
-        other => panic!("not metadata: {other:?}"),
-    }
-}
-
-fn broker_ids(m: &MetadataResponse) -> Vec<i32> {
-    m.brokers.iter().map(|b| b.node_id).collect()
-}
-
-fn leaders(m: &MetadataResponse) -> Vec<i32> {
-    m.topics[0].partitions.iter().map(|p| p.leader_id).collect()
-}
 
 fn produce(addr: SocketAddr, topic: &str, partition: i32) -> i16 {
     let records = vec![kafka_records::NewRecord {
@@ -108,56 +62,13 @@ fn produce(addr: SocketAddr, topic: &str, partition: i32) -> i16 {
     }
 }
 
-/// Polls `check` every 100 ms for up to `within`; returns how long it took.
-fn until(within: Duration, what: &str, mut check: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < within, "{what} not within {within:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    start.elapsed()
-}
-
-/// Three gateways on `iggy`, nodes 1 to 3, each listed in the same `IGGY_KAFKA_BROKERS`.
-fn trio(iggy: &IggyServer) -> (Vec<Gateway>, Vec<u16>) {
-    let ports: Vec<u16> = (0..3).map(|_| test_support::free_port()).collect();
-    let brokers = ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    let gateways = (0..3)
-        .map(|i| gateway(iggy, i + 1, ports[i as usize], &brokers))
-        .collect();
-    (gateways, ports)
-}
-
-fn gateway(iggy: &IggyServer, node_id: i32, port: u16, brokers: &str) -> Gateway {
-    let bind = format!("127.0.0.1:{port}");
-    let id = node_id.to_string();
-    let session = SESSION_TIMEOUT_MS.to_string();
-    let env = bridge_env(iggy);
-    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    all.extend([
-        ("IGGY_KAFKA_BIND_ADDR", bind.as_str()),
-        ("IGGY_KAFKA_NODE_ID", id.as_str()),
-        ("IGGY_KAFKA_INSTANCE_ID", id.as_str()),
-        ("IGGY_KAFKA_BROKERS", brokers),
-        ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", session.as_str()),
-        ("IGGY_KAFKA_CLUSTER_HEARTBEAT_INTERVAL_MS", "300"),
-        ("IGGY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"),
-    ]);
-    Gateway::start(&all)
-}
-
 #[test]
 fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     let Some(bin) = iggy_server_bin("three gateways") else {
         return;
     };
     let iggy = IggyServer::start(&bin);
-    let (mut gateways, ports) = trio(&iggy);
+    let (mut gateways, ports) = trio(&iggy, SESSION_TIMEOUT_MS);
     let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
 
     let topic = format!("cluster-{}", test_support::unique());
@@ -276,7 +187,7 @@ fn confluent_against_trio(name: &str, script: &str) {
         return;
     };
     let iggy = IggyServer::start(&bin);
-    let (gateways, _) = trio(&iggy);
+    let (gateways, _) = trio(&iggy, SESSION_TIMEOUT_MS);
     let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
     until(Duration::from_secs(15), "three live gateways", || {
         broker_ids(&metadata(addrs[0], "absent-topic-probe")) == vec![1, 2, 3]
@@ -316,11 +227,11 @@ fn a_fenced_gateway_stops_with_exit_code_1() {
     let iggy = IggyServer::start(&bin);
     let ports: Vec<u16> = (0..2).map(|_| test_support::free_port()).collect();
     let brokers = format!("1@127.0.0.1:{},2@127.0.0.1:{}", ports[0], ports[1]);
-    let mut first = gateway(&iggy, 1, ports[0], &brokers);
+    let mut first = gateway(&iggy, 1, ports[0], &brokers, SESSION_TIMEOUT_MS);
     // A second start of node id 1 (a restart while the old process still runs, on another
     // port): its epoch is higher, so the first is fenced and must stop acting and exit.
     let other = test_support::free_port();
-    let second = gateway(&iggy, 1, other, &brokers);
+    let second = gateway(&iggy, 1, other, &brokers, SESSION_TIMEOUT_MS);
     let took = until(
         Duration::from_millis(SESSION_TIMEOUT_MS * 2),
         "the fenced gateway exiting",

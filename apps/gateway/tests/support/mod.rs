@@ -19,6 +19,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod attack;
+pub mod cluster;
 pub mod security;
 
 pub use test_support::{IggyServer, read_lossy, scratch_dir, tail, unique};
@@ -478,10 +479,20 @@ pub fn run_against(
     prefix: &str,
     timeout: Duration,
 ) {
-    let root = repo_root();
-    let dir = scratch_dir("client");
-    let out_path = dir.join("client.log");
-    let out = File::create(&out_path).expect("create client log");
+    run_client(
+        &gateway.addr.to_string(),
+        &[gateway],
+        name,
+        (client, script),
+        env,
+        prefix,
+        timeout,
+    );
+}
+
+/// The command that runs `script` (relative to `root`) with `client`, in its own process
+/// group, from `root`, with stdin closed.
+fn client_command(root: &Path, client: Client, script: &str) -> Command {
     let path = root.join(script);
     let mut cmd = match client {
         Client::Python { .. } => {
@@ -512,13 +523,32 @@ pub fn run_against(
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
     }
+    cmd.current_dir(root).stdin(Stdio::null());
+    cmd
+}
+
+/// Runs `script` with `client` and `BOOTSTRAP=bootstrap` (one address or a comma-separated
+/// list), the given `TOPIC_PREFIX` and `env`; panics with its output and the logs of
+/// `gateways` unless it exits 0 within `timeout`. The caller has checked that the client
+/// is installed.
+pub fn run_client(
+    bootstrap: &str,
+    gateways: &[&Gateway],
+    name: &str,
+    (client, script): (Client, &str),
+    env: &[(&str, &str)],
+    prefix: &str,
+    timeout: Duration,
+) {
+    let dir = scratch_dir("client");
+    let out_path = dir.join("client.log");
+    let out = File::create(&out_path).expect("create client log");
+    let mut cmd = client_command(&repo_root(), client, script);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.current_dir(&root)
-        .env("BOOTSTRAP", gateway.addr.to_string())
+    cmd.env("BOOTSTRAP", bootstrap)
         .env("TOPIC_PREFIX", prefix)
-        .stdin(Stdio::null())
         .stdout(Stdio::from(out.try_clone().expect("clone log handle")))
         .stderr(Stdio::from(out));
     let started = Instant::now();
@@ -541,19 +571,75 @@ pub fn run_against(
     let output = read_lossy(&out_path);
     let _ = fs::remove_dir_all(&dir);
     // captured by the harness; shown with --nocapture or when the test fails
-    println!(
-        "--- {script} ({name}) against the gateway on {} in {elapsed:.1?} ---\n{output}",
-        gateway.addr
-    );
+    println!("--- {script} ({name}) against {bootstrap} in {elapsed:.1?} ---\n{output}");
     let verdict = match status {
         Some(s) if s.success() => return,
         Some(s) => format!("{name}: {script} failed ({s}) after {elapsed:.1?}"),
         None => format!("{name}: {script} did not finish within {timeout:?} (killed)"),
     };
+    let logs: Vec<String> = gateways.iter().map(|g| g.output(120)).collect();
     panic!(
-        "{verdict} against the gateway on {}.\n--- client output (last lines; all of it above) ---\n{}\n{}",
-        gateway.addr,
+        "{verdict} against {bootstrap}.\n--- client output (last lines; all of it above) ---\n{}\n{}",
         tail(&output, 40),
-        gateway.output(120)
+        logs.join("\n")
     );
+}
+
+/// A client script running in the background (see [`Background::spawn`]); its whole
+/// process group is killed on drop.
+pub struct Background {
+    script: Script,
+    /// Where its stdout and stderr go.
+    pub log: PathBuf,
+}
+
+impl Background {
+    /// Starts `script` with `client`, `BOOTSTRAP=bootstrap` and `env`, its output to `log`,
+    /// and returns at once.
+    pub fn spawn(
+        (client, script): (Client, &str),
+        bootstrap: &str,
+        env: &[(&str, &str)],
+        log: PathBuf,
+    ) -> Background {
+        let out = File::create(&log).expect("create client log");
+        let mut cmd = client_command(&repo_root(), client, script);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.env("BOOTSTRAP", bootstrap)
+            .stdout(Stdio::from(out.try_clone().expect("clone log handle")))
+            .stderr(Stdio::from(out));
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {script}: {e}"));
+        Background {
+            script: Script { child },
+            log,
+        }
+    }
+
+    /// How it exited, if it has.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        self.script.child.try_wait().ok().flatten()
+    }
+
+    /// Waits up to `timeout` for it to exit; `None` if it is still running.
+    pub fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.exit_status() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The last `lines` lines of its output.
+    pub fn output(&self, lines: usize) -> String {
+        tail(&read_lossy(&self.log), lines)
+    }
 }

@@ -1,0 +1,439 @@
+//! Failover of three gateways on one Iggy under real clients.
+//!
+//! Load: an idempotent confluent-kafka producer (acks=all) sends numbered records to every
+//! partition of a topic, and a two-member consumer group (two processes, manual commits
+//! after processing) reads them; every acknowledgement, read and accepted commit is logged
+//! with its time (`tests/clients/failover/`). All clients are bootstrapped with the three
+//! gateways.
+//!
+//! The gateway that coordinates the group (and leads some partitions) then fails:
+//! - killed with SIGKILL, then started again at its address and node id;
+//! - paused with SIGSTOP until the others dropped it from their view (its lease has lapsed
+//!   by then), then resumed with SIGCONT: it must not act on the ownership it lost. It
+//!   stops with exit code 1 (the gateway's promise for a lapsed lease) and is started
+//!   again, as its supervisor would.
+//!
+//! Each run checks that leadership left the failed gateway (Metadata of the others), that
+//! the producer and the group resume on every partition the failed gateway led, that the
+//! restarted gateway rejoins (three brokers everywhere, its partitions back), and at the
+//! end that every acknowledged record is in the log exactly once, no record twice, the
+//! group read every acknowledged record, no member read below an offset already committed,
+//! and the stored commits are the last accepted ones. Times from the failure to the first
+//! acknowledged produce, read and commit are printed as `MEASURED:` lines (never asserted).
+//!
+//! Needs `IGGY_SERVER_BIN` and confluent-kafka (`scripts/install-clients.sh`); prints
+//! `SKIPPED:` without them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::cluster::{
+    broker_ids, broker_list, coordinator, create_topic, gateway, leaders, metadata, signal, trio,
+    until,
+};
+use support::{Background, Client, Gateway, IggyServer, iggy_server_bin, require, run_client};
+
+const CONFLUENT: Client = Client::Python {
+    module: "confluent_kafka",
+};
+const SESSION_TIMEOUT_MS: u64 = 3000;
+const PARTITIONS: i32 = 6;
+/// How long the clients get to resume after a failure or a restart (generous: a wait,
+/// not a measurement).
+const RESUME_TIMEOUT_SECS: &str = "120";
+/// How long the load runs undisturbed once it has reached a new state (warmed up,
+/// resumed after the failure, after the restart), so each phase has records and commits.
+const STEADY: Duration = Duration::from_secs(4);
+
+/// How the coordinator gateway fails.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Failure {
+    Kill,
+    Pause,
+}
+
+fn wall_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+fn join(items: impl IntoIterator<Item = impl ToString>) -> String {
+    items
+        .into_iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The running gateways (index: node id - 1; `None` while one is down) and where they are.
+struct Cluster<'a> {
+    iggy: &'a IggyServer,
+    gateways: Vec<Option<Gateway>>,
+    ports: Vec<u16>,
+}
+
+impl Cluster<'_> {
+    fn addr(&self, node: i32) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.ports[index(node)]))
+    }
+
+    fn bootstrap(&self) -> String {
+        join((1..=3).map(|n| self.addr(n)))
+    }
+
+    fn running(&self) -> Vec<&Gateway> {
+        self.gateways.iter().flatten().collect()
+    }
+
+    fn start(&mut self, node: i32) {
+        let brokers = broker_list(&self.ports);
+        let port = self.ports[index(node)];
+        self.gateways[index(node)] =
+            Some(gateway(self.iggy, node, port, &brokers, SESSION_TIMEOUT_MS));
+    }
+}
+
+fn index(node: i32) -> usize {
+    usize::try_from(node - 1).unwrap()
+}
+
+/// The load: one producer and two group members, and their event files.
+struct Load {
+    dir: PathBuf,
+    producer: Background,
+    members: Vec<Background>,
+    env: Vec<(&'static str, String)>,
+}
+
+impl Load {
+    fn start(bootstrap: &str, topic: &str, group: &str) -> Load {
+        let dir = support::scratch_dir("failover");
+        let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+        let partitions = PARTITIONS.to_string();
+        let producer = Background::spawn(
+            (CONFLUENT, "tests/clients/failover/producer.py"),
+            bootstrap,
+            &[
+                ("TOPIC", topic),
+                ("PARTITIONS", &partitions),
+                ("EVENTS", &path("producer.events")),
+                ("STOP", &path("producer.stop")),
+            ],
+            dir.join("producer.log"),
+        );
+        let members = ["member-a", "member-b"]
+            .iter()
+            .map(|name| {
+                Background::spawn(
+                    (CONFLUENT, "tests/clients/failover/consumer.py"),
+                    bootstrap,
+                    &[
+                        ("TOPIC", topic),
+                        ("GROUP", group),
+                        ("NAME", name),
+                        ("EVENTS", &path(&format!("{name}.events"))),
+                        ("STOP", &path("members.stop")),
+                    ],
+                    dir.join(format!("{name}.log")),
+                )
+            })
+            .collect();
+        let env = vec![
+            ("TOPIC", topic.to_owned()),
+            ("PARTITIONS", partitions),
+            ("GROUP", group.to_owned()),
+            ("PRODUCER_EVENTS", path("producer.events")),
+            (
+                "MEMBER_EVENTS",
+                format!("{},{}", path("member-a.events"), path("member-b.events")),
+            ),
+            ("MEMBERS_STOP", path("members.stop")),
+        ];
+        Load {
+            dir,
+            producer,
+            members,
+            env,
+        }
+    }
+
+    /// The clients' output, for a failure message.
+    fn output(&self) -> String {
+        let mut out = format!("--- producer ---\n{}", self.producer.output(30));
+        for (i, m) in self.members.iter().enumerate() {
+            out.push_str(&format!("\n--- member {i} ---\n{}", m.output(30)));
+        }
+        out
+    }
+
+    /// Runs `check.py` in `phase` with `extra` settings; panics with every log if it fails.
+    fn check(&self, cluster: &Cluster<'_>, name: &str, phase: &str, extra: &[(&str, String)]) {
+        let mut env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        env.push(("PHASE", phase));
+        env.extend(extra.iter().map(|(k, v)| (*k, v.as_str())));
+        let started = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_client(
+                &cluster.bootstrap(),
+                &cluster.running(),
+                name,
+                (CONFLUENT, "tests/clients/failover/check.py"),
+                &env,
+                "",
+                Duration::from_secs(300),
+            );
+        }));
+        if let Err(e) = result {
+            eprintln!(
+                "{name}: check {phase} failed after {:?}; clients:\n{}",
+                started.elapsed(),
+                self.output()
+            );
+            std::panic::resume_unwind(e);
+        }
+    }
+
+    /// Waits until, after `since_ms`, every partition in `parts` was acknowledged, read and
+    /// committed again (and, with `all_members`, each member committed); prints the times.
+    fn progress(
+        &mut self,
+        cluster: &Cluster<'_>,
+        label: &str,
+        since_ms: u64,
+        parts: &[i32],
+        all: bool,
+    ) {
+        let output = self.output();
+        for c in std::iter::once(&mut self.producer).chain(&mut self.members) {
+            if let Some(status) = c.exit_status() {
+                panic!("{label}: a client exited early ({status}):\n{output}");
+            }
+        }
+        self.check(
+            cluster,
+            label,
+            "progress",
+            &[
+                ("SINCE_MS", since_ms.to_string()),
+                ("PARTS", join(parts)),
+                ("LABEL", label.to_owned()),
+                ("TIMEOUT", RESUME_TIMEOUT_SECS.to_owned()),
+                ("ALL_MEMBERS", if all { "1" } else { "0" }.to_owned()),
+            ],
+        );
+    }
+
+    fn stop_producer(&mut self) {
+        std::fs::write(self.dir.join("producer.stop"), b"").unwrap();
+        let status = self.producer.wait(Duration::from_secs(300));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "the producer did not stop cleanly ({status:?}):\n{}",
+            self.output()
+        );
+    }
+
+    fn members_exited(&mut self) {
+        for m in &mut self.members {
+            let status = m.wait(Duration::from_secs(60));
+            assert!(status.is_some_and(|s| s.success()), "{status:?}");
+        }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The event files are the evidence of what went wrong.
+            eprintln!("client event files kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Every gateway of `nodes` lists exactly `nodes` in Metadata and none of `topic`'s
+/// partitions is led outside them.
+fn settled(cluster: &Cluster<'_>, topic: &str, nodes: &[i32]) -> bool {
+    nodes.iter().all(|n| {
+        let m = metadata(cluster.addr(*n), topic);
+        broker_ids(&m) == nodes && leaders(&m).iter().all(|l| nodes.contains(l))
+    })
+}
+
+fn ms_since(start: Instant) -> u128 {
+    start.elapsed().as_millis()
+}
+
+/// The scenarios run one at a time: each starts an Iggy server, three gateways and four
+/// client processes, and their timings mean more on a quiet machine.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn run(failure: Failure) {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let name = match failure {
+        Failure::Kill => "failover after SIGKILL",
+        Failure::Pause => "failover after SIGSTOP",
+    };
+    if !require(name, CONFLUENT) {
+        return;
+    }
+    let Some(bin) = iggy_server_bin(name) else {
+        return;
+    };
+    let iggy = IggyServer::start(&bin);
+    let (gateways, ports) = trio(&iggy, SESSION_TIMEOUT_MS);
+    let mut cluster = Cluster {
+        iggy: &iggy,
+        gateways: gateways.into_iter().map(Some).collect(),
+        ports,
+    };
+    let prefix = support::topic_prefix(name);
+    let topic = format!("{prefix}-topic");
+    until(Duration::from_secs(15), "three live gateways", || {
+        settled(&cluster, "absent-topic-probe", &[1, 2, 3])
+    });
+    create_topic(cluster.addr(1), &topic, PARTITIONS);
+    until(Duration::from_secs(15), "the leaders agreed", || {
+        let first = leaders(&metadata(cluster.addr(1), &topic));
+        (2..=3).all(|n| leaders(&metadata(cluster.addr(n), &topic)) == first)
+    });
+    let placed = leaders(&metadata(cluster.addr(1), &topic));
+
+    // A group whose coordinator also leads partitions of the topic.
+    let (group, victim) = (0..100)
+        .map(|i| format!("{prefix}-group-{i}"))
+        .find_map(|g| {
+            let c = coordinator(cluster.addr(1), &g)?;
+            placed.contains(&c).then_some((g, c))
+        })
+        .expect("a group coordinated by a partition leader");
+    let victim_parts: Vec<i32> = (0..PARTITIONS)
+        .filter(|p| placed[usize::try_from(*p).unwrap()] == victim)
+        .collect();
+    let survivors: Vec<i32> = (1..=3).filter(|n| *n != victim).collect();
+    eprintln!(
+        "{name}: leaders {placed:?}; gateway {victim} coordinates {group} and leads {victim_parts:?}"
+    );
+
+    let mut load = Load::start(&cluster.bootstrap(), &topic, &group);
+    let all: Vec<i32> = (0..PARTITIONS).collect();
+    load.progress(&cluster, "warm-up", wall_ms(), &all, true);
+    std::thread::sleep(STEADY);
+
+    // The failure.
+    let failed_at = wall_ms();
+    let failed = Instant::now();
+    let label = match failure {
+        Failure::Kill => {
+            drop(cluster.gateways[index(victim)].take()); // SIGKILL
+            format!("after SIGKILL of gateway {victim}")
+        }
+        Failure::Pause => {
+            signal(cluster.gateways[index(victim)].as_ref().unwrap(), "STOP");
+            format!("after SIGSTOP of gateway {victim}")
+        }
+    };
+    until(
+        Duration::from_millis(SESSION_TIMEOUT_MS * 5),
+        "leadership leaving the failed gateway",
+        || settled(&cluster, &topic, &survivors),
+    );
+    let moved = ms_since(failed);
+    let after = leaders(&metadata(cluster.addr(survivors[0]), &topic));
+    for (p, (before, now)) in placed.iter().zip(&after).enumerate() {
+        if *before == victim {
+            assert_ne!(*now, victim, "partition {p}");
+        } else {
+            assert_eq!(
+                before, now,
+                "partition {p}: only the failed gateway's moved"
+            );
+        }
+    }
+    let new_coordinator = coordinator(cluster.addr(survivors[0]), &group);
+    assert!(
+        new_coordinator.is_some_and(|c| c != victim),
+        "{new_coordinator:?}"
+    );
+    eprintln!(
+        "MEASURED: {label}: gone from the others' Metadata, its partitions led by {after:?}, after {moved} ms (session timeout {SESSION_TIMEOUT_MS} ms)"
+    );
+
+    if failure == Failure::Pause {
+        // Past its lease by now (the others keep a silent gateway a full session timeout;
+        // its lease ends one heartbeat interval earlier). Resumed, it must stop serving as
+        // an owner and exit with 1.
+        std::thread::sleep(Duration::from_millis(1000));
+        let paused = cluster.gateways[index(victim)].as_mut().unwrap();
+        signal(paused, "CONT");
+        let resumed = Instant::now();
+        until(
+            Duration::from_secs(30),
+            "the resumed gateway exiting",
+            || !paused.is_running(),
+        );
+        let status = paused.exit_status().expect("exited");
+        let out = paused.output(40);
+        assert_eq!(status.code(), Some(1), "{out}");
+        assert!(
+            out.contains("lost its lease") && out.contains("no heartbeat reached Iggy"),
+            "the reason is logged: {out}"
+        );
+        eprintln!(
+            "MEASURED: {label}: paused {} ms; after SIGCONT it stopped (exit code 1) within {} ms",
+            resumed.duration_since(failed).as_millis(),
+            ms_since(resumed)
+        );
+        cluster.gateways[index(victim)] = None;
+    }
+    load.progress(&cluster, &label, failed_at, &victim_parts, false);
+    std::thread::sleep(STEADY);
+
+    // Started again (a supervisor's restart): it rejoins and takes its partitions back.
+    let restarted_at = wall_ms();
+    let restarted = Instant::now();
+    cluster.start(victim);
+    until(
+        Duration::from_secs(30),
+        "the restarted gateway rejoining",
+        || {
+            settled(&cluster, &topic, &[1, 2, 3])
+                && (1..=3).all(|n| leaders(&metadata(cluster.addr(n), &topic)) == placed)
+        },
+    );
+    eprintln!(
+        "MEASURED: gateway {victim} restarted: listed by all three and leading {victim_parts:?} again {} ms after its start",
+        ms_since(restarted)
+    );
+    let label = format!("after gateway {victim} rejoined");
+    load.progress(&cluster, &label, restarted_at, &all, false);
+    std::thread::sleep(STEADY);
+
+    load.stop_producer();
+    load.check(&cluster, name, "verify", &[]);
+    load.members_exited();
+}
+
+#[test]
+#[ignore = "the new coordinator does not continue the group yet (group state and commits in Iggy: h-gstate, h-glog)"]
+fn sigkill_of_the_coordinator_loses_and_doubles_nothing() {
+    run(Failure::Kill);
+}
+
+#[test]
+#[ignore = "the new coordinator does not continue the group yet (group state and commits in Iggy: h-gstate, h-glog)"]
+fn sigstop_past_the_lease_acts_on_no_stale_ownership() {
+    run(Failure::Pause);
+}
