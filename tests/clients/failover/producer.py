@@ -6,7 +6,7 @@ delivery report goes to EVENTS: `{"ack":[n,partition,offset]}` or
 `{"fail":[n,error]}`; client errors as `{"error":...,"fatal":bool}`; at the end
 `{"done":sent,"left":unconfirmed}`.
 
-Env: BOOTSTRAP (comma-separated), TOPIC, PARTITIONS, EVENTS, STOP, RATE (default 100).
+Env: BOOTSTRAP (comma-separated), TOPIC, PARTITIONS, EVENTS, STOP, RATE (default 300).
 """
 import os
 import time
@@ -19,7 +19,7 @@ BOOTSTRAP = os.environ["BOOTSTRAP"]
 TOPIC = os.environ["TOPIC"]
 PARTITIONS = int(os.environ["PARTITIONS"])
 STOP = os.environ["STOP"]
-RATE = float(os.environ.get("RATE", "100"))
+RATE = float(os.environ.get("RATE", "300"))
 events = Events(os.environ["EVENTS"])
 
 
