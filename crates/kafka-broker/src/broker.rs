@@ -48,7 +48,8 @@ pub(crate) struct Broker {
     /// authorizer does.
     pub(crate) authorization_enabled: bool,
     /// The gateways sharing the store: who leads which partition and coordinates which
-    /// group (a gateway alone: itself).
+    /// group (a gateway alone: itself). Set with [`Broker::set_membership`], which also
+    /// has the coordinator follow it.
     pub(crate) membership: Arc<dyn Membership>,
 }
 
@@ -62,7 +63,16 @@ impl Broker {
             Arc::new(crate::quotas::MemoryQuotaStore::default()),
         )
         .unwrap_or_else(|_| unreachable!("the memory quota store cannot fail"));
-        Broker::with_quotas(config, stores, pipeline, Arc::new(quotas))
+        let broker = Broker::with_quotas(config, stores, pipeline, Arc::new(quotas));
+        broker.groups.follow(Arc::clone(&broker.membership));
+        broker
+    }
+
+    /// Routes by `membership` from now on, and loads the coordinator shards it places
+    /// here (what an earlier membership loaded is let go first).
+    pub(crate) fn set_membership(&mut self, membership: Arc<dyn Membership>) {
+        self.groups.follow(Arc::clone(&membership));
+        self.membership = membership;
     }
 
     pub(crate) fn with_quotas(
@@ -86,6 +96,7 @@ impl Broker {
                 max_groups: config.limits.max_groups_with_offsets,
             },
             Arc::clone(&stores.offsets),
+            config.group_state.clone(),
         );
         let alone = Arc::new(SingleMember::new(Member {
             node_id: config.node_id,

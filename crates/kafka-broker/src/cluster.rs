@@ -11,14 +11,22 @@
 //! ```text
 //! weight(node, key) = mix64(fnv1a64(be32(node_id) ++ key))
 //! key (partition)   = "p" ++ be32(len(topic)) ++ topic ++ be32(partition)
-//! key (group)       = "g" ++ be32(len(group)) ++ group
+//! key (group shard) = "s" ++ be32(shard)
 //! ```
 //!
 //! `fnv1a64` is 64-bit FNV-1a (offset basis `0xcbf29ce484222325`, prime `0x100000001b3`);
 //! `mix64` is the MurmurHash3 64-bit finaliser, which spreads FNV's weak high bits. There
 //! is no per-process seed. Equal weights (practically never) go to the lower node id.
+//!
+//! Groups are not placed one by one: each lives in one of
+//! [`GROUP_SHARDS`](kafka_store::cluster::GROUP_SHARDS) coordinator shards
+//! ([`group_shard`]), and the shard is what is placed. A shard moves as a whole, so the
+//! gateway taking it over reads that shard's stored group states and offsets once
+//! (`OffsetStore::acquire_shard`) and then serves every group in it, and each shard has one
+//! writer at a time, like a partition of Kafka's `__consumer_offsets`. With 16 shards the
+//! spread over a few gateways is coarse (three gateways hold about 5 or 6 shards each).
 
-use kafka_store::cluster::{LiveView, Member, Membership};
+use kafka_store::cluster::{GROUP_SHARDS, LiveView, Member, Membership, group_shard};
 use std::sync::Arc;
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -56,12 +64,9 @@ fn partition_key(topic: &str, partition: i32) -> Vec<u8> {
     k
 }
 
-fn group_key(group: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(5 + group.len());
-    k.push(b'g');
-    k.extend_from_slice(&len32(group).to_be_bytes());
-    k.extend_from_slice(group.as_bytes());
-    k
+fn shard_key(shard: u32) -> [u8; 5] {
+    let b = shard.to_be_bytes();
+    [b's', b[0], b[1], b[2], b[3]]
 }
 
 /// A string's length as the key encodes it (lengths past `u32::MAX` saturate; Kafka
@@ -86,10 +91,15 @@ pub fn leader(view: &LiveView, topic: &str, partition: i32) -> Option<i32> {
     )
 }
 
-/// The coordinator of the group (or other coordinator key) `key` in `view`; `None` when
-/// the view is empty.
+/// The coordinator of coordinator shard `shard` in `view`; `None` when the view is empty.
+pub fn shard_coordinator(view: &LiveView, shard: u32) -> Option<i32> {
+    owner(view.members.iter().map(|m| m.node_id), &shard_key(shard))
+}
+
+/// The coordinator of the group (or other coordinator key) `key` in `view`: the
+/// coordinator of its shard; `None` when the view is empty.
 pub fn coordinator(view: &LiveView, key: &str) -> Option<i32> {
-    owner(view.members.iter().map(|m| m.node_id), &group_key(key))
+    shard_coordinator(view, group_shard(key))
 }
 
 /// The controller Metadata and DescribeCluster name: the lowest live node id.
@@ -124,7 +134,19 @@ impl Route {
 
     /// Whether this gateway coordinates the group `key`.
     pub(crate) fn coordinates(&self, key: &str) -> bool {
-        self.owner && coordinator(&self.view, key) == Some(self.me)
+        self.coordinates_shard(group_shard(key))
+    }
+
+    /// Whether this gateway coordinates coordinator shard `shard`.
+    pub(crate) fn coordinates_shard(&self, shard: u32) -> bool {
+        self.owner && shard_coordinator(&self.view, shard) == Some(self.me)
+    }
+
+    /// The shards this gateway coordinates, as a bit set (bit `s` for shard `s`).
+    pub(crate) fn shards(&self) -> u32 {
+        (0..GROUP_SHARDS)
+            .filter(|s| self.coordinates_shard(*s))
+            .fold(0, |set, s| set | (1 << s))
     }
 }
 
@@ -162,6 +184,9 @@ mod tests {
         }
     }
 
+    const PINNED_THREE: [i32; 16] = [1, 1, 1, 2, 1, 2, 1, 2, 1, 3, 3, 2, 2, 3, 3, 2];
+    const PINNED_TWO: [i32; 16] = [1, 1, 1, 2, 1, 2, 1, 2, 1, 1, 1, 2, 2, 2, 2, 2];
+
     #[test]
     fn the_hash_is_fixed() {
         // FNV-1a of the empty input is the offset basis; of "a" the published value.
@@ -192,24 +217,45 @@ mod tests {
     }
 
     #[test]
-    fn partitions_and_groups_are_balanced() {
+    fn partitions_are_balanced() {
         let v = view(&[1, 2, 3]);
         let mut leaders = [0usize; 3];
-        let mut coordinators = [0usize; 3];
         let n = 30_000;
         for i in 0..n {
             let l = leader(&v, &format!("topic-{}", i % 100), i / 100).unwrap_or(0);
             leaders[usize::try_from(l - 1).unwrap_or(0)] += 1;
-            let c = coordinator(&v, &format!("group-{i}")).unwrap_or(0);
-            coordinators[usize::try_from(c - 1).unwrap_or(0)] += 1;
         }
         // Each node within 5% of a third.
-        for count in leaders.iter().chain(coordinators.iter()) {
+        for count in &leaders {
             let share = *count as f64 / f64::from(n);
-            assert!(
-                (share - 1.0 / 3.0).abs() < 0.05,
-                "{leaders:?} {coordinators:?}"
+            assert!((share - 1.0 / 3.0).abs() < 0.05, "{leaders:?}");
+        }
+    }
+
+    #[test]
+    fn the_placement_of_shards_is_fixed() {
+        // Every build must agree: these are the owners of shards 0..16 over nodes 1, 2, 3
+        // and over 1, 2 (the keys and weights of the module docs).
+        let owners = |ids: &[i32]| -> Vec<i32> {
+            let v = view(ids);
+            (0..GROUP_SHARDS)
+                .map(|s| shard_coordinator(&v, s).unwrap_or(-1))
+                .collect()
+        };
+        assert_eq!(owners(&[1, 2, 3]), PINNED_THREE.to_vec());
+        assert_eq!(owners(&[1, 2]), PINNED_TWO.to_vec());
+        // A group follows its shard.
+        let v = view(&[1, 2, 3]);
+        for g in ["", "a", "orders", "group-17"] {
+            assert_eq!(
+                coordinator(&v, g),
+                shard_coordinator(&v, group_shard(g)),
+                "{g}"
             );
+        }
+        // Each of three gateways coordinates some shards.
+        for node in [1, 2, 3] {
+            assert!(PINNED_THREE.iter().filter(|n| **n == node).count() >= 3);
         }
     }
 

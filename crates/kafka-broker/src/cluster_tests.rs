@@ -116,7 +116,7 @@ async fn gateway(ids: &[i32]) -> Gateway {
     };
     let mut broker = Broker::new(config, stores, crate::pipeline::Pipeline::default());
     let fake = Fake::new(1, ids);
-    broker.membership = fake.clone();
+    broker.set_membership(fake.clone());
     Gateway {
         broker,
         store,

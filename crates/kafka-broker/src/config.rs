@@ -34,12 +34,44 @@ pub struct BrokerConfig {
     /// Consumer-group coordinator settings (session timeout bounds, initial rebalance
     /// delay, group and member limits).
     pub groups: kafka_groups::GroupConfig,
+    /// How coordinator shards are loaded and group states written (several gateways).
+    pub group_state: GroupStateSettings,
     /// Client quotas: default rates and how usage is measured.
     pub quotas: crate::quotas::QuotaConfig,
     /// SASL authentication bounds, session lifetime and who may manage users.
     pub sasl: SaslSettings,
     /// Whether and how requests are authorized.
     pub authorization: AuthorizationSettings,
+}
+
+/// Loading coordinator shards and writing group states (see the `groups` module of this
+/// crate, and `docs/deployment.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStateSettings {
+    /// How long a group request for a shard being loaded waits for the load before it is
+    /// answered `COORDINATOR_LOAD_IN_PROGRESS` (Kafka answers at once; a short wait hides
+    /// quick loads from clients). Default 1 s, at most 30 s.
+    pub load_wait: Duration,
+    /// First wait before a failed shard load (acquire, or reading its group states) or a
+    /// failed group-state write is retried; it doubles per failure up to
+    /// `load_retry_max`. Default 100 ms.
+    pub load_retry_min: Duration,
+    /// Longest wait between retries. Default 5 s.
+    pub load_retry_max: Duration,
+    /// How often the membership is re-checked besides its change notifications (a lease
+    /// lost does not change the view). Default 1 s.
+    pub recheck_interval: Duration,
+}
+
+impl Default for GroupStateSettings {
+    fn default() -> Self {
+        GroupStateSettings {
+            load_wait: Duration::from_secs(1),
+            load_retry_min: Duration::from_millis(100),
+            load_retry_max: Duration::from_secs(5),
+            recheck_interval: Duration::from_secs(1),
+        }
+    }
 }
 
 /// How requests are authorized (super users are [`SaslSettings::super_users`]).
@@ -138,6 +170,7 @@ impl Default for BrokerConfig {
                     .unwrap_or(0),
                 ..kafka_groups::GroupConfig::default()
             },
+            group_state: GroupStateSettings::default(),
             quotas: crate::quotas::QuotaConfig::default(),
             sasl: SaslSettings::default(),
             authorization: AuthorizationSettings::default(),
@@ -234,6 +267,14 @@ pub struct Limits {
     /// Most producer entries kept: per-partition producer states and handed-out ids each
     /// (the least recently used hundredth is dropped when full).
     pub max_producer_states: usize,
+    /// Most bytes of a partition's log read back to rebuild its idempotent producers'
+    /// state when this gateway starts leading the partition (or starts), before its
+    /// first idempotent batch is checked (Kafka has no such setting: it keeps producer
+    /// snapshots next to its log). A producer whose last batches lie further back than
+    /// this is treated as unknown, so a retry of such an old batch is accepted as new;
+    /// a larger window costs more reading on every leadership move. 0 turns recovery
+    /// off (every producer is unknown after a move or a restart).
+    pub producer_state_recovery_bytes: usize,
     /// Threads that decompress and check produced batches and scan partitions by
     /// timestamp, off the connections' workers.
     pub validation_threads: usize,
@@ -280,6 +321,7 @@ impl Default for Limits {
             message_timestamp_after_max_ms: 3_600_000,
             producer_id_expiration: Duration::from_secs(86_400),
             max_producer_states: 100_000,
+            producer_state_recovery_bytes: 4 * 1024 * 1024,
             validation_threads: 2,
             inline_validation_bytes: 64 * 1024,
             max_decompressed_request_bytes: 128 * 1024 * 1024,
@@ -541,6 +583,12 @@ impl BrokerConfig {
                 "must be between 1 and 2147483647 bytes",
             );
         }
+        if limits.producer_state_recovery_bytes > i32_max {
+            return bad(
+                "limits.producer_state_recovery_bytes",
+                "must be at most 2147483647 bytes",
+            );
+        }
         if limits.max_records_per_batch > i32_max {
             return bad("limits.max_records_per_batch", "must be at most 2147483647");
         }
@@ -557,6 +605,27 @@ impl BrokerConfig {
                     limits.max_partitions_per_topic
                 ),
             });
+        }
+        let gs = &self.group_state;
+        if gs.load_wait > Duration::from_secs(30) {
+            return bad("group_state.load_wait", "must be at most 30 seconds");
+        }
+        if gs.load_retry_min < Duration::from_millis(1) || gs.load_retry_min > gs.load_retry_max
+        {
+            return bad(
+                "group_state.load_retry_min",
+                "must be at least 1 ms and at most load_retry_max",
+            );
+        }
+        if gs.load_retry_max > Duration::from_secs(600) {
+            return bad("group_state.load_retry_max", "must be at most 10 minutes");
+        }
+        if gs.recheck_interval < Duration::from_millis(10) || gs.recheck_interval > MAX_DURATION
+        {
+            return bad(
+                "group_state.recheck_interval",
+                "must be between 10 ms and 7 days",
+            );
         }
         if limits.offsets_retention < Duration::from_secs(1)
             || limits.offsets_retention > MAX_OFFSETS_RETENTION

@@ -6,27 +6,91 @@
 //! answer the coordinator releases back to the waiting handler. JoinGroup and SyncGroup
 //! answers may come much later than their requests: the handler simply awaits them.
 //!
+//! # Coordinator shards
+//!
+//! Every group lives in one of [`GROUP_SHARDS`] shards
+//! ([`kafka_store::cluster::group_shard`]), and the live view places each shard on one
+//! gateway ([`crate::cluster`]). A follower task watches the membership (its view
+//! changes, and a re-check every [`GroupStateSettings::recheck_interval`] for the lease):
+//!
+//! - a shard this gateway newly coordinates is *loaded*: `acquire_shard` (the store makes
+//!   what other gateways wrote to it current), `group_states` (each blob decoded and
+//!   restored into the coordinator: the group is back Stable or Empty in its generation,
+//!   its members' sessions restarting now), then the shard is marked loaded. A failed
+//!   acquire or read is retried with a doubling backoff
+//!   ([`GroupStateSettings::load_retry_min`] to [`GroupStateSettings::load_retry_max`]).
+//!   A blob that does not decode or restore leaves that group to start empty (its
+//!   committed offsets are still there), with one warning per group.
+//! - a shard lost is *unloaded*: its groups leave the coordinator (parked JoinGroup and
+//!   SyncGroup requests get `NOT_COORDINATOR`), its unwritten states are dropped, and the
+//!   store is told (`release_shard`).
+//!
+//! The coordinator task keeps the set of loaded shards. A group request for a shard this
+//! gateway coordinates but has not loaded yet waits for the load up to
+//! [`GroupStateSettings::load_wait`], then answers `COORDINATOR_LOAD_IN_PROGRESS`
+//! (retriable: the client backs off and retries). Requests for a shard another gateway
+//! coordinates are refused before they get here (`NOT_COORDINATOR`).
+//!
+//! # Writing group states
+//!
+//! When a group's durable state changes (a generation becomes Stable, the group becomes
+//! Empty, a static member is replaced, the group is deleted or evicted), the coordinator
+//! task hands the new state to its shard's writer without waiting. Each shard has one
+//! writer task and a queue holding at most one state per group: a newer state of a group
+//! replaces an unwritten older one, so the queue is bounded by the groups of the shard
+//! and a group's states are written in order (last write wins in the store). A failed
+//! write is retried with the same backoff as loads, unless a newer state of that group
+//! arrived meanwhile. What a crash loses: the states still queued (in practice the last
+//! few milliseconds of changes); a group whose latest state was lost is restored one
+//! generation back, and its members, finding their generation unknown, rejoin once.
+//!
+//! # Committed offsets
+//!
 //! Committed offsets are kept here too, in the sense of their lifetime: every group with
 //! offsets has a last-activity time (its last commit, or the last sweep that found it with
 //! members). A sweep, every quarter of the retention (at most every 10 minutes), deletes
 //! the offsets of groups inactive for longer than `offsets_retention` (Kafka's
 //! `offsets.retention.minutes`), and the number of such groups is capped
-//! (`max_groups_with_offsets`): a commit for a group beyond it is refused. The sweep learns
-//! of groups whose offsets were stored before a restart from the store itself, so they
-//! start their retention when the gateway starts.
+//! (`max_groups_with_offsets`): a commit for a group beyond it is refused. The sweep covers
+//! the groups of the shards this gateway has loaded only (each shard's owner sweeps it);
+//! it learns of groups whose offsets were stored before a restart from the store itself,
+//! so they start their retention when the gateway starts.
 
+use crate::cluster::Route;
+use crate::config::GroupStateSettings;
 use crate::store::OffsetStore;
 use kafka_groups::{
-    Coordinator, GroupConfig, Heartbeat, JoinGroup, LeaveGroup, Millis, RequestId, Response,
-    SyncGroup,
+    Coordinator, GroupConfig, GroupSnapshot, Heartbeat, HeartbeatResponse, JoinGroup,
+    JoinResponse, LeaveGroup, LeaveResponse, Millis, RequestId, Response, StateError, SyncGroup,
+    SyncResponse,
 };
-use std::collections::{HashMap, HashSet};
+use kafka_protocol::ErrorCode;
+use kafka_store::cluster::{GROUP_SHARDS, Membership, group_shard};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
-type Query = Box<dyn FnOnce(&mut Coordinator, Millis) + Send>;
+/// A set of coordinator shards: bit `s` for shard `s`.
+pub(crate) type ShardSet = u32;
+
+/// Every shard.
+const ALL_SHARDS: ShardSet = if GROUP_SHARDS >= 32 {
+    u32::MAX
+} else {
+    (1 << GROUP_SHARDS) - 1
+};
+
+fn bit(shard: u32) -> ShardSet {
+    1u32.checked_shl(shard).unwrap_or(0)
+}
+
+type Query = Box<dyn FnOnce(&mut Coordinator, Millis, ShardSet) + Send>;
+
+/// A shard's stored states, decoded (or why not), to restore.
+type Loaded = Vec<(String, Result<GroupSnapshot, StateError>)>;
 
 enum Command {
     Join(JoinGroup, oneshot::Sender<Response>),
@@ -34,15 +98,25 @@ enum Command {
     Heartbeat(Heartbeat, oneshot::Sender<Response>),
     Leave(LeaveGroup, oneshot::Sender<Response>),
     Query(Query),
+    /// Restore a shard's groups and mark it loaded; answers how many were restored.
+    Restore(u32, Loaded, oneshot::Sender<usize>),
+    /// Let go of the groups of these shards and mark them not loaded.
+    Unload(ShardSet, oneshot::Sender<()>),
 }
 
 /// Handle to the coordinator task; cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Groups {
     tx: mpsc::Sender<Command>,
     offsets: Arc<OffsetGroups>,
+    /// The shards loaded, as the coordinator task last published them.
+    loaded: watch::Receiver<ShardSet>,
+    writers: Arc<Writers>,
+    store: Arc<dyn OffsetStore>,
+    settings: GroupStateSettings,
+    /// The task following the membership, if one was started.
+    follower: Arc<Mutex<Option<AbortHandle>>>,
 }
-
 /// How long committed offsets live and how many groups may have them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct OffsetRetention {
@@ -115,19 +189,37 @@ impl OffsetGroups {
     }
 }
 
+impl std::fmt::Debug for Groups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Groups")
+            .field("loaded", &*self.loaded.borrow())
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The coordinator task has stopped (shutdown).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Unavailable;
 
 impl Groups {
     /// Starts the coordinator task and the offset retention sweep on the current runtime.
+    /// No shard is loaded until [`Groups::follow`] is given the membership.
     pub(crate) fn spawn(
         config: GroupConfig,
         rules: OffsetRetention,
         store: Arc<dyn OffsetStore>,
+        settings: GroupStateSettings,
     ) -> Groups {
         let (tx, rx) = mpsc::channel(1024);
-        tokio::spawn(run(Coordinator::new(config), rx));
+        let (loaded_tx, loaded) = watch::channel(0);
+        let writers = Arc::new(Writers::new(Arc::clone(&store), settings.clone()));
+        tokio::spawn(run(
+            Coordinator::new(config),
+            rx,
+            loaded_tx,
+            Arc::clone(&writers),
+        ));
         let offsets = Arc::new(OffsetGroups {
             rules,
             active: Mutex::new(HashMap::new()),
@@ -135,9 +227,37 @@ impl Groups {
         tokio::spawn(sweep_offsets(
             tx.downgrade(),
             Arc::downgrade(&offsets),
-            store,
+            Arc::clone(&store),
         ));
-        Groups { tx, offsets }
+        Groups {
+            tx,
+            offsets,
+            loaded,
+            writers,
+            store,
+            settings,
+            follower: Arc::default(),
+        }
+    }
+
+    /// Loads and unloads shards as `membership` places them on this gateway, from now on
+    /// (replacing an earlier membership: what it loaded is unloaded first).
+    pub(crate) fn follow(&self, membership: Arc<dyn Membership>) {
+        let task = tokio::spawn(follow(
+            membership,
+            self.tx.downgrade(),
+            Arc::clone(&self.store),
+            Arc::clone(&self.writers),
+            self.settings.clone(),
+        ));
+        let previous = self
+            .follower
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(task.abort_handle());
+        if let Some(previous) = previous {
+            previous.abort();
+        }
     }
 
     /// Admits a commit for `group` at `now` (Unix ms) under `max_groups_with_offsets`
@@ -146,39 +266,77 @@ impl Groups {
         self.offsets.admit(group, now)
     }
 
+    /// Waits (at most `load_wait`) until the shard of `group` is loaded.
+    async fn wait_loaded(&self, group: &str) {
+        self.wait_shards(bit(group_shard(group))).await;
+    }
+
+    /// Waits (at most `load_wait`) until every shard of `want` is loaded.
+    pub(crate) async fn wait_shards(&self, want: ShardSet) {
+        let mut loaded = self.loaded.clone();
+        if *loaded.borrow_and_update() & want == want || self.settings.load_wait.is_zero() {
+            return;
+        }
+        let _ = tokio::time::timeout(
+            self.settings.load_wait,
+            loaded.wait_for(|set| set & want == want),
+        )
+        .await;
+    }
+
+    /// Whether every shard of `route` (those this gateway coordinates) is loaded,
+    /// waiting for them at most `load_wait`.
+    pub(crate) async fn loaded_all(&self, route: &Route) -> bool {
+        let owned = route.shards();
+        self.wait_shards(owned).await;
+        *self.loaded.borrow() & owned == owned
+    }
+
+    /// Whether the shard of `group` is loaded now.
+    pub(crate) fn is_loaded(&self, group: &str) -> bool {
+        *self.loaded.borrow() & bit(group_shard(group)) != 0
+    }
+
     async fn call(
         &self,
+        group: &str,
         make: impl FnOnce(oneshot::Sender<Response>) -> Command,
     ) -> Result<Response, Unavailable> {
+        self.wait_loaded(group).await;
         let (tx, rx) = oneshot::channel();
         self.tx.send(make(tx)).await.map_err(|_| Unavailable)?;
         rx.await.map_err(|_| Unavailable)
     }
 
     pub(crate) async fn join(&self, req: JoinGroup) -> Result<Response, Unavailable> {
-        self.call(|tx| Command::Join(req, tx)).await
+        let group = req.group_id.clone();
+        self.call(&group, |tx| Command::Join(req, tx)).await
     }
 
     pub(crate) async fn sync(&self, req: SyncGroup) -> Result<Response, Unavailable> {
-        self.call(|tx| Command::Sync(req, tx)).await
+        let group = req.group_id.clone();
+        self.call(&group, |tx| Command::Sync(req, tx)).await
     }
 
     pub(crate) async fn heartbeat(&self, req: Heartbeat) -> Result<Response, Unavailable> {
-        self.call(|tx| Command::Heartbeat(req, tx)).await
+        let group = req.group_id.clone();
+        self.call(&group, |tx| Command::Heartbeat(req, tx)).await
     }
 
     pub(crate) async fn leave(&self, req: LeaveGroup) -> Result<Response, Unavailable> {
-        self.call(|tx| Command::Leave(req, tx)).await
+        let group = req.group_id.clone();
+        self.call(&group, |tx| Command::Leave(req, tx)).await
     }
 
-    /// Runs `f` on the coordinator (describe, list, delete, commit checks).
-    pub(crate) async fn with<R: Send + 'static>(
+    /// Runs `f` on the coordinator (describe, list, delete, commit checks) with the set
+    /// of loaded shards.
+    pub(crate) async fn with_shards<R: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Coordinator, Millis) -> R + Send + 'static,
+        f: impl FnOnce(&mut Coordinator, Millis, ShardSet) -> R + Send + 'static,
     ) -> Result<R, Unavailable> {
         let (tx, rx) = oneshot::channel();
-        let q: Query = Box::new(move |c, now| {
-            let _ = tx.send(f(c, now));
+        let q: Query = Box::new(move |c, now, loaded| {
+            let _ = tx.send(f(c, now, loaded));
         });
         self.tx
             .send(Command::Query(q))
@@ -186,12 +344,97 @@ impl Groups {
             .map_err(|_| Unavailable)?;
         rx.await.map_err(|_| Unavailable)
     }
+
+    /// Runs `f` on the coordinator (stats, listings).
+    pub(crate) async fn with<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Coordinator, Millis) -> R + Send + 'static,
+    ) -> Result<R, Unavailable> {
+        self.with_shards(move |c, now, _| f(c, now)).await
+    }
+
+    /// Runs `f` on the coordinator for `group`, once its shard is loaded (waiting at most
+    /// `load_wait`): `COORDINATOR_LOAD_IN_PROGRESS` if it is not, and
+    /// `COORDINATOR_NOT_AVAILABLE` if the coordinator task has stopped.
+    pub(crate) async fn with_group<R: Send + 'static>(
+        &self,
+        group: &str,
+        f: impl FnOnce(&mut Coordinator, Millis) -> R + Send + 'static,
+    ) -> Result<R, ErrorCode> {
+        self.wait_loaded(group).await;
+        let want = bit(group_shard(group));
+        self.with_shards(move |c, now, loaded| {
+            if loaded & want == 0 {
+                Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
+            } else {
+                Ok(f(c, now))
+            }
+        })
+        .await
+        .map_err(|_| ErrorCode::COORDINATOR_NOT_AVAILABLE)?
+    }
+
+    /// `Ok` once the shard of `group` is loaded (waiting at most `load_wait`),
+    /// `COORDINATOR_LOAD_IN_PROGRESS` otherwise: for requests served from the store alone
+    /// (OffsetFetch), which must not read a shard before it is acquired.
+    pub(crate) async fn ready(&self, group: &str) -> Result<(), ErrorCode> {
+        self.wait_loaded(group).await;
+        if *self.loaded.borrow() & bit(group_shard(group)) != 0 {
+            Ok(())
+        } else {
+            Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
+        }
+    }
 }
 
-async fn run(mut coordinator: Coordinator, mut rx: mpsc::Receiver<Command>) {
+/// The answer to a request for a group whose shard is not loaded.
+fn not_loaded(command: &Command) -> Response {
+    let error = ErrorCode::COORDINATOR_LOAD_IN_PROGRESS;
+    match command {
+        Command::Join(r, _) => Response::Join(JoinResponse {
+            error,
+            generation_id: -1,
+            protocol_type: None,
+            protocol_name: None,
+            leader: String::new(),
+            skip_assignment: false,
+            member_id: r.member_id.clone(),
+            members: Vec::new(),
+        }),
+        Command::Sync(..) => Response::Sync(SyncResponse {
+            error,
+            protocol_type: None,
+            protocol_name: None,
+            assignment: bytes::Bytes::new(),
+        }),
+        Command::Leave(..) => Response::Leave(LeaveResponse {
+            error,
+            members: Vec::new(),
+        }),
+        _ => Response::Heartbeat(HeartbeatResponse { error }),
+    }
+}
+
+fn group_of(command: &Command) -> Option<&str> {
+    match command {
+        Command::Join(r, _) => Some(&r.group_id),
+        Command::Sync(r, _) => Some(&r.group_id),
+        Command::Heartbeat(r, _) => Some(&r.group_id),
+        Command::Leave(r, _) => Some(&r.group_id),
+        _ => None,
+    }
+}
+
+async fn run(
+    mut coordinator: Coordinator,
+    mut rx: mpsc::Receiver<Command>,
+    loaded_tx: watch::Sender<ShardSet>,
+    writers: Arc<Writers>,
+) {
     let start = Instant::now();
     let now = || Millis::from_duration(start.elapsed());
     let mut next_id = 0u64;
+    let mut loaded: ShardSet = 0;
     let mut waiting: HashMap<RequestId, oneshot::Sender<Response>> = HashMap::new();
     loop {
         let deadline = coordinator.poll_timeout().map(|m| start + m.as_duration());
@@ -203,9 +446,41 @@ async fn run(mut coordinator: Coordinator, mut rx: mpsc::Receiver<Command>) {
             () = sleep_until(deadline) => None,
         };
         let t = now();
+        let command = match command {
+            Some(c) if group_of(&c).is_some_and(|g| loaded & bit(group_shard(g)) == 0) => {
+                let response = not_loaded(&c);
+                if let Command::Join(_, tx)
+                | Command::Sync(_, tx)
+                | Command::Heartbeat(_, tx)
+                | Command::Leave(_, tx) = c
+                {
+                    let _ = tx.send(response);
+                }
+                continue;
+            }
+            c => c,
+        };
         match command {
             None => coordinator.handle_timeout(t),
-            Some(Command::Query(q)) => q(&mut coordinator, t),
+            Some(Command::Query(q)) => q(&mut coordinator, t, loaded),
+            Some(Command::Restore(shard, states, done)) => {
+                let restored = restore(&mut coordinator, t, shard, states);
+                loaded |= bit(shard);
+                loaded_tx.send_replace(loaded);
+                let _ = done.send(restored);
+            }
+            Some(Command::Unload(shards, done)) => {
+                loaded &= !shards;
+                loaded_tx.send_replace(loaded);
+                let n = coordinator.unload(
+                    |g| shards & bit(group_shard(g)) != 0,
+                    ErrorCode::NOT_COORDINATOR,
+                );
+                if n > 0 {
+                    tracing::info!(groups = n, "coordinator shards moved away: groups unloaded");
+                }
+                let _ = done.send(());
+            }
             Some(cmd) => {
                 next_id += 1;
                 let id = RequestId(next_id);
@@ -226,9 +501,12 @@ async fn run(mut coordinator: Coordinator, mut rx: mpsc::Receiver<Command>) {
                         waiting.insert(id, tx);
                         coordinator.leave(t, id, r);
                     }
-                    Command::Query(_) => {}
+                    Command::Query(_) | Command::Restore(..) | Command::Unload(..) => {}
                 }
             }
+        }
+        while let Some((group, state)) = coordinator.poll_persist() {
+            writers.enqueue(group, state);
         }
         while let Some((id, response)) = coordinator.poll_response() {
             if let Some(tx) = waiting.remove(&id) {
@@ -239,10 +517,344 @@ async fn run(mut coordinator: Coordinator, mut rx: mpsc::Receiver<Command>) {
     }
 }
 
+/// Restores what was stored for `shard`; returns how many groups came back. A state that
+/// cannot be used leaves its group to start empty, with one warning each.
+fn restore(coordinator: &mut Coordinator, now: Millis, shard: u32, states: Loaded) -> usize {
+    let mut restored = 0usize;
+    for (group, state) in states {
+        let outcome = state.and_then(|s| {
+            if s.group_id == group {
+                coordinator.restore(now, s)
+            } else {
+                Err(StateError::Invalid("stored under another group id"))
+            }
+        });
+        match outcome {
+            Ok(()) => restored += 1,
+            Err(e) => {
+                tracing::warn!(group = %group, shard, error = %e, "stored group state not restored: the group starts empty");
+            }
+        }
+    }
+    restored
+}
+
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
+    }
+}
+
+// ----- following the membership ---------------------------------------------------------------
+
+/// Where a shard is, as the follower sees it.
+enum Slot {
+    Released,
+    Loading(AbortHandle),
+    Loaded,
+}
+
+async fn follow(
+    membership: Arc<dyn Membership>,
+    tx: mpsc::WeakSender<Command>,
+    store: Arc<dyn OffsetStore>,
+    writers: Arc<Writers>,
+    settings: GroupStateSettings,
+) {
+    // Whatever an earlier follower held is let go first.
+    if unload(&tx, ALL_SHARDS).await.is_err() {
+        return;
+    }
+    writers.stop(ALL_SHARDS);
+    let mut slots: Vec<Slot> = (0..GROUP_SHARDS).map(|_| Slot::Released).collect();
+    let mut loads: JoinSet<u32> = JoinSet::new();
+    let mut views = membership.subscribe();
+    let mut watching = true;
+    loop {
+        let route = Route::of(membership.as_ref());
+        let mut lost: ShardSet = 0;
+        for (shard, slot) in (0..GROUP_SHARDS).zip(slots.iter_mut()) {
+            let want = route.coordinates_shard(shard);
+            match (want, &*slot) {
+                (true, Slot::Released) => {
+                    let handle = loads.spawn(load(
+                        shard,
+                        tx.clone(),
+                        Arc::clone(&store),
+                        Arc::clone(&writers),
+                        settings.clone(),
+                    ));
+                    *slot = Slot::Loading(handle);
+                }
+                (false, Slot::Loading(handle)) => {
+                    handle.abort();
+                    lost |= bit(shard);
+                    *slot = Slot::Released;
+                }
+                (false, Slot::Loaded) => {
+                    lost |= bit(shard);
+                    *slot = Slot::Released;
+                }
+                _ => {}
+            }
+        }
+        if lost != 0 {
+            if unload(&tx, lost).await.is_err() {
+                return;
+            }
+            writers.stop(lost);
+            for shard in (0..GROUP_SHARDS).filter(|s| lost & bit(*s) != 0) {
+                store.release_shard(shard).await;
+            }
+            tracing::info!(shards = ?shard_list(lost), "coordinator shards released");
+        }
+        tokio::select! {
+            changed = views.changed(), if watching => {
+                // A membership that publishes no changes is re-checked on the interval.
+                watching = changed.is_ok();
+            }
+            () = tokio::time::sleep(settings.recheck_interval) => {}
+            Some(done) = loads.join_next(), if !loads.is_empty() => {
+                if let Ok(shard) = done
+                    && let Some(slot) = slots.get_mut(shard as usize)
+                    && matches!(slot, Slot::Loading(_))
+                {
+                    *slot = Slot::Loaded;
+                }
+            }
+        }
+        if tx.upgrade().is_none() {
+            return;
+        }
+    }
+}
+
+fn shard_list(set: ShardSet) -> Vec<u32> {
+    (0..GROUP_SHARDS).filter(|s| set & bit(*s) != 0).collect()
+}
+
+async fn unload(tx: &mpsc::WeakSender<Command>, shards: ShardSet) -> Result<(), Unavailable> {
+    let tx = tx.upgrade().ok_or(Unavailable)?;
+    let (done, wait) = oneshot::channel();
+    tx.send(Command::Unload(shards, done))
+        .await
+        .map_err(|_| Unavailable)?;
+    drop(tx);
+    wait.await.map_err(|_| Unavailable)
+}
+
+/// Loads `shard` until it is loaded (retrying with backoff) or the broker is gone;
+/// returns the shard.
+async fn load(
+    shard: u32,
+    tx: mpsc::WeakSender<Command>,
+    store: Arc<dyn OffsetStore>,
+    writers: Arc<Writers>,
+    settings: GroupStateSettings,
+) -> u32 {
+    let started = Instant::now();
+    let mut backoff = settings.load_retry_min;
+    let mut failures = 0u32;
+    loop {
+        let attempt = async {
+            store.acquire_shard(shard).await?;
+            store.group_states(shard).await
+        };
+        match attempt.await {
+            Ok(states) => {
+                let decoded: Loaded = states
+                    .into_iter()
+                    .filter(|(g, _)| group_shard(g) == shard)
+                    .map(|(g, blob)| {
+                        let state = GroupSnapshot::decode(&blob);
+                        (g, state)
+                    })
+                    .collect();
+                let stored = decoded.len();
+                writers.start(shard);
+                let Some(sender) = tx.upgrade() else {
+                    return shard;
+                };
+                let (done, restored) = oneshot::channel();
+                if sender
+                    .send(Command::Restore(shard, decoded, done))
+                    .await
+                    .is_err()
+                {
+                    return shard;
+                }
+                drop(sender);
+                let restored = restored.await.unwrap_or(0);
+                tracing::info!(
+                    shard,
+                    stored,
+                    restored,
+                    failures,
+                    took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    "coordinator shard loaded"
+                );
+                return shard;
+            }
+            Err(e) => {
+                if failures == 0 {
+                    tracing::warn!(shard, error = %e, "cannot load a coordinator shard; retrying");
+                }
+                failures = failures.saturating_add(1);
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(settings.load_retry_max);
+        if tx.upgrade().is_none() {
+            return shard;
+        }
+    }
+}
+
+// ----- writing group states -----------------------------------------------------------------
+
+/// One writer per shard; see the module docs.
+struct Writers {
+    store: Arc<dyn OffsetStore>,
+    settings: GroupStateSettings,
+    shards: Vec<Arc<ShardWriter>>,
+}
+
+impl std::fmt::Debug for Writers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writers").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct ShardWriter {
+    queue: Mutex<WriterQueue>,
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct WriterQueue {
+    /// The writer task while the shard is loaded; `None`: states are not taken.
+    task: Option<AbortHandle>,
+    /// States to write, at most one per group (the newest).
+    pending: BTreeMap<String, Option<GroupSnapshot>>,
+}
+
+impl ShardWriter {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WriterQueue> {
+        // Plain values: a panic while held leaves nothing half-done.
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Writers {
+    fn new(store: Arc<dyn OffsetStore>, settings: GroupStateSettings) -> Writers {
+        Writers {
+            store,
+            settings,
+            shards: (0..GROUP_SHARDS)
+                .map(|_| Arc::new(ShardWriter::default()))
+                .collect(),
+        }
+    }
+
+    fn shard(&self, shard: u32) -> Option<&Arc<ShardWriter>> {
+        self.shards.get(shard as usize)
+    }
+
+    /// Queues `group`'s newest state (`None`: delete) for its shard's writer; dropped if
+    /// the shard is not loaded (its groups are not here either).
+    fn enqueue(&self, group: String, state: Option<GroupSnapshot>) {
+        let Some(w) = self.shard(group_shard(&group)) else {
+            return;
+        };
+        let mut q = w.lock();
+        if q.task.is_some() {
+            q.pending.insert(group, state);
+            drop(q);
+            w.wake.notify_one();
+        }
+    }
+
+    /// Starts the writer of `shard` (a no-op if it runs).
+    fn start(&self, shard: u32) {
+        let Some(w) = self.shard(shard) else {
+            return;
+        };
+        let mut q = w.lock();
+        if q.task.is_none() {
+            let task = tokio::spawn(write_shard(
+                Arc::clone(w),
+                Arc::clone(&self.store),
+                self.settings.clone(),
+            ));
+            q.task = Some(task.abort_handle());
+        }
+    }
+
+    /// Stops the writers of `shards`, dropping what they had not written: another
+    /// gateway writes those shards now.
+    fn stop(&self, shards: ShardSet) {
+        for shard in (0..GROUP_SHARDS).filter(|s| shards & bit(*s) != 0) {
+            if let Some(w) = self.shard(shard) {
+                let mut q = w.lock();
+                if let Some(task) = q.task.take() {
+                    task.abort();
+                }
+                let dropped = std::mem::take(&mut q.pending).len();
+                if dropped > 0 {
+                    tracing::debug!(
+                        shard,
+                        dropped,
+                        "group states not written before the shard moved"
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Writers {
+    fn drop(&mut self) {
+        self.stop(ALL_SHARDS);
+    }
+}
+
+/// Writes the states queued for one shard, in turn, until stopped.
+async fn write_shard(
+    w: Arc<ShardWriter>,
+    store: Arc<dyn OffsetStore>,
+    settings: GroupStateSettings,
+) {
+    let mut failing = false;
+    let mut backoff = settings.load_retry_min;
+    loop {
+        let next = w.lock().pending.pop_first();
+        let Some((group, state)) = next else {
+            // A wake-up between the check and here is kept by `Notify` as a permit.
+            w.wake.notified().await;
+            continue;
+        };
+        let blob = state.as_ref().map(GroupSnapshot::encode);
+        match store.put_group_state(&group, blob).await {
+            Ok(()) => {
+                if failing {
+                    tracing::info!("group states are written again");
+                    failing = false;
+                }
+                backoff = settings.load_retry_min;
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(group = %group, error = %e, "cannot write a group state; retrying");
+                    failing = true;
+                }
+                // Written later, unless a newer state of the group came meanwhile.
+                w.lock().pending.entry(group).or_insert(state);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(settings.load_retry_max);
+            }
+        }
     }
 }
 
@@ -264,25 +876,31 @@ async fn sweep_offsets(
         let (Some(tx), Some(offsets)) = (tx.upgrade(), offsets.upgrade()) else {
             return;
         };
-        let groups = Groups {
-            tx,
-            offsets: Arc::clone(&offsets),
-        };
         let Ok(stored) = store.groups().await else {
             continue;
         };
-        let Ok(with_members) = groups
-            .with(|c, _| {
-                c.list(&[])
-                    .into_iter()
-                    .filter(|g| g.state != kafka_groups::GroupState::Empty)
-                    .map(|g| g.group_id)
-                    .collect::<HashSet<_>>()
-            })
-            .await
-        else {
+        let (answer, answered) = oneshot::channel();
+        let q: Query = Box::new(move |c, _, loaded| {
+            let with_members = c
+                .list(&[])
+                .into_iter()
+                .filter(|g| g.state != kafka_groups::GroupState::Empty)
+                .map(|g| g.group_id)
+                .collect::<HashSet<_>>();
+            let _ = answer.send((with_members, loaded));
+        });
+        if tx.send(Command::Query(q)).await.is_err() {
+            return;
+        }
+        drop(tx);
+        let Ok((with_members, loaded)) = answered.await else {
             return;
         };
+        // Each shard's owner sweeps it: offsets of groups coordinated elsewhere are theirs.
+        let stored: Vec<String> = stored
+            .into_iter()
+            .filter(|g| loaded & bit(group_shard(g)) != 0)
+            .collect();
         let now = crate::broker::now_ms();
         let due = offsets.due(stored, &with_members, now);
         let cutoff = now.saturating_sub(i64::try_from(rules.retention.as_millis()).unwrap_or(0));

@@ -40,7 +40,7 @@ pub mod tls;
 /// The storage seam (re-exported from the `kafka-store` crate).
 pub use kafka_store as store;
 
-pub use config::{BrokerConfig, Limits, Timeouts};
+pub use config::{BrokerConfig, GroupStateSettings, Limits, Timeouts};
 pub use kafka_groups::GroupConfig;
 pub mod error;
 pub mod server;

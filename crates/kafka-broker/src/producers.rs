@@ -29,11 +29,19 @@
 //! `producer.id.expiration.ms` without a write, and each table is capped: when full, the
 //! expired entries go first, then the least recently used hundredth.
 
+mod recovery;
+
+use crate::cluster::{Route, leader};
 use kafka_protocol::ErrorCode;
-use std::collections::{HashMap, VecDeque};
+use kafka_store::LogStore;
+use kafka_store::cluster::Membership;
+use recovery::TailBatch;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hash};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tracing::debug;
 
 const CACHED_BATCHES: usize = 5;
 /// Lock stripes for the check-and-append step.
@@ -93,6 +101,58 @@ type Key = (String, i32, i64);
 struct State {
     partitions: HashMap<Key, Entry>,
     issued: HashMap<i64, Issued>,
+    leadership: Leadership,
+}
+
+/// Which partitions' producer state is current: rebuilt from the log since this gateway
+/// last started leading them.
+#[derive(Debug, Default)]
+struct Leadership {
+    /// The version of the last view seen (0: none yet).
+    version: u64,
+    /// Partitions recovered and led without a break since.
+    recovered: HashSet<(String, i32)>,
+}
+
+impl Leadership {
+    /// Brings the recovered set up to `route`'s view. A view right after the last one
+    /// seen keeps the partitions this gateway still leads; any other (views were
+    /// skipped, so a partition may have left and come back) or a lost lease forgets
+    /// them all.
+    fn observe(&mut self, route: &Route) {
+        let version = route.view.version;
+        if !route.owner {
+            self.recovered.clear();
+        } else if version == self.version.wrapping_add(1) {
+            self.recovered
+                .retain(|(t, p)| leader(&route.view, t, *p) == Some(route.me));
+        } else if version != self.version {
+            self.recovered.clear();
+        }
+        self.version = version;
+    }
+}
+
+/// Whether a partition's producer state can be used for a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Readiness {
+    /// Recovered and led since.
+    Ready,
+    /// To be rebuilt from the log first; the view version it is rebuilt for.
+    Recover(u64),
+}
+
+/// Counts of the recoveries since start (read by the metrics endpoint).
+#[derive(Debug, Default)]
+pub(crate) struct RecoveryStats {
+    /// Partitions whose producer state was rebuilt.
+    pub(crate) recoveries: AtomicU64,
+    /// Recoveries that failed (store error, timeout, leadership moved meanwhile).
+    pub(crate) failures: AtomicU64,
+    /// Bytes read from the store by recoveries.
+    pub(crate) bytes: AtomicU64,
+    /// Producer states rebuilt.
+    pub(crate) producers: AtomicU64,
 }
 
 /// Producer ids handed out and the producer state of every partition.
@@ -105,6 +165,8 @@ pub(crate) struct Producers {
     base: i64,
     expiration_ms: i64,
     max_entries: usize,
+    /// Recovery counters.
+    pub(crate) stats: RecoveryStats,
 }
 
 impl Producers {
@@ -118,6 +180,7 @@ impl Producers {
             base: i64::from(instance_id & 0x7fff) << ID_BITS,
             expiration_ms: i64::try_from(expiration.as_millis()).unwrap_or(i64::MAX),
             max_entries: max_entries.max(1),
+            stats: RecoveryStats::default(),
         }
     }
 
@@ -297,6 +360,165 @@ impl Producers {
     pub(crate) fn forget_topic(&self, topic: &str) {
         if let Ok(mut state) = self.state.lock() {
             state.partitions.retain(|(t, _, _), _| t != topic);
+            state.leadership.recovered.retain(|(t, _)| t != topic);
+        }
+    }
+
+    /// Whether this gateway leads `topic`'s `partition` now (by `membership`'s current
+    /// view, taken under the state lock so views are seen in order) and whether its
+    /// producer state must be rebuilt first.
+    pub(crate) fn readiness(
+        &self,
+        membership: &dyn Membership,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Readiness, ErrorCode> {
+        let Ok(mut state) = self.state.lock() else {
+            return Err(ErrorCode::UNKNOWN_SERVER_ERROR);
+        };
+        let route = Route::of(membership);
+        state.leadership.observe(&route);
+        if !route.leads(topic, partition) {
+            return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
+        }
+        if state
+            .leadership
+            .recovered
+            .contains(&(topic.to_string(), partition))
+        {
+            Ok(Readiness::Ready)
+        } else {
+            Ok(Readiness::Recover(route.view.version))
+        }
+    }
+
+    /// Replaces `topic`'s `partition` producer state by what `tail` (oldest first) shows
+    /// and marks it recovered, unless the view changed since `version` (then nothing is
+    /// kept and `None` returned); else the number of producer states kept. Per producer:
+    /// the highest epoch and its last batches at that epoch. The producers seen last are
+    /// kept when there are more than the table holds.
+    fn install(
+        &self,
+        topic: &str,
+        partition: i32,
+        version: u64,
+        tail: &[TailBatch],
+        now_ms: i64,
+    ) -> Option<usize> {
+        let mut guard = self.state.lock().ok()?;
+        let state = &mut *guard;
+        if state.leadership.version != version {
+            return None;
+        }
+        // Per producer: its state and the position of its last batch in the tail.
+        let mut rebuilt: HashMap<i64, (Entry, usize)> = HashMap::new();
+        for (at, b) in tail.iter().enumerate() {
+            let (e, last) = rebuilt.entry(b.id.producer_id).or_insert_with(|| {
+                (
+                    Entry {
+                        epoch: b.id.epoch,
+                        recent: VecDeque::with_capacity(CACHED_BATCHES),
+                        last_used_ms: now_ms,
+                    },
+                    at,
+                )
+            });
+            if b.id.epoch < e.epoch {
+                // An older epoch after a newer one: the producer was fenced meanwhile.
+                continue;
+            }
+            if b.id.epoch > e.epoch {
+                e.epoch = b.id.epoch;
+                e.recent.clear();
+            }
+            if e.recent.len() == CACHED_BATCHES {
+                e.recent.pop_front();
+            }
+            e.recent
+                .push_back((b.id.first_seq, b.id.last_seq(), b.base_offset));
+            *last = at;
+        }
+        state
+            .partitions
+            .retain(|(t, p, _), _| !(*p == partition && t == topic));
+        let mut order: Vec<(usize, i64)> = rebuilt.iter().map(|(id, (_, at))| (*at, *id)).collect();
+        order.sort_unstable();
+        let keep = order.len().min(self.max_entries);
+        let skip = order.len() - keep;
+        for (_, id) in order.into_iter().skip(skip) {
+            let Some((entry, _)) = rebuilt.remove(&id) else {
+                continue;
+            };
+            make_room(
+                &mut state.partitions,
+                self.max_entries,
+                |e| e.last_used_ms,
+                |t| self.expired(t, now_ms),
+            );
+            state
+                .partitions
+                .insert((topic.to_string(), partition, id), entry);
+        }
+        state
+            .leadership
+            .recovered
+            .insert((topic.to_string(), partition));
+        Some(keep)
+    }
+
+    /// Makes `topic`'s `partition` ready for a check: confirms this gateway leads it and,
+    /// the first time since it started leading it, rebuilds its producers' state from
+    /// the last `window` bytes of the log (within `timeout`). The caller holds the
+    /// partition's stripe lock, so no batch of the partition is checked meanwhile.
+    ///
+    /// Every failure is `NOT_LEADER_OR_FOLLOWER`: retriable, and it tells the producer
+    /// that nothing was written (a timeout would be taken as "maybe written"), as Kafka
+    /// answers while a partition's leadership is still being loaded; the client
+    /// refreshes its metadata and retries.
+    pub(crate) async fn ensure_recovered(
+        &self,
+        log: &dyn LogStore,
+        membership: &dyn Membership,
+        topic: &str,
+        partition: i32,
+        window: usize,
+        timeout: Duration,
+    ) -> Result<(), (ErrorCode, Option<String>)> {
+        let version = match self.readiness(membership, topic, partition) {
+            Ok(Readiness::Ready) => return Ok(()),
+            Ok(Readiness::Recover(version)) => version,
+            Err(code) => return Err((code, None)),
+        };
+        let read =
+            tokio::time::timeout(timeout, recovery::read_tail(log, topic, partition, window)).await;
+        let refused = |why: String| {
+            self.stats.failures.fetch_add(1, Ordering::Relaxed);
+            debug!(topic, partition, why = %why, "producer state not recovered");
+            Err((ErrorCode::NOT_LEADER_OR_FOLLOWER, Some(why)))
+        };
+        let tail = match read {
+            Ok(Ok(tail)) => tail,
+            Ok(Err(e)) => return refused(format!("reading the partition's tail failed: {e}")),
+            Err(_) => return refused("reading the partition's tail timed out".into()),
+        };
+        self.stats
+            .bytes
+            .fetch_add(tail.bytes as u64, Ordering::Relaxed);
+        match self.install(
+            topic,
+            partition,
+            version,
+            &tail.batches,
+            crate::broker::now_ms(),
+        ) {
+            Some(producers) => {
+                self.stats.recoveries.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .producers
+                    .fetch_add(producers as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            None => refused("the gateways' view changed during the recovery".into()),
         }
     }
 
@@ -331,7 +553,22 @@ fn make_room<K: Eq + Hash, V>(
     let cut = drop.min(times.len()) - 1;
     let (_, cutoff, _) = times.select_nth_unstable(cut);
     let cutoff = *cutoff;
-    map.retain(|_, v| last_used(v) > cutoff);
+    // Entries used at the cutoff time itself go only as far as needed, so a table whose
+    // entries share one timestamp (a recovery inserts many at once) loses a hundredth,
+    // not everything.
+    let older = times.iter().filter(|t| **t < cutoff).count();
+    let mut at_cutoff = drop.saturating_sub(older);
+    map.retain(|_, v| {
+        let t = last_used(v);
+        if t < cutoff {
+            false
+        } else if t == cutoff && at_cutoff > 0 {
+            at_cutoff -= 1;
+            false
+        } else {
+            true
+        }
+    });
 }
 
 #[cfg(test)]
@@ -477,6 +714,154 @@ mod tests {
             p.check("t", 999, b(0, 1, 0), 11_000),
             Ok(Verdict::Duplicate(0))
         );
+    }
+
+    fn tail(batches: &[(i64, i16, i32, i32, i64)]) -> Vec<TailBatch> {
+        batches
+            .iter()
+            .map(
+                |&(producer_id, epoch, first_seq, records, base_offset)| TailBatch {
+                    base_offset,
+                    id: BatchId {
+                        producer_id,
+                        epoch,
+                        first_seq,
+                        records,
+                    },
+                },
+            )
+            .collect()
+    }
+
+    fn members(ids: &[i32]) -> Vec<kafka_store::cluster::Member> {
+        ids.iter()
+            .map(|&node_id| kafka_store::cluster::Member {
+                node_id,
+                epoch: 1,
+                listeners: Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Marks `t`/0 ready on `m` (recovering it from `batches`).
+    fn recover(p: &Producers, m: &dyn Membership, batches: &[(i64, i16, i32, i32, i64)]) {
+        let Ok(Readiness::Recover(version)) = p.readiness(m, "t", 0) else {
+            panic!("expected a recovery");
+        };
+        assert!(p.install("t", 0, version, &tail(batches), 0).is_some());
+        assert_eq!(p.readiness(m, "t", 0), Ok(Readiness::Ready));
+    }
+
+    #[test]
+    fn a_recovered_tail_gives_the_latest_epoch_and_last_five_batches() {
+        let p = producers();
+        let m =
+            kafka_store::cluster::ManualMembership::new(members(&[1])[0].clone(), members(&[1]));
+        // Producer 7: epoch 0 then 1 (the epoch 0 batches are forgotten); an epoch 0
+        // batch after the bump is ignored. Producer 8: seven batches, the last five kept.
+        let mut batches = vec![(7, 0, 0, 2, 0), (7, 1, 0, 1, 2), (7, 0, 2, 1, 3)];
+        for i in 0..7 {
+            batches.push((8, 0, i, 1, 10 + i64::from(i)));
+        }
+        batches.push((7, 1, 1, 3, 20));
+        // Another gateway's entry for this partition, from before: replaced.
+        p.record("t", 0, b(40, 1, 1), 99, 0);
+        recover(&p, &m, &batches);
+        assert_eq!(p.check("t", 0, b(1, 3, 1), 0), Ok(Verdict::Duplicate(20)));
+        assert_eq!(p.check("t", 0, b(0, 1, 1), 0), Ok(Verdict::Duplicate(2)));
+        assert_eq!(p.check("t", 0, b(4, 1, 1), 0), Ok(Verdict::Append));
+        assert_eq!(
+            p.check("t", 0, b(3, 1, 0), 0),
+            Err(ErrorCode::INVALID_PRODUCER_EPOCH)
+        );
+        let eight = |seq| BatchId {
+            producer_id: 8,
+            ..b(seq, 1, 0)
+        };
+        assert_eq!(p.check("t", 0, eight(6), 0), Ok(Verdict::Duplicate(16)));
+        assert_eq!(p.check("t", 0, eight(2), 0), Ok(Verdict::Duplicate(12)));
+        assert_eq!(
+            p.check("t", 0, eight(1), 0),
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        );
+        assert_eq!(p.len().0, 2);
+    }
+
+    #[test]
+    fn leadership_changes_call_for_a_new_recovery() {
+        let p = producers();
+        let m =
+            kafka_store::cluster::ManualMembership::new(members(&[1])[0].clone(), members(&[1]));
+        recover(&p, &m, &[]);
+        // A view right after the last one where this gateway still leads: still ready.
+        m.set_members(members(&[1]));
+        assert_eq!(p.readiness(&m, "t", 0), Ok(Readiness::Ready));
+        // It leads no more: refused, and ready no more when it leads again.
+        m.set_members(members(&[2]));
+        assert_eq!(
+            p.readiness(&m, "t", 0),
+            Err(ErrorCode::NOT_LEADER_OR_FOLLOWER)
+        );
+        m.set_members(members(&[1]));
+        assert!(matches!(p.readiness(&m, "t", 0), Ok(Readiness::Recover(_))));
+        recover(&p, &m, &[]);
+        // Views skipped (it may have lost and regained the partition unseen): recover.
+        m.set_members(members(&[2]));
+        m.set_members(members(&[1]));
+        assert!(matches!(p.readiness(&m, "t", 0), Ok(Readiness::Recover(_))));
+        recover(&p, &m, &[]);
+        // A lapsed lease: refused, then recovered again.
+        m.set_lease(false);
+        assert_eq!(
+            p.readiness(&m, "t", 0),
+            Err(ErrorCode::NOT_LEADER_OR_FOLLOWER)
+        );
+        m.set_lease(true);
+        assert!(matches!(p.readiness(&m, "t", 0), Ok(Readiness::Recover(_))));
+        // A recovery that saw the view change meanwhile keeps nothing.
+        let Ok(Readiness::Recover(version)) = p.readiness(&m, "t", 0) else {
+            panic!("expected a recovery");
+        };
+        m.set_members(members(&[1]));
+        assert!(matches!(p.readiness(&m, "t", 0), Ok(Readiness::Recover(_))));
+        assert!(p.install("t", 0, version, &[], 0).is_none());
+        assert!(matches!(p.readiness(&m, "t", 0), Ok(Readiness::Recover(_))));
+        // A deleted topic is recovered afresh.
+        recover(&p, &m, &[]);
+        p.forget_topic("t");
+        assert!(matches!(p.readiness(&m, "t", 0), Ok(Readiness::Recover(_))));
+    }
+
+    #[test]
+    fn a_recovery_keeps_the_latest_producers_within_the_cap() {
+        let p = Producers::new(0, DAY, 100);
+        let m =
+            kafka_store::cluster::ManualMembership::new(members(&[1])[0].clone(), members(&[1]));
+        let batches: Vec<_> = (0..1000).map(|i| (i, 0, 0, 1, i)).collect();
+        recover(&p, &m, &batches);
+        assert!(p.len().0 <= 100, "{:?}", p.len());
+        let id = |producer_id| BatchId {
+            producer_id,
+            ..b(0, 1, 0)
+        };
+        assert_eq!(p.check("t", 0, id(999), 0), Ok(Verdict::Duplicate(999)));
+        assert_eq!(p.check("t", 0, id(900), 0), Ok(Verdict::Duplicate(900)));
+        // Unknown: accepted at any sequence.
+        assert_eq!(
+            p.check(
+                "t",
+                0,
+                BatchId {
+                    first_seq: 5,
+                    ..id(0)
+                },
+                0
+            ),
+            Ok(Verdict::Append)
+        );
+        // Making room in a table whose entries share one time drops a hundredth only.
+        p.record("t", 1, b(0, 1, 0), 0, 0);
+        assert!(p.len().0 >= 99, "{:?}", p.len());
     }
 
     #[tokio::test]

@@ -306,7 +306,7 @@ impl Server {
         broker.acls = acls;
         broker.authorizers = self.authorizers;
         broker.authorization_enabled = authorizing;
-        broker.membership = match self.membership {
+        let membership: Arc<dyn Membership> = match self.membership {
             Some(m) => m,
             None => Arc::new(SingleMember::new(Member {
                 node_id: broker.config.node_id,
@@ -327,6 +327,7 @@ impl Server {
                     .collect(),
             })),
         };
+        broker.set_membership(membership);
         let broker = Arc::new(broker);
         let permits = Arc::new(Semaphore::new(max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);

@@ -7,6 +7,7 @@ use kafka_protocol::ErrorCode;
 
 use crate::group::{Ctx, Group};
 use crate::member_id::{MAX_ID_PREFIX_BYTES, MemberIds, truncated};
+use crate::snapshot::{GroupSnapshot, StateError};
 use crate::timers::Timers;
 use crate::types::{
     CoordinatorStats, GroupConfig, GroupDescription, GroupListing, GroupState, GroupStats,
@@ -37,6 +38,7 @@ impl Coordinator {
                 rebalances: 0,
                 state_bytes: 0,
                 pending_total: 0,
+                persist: BTreeMap::new(),
             },
         }
     }
@@ -290,6 +292,7 @@ impl Coordinator {
             GroupState::Empty | GroupState::Dead => {
                 group.disarm_all(&mut self.ctx);
                 self.groups.remove(group_id);
+                self.ctx.persist.insert(group_id.to_owned(), None);
                 Ok(())
             }
             GroupState::PreparingRebalance
@@ -339,6 +342,79 @@ impl Coordinator {
         }
     }
 
+    // ----- durable state ------------------------------------------------------------------
+
+    /// The next durable state to write: `(group, Some(state))` to store, `(group, None)` to
+    /// delete. Produced when a generation becomes Stable, a group becomes Empty, a static
+    /// member is replaced without a rebalance, or a group is deleted or evicted; a newer
+    /// state of a group replaces one not polled yet. Call after every input until `None`,
+    /// and write in the order polled (see [`crate::snapshot`]).
+    pub fn poll_persist(&mut self) -> Option<(String, Option<GroupSnapshot>)> {
+        self.ctx.persist.pop_first()
+    }
+
+    /// The durable state of `group_id` as it is now; `None` for an unknown group or one
+    /// that is rebalancing (only settled states are persisted).
+    #[must_use]
+    pub fn snapshot(&self, group_id: &str) -> Option<GroupSnapshot> {
+        self.groups
+            .get(group_id)
+            .filter(|g| matches!(g.state, GroupState::Stable | GroupState::Empty))
+            .map(Group::snapshot)
+    }
+
+    /// Takes over a group from its durable state (written by this or another coordinator):
+    /// Stable or Empty in the same generation, every member's session starting at `now`,
+    /// so members that keep heartbeating see no rebalance. The next rebalance continues
+    /// from this generation. Produces no persist event.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::AlreadyHeld`] if the group is here already;
+    /// [`StateError::Invalid`] for a state no coordinator could have written;
+    /// [`StateError::OverCapacity`] if the group would break a cap (`max_groups` with no
+    /// Empty group to evict, `max_members_per_group`, `max_state_bytes`, ...). Nothing
+    /// changes on error.
+    pub fn restore(&mut self, now: Millis, snapshot: GroupSnapshot) -> Result<(), StateError> {
+        if self.groups.contains_key(&snapshot.group_id) {
+            return Err(StateError::AlreadyHeld);
+        }
+        if self.groups.len() >= self.ctx.config.max_groups
+            && !self
+                .groups
+                .values()
+                .any(|g| g.state == GroupState::Empty && g.pending.is_empty())
+        {
+            return Err(StateError::OverCapacity("groups"));
+        }
+        let group = Group::restore(&mut self.ctx, now, snapshot)?;
+        // Checked above: there is room, or an Empty group to evict.
+        self.make_room();
+        self.groups.insert(group.id.clone(), group);
+        Ok(())
+    }
+
+    /// Stops serving every group whose id matches: parked JoinGroup and SyncGroup
+    /// requests are answered with `error` (the broker passes `NOT_COORDINATOR` when the
+    /// groups moved elsewhere), and the groups are forgotten without persist events (their
+    /// durable state stays as last written, for the next owner). Returns how many.
+    pub fn unload(&mut self, mut matches: impl FnMut(&str) -> bool, error: ErrorCode) -> usize {
+        let ids: Vec<String> = self
+            .groups
+            .keys()
+            .filter(|g| matches(g.as_str()))
+            .cloned()
+            .collect();
+        for id in &ids {
+            if let Some(mut g) = self.groups.remove(id) {
+                g.unload(&mut self.ctx, error);
+            }
+        }
+        // States of groups already forgotten (deleted, evicted) are the owner's to write.
+        self.ctx.persist.retain(|g, _| !matches(g));
+        ids.len()
+    }
+
     // ----- internals ----------------------------------------------------------------------
 
     /// At `max_groups`, forgets the group that has been Empty (with no KIP-394 ids out)
@@ -357,6 +433,8 @@ impl Coordinator {
             Some(id) => {
                 if let Some(mut g) = self.groups.remove(&id) {
                     g.disarm_all(&mut self.ctx);
+                    // Forgotten here, so forgotten by the next owner too (its offsets stay).
+                    self.ctx.persist.insert(id, None);
                 }
                 true
             }
@@ -493,7 +571,7 @@ impl Coordinator {
 }
 
 /// Keeps the first occurrence of each protocol name, as Kafka's keyed collection does.
-fn dedup_protocols(protocols: &[Protocol]) -> Vec<Protocol> {
+pub(crate) fn dedup_protocols(protocols: &[Protocol]) -> Vec<Protocol> {
     let mut seen = HashSet::new();
     protocols
         .iter()

@@ -10,7 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::ErrorCode;
 
-use crate::member_id::MemberIds;
+use crate::member_id::{MAX_ID_PREFIX_BYTES, MemberIds, truncated};
+use crate::snapshot::{GroupSnapshot, MemberSnapshot, StateError};
 use crate::timers::{TimerKind, Timers};
 use crate::types::{
     GroupConfig, GroupDescription, GroupState, HeartbeatResponse, JoinGroup, JoinResponse,
@@ -44,6 +45,10 @@ pub(crate) struct Ctx {
     pub(crate) state_bytes: usize,
     /// KIP-394 ids outstanding over all groups, checked against `max_pending_members`.
     pub(crate) pending_total: usize,
+    /// Durable states to write, per group: the latest replaces an unwritten earlier one
+    /// (`None`: delete). Bounded by the groups held plus those forgotten since the last
+    /// poll.
+    pub(crate) persist: BTreeMap<String, Option<GroupSnapshot>>,
 }
 
 impl Ctx {
@@ -630,6 +635,7 @@ impl Group {
             self.state = GroupState::Empty;
             self.empty_since = now;
             log!("group {}: empty at generation {}", self.id, self.generation);
+            self.persist(ctx);
             return;
         }
         self.protocol_name = self.select_protocol();
@@ -792,7 +798,7 @@ impl Group {
         }
         match req.group_instance_id.clone() {
             Some(instance) => {
-                let new_id = ctx.ids.next(&instance);
+                let new_id = self.fresh_member_id(ctx, &instance);
                 match self.static_members.get(&instance).cloned() {
                     Some(old_id) => {
                         self.replace_static_member(ctx, now, id, &old_id, new_id, req, protocols);
@@ -801,7 +807,7 @@ impl Group {
                 }
             }
             None => {
-                let new_id = ctx.ids.next(&req.client_id);
+                let new_id = self.fresh_member_id(ctx, &req.client_id);
                 if req.require_known_member_id {
                     if self.pending.len() >= ctx.config.max_pending_members_per_group {
                         ctx.join_error(id, String::new(), ErrorCode::GROUP_MAX_SIZE_REACHED);
@@ -826,6 +832,19 @@ impl Group {
                 } else {
                     self.add_member_and_rebalance(ctx, now, id, new_id, req, protocols);
                 }
+            }
+        }
+    }
+
+    /// A member id this group does not use. Ids from one generator never repeat, but a
+    /// group restored from another coordinator holds ids from another generator, which
+    /// may be seeded alike; each try is a new id, so this ends within members + pending
+    /// tries.
+    fn fresh_member_id(&self, ctx: &mut Ctx, prefix: &str) -> String {
+        loop {
+            let id = ctx.ids.next(prefix);
+            if !self.members.contains_key(&id) && !self.pending.contains_key(&id) {
+                return id;
             }
         }
     }
@@ -1044,6 +1063,8 @@ impl Group {
                 response.leader = current_leader;
                 response.members.clear();
                 ctx.respond(id, Response::Join(response));
+                // The old id is fenced from now on, and a later owner must know it.
+                self.persist(ctx);
             }
             GroupState::Stable
             | GroupState::CompletingRebalance
@@ -1156,6 +1177,7 @@ impl Group {
             .collect();
         self.set_and_propagate_assignment(ctx, now, assignments);
         self.state = GroupState::Stable;
+        self.persist(ctx);
         log!(
             "group {}: stable at generation {}",
             self.id,
@@ -1308,5 +1330,172 @@ impl Group {
                 .collect(),
             protocol,
         }
+    }
+}
+
+// ----- durable state ----------------------------------------------------------------------
+
+impl Group {
+    /// Queues the group's durable state for the driver to write.
+    fn persist(&self, ctx: &mut Ctx) {
+        ctx.persist.insert(self.id.clone(), Some(self.snapshot()));
+    }
+
+    /// The group's durable state (see [`crate::snapshot`]): meaningful when Stable or
+    /// Empty, the states in which it is taken.
+    pub(crate) fn snapshot(&self) -> GroupSnapshot {
+        GroupSnapshot {
+            group_id: self.id.clone(),
+            state: self.state,
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol_name.clone(),
+            leader: self.leader.clone(),
+            members: self
+                .members
+                .values()
+                .map(|m| MemberSnapshot {
+                    member_id: m.id.clone(),
+                    group_instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout: m.session_timeout,
+                    rebalance_timeout: m.rebalance_timeout,
+                    protocols: m.protocols.clone(),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A group back from its durable state, Stable or Empty, in the same generation; every
+    /// member's session starts now. Checked against every cap a live group is held to;
+    /// on success the members are counted in `ctx.state_bytes` and their timers armed.
+    pub(crate) fn restore(
+        ctx: &mut Ctx,
+        now: Millis,
+        snap: GroupSnapshot,
+    ) -> Result<Group, StateError> {
+        let config = &ctx.config;
+        if snap.group_id.is_empty() || snap.group_id.len() > config.max_id_bytes {
+            return Err(StateError::Invalid("group id"));
+        }
+        if snap.members.len() > config.max_members_per_group {
+            return Err(StateError::OverCapacity("members per group"));
+        }
+        let stable = match snap.state {
+            GroupState::Stable if !snap.members.is_empty() => true,
+            GroupState::Empty if snap.members.is_empty() => false,
+            _ => return Err(StateError::Invalid("state and members disagree")),
+        };
+        if snap.generation < 1 {
+            return Err(StateError::Invalid("generation"));
+        }
+        let (protocol_name, leader) = if stable {
+            let Some(name) = snap.protocol_name else {
+                return Err(StateError::Invalid("Stable without a protocol"));
+            };
+            if snap.protocol_type.as_deref().is_none_or(str::is_empty) {
+                return Err(StateError::Invalid("Stable without a protocol type"));
+            }
+            let Some(leader) = snap
+                .leader
+                .filter(|l| snap.members.iter().any(|m| &m.member_id == l))
+            else {
+                return Err(StateError::Invalid("the leader is not a member"));
+            };
+            (Some(name), Some(leader))
+        } else {
+            (None, None)
+        };
+        let assignment_bytes: usize = snap.members.iter().map(|m| m.assignment.len()).sum();
+        if assignment_bytes > config.max_assignment_bytes {
+            return Err(StateError::OverCapacity("assignment bytes"));
+        }
+        let mut group = Group::new(snap.group_id, now);
+        group.state = snap.state;
+        group.generation = snap.generation;
+        group.protocol_type = snap.protocol_type;
+        group.protocol_name = protocol_name;
+        group.leader = leader;
+        let mut bytes = 0usize;
+        for m in snap.members {
+            // Member ids are a client-chosen prefix of at most MAX_ID_PREFIX_BYTES and a
+            // 37-byte suffix.
+            if m.member_id.is_empty() || m.member_id.len() > MAX_ID_PREFIX_BYTES + 37 {
+                return Err(StateError::Invalid("member id"));
+            }
+            if m.group_instance_id
+                .as_ref()
+                .is_some_and(|i| i.is_empty() || i.len() > config.max_id_bytes)
+            {
+                return Err(StateError::Invalid("group instance id"));
+            }
+            let protocols = crate::coordinator::dedup_protocols(&m.protocols);
+            if protocols.len() > config.max_protocols_per_member
+                || protocol_bytes(&protocols) > config.max_metadata_bytes
+            {
+                return Err(StateError::OverCapacity("protocol metadata"));
+            }
+            let member = Member {
+                id: m.member_id,
+                instance_id: m.group_instance_id,
+                client_id: truncated(&m.client_id, MAX_ID_PREFIX_BYTES).to_owned(),
+                client_host: truncated(&m.client_host, MAX_ID_PREFIX_BYTES).to_owned(),
+                session_timeout: m
+                    .session_timeout
+                    .clamp(config.min_session_timeout, config.max_session_timeout),
+                rebalance_timeout: m.rebalance_timeout.min(config.max_rebalance_timeout),
+                protocols,
+                assignment: m.assignment,
+                awaiting_join: None,
+                awaiting_sync: None,
+                is_new: false,
+                generation: group.generation,
+                session_deadline: None,
+            };
+            if let Some(p) = &group.protocol_name
+                && !member.supports(p)
+            {
+                return Err(StateError::Invalid("a member lacks the selected protocol"));
+            }
+            if let Some(instance) = &member.instance_id
+                && group
+                    .static_members
+                    .insert(instance.clone(), member.id.clone())
+                    .is_some()
+            {
+                return Err(StateError::Invalid("a repeated group instance id"));
+            }
+            bytes += member.bytes();
+            if group.members.insert(member.id.clone(), member).is_some() {
+                return Err(StateError::Invalid("a repeated member id"));
+            }
+        }
+        if ctx.state_bytes.saturating_add(bytes) > config.max_state_bytes {
+            return Err(StateError::OverCapacity("state bytes"));
+        }
+        ctx.state_bytes += bytes;
+        let ids: Vec<String> = group.members.keys().cloned().collect();
+        for id in &ids {
+            group.schedule_session(ctx, now, id);
+        }
+        Ok(group)
+    }
+
+    /// This coordinator no longer serves the group: whatever its members wait for is
+    /// answered with `error`, and every deadline disarmed. The group is about to be
+    /// forgotten without a trace in the durable state.
+    pub(crate) fn unload(&mut self, ctx: &mut Ctx, error: ErrorCode) {
+        for m in self.members.values_mut() {
+            if let Some(id) = m.awaiting_join.take() {
+                ctx.join_error(id, m.id.clone(), error);
+            }
+            if let Some(id) = m.awaiting_sync.take() {
+                ctx.sync_error(id, error);
+            }
+        }
+        self.disarm_all(ctx);
+        ctx.persist.remove(&self.id);
     }
 }

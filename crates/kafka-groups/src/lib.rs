@@ -78,6 +78,18 @@
 //! is Stable and the selected protocol would not change; the old member id is fenced
 //! (`FENCED_INSTANCE_ID`).
 //!
+//! # Durable state
+//!
+//! The coordinator holds groups in memory; what must survive a move of the group to
+//! another process comes out of [`Coordinator::poll_persist`] as a [`GroupSnapshot`]
+//! whenever a generation settles (Stable after the leader's SyncGroup, Empty after a
+//! rebalance that left nobody, a static member replaced in place) or a group goes (deleted
+//! or evicted: a deletion). The driver encodes it ([`GroupSnapshot::encode`]) and stores
+//! it; a new owner decodes it and calls [`Coordinator::restore`], which puts the group
+//! back Stable or Empty in the same generation with every session restarting then, so
+//! members that keep heartbeating see no rebalance. [`Coordinator::unload`] lets go of
+//! groups that moved away, answering their parked requests. See [`snapshot`].
+//!
 //! Every collection grown by input is capped by [`GroupConfig`]: groups, members per group,
 //! outstanding KIP-394 ids, protocols and metadata bytes per member, assignment bytes per
 //! SyncGroup, and over all groups: bytes of metadata and assignments, outstanding KIP-394
@@ -147,6 +159,7 @@
 mod coordinator;
 mod group;
 mod member_id;
+pub mod snapshot;
 mod timers;
 pub mod types;
 
@@ -155,6 +168,7 @@ mod proptests;
 
 pub use coordinator::Coordinator;
 pub use member_id::MAX_ID_PREFIX_BYTES;
+pub use snapshot::{GroupSnapshot, MemberSnapshot, StateError};
 pub use types::{
     CoordinatorStats, GroupConfig, GroupDescription, GroupListing, GroupState, GroupStats,
     Heartbeat, HeartbeatResponse, JoinGroup, JoinResponse, JoinedMember, LeaveGroup, LeaveResponse,

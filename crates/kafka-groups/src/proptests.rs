@@ -15,8 +15,8 @@ use bytes::Bytes;
 use kafka_protocol::ErrorCode;
 use proptest::prelude::*;
 
-use crate::Coordinator;
 use crate::types::*;
+use crate::{Coordinator, GroupSnapshot};
 
 const GROUPS: [&str; 3] = ["g0", "g1", "g2"];
 const CLIENTS: usize = 7;
@@ -49,6 +49,8 @@ enum Op {
         group: usize,
     },
     Advance(u64),
+    /// The groups move to a fresh coordinator that restores their durable states.
+    Handover,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -64,6 +66,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (client, any::<bool>()).prop_map(|(client, simple)| Op::Commit { client, simple }),
         1 => (0..GROUPS.len()).prop_map(|group| Op::Delete { group }),
         4 => prop_oneof![4 => 0..3_000u64, 1 => 0..40_000u64].prop_map(Op::Advance),
+        1 => Just(Op::Handover),
     ]
 }
 
@@ -87,6 +90,8 @@ struct World {
     /// see a different leader id within a generation: a static leader replaced without a
     /// rebalance is named by its old id to the new incarnation, by its new id afterwards.)
     leaders: HashMap<(String, i32), String>,
+    /// The durable states written so far, as a store keeps them (last write wins).
+    store: std::collections::BTreeMap<String, Bytes>,
 }
 
 fn group_of(client: usize) -> &'static str {
@@ -127,6 +132,7 @@ impl World {
             clients: vec![ClientState::default(); CLIENTS],
             outstanding: HashMap::new(),
             leaders: HashMap::new(),
+            store: std::collections::BTreeMap::new(),
         }
     }
 
@@ -250,6 +256,7 @@ impl World {
                 let target = Millis(self.now.0 + ms);
                 self.run_until(target);
             }
+            Op::Handover => self.handover(),
         }
         self.collect();
     }
@@ -276,7 +283,47 @@ impl World {
         self.now = self.now.max(target);
     }
 
+    /// Moves every group to a new coordinator, as a new owner of their shard would: the
+    /// old one unloads them (its parked requests answered `NOT_COORDINATOR`), the new one
+    /// restores what was written. Clients keep their member ids and generations.
+    fn handover(&mut self) {
+        self.collect();
+        self.c.unload(|_| true, ErrorCode::NOT_COORDINATOR);
+        assert!(self.c.poll_persist().is_none(), "unloading writes nothing");
+        self.collect();
+        assert!(self.c.list(&[]).is_empty());
+        let mut next = Coordinator::new(self.c.config().clone());
+        for (group, blob) in &self.store {
+            let snapshot = GroupSnapshot::decode(blob).expect("a written state decodes");
+            let generation = snapshot.generation;
+            let state = snapshot.state;
+            next.restore(self.now, snapshot)
+                .expect("a written state restores");
+            assert_eq!(next.generation(group), Some(generation));
+            assert_eq!(next.group_state(group), Some(state));
+        }
+        assert!(next.poll_persist().is_none(), "restoring writes nothing");
+        self.c = next;
+        // Generations not yet written are handed out again by the new coordinator.
+        self.leaders.clear();
+        self.collect();
+    }
+
     fn collect(&mut self) {
+        while let Some((group, state)) = self.c.poll_persist() {
+            match state {
+                Some(s) => {
+                    assert_eq!(s.group_id, group);
+                    assert!(matches!(s.state, GroupState::Stable | GroupState::Empty));
+                    let blob = s.encode();
+                    assert_eq!(GroupSnapshot::decode(&blob).as_ref(), Ok(&s));
+                    self.store.insert(group, blob);
+                }
+                None => {
+                    self.store.remove(&group);
+                }
+            }
+        }
         while let Some((id, response)) = self.c.poll_response() {
             let client = self
                 .outstanding

@@ -1463,3 +1463,229 @@ fn coordinator_wide_caps_hold_across_groups() {
     let j = h.join(&b);
     assert_eq!(h.take_join(j).error, ErrorCode::NONE);
 }
+
+// ----- durable state: persist, restore, unload ------------------------------------------------
+
+/// Every persist event produced so far, in order.
+fn persisted(h: &mut Harness) -> Vec<(String, Option<GroupSnapshot>)> {
+    std::iter::from_fn(|| h.c.poll_persist()).collect()
+}
+
+/// A new coordinator (a new owner) at `h`'s clock, holding `snapshot` restored.
+fn handed_over(h: &Harness, snapshot: GroupSnapshot) -> Harness {
+    let mut next = Harness::with(h.c.config().clone());
+    next.now = h.now;
+    next.next_id = h.next_id + 1000;
+    let blob = snapshot.encode();
+    let decoded = GroupSnapshot::decode(&blob).expect("decodes");
+    next.c.restore(next.now, decoded).expect("restores");
+    assert!(next.c.poll_persist().is_none(), "restoring writes nothing");
+    next
+}
+
+#[test]
+fn a_stable_generation_is_persisted_once_settled() {
+    let mut h = Harness::new();
+    let mut cl = [Client::new("a"), Client::new("b")];
+    let joins: Vec<RequestId> = cl.iter().map(|c| h.join(c)).collect();
+    h.advance(2 * DELAY_MS);
+    for (c, j) in cl.iter_mut().zip(&joins) {
+        h.joined(c, *j);
+    }
+    assert!(persisted(&mut h).is_empty(), "a rebalance is not persisted");
+    let [a, b] = &cl;
+    let sb = h.sync(b, vec![]);
+    assert!(persisted(&mut h).is_empty(), "nor a follower's sync");
+    let sa = h.sync(
+        a,
+        vec![MemberAssignment {
+            member_id: b.member_id.clone(),
+            assignment: Bytes::from_static(b"p0"),
+        }],
+    );
+    h.take_sync(sa);
+    h.take_sync(sb);
+    let events = persisted(&mut h);
+    assert_eq!(events.len(), 1);
+    let (group, Some(s)) = &events[0] else {
+        panic!("a stored state: {events:?}");
+    };
+    assert_eq!(group, "g");
+    assert_eq!(s.state, GroupState::Stable);
+    assert_eq!(s.generation, 1);
+    assert_eq!(s.leader.as_deref(), Some(a.member_id.as_str()));
+    assert_eq!(s.protocol_name.as_deref(), Some("range"));
+    let ids: Vec<&str> = s.members.iter().map(|m| m.member_id.as_str()).collect();
+    assert_eq!(ids, vec![a.member_id.as_str(), b.member_id.as_str()]);
+    let mb = &s.members[1];
+    assert_eq!(mb.assignment, Bytes::from_static(b"p0"));
+    assert_eq!(mb.protocols, vec![Protocol::new("range", "sub-b")]);
+    assert_eq!(mb.session_timeout, Duration::from_millis(SESSION_MS));
+    // Heartbeats change nothing durable.
+    assert_eq!(h.heartbeat(a), ErrorCode::NONE);
+    assert!(persisted(&mut h).is_empty());
+    // Both leave: the rebalance empties the group, which is persisted (next generation).
+    h.leave("g", &[(&a.member_id, None), (&b.member_id, None)]);
+    let events = persisted(&mut h);
+    let (_, Some(s)) = &events[0] else {
+        panic!("a stored state: {events:?}");
+    };
+    assert_eq!((s.state, s.generation), (GroupState::Empty, 2));
+    assert!(s.members.is_empty() && s.leader.is_none());
+    // Deleting it deletes its durable state.
+    h.c.delete("g").expect("an Empty group can be deleted");
+    assert_eq!(persisted(&mut h), vec![("g".to_string(), None)]);
+}
+
+#[test]
+fn a_restored_group_keeps_its_members_generation_and_assignments() {
+    let mut h = Harness::new();
+    let (mut a, mut b) = stable_pair(&mut h);
+    let snapshot = h.c.snapshot("g").expect("a settled group");
+    h.advance(SESSION_MS / 2);
+    let mut n = handed_over(&h, snapshot);
+    assert_eq!(n.state("g"), Some(GroupState::Stable));
+    assert_eq!(n.c.generation("g"), Some(1));
+    // Members keep heartbeating in their generation: no rebalance.
+    n.advance(SESSION_MS - 1);
+    assert_eq!(n.heartbeat(&a), ErrorCode::NONE);
+    assert_eq!(n.heartbeat(&b), ErrorCode::NONE);
+    // A follower's SyncGroup (a retry) gets its assignment back.
+    let s = n.sync(&b, vec![]);
+    assert_eq!(
+        n.take_sync(s).assignment,
+        Bytes::from(format!("for {}", b.member_id))
+    );
+    // A follower rejoining unchanged stays in the generation.
+    let j = n.join(&b);
+    assert_eq!(n.joined(&mut b, j).generation_id, 1);
+    assert_eq!(n.state("g"), Some(GroupState::Stable));
+    // The leader rejoining starts the next generation, continuing from the restored one.
+    let ja = n.join(&a);
+    assert_eq!(n.heartbeat(&b), ErrorCode::REBALANCE_IN_PROGRESS);
+    let jb = n.join(&b);
+    let ra = n.joined(&mut a, ja);
+    let rb = n.joined(&mut b, jb);
+    assert_eq!((ra.generation_id, rb.generation_id), (2, 2));
+    assert_eq!(ra.leader, a.member_id);
+    assert_eq!(
+        ra.members.len(),
+        2,
+        "the leader sees both members' metadata"
+    );
+}
+
+#[test]
+fn restored_members_that_stay_silent_expire() {
+    let mut h = Harness::new();
+    let (a, _b) = stable_pair(&mut h);
+    let snapshot = h.c.snapshot("g").expect("settled");
+    let mut n = handed_over(&h, snapshot);
+    // Only a heartbeats; b's session, restarted at the restore, runs out.
+    for _ in 0..3 {
+        n.advance(SESSION_MS / 2);
+        n.heartbeat(&a);
+    }
+    assert_eq!(n.heartbeat(&a), ErrorCode::REBALANCE_IN_PROGRESS);
+}
+
+#[test]
+fn an_unloaded_group_answers_its_parked_requests_and_writes_nothing() {
+    let mut h = Harness::new();
+    let (mut a, b) = stable_pair(&mut h);
+    persisted(&mut h);
+    let ja = h.join(&a);
+    assert!(!h.answered(ja), "parked: b has not rejoined");
+    let other = Client {
+        group: "other".into(),
+        ..Client::new("c")
+    };
+    h.join(&other);
+    assert_eq!(
+        h.c.unload(|g| g == "g", ErrorCode::NOT_COORDINATOR),
+        1,
+        "only the matching group"
+    );
+    assert_eq!(h.take_join(ja).error, ErrorCode::NOT_COORDINATOR);
+    assert_eq!(h.state("g"), None);
+    assert!(h.state("other").is_some());
+    assert!(persisted(&mut h).is_empty());
+    a.generation = 1;
+    assert_eq!(h.heartbeat(&b), ErrorCode::UNKNOWN_MEMBER_ID);
+}
+
+#[test]
+fn restores_are_held_to_the_caps() {
+    let mut h = Harness::new();
+    let (_a, _b) = stable_pair(&mut h);
+    let snapshot = h.c.snapshot("g").expect("settled");
+    // Already held.
+    assert_eq!(
+        h.c.restore(h.now, snapshot.clone()),
+        Err(StateError::AlreadyHeld)
+    );
+    // Too many members for this coordinator.
+    let mut small = Harness::with(GroupConfig {
+        max_members_per_group: 1,
+        ..GroupConfig::default()
+    });
+    assert_eq!(
+        small.c.restore(small.now, snapshot.clone()),
+        Err(StateError::OverCapacity("members per group"))
+    );
+    // Over the bytes held over all groups.
+    let mut tight = Harness::with(GroupConfig {
+        max_state_bytes: 300,
+        ..GroupConfig::default()
+    });
+    assert_eq!(
+        tight.c.restore(tight.now, snapshot.clone()),
+        Err(StateError::OverCapacity("state bytes"))
+    );
+    // At max_groups with no Empty group to evict.
+    let mut full = Harness::with(GroupConfig {
+        max_groups: 1,
+        ..GroupConfig::default()
+    });
+    full.c.restore(full.now, snapshot.clone()).expect("room");
+    let mut second = snapshot.clone();
+    second.group_id = "g2".into();
+    assert_eq!(
+        full.c.restore(full.now, second),
+        Err(StateError::OverCapacity("groups"))
+    );
+    // A leader that is not a member.
+    let mut lost = snapshot;
+    lost.group_id = "g3".into();
+    lost.leader = Some("nobody".into());
+    assert!(matches!(
+        h.c.restore(h.now, lost),
+        Err(StateError::Invalid(_))
+    ));
+    for c in [&small.c, &tight.c, &h.c] {
+        assert!(c.group_state("g3").is_none());
+    }
+    assert!(small.c.list(&[]).is_empty() && tight.c.list(&[]).is_empty());
+}
+
+#[test]
+fn a_static_member_replaced_without_a_rebalance_is_persisted() {
+    let mut h = Harness::new();
+    let mut cl = [Client::static_("a", "ia"), Client::new("b")];
+    h.drive_to_stable(&mut cl);
+    persisted(&mut h);
+    let [a, _b] = &cl;
+    let mut restarted = Client::static_("a", "ia");
+    let j = h.join(&restarted);
+    h.joined(&mut restarted, j);
+    let events = persisted(&mut h);
+    let (_, Some(s)) = &events[0] else {
+        panic!("a stored state: {events:?}");
+    };
+    assert!(s.members.iter().any(|m| m.member_id == restarted.member_id));
+    assert!(!s.members.iter().any(|m| m.member_id == a.member_id));
+    // A new owner restoring it fences the old incarnation too.
+    let mut n = handed_over(&h, s.clone());
+    assert_eq!(n.heartbeat(a), ErrorCode::FENCED_INSTANCE_ID);
+    assert_eq!(n.heartbeat(&restarted), ErrorCode::NONE);
+}

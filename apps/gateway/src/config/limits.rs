@@ -77,6 +77,8 @@ pub(super) struct Raw {
     #[serde(deserialize_with = "parsed")]
     max_producer_states: usize,
     #[serde(deserialize_with = "parsed")]
+    producer_state_recovery_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
     validation_threads: usize,
     #[serde(deserialize_with = "parsed")]
     inline_validation_bytes: usize,
@@ -117,6 +119,7 @@ impl Default for Raw {
             message_timestamp_after_max_ms,
             producer_id_expiration,
             max_producer_states,
+            producer_state_recovery_bytes,
             validation_threads,
             inline_validation_bytes,
             max_decompressed_request_bytes,
@@ -151,6 +154,7 @@ impl Default for Raw {
             message_timestamp_after_max_ms,
             producer_id_expiration_ms: duration_ms(producer_id_expiration),
             max_producer_states,
+            producer_state_recovery_bytes,
             validation_threads,
             inline_validation_bytes,
             max_decompressed_request_bytes,
@@ -231,6 +235,10 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     ),
     ("limits.producer_id_expiration", "producer_id_expiration_ms"),
     ("limits.max_producer_states", "max_producer_states"),
+    (
+        "limits.producer_state_recovery_bytes",
+        "producer_state_recovery_bytes",
+    ),
     ("limits.validation_threads", "validation_threads"),
     ("limits.inline_validation_bytes", "inline_validation_bytes"),
     (
@@ -276,6 +284,7 @@ impl Raw {
             message_timestamp_after_max_ms: self.message_timestamp_after_max_ms,
             producer_id_expiration: Duration::from_millis(self.producer_id_expiration_ms),
             max_producer_states: self.max_producer_states,
+            producer_state_recovery_bytes: self.producer_state_recovery_bytes,
             validation_threads: self.validation_threads,
             inline_validation_bytes: self.inline_validation_bytes,
             max_decompressed_request_bytes: self.max_decompressed_request_bytes,

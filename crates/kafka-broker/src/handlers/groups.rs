@@ -1,9 +1,13 @@
 //! The classic consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
 //! LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
 //!
-//! Groups are placed over the live gateways by [`crate::cluster::coordinator`];
-//! FindCoordinator answers the owner, and a gateway refuses the group APIs for a group it
-//! does not coordinate with `NOT_COORDINATOR` (per group where the API names several).
+//! Groups are placed over the live gateways by [`crate::cluster::coordinator`] (by their
+//! coordinator shard); FindCoordinator answers the owner, and a gateway refuses the group
+//! APIs for a group it does not coordinate with `NOT_COORDINATOR` (per group where the API
+//! names several). While this gateway is still loading the shard of a group it now
+//! coordinates, the group APIs answer `COORDINATOR_LOAD_IN_PROGRESS` (code 14, known to
+//! every version of them; retriable), per group where the API names several, and
+//! ListGroups as a whole while any of its shards loads.
 //! Membership and rebalances are decided by the `kafka-groups` state machine; these
 //! handlers translate between wire versions and its domain types.
 //!
@@ -391,6 +395,23 @@ pub(crate) async fn describe_groups(
         }
         None => true,
     });
+    let groups_handle = &ctx.broker.groups;
+    let shards = names
+        .iter()
+        .fold(0, |set, g| set | (1u32 << kafka_store::cluster::group_shard(g)));
+    groups_handle.wait_shards(shards).await;
+    names.retain(|g| {
+        if groups_handle.is_loaded(g) {
+            true
+        } else {
+            refused.push(DescribedGroup {
+                error_code: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.code(),
+                group_id: g.clone(),
+                ..DescribedGroup::default()
+            });
+            false
+        }
+    });
     let ids: Vec<String> = names.iter().map(|g| g.to_string()).collect();
     let found = ctx
         .broker
@@ -511,6 +532,13 @@ pub(crate) async fn list_groups(ctx: &Ctx<'_>, req: ListGroupsRequest) -> ListGr
     if !types.is_empty() && !types.iter().any(|t| t == "classic") {
         return ListGroupsResponse::default();
     }
+    let route = ctx.broker.route();
+    if !ctx.broker.groups.loaded_all(&route).await {
+        return ListGroupsResponse {
+            error_code: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.code(),
+            ..ListGroupsResponse::default()
+        };
+    }
     let filter = states.clone();
     let Ok(mut listed) = ctx.broker.groups.with(move |c, _| c.list(&filter)).await else {
         return ListGroupsResponse {
@@ -536,7 +564,6 @@ pub(crate) async fn list_groups(ctx: &Ctx<'_>, req: ListGroupsRequest) -> ListGr
     }
     // Each gateway lists the groups it coordinates (the offsets are shared), so a client
     // asking every broker sees each group once.
-    let route = ctx.broker.route();
     listed.retain(|g| route.coordinates(&g.group_id));
     listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     ListGroupsResponse {
@@ -576,10 +603,14 @@ pub(crate) async fn delete_groups(ctx: &Ctx<'_>, req: DeleteGroupsRequest) -> De
             continue;
         }
         let id = g.to_string();
-        let outcome = ctx.broker.groups.with(move |c, _| c.delete(&id)).await;
+        let outcome = ctx
+            .broker
+            .groups
+            .with_group(g, move |c, _| c.delete(&id))
+            .await;
         let offsets = &ctx.broker.stores.offsets;
         let error = match outcome {
-            Err(_) => ErrorCode::COORDINATOR_NOT_AVAILABLE,
+            Err(e) => e,
             Ok(Ok(())) => match offsets.delete_group(g).await {
                 Ok(()) => ErrorCode::NONE,
                 Err(e) => e.error_code(),

@@ -42,18 +42,17 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
     let check = if let Some(e) = refused {
         Ok(Err(e))
     } else {
-        let group = group.clone();
+        let id = group.clone();
         ctx.broker
             .groups
-            .with(move |c, now| {
-                c.validate_commit(now, &group, generation, &member, instance.as_deref())
+            .with_group(&group, move |c, now| {
+                c.validate_commit(now, &id, generation, &member, instance.as_deref())
             })
             .await
     };
     let now = now_ms();
     let group_error = match check {
-        Err(_) => Some(ErrorCode::COORDINATOR_NOT_AVAILABLE),
-        Ok(Err(e)) => Some(e),
+        Err(e) | Ok(Err(e)) => Some(e),
         Ok(Ok(())) => None,
     };
     if let Some(e) = group_error {
@@ -149,6 +148,8 @@ async fn fetch_group(
     if let Some(e) = super::groups::refusal(&ctx.broker.route(), group) {
         return Err(e);
     }
+    // Not before the shard is acquired: its offsets may not be current yet.
+    ctx.broker.groups.ready(group).await?;
     let offsets = &ctx.broker.stores.offsets;
     match topics {
         None => {
@@ -241,6 +242,7 @@ pub(crate) async fn offset_fetch(ctx: &Ctx<'_>, req: OffsetFetchRequest) -> Offs
             .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
             .collect()
     });
+    let requested = topics.clone();
     match fetch_group(ctx, &req.group_id, topics).await {
         Ok(found) => OffsetFetchResponse {
             topics: found
@@ -264,12 +266,34 @@ pub(crate) async fn offset_fetch(ctx: &Ctx<'_>, req: OffsetFetchRequest) -> Offs
             error_code: ErrorCode::NONE.code(),
             ..OffsetFetchResponse::default()
         },
+        Err(code) if v >= 2 => OffsetFetchResponse {
+            error_code: code.code(),
+            ..OffsetFetchResponse::default()
+        },
+        // Before v2 there is no top-level error: as Kafka does, every requested partition
+        // carries it (with offset -1 and empty metadata), and clients read a coordinator
+        // error there as the group's.
         Err(code) => OffsetFetchResponse {
-            error_code: if v >= 2 {
-                code.code()
-            } else {
-                ErrorCode::NONE.code()
-            },
+            topics: requested
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(t, ps)| OffsetFetchResponseTopic {
+                    name: bs(t),
+                    partitions: ps
+                        .into_iter()
+                        .map(|p| OffsetFetchResponsePartition {
+                            partition_index: p,
+                            committed_offset: -1,
+                            committed_leader_epoch: -1,
+                            metadata: Some(bs("")),
+                            error_code: code.code(),
+                            ..OffsetFetchResponsePartition::default()
+                        })
+                        .collect(),
+                    ..OffsetFetchResponseTopic::default()
+                })
+                .collect(),
+            error_code: ErrorCode::NONE.code(),
             ..OffsetFetchResponse::default()
         },
     }
@@ -300,13 +324,19 @@ pub(crate) async fn offset_delete(ctx: &Ctx<'_>, req: OffsetDeleteRequest) -> Of
     let offsets = &ctx.broker.stores.offsets;
     let desc = {
         let g = group.clone();
-        ctx.broker.groups.with(move |c, _| c.describe(&g)).await
+        ctx.broker
+            .groups
+            .with_group(&group, move |c, _| c.describe(&g))
+            .await
     };
-    let Ok(desc) = desc else {
-        return OffsetDeleteResponse {
-            error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.code(),
-            ..OffsetDeleteResponse::default()
-        };
+    let desc = match desc {
+        Ok(d) => d,
+        Err(e) => {
+            return OffsetDeleteResponse {
+                error_code: e.code(),
+                ..OffsetDeleteResponse::default()
+            };
+        }
     };
     let has_offsets = offsets
         .fetch_all(&group)

@@ -31,7 +31,11 @@
 //! build the response). For idempotent batches the check and the append are one step:
 //! [`submit`] holds the partitions' producer locks from the check until the append is
 //! confirmed and recorded, so the same batch sent on two connections lands once and the
-//! other is answered as its duplicate, with the same offset.
+//! other is answered as its duplicate, with the same offset. Under that lock, an
+//! idempotent batch's partition is first confirmed as led by this gateway in the current
+//! view (the view may have changed since [`prepare`]) and, the first time since this
+//! gateway began leading it, its producer state is rebuilt from the log
+//! ([`crate::producers`]).
 
 use super::{Ctx, Reply, Step, bs};
 use crate::broker::now_ms;
@@ -540,6 +544,20 @@ async fn submit_partition(
 ) -> Pending {
     let producers = &ctx.broker.producers;
     let log = &ctx.broker.stores.log;
+    if b.id.idempotent()
+        && let Err(f) = producers
+            .ensure_recovered(
+                log.as_ref(),
+                ctx.broker.membership.as_ref(),
+                &b.topic,
+                partition,
+                ctx.broker.config.limits.producer_state_recovery_bytes,
+                timeout,
+            )
+            .await
+    {
+        return Pending::Failed(f);
+    }
     match producers.check(&b.topic, partition, b.id, now) {
         Ok(Verdict::Append) => {}
         // A retry of a write that already landed: answer with its offset.

@@ -75,6 +75,10 @@ pub(crate) struct ScrapeGauges {
     members: Family<GroupLabel, Gauge>,
     generation: Family<GroupLabel, Gauge>,
     rebalances: Counter,
+    producer_recoveries: Counter,
+    producer_recovery_failures: Counter,
+    producer_recovery_bytes: Counter,
+    producers_recovered: Counter,
     memory_in_use: Gauge,
     memory_budget: Gauge,
     responses_queued: Gauge,
@@ -93,6 +97,10 @@ impl ScrapeGauges {
             members: Family::default(),
             generation: Family::default(),
             rebalances: Counter::default(),
+            producer_recoveries: Counter::default(),
+            producer_recovery_failures: Counter::default(),
+            producer_recovery_bytes: Counter::default(),
+            producers_recovered: Counter::default(),
             memory_in_use: Gauge::default(),
             memory_budget: Gauge::default(),
             responses_queued: Gauge::default(),
@@ -138,6 +146,27 @@ impl ScrapeGauges {
             "consumer_group_rebalances",
             "Rebalances completed over all groups since start",
             g.rebalances.clone(),
+        );
+        reg.register(
+            "producer_state_recoveries",
+            "Partitions whose idempotent producer state was rebuilt from the log since start",
+            g.producer_recoveries.clone(),
+        );
+        reg.register(
+            "producer_state_recovery_failures",
+            "Producer state recoveries that failed (store error, timeout, view change)",
+            g.producer_recovery_failures.clone(),
+        );
+        reg.register_with_unit(
+            "producer_state_recovery_read",
+            "Bytes read from the store to rebuild producer state since start",
+            Unit::Bytes,
+            g.producer_recovery_bytes.clone(),
+        );
+        reg.register(
+            "producer_states_recovered",
+            "Per-partition producer states rebuilt from the log since start",
+            g.producers_recovered.clone(),
         );
         reg.register_with_unit(
             "request_memory_in_use",
@@ -214,6 +243,18 @@ pub(crate) async fn refresh(metrics: &Metrics, broker: &Broker) {
         g.rebalances
             .inner()
             .store(stats.rebalances, Ordering::Relaxed);
+    }
+
+    let recovery = &broker.producers.stats;
+    for (counter, value) in [
+        (&g.producer_recoveries, &recovery.recoveries),
+        (&g.producer_recovery_failures, &recovery.failures),
+        (&g.producer_recovery_bytes, &recovery.bytes),
+        (&g.producers_recovered, &recovery.producers),
+    ] {
+        counter
+            .inner()
+            .store(value.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     let deadline = tokio::time::Instant::now() + REFRESH_BUDGET;
