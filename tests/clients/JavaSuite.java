@@ -1,6 +1,6 @@
 // Client suite: Apache kafka-clients 3.9.1 (Java 17), the reference client.
 //
-// Run: BOOTSTRAP=host:port TOPIC_PREFIX=... java -cp '.clients/java/jars/*' tests/clients/JavaSuite.java
+// Run: BOOTSTRAP=host:port[,host:port...] TOPIC_PREFIX=... java -cp '.clients/java/jars/*' tests/clients/JavaSuite.java
 // Admin CreateTopics (3 partitions) and Metadata (describeTopics, listTopics); per codec (none,
 // gzip, snappy, lz4, zstd) a producer with the default configuration (idempotent, so
 // InitProducerId) sends keyed/null-key records, a null value, an empty value, headers with
@@ -119,7 +119,7 @@ public class JavaSuite {
 
     public static void main(String[] args) throws Exception {
         String bootstrap = System.getenv("BOOTSTRAP");
-        if (bootstrap == null || bootstrap.isEmpty()) fail("BOOTSTRAP (host:port) is not set");
+        if (bootstrap == null || bootstrap.isEmpty()) fail("BOOTSTRAP (host:port[,host:port...]) is not set");
         String prefix = Objects.requireNonNullElse(System.getenv("TOPIC_PREFIX"), "clients-" + ProcessHandle.current().pid());
         String topic = prefix + "-java";
         step("kafka-clients " + org.apache.kafka.common.utils.AppInfoParser.getVersion() + ", bootstrap " + bootstrap + ", topic " + topic);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Client suite: aiokafka 0.14.0 (asyncio).
 
-Env: BOOTSTRAP=host:port, TOPIC_PREFIX (unique per run).
+Env: BOOTSTRAP=host:port[,host:port...], TOPIC_PREFIX (unique per run).
 Admin CreateTopics (3 partitions) and Metadata; per codec (none, gzip, snappy, lz4, zstd) a
 producer sends keyed/null-key records, a null value, an empty value, headers with repeated
 names and a null value, explicit partitions and timestamps; an assign-style consumer (no

@@ -50,7 +50,7 @@ def env():
     """(bootstrap, topic_prefix) from the environment."""
     bootstrap = os.environ.get("BOOTSTRAP")
     if not bootstrap:
-        fail("BOOTSTRAP (host:port) is not set")
+        fail("BOOTSTRAP (host:port[,host:port...]) is not set")
     prefix = os.environ.get("TOPIC_PREFIX") or f"clients-{os.getpid()}-{int(time.time())}"
     return bootstrap, prefix
 

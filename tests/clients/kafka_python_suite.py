@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Client suite: kafka-python 3.0.12 (pure Python).
 
-Env: BOOTSTRAP=host:port, TOPIC_PREFIX (unique per run).
+Env: BOOTSTRAP=host:port[,host:port...], TOPIC_PREFIX (unique per run).
 Admin CreateTopics (3 partitions) and Metadata; per codec (none, gzip, snappy, lz4, zstd) a
 producer sends keyed/null-key records, a null value, an empty value, headers with repeated
 names, explicit partitions and timestamps (kafka-python's send() refuses a null header value:

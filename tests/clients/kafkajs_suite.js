@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Client suite: kafkajs 2.2.4 (+ kafkajs-snappy 1.1.0, kafkajs-lz4 1.2.1).
 //
-// Env: BOOTSTRAP=host:port, TOPIC_PREFIX (unique per run); NODE_PATH=.clients/node/node_modules.
+// Env: BOOTSTRAP=host:port[,host:port...], TOPIC_PREFIX (unique per run); NODE_PATH=.clients/node/node_modules.
 // Admin CreateTopics (3 partitions) and Metadata; per codec (none, gzip, snappy, lz4: kafkajs
 // has no zstd codec) a producer sends keyed/null-key records, a null value, an empty value,
 // headers with repeated names, explicit partitions and timestamps (kafkajs cannot send a null
@@ -43,7 +43,7 @@ function step (msg) {
   console.log(`[${new Date().toISOString().slice(11, 19)}] ${msg}`)
 }
 
-const bootstrap = process.env.BOOTSTRAP || fail('BOOTSTRAP (host:port) is not set')
+const bootstrap = process.env.BOOTSTRAP || fail('BOOTSTRAP (host:port[,host:port...]) is not set')
 const prefix = process.env.TOPIC_PREFIX || `clients-${process.pid}-${Date.now()}`
 const topic = `${prefix}-kafkajs`
 const b = s => (s === null ? null : Buffer.from(s))
@@ -87,7 +87,7 @@ function sameHeaders (got, want) {
 const showHeaders = h => JSON.stringify(Object.fromEntries(Object.entries(h).map(([k, v]) => [k, Array.isArray(v) ? v.map(show) : show(v)])))
 
 async function main () {
-  const kafka = new Kafka({ clientId: 'clients-suite-kafkajs', brokers: [bootstrap], logLevel: logLevel.NOTHING, retry: { retries: 2 }, requestTimeout: 20000 })
+  const kafka = new Kafka({ clientId: 'clients-suite-kafkajs', brokers: bootstrap.split(','), logLevel: logLevel.NOTHING, retry: { retries: 2 }, requestTimeout: 20000 })
   step(`kafkajs ${require('kafkajs/package.json').version}, bootstrap ${bootstrap}, topic ${topic}`)
   const admin = kafka.admin()
   await admin.connect()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Client suite: kcat on Debian's librdkafka 2.0.2 (old librdkafka: a regression client).
-# Env: BOOTSTRAP=host:port, TOPIC_PREFIX. What it covers: see kcat_suite.sh.
+# Env: BOOTSTRAP=host:port[,host:port...], TOPIC_PREFIX. What it covers: see kcat_suite.sh.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 unset LD_LIBRARY_PATH

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Client suite: kcat on librdkafka 2.16 (the .so shipped in the confluent-kafka wheel, linked
 # into .clients/librdkafka216 by scripts/install-clients.sh; override with KCAT_LIBRDKAFKA_DIR).
-# Env: BOOTSTRAP=host:port, TOPIC_PREFIX. What it covers: see kcat_suite.sh.
+# Env: BOOTSTRAP=host:port[,host:port...], TOPIC_PREFIX. What it covers: see kcat_suite.sh.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export LD_LIBRARY_PATH="${KCAT_LIBRDKAFKA_DIR:-$HERE/../../.clients/librdkafka216}"

@@ -2,7 +2,7 @@
 # Client suite body for kcat (sourced by kcat_librdkafka_2_0_2.sh and kcat_librdkafka_2_16.sh,
 # which pick the librdkafka and set SUITE_NAME).
 #
-# Env: BOOTSTRAP=host:port, TOPIC_PREFIX (unique per run).
+# Env: BOOTSTRAP=host:port[,host:port...], TOPIC_PREFIX (unique per run).
 # kcat has no admin API: the first produce run auto-creates the topic (the broker's default
 # partition count), then `kcat -L` must list it. Per codec (none, gzip, snappy, lz4, zstd)
 # several kcat -P runs send records to explicit partitions (kcat puts the same headers on every
@@ -26,7 +26,7 @@ mismatch() {
   fi
 }
 step() { echo "[$(date +%H:%M:%S)] $*"; }
-[[ -n "${BOOTSTRAP:-}" ]] || fail "BOOTSTRAP (host:port) is not set"
+[[ -n "${BOOTSTRAP:-}" ]] || fail "BOOTSTRAP (host:port[,host:port...]) is not set"
 PREFIX="${TOPIC_PREFIX:-clients-$$-$(date +%s)}"
 TOPIC="$PREFIX-$SUITE_NAME"
 KCAT=(kcat -b "$BOOTSTRAP" -X "client.id=clients-suite-$SUITE_NAME" -X socket.timeout.ms=20000)

@@ -3,9 +3,8 @@
 //! refuses a Produce for a partition another leads, and a gateway killed leaves the view
 //! of the others within the session timeout.
 //!
-//! The confluent-kafka suite then runs against the three, bootstrapped at the first:
-//! the client finds the others in Metadata and goes to each partition's leader and each
-//! group's coordinator.
+//! A confluent-kafka group then splits, leaves and resumes across the three (every
+//! client suite against three gateways is in `trio_clients.rs`).
 //!
 //! Needs `IGGY_SERVER_BIN` (and confluent-kafka from `scripts/install-clients.sh` for the
 //! suite); prints `SKIPPED:` without them.
@@ -16,17 +15,21 @@ mod support;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::metadata_response::MetadataResponse;
 use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
 use kafka_protocol::{ByteString, ResponseBody};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use support::cluster::{broker_ids, call, gateway, leaders, metadata, trio, until};
-use support::{Client, IggyServer, iggy_server_bin, require, run_against};
+use support::trio::{SESSION_TIMEOUT_MS, Trio, broker_ids, call, cluster_env, metadata, until};
+use support::{Client, Gateway, IggyServer, iggy_server_bin, require, run_against_all};
 
-const SESSION_TIMEOUT_MS: u64 = 3000;
 const PARTITIONS: i32 = 12;
+
+fn leaders(m: &MetadataResponse) -> Vec<i32> {
+    m.topics[0].partitions.iter().map(|p| p.leader_id).collect()
+}
 
 fn produce(addr: SocketAddr, topic: &str, partition: i32) -> i16 {
     let records = vec![kafka_records::NewRecord {
@@ -62,14 +65,25 @@ fn produce(addr: SocketAddr, topic: &str, partition: i32) -> i16 {
     }
 }
 
+/// One gateway of a broker list on `iggy`, node `node_id` listening on `port` and
+/// advertising `advertised` (the port its list entry names).
+fn gateway(iggy: &IggyServer, node_id: i32, port: u16, advertised: u16, brokers: &str) -> Gateway {
+    let bind = format!("127.0.0.1:{port}");
+    let advertised = advertised.to_string();
+    let env = cluster_env(iggy, node_id, brokers);
+    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.push(("IGGY_KAFKA_BIND_ADDR", bind.as_str()));
+    all.push(("IGGY_KAFKA_ADVERTISED_PORT", advertised.as_str()));
+    Gateway::start(&all)
+}
+
 #[test]
 fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     let Some(bin) = iggy_server_bin("three gateways") else {
         return;
     };
-    let iggy = IggyServer::start(&bin);
-    let (mut gateways, ports) = trio(&iggy, SESSION_TIMEOUT_MS);
-    let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
+    let mut trio = Trio::start(IggyServer::start(&bin), &[]);
+    let addrs: Vec<SocketAddr> = trio.gateways.iter().map(|g| g.addr).collect();
 
     let topic = format!("cluster-{}", test_support::unique());
     let create = CreateTopicsRequest {
@@ -99,7 +113,7 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     );
     let first = metadata(addrs[0], &topic);
     let ports_seen: Vec<i32> = first.brokers.iter().map(|b| b.port).collect();
-    let expected: Vec<i32> = ports.iter().map(|p| i32::from(*p)).collect();
+    let expected: Vec<i32> = addrs.iter().map(|a| i32::from(a.port())).collect();
     assert_eq!(ports_seen, expected);
     let placed = leaders(&first);
     for a in &addrs[1..] {
@@ -149,7 +163,7 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
     // Gateway 3 killed: the others drop it within the session timeout (plus polling),
     // and its partitions get leaders among the living.
     let killed_at = Instant::now();
-    drop(gateways.pop());
+    drop(trio.gateways.pop());
     let took = until(
         Duration::from_millis(SESSION_TIMEOUT_MS * 3),
         "gateway 3 leaving the view",
@@ -171,11 +185,11 @@ fn three_gateways_agree_and_a_killed_one_leaves_the_view() {
         took.as_millis(),
         killed_at.elapsed()
     );
-    drop(gateways);
+    drop(trio);
 }
 
-/// Runs `script` with confluent-kafka against three fresh gateways, bootstrapped at the
-/// first.
+/// Runs `script` with confluent-kafka against three fresh gateways, bootstrapped with
+/// all three.
 fn confluent_against_trio(name: &str, script: &str) {
     let client = Client::Python {
         module: "confluent_kafka",
@@ -186,28 +200,16 @@ fn confluent_against_trio(name: &str, script: &str) {
     let Some(bin) = iggy_server_bin(name) else {
         return;
     };
-    let iggy = IggyServer::start(&bin);
-    let (gateways, _) = trio(&iggy, SESSION_TIMEOUT_MS);
-    let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.addr).collect();
-    until(Duration::from_secs(15), "three live gateways", || {
-        broker_ids(&metadata(addrs[0], "absent-topic-probe")) == vec![1, 2, 3]
-    });
-    run_against(
-        &gateways[0],
+    let trio = Trio::start(IggyServer::start(&bin), &[]);
+    trio.wait_live();
+    run_against_all(
+        &trio.refs(),
         name,
         client,
         script,
         &[],
         &support::topic_prefix(name),
         Duration::from_secs(180),
-    );
-}
-
-#[test]
-fn the_confluent_kafka_suite_passes_against_three_gateways() {
-    confluent_against_trio(
-        "confluent-kafka suite on three gateways",
-        "tests/clients/confluent_kafka_suite.py",
     );
 }
 
@@ -227,11 +229,12 @@ fn a_fenced_gateway_stops_with_exit_code_1() {
     let iggy = IggyServer::start(&bin);
     let ports: Vec<u16> = (0..2).map(|_| test_support::free_port()).collect();
     let brokers = format!("1@127.0.0.1:{},2@127.0.0.1:{}", ports[0], ports[1]);
-    let mut first = gateway(&iggy, 1, ports[0], &brokers, SESSION_TIMEOUT_MS);
-    // A second start of node id 1 (a restart while the old process still runs, on another
-    // port): its epoch is higher, so the first is fenced and must stop acting and exit.
+    let mut first = gateway(&iggy, 1, ports[0], ports[0], &brokers);
+    // A second start of node id 1 (a restart while the old process still runs, bound to
+    // another port but advertising the listed one): its epoch is higher, so the first is
+    // fenced and must stop acting and exit.
     let other = test_support::free_port();
-    let second = gateway(&iggy, 1, other, &brokers, SESSION_TIMEOUT_MS);
+    let second = gateway(&iggy, 1, other, ports[0], &brokers);
     let took = until(
         Duration::from_millis(SESSION_TIMEOUT_MS * 2),
         "the fenced gateway exiting",

@@ -31,16 +31,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::cluster::{
-    broker_ids, broker_list, coordinator, create_topic, gateway, leaders, metadata, signal, trio,
-    until,
-};
-use support::{Background, Client, Gateway, IggyServer, iggy_server_bin, require, run_client};
+use support::failover::{coordinator, create_topic, leaders, restart, signal};
+use support::trio::{SESSION_TIMEOUT_MS, Trio, broker_ids, metadata, until};
+use support::{Background, Client, IggyServer, iggy_server_bin, require, run_against_all};
 
 const CONFLUENT: Client = Client::Python {
     module: "confluent_kafka",
 };
-const SESSION_TIMEOUT_MS: u64 = 3000;
 const PARTITIONS: i32 = 6;
 /// How long the clients get to resume after a failure or a restart (generous: a wait,
 /// not a measurement).
@@ -74,32 +71,12 @@ fn join(items: impl IntoIterator<Item = impl ToString>) -> String {
         .join(",")
 }
 
-/// The running gateways (index: node id - 1; `None` while one is down) and where they are.
-struct Cluster<'a> {
-    iggy: &'a IggyServer,
-    gateways: Vec<Option<Gateway>>,
-    ports: Vec<u16>,
+fn addr(trio: &Trio, node: i32) -> SocketAddr {
+    trio.gateways[index(node)].addr
 }
 
-impl Cluster<'_> {
-    fn addr(&self, node: i32) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.ports[index(node)]))
-    }
-
-    fn bootstrap(&self) -> String {
-        join((1..=3).map(|n| self.addr(n)))
-    }
-
-    fn running(&self) -> Vec<&Gateway> {
-        self.gateways.iter().flatten().collect()
-    }
-
-    fn start(&mut self, node: i32) {
-        let brokers = broker_list(&self.ports);
-        let port = self.ports[index(node)];
-        self.gateways[index(node)] =
-            Some(gateway(self.iggy, node, port, &brokers, SESSION_TIMEOUT_MS));
-    }
+fn bootstrap(trio: &Trio) -> String {
+    join(trio.gateways.iter().map(|g| g.addr))
 }
 
 fn index(node: i32) -> usize {
@@ -176,17 +153,17 @@ impl Load {
     }
 
     /// Runs `check.py` in `phase` with `extra` settings; panics with every log if it fails.
-    fn check(&self, cluster: &Cluster<'_>, name: &str, phase: &str, extra: &[(&str, String)]) {
+    fn check(&self, trio: &Trio, name: &str, phase: &str, extra: &[(&str, String)]) {
         let mut env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         env.push(("PHASE", phase));
         env.extend(extra.iter().map(|(k, v)| (*k, v.as_str())));
         let started = Instant::now();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_client(
-                &cluster.bootstrap(),
-                &cluster.running(),
+            run_against_all(
+                &trio.refs(),
                 name,
-                (CONFLUENT, "tests/clients/failover/check.py"),
+                CONFLUENT,
+                "tests/clients/failover/check.py",
                 &env,
                 "",
                 Duration::from_secs(300),
@@ -204,14 +181,7 @@ impl Load {
 
     /// Waits until, after `since_ms`, every partition in `parts` was acknowledged, read and
     /// committed again (and, with `all_members`, each member committed); prints the times.
-    fn progress(
-        &mut self,
-        cluster: &Cluster<'_>,
-        label: &str,
-        since_ms: u64,
-        parts: &[i32],
-        all: bool,
-    ) {
+    fn progress(&mut self, trio: &Trio, label: &str, since_ms: u64, parts: &[i32], all: bool) {
         let output = self.output();
         for c in std::iter::once(&mut self.producer).chain(&mut self.members) {
             if let Some(status) = c.exit_status() {
@@ -219,7 +189,7 @@ impl Load {
             }
         }
         self.check(
-            cluster,
+            trio,
             label,
             "progress",
             &[
@@ -263,10 +233,14 @@ impl Drop for Load {
 
 /// Every gateway of `nodes` lists exactly `nodes` in Metadata and none of `topic`'s
 /// partitions is led outside them.
-fn settled(cluster: &Cluster<'_>, topic: &str, nodes: &[i32]) -> bool {
+fn settled(trio: &Trio, topic: &str, nodes: &[i32]) -> bool {
     nodes.iter().all(|n| {
-        let m = metadata(cluster.addr(*n), topic);
-        broker_ids(&m) == nodes && leaders(&m).iter().all(|l| nodes.contains(l))
+        let m = metadata(addr(trio, *n), topic);
+        broker_ids(&m) == nodes
+            && m.topics[0]
+                .partitions
+                .iter()
+                .all(|p| nodes.contains(&p.leader_id))
     })
 }
 
@@ -292,30 +266,22 @@ fn run(failure: Failure) {
     let Some(bin) = iggy_server_bin(name) else {
         return;
     };
-    let iggy = IggyServer::start(&bin);
-    let (gateways, ports) = trio(&iggy, SESSION_TIMEOUT_MS);
-    let mut cluster = Cluster {
-        iggy: &iggy,
-        gateways: gateways.into_iter().map(Some).collect(),
-        ports,
-    };
+    let mut trio = Trio::start(IggyServer::start(&bin), &[]);
+    trio.wait_live();
     let prefix = support::topic_prefix(name);
     let topic = format!("{prefix}-topic");
-    until(Duration::from_secs(15), "three live gateways", || {
-        settled(&cluster, "absent-topic-probe", &[1, 2, 3])
-    });
-    create_topic(cluster.addr(1), &topic, PARTITIONS);
+    create_topic(addr(&trio, 1), &topic, PARTITIONS);
     until(Duration::from_secs(15), "the leaders agreed", || {
-        let first = leaders(&metadata(cluster.addr(1), &topic));
-        (2..=3).all(|n| leaders(&metadata(cluster.addr(n), &topic)) == first)
+        let first = leaders(addr(&trio, 1), &topic);
+        (2..=3).all(|n| leaders(addr(&trio, n), &topic) == first)
     });
-    let placed = leaders(&metadata(cluster.addr(1), &topic));
+    let placed = leaders(addr(&trio, 1), &topic);
 
     // A group whose coordinator also leads partitions of the topic.
     let (group, victim) = (0..100)
         .map(|i| format!("{prefix}-group-{i}"))
         .find_map(|g| {
-            let c = coordinator(cluster.addr(1), &g)?;
+            let c = coordinator(addr(&trio, 1), &g)?;
             placed.contains(&c).then_some((g, c))
         })
         .expect("a group coordinated by a partition leader");
@@ -327,9 +293,9 @@ fn run(failure: Failure) {
         "{name}: leaders {placed:?}; gateway {victim} coordinates {group} and leads {victim_parts:?}"
     );
 
-    let mut load = Load::start(&cluster.bootstrap(), &topic, &group);
+    let mut load = Load::start(&bootstrap(&trio), &topic, &group);
     let all: Vec<i32> = (0..PARTITIONS).collect();
-    load.progress(&cluster, "warm-up", wall_ms(), &all, true);
+    load.progress(&trio, "warm-up", wall_ms(), &all, true);
     std::thread::sleep(STEADY);
 
     // The failure.
@@ -337,21 +303,27 @@ fn run(failure: Failure) {
     let failed = Instant::now();
     let label = match failure {
         Failure::Kill => {
-            drop(cluster.gateways[index(victim)].take()); // SIGKILL
+            let killed = &mut trio.gateways[index(victim)];
+            signal(killed, "KILL");
+            until(
+                Duration::from_secs(10),
+                "the killed gateway exiting",
+                || !killed.is_running(),
+            );
             format!("after SIGKILL of gateway {victim}")
         }
         Failure::Pause => {
-            signal(cluster.gateways[index(victim)].as_ref().unwrap(), "STOP");
+            signal(&trio.gateways[index(victim)], "STOP");
             format!("after SIGSTOP of gateway {victim}")
         }
     };
     until(
         Duration::from_millis(SESSION_TIMEOUT_MS * 5),
         "leadership leaving the failed gateway",
-        || settled(&cluster, &topic, &survivors),
+        || settled(&trio, &topic, &survivors),
     );
     let moved = ms_since(failed);
-    let after = leaders(&metadata(cluster.addr(survivors[0]), &topic));
+    let after = leaders(addr(&trio, survivors[0]), &topic);
     for (p, (before, now)) in placed.iter().zip(&after).enumerate() {
         if *before == victim {
             assert_ne!(*now, victim, "partition {p}");
@@ -362,7 +334,7 @@ fn run(failure: Failure) {
             );
         }
     }
-    let new_coordinator = coordinator(cluster.addr(survivors[0]), &group);
+    let new_coordinator = coordinator(addr(&trio, survivors[0]), &group);
     assert!(
         new_coordinator.is_some_and(|c| c != victim),
         "{new_coordinator:?}"
@@ -376,7 +348,7 @@ fn run(failure: Failure) {
         // its lease ends one heartbeat interval earlier). Resumed, it must stop serving as
         // an owner and exit with 1.
         std::thread::sleep(Duration::from_millis(1000));
-        let paused = cluster.gateways[index(victim)].as_mut().unwrap();
+        let paused = &mut trio.gateways[index(victim)];
         signal(paused, "CONT");
         let resumed = Instant::now();
         until(
@@ -396,21 +368,20 @@ fn run(failure: Failure) {
             resumed.duration_since(failed).as_millis(),
             ms_since(resumed)
         );
-        cluster.gateways[index(victim)] = None;
     }
-    load.progress(&cluster, &label, failed_at, &victim_parts, false);
+    load.progress(&trio, &label, failed_at, &victim_parts, false);
     std::thread::sleep(STEADY);
 
     // Started again (a supervisor's restart): it rejoins and takes its partitions back.
     let restarted_at = wall_ms();
     let restarted = Instant::now();
-    cluster.start(victim);
+    restart(&mut trio, victim, &[]);
     until(
         Duration::from_secs(30),
         "the restarted gateway rejoining",
         || {
-            settled(&cluster, &topic, &[1, 2, 3])
-                && (1..=3).all(|n| leaders(&metadata(cluster.addr(n), &topic)) == placed)
+            settled(&trio, &topic, &[1, 2, 3])
+                && (1..=3).all(|n| leaders(addr(&trio, n), &topic) == placed)
         },
     );
     eprintln!(
@@ -418,11 +389,11 @@ fn run(failure: Failure) {
         ms_since(restarted)
     );
     let label = format!("after gateway {victim} rejoined");
-    load.progress(&cluster, &label, restarted_at, &all, false);
+    load.progress(&trio, &label, restarted_at, &all, false);
     std::thread::sleep(STEADY);
 
     load.stop_producer();
-    load.check(&cluster, name, "verify", &[]);
+    load.check(&trio, name, "verify", &[]);
     load.members_exited();
 }
 

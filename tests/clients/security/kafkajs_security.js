@@ -41,7 +41,7 @@ const scram = { username: need('SCRAM_USER'), password: need('SCRAM_PASSWORD') }
 function client (label, mechanism, creds) {
   return new Kafka({
     clientId: `security-kafkajs-${label}`,
-    brokers: [bootstrap],
+    brokers: bootstrap.split(','),
     ssl: { ca },
     sasl: { mechanism, ...creds },
     logLevel: logLevel.NOTHING,

@@ -73,6 +73,52 @@ impl ClusterSettings {
     pub fn has_others(&self, node_id: i32) -> bool {
         self.brokers.iter().any(|b| b.node_id != node_id)
     }
+
+    /// Checks that the list's entry for `node_id` is one of this gateway's advertised
+    /// listeners. `listeners` are `(name, host, port)`; a port of `None` is chosen when
+    /// the listener binds (port 0 and no advertised port), which no list entry can name.
+    /// Hosts compare without regard to case. An empty list checks nothing.
+    pub(super) fn check_listed(
+        &self,
+        node_id: i32,
+        listeners: &[(&str, &str, Option<u16>)],
+    ) -> Result<(), String> {
+        let Some(me) = self.brokers.iter().find(|b| b.node_id == node_id) else {
+            return Ok(());
+        };
+        let named = |host: &str, port: Option<u16>| {
+            port == Some(me.port) && host.eq_ignore_ascii_case(&me.host)
+        };
+        if listeners.iter().any(|(_, h, p)| named(h, *p)) {
+            return Ok(());
+        }
+        let listed = host_port(&me.host, me.port);
+        let advertised: Vec<String> = listeners
+            .iter()
+            .map(|(name, h, p)| match p {
+                Some(p) => format!("{name} {}", host_port(h, *p)),
+                None => format!("{name} {h}:<port chosen at start>"),
+            })
+            .collect();
+        let hint = if listeners.iter().any(|(_, _, p)| p.is_none()) {
+            "; a listener in the list needs a fixed port (a bind port other than 0, or an advertised port)"
+        } else {
+            ""
+        };
+        Err(format!(
+            "names this gateway (node id {node_id}) at {listed}, which is none of its advertised listeners ({}){hint}",
+            advertised.join(", ")
+        ))
+    }
+}
+
+/// `host:port`, an IPv6 host in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 /// Parses one `id@host:port` entry.
@@ -259,6 +305,8 @@ mod tests {
     fn the_list_reaches_the_settings_with_the_bridge() {
         let pairs = with_bridge(&[
             ("IGGY_KAFKA_NODE_ID", "2"),
+            ("IGGY_KAFKA_ADVERTISED_HOST", "gw2"),
+            ("IGGY_KAFKA_ADVERTISED_PORT", "9092"),
             ("IGGY_KAFKA_BROKERS", "1@gw1:9092,2@gw2:9092,3@gw3:9092"),
             ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", "6000"),
             ("IGGY_KAFKA_CLUSTER_HEARTBEAT_INTERVAL_MS", "500"),
@@ -298,7 +346,7 @@ mod tests {
         let err = load_err(None, &[("IGGY_KAFKA_BROKERS", "1@gw1:9092,2@gw2:9092")]);
         assert!(err.contains("needs the Iggy bridge"), "{err}");
         // The embedded store naming only itself is a gateway alone.
-        let config = load(None, env(&[("IGGY_KAFKA_BROKERS", "1@gw1:9092")])).unwrap();
+        let config = load(None, env(&[("IGGY_KAFKA_BROKERS", "1@127.0.0.1:9093")])).unwrap();
         assert!(!config.cluster.has_others(1));
         // Timings.
         let err = load_err(
@@ -314,5 +362,117 @@ mod tests {
         );
         let err = load_err(None, &[("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", "0")]);
         assert!(err.contains("at least 1"), "{err}");
+    }
+
+    #[test]
+    fn the_entry_of_this_gateway_is_one_of_its_advertised_listeners() {
+        // The single listener: the bind address, or the advertised host and port.
+        let alone = |pairs: &[(&'static str, &'static str)]| {
+            let mut all = vec![("IGGY_KAFKA_NODE_ID", "1")];
+            all.extend_from_slice(pairs);
+            all
+        };
+        for ok in [
+            alone(&[
+                ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:19092"),
+                ("IGGY_KAFKA_BROKERS", "1@127.0.0.1:19092"),
+            ]),
+            alone(&[
+                ("IGGY_KAFKA_BIND_ADDR", "0.0.0.0:19092"),
+                ("IGGY_KAFKA_ADVERTISED_HOST", "GW1.example"),
+                ("IGGY_KAFKA_ADVERTISED_PORT", "29092"),
+                ("IGGY_KAFKA_BROKERS", "1@gw1.example:29092"),
+            ]),
+            alone(&[
+                ("IGGY_KAFKA_BIND_ADDR", "[::1]:19092"),
+                ("IGGY_KAFKA_BROKERS", "1@[::1]:19092"),
+            ]),
+        ] {
+            load(None, env(&ok)).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
+        }
+        for (bad, says) in [
+            // Another port, another host.
+            (
+                alone(&[
+                    ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:19092"),
+                    ("IGGY_KAFKA_BROKERS", "1@127.0.0.1:19093"),
+                ]),
+                "none of its advertised listeners (PLAINTEXT 127.0.0.1:19092)",
+            ),
+            (
+                alone(&[
+                    ("IGGY_KAFKA_BIND_ADDR", "0.0.0.0:19092"),
+                    ("IGGY_KAFKA_ADVERTISED_HOST", "gw1.example"),
+                    ("IGGY_KAFKA_BROKERS", "1@0.0.0.0:19092"),
+                ]),
+                "(PLAINTEXT gw1.example:19092)",
+            ),
+            // The bind address when another port is advertised.
+            (
+                alone(&[
+                    ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:19092"),
+                    ("IGGY_KAFKA_ADVERTISED_PORT", "29092"),
+                    ("IGGY_KAFKA_BROKERS", "1@127.0.0.1:19092"),
+                ]),
+                "(PLAINTEXT 127.0.0.1:29092)",
+            ),
+            // A port chosen at start cannot be listed.
+            (
+                alone(&[
+                    ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0"),
+                    ("IGGY_KAFKA_BROKERS", "1@127.0.0.1:19092"),
+                ]),
+                "needs a fixed port",
+            ),
+        ] {
+            let err = load_err(None, &bad);
+            assert!(err.starts_with("IGGY_KAFKA_BROKERS="), "{err}");
+            assert!(err.contains("names this gateway (node id 1) at"), "{err}");
+            assert!(err.contains(says), "{bad:?}: {err}");
+        }
+        // Several gateways: the same check, after the list's own.
+        let err = load_err(
+            None,
+            &with_bridge(&[
+                ("IGGY_KAFKA_NODE_ID", "2"),
+                ("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:19092"),
+                ("IGGY_KAFKA_BROKERS", "1@127.0.0.1:19092,2@127.0.0.2:19092"),
+            ]),
+        );
+        assert!(err.contains("at 127.0.0.2:19092, which is none"), "{err}");
+    }
+
+    #[test]
+    fn with_several_listeners_the_entry_may_name_any_of_them() {
+        let listeners = [
+            (
+                "IGGY_KAFKA_LISTENERS",
+                "PLAINTEXT://127.0.0.1:19092,SASL_PLAINTEXT://127.0.0.1:19093",
+            ),
+            ("IGGY_KAFKA_SASL_MECHANISMS", "PLAIN"),
+            ("IGGY_KAFKA_SASL_USERS_FILE", "/nonexistent/users.json"),
+        ];
+        for listed in ["1@127.0.0.1:19092", "1@127.0.0.1:19093"] {
+            let mut pairs = listeners.to_vec();
+            pairs.push(("IGGY_KAFKA_BROKERS", listed));
+            load(None, env(&pairs)).unwrap_or_else(|e| panic!("{listed}: {e}"));
+        }
+        // Advertised addresses count, bound ones do not when they differ.
+        let mut pairs = listeners.to_vec();
+        pairs.extend([
+            (
+                "IGGY_KAFKA_ADVERTISED_LISTENERS",
+                "PLAINTEXT://gw1:9092,SASL_PLAINTEXT://gw1:9093",
+            ),
+            ("IGGY_KAFKA_BROKERS", "1@127.0.0.1:19093"),
+        ]);
+        let err = load_err(None, &pairs);
+        assert!(
+            err.contains("(PLAINTEXT gw1:9092, SASL_PLAINTEXT gw1:9093)"),
+            "{err}"
+        );
+        pairs.pop();
+        pairs.push(("IGGY_KAFKA_BROKERS", "1@gw1:9093"));
+        load(None, env(&pairs)).unwrap();
     }
 }

@@ -424,6 +424,17 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
         .first()
         .cloned()
         .ok_or_else(|| ConfigError::new("no listener configured"))?;
+    let advertised: Vec<(&str, &str, Option<u16>)> = security
+        .listeners
+        .iter()
+        .map(|l| {
+            let port = l.advertise.port.or(Some(l.bind.port()).filter(|p| *p != 0));
+            (l.name.as_str(), l.advertise.host.as_str(), port)
+        })
+        .collect();
+    cluster
+        .check_listed(broker.node_id, &advertised)
+        .map_err(|why| names.invalid("brokers", &why))?;
     let mut warnings = std::mem::take(&mut bridge.warnings);
     warnings.append(&mut security.warnings);
 

@@ -19,8 +19,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod attack;
-pub mod cluster;
+pub mod failover;
 pub mod security;
+pub mod trio;
 
 pub use test_support::{IggyServer, read_lossy, scratch_dir, tail, unique};
 
@@ -479,20 +480,82 @@ pub fn run_against(
     prefix: &str,
     timeout: Duration,
 ) {
-    run_client(
-        &gateway.addr.to_string(),
-        &[gateway],
-        name,
-        (client, script),
-        env,
-        prefix,
-        timeout,
+    run_against_all(&[gateway], name, client, script, env, prefix, timeout);
+}
+
+/// [`run_against`] with several gateways: `BOOTSTRAP` is every gateway's address,
+/// separated by commas (each client script takes such a list), and a failure shows the
+/// log of each.
+pub fn run_against_all(
+    gateways: &[&Gateway],
+    name: &str,
+    client: Client,
+    script: &str,
+    env: &[(&str, &str)],
+    prefix: &str,
+    timeout: Duration,
+) {
+    let bootstrap = gateways
+        .iter()
+        .map(|g| g.addr.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let dir = scratch_dir("client");
+    let out_path = dir.join("client.log");
+    let out = File::create(&out_path).expect("create client log");
+    let mut cmd = client_command(client, script);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.env("BOOTSTRAP", &bootstrap)
+        .env("TOPIC_PREFIX", prefix)
+        .stdout(Stdio::from(out.try_clone().expect("clone log handle")))
+        .stderr(Stdio::from(out));
+    let started = Instant::now();
+    let mut child = Script {
+        child: cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name} ({script}): {e}")),
+    };
+    let status = loop {
+        if let Some(status) = child.child.try_wait().expect("wait for the client") {
+            break Some(status);
+        }
+        if started.elapsed() > timeout {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    drop(child); // on timeout: kill the whole process group
+    let elapsed = started.elapsed();
+    let output = read_lossy(&out_path);
+    let _ = fs::remove_dir_all(&dir);
+    // captured by the harness; shown with --nocapture or when the test fails
+    println!(
+        "--- {script} ({name}) against the gateway on {bootstrap} in {elapsed:.1?} ---\n{output}"
+    );
+    let verdict = match status {
+        Some(s) if s.success() => return,
+        Some(s) => format!("{name}: {script} failed ({s}) after {elapsed:.1?}"),
+        None => format!("{name}: {script} did not finish within {timeout:?} (killed)"),
+    };
+    // One gateway: its last 120 log lines; several: the last 80 of each.
+    let lines = if gateways.len() > 1 { 80 } else { 120 };
+    let logs: Vec<String> = gateways
+        .iter()
+        .map(|g| format!("=== gateway on {} ===\n{}", g.addr, g.output(lines)))
+        .collect();
+    panic!(
+        "{verdict} against the gateway on {bootstrap}.\n--- client output (last lines; all of it above) ---\n{}\n{}",
+        tail(&output, 40),
+        logs.join("\n")
     );
 }
 
-/// The command that runs `script` (relative to `root`) with `client`, in its own process
-/// group, from `root`, with stdin closed.
-fn client_command(root: &Path, client: Client, script: &str) -> Command {
+/// The command that runs `script` (a path relative to the repository root) with `client`
+/// from the repository root, in its own process group, with stdin closed.
+fn client_command(client: Client, script: &str) -> Command {
+    let root = repo_root();
     let path = root.join(script);
     let mut cmd = match client {
         Client::Python { .. } => {
@@ -523,66 +586,8 @@ fn client_command(root: &Path, client: Client, script: &str) -> Command {
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
     }
-    cmd.current_dir(root).stdin(Stdio::null());
+    cmd.current_dir(&root).stdin(Stdio::null());
     cmd
-}
-
-/// Runs `script` with `client` and `BOOTSTRAP=bootstrap` (one address or a comma-separated
-/// list), the given `TOPIC_PREFIX` and `env`; panics with its output and the logs of
-/// `gateways` unless it exits 0 within `timeout`. The caller has checked that the client
-/// is installed.
-pub fn run_client(
-    bootstrap: &str,
-    gateways: &[&Gateway],
-    name: &str,
-    (client, script): (Client, &str),
-    env: &[(&str, &str)],
-    prefix: &str,
-    timeout: Duration,
-) {
-    let dir = scratch_dir("client");
-    let out_path = dir.join("client.log");
-    let out = File::create(&out_path).expect("create client log");
-    let mut cmd = client_command(&repo_root(), client, script);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.env("BOOTSTRAP", bootstrap)
-        .env("TOPIC_PREFIX", prefix)
-        .stdout(Stdio::from(out.try_clone().expect("clone log handle")))
-        .stderr(Stdio::from(out));
-    let started = Instant::now();
-    let mut child = Script {
-        child: cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {name} ({script}): {e}")),
-    };
-    let status = loop {
-        if let Some(status) = child.child.try_wait().expect("wait for the client") {
-            break Some(status);
-        }
-        if started.elapsed() > timeout {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    drop(child); // on timeout: kill the whole process group
-    let elapsed = started.elapsed();
-    let output = read_lossy(&out_path);
-    let _ = fs::remove_dir_all(&dir);
-    // captured by the harness; shown with --nocapture or when the test fails
-    println!("--- {script} ({name}) against {bootstrap} in {elapsed:.1?} ---\n{output}");
-    let verdict = match status {
-        Some(s) if s.success() => return,
-        Some(s) => format!("{name}: {script} failed ({s}) after {elapsed:.1?}"),
-        None => format!("{name}: {script} did not finish within {timeout:?} (killed)"),
-    };
-    let logs: Vec<String> = gateways.iter().map(|g| g.output(120)).collect();
-    panic!(
-        "{verdict} against {bootstrap}.\n--- client output (last lines; all of it above) ---\n{}\n{}",
-        tail(&output, 40),
-        logs.join("\n")
-    );
 }
 
 /// A client script running in the background (see [`Background::spawn`]); its whole
@@ -603,7 +608,7 @@ impl Background {
         log: PathBuf,
     ) -> Background {
         let out = File::create(&log).expect("create client log");
-        let mut cmd = client_command(&repo_root(), client, script);
+        let mut cmd = client_command(client, script);
         for (k, v) in env {
             cmd.env(k, v);
         }

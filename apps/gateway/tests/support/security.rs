@@ -431,13 +431,7 @@ impl SecureSetup {
             Backend::Iggy => {
                 let bin = iggy_server_bin(name)?;
                 let iggy = IggyServer::start(&bin);
-                create_iggy_user(&iggy.address, PLAIN_USER, &self.plain_password);
-                // With authorization on, every principal is judged by the Iggy user of its
-                // name too: the SCRAM and OAUTHBEARER principals need one (they never log
-                // in to Iggy, so its password is never used).
-                for user in [SCRAM_USER, OAUTH_SUBJECT] {
-                    create_iggy_user(&iggy.address, user, &format!("{user}-unused-{}", unique()));
-                }
+                self.create_iggy_users(&iggy.address);
                 let bridge = bridge_env(&iggy);
                 let env: Vec<(&str, &str)> = bridge.iter().map(|(k, v)| (*k, v.as_str())).collect();
                 let mut secure = self.start(backend, &env);
@@ -445,6 +439,48 @@ impl SecureSetup {
                 Some(secure)
             }
         }
+    }
+}
+
+impl SecureSetup {
+    /// The Iggy users a bridged gateway's principals need, in the server at `address`:
+    /// [`PLAIN_USER`] with its password (PLAIN logs into Iggy), and, since with
+    /// authorization on every principal is judged by the Iggy user of its name too,
+    /// [`SCRAM_USER`] and [`OAUTH_SUBJECT`] (they never log in to Iggy, so their password
+    /// is never used).
+    pub fn create_iggy_users(&self, address: &str) {
+        create_iggy_user(address, PLAIN_USER, &self.plain_password);
+        for user in [SCRAM_USER, OAUTH_SUBJECT] {
+            create_iggy_user(address, user, &format!("{user}-unused-{}", unique()));
+        }
+    }
+
+    /// What the security suites read from their environment, for gateways on `backend`
+    /// whose SSL listeners are `ssl_bootstrap` (`BOOTSTRAP` and `TOPIC_PREFIX` come from
+    /// `run_against`). Bridged, the admin is Iggy's root user.
+    pub fn script_env(&self, backend: Backend, ssl_bootstrap: &str) -> Vec<(&'static str, String)> {
+        let path = |p: &Path| p.display().to_string();
+        let (admin_user, admin_password) = match backend {
+            Backend::Memory => (ADMIN_USER, self.admin_password.clone()),
+            Backend::Iggy => (test_support::IGGY_USER, test_support::IGGY_PASSWORD.into()),
+        };
+        vec![
+            ("SSL_BOOTSTRAP", ssl_bootstrap.to_owned()),
+            ("CA_FILE", path(&self.ca_file)),
+            ("CLIENT_CERT_FILE", path(&self.client_cert_file)),
+            ("CLIENT_KEY_FILE", path(&self.client_key_file)),
+            ("CLIENT_KEYSTORE_FILE", path(&self.client_keystore_file)),
+            ("ADMIN_USER", admin_user.into()),
+            ("ADMIN_PASSWORD", admin_password),
+            ("PLAIN_USER", PLAIN_USER.into()),
+            ("PLAIN_PASSWORD", self.plain_password.clone()),
+            ("SCRAM_USER", SCRAM_USER.into()),
+            ("SCRAM_PASSWORD", self.scram_password.clone()),
+            (
+                "OAUTH_TOKEN",
+                self.jwt.mint(OAUTH_SUBJECT, Duration::from_secs(3600)),
+            ),
+        ]
     }
 }
 
@@ -519,33 +555,12 @@ impl SecureGateway {
         self
     }
 
-    /// What the security suites read from their environment (`BOOTSTRAP` and
-    /// `TOPIC_PREFIX` come from `run_against`).
-    /// Bridged, the admin is Iggy's root user.
+    /// What the security suites read from their environment (see
+    /// [`SecureSetup::script_env`]), with the token endpoint when there is one.
     pub fn script_env(&self) -> Vec<(&'static str, String)> {
-        let s = &self.setup;
-        let path = |p: &Path| p.display().to_string();
-        let (admin_user, admin_password) = match self.backend {
-            Backend::Memory => (ADMIN_USER, s.admin_password.clone()),
-            Backend::Iggy => (test_support::IGGY_USER, test_support::IGGY_PASSWORD.into()),
-        };
-        let mut env = vec![
-            ("SSL_BOOTSTRAP", self.ssl_addr.to_string()),
-            ("CA_FILE", path(&s.ca_file)),
-            ("CLIENT_CERT_FILE", path(&s.client_cert_file)),
-            ("CLIENT_KEY_FILE", path(&s.client_key_file)),
-            ("CLIENT_KEYSTORE_FILE", path(&s.client_keystore_file)),
-            ("ADMIN_USER", admin_user.into()),
-            ("ADMIN_PASSWORD", admin_password),
-            ("PLAIN_USER", PLAIN_USER.into()),
-            ("PLAIN_PASSWORD", s.plain_password.clone()),
-            ("SCRAM_USER", SCRAM_USER.into()),
-            ("SCRAM_PASSWORD", s.scram_password.clone()),
-            (
-                "OAUTH_TOKEN",
-                s.jwt.mint(OAUTH_SUBJECT, Duration::from_secs(3600)),
-            ),
-        ];
+        let mut env = self
+            .setup
+            .script_env(self.backend, &self.ssl_addr.to_string());
         if let Some(t) = &self.token_endpoint {
             env.push(("OAUTH_TOKEN_ENDPOINT", t.url.clone()));
         }

@@ -1,0 +1,186 @@
+//! Every real-client suite of `clients.rs` against three gateways on one Iggy.
+//!
+//! Each test starts an Iggy server and three gateways (node ids 1 to 3, one
+//! `IGGY_KAFKA_BROKERS` list naming all three, see `support/trio.rs`), waits until each
+//! gateway lists all three in Metadata, and runs one client suite with `BOOTSTRAP` set
+//! to the three addresses. The suite's topic prefix is chosen so that its three
+//! partitions have three different leaders (placement is a fixed function of the topic
+//! name, `kafka_broker::cluster::leader`): the client must take each partition's leader
+//! from Metadata, produce, fetch and list offsets there, and create and delete its topic
+//! through whichever gateway it reaches. The scripts are the ones `clients.rs` runs against one gateway, unchanged
+//! apart from taking a bootstrap list.
+//!
+//! `confluent_kafka_over_sasl_ssl` runs the confluent-kafka security suite against a trio
+//! whose gateways each have a `SASL_SSL` listener (named in the broker list), an `SSL`
+//! listener requiring client certificates, and a loopback PLAINTEXT listener the harness
+//! uses to see that the three know one another: PLAIN through Iggy's users, OAUTHBEARER
+//! and client certificates, each client going to the leaders and the group coordinator
+//! on the listener it came in on (SCRAM: see [`TRIO_MECHANISMS`]).
+//!
+//! Needs `IGGY_SERVER_BIN` and the clients (`scripts/install-clients.sh`); prints
+//! `SKIPPED:` without them (a missing client fails with `KAFKA_CLIENTS_REQUIRED=1`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use kafka_broker::cluster::leader;
+use kafka_broker::store::cluster::{LiveView, Member};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use support::security::SecureSetup;
+use support::trio::{Node, Trio};
+use support::{Backend, Client, IggyServer, iggy_server_bin, require, run_against_all};
+
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
+/// kcat has no admin API: its topic is auto-created, with 3 partitions like the others.
+const KCAT_GATEWAY_ENV: &[(&str, &str)] = &[("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "3")];
+
+/// A topic prefix for `name` whose suite topic, `<prefix>-<suffix>`, has its three
+/// partitions led by three different gateways, so the suite works with each of them (a
+/// prefix drawn at random puts two or three partitions on one gateway 7 times in 9).
+fn spread_prefix(name: &str, suffix: &str) -> String {
+    let view = LiveView {
+        members: (1..=3)
+            .map(|node_id| Member {
+                node_id,
+                epoch: 1,
+                listeners: Vec::new(),
+            })
+            .collect(),
+        version: 1,
+    };
+    let base = support::topic_prefix(name);
+    (0..1000)
+        .map(|i| format!("{base}-{i}"))
+        .find(|prefix| {
+            let topic = format!("{prefix}-{suffix}");
+            let mut leaders: Vec<Option<i32>> = (0..3).map(|p| leader(&view, &topic, p)).collect();
+            leaders.sort_unstable();
+            leaders == [Some(1), Some(2), Some(3)]
+        })
+        .expect("one prefix in 1000 spreads the partitions (each does with chance 2/9)")
+}
+
+fn run(name: &str, client: Client, script: &str, topic_suffix: &str) {
+    let name = format!("{name} on three gateways");
+    if !require(&name, client) {
+        return;
+    }
+    let Some(bin) = iggy_server_bin(&name) else {
+        return;
+    };
+    let gateway_env = match client {
+        Client::Shell { .. } => KCAT_GATEWAY_ENV,
+        _ => &[],
+    };
+    let started = Instant::now();
+    let trio = Trio::start(IggyServer::start(&bin), gateway_env);
+    let live = trio.wait_live();
+    eprintln!(
+        "{name}: Iggy and three gateways up in {:?} (all listed everywhere {live:?} after the last start)",
+        started.elapsed()
+    );
+    run_against_all(
+        &trio.refs(),
+        &name,
+        client,
+        &format!("tests/clients/{script}"),
+        &[],
+        &spread_prefix(&name, topic_suffix),
+        SCRIPT_TIMEOUT,
+    );
+}
+
+/// One test per client suite; the last field is the suffix of the suite's topic name.
+macro_rules! suites {
+    ($($test:ident: $name:expr, $client:expr, $script:expr, $suffix:expr;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                run($name, $client, $script, $suffix);
+            }
+        )*
+    };
+}
+
+const KCAT_2_0_2: Client = Client::Shell {
+    needs_librdkafka216: false,
+};
+const KCAT_2_16: Client = Client::Shell {
+    needs_librdkafka216: true,
+};
+const CONFLUENT: Client = Client::Python {
+    module: "confluent_kafka",
+};
+
+suites! {
+    confluent_kafka: "confluent-kafka", CONFLUENT, "confluent_kafka_suite.py", "confluent-kafka";
+    kafka_python: "kafka-python", Client::Python { module: "kafka" }, "kafka_python_suite.py", "kafka-python";
+    aiokafka: "aiokafka", Client::Python { module: "aiokafka" }, "aiokafka_suite.py", "aiokafka";
+    kafkajs: "kafkajs", Client::Node, "kafkajs_suite.js", "kafkajs";
+    java_kafka_clients: "java kafka-clients", Client::Java, "JavaSuite.java", "java";
+    kcat_librdkafka_2_0_2: "kcat on librdkafka 2.0.2", KCAT_2_0_2, "kcat_librdkafka_2_0_2.sh", "kcat-rdkafka-2-0-2";
+    kcat_librdkafka_2_16: "kcat on librdkafka 2.16", KCAT_2_16, "kcat_librdkafka_2_16.sh", "kcat-rdkafka-2-16";
+}
+
+/// The round trips of the security suite run against the trio. Not SCRAM yet: its
+/// credentials live in the bridge's meta stream, which a gateway reads at start only, so
+/// credentials created through one gateway are unknown to the others until the meta logs
+/// are read as they grow (then add `scram-sha-256,scram-sha-512` here).
+const TRIO_MECHANISMS: &str = "plain,oauthbearer,ssl-client-cert";
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+#[test]
+fn confluent_kafka_over_sasl_ssl() {
+    let name = "confluent-kafka security suite on three gateways";
+    if !require(name, CONFLUENT) {
+        return;
+    }
+    let Some(bin) = iggy_server_bin(name) else {
+        return;
+    };
+    let iggy = IggyServer::start(&bin);
+    let setup = SecureSetup::new();
+    setup.create_iggy_users(&iggy.address);
+    let mut ssl = Vec::new();
+    let nodes: Vec<Node> = (0..3)
+        .map(|_| {
+            let [sasl_port, ssl_port, probe_port] = [(); 3].map(|()| test_support::free_port());
+            let mut env = setup.gateway_env(Backend::Iggy, sasl_port, ssl_port);
+            // The harness's own way in: PLAINTEXT on loopback, for Metadata probes.
+            for (k, v) in &mut env {
+                if *k == "IGGY_KAFKA_LISTENERS" {
+                    v.push_str(&format!(",PLAINTEXT://127.0.0.1:{probe_port}"));
+                }
+            }
+            ssl.push(loopback(ssl_port).to_string());
+            Node {
+                env,
+                listed: loopback(sasl_port),
+                accepts: vec![
+                    loopback(sasl_port),
+                    loopback(ssl_port),
+                    loopback(probe_port),
+                ],
+                probe: loopback(probe_port),
+            }
+        })
+        .collect();
+    let trio = Trio::start_nodes(iggy, nodes, &[]);
+    trio.wait_live();
+    let mut env = setup.script_env(Backend::Iggy, &ssl.join(","));
+    env.push(("MECHANISMS", TRIO_MECHANISMS.into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    run_against_all(
+        &trio.refs(),
+        name,
+        CONFLUENT,
+        "tests/clients/security/confluent_kafka_security.py",
+        &env,
+        &support::topic_prefix(name),
+        SCRIPT_TIMEOUT,
+    );
+}
