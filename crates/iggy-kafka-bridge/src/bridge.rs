@@ -110,7 +110,7 @@ fn poisoned<T>(_: T) -> StoreError {
 
 /// A random number from the standard library's per-process hash keys and the clock:
 /// good enough to keep two runs' message ids apart, not for secrets.
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     let now = std::time::SystemTime::now()
@@ -119,6 +119,28 @@ fn random_u64() -> u64 {
     h.write_u128(now);
     h.write_u32(std::process::id());
     h.finish()
+}
+
+/// Reads what other gateways wrote to the shared metadata logs every
+/// `meta_refresh_interval`, until the bridge is dropped.
+async fn refresh_meta(inner: std::sync::Weak<Inner>) {
+    let every = match inner.upgrade() {
+        Some(inner) => inner.config.meta_refresh_interval,
+        None => return,
+    };
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        // A session of its own would not queue behind data traffic, but costs a
+        // connection per bridge; the first session carries the metadata writes too.
+        if let Some(client) = inner.sessions.first() {
+            inner.meta.refresh(client).await;
+        }
+    }
 }
 
 impl IggyBridge {
@@ -134,18 +156,12 @@ impl IggyBridge {
         }
         let metrics = IggyMetrics::default();
         let meta = match sessions.first() {
-            Some(client) => Meta::open(
-                client,
-                &config.meta_stream,
-                config.call_timeout,
-                &metrics,
-                config.meta_snapshot_records,
-            )
-            .await
-            .map_err(|e| BridgeError::Setup(e.to_string()))?,
+            Some(client) => Meta::open(client, &config, &metrics, random_u64())
+                .await
+                .map_err(|e| BridgeError::Setup(e.to_string()))?,
             None => return Err(BridgeError::Config("sessions must be at least 1".into())),
         };
-        Ok(IggyBridge {
+        let bridge = IggyBridge {
             inner: Arc::new(Inner {
                 sends: Semaphore::new(config.max_in_flight_sends),
                 config,
@@ -165,7 +181,9 @@ impl IggyBridge {
                 message_ids: AtomicU64::new(0),
                 metrics,
             }),
-        })
+        };
+        tokio::spawn(refresh_meta(Arc::downgrade(&bridge.inner)));
+        Ok(bridge)
     }
 
     /// Adds the Iggy round-trip metrics (`kafka_gateway_iggy_*`, see

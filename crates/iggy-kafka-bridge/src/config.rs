@@ -99,6 +99,16 @@ pub struct BridgeConfig {
     /// before a new snapshot replaces it: start-up reads at most one snapshot (the live
     /// state) plus this many records.
     pub meta_snapshot_records: u64,
+    /// How often the bridge reads what other gateways sharing the meta stream wrote to
+    /// its shared logs (topic settings, SCRAM credentials, ACL bindings): the longest
+    /// such a change made on another gateway takes to reach this one's view. Writes
+    /// catch up first as well, whatever this is.
+    pub meta_refresh_interval: Duration,
+    /// Largest metadata record (one committed offset, topic setting, credential, ACL
+    /// binding or consumer group state, as JSON) the bridge writes or reads; a longer
+    /// one found in a log is skipped. Like Kafka's `max.message.bytes` of
+    /// `__consumer_offsets` (1 MiB there).
+    pub meta_record_max_bytes: usize,
     /// Speaks TLS to Iggy on every connection the bridge makes (its sessions, the
     /// metadata log, polls and the PLAIN checks). Iggy's TCP listener must have TLS on.
     pub tls_enabled: bool,
@@ -151,6 +161,8 @@ impl std::fmt::Debug for BridgeConfig {
             .field("poll_max_bytes", &self.poll_max_bytes)
             .field("dedup_producers", &self.dedup_producers)
             .field("meta_snapshot_records", &self.meta_snapshot_records)
+            .field("meta_refresh_interval", &self.meta_refresh_interval)
+            .field("meta_record_max_bytes", &self.meta_record_max_bytes)
             .field("tls_enabled", &self.tls_enabled)
             .field("tls_domain", &self.tls_domain)
             .field("tls_ca_file", &self.tls_ca_file)
@@ -190,6 +202,8 @@ impl Default for BridgeConfig {
             poll_max_bytes: 16 << 20,
             dedup_producers: 100_000,
             meta_snapshot_records: 10_000,
+            meta_refresh_interval: Duration::from_secs(1),
+            meta_record_max_bytes: 1 << 20,
             tls_enabled: false,
             tls_domain: None,
             tls_ca_file: None,
@@ -277,6 +291,14 @@ impl BridgeConfig {
         if !(100..=100_000_000).contains(&self.meta_snapshot_records) {
             return bad("meta_snapshot_records must be within 100..=100000000");
         }
+        if self.meta_refresh_interval < MIN_META_REFRESH
+            || self.meta_refresh_interval > MAX_META_REFRESH
+        {
+            return bad("meta_refresh_interval must be within [10ms, 1 hour]");
+        }
+        if !(MIN_META_RECORD_BYTES..=MAX_META_RECORD_BYTES).contains(&self.meta_record_max_bytes) {
+            return bad("meta_record_max_bytes must be within 4096..=67108864 (64 MiB)");
+        }
         if !self.tls_enabled && (self.tls_domain.is_some() || self.tls_ca_file.is_some()) {
             // Settings for TLS without TLS would send the password in the clear while
             // the operator believes otherwise.
@@ -315,6 +337,19 @@ impl BridgeConfig {
         host_of(&self.address).to_owned()
     }
 }
+
+/// Shortest [`BridgeConfig::meta_refresh_interval`] accepted.
+const MIN_META_REFRESH: Duration = Duration::from_millis(10);
+
+/// Longest [`BridgeConfig::meta_refresh_interval`] accepted.
+const MAX_META_REFRESH: Duration = Duration::from_secs(3600);
+
+/// Smallest [`BridgeConfig::meta_record_max_bytes`] accepted: an offset commit with
+/// Kafka's default 4 KiB of metadata must fit.
+const MIN_META_RECORD_BYTES: usize = 4096;
+
+/// Largest [`BridgeConfig::meta_record_max_bytes`] accepted.
+const MAX_META_RECORD_BYTES: usize = 64 << 20;
 
 /// Upper bound of [`BridgeConfig::plain_cache_ttl`].
 const MAX_PLAIN_CACHE_TTL: Duration = Duration::from_secs(3600);
@@ -544,7 +579,17 @@ mod tests {
         let ok = BridgeConfig::new("iggy", "secret");
         ok.validate().unwrap();
         type Spoil = fn(&mut BridgeConfig);
-        let cases: [(&str, Spoil); 7] = [
+        let cases: [(&str, Spoil); 11] = [
+            ("meta_refresh_interval", |c| {
+                c.meta_refresh_interval = Duration::from_millis(9)
+            }),
+            ("meta_refresh_interval", |c| {
+                c.meta_refresh_interval = Duration::from_secs(3601)
+            }),
+            ("meta_record_max_bytes", |c| c.meta_record_max_bytes = 4095),
+            ("meta_record_max_bytes", |c| {
+                c.meta_record_max_bytes = (64 << 20) + 1
+            }),
             ("send_queue_bytes", |c| c.send_queue_bytes = 0),
             ("send_queue_appends", |c| c.send_queue_appends = 0),
             ("send_buffer_bytes", |c| {

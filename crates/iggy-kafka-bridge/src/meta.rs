@@ -1,11 +1,15 @@
-//! The bridge's own durable state, kept in Iggy so a restarted gateway finds it again.
+//! The bridge's own durable state, kept in Iggy so a restarted gateway, and every other
+//! gateway on the same Iggy, finds it.
 //!
-//! Stream `meta_stream` (default `__kafka_gateway`) holds four logs of JSON records, each
-//! a one-partition topic, folded "last record per key wins":
+//! Stream `meta_stream` (default `__kafka_gateway`) holds logs of JSON records, each a
+//! one-partition topic, folded "last record per key wins":
 //!
 //! ```text
-//! offsets  {"g":group,"t":topic,"p":partition,"o":offset|null,"e":epoch,"m":meta|null,"ts":ms}
+//! groups.<shard>  one per coordinator shard (kafka_store::cluster::group_shard, 16)
+//!          {"g":group,"t":topic,"p":partition,"o":offset|null,"e":epoch,"m":meta|null,"ts":ms}
 //!          key (g,t,p); "o":null deletes the committed offset
+//!          {"g":group,"s":base64 state|null}
+//!          key g: the coordinator's state of the group, opaque here; null deletes it
 //! topics   {"s":stream,"t":iggy topic,"c":created_at_us,"deleted":bool,
 //!           "retention_ms":..,"retention_bytes":..,"max_message_bytes":..,
 //!           "log_start":{"<partition>":offset}}
@@ -22,85 +26,104 @@
 //!          record that does not name a storable binding is skipped at load
 //! ```
 //!
-//! Snapshots keep the logs short. Each log lives in generations: generation 0 is the
-//! topic `offsets` (or `topics`, `scram`, `acls`) as it was first written, generation `n` the
-//! topic `offsets.n`. A generation above 0 starts with a snapshot, the live state as ordinary
-//! records, closed by a marker record `{"snapshot_end":n}`; the records after the marker
-//! are its tail. Once the tail holds `meta_snapshot_records` records, and at least as
-//! many as the live state, the next write is followed by a snapshot into generation
-//! `n+1`; when its marker is written the bridge writes there and deletes generation `n`.
-//! At connect the bridge takes the highest generation with a marker (a generation
-//! without one is a snapshot cut short: deleted) and deletes the older ones, reading
-//! its records a page at a time and folding each page into the state (what is kept in
-//! memory is the live state, not the log). So start-up reads at most the live state
-//! twice plus `meta_snapshot_records` records, whatever the history. A log without
-//! generations (from before snapshots) is generation 0 and is read whole once, then
-//! snapshotted if long.
+//! A record that cannot be read, or is longer than `meta_record_max_bytes`, is skipped
+//! (one warning a minute per log at most, with the count); it never stops a read.
 //!
-//! One call of the bridge writes its records with one `send_messages`, so an offset
-//! commit is all or nothing. Writes are serialized so the in-memory view applies them in
-//! log order. One gateway owns this state; several gateways sharing one meta stream
-//! would not see each other's later writes (they read it at connect only).
+//! ## Generations
+//!
+//! Snapshots keep the logs short. Each log lives in generations: generation 0 is the
+//! topic `topics` (or `groups.3`, ...) as first written, generation `n` the topic
+//! `topics.n` (`groups.3.n`: a shard number never ends in `.digits`, so names do not
+//! collide). A generation above 0 starts with a snapshot, the live state as ordinary
+//! records, closed by a marker `{"snapshot_end":n}`; the records after the first
+//! marker are its tail. A generation ends with its first seal `{"seal":n,"next":m}`:
+//! records after that seal are not part of the log. A reader that reaches the seal
+//! waits for generation `m` to have its marker, then takes `m`'s snapshot as its
+//! whole state and reads on there. The current generation is the highest one with a
+//! marker (generation 0 needs none); a generation without one is a roll in progress
+//! (or cut short) and is not read.
+//!
+//! Rolling. Once a writer's tail is `meta_snapshot_records` long, and at least as long
+//! as the live state, it appends a seal naming `m`, one above every generation that
+//! exists, reads on to the first seal of the generation (its own, or a racing
+//! roller's: the first one decides `m` for everybody), and writes its state, which is
+//! then exactly the state before that seal, into `m`, then the marker. Anyone who
+//! finds a seal whose next generation has no marker (its roller may have died) writes
+//! the same snapshot itself: every copy folds to the same state, so two rollers
+//! interleaving are harmless. Snapshot records carry message ids of their own kind,
+//! and a copy landing after the first marker is ignored, so it cannot undo a record
+//! written after the marker. The generation left behind is deleted a grace (two call
+//! timeouts or ten refresh intervals, the longer) after its seal was read; a reader
+//! or writer still in it after that reads the log again from its current generation.
+//!
+//! ## Several gateways
+//!
+//! `topics`, `scram` and `acls` are written by whichever gateway an admin client
+//! reaches. Each gateway reads what the others appended every
+//! `meta_refresh_interval` (`Meta::refresh`, a background task of the bridge) and
+//! right before each write, so a change made on one gateway reaches the others within
+//! that interval. A write must not be lost to a roll that sealed the generation while
+//! the record was under way: every write carries fresh message ids, and the writer
+//! reads the log back until it finds its first record. Found before the seal, it is in
+//! the snapshot that follows; after the seal (not read there), it is written again
+//! into the next generation once that has its marker. Only then is the write
+//! acknowledged, and it is applied to the in-memory state as it is read back, in log
+//! order, like everybody else's.
+//!
+//! The `groups.<shard>` logs have one writer at a time, the shard's coordinator: the
+//! broker calls `acquire_shard` when this gateway becomes it, which reads the shard
+//! from its current generation to the end (what the previous coordinator wrote,
+//! finishing a roll it left half done) before any of its groups is served, and
+//! `release_shard` when it stops, which forgets the shard. A write is applied without
+//! reading it back. A shard used before it was acquired (a gateway alone, or a caller
+//! that does not know about shards) is read first, so nothing depends on the order of
+//! calls. Two gateways briefly both believing they coordinate a shard (views of the
+//! membership differ for at most the session timeout) could both append; the records
+//! stay in log order and the next acquirer reads them all, so last write wins.
+//!
+//! Committed offsets once lived in one log `offsets`. A gateway that finds it at
+//! start folds it (any generation), writes the live offsets into their shard logs and
+//! deletes it. Two gateways starting at once may both copy: the records are the same
+//! and last-wins, so a repeated copy is harmless, except that a commit made through
+//! another gateway between the two copies would be overwritten by the older offset.
+//! Upgrade by starting the gateways before clients commit, or one gateway first.
+//!
+//! One call of the bridge writes its records with one `send_messages` (ACL changes a
+//! page of 1000 at a time), so an offset commit is all or nothing. Writes to one log
+//! are serialized within a gateway.
 
+mod genlog;
+
+use crate::config::BridgeConfig;
 use crate::errors::{Op, map_iggy_error, timeout};
 use crate::metrics::IggyMetrics;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
-use iggy::prelude::{
-    Consumer, Identifier, IggyClient, IggyError, IggyMessage, MessageClient, Partitioning,
-    PollingStrategy, StreamClient, TopicClient, TopicCreateOptions,
-};
+use genlog::{Ctx, Fold, Log, META_PAGE};
+use iggy::prelude::{Identifier, IggyClient, IggyError, StreamClient};
 use kafka_authz::{AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType};
 use kafka_sasl::{ScramCredential, ScramMechanism, ScramUserInfo};
+use kafka_store::cluster::{GROUP_SHARDS, group_shard};
 use kafka_store::{CommittedOffset, StoreError, StoreResult, TopicConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-const OFFSETS_TOPIC: &str = "offsets";
+/// The single offsets log of earlier versions, migrated into the shard logs.
+const LEGACY_OFFSETS: &str = "offsets";
 const TOPICS_TOPIC: &str = "topics";
 const SCRAM_TOPIC: &str = "scram";
 const ACLS_TOPIC: &str = "acls";
 
-/// Every log, in the order they are loaded.
-const LOGS: [&str; 4] = [OFFSETS_TOPIC, TOPICS_TOPIC, SCRAM_TOPIC, ACLS_TOPIC];
-
-/// Messages per poll when reading a log, and per send when writing a snapshot.
-const META_PAGE: u32 = 1000;
-
-/// The record that closes a snapshot.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SnapshotEnd {
-    snapshot_end: u64,
+/// The log of coordinator shard `shard`.
+fn shard_log_name(shard: u32) -> String {
+    format!("groups.{shard}")
 }
 
-/// The Iggy topic of generation `generation` of log `base`.
-fn generation_name(base: &str, generation: u64) -> String {
-    if generation == 0 {
-        base.to_owned()
-    } else {
-        format!("{base}.{generation}")
-    }
-}
-
-/// The generation an Iggy topic named `name` is of log `base`, if it is one.
-fn generation_of(base: &str, name: &str) -> Option<u64> {
-    if name == base {
-        return Some(0);
-    }
-    let n: u64 = name.strip_prefix(base)?.strip_prefix('.')?.parse().ok()?;
-    (n > 0 && generation_name(base, n) == name).then_some(n)
-}
-
-/// Where a log stands: the generation written to and the records after its snapshot.
-#[derive(Debug, Default, Clone, Copy)]
-struct LogState {
-    generation: u64,
-    tail: u64,
-}
+/// Least time between two warnings about a failed refresh.
+const REFRESH_WARN_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Identifies one incarnation of an Iggy topic.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -227,41 +250,174 @@ fn apply_acl(set: &mut BTreeSet<AclBinding>, r: AclRecord) -> bool {
     true
 }
 
+/// The coordinator's state of one group; `s` is required (null deletes).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupStateRecord {
+    g: String,
+    #[serde(deserialize_with = "Option::deserialize")]
+    s: Option<String>,
+}
+
 type OffsetKey = (String, String, i32);
 type ScramKey = (String, ScramMechanism);
+
+fn encode<T: Serialize>(record: &T) -> StoreResult<Vec<u8>> {
+    serde_json::to_vec(record).map_err(|e| StoreError::Internal(e.to_string()))
+}
+
+/// Topic settings by incarnation.
+#[derive(Debug, Default)]
+struct Topics(BTreeMap<TopicKey, TopicMeta>);
+
+impl Fold for Topics {
+    fn apply(&mut self, payload: &[u8]) -> bool {
+        match serde_json::from_slice::<TopicRecord>(payload) {
+            Ok(r) => {
+                apply_topic(&mut self.0, r);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+    fn records(&self) -> StoreResult<Vec<Vec<u8>>> {
+        self.0
+            .iter()
+            .map(|(k, m)| encode(&topic_record(k, m)))
+            .collect()
+    }
+    fn live(&self) -> u64 {
+        u64::try_from(self.0.len()).unwrap_or(u64::MAX)
+    }
+}
+
+/// SCRAM credentials by user and mechanism.
+#[derive(Debug, Default)]
+struct Scram(BTreeMap<ScramKey, ScramCredential>);
+
+impl Fold for Scram {
+    fn apply(&mut self, payload: &[u8]) -> bool {
+        match serde_json::from_slice::<ScramRecord>(payload) {
+            Ok(r) => apply_scram(&mut self.0, r),
+            Err(_) => false,
+        }
+    }
+    fn records(&self) -> StoreResult<Vec<Vec<u8>>> {
+        self.0
+            .iter()
+            .map(|((u, _), c)| encode(&scram_record(u, c)))
+            .collect()
+    }
+    fn live(&self) -> u64 {
+        u64::try_from(self.0.len()).unwrap_or(u64::MAX)
+    }
+}
+
+/// ACL bindings.
+#[derive(Debug, Default)]
+struct Acls(BTreeSet<AclBinding>);
+
+impl Fold for Acls {
+    fn apply(&mut self, payload: &[u8]) -> bool {
+        match serde_json::from_slice::<AclRecord>(payload) {
+            Ok(r) => apply_acl(&mut self.0, r),
+            Err(_) => false,
+        }
+    }
+    fn records(&self) -> StoreResult<Vec<Vec<u8>>> {
+        self.0
+            .iter()
+            .map(|b| encode(&acl_record(b, false)))
+            .collect()
+    }
+    fn live(&self) -> u64 {
+        u64::try_from(self.0.len()).unwrap_or(u64::MAX)
+    }
+}
+
+/// One coordinator shard: committed offsets and group states of its groups.
+#[derive(Debug, Default, PartialEq)]
+struct Shard {
+    offsets: BTreeMap<OffsetKey, CommittedOffset>,
+    states: BTreeMap<String, Bytes>,
+}
+
+impl Fold for Shard {
+    fn apply(&mut self, payload: &[u8]) -> bool {
+        if let Ok(r) = serde_json::from_slice::<OffsetRecord>(payload) {
+            apply_offset(&mut self.offsets, r);
+            return true;
+        }
+        let Ok(r) = serde_json::from_slice::<GroupStateRecord>(payload) else {
+            return false;
+        };
+        match r.s {
+            Some(s) => match B64.decode(s) {
+                Ok(state) => {
+                    self.states.insert(r.g, Bytes::from(state));
+                }
+                Err(_) => return false,
+            },
+            None => {
+                self.states.remove(&r.g);
+            }
+        }
+        true
+    }
+    fn records(&self) -> StoreResult<Vec<Vec<u8>>> {
+        let offsets = self
+            .offsets
+            .iter()
+            .map(|((g, t, p), c)| encode(&offset_record(g, t, *p, c)));
+        let states = self.states.iter().map(|(g, s)| {
+            encode(&GroupStateRecord {
+                g: g.clone(),
+                s: Some(B64.encode(s)),
+            })
+        });
+        offsets.chain(states).collect()
+    }
+    fn live(&self) -> u64 {
+        u64::try_from(self.offsets.len() + self.states.len()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The legacy single offsets log, read once for its migration.
+#[derive(Debug, Default)]
+struct LegacyOffsets(BTreeMap<OffsetKey, CommittedOffset>);
+
+impl Fold for LegacyOffsets {
+    fn apply(&mut self, payload: &[u8]) -> bool {
+        match serde_json::from_slice::<OffsetRecord>(payload) {
+            Ok(r) => {
+                apply_offset(&mut self.0, r);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+    fn records(&self) -> StoreResult<Vec<Vec<u8>>> {
+        self.0
+            .iter()
+            .map(|((g, t, p), c)| encode(&offset_record(g, t, *p, c)))
+            .collect()
+    }
+    fn live(&self) -> u64 {
+        u64::try_from(self.0.len()).unwrap_or(u64::MAX)
+    }
+}
 
 /// The loaded state and the way to change it.
 #[derive(Debug)]
 pub struct Meta {
-    stream: String,
-    call_timeout: Duration,
-    metrics: IggyMetrics,
-    snapshot_records: u64,
-    offsets: Mutex<BTreeMap<OffsetKey, CommittedOffset>>,
-    topics: Mutex<BTreeMap<TopicKey, TopicMeta>>,
-    scram: Mutex<BTreeMap<ScramKey, ScramCredential>>,
-    acls: Mutex<BTreeSet<AclBinding>>,
-    /// Held while writing; guards where each log stands.
-    writes: tokio::sync::Mutex<Logs>,
-}
-
-#[derive(Debug, Default)]
-struct Logs {
-    offsets: LogState,
-    topics: LogState,
-    scram: LogState,
-    acls: LogState,
-}
-
-impl Logs {
-    fn of(&mut self, base: &str) -> &mut LogState {
-        match base {
-            OFFSETS_TOPIC => &mut self.offsets,
-            TOPICS_TOPIC => &mut self.topics,
-            ACLS_TOPIC => &mut self.acls,
-            _ => &mut self.scram,
-        }
-    }
+    ctx: Ctx,
+    topics: Log<Topics>,
+    scram: Log<Scram>,
+    acls: Log<Acls>,
+    /// By shard number.
+    shards: Vec<Log<Shard>>,
+    /// When a failed refresh was last logged.
+    refresh_warned: Mutex<Option<Instant>>,
 }
 
 fn poisoned<T>(_: T) -> StoreError {
@@ -289,375 +445,153 @@ fn named(name: &str) -> StoreResult<Identifier> {
     Identifier::named(name).map_err(|e| StoreError::Internal(format!("name {name:?}: {e}")))
 }
 
+/// How long a generation left behind is kept for gateways still reading or writing it.
+fn generation_grace(config: &BridgeConfig) -> Duration {
+    (config.call_timeout * 2).max(config.meta_refresh_interval * 10)
+}
+
 impl Meta {
-    /// Creates the meta stream and logs if missing, then reads each from its latest
-    /// snapshot (see the module docs), and snapshots a log whose tail is long.
+    /// Creates the meta stream if missing, reads the shared logs from their current
+    /// generations (see the module docs), and moves a legacy `offsets` log into the
+    /// shard logs. Shard logs are read when acquired or first used. `random` seeds the
+    /// ids of this run's records.
     pub async fn open(
         client: &IggyClient,
-        stream: &str,
-        call_timeout: Duration,
+        config: &BridgeConfig,
         metrics: &IggyMetrics,
-        snapshot_records: u64,
+        random: u64,
     ) -> StoreResult<Self> {
-        let meta = Self {
-            stream: stream.to_owned(),
-            call_timeout,
-            metrics: metrics.clone(),
-            snapshot_records,
-            offsets: Mutex::new(BTreeMap::new()),
-            topics: Mutex::new(BTreeMap::new()),
-            scram: Mutex::new(BTreeMap::new()),
-            acls: Mutex::new(BTreeSet::new()),
-            writes: tokio::sync::Mutex::new(Logs::default()),
-        };
-        ensure_stream(client, stream, call_timeout, metrics).await?;
-        let names: Vec<String> = call(
+        let ctx = Ctx::new(
+            &config.meta_stream,
+            config.call_timeout,
             metrics,
-            call_timeout,
-            Op::Admin,
-            stream,
-            client.get_topics(&named(stream)?),
-        )
-        .await?
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
-        let mut logs = meta.writes.lock().await;
-        for base in LOGS {
-            *logs.of(base) = meta.load(client, base, &names).await?;
+            config.meta_snapshot_records,
+            config.meta_record_max_bytes,
+            generation_grace(config),
+            random,
+        );
+        ensure_stream(client, &config.meta_stream, config.call_timeout, metrics).await?;
+        let meta = Self {
+            ctx,
+            topics: Log::new(TOPICS_TOPIC.into()),
+            scram: Log::new(SCRAM_TOPIC.into()),
+            acls: Log::new(ACLS_TOPIC.into()),
+            shards: (0..GROUP_SHARDS)
+                .map(|s| Log::new(shard_log_name(s)))
+                .collect(),
+            refresh_warned: Mutex::new(None),
+        };
+        {
+            let mut cur = meta.topics.cursor.lock().await;
+            meta.topics.load(&meta.ctx, client, &mut cur).await?;
+            meta.topics.roll_if_long(&meta.ctx, client, &mut cur).await;
         }
-        for base in LOGS {
-            meta.snapshot_if_long(client, &mut logs, base).await;
+        {
+            let mut cur = meta.scram.cursor.lock().await;
+            meta.scram.load(&meta.ctx, client, &mut cur).await?;
+            meta.scram.roll_if_long(&meta.ctx, client, &mut cur).await;
         }
-        drop(logs);
+        {
+            let mut cur = meta.acls.cursor.lock().await;
+            meta.acls.load(&meta.ctx, client, &mut cur).await?;
+            meta.acls.roll_if_long(&meta.ctx, client, &mut cur).await;
+        }
+        meta.migrate_legacy_offsets(client).await?;
         Ok(meta)
     }
 
-    /// Reads log `base` from its newest complete generation into the state and
-    /// deletes the other generations.
-    async fn load(
-        &self,
-        client: &IggyClient,
-        base: &str,
-        names: &[String],
-    ) -> StoreResult<LogState> {
-        let mut generations: Vec<u64> = names
+    /// Moves the committed offsets of a legacy `offsets` log into the shard logs and
+    /// deletes it (see the module docs for two gateways doing it at once).
+    async fn migrate_legacy_offsets(&self, client: &IggyClient) -> StoreResult<()> {
+        let names = self.ctx.names(client).await?;
+        if !names
             .iter()
-            .filter_map(|n| generation_of(base, n))
-            .collect();
-        generations.sort_unstable();
-        let mut chosen = None;
-        while let Some(generation) = generations.pop() {
-            match self.read_generation(client, base, generation).await? {
-                Some(tail) => {
-                    chosen = Some(LogState { generation, tail });
-                    break;
-                }
-                None => {
-                    tracing::warn!(
-                        log = base,
-                        generation,
-                        "deleting a metadata snapshot that was cut short"
-                    );
-                    self.drop_generation(client, base, generation).await;
-                }
+            .any(|n| genlog::generation_of(LEGACY_OFFSETS, n).is_some())
+        {
+            return Ok(());
+        }
+        let legacy: Log<LegacyOffsets> = Log::new(LEGACY_OFFSETS.into());
+        let mut cur = genlog::Cursor::default();
+        legacy.load(&self.ctx, client, &mut cur).await?;
+        let offsets = std::mem::take(&mut legacy.state.lock().map_err(poisoned)?.0);
+        let mut by_shard: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
+        for ((g, t, p), c) in &offsets {
+            by_shard
+                .entry(group_shard(g))
+                .or_default()
+                .push(encode(&offset_record(g, t, *p, c))?);
+        }
+        let page = usize::try_from(META_PAGE).unwrap_or(1000);
+        for (shard, payloads) in by_shard {
+            let log = self.shard_log(shard)?;
+            let mut cur = log.cursor.lock().await;
+            for chunk in payloads.chunks(page) {
+                log.write_owned(&self.ctx, client, &mut cur, chunk.to_vec())
+                    .await?;
             }
         }
-        // What is left is older than the generation read.
-        for generation in generations {
-            self.drop_generation(client, base, generation).await;
-        }
-        match chosen {
-            Some(state) => Ok(state),
-            None => {
-                self.clear(base)?;
-                self.ensure_topic(client, base).await?;
-                Ok(LogState::default())
-            }
-        }
+        legacy.drop_all(&self.ctx, client).await?;
+        tracing::info!(
+            offsets = offsets.len(),
+            "committed offsets moved from the offsets log into the coordinator shard logs"
+        );
+        Ok(())
     }
 
-    /// Reads one generation into the (cleared) state, a page at a time: the tail
-    /// length, or `None` when a generation above 0 has no snapshot marker.
-    async fn read_generation(
-        &self,
-        client: &IggyClient,
-        base: &str,
-        generation: u64,
-    ) -> StoreResult<Option<u64>> {
-        self.clear(base)?;
-        let topic = generation_name(base, generation);
-        let (s, t) = (named(&self.stream)?, named(&topic)?);
-        let consumer =
-            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
-        let mut offset = 0u64;
-        let mut tail = 0u64;
-        let mut closed = generation == 0;
-        let mut unreadable = 0u64;
-        loop {
-            let polled = call(
-                &self.metrics,
-                self.call_timeout,
-                Op::Read,
-                &topic,
-                client.poll_messages(
-                    &s,
-                    &t,
-                    Some(0),
-                    &consumer,
-                    &PollingStrategy::offset(offset),
-                    META_PAGE,
-                    false,
-                ),
-            )
-            .await?;
-            let Some(last) = polled.messages.last() else {
-                break;
-            };
-            offset = last.header.offset + 1;
-            for m in &polled.messages {
-                if let Ok(end) = serde_json::from_slice::<SnapshotEnd>(&m.payload) {
-                    closed |= end.snapshot_end == generation;
-                    tail = 0;
-                    continue;
-                }
-                tail += 1;
-                if !self.apply_payload(base, &m.payload)? {
-                    unreadable += 1;
-                }
-            }
+    /// Reads what other gateways wrote to the shared logs (topics, scram, acls) since
+    /// the last read, and deletes generations whose grace has passed. A log being
+    /// written by this gateway is skipped: the write catches up itself. Failures are
+    /// logged at most once a minute; the state read so far stays.
+    pub async fn refresh(&self, client: &IggyClient) {
+        let results = [
+            refresh_one(&self.topics, &self.ctx, client).await,
+            refresh_one(&self.scram, &self.ctx, client).await,
+            refresh_one(&self.acls, &self.ctx, client).await,
+        ];
+        if let Some(e) = results.into_iter().find_map(Result::err)
+            && let Ok(mut warned) = self.refresh_warned.lock()
+            && warned.is_none_or(|t| t.elapsed() >= REFRESH_WARN_INTERVAL)
+        {
+            *warned = Some(Instant::now());
+            tracing::warn!(error = %e, "cannot read the shared metadata logs; keeping what was read");
         }
-        if unreadable > 0 {
-            tracing::warn!(
-                log = base,
-                unreadable,
-                "skipped unreadable metadata records"
-            );
-        }
-        Ok(closed.then_some(tail))
+        self.ctx.reap(client).await;
     }
 
-    fn clear(&self, base: &str) -> StoreResult<()> {
-        match base {
-            OFFSETS_TOPIC => self.offsets.lock().map_err(poisoned)?.clear(),
-            TOPICS_TOPIC => self.topics.lock().map_err(poisoned)?.clear(),
-            ACLS_TOPIC => self.acls.lock().map_err(poisoned)?.clear(),
-            _ => self.scram.lock().map_err(poisoned)?.clear(),
+    fn shard_log(&self, shard: u32) -> StoreResult<&Log<Shard>> {
+        usize::try_from(shard)
+            .ok()
+            .and_then(|s| self.shards.get(s))
+            .ok_or_else(|| StoreError::Internal(format!("no coordinator shard {shard}")))
+    }
+
+    fn group_log(&self, group: &str) -> StoreResult<&Log<Shard>> {
+        self.shard_log(group_shard(group))
+    }
+
+    /// Reads the shard of `log` unless it was read already.
+    async fn ready(&self, client: &IggyClient, log: &Log<Shard>) -> StoreResult<()> {
+        let mut cur = log.cursor.lock().await;
+        if !cur.loaded {
+            log.load(&self.ctx, client, &mut cur).await?;
         }
         Ok(())
     }
 
-    /// Folds one record into the state; `false` when it cannot be read.
-    fn apply_payload(&self, base: &str, payload: &[u8]) -> StoreResult<bool> {
-        match base {
-            OFFSETS_TOPIC => {
-                let Ok(r) = serde_json::from_slice::<OffsetRecord>(payload) else {
-                    return Ok(false);
-                };
-                apply_offset(&mut *self.offsets.lock().map_err(poisoned)?, r);
-            }
-            TOPICS_TOPIC => {
-                let Ok(r) = serde_json::from_slice::<TopicRecord>(payload) else {
-                    return Ok(false);
-                };
-                apply_topic(&mut *self.topics.lock().map_err(poisoned)?, r);
-            }
-            ACLS_TOPIC => {
-                let Ok(r) = serde_json::from_slice::<AclRecord>(payload) else {
-                    return Ok(false);
-                };
-                return Ok(apply_acl(&mut *self.acls.lock().map_err(poisoned)?, r));
-            }
-            _ => {
-                let Ok(r) = serde_json::from_slice::<ScramRecord>(payload) else {
-                    return Ok(false);
-                };
-                return Ok(apply_scram(&mut *self.scram.lock().map_err(poisoned)?, r));
-            }
-        }
-        Ok(true)
+    /// Makes this gateway's view of `shard` current (see the module docs).
+    pub async fn acquire_shard(&self, client: &IggyClient, shard: u32) -> StoreResult<()> {
+        let log = self.shard_log(shard)?;
+        let mut cur = log.cursor.lock().await;
+        log.catch_up(&self.ctx, client, &mut cur, true, None)
+            .await
+            .map(|_| ())
     }
 
-    /// Deletes one generation's topic; a failure is logged (the next start deletes it).
-    async fn drop_generation(&self, client: &IggyClient, base: &str, generation: u64) {
-        let topic = generation_name(base, generation);
-        let (Ok(s), Ok(t)) = (named(&self.stream), named(&topic)) else {
-            return;
-        };
-        let deleted = call(
-            &self.metrics,
-            self.call_timeout,
-            Op::Admin,
-            &topic,
-            client.delete_topic(&s, &t),
-        )
-        .await;
-        match deleted {
-            Ok(()) | Err(StoreError::UnknownTopicOrPartition { .. }) => {}
-            Err(e) => tracing::warn!(topic, error = %e, "cannot delete an old metadata log"),
-        }
-    }
-
-    /// The live state of log `base` as records.
-    fn live_records(&self, base: &str) -> StoreResult<Vec<Vec<u8>>> {
-        let encode = |v: Result<Vec<u8>, serde_json::Error>| {
-            v.map_err(|e| StoreError::Internal(e.to_string()))
-        };
-        match base {
-            OFFSETS_TOPIC => {
-                let map = self.offsets.lock().map_err(poisoned)?;
-                map.iter()
-                    .map(|((g, t, p), c)| encode(serde_json::to_vec(&offset_record(g, t, *p, c))))
-                    .collect()
-            }
-            TOPICS_TOPIC => {
-                let map = self.topics.lock().map_err(poisoned)?;
-                map.iter()
-                    .map(|(k, m)| encode(serde_json::to_vec(&topic_record(k, m))))
-                    .collect()
-            }
-            ACLS_TOPIC => {
-                let set = self.acls.lock().map_err(poisoned)?;
-                set.iter()
-                    .map(|b| encode(serde_json::to_vec(&acl_record(b, false))))
-                    .collect()
-            }
-            _ => {
-                let map = self.scram.lock().map_err(poisoned)?;
-                map.iter()
-                    .map(|((u, _), c)| encode(serde_json::to_vec(&scram_record(u, c))))
-                    .collect()
-            }
-        }
-    }
-
-    fn live_count(&self, base: &str) -> StoreResult<u64> {
-        let n = match base {
-            OFFSETS_TOPIC => self.offsets.lock().map_err(poisoned)?.len(),
-            TOPICS_TOPIC => self.topics.lock().map_err(poisoned)?.len(),
-            ACLS_TOPIC => self.acls.lock().map_err(poisoned)?.len(),
-            _ => self.scram.lock().map_err(poisoned)?.len(),
-        };
-        Ok(u64::try_from(n).unwrap_or(u64::MAX))
-    }
-
-    /// Snapshots log `base` when its tail is `meta_snapshot_records` long and at least
-    /// as long as the live state. A failed snapshot is logged and left for the next
-    /// write to try again: the log it would replace stays in use, whole.
-    async fn snapshot_if_long(&self, client: &IggyClient, logs: &mut Logs, base: &str) {
-        let state = logs.of(base);
-        let live = match self.live_count(base) {
-            Ok(n) => n,
-            Err(_) => return,
-        };
-        if state.tail < self.snapshot_records.max(live) {
-            return;
-        }
-        let next = state.generation + 1;
-        match self.write_snapshot(client, base, next).await {
-            Ok(()) => {
-                let old = std::mem::replace(
-                    state,
-                    LogState {
-                        generation: next,
-                        tail: 0,
-                    },
-                );
-                tracing::info!(
-                    log = base,
-                    generation = next,
-                    records = live,
-                    replaced = old.tail,
-                    "metadata log snapshotted"
-                );
-                self.drop_generation(client, base, old.generation).await;
-            }
-            Err(e) => {
-                tracing::warn!(log = base, generation = next, error = %e, "metadata snapshot failed");
-                self.drop_generation(client, base, next).await;
-            }
-        }
-    }
-
-    /// Writes the live state of `base` and the closing marker into a new generation.
-    async fn write_snapshot(
-        &self,
-        client: &IggyClient,
-        base: &str,
-        generation: u64,
-    ) -> StoreResult<()> {
-        let topic = generation_name(base, generation);
-        // A leftover from a snapshot cut short would hold records before ours.
-        self.drop_generation(client, base, generation).await;
-        self.ensure_topic(client, &topic).await?;
-        let records = self.live_records(base)?;
-        let page = usize::try_from(META_PAGE).unwrap_or(1000);
-        for chunk in records.chunks(page) {
-            self.append(client, &topic, chunk.to_vec()).await?;
-        }
-        let end = serde_json::to_vec(&SnapshotEnd {
-            snapshot_end: generation,
-        })
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
-        self.append(client, &topic, vec![end]).await
-    }
-
-    async fn ensure_topic(&self, client: &IggyClient, topic: &str) -> StoreResult<()> {
-        let (s, t) = (named(&self.stream)?, named(topic)?);
-        let found = call(
-            &self.metrics,
-            self.call_timeout,
-            Op::Admin,
-            topic,
-            client.get_topic(&s, &t),
-        )
-        .await?;
-        if found.is_some() {
-            return Ok(());
-        }
-        let options = TopicCreateOptions {
-            partitions_count: Some(1),
-            ..TopicCreateOptions::default()
-        };
-        match call(
-            &self.metrics,
-            self.call_timeout,
-            Op::Admin,
-            topic,
-            client.create_topic(&s, topic, &options),
-        )
-        .await
-        {
-            Ok(_) | Err(StoreError::TopicAlreadyExists(_)) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn append(
-        &self,
-        client: &IggyClient,
-        topic: &str,
-        payloads: Vec<Vec<u8>>,
-    ) -> StoreResult<()> {
-        let (s, t) = (named(&self.stream)?, named(topic)?);
-        let mut messages = payloads
-            .into_iter()
-            .map(|p| {
-                IggyMessage::builder()
-                    .payload(Bytes::from(p))
-                    .build()
-                    .map_err(|e| StoreError::Internal(format!("metadata record: {e}")))
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        call(
-            &self.metrics,
-            self.call_timeout,
-            Op::Write,
-            topic,
-            client.send_messages(&s, &t, &Partitioning::partition_id(0), &mut messages),
-        )
-        .await
-        .map(|_| ())
+    /// Forgets `shard`.
+    pub async fn release_shard(&self, shard: u32) -> StoreResult<()> {
+        let log = self.shard_log(shard)?;
+        let mut cur = log.cursor.lock().await;
+        log.unload(&mut cur)
     }
 
     /// Stores committed offsets of one group in one write.
@@ -670,11 +604,13 @@ impl Meta {
         if offsets.is_empty() {
             return Ok(());
         }
-        let records: Vec<OffsetRecord> = offsets
-            .into_iter()
-            .map(|(t, p, c)| offset_record(group, &t, p, &c))
-            .collect();
-        self.write_offsets(client, records).await
+        let payloads = offsets
+            .iter()
+            .map(|(t, p, c)| encode(&offset_record(group, t, *p, c)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let log = self.group_log(group)?;
+        let mut cur = log.cursor.lock().await;
+        log.write_owned(&self.ctx, client, &mut cur, payloads).await
     }
 
     /// Deletes committed offsets (absent ones are ignored).
@@ -684,90 +620,125 @@ impl Meta {
         group: &str,
         partitions: &[(String, i32)],
     ) -> StoreResult<()> {
-        let present: Vec<OffsetRecord> = {
-            let map = self.offsets.lock().map_err(poisoned)?;
+        let log = self.group_log(group)?;
+        let mut cur = log.cursor.lock().await;
+        if !cur.loaded {
+            log.load(&self.ctx, client, &mut cur).await?;
+        }
+        let payloads = {
+            let state = log.state.lock().map_err(poisoned)?;
             partitions
                 .iter()
-                .filter(|(t, p)| map.contains_key(&(group.to_owned(), t.clone(), *p)))
-                .map(|(t, p)| tombstone(group, t, *p))
-                .collect()
+                .filter(|(t, p)| {
+                    state
+                        .offsets
+                        .contains_key(&(group.to_owned(), t.clone(), *p))
+                })
+                .map(|(t, p)| encode(&tombstone(group, t, *p)))
+                .collect::<StoreResult<Vec<_>>>()?
         };
-        if present.is_empty() {
-            return Ok(());
-        }
-        self.write_offsets(client, present).await
+        log.write_owned(&self.ctx, client, &mut cur, payloads).await
     }
 
     /// Deletes every offset of a group.
     pub async fn delete_group(&self, client: &IggyClient, group: &str) -> StoreResult<()> {
         let all: Vec<(String, i32)> = self
-            .fetch_all(group)?
+            .fetch_all(client, group)
+            .await?
             .into_iter()
             .map(|(t, p, _)| (t, p))
             .collect();
         self.delete(client, group, &all).await
     }
 
-    async fn write_offsets(
+    /// One committed offset.
+    pub async fn fetch(
         &self,
         client: &IggyClient,
-        records: Vec<OffsetRecord>,
-    ) -> StoreResult<()> {
-        let payloads = records
-            .iter()
-            .map(serde_json::to_vec)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| StoreError::Internal(e.to_string()))?;
-        let mut logs = self.writes.lock().await;
-        let topic = generation_name(OFFSETS_TOPIC, logs.offsets.generation);
-        let n = u64::try_from(payloads.len()).unwrap_or(u64::MAX);
-        self.append(client, &topic, payloads).await?;
-        {
-            let mut map = self.offsets.lock().map_err(poisoned)?;
-            for r in records {
-                apply_offset(&mut map, r);
-            }
-        }
-        logs.offsets.tail = logs.offsets.tail.saturating_add(n);
-        self.snapshot_if_long(client, &mut logs, OFFSETS_TOPIC)
-            .await;
-        Ok(())
-    }
-
-    /// One committed offset.
-    pub fn fetch(
-        &self,
         group: &str,
         topic: &str,
         partition: i32,
     ) -> StoreResult<Option<CommittedOffset>> {
-        let map = self.offsets.lock().map_err(poisoned)?;
-        Ok(map
+        let log = self.group_log(group)?;
+        self.ready(client, log).await?;
+        let state = log.state.lock().map_err(poisoned)?;
+        Ok(state
+            .offsets
             .get(&(group.to_owned(), topic.to_owned(), partition))
             .cloned())
     }
 
     /// Every committed offset of a group, sorted by topic and partition.
-    pub fn fetch_all(&self, group: &str) -> StoreResult<Vec<(String, i32, CommittedOffset)>> {
-        let map = self.offsets.lock().map_err(poisoned)?;
-        Ok(map
+    pub async fn fetch_all(
+        &self,
+        client: &IggyClient,
+        group: &str,
+    ) -> StoreResult<Vec<(String, i32, CommittedOffset)>> {
+        let log = self.group_log(group)?;
+        self.ready(client, log).await?;
+        let state = log.state.lock().map_err(poisoned)?;
+        Ok(state
+            .offsets
             .range((group.to_owned(), String::new(), i32::MIN)..)
             .take_while(|((g, _, _), _)| g == group)
             .map(|((_, t, p), c)| (t.clone(), *p, c.clone()))
             .collect())
     }
 
-    /// Groups with committed offsets, sorted.
+    /// Groups with committed offsets in the shards this gateway holds, sorted.
     pub fn groups(&self) -> StoreResult<Vec<String>> {
-        let map = self.offsets.lock().map_err(poisoned)?;
-        let mut groups: Vec<String> = map.keys().map(|(g, _, _)| g.clone()).collect();
-        groups.dedup();
-        Ok(groups)
+        let mut groups = BTreeSet::new();
+        for log in &self.shards {
+            let state = log.state.lock().map_err(poisoned)?;
+            groups.extend(state.offsets.keys().map(|(g, _, _)| g.clone()));
+        }
+        Ok(groups.into_iter().collect())
+    }
+
+    /// Stores (or with `None` deletes) the coordinator's state of `group`.
+    pub async fn put_group_state(
+        &self,
+        client: &IggyClient,
+        group: &str,
+        state: Option<Bytes>,
+    ) -> StoreResult<()> {
+        let payload = encode(&GroupStateRecord {
+            g: group.to_owned(),
+            s: state.map(|s| B64.encode(s)),
+        })?;
+        let log = self.group_log(group)?;
+        let mut cur = log.cursor.lock().await;
+        log.write_owned(&self.ctx, client, &mut cur, vec![payload])
+            .await
+    }
+
+    /// Every group state of `shard`, sorted by group.
+    pub async fn group_states(
+        &self,
+        client: &IggyClient,
+        shard: u32,
+    ) -> StoreResult<Vec<(String, Bytes)>> {
+        let log = self.shard_log(shard)?;
+        self.ready(client, log).await?;
+        let state = log.state.lock().map_err(poisoned)?;
+        Ok(state
+            .states
+            .iter()
+            .filter(|(g, _)| group_shard(g) == shard)
+            .map(|(g, s)| (g.clone(), s.clone()))
+            .collect())
     }
 
     /// The stored settings of one topic incarnation.
     pub fn topic(&self, key: &TopicKey) -> StoreResult<Option<TopicMeta>> {
-        Ok(self.topics.lock().map_err(poisoned)?.get(key).cloned())
+        Ok(self
+            .topics
+            .state
+            .lock()
+            .map_err(poisoned)?
+            .0
+            .get(key)
+            .cloned())
     }
 
     /// Stores (replaces) the settings of one topic incarnation.
@@ -796,16 +767,22 @@ impl Meta {
     }
 
     async fn write_topic(&self, client: &IggyClient, record: TopicRecord) -> StoreResult<()> {
-        let payload =
-            serde_json::to_vec(&record).map_err(|e| StoreError::Internal(e.to_string()))?;
-        let mut logs = self.writes.lock().await;
-        let topic = generation_name(TOPICS_TOPIC, logs.topics.generation);
-        self.append(client, &topic, vec![payload]).await?;
-        apply_topic(&mut *self.topics.lock().map_err(poisoned)?, record);
-        logs.topics.tail = logs.topics.tail.saturating_add(1);
-        self.snapshot_if_long(client, &mut logs, TOPICS_TOPIC).await;
-        Ok(())
+        let payload = encode(&record)?;
+        let mut cur = self.topics.cursor.lock().await;
+        self.topics
+            .write_shared(&self.ctx, client, &mut cur, vec![payload])
+            .await
     }
+}
+
+/// One shared log's refresh, unless this gateway is writing it.
+async fn refresh_one<S: Fold>(log: &Log<S>, ctx: &Ctx, client: &IggyClient) -> StoreResult<()> {
+    let Ok(mut cur) = log.cursor.try_lock() else {
+        return Ok(());
+    };
+    log.catch_up(ctx, client, &mut cur, false, None)
+        .await
+        .map(|_| ())
 }
 
 impl Meta {
@@ -815,16 +792,16 @@ impl Meta {
         user: &str,
         mechanism: ScramMechanism,
     ) -> StoreResult<Option<ScramCredential>> {
-        let map = self.scram.lock().map_err(poisoned)?;
-        Ok(map.get(&(user.to_owned(), mechanism)).cloned())
+        let state = self.scram.state.lock().map_err(poisoned)?;
+        Ok(state.0.get(&(user.to_owned(), mechanism)).cloned())
     }
 
     /// The users with a SCRAM credential (of `users` if given), sorted by name, each
     /// with its mechanisms and iteration counts.
     pub fn scram_users(&self, users: Option<&[String]>) -> StoreResult<Vec<ScramUserInfo>> {
-        let map = self.scram.lock().map_err(poisoned)?;
+        let state = self.scram.state.lock().map_err(poisoned)?;
         let mut out: Vec<ScramUserInfo> = Vec::new();
-        for ((user, mechanism), credential) in map.iter() {
+        for ((user, mechanism), credential) in state.0.iter() {
             if users.is_some_and(|wanted| !wanted.contains(user)) {
                 continue;
             }
@@ -847,8 +824,10 @@ impl Meta {
         user: &str,
         credential: &ScramCredential,
     ) -> StoreResult<()> {
-        let mut logs = self.writes.lock().await;
-        self.write_scram(client, &mut logs, scram_record(user, credential))
+        let payload = encode(&scram_record(user, credential))?;
+        let mut cur = self.scram.cursor.lock().await;
+        self.scram
+            .write_shared(&self.ctx, client, &mut cur, vec![payload])
             .await
     }
 
@@ -860,13 +839,18 @@ impl Meta {
         user: &str,
         mechanism: ScramMechanism,
     ) -> StoreResult<bool> {
-        // Under the write lock, so a concurrent change cannot slip between the check
-        // and the write.
-        let mut logs = self.writes.lock().await;
+        // Under the log's lock, caught up, so a change cannot slip between the check
+        // and the write on this gateway.
+        let mut cur = self.scram.cursor.lock().await;
+        self.scram
+            .catch_up(&self.ctx, client, &mut cur, true, None)
+            .await?;
         let present = self
             .scram
+            .state
             .lock()
             .map_err(poisoned)?
+            .0
             .contains_key(&(user.to_owned(), mechanism));
         if !present {
             return Ok(false);
@@ -880,32 +864,23 @@ impl Meta {
             vk: None,
             deleted: true,
         };
-        self.write_scram(client, &mut logs, record).await?;
+        self.scram
+            .write_shared(&self.ctx, client, &mut cur, vec![encode(&record)?])
+            .await?;
         Ok(true)
-    }
-
-    async fn write_scram(
-        &self,
-        client: &IggyClient,
-        logs: &mut Logs,
-        record: ScramRecord,
-    ) -> StoreResult<()> {
-        let payload =
-            serde_json::to_vec(&record).map_err(|e| StoreError::Internal(e.to_string()))?;
-        let topic = generation_name(SCRAM_TOPIC, logs.scram.generation);
-        self.append(client, &topic, vec![payload]).await?;
-        apply_scram(&mut *self.scram.lock().map_err(poisoned)?, record);
-        logs.scram.tail = logs.scram.tail.saturating_add(1);
-        self.snapshot_if_long(client, logs, SCRAM_TOPIC).await;
-        Ok(())
     }
 }
 
 impl Meta {
     /// The ACL bindings `filter` selects, sorted.
     pub fn acls(&self, filter: &AclBindingFilter) -> StoreResult<Vec<AclBinding>> {
-        let set = self.acls.lock().map_err(poisoned)?;
-        Ok(set.iter().filter(|b| filter.matches(b)).cloned().collect())
+        let state = self.acls.state.lock().map_err(poisoned)?;
+        Ok(state
+            .0
+            .iter()
+            .filter(|b| filter.matches(b))
+            .cloned()
+            .collect())
     }
 
     /// Adds the bindings not yet stored, durably; `false` (and nothing written) when the
@@ -916,21 +891,24 @@ impl Meta {
         bindings: Vec<AclBinding>,
         max: usize,
     ) -> StoreResult<bool> {
-        let mut logs = self.writes.lock().await;
-        let new: Vec<AclBinding> = {
-            let set = self.acls.lock().map_err(poisoned)?;
-            bindings
+        let mut cur = self.acls.cursor.lock().await;
+        self.acls
+            .catch_up(&self.ctx, client, &mut cur, true, None)
+            .await?;
+        let (new, held): (Vec<AclBinding>, usize) = {
+            let state = self.acls.state.lock().map_err(poisoned)?;
+            let new = bindings
                 .into_iter()
-                .filter(|b| !set.contains(b))
+                .filter(|b| !state.0.contains(b))
                 .collect::<BTreeSet<_>>()
                 .into_iter()
-                .collect()
+                .collect();
+            (new, state.0.len())
         };
-        let held = self.acls.lock().map_err(poisoned)?.len();
         if held.saturating_add(new.len()) > max {
             return Ok(false);
         }
-        self.write_acls(client, &mut logs, new, false).await?;
+        self.write_acls(client, &mut cur, &new, false).await?;
         Ok(true)
     }
 
@@ -940,49 +918,33 @@ impl Meta {
         client: &IggyClient,
         filter: &AclBindingFilter,
     ) -> StoreResult<Vec<AclBinding>> {
-        let mut logs = self.writes.lock().await;
-        let gone = self.acls(filter)?;
-        self.write_acls(client, &mut logs, gone.clone(), true)
+        let mut cur = self.acls.cursor.lock().await;
+        self.acls
+            .catch_up(&self.ctx, client, &mut cur, true, None)
             .await?;
+        let gone = self.acls(filter)?;
+        self.write_acls(client, &mut cur, &gone, true).await?;
         Ok(gone)
     }
 
-    /// Writes one record per binding, a page per `send_messages` (each page applied
-    /// once written, so the state never runs ahead of the log).
+    /// Writes one record per binding, a page per `send_messages`.
     async fn write_acls(
         &self,
         client: &IggyClient,
-        logs: &mut Logs,
-        bindings: Vec<AclBinding>,
+        cur: &mut genlog::Cursor,
+        bindings: &[AclBinding],
         deleted: bool,
     ) -> StoreResult<()> {
-        if bindings.is_empty() {
-            return Ok(());
-        }
         let page = usize::try_from(META_PAGE).unwrap_or(1000);
         for chunk in bindings.chunks(page) {
             let payloads = chunk
                 .iter()
-                .map(|b| {
-                    serde_json::to_vec(&acl_record(b, deleted))
-                        .map_err(|e| StoreError::Internal(e.to_string()))
-                })
+                .map(|b| encode(&acl_record(b, deleted)))
                 .collect::<StoreResult<Vec<_>>>()?;
-            let topic = generation_name(ACLS_TOPIC, logs.acls.generation);
-            self.append(client, &topic, payloads).await?;
-            let mut set = self.acls.lock().map_err(poisoned)?;
-            for b in chunk {
-                if deleted {
-                    set.remove(b);
-                } else {
-                    set.insert(b.clone());
-                }
-            }
-            drop(set);
-            let n = u64::try_from(chunk.len()).unwrap_or(u64::MAX);
-            logs.acls.tail = logs.acls.tail.saturating_add(n);
+            self.acls
+                .write_shared(&self.ctx, client, cur, payloads)
+                .await?;
         }
-        self.snapshot_if_long(client, logs, ACLS_TOPIC).await;
         Ok(())
     }
 }
@@ -1146,31 +1108,8 @@ pub async fn ensure_stream(
 
 #[cfg(test)]
 mod tests {
+    use super::genlog::SnapshotEnd;
     use super::*;
-
-    #[test]
-    fn generations_are_named_and_recognized() {
-        assert_eq!(generation_name("offsets", 0), "offsets");
-        assert_eq!(generation_name("offsets", 7), "offsets.7");
-        for n in [0, 1, 42, u64::MAX] {
-            assert_eq!(
-                generation_of("offsets", &generation_name("offsets", n)),
-                Some(n)
-            );
-        }
-        for other in [
-            "topics",
-            "offsets.",
-            "offsets.0",
-            "offsets.01",
-            "offsets.-1",
-            "offsets.x",
-            "offsetsx",
-            "offsets.1.2",
-        ] {
-            assert_eq!(generation_of("offsets", other), None, "{other}");
-        }
-    }
 
     #[test]
     fn a_snapshot_marker_is_not_a_record_and_no_record_is_a_marker() {

@@ -610,8 +610,7 @@ impl BrokerConfig {
         if gs.load_wait > Duration::from_secs(30) {
             return bad("group_state.load_wait", "must be at most 30 seconds");
         }
-        if gs.load_retry_min < Duration::from_millis(1) || gs.load_retry_min > gs.load_retry_max
-        {
+        if gs.load_retry_min < Duration::from_millis(1) || gs.load_retry_min > gs.load_retry_max {
             return bad(
                 "group_state.load_retry_min",
                 "must be at least 1 ms and at most load_retry_max",
@@ -620,8 +619,7 @@ impl BrokerConfig {
         if gs.load_retry_max > Duration::from_secs(600) {
             return bad("group_state.load_retry_max", "must be at most 10 minutes");
         }
-        if gs.recheck_interval < Duration::from_millis(10) || gs.recheck_interval > MAX_DURATION
-        {
+        if gs.recheck_interval < Duration::from_millis(10) || gs.recheck_interval > MAX_DURATION {
             return bad(
                 "group_state.recheck_interval",
                 "must be between 10 ms and 7 days",

@@ -60,9 +60,8 @@ use crate::cluster::Route;
 use crate::config::GroupStateSettings;
 use crate::store::OffsetStore;
 use kafka_groups::{
-    Coordinator, GroupConfig, GroupSnapshot, Heartbeat, HeartbeatResponse, JoinGroup,
-    JoinResponse, LeaveGroup, LeaveResponse, Millis, RequestId, Response, StateError, SyncGroup,
-    SyncResponse,
+    Coordinator, GroupConfig, GroupSnapshot, Heartbeat, HeartbeatResponse, JoinGroup, JoinResponse,
+    LeaveGroup, LeaveResponse, Millis, RequestId, Response, StateError, SyncGroup, SyncResponse,
 };
 use kafka_protocol::ErrorCode;
 use kafka_store::cluster::{GROUP_SHARDS, Membership, group_shard};
@@ -521,6 +520,7 @@ async fn run(
 /// cannot be used leaves its group to start empty, with one warning each.
 fn restore(coordinator: &mut Coordinator, now: Millis, shard: u32, states: Loaded) -> usize {
     let mut restored = 0usize;
+    let mut over = 0usize;
     for (group, state) in states {
         let outcome = state.and_then(|s| {
             if s.group_id == group {
@@ -531,10 +531,19 @@ fn restore(coordinator: &mut Coordinator, now: Millis, shard: u32, states: Loade
         });
         match outcome {
             Ok(()) => restored += 1,
+            // Counted, not logged one by one: the store may hold many.
+            Err(StateError::OverCapacity(_)) => over += 1,
             Err(e) => {
                 tracing::warn!(group = %group, shard, error = %e, "stored group state not restored: the group starts empty");
             }
         }
+    }
+    if over > 0 {
+        tracing::warn!(
+            shard,
+            groups = over,
+            "stored group states beyond the coordinator's limits (max_groups, max_state_bytes, ...) not restored: those groups start empty"
+        );
     }
     restored
 }

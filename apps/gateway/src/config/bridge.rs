@@ -55,6 +55,10 @@ pub(super) struct Raw {
     #[serde(deserialize_with = "parsed")]
     iggy_meta_snapshot_records: u64,
     #[serde(deserialize_with = "parsed")]
+    iggy_meta_refresh_interval_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    iggy_meta_record_max_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
     iggy_tls_enabled: bool,
     #[serde(deserialize_with = "parsed_opt")]
     iggy_tls_domain: Option<String>,
@@ -92,6 +96,8 @@ impl Default for Raw {
             iggy_poll_max_bytes: bridge.poll_max_bytes,
             iggy_dedup_producers: bridge.dedup_producers,
             iggy_meta_snapshot_records: bridge.meta_snapshot_records,
+            iggy_meta_refresh_interval_ms: duration_ms(bridge.meta_refresh_interval),
+            iggy_meta_record_max_bytes: bridge.meta_record_max_bytes,
             iggy_tls_enabled: bridge.tls_enabled,
             iggy_tls_domain: bridge.tls_domain,
             iggy_tls_ca_file: bridge.tls_ca_file,
@@ -104,7 +110,7 @@ impl Default for Raw {
 }
 
 /// The settings that only matter with the bridge on.
-const BRIDGE_ONLY: [&str; 24] = [
+const BRIDGE_ONLY: [&str; 26] = [
     "iggy_addr",
     "iggy_username",
     "iggy_password",
@@ -122,6 +128,8 @@ const BRIDGE_ONLY: [&str; 24] = [
     "iggy_poll_max_bytes",
     "iggy_dedup_producers",
     "iggy_meta_snapshot_records",
+    "iggy_meta_refresh_interval_ms",
+    "iggy_meta_record_max_bytes",
     "iggy_tls_enabled",
     "iggy_tls_domain",
     "iggy_tls_ca_file",
@@ -133,7 +141,7 @@ const BRIDGE_ONLY: [&str; 24] = [
 
 /// [`BridgeConfig`] fields as its validation messages begin with them, and the key each
 /// comes from. A message about any other field names `bridge_enabled`.
-const BRIDGE_FIELDS: [(&str, &str); 22] = [
+const BRIDGE_FIELDS: [(&str, &str); 24] = [
     ("address", "iggy_addr"),
     ("username", "iggy_username"),
     ("password", "iggy_password"),
@@ -149,6 +157,8 @@ const BRIDGE_FIELDS: [(&str, &str); 22] = [
     ("poll_max_bytes", "iggy_poll_max_bytes"),
     ("dedup_producers", "iggy_dedup_producers"),
     ("meta_snapshot_records", "iggy_meta_snapshot_records"),
+    ("meta_refresh_interval", "iggy_meta_refresh_interval_ms"),
+    ("meta_record_max_bytes", "iggy_meta_record_max_bytes"),
     ("tls_enabled", "iggy_tls_enabled"),
     ("tls_domain", "iggy_tls_domain"),
     ("tls_ca_file", "iggy_tls_ca_file"),
@@ -209,6 +219,8 @@ impl Raw {
         bridge.poll_max_bytes = self.iggy_poll_max_bytes;
         bridge.dedup_producers = self.iggy_dedup_producers;
         bridge.meta_snapshot_records = self.iggy_meta_snapshot_records;
+        bridge.meta_refresh_interval = Duration::from_millis(self.iggy_meta_refresh_interval_ms);
+        bridge.meta_record_max_bytes = self.iggy_meta_record_max_bytes;
         bridge.tls_enabled = self.iggy_tls_enabled;
         bridge.tls_domain = self.iggy_tls_domain;
         bridge.tls_ca_file = self.iggy_tls_ca_file;
@@ -254,6 +266,8 @@ mod tests {
         };
         assert_eq!(bridge.permissions_refresh, Duration::from_secs(10));
         assert_eq!(bridge.permissions_cache_entries, 10_000);
+        assert_eq!(bridge.meta_refresh_interval, Duration::from_secs(1));
+        assert_eq!(bridge.meta_record_max_bytes, 1 << 20);
 
         let config = load(
             None,
@@ -262,6 +276,8 @@ mod tests {
                 password,
                 ("IGGY_KAFKA_IGGY_PERMISSIONS_REFRESH_MS", "250"),
                 ("IGGY_KAFKA_IGGY_PERMISSIONS_CACHE_ENTRIES", "3"),
+                ("IGGY_KAFKA_IGGY_META_REFRESH_INTERVAL_MS", "40"),
+                ("IGGY_KAFKA_IGGY_META_RECORD_MAX_BYTES", "65536"),
             ]),
         )
         .unwrap();
@@ -270,6 +286,8 @@ mod tests {
         };
         assert_eq!(bridge.permissions_refresh, Duration::from_millis(250));
         assert_eq!(bridge.permissions_cache_entries, 3);
+        assert_eq!(bridge.meta_refresh_interval, Duration::from_millis(40));
+        assert_eq!(bridge.meta_record_max_bytes, 65536);
 
         // Without the bridge they only warn.
         let config = load(
@@ -331,6 +349,16 @@ mod tests {
                 "IGGY_KAFKA_IGGY_META_SNAPSHOT_RECORDS",
                 "5",
                 "meta_snapshot_records",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_META_REFRESH_INTERVAL_MS",
+                "0",
+                "meta_refresh_interval must be within",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_META_RECORD_MAX_BYTES",
+                "100",
+                "meta_record_max_bytes must be within",
             ),
             (
                 "IGGY_KAFKA_IGGY_STREAM",

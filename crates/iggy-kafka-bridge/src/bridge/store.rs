@@ -1,7 +1,8 @@
 //! The [`LogStore`] and [`OffsetStore`] impls: topic administration (create, delete,
 //! list, add partitions, settings, logical record deletion) and the entry points of
 //! appends, reads, timestamp lookups and long polls, which the other submodules carry
-//! out. Committed offsets live in the bridge's metadata stream (`crate::meta`).
+//! out. Committed offsets and group states live in the bridge's metadata stream, one
+//! log per coordinator shard (`crate::meta`).
 
 use super::topics::{Resolved, expiry_of, topic_id, topic_size_of, validate_config};
 use super::{IggyBridge, named};
@@ -403,11 +404,14 @@ impl OffsetStore for IggyBridge {
         topic: &str,
         partition: i32,
     ) -> StoreResult<Option<CommittedOffset>> {
-        self.inner.meta.fetch(group, topic, partition)
+        self.inner
+            .meta
+            .fetch(self.any_session(), group, topic, partition)
+            .await
     }
 
     async fn fetch_all(&self, group: &str) -> StoreResult<Vec<(String, i32, CommittedOffset)>> {
-        self.inner.meta.fetch_all(group)
+        self.inner.meta.fetch_all(self.any_session(), group).await
     }
 
     async fn delete(&self, group: &str, partitions: &[(String, i32)]) -> StoreResult<()> {
@@ -428,20 +432,30 @@ impl OffsetStore for IggyBridge {
         self.inner.meta.groups()
     }
 
-    async fn acquire_shard(&self, _shard: u32) -> StoreResult<()> {
-        // The meta logs are read whole at connect; nothing to catch up on alone.
-        Ok(())
+    async fn acquire_shard(&self, shard: u32) -> StoreResult<()> {
+        self.inner
+            .meta
+            .acquire_shard(self.any_session(), shard)
+            .await
     }
 
-    async fn release_shard(&self, _shard: u32) {}
-
-    async fn put_group_state(&self, _group: &str, _state: Option<Bytes>) -> StoreResult<()> {
-        Err(StoreError::Unavailable(
-            "group states are not stored in Iggy yet".into(),
-        ))
+    async fn release_shard(&self, shard: u32) {
+        if let Err(e) = self.inner.meta.release_shard(shard).await {
+            tracing::warn!(shard, error = %e, "cannot release a coordinator shard");
+        }
     }
 
-    async fn group_states(&self, _shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
-        Ok(Vec::new())
+    async fn put_group_state(&self, group: &str, state: Option<Bytes>) -> StoreResult<()> {
+        self.inner
+            .meta
+            .put_group_state(self.any_session(), group, state)
+            .await
+    }
+
+    async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        self.inner
+            .meta
+            .group_states(self.any_session(), shard)
+            .await
     }
 }

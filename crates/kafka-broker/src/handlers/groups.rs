@@ -396,9 +396,9 @@ pub(crate) async fn describe_groups(
         None => true,
     });
     let groups_handle = &ctx.broker.groups;
-    let shards = names
-        .iter()
-        .fold(0, |set, g| set | (1u32 << kafka_store::cluster::group_shard(g)));
+    let shards = names.iter().fold(0, |set, g| {
+        set | (1u32 << kafka_store::cluster::group_shard(g))
+    });
     groups_handle.wait_shards(shards).await;
     names.retain(|g| {
         if groups_handle.is_loaded(g) {
