@@ -398,13 +398,11 @@ fn run(failure: Failure) {
 }
 
 #[test]
-#[ignore = "the new coordinator does not continue the group yet (group state and commits in Iggy: h-gstate, h-glog)"]
 fn sigkill_of_the_coordinator_loses_and_doubles_nothing() {
     run(Failure::Kill);
 }
 
 #[test]
-#[ignore = "the new coordinator does not continue the group yet (group state and commits in Iggy: h-gstate, h-glog)"]
 fn sigstop_past_the_lease_acts_on_no_stale_ownership() {
     run(Failure::Pause);
 }
