@@ -21,6 +21,10 @@
 //! and the stored commits are the last accepted ones. Times from the failure to the first
 //! acknowledged produce, read and commit are printed as `MEASURED:` lines (never asserted).
 //!
+//! The pause lasts until the others dropped the gateway plus one second;
+//! `FAILOVER_PAUSE_MS` makes it longer (to see how long clients wait for a gateway that
+//! holds their requests).
+//!
 //! Needs `IGGY_SERVER_BIN` and confluent-kafka (`scripts/install-clients.sh`); prints
 //! `SKIPPED:` without them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -348,6 +352,13 @@ fn run(failure: Failure) {
         // its lease ends one heartbeat interval earlier). Resumed, it must stop serving as
         // an owner and exit with 1.
         std::thread::sleep(Duration::from_millis(1000));
+        if let Some(longer) = std::env::var("FAILOVER_PAUSE_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map(Duration::from_millis)
+        {
+            std::thread::sleep(longer.saturating_sub(failed.elapsed()));
+        }
         let paused = &mut trio.gateways[index(victim)];
         signal(paused, "CONT");
         let resumed = Instant::now();
