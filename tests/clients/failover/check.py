@@ -1,8 +1,8 @@
 """Checks of the failover drivers' event logs (see producer.py, consumer.py).
 
-PHASE=progress: waits (up to TIMEOUT seconds) until, after SINCE_MS, the producer had a
-record acknowledged on every partition in PARTS, the group read a record of each written
-after SINCE_MS and had a commit of each accepted, and (ALL_MEMBERS=1) every member had a commit accepted. Fails
+PHASE=progress: waits (up to TIMEOUT seconds) until the producer had a record sent after
+SINCE_MS acknowledged on every partition in PARTS, the group read such a record of each
+and had a commit of each accepted after SINCE_MS, and (ALL_MEMBERS=1) every member had a commit accepted. Fails
 at once on a producer error that is fatal or a record that failed for good. Prints
 `MEASURED:` lines: the time from SINCE_MS to the first of each, labelled LABEL.
 
@@ -54,26 +54,24 @@ def progress():
     deadline = time.time() + float(os.environ.get("TIMEOUT", "120"))
     while True:
         acks, reads, commits = {}, {}, {}
-        # The end of each partition as acknowledged by SINCE_MS: a record read at or
-        # past it was written after SINCE_MS (a read logged later of an older record may
-        # have been fetched before).
-        end = {}
+        # Only records handed to the producer after SINCE_MS count: an answer that was
+        # on its way at SINCE_MS, or a read of a record fetched before, shows nothing.
+        sent = {}
         member_commit = [None] * len(MEMBERS)
         for e in producer_events():
             if "ack" not in e:
                 continue
-            _, p, o = e["ack"]
-            if e["t"] > since:
+            n, p, _ = e["ack"]
+            sent[n] = e["sent"]
+            if e["sent"] > since:
                 acks.setdefault(p, e["t"])
-            else:
-                end[p] = max(end.get(p, 0), o + 1)
         for i, path in enumerate(MEMBERS):
             for e in read_events(path):
                 if e["t"] <= since:
                     continue
                 if "read" in e:
-                    p, o, _ = e["read"]
-                    if o >= end.get(p, 0):
+                    p, _, n = e["read"]
+                    if sent.get(n, 0) > since:
                         reads.setdefault(p, e["t"])
                 elif "commit" in e:
                     commits.setdefault(e["commit"][0], e["t"])
@@ -100,9 +98,9 @@ def progress():
 
     def last(got):
         return max(ms(got[p]) for p in parts)
-    print(f"MEASURED: {label}: partitions {parts}: first acknowledged produce {first(acks)} "
-          f"ms, each partition acknowledged again within {last(acks)} ms", flush=True)
-    print(f"MEASURED: {label}: partitions {parts}: first record written after it read by the "
+    print(f"MEASURED: {label}: partitions {parts}: first record sent after it acknowledged "
+          f"{first(acks)} ms, on each partition within {last(acks)} ms", flush=True)
+    print(f"MEASURED: {label}: partitions {parts}: first record sent after it read by the "
           f"group {first(reads)} ms, on each partition within {last(reads)} ms", flush=True)
     print(f"MEASURED: {label}: partitions {parts}: first commit accepted {first(commits)} ms, "
           f"on each partition within {last(commits)} ms", flush=True)
