@@ -52,9 +52,12 @@
 //! the same snapshot itself: every copy folds to the same state, so two rollers
 //! interleaving are harmless. Snapshot records carry message ids of their own kind,
 //! and a copy landing after the first marker is ignored, so it cannot undo a record
-//! written after the marker. The generation left behind is deleted a grace (two call
-//! timeouts or ten refresh intervals, the longer) after its seal was read; a reader
-//! or writer still in it after that reads the log again from its current generation.
+//! written after the marker. The generation left behind is deleted a grace (ten
+//! refresh intervals) after a gateway moved past it, by the refresh task; a reader
+//! still in it after that reads the log again from its current generation, and a
+//! writer that has not yet found its record writes it again there (the earlier copy
+//! may be in the snapshot: the same last-wins record twice, before the write is
+//! acknowledged).
 //!
 //! ## Several gateways
 //!
@@ -445,9 +448,11 @@ fn named(name: &str) -> StoreResult<Identifier> {
     Identifier::named(name).map_err(|e| StoreError::Internal(format!("name {name:?}: {e}")))
 }
 
-/// How long a generation left behind is kept for gateways still reading or writing it.
+/// How long a generation left behind is kept for gateways still reading or writing it:
+/// ten refresh intervals. Nothing is lost when it goes sooner for one of them (it reads
+/// the log again, see the module docs); the grace only spares that.
 fn generation_grace(config: &BridgeConfig) -> Duration {
-    (config.call_timeout * 2).max(config.meta_refresh_interval * 10)
+    config.meta_refresh_interval * 10
 }
 
 impl Meta {

@@ -224,15 +224,6 @@ async fn acl_bindings_are_snapshotted_across_generations() {
     let bridge = connect(&server, &meta).await;
     assert_eq!(bridge.acl_store(10_000).snapshot().await.unwrap(), expected);
     let client = support::native_client(&server).await;
-    use iggy::prelude::{Identifier, TopicClient};
-    let logs: Vec<String> = client
-        .get_topics(&Identifier::named(&meta).unwrap())
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .filter(|n| n == "acls" || n.starts_with("acls."))
-        .collect();
-    assert_eq!(logs.len(), 1, "{logs:?}");
-    assert_ne!(logs[0], "acls", "no snapshot was taken");
+    let (log, _) = support::settled_generation(&client, &meta, "acls").await;
+    assert_ne!(log, "acls", "no snapshot was taken");
 }

@@ -1,6 +1,7 @@
 //! The bridge's bounds on a real Iggy server: send queues that refuse appends when full,
 //! idempotent retries that land once (also when Iggy stalls mid-send), and metadata logs
-//! that are snapshotted, including logs written before snapshots existed.
+//! that are snapshotted, including logs written before snapshots existed (a single
+//! `offsets` log, moved into the coordinator shard logs).
 //! Skipped (with a printed notice) without `IGGY_SERVER_BIN`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -190,16 +191,13 @@ async fn meta_logs_are_snapshotted_and_read_back_from_the_snapshot() {
             .unwrap();
     }
     let client = native_client(&server).await;
-    let logs = topics_of(&client, &meta).await;
-    let offsets: Vec<&(String, u64)> = logs
-        .iter()
-        .filter(|(n, _)| n.starts_with("offsets"))
-        .collect();
+    // Group "g" lives in its coordinator shard's log.
+    let base = format!("groups.{}", kafka_store::cluster::group_shard("g"));
     // One generation left, past the first, holding a snapshot (5 records and a marker)
     // and fewer than 100 records after it.
-    assert_eq!(offsets.len(), 1, "{logs:?}");
-    assert!(offsets[0].0.starts_with("offsets."), "{logs:?}");
-    assert!(offsets[0].1 <= 106, "{logs:?}");
+    let (log, messages) = support::settled_generation(&client, &meta, &base).await;
+    assert!(log.starts_with(&format!("{base}.")), "{log}");
+    assert!(messages <= 106, "{log}: {messages}");
     bridge.close().await;
     drop(bridge);
 
@@ -265,13 +263,22 @@ async fn a_meta_log_from_before_snapshots_is_read_and_snapshotted() {
             expect(g)
         );
     }
-    // Snapshotted at connect: the old log is gone, the new one holds the live state.
+    // Migrated at connect: the old log is gone, each group's offset is in its shard's
+    // log (the groups may share a shard).
     let logs = topics_of(&client, &meta).await;
     assert!(
-        logs.iter().any(|(n, c)| n == "offsets.1" && *c == 4),
+        !logs
+            .iter()
+            .any(|(n, _)| n == "offsets" || n.starts_with("offsets.")),
         "{logs:?}"
     );
-    assert!(!logs.iter().any(|(n, _)| n == "offsets"), "{logs:?}");
+    for g in 0..3 {
+        let base = format!(
+            "groups.{}",
+            kafka_store::cluster::group_shard(&format!("old-{g}"))
+        );
+        assert!(logs.iter().any(|(n, c)| *n == base && *c >= 1), "{logs:?}");
+    }
     bridge
         .commit("new", vec![("t".into(), 1, committed(1))])
         .await

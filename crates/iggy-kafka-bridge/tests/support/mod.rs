@@ -20,13 +20,15 @@ pub fn server_bin(what: &str) -> Option<PathBuf> {
     test_support::iggy_server_bin(what)
 }
 
-/// Bridge settings for `server`: short polls so that waiting reads re-read quickly.
+/// Bridge settings for `server`: short polls so that waiting reads re-read quickly, and
+/// a short metadata refresh (generations left behind go after ten of them).
 pub fn config(server: &Server) -> BridgeConfig {
     BridgeConfig {
         address: server.address.clone(),
         call_timeout: Duration::from_secs(20),
         sessions: 2,
         poll_interval: Duration::from_millis(20),
+        meta_refresh_interval: Duration::from_millis(200),
         ..BridgeConfig::new(USER, PASSWORD)
     }
 }
@@ -73,4 +75,51 @@ pub async fn create(bridge: &impl LogStore, name: &str, partitions: i32) {
         )
         .await
         .unwrap();
+}
+
+/// The generations of metadata log `base` in meta stream `meta`, sorted by name, with
+/// their message counts.
+pub async fn generations(
+    client: &iggy::prelude::IggyClient,
+    meta: &str,
+    base: &str,
+) -> Vec<(String, u64)> {
+    use iggy::prelude::{Identifier, TopicClient};
+    let prefix = format!("{base}.");
+    let mut found: Vec<(String, u64)> = client
+        .get_topics(&Identifier::named(meta).unwrap())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| {
+            t.name == base
+                || t.name
+                    .strip_prefix(&prefix)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|t| (t.name, t.messages_count))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Waits (up to 30 s) until log `base` is down to one generation, as a bridge's refresh
+/// deletes the ones left behind after their grace, and returns it.
+pub async fn settled_generation(
+    client: &iggy::prelude::IggyClient,
+    meta: &str,
+    base: &str,
+) -> (String, u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut found = generations(client, meta, base).await;
+        if found.len() == 1 {
+            return found.remove(0);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{base} kept several generations: {found:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
