@@ -18,16 +18,62 @@
 //! bits, so gateways sharing a store never collide): a client cannot guess another
 //! producer's id to spoof its sequences. The gateway remembers the ids it handed out
 //! with their current epoch. InitProducerId with an id and epoch (KIP-360) bumps the
-//! epoch only when both match what the gateway handed out; anything else gets a fresh
+//! epoch only when both match what this gateway handed out; anything else gets a fresh
 //! id, which is what Kafka answers every non-transactional InitProducerId, so a client
-//! can never fence another producer. A batch whose epoch is above the one the gateway
-//! handed out for that id is refused with `INVALID_PRODUCER_EPOCH`.
+//! can never fence another producer. That holds across gateways too: a producer whose
+//! id came from a gateway that died (or from this one before a restart) asks for a bump
+//! and gets a fresh id at epoch 0, restarts its sequences, and goes on; its old id
+//! stays valid on every partition (producer ids seen in the log are not trusted for a
+//! bump, since any consumer can read them).
 //!
-//! A producer the gateway has no state for (first write, a restart, another gateway's
-//! id, or state expired or evicted) is accepted at any sequence, as Kafka does since
-//! KIP-360: producers survive a gateway restart. State expires after
-//! `producer.id.expiration.ms` without a write, and each table is capped: when full, the
-//! expired entries go first, then the least recently used hundredth.
+//! A batch may carry a higher epoch than the partition has seen, from sequence 0: an
+//! idempotent producer may bump its own epoch (librdkafka does, with no InitProducerId,
+//! after a request timed out) and Kafka accepts that. Refusing it with
+//! `INVALID_PRODUCER_EPOCH` is fatal to such a producer. So producer ids work as in
+//! Kafka: they are not credentials, and a client that knows another producer's id (it
+//! is in every batch a consumer reads) can write under it; topic write permissions
+//! (ACLs) are what keeps a client off a topic.
+//!
+//! ## Leadership moves and restarts
+//!
+//! Producer state is kept in memory, but every stored batch keeps its producer header,
+//! so the log itself says what each producer wrote last. Before the first idempotent
+//! batch of a partition is checked after this gateway starts (or starts leading the
+//! partition), the produce handler calls [`Producers::ensure_recovered`] under the
+//! partition's stripe lock: it confirms with the current view that this gateway leads
+//! the partition, reads back the last `producer_state_recovery_bytes` of the log (only
+//! batch headers are kept, see [`recovery`]) and rebuilds, per producer, the highest
+//! epoch and its last five batches, replacing whatever this gateway held for the
+//! partition. Batches of other partitions are not held up; two batches of the same
+//! partition cannot race the recovery, since the second waits for the lock and then
+//! sees the rebuilt state. A retry from before the window is accepted as new if its
+//! producer does not appear in the window at all, or refused as out of order if it does
+//! (as Kafka refuses a batch older than the five it caches).
+//!
+//! A partition stays recovered while this gateway leads it without a break. Views are
+//! seen in order (the current one is taken under the state lock at each check): a view
+//! right after the last one seen keeps the partitions this gateway still leads; a jump
+//! of several views (it may have lost and regained a partition in between), a lapsed
+//! lease or a deleted topic forget the marks, and the next batch recovers again. A lease
+//! that lapses and comes back with no batch checked in between goes unnoticed here; the
+//! bridge's membership stops a gateway whose lease lapsed, so that does not arise there.
+//!
+//! An append of an idempotent batch that fails or times out also marks the partition
+//! not recovered: the store may still write the batch, and only the log can tell, so
+//! the producer's retry is checked against a fresh read of it.
+//!
+//! A recovery that fails (store error, the request's timeout, the view changing
+//! meanwhile) appends nothing and answers `NOT_LEADER_OR_FOLLOWER`: it is retriable and
+//! tells the client nothing was written, as Kafka answers while a new leader is still
+//! loading a partition. `REQUEST_TIMED_OUT` would say the write may have landed and
+//! make an idempotent producer bump its epoch for nothing.
+//!
+//! A producer the gateway has no state for (its first write, one not in the recovered
+//! window, state expired or evicted) is accepted at any sequence, as Kafka does since
+//! KIP-360. State expires after `producer.id.expiration.ms` without a write, and each
+//! table is capped: when full, the expired entries go first, then the least recently
+//! used hundredth. A recovery installs at most a table's worth of producers, the ones
+//! seen last.
 
 mod recovery;
 
@@ -261,13 +307,6 @@ impl Producers {
         let Ok(state) = self.state.lock() else {
             return Err(ErrorCode::UNKNOWN_SERVER_ERROR);
         };
-        if let Some(issued) = state.issued.get(&b.producer_id)
-            && !self.expired(issued.last_used_ms, now_ms)
-            && b.epoch > issued.epoch
-        {
-            // An epoch this gateway never handed out for its own id.
-            return Err(ErrorCode::INVALID_PRODUCER_EPOCH);
-        }
         let Some(e) = state
             .partitions
             .get(&(topic.to_string(), partition, b.producer_id))
@@ -321,6 +360,9 @@ impl Producers {
         let state = &mut *guard;
         if let Some(issued) = state.issued.get_mut(&b.producer_id) {
             issued.last_used_ms = now_ms;
+            // The producer bumped its own epoch (librdkafka does after a timeout): a
+            // later InitProducerId bumps from there.
+            issued.epoch = issued.epoch.max(b.epoch);
         }
         let key = (topic.to_string(), partition, b.producer_id);
         if !state.partitions.contains_key(&key) {
@@ -361,6 +403,17 @@ impl Producers {
         if let Ok(mut state) = self.state.lock() {
             state.partitions.retain(|(t, _, _), _| t != topic);
             state.leadership.recovered.retain(|(t, _)| t != topic);
+        }
+    }
+
+    /// Marks `topic`'s `partition` as not recovered: its next idempotent batch rebuilds
+    /// the state from the log first (after an append whose outcome is unknown).
+    pub(crate) fn unrecover(&self, topic: &str, partition: i32) {
+        if let Ok(mut state) = self.state.lock() {
+            state
+                .leadership
+                .recovered
+                .remove(&(topic.to_string(), partition));
         }
     }
 
@@ -678,21 +731,31 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_cannot_claim_an_epoch_never_handed_out() {
+    fn a_producer_may_bump_its_own_epoch() {
+        // librdkafka's idempotent producer bumps its epoch itself after a timeout, with
+        // no InitProducerId: the new epoch starts at sequence 0.
         let p = producers();
         let (id, _) = p.allocate(0).unwrap();
-        let forged = BatchId {
+        let at = |epoch, first_seq| BatchId {
             producer_id: id,
-            epoch: 1,
-            first_seq: 0,
+            epoch,
+            first_seq,
             records: 1,
         };
+        assert_eq!(p.check("t", 0, at(0, 0), 0), Ok(Verdict::Append));
+        p.record("t", 0, at(0, 0), 0, 0);
         assert_eq!(
-            p.check("t", 0, forged, 0),
+            p.check("t", 0, at(1, 1), 0),
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        );
+        assert_eq!(p.check("t", 0, at(1, 0), 0), Ok(Verdict::Append));
+        p.record("t", 0, at(1, 0), 1, 0);
+        assert_eq!(
+            p.check("t", 0, at(0, 1), 0),
             Err(ErrorCode::INVALID_PRODUCER_EPOCH)
         );
-        let real = BatchId { epoch: 0, ..forged };
-        assert_eq!(p.check("t", 0, real, 0), Ok(Verdict::Append));
+        // Its KIP-360 bump then starts from the epoch it reached.
+        assert_eq!(p.init(id, 1, 1), Some((id, 2)));
     }
 
     #[test]

@@ -573,7 +573,13 @@ async fn submit_partition(
         }
         Err(code) => return Pending::Failed((code, None)),
     }
-    match tokio::time::timeout(timeout, log.submit(&b.topic, partition, vec![b.batch], now)).await {
+    let submitted =
+        tokio::time::timeout(timeout, log.submit(&b.topic, partition, vec![b.batch], now)).await;
+    if !matches!(submitted, Ok(Ok(_))) && b.id.idempotent() {
+        // The batch may still land: only the log can tell, so read it again next time.
+        producers.unrecover(&b.topic, partition);
+    }
+    match submitted {
         Ok(Ok(append)) => Pending::Appending {
             topic: b.topic,
             id: b.id,
@@ -605,8 +611,18 @@ async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Durati
     };
     let outcome = match tokio::time::timeout(timeout, append).await {
         Ok(Ok(a)) => a,
-        Ok(Err(e)) => return Pending::Failed(fail(e.error_code(), e.to_string())),
-        Err(_) => return Pending::Failed(timed_out()),
+        failed => {
+            if id.idempotent() {
+                // Whether the batch landed is unknown (a store may still write it after
+                // an error or a timeout): the next batch of the partition reads the log
+                // again rather than trust the state held here.
+                ctx.broker.producers.unrecover(&topic, partition);
+            }
+            return Pending::Failed(match failed {
+                Ok(Err(e)) => fail(e.error_code(), e.to_string()),
+                _ => timed_out(),
+            });
+        }
     };
     ctx.broker
         .producers
