@@ -252,3 +252,95 @@ fn a_fenced_gateway_stops_with_exit_code_1() {
     let m = metadata(second.addr, "fenced-check");
     assert!(broker_ids(&m).contains(&1), "{m:?}");
 }
+
+/// The partition count each gateway's Metadata gives `topic` (`None`: not listed).
+fn partition_count(addr: SocketAddr, topic: &str) -> Option<usize> {
+    let m = metadata(addr, topic);
+    (m.topics[0].error_code == 0).then(|| m.topics[0].partitions.len())
+}
+
+/// Topic administration through whichever gateway: a topic created through one is
+/// listed by all, partitions added through another are seen by all, the first refuses to
+/// create it again, and deleted through the third it is gone everywhere. DescribeCluster
+/// names the same controller and the three gateways on each.
+#[test]
+fn topic_admin_works_through_any_gateway() {
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsRequest, CreatePartitionsTopic,
+    };
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
+    use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
+    let Some(bin) = iggy_server_bin("topic admin on three gateways") else {
+        return;
+    };
+    let trio = Trio::start(IggyServer::start(&bin), &[]);
+    trio.wait_live();
+    let addrs: Vec<SocketAddr> = trio.gateways.iter().map(|g| g.addr).collect();
+    let topic = format!("admin-{}", test_support::unique());
+    // Every gateway's view of topics comes from Iggy within the bridge's metadata age
+    // (1 s by default): poll for up to 10 s.
+    let everywhere = |what: &str, want: Option<usize>| {
+        until(Duration::from_secs(10), what, || {
+            addrs.iter().all(|a| partition_count(*a, &topic) == want)
+        });
+    };
+    let create = |addr: SocketAddr| {
+        let req = CreateTopicsRequest {
+            topics: vec![CreatableTopic {
+                name: ByteString::from(topic.clone()),
+                num_partitions: 3,
+                replication_factor: 1,
+                ..Default::default()
+            }],
+            timeout_ms: 10_000,
+            ..Default::default()
+        };
+        match call(addr, 5, req.into()) {
+            ResponseBody::CreateTopics(c) => c.topics[0].error_code,
+            other => panic!("not create topics: {other:?}"),
+        }
+    };
+    assert_eq!(create(addrs[1]), 0);
+    everywhere("the new topic listed with 3 partitions", Some(3));
+
+    let grow = CreatePartitionsRequest {
+        topics: vec![CreatePartitionsTopic {
+            name: ByteString::from(topic.clone()),
+            count: 6,
+            assignments: None,
+            ..Default::default()
+        }],
+        timeout_ms: 10_000,
+        ..Default::default()
+    };
+    let ResponseBody::CreatePartitions(r) = call(addrs[2], 2, grow.into()) else {
+        panic!("not create partitions");
+    };
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    everywhere("6 partitions listed", Some(6));
+    // TOPIC_ALREADY_EXISTS from the gateway that did not create it.
+    assert_eq!(create(addrs[0]), 36);
+
+    let delete = DeleteTopicsRequest {
+        topic_names: vec![ByteString::from(topic.clone())],
+        timeout_ms: 10_000,
+        ..Default::default()
+    };
+    let ResponseBody::DeleteTopics(d) = call(addrs[0], 4, delete.into()) else {
+        panic!("not delete topics");
+    };
+    assert_eq!(d.responses[0].error_code, 0, "{d:?}");
+    everywhere("the deleted topic gone", None);
+
+    for a in &addrs {
+        let ResponseBody::DescribeCluster(c) =
+            call(*a, 0, DescribeClusterRequest::default().into())
+        else {
+            panic!("not describe cluster");
+        };
+        assert_eq!(c.error_code, 0);
+        assert_eq!(c.controller_id, 1, "the lowest live node id");
+        let ids: Vec<i32> = c.brokers.iter().map(|b| b.broker_id).collect();
+        assert_eq!(ids, vec![1, 2, 3]);
+    }
+}

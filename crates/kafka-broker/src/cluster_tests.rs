@@ -599,3 +599,101 @@ async fn a_long_poll_of_a_partition_led_elsewhere_does_not_wait() {
     );
     assert!(start.elapsed() < std::time::Duration::from_secs(1));
 }
+
+/// A Fetch of a partition led elsewhere names the leader from v12 (leader epoch 0, as
+/// Metadata says) and, from v16, the leader's address for the request's listener; before
+/// v12 there is no hint, and a partition this gateway leads gets none.
+#[tokio::test]
+async fn a_fetch_led_elsewhere_names_the_leader_and_its_address() {
+    let ids = [1, 2, 3];
+    let gw = gateway(&ids).await;
+    let (two, three, mine) = (led_by(&ids, 2), led_by(&ids, 3), led_by(&ids, 1));
+    // From v13 the topic is named by its id.
+    let id = gw
+        .store
+        .topic("t")
+        .await
+        .expect("lookup")
+        .expect("topic")
+        .id;
+    let fetch = |partitions: &[i32]| fetch_request::FetchRequest {
+        max_wait_ms: 0,
+        max_bytes: 1 << 20,
+        topics: vec![fetch_request::FetchTopic {
+            topic: ByteString::from_static("t"),
+            topic_id: kafka_protocol::Uuid::from_u128(id),
+            partitions: partitions
+                .iter()
+                .map(|&partition| fetch_request::FetchPartition {
+                    partition,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let hints = |f: &fetch_response::FetchResponse| -> Vec<(i32, i16, i32, i32)> {
+        f.responses[0]
+            .partitions
+            .iter()
+            .map(|p| {
+                (
+                    p.partition_index,
+                    p.error_code,
+                    p.current_leader.leader_id,
+                    p.current_leader.leader_epoch,
+                )
+            })
+            .collect()
+    };
+    let not_leader = ErrorCode::NOT_LEADER_OR_FOLLOWER.code();
+    let body = fetch(&[two, mine, three]);
+    // v16 on the SSL listener: hints and the leaders' SSL addresses.
+    let ResponseBody::Fetch(f) = call_on(&gw, "SSL", 16, body.clone().into()).await else {
+        panic!("not fetch");
+    };
+    assert_eq!(
+        hints(&f),
+        vec![
+            (two, not_leader, 2, 0),
+            (mine, 0, -1, -1),
+            (three, not_leader, 3, 0)
+        ]
+    );
+    let endpoints: Vec<(i32, String, i32)> = f
+        .node_endpoints
+        .iter()
+        .map(|e| (e.node_id, e.host.to_string(), e.port))
+        .collect();
+    assert_eq!(
+        endpoints,
+        vec![(2, "ssl-2".into(), 9093), (3, "ssl-3".into(), 9093)]
+    );
+    // v12: the hint, no endpoints (the field does not exist before v16).
+    let ResponseBody::Fetch(f) = call(&gw, 12, body.clone().into()).await else {
+        panic!("not fetch");
+    };
+    assert_eq!(hints(&f)[0], (two, not_leader, 2, 0));
+    assert!(f.node_endpoints.is_empty());
+    // v11: the error alone.
+    let ResponseBody::Fetch(f) = call(&gw, 11, body.into()).await else {
+        panic!("not fetch");
+    };
+    assert_eq!(hints(&f)[0], (two, not_leader, -1, -1));
+    // Only a partition this gateway leads: no endpoints.
+    let ResponseBody::Fetch(f) = call(&gw, 16, fetch(&[mine]).into()).await else {
+        panic!("not fetch");
+    };
+    assert!(f.node_endpoints.is_empty());
+    // Without its lease the gateway still names the leaders it does not own.
+    gw.fake.lease.store(false, Ordering::SeqCst);
+    let ResponseBody::Fetch(f) = call(&gw, 16, fetch(&[two, mine]).into()).await else {
+        panic!("not fetch");
+    };
+    assert_eq!(
+        hints(&f),
+        vec![(two, not_leader, 2, 0), (mine, not_leader, -1, -1)]
+    );
+}

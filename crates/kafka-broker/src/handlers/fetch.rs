@@ -13,21 +13,26 @@
 //! sending full fetch requests; an incremental request gets `FETCH_SESSION_ID_NOT_FOUND`,
 //! which makes the client start over with a full one.
 //!
+//! Only the partition's leader reads it (see [`crate::cluster`]); elsewhere it gets
+//! `NOT_LEADER_OR_FOLLOWER` with the leader named, for clients that can use the hint
+//! (see [`read_all`]).
+//!
 //! A partition named more than once is fetched once, as Kafka's map of fetch data does:
 //! it keeps its first place and its last fetch position; a topic named more than once has
 //! its partitions merged into its first entry. The number of entries is capped before
 //! anything is looked up (see [`super::caps`]).
 
-use super::Ctx;
+use super::{Ctx, bs};
+use crate::cluster::{Route, leader};
 use crate::store::{StoreError, TopicInfo};
 use bytes::Bytes;
 use futures_util::future::select_all;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::fetch_response::{
-    FetchResponse, FetchableTopicResponse, PartitionData,
+    FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::{ErrorCode, Uuid};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -93,14 +98,14 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: FetchRequest) -> FetchResponse {
         }
     }
     loop {
-        let (responses, total, errors) =
-            read_all(ctx, &targets, max_bytes, req.isolation_level).await;
+        let pass = read_all(ctx, &targets, max_bytes, req.isolation_level).await;
         let now = Instant::now();
-        if total >= min_bytes.max(1) || errors || wait.is_zero() || now >= deadline {
+        if pass.total >= min_bytes.max(1) || pass.errors || wait.is_zero() || now >= deadline {
             return FetchResponse {
                 error_code: ErrorCode::NONE.code(),
                 session_id: 0,
-                responses,
+                responses: pass.responses,
+                node_endpoints: pass.node_endpoints,
                 ..FetchResponse::default()
             };
         }
@@ -128,8 +133,26 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: FetchRequest) -> FetchResponse {
     }
 }
 
-/// One pass over every requested partition. Returns the responses, the bytes gathered,
-/// and whether any partition reported an error (which ends the wait, as in Kafka).
+/// What one pass over the requested partitions gave.
+struct Pass {
+    responses: Vec<FetchableTopicResponse>,
+    /// Bytes of records gathered.
+    total: usize,
+    /// Whether any partition reported an error (which ends the wait, as in Kafka).
+    errors: bool,
+    /// The addresses of the leaders named in `current_leader` hints (v16+).
+    node_endpoints: Vec<NodeEndpoint>,
+}
+
+/// One pass over every requested partition, deciding leadership with one snapshot of
+/// the view.
+///
+/// A partition another gateway leads gets `NOT_LEADER_OR_FOLLOWER` and, from v12, that
+/// gateway in `current_leader` (leader epoch 0, as Metadata says); from v16 the response
+/// also carries each such leader's address for the request's listener in
+/// `node_endpoints`, so a client can go there without asking for Metadata first
+/// (KIP-951). A gateway that holds no lease names no leader it does not know better than
+/// the view: when the view places the partition on itself, no hint is given.
 ///
 /// When the partitions' limits add up to no more than `max_bytes`, the response budget
 /// cannot run out before the last partition, so the partitions are read concurrently
@@ -142,7 +165,8 @@ async fn read_all(
     targets: &[Target],
     max_bytes: usize,
     isolation_level: i8,
-) -> (Vec<FetchableTopicResponse>, usize, bool) {
+) -> Pass {
+    let route = ctx.broker.route();
     let wanted: usize = targets
         .iter()
         .flat_map(|t| &t.partitions)
@@ -158,7 +182,7 @@ async fn read_all(
         let all = targets.iter().map(|t| {
             futures_util::future::join_all(t.partitions.iter().map(|p| {
                 let limit = usize::try_from(p.partition_max_bytes).unwrap_or(0);
-                read_one(ctx, t, p, limit.min(max_bytes), false)
+                read_one(ctx, &route, t, p, limit.min(max_bytes), false)
             }))
         });
         reads = futures_util::future::join_all(all).await;
@@ -166,6 +190,7 @@ async fn read_all(
 
     let mut total = 0usize;
     let mut errors = false;
+    let mut hinted: BTreeSet<i32> = BTreeSet::new();
     let mut out = Vec::with_capacity(targets.len());
     for (ti, t) in targets.iter().enumerate() {
         let mut partitions = Vec::with_capacity(t.partitions.len());
@@ -175,7 +200,7 @@ async fn read_all(
             let limit = part_max.min(budget);
             let read = match reads.get_mut(ti).and_then(|r| r.get_mut(pi)) {
                 Some(r) => std::mem::take(r),
-                None => read_one(ctx, t, p, limit, total > 0 && limit == 0).await,
+                None => read_one(ctx, &route, t, p, limit, total > 0 && limit == 0).await,
             };
             let mut data = PartitionData {
                 partition_index: p.partition,
@@ -210,6 +235,19 @@ async fn read_all(
                 Err(code) => {
                     errors = true;
                     data.error_code = code.code();
+                    if code == ErrorCode::NOT_LEADER_OR_FOLLOWER
+                        && ctx.version >= 12
+                        && let Ok(info) = &t.info
+                        && let Some(node) = leader(&route.view, &info.name, p.partition)
+                        && node != route.me
+                    {
+                        data.current_leader = LeaderIdAndEpoch {
+                            leader_id: node,
+                            leader_epoch: 0,
+                            ..LeaderIdAndEpoch::default()
+                        };
+                        hinted.insert(node);
+                    }
                 }
             }
             partitions.push(data);
@@ -225,7 +263,26 @@ async fn read_all(
             ..FetchableTopicResponse::default()
         });
     }
-    (out, total, errors)
+    let node_endpoints = if ctx.version >= 16 && !hinted.is_empty() {
+        super::metadata::live_brokers(ctx, &route)
+            .filter(|(node, _, _)| hinted.contains(node))
+            .map(|(node_id, host, port)| NodeEndpoint {
+                node_id,
+                host: bs(host),
+                port: i32::from(port),
+                rack: None,
+                ..NodeEndpoint::default()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Pass {
+        responses: out,
+        total,
+        errors,
+        node_endpoints,
+    }
 }
 
 /// What one partition read gave: watermarks (-1 when unknown) and its batches or error.
@@ -249,6 +306,7 @@ impl Default for Read {
 /// watermarks when `watermarks_only`.
 async fn read_one(
     ctx: &Ctx<'_>,
+    route: &Route,
     t: &Target,
     p: &FetchPartition,
     limit: usize,
@@ -268,7 +326,7 @@ async fn read_one(
         return out;
     }
     // Another gateway leads it (or this one holds no lease): nothing is read.
-    if !ctx.broker.route().leads(&info.name, p.partition) {
+    if !route.leads(&info.name, p.partition) {
         out.result = Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
         return out;
     }
