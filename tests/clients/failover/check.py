@@ -2,9 +2,10 @@
 
 PHASE=progress: waits (up to TIMEOUT seconds) until the producer had a record sent after
 SINCE_MS acknowledged on every partition in PARTS, the group read such a record of each
-and had a commit of each accepted after SINCE_MS, and (ALL_MEMBERS=1) every member had a commit accepted. Fails
-at once on a producer error that is fatal or a record that failed for good. Prints
-`MEASURED:` lines: the time from SINCE_MS to the first of each, labelled LABEL.
+and had a commit of each accepted after SINCE_MS, and (ALL_MEMBERS=1) every member had a
+commit accepted. Fails at once on a producer error that is fatal or a record that failed
+for good. Prints `MEASURED:` lines: the time from SINCE_MS to the first of each, and to
+the last partition's first, labelled LABEL.
 
 PHASE=verify (after the producer has stopped): waits until the group has read and
 committed every acknowledged record, stops the members (touches MEMBERS_STOP) and waits

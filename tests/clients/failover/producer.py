@@ -1,13 +1,13 @@
 """An idempotent producer under failover (confluent-kafka, acks=all).
 
 Sends records numbered 0, 1, 2, ... (value `%08d`, record n to partition n % PARTITIONS,
-about RATE records a second) until the file STOP exists, then flushes and exits 0. Every
-delivery report goes to EVENTS: `{"ack":[n,partition,offset],"sent":ms}` (`sent`: when it was
-handed to the client) or
-`{"fail":[n,error]}`; client errors as `{"error":...,"fatal":bool}`; at the end
-`{"done":sent,"left":unconfirmed}`.
+about FAILOVER_RATE records a second) until the file STOP exists, then flushes and exits
+0. Every delivery report goes to EVENTS: `{"ack":[n,partition,offset],"sent":ms}`
+(`sent`: when it was handed to the client) or `{"fail":[n,error]}`; client errors as
+`{"error":...,"fatal":bool}`; at the end `{"done":sent,"left":unconfirmed}`.
 
-Env: BOOTSTRAP (comma-separated), TOPIC, PARTITIONS, EVENTS, STOP, RATE (default 300).
+Env: BOOTSTRAP (comma-separated), TOPIC, PARTITIONS, EVENTS, STOP, FAILOVER_RATE
+(default 300).
 """
 import os
 import time
@@ -20,7 +20,7 @@ BOOTSTRAP = os.environ["BOOTSTRAP"]
 TOPIC = os.environ["TOPIC"]
 PARTITIONS = int(os.environ["PARTITIONS"])
 STOP = os.environ["STOP"]
-RATE = float(os.environ.get("RATE", "300"))
+RATE = float(os.environ.get("FAILOVER_RATE", "300"))
 events = Events(os.environ["EVENTS"])
 
 
