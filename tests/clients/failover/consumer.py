@@ -7,7 +7,8 @@ partition it read, synchronously, and logs the outcome per partition:
 `{"commit_failed":[partition,offset],"error":...}`. Assignments and revocations are
 logged too. At STOP it closes (leaving the group; no commit) and logs `{"closed":true}`.
 
-Env: BOOTSTRAP (comma-separated), TOPIC, GROUP, NAME, EVENTS, STOP.
+Env: BOOTSTRAP (comma-separated), TOPIC, GROUP, NAME, EVENTS, STOP,
+FAILOVER_SESSION_TIMEOUT_MS (the members' session.timeout.ms, default 10000).
 """
 import os
 
@@ -43,7 +44,7 @@ c = Consumer({
     "client.id": NAME,
     "enable.auto.commit": False,
     "auto.offset.reset": "earliest",
-    "session.timeout.ms": 10000,
+    "session.timeout.ms": int(os.environ.get("FAILOVER_SESSION_TIMEOUT_MS", "10000")),
     "heartbeat.interval.ms": 500,
     "error_cb": on_error,
 })
