@@ -21,9 +21,11 @@
 //! and the stored commits are the last accepted ones. Times from the failure to the first
 //! acknowledged produce, read and commit are printed as `MEASURED:` lines (never asserted).
 //!
-//! The pause lasts until the others dropped the gateway plus one second;
-//! `FAILOVER_PAUSE_MS` makes it longer (to see how long clients wait for a gateway that
-//! holds their requests).
+//! Settings for exploring (the defaults are what the tests run with):
+//! `FAILOVER_PAUSE_MS` makes the pause longer than until the others dropped the gateway
+//! plus one second (to see how long clients wait for a gateway that holds their
+//! requests); `FAILOVER_RATE` is the producer's records a second (300);
+//! `FAILOVER_SESSION_TIMEOUT_MS` the members' `session.timeout.ms` (10000).
 //!
 //! Needs `IGGY_SERVER_BIN` and confluent-kafka (`scripts/install-clients.sh`); prints
 //! `SKIPPED:` without them.
@@ -183,9 +185,17 @@ impl Load {
         }
     }
 
-    /// Waits until, after `since_ms`, every partition in `parts` was acknowledged, read and
-    /// committed again (and, with `all_members`, each member committed); prints the times.
-    fn progress(&mut self, trio: &Trio, label: &str, since_ms: u64, parts: &[i32], all: bool) {
+    /// Waits until records sent after `since_ms` were acknowledged, read and committed on
+    /// every partition in `parts` (and, with `every_member`, each member had a commit
+    /// accepted); prints the times. Panics if a client exited meanwhile.
+    fn progress(
+        &mut self,
+        trio: &Trio,
+        label: &str,
+        since_ms: u64,
+        parts: &[i32],
+        every_member: bool,
+    ) {
         let output = self.output();
         for c in std::iter::once(&mut self.producer).chain(&mut self.members) {
             if let Some(status) = c.exit_status() {
@@ -201,7 +211,10 @@ impl Load {
                 ("PARTS", join(parts)),
                 ("LABEL", label.to_owned()),
                 ("TIMEOUT", RESUME_TIMEOUT_SECS.to_owned()),
-                ("ALL_MEMBERS", if all { "1" } else { "0" }.to_owned()),
+                (
+                    "ALL_MEMBERS",
+                    if every_member { "1" } else { "0" }.to_owned(),
+                ),
             ],
         );
     }
@@ -217,9 +230,13 @@ impl Load {
     }
 
     fn members_exited(&mut self) {
+        let output = self.output();
         for m in &mut self.members {
             let status = m.wait(Duration::from_secs(60));
-            assert!(status.is_some_and(|s| s.success()), "{status:?}");
+            assert!(
+                status.is_some_and(|s| s.success()),
+                "a member did not close cleanly ({status:?}):\n{output}"
+            );
         }
     }
 }
