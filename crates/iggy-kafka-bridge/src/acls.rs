@@ -3,8 +3,10 @@
 //! snapshots in `crate::meta`), so bindings made with CreateAcls survive a gateway
 //! restart. Get one from [`crate::IggyBridge::acl_store`].
 //!
-//! Reads are answered from the bridge's in-memory view of the log, loaded at connect;
-//! changes are written to Iggy first and applied to the view once written. The store
+//! Reads are answered from the bridge's in-memory view of the log, loaded at connect
+//! and kept current with what other gateways write (read again every
+//! `meta_refresh_interval`); changes are written to Iggy first and applied to the view
+//! once read back from the log. The store
 //! holds at most a bounded number of bindings; an addition past the bound is refused
 //! whole with [`AuthzError::Full`].
 

@@ -94,6 +94,8 @@ struct Inner {
     message_ids: AtomicU64,
     /// Round trips to Iggy.
     metrics: IggyMetrics,
+    /// Set by `close`: the background refresh of the meta logs stops.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 fn named(name: &str, topic: &str) -> StoreResult<Identifier> {
@@ -122,7 +124,7 @@ pub(crate) fn random_u64() -> u64 {
 }
 
 /// Reads what other gateways wrote to the shared metadata logs every
-/// `meta_refresh_interval`, until the bridge is dropped.
+/// `meta_refresh_interval`, until the bridge is closed or dropped.
 async fn refresh_meta(inner: std::sync::Weak<Inner>) {
     let every = match inner.upgrade() {
         Some(inner) => inner.config.meta_refresh_interval,
@@ -135,6 +137,9 @@ async fn refresh_meta(inner: std::sync::Weak<Inner>) {
         let Some(inner) = inner.upgrade() else {
             return;
         };
+        if inner.closed.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         // A session of its own would not queue behind data traffic, but costs a
         // connection per bridge; the first session carries the metadata writes too.
         if let Some(client) = inner.sessions.first() {
@@ -180,6 +185,7 @@ impl IggyBridge {
                 id_prefix: random_u64(),
                 message_ids: AtomicU64::new(0),
                 metrics,
+                closed: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         tokio::spawn(refresh_meta(Arc::downgrade(&bridge.inner)));

@@ -9,8 +9,9 @@
 //! mapping    one Kafka record <-> one Iggy message (value = payload, key and headers as
 //!            user headers when lossless, else an envelope), batch framing, re-encoding
 //! errors     the one table from Iggy errors to StoreError, and BridgeError
-//! meta       the bridge's durable state in Iggy: committed offsets, topic settings,
-//!            SCRAM credentials, Kafka ACL bindings
+//! meta       the bridge's durable state in Iggy, shared by every gateway on it:
+//!            committed offsets and group states per coordinator shard, topic settings,
+//!            SCRAM credentials, Kafka ACL bindings (logs in generations, see its docs)
 //! members    IggyMembership: gateway heartbeats with epochs in the meta stream, the
 //!            live view and this gateway's lease (several gateways on one Iggy)
 //! acls       IggyAclStore: the ACL store (CreateAcls, DeleteAcls) on the meta stream

@@ -80,9 +80,12 @@
 //! `release_shard` when it stops, which forgets the shard. A write is applied without
 //! reading it back. A shard used before it was acquired (a gateway alone, or a caller
 //! that does not know about shards) is read first, so nothing depends on the order of
-//! calls. Two gateways briefly both believing they coordinate a shard (views of the
-//! membership differ for at most the session timeout) could both append; the records
-//! stay in log order and the next acquirer reads them all, so last write wins.
+//! calls; `groups` reads every shard not released. Two gateways briefly both believing
+//! they coordinate a shard (views of the membership differ for at most the session
+//! timeout) could both append; the records stay in log order and the next acquirer
+//! reads them all, so last write wins, unless one of them rolled the shard meanwhile:
+//! the other's records after the seal are not part of the log. The broker's fencing
+//! (a gateway that lost its lease stops acting as owner) keeps that window closed.
 //!
 //! Committed offsets once lived in one log `offsets`. A gateway that finds it at
 //! start folds it (any generation), writes the live offsets into their shard logs and
@@ -690,10 +693,18 @@ impl Meta {
             .collect())
     }
 
-    /// Groups with committed offsets in the shards this gateway holds, sorted.
-    pub fn groups(&self) -> StoreResult<Vec<String>> {
+    /// Groups with committed offsets in the shards this gateway holds, sorted. A shard
+    /// never acquired nor released is read first (a gateway alone holds them all); a
+    /// released one is left out.
+    pub async fn groups(&self, client: &IggyClient) -> StoreResult<Vec<String>> {
         let mut groups = BTreeSet::new();
         for log in &self.shards {
+            {
+                let mut cur = log.cursor.lock().await;
+                if !cur.loaded && !cur.released {
+                    log.load(&self.ctx, client, &mut cur).await?;
+                }
+            }
             let state = log.state.lock().map_err(poisoned)?;
             groups.extend(state.offsets.keys().map(|(g, _, _)| g.clone()));
         }
@@ -1272,5 +1283,98 @@ mod tests {
         }
         assert_eq!(map, again);
         assert_eq!(map.len(), 2);
+    }
+
+    #[test]
+    fn shard_records_fold_offsets_and_group_states() {
+        let mut shard = Shard::default();
+        let offset = |g: &str, o: i64| {
+            serde_json::to_vec(&offset_record(
+                g,
+                "t",
+                0,
+                &CommittedOffset {
+                    offset: o,
+                    leader_epoch: 1,
+                    metadata: None,
+                    commit_timestamp: 2,
+                },
+            ))
+            .unwrap()
+        };
+        let state = |g: &str, s: Option<&[u8]>| {
+            serde_json::to_vec(&GroupStateRecord {
+                g: g.into(),
+                s: s.map(|s| B64.encode(s)),
+            })
+            .unwrap()
+        };
+        for p in [
+            offset("a", 1),
+            state("a", Some(b"one")),
+            state("b", Some(b"two")),
+            offset("a", 3),
+            state("b", None),
+            state("c", Some(b"")),
+        ] {
+            assert!(shard.apply(&p), "{}", String::from_utf8_lossy(&p));
+        }
+        assert_eq!(shard.offsets[&("a".into(), "t".into(), 0)].offset, 3);
+        assert_eq!(
+            shard.states.iter().collect::<Vec<_>>(),
+            vec![
+                (&"a".to_owned(), &Bytes::from_static(b"one")),
+                (&"c".to_owned(), &Bytes::new())
+            ]
+        );
+        assert_eq!(shard.live(), 3);
+        assert_eq!(
+            String::from_utf8(state("a", None)).unwrap(),
+            r#"{"g":"a","s":null}"#
+        );
+        // The snapshot records fold back to the same state.
+        let mut again = Shard::default();
+        for r in shard.records().unwrap() {
+            assert!(again.apply(&r));
+        }
+        assert_eq!(again, shard);
+    }
+
+    #[test]
+    fn unreadable_shard_records_change_nothing() {
+        let mut shard = Shard::default();
+        assert!(shard.apply(br#"{"g":"a","s":"AQI="}"#));
+        let before = Shard {
+            offsets: shard.offsets.clone(),
+            states: shard.states.clone(),
+        };
+        for text in [
+            r#"{"g":"a"}"#,
+            r#"{"g":"a","s":"***"}"#,
+            r#"{"g":"a","s":"AA==","x":1}"#,
+            r#"{"g":1,"s":null}"#,
+            r#"{"s":null}"#,
+            r#"{"g":"a","t":"t"}"#,
+            r#"[]"#,
+            "not json",
+        ] {
+            assert!(!shard.apply(text.as_bytes()), "{text}");
+            assert_eq!(shard, before, "{text}");
+        }
+        assert!(!shard.apply(&[0xff, 0xfe]));
+        assert_eq!(shard, before);
+    }
+
+    #[test]
+    fn control_records_are_not_records_of_any_log() {
+        let seal = serde_json::to_vec(&super::genlog::Seal { seal: 1, next: 2 }).unwrap();
+        let end = serde_json::to_vec(&SnapshotEnd { snapshot_end: 2 }).unwrap();
+        for p in [&seal, &end] {
+            assert!(!Shard::default().apply(p));
+            assert!(!Topics::default().apply(p));
+            assert!(!Scram::default().apply(p));
+            assert!(!Acls::default().apply(p));
+            assert!(!LegacyOffsets::default().apply(p));
+        }
     }
 }

@@ -9,10 +9,7 @@
 mod support;
 
 use bytes::{Bytes, BytesMut};
-use iggy::prelude::{
-    Identifier, IggyClient, IggyMessage, MessageClient, Partitioning, StreamClient, TopicClient,
-    TopicCreateOptions,
-};
+use iggy::prelude::{Identifier, IggyClient, StreamClient, TopicClient, TopicCreateOptions};
 use iggy_kafka_bridge::{BridgeConfig, IggyBridge};
 use kafka_records::{BatchOptions, NewRecord, encode_batch};
 use kafka_store::{CommittedOffset, LogStore, OffsetStore, StoreError, ValidBatch};
@@ -233,27 +230,16 @@ async fn a_meta_log_from_before_snapshots_is_read_and_snapshotted() {
     for log in ["offsets", "topics"] {
         client.create_topic(&s, log, &options).await.unwrap();
     }
-    let mut messages: Vec<IggyMessage> = (0..300)
+    let payloads = (0..300)
         .map(|i| {
-            let record = format!(
+            format!(
                 r#"{{"g":"old-{}","t":"t","p":0,"o":{i},"e":0,"m":null,"ts":5}}"#,
                 i % 3
-            );
-            IggyMessage::builder()
-                .payload(Bytes::from(record))
-                .build()
-                .unwrap()
+            )
+            .into_bytes()
         })
         .collect();
-    client
-        .send_messages(
-            &s,
-            &Identifier::named("offsets").unwrap(),
-            &Partitioning::partition_id(0),
-            &mut messages,
-        )
-        .await
-        .unwrap();
+    support::send_raw(&client, &meta, "offsets", payloads).await;
 
     let bridge = connect(&server, config.clone()).await;
     let expect = |g: usize| Some(committed_like(297 + i64::try_from(g).unwrap()));

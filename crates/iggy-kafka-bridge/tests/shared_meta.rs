@@ -1,8 +1,10 @@
 //! Several bridges (gateways) on one Iggy server sharing one meta stream: a coordinator
 //! shard acquired by another gateway carries the offsets and group states the first
-//! wrote; topic settings, SCRAM credentials and ACL bindings written through one reach
-//! the other by its refresh; two writers rolling the same logs through several
-//! generations lose no acknowledged record; a legacy `offsets` log is moved into the
+//! wrote, also across the shard's generations; topic settings, SCRAM credentials and
+//! ACL bindings written through one reach the other by its refresh; two writers
+//! rolling the same logs through several generations lose no acknowledged record; a
+//! roll whose roller died after its seal is finished by the next writer and the record
+//! after the seal is not part of the log; a legacy `offsets` log is moved into the
 //! shard logs even by two gateways starting at once; unreadable and oversized records
 //! in a shard log are skipped. Skipped (with a printed notice) without
 //! `IGGY_SERVER_BIN`.
@@ -12,10 +14,7 @@
 mod support;
 
 use bytes::Bytes;
-use iggy::prelude::{
-    Identifier, IggyClient, IggyMessage, MessageClient, Partitioning, StreamClient, TopicClient,
-    TopicCreateOptions,
-};
+use iggy::prelude::{Identifier, IggyClient, StreamClient, TopicClient, TopicCreateOptions};
 use iggy_kafka_bridge::{BridgeConfig, IggyBridge};
 use kafka_authz::store::AclStore;
 use kafka_authz::{AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType};
@@ -37,6 +36,14 @@ fn config(server: &Server, meta: &str) -> BridgeConfig {
         meta_stream: meta.to_owned(),
         metadata_max_age: Duration::ZERO,
         ..support::config(server)
+    }
+}
+
+/// [`config`] with snapshots every 100 records, so a test passes through generations.
+fn rolling_often(server: &Server, meta: &str) -> BridgeConfig {
+    BridgeConfig {
+        meta_snapshot_records: 100,
+        ..config(server, meta)
     }
 }
 
@@ -140,12 +147,71 @@ async fn a_shard_acquired_by_another_gateway_carries_offsets_and_group_states() 
             .unwrap()
             .contains(&(g1.clone(), Bytes::from_static(b"gen-8")))
     );
-    // A third gateway started later reads the same.
+    // A third gateway started later reads the same, and lists the group without
+    // acquiring anything (a gateway alone).
     let c = connect(&server, config(&server, &meta)).await;
+    assert!(c.groups().await.unwrap().contains(&g1));
     assert_eq!(c.fetch(&g1, "t", 0).await.unwrap(), Some(committed(20)));
     a.close().await;
     b.close().await;
     c.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_rolled_through_generations_is_read_whole_by_the_next_coordinator() {
+    let Some(server) = server_for("a_shard_rolled_through_generations") else {
+        return;
+    };
+    let meta = format!("meta-{}", support::run_id());
+    let small = rolling_often(&server, &meta);
+    let a = connect(&server, small.clone()).await;
+    let b = connect(&server, small).await;
+    let (g1, g2, shard) = two_groups_of_one_shard();
+    b.acquire_shard(shard).await.unwrap();
+    a.acquire_shard(shard).await.unwrap();
+    // 300 writes over 2 groups, 4 partitions and 2 states: the tail passes 100 often.
+    for i in 0..300i64 {
+        let g = if i % 2 == 0 { &g1 } else { &g2 };
+        let p = i32::try_from(i % 4).unwrap();
+        a.commit(g, vec![("t".into(), p, committed(i))])
+            .await
+            .unwrap();
+        if i % 10 == 0 {
+            a.put_group_state(g, Some(Bytes::from(i.to_string())))
+                .await
+                .unwrap();
+        }
+    }
+    a.put_group_state(&g2, None).await.unwrap();
+    let client = support::native_client(&server).await;
+    let base = format!("groups.{shard}");
+    let generations = support::generations(&client, &meta, &base).await;
+    assert!(
+        generations.iter().any(|(n, _)| *n != base),
+        "no roll happened: {generations:?}"
+    );
+    a.release_shard(shard).await;
+    // B read the shard before any of it: acquiring again catches up across the rolls.
+    b.acquire_shard(shard).await.unwrap();
+    for (g, parity) in [(&g1, 0i64), (&g2, 1)] {
+        let want: Vec<(String, i32, CommittedOffset)> = (0..4)
+            .filter_map(|p| {
+                let last = (0..300).filter(|i| i % 2 == parity && i % 4 == p).max()?;
+                Some(("t".to_owned(), i32::try_from(p).unwrap(), committed(last)))
+            })
+            .collect();
+        assert_eq!(b.fetch_all(g).await.unwrap(), want, "{g}");
+    }
+    let states: Vec<(String, Bytes)> = b
+        .group_states(shard)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(g, _)| *g == g1 || *g == g2)
+        .collect();
+    assert_eq!(states, vec![(g1.clone(), Bytes::from("290"))]);
+    a.close().await;
+    b.close().await;
 }
 
 /// Polls `check` until it holds or `limit` passes; the time it took.
@@ -276,10 +342,7 @@ async fn two_writers_rolling_the_same_logs_lose_nothing() {
         return;
     };
     let meta = format!("meta-{}", support::run_id());
-    let small = BridgeConfig {
-        meta_snapshot_records: 100,
-        ..config(&server, &meta)
-    };
+    let small = rolling_often(&server, &meta);
     let a = connect(&server, small.clone()).await;
     let b = connect(&server, small.clone()).await;
     const EACH: usize = 180;
@@ -349,21 +412,46 @@ async fn two_writers_rolling_the_same_logs_lose_nothing() {
             expected.difference(&got).collect::<Vec<_>>(),
             got.difference(&expected).collect::<Vec<_>>()
         );
+        // The last write of user u: the highest i with i % 40 == u.
         let scram = bridge.scram_store();
-        for who in ["a", "b"] {
-            for u in 0..40 {
-                // The last write of user u: the highest i with i % 40 == u.
-                let last = (0..EACH).filter(|i| i % 40 == u).max().unwrap();
-                let fill = u8::try_from(last % 200).unwrap();
-                assert_eq!(
-                    scram
-                        .credential(&format!("{who}-{u}"), ScramMechanism::Sha256)
-                        .await
-                        .unwrap(),
-                    Some(credential(fill)),
-                    "{name}: {who}-{u}"
-                );
+        let wanted: Vec<(String, ScramCredential)> = ["a", "b"]
+            .iter()
+            .flat_map(|who| {
+                (0..40).map(move |u| {
+                    let last = (0..EACH).filter(|i| i % 40 == u).max().unwrap();
+                    let fill = u8::try_from(last % 200).unwrap();
+                    (format!("{who}-{u}"), credential(fill))
+                })
+            })
+            .collect();
+        let current = || async {
+            let mut out = Vec::new();
+            for (user, _) in &wanted {
+                let c = scram
+                    .credential(user, ScramMechanism::Sha256)
+                    .await
+                    .unwrap();
+                out.push((user.clone(), c));
             }
+            out
+        };
+        let want: Vec<(String, Option<ScramCredential>)> = wanted
+            .iter()
+            .map(|(u, c)| (u.clone(), Some(c.clone())))
+            .collect();
+        let seen = within(Duration::from_secs(10), || async {
+            current().await == want
+        })
+        .await;
+        if seen.is_none() {
+            let got = current().await;
+            let wrong: Vec<_> = got
+                .iter()
+                .zip(&want)
+                .filter(|(g, w)| g != w)
+                .map(|(g, _)| &g.0)
+                .collect();
+            panic!("{name}: SCRAM credentials not as last written: {wrong:?}");
         }
     }
     // The generations left behind go after their grace.
@@ -372,6 +460,60 @@ async fn two_writers_rolling_the_same_logs_lose_nothing() {
     a.close().await;
     b.close().await;
     fresh.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roll_whose_roller_died_after_the_seal_is_finished_by_the_next_writer() {
+    let Some(server) = server_for("a_roll_whose_roller_died") else {
+        return;
+    };
+    let meta = format!("meta-{}", support::run_id());
+    let a = connect(&server, config(&server, &meta)).await;
+    let first = binding("before-seal", "User:a");
+    a.acl_store(100).add(vec![first.clone()]).await.unwrap();
+    // A roller seals generation 0 naming generation 5 and dies before writing it; a
+    // writer's record lands after the seal and that writer dies too (never confirmed).
+    let client = support::native_client(&server).await;
+    let unconfirmed = binding("after-seal", "User:x");
+    let after_seal = serde_json::json!({
+        "rt": "TOPIC", "n": unconfirmed.name, "pt": "LITERAL", "p": unconfirmed.principal,
+        "h": "*", "op": "READ", "perm": "ALLOW"
+    });
+    support::send_raw(
+        &client,
+        &meta,
+        "acls",
+        vec![
+            br#"{"seal":0,"next":5}"#.to_vec(),
+            serde_json::to_vec(&after_seal).unwrap(),
+        ],
+    )
+    .await;
+    let b = connect(&server, config(&server, &meta)).await;
+    let b_acls = b.acl_store(100);
+    assert_eq!(
+        b_acls.list(&AclBindingFilter::any()).await.unwrap(),
+        vec![first.clone()],
+        "the record after the seal is not part of the log"
+    );
+    let second = binding("after-roll", "User:b");
+    b_acls.add(vec![second.clone()]).await.unwrap();
+    let mut both = vec![first.clone(), second.clone()];
+    both.sort();
+    assert_eq!(b_acls.list(&AclBindingFilter::any()).await.unwrap(), both);
+    let a_acls = a.acl_store(100);
+    let seen = within(Duration::from_secs(10), || async {
+        a_acls.list(&AclBindingFilter::any()).await.unwrap() == both
+    })
+    .await;
+    assert!(
+        seen.is_some(),
+        "A did not follow into the finished generation"
+    );
+    let (log, _) = support::settled_generation(&client, &meta, "acls").await;
+    assert_eq!(log, "acls.5");
+    a.close().await;
+    b.close().await;
 }
 
 /// Writes the legacy `offsets` log as an earlier version did: generation 0 without
@@ -384,28 +526,17 @@ async fn write_legacy_offsets(client: &IggyClient, meta: &str, records: i64) {
         ..TopicCreateOptions::default()
     };
     client.create_topic(&s, "offsets", &options).await.unwrap();
-    let mut messages: Vec<IggyMessage> = (0..records)
+    let payloads = (0..records)
         .map(|i| {
-            let record = format!(
+            format!(
                 r#"{{"g":"legacy-{}","t":"t","p":{},"o":{i},"e":2,"m":null,"ts":9}}"#,
                 i % 3,
                 i % 2
-            );
-            IggyMessage::builder()
-                .payload(Bytes::from(record))
-                .build()
-                .unwrap()
+            )
+            .into_bytes()
         })
         .collect();
-    client
-        .send_messages(
-            &s,
-            &Identifier::named("offsets").unwrap(),
-            &Partitioning::partition_id(0),
-            &mut messages,
-        )
-        .await
-        .unwrap();
+    support::send_raw(client, meta, "offsets", payloads).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -493,24 +624,7 @@ async fn unreadable_and_oversized_shard_records_are_skipped() {
         format!(r#"{{"g":"{group}","t":"t","p":0,"o":2,"e":3,"m":"m","ts":1700000000002}}"#)
             .into_bytes(),
     ];
-    let mut messages: Vec<IggyMessage> = junk
-        .into_iter()
-        .map(|p| {
-            IggyMessage::builder()
-                .payload(Bytes::from(p))
-                .build()
-                .unwrap()
-        })
-        .collect();
-    client
-        .send_messages(
-            &Identifier::named(&meta).unwrap(),
-            &Identifier::named(&format!("groups.{shard}")).unwrap(),
-            &Partitioning::partition_id(0),
-            &mut messages,
-        )
-        .await
-        .unwrap();
+    support::send_raw(&client, &meta, &format!("groups.{shard}"), junk).await;
     // A group state over the bound is refused before it is written.
     let refused = a
         .put_group_state(&group, Some(Bytes::from(vec![1u8; 8192])))

@@ -19,6 +19,7 @@ use std::sync::atomic::Ordering;
 impl IggyBridge {
     /// Closes every session.
     pub async fn close(&self) {
+        self.inner.closed.store(true, Ordering::Relaxed);
         for client in &self.inner.sessions {
             let _ = tokio::time::timeout(self.inner.config.call_timeout, client.shutdown()).await;
         }

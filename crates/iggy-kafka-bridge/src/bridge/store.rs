@@ -429,7 +429,7 @@ impl OffsetStore for IggyBridge {
     }
 
     async fn groups(&self) -> StoreResult<Vec<String>> {
-        self.inner.meta.groups()
+        self.inner.meta.groups(self.any_session()).await
     }
 
     async fn acquire_shard(&self, shard: u32) -> StoreResult<()> {

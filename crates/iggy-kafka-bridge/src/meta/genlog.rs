@@ -336,6 +336,9 @@ pub(super) struct Cursor {
     pub(super) sealed: Option<u64>,
     /// Records after the snapshot read or written so far.
     pub(super) tail: u64,
+    /// Whether the state was given up on purpose (a coordinator shard released); kept
+    /// until it is read again.
+    pub(super) released: bool,
 }
 
 /// The end of one read of a generation.
@@ -431,7 +434,7 @@ impl<S: Fold> Log<S> {
                         scan.next = m.header.offset + 1;
                         continue;
                     }
-                    Control::Seal { seal, next } if seal == generation && marked => {
+                    Control::Seal { seal, next } if seal == generation && next > seal && marked => {
                         // Stay on the seal: reading again finds it again.
                         scan.next = m.header.offset;
                         scan.seal = Some(next);
@@ -540,6 +543,7 @@ impl<S: Fold> Log<S> {
                     next: scan.next,
                     sealed: scan.seal,
                     tail: scan.tail,
+                    released: false,
                 };
                 for older in generations {
                     ctx.doom(generation_name(&self.base, older));
@@ -618,6 +622,12 @@ impl<S: Fold> Log<S> {
             if !complete {
                 return Ok(found);
             }
+            if self.left_behind(ctx, client, cur.generation, to).await? {
+                // Paused past the grace: the log moved on and this gateway's state is
+                // old. Writing the snapshot now would bring back a dead generation.
+                self.load(ctx, client, cur).await?;
+                return Ok(false);
+            }
             self.write_snapshot(ctx, client, to).await?;
             if !self.enter(ctx, client, cur, to).await? {
                 return Err(StoreError::Unavailable(format!(
@@ -627,6 +637,25 @@ impl<S: Fold> Log<S> {
             }
         }
         Ok(found)
+    }
+
+    /// Whether the roll from `generation` into `to` is long over: `generation` is gone
+    /// (deleted a grace after others moved on) or a generation above `to` exists (only
+    /// a gateway that entered `to` can have rolled past it).
+    async fn left_behind(
+        &self,
+        ctx: &Ctx,
+        client: &IggyClient,
+        generation: u64,
+        to: u64,
+    ) -> StoreResult<bool> {
+        let existing: Vec<u64> = ctx
+            .names(client)
+            .await?
+            .iter()
+            .filter_map(|n| generation_of(&self.base, n))
+            .collect();
+        Ok(!existing.contains(&generation) || existing.iter().any(|g| *g > to))
     }
 
     /// Moves to generation `to` when its snapshot is complete: its state replaces this
@@ -658,6 +687,7 @@ impl<S: Fold> Log<S> {
             next: scan.next,
             sealed: scan.seal,
             tail: scan.tail,
+            released: false,
         };
         if left != to {
             ctx.doom(generation_name(&self.base, left));
@@ -844,7 +874,10 @@ impl<S: Fold> Log<S> {
     /// Forgets the state: the next use reads the log again.
     pub(super) fn unload(&self, cur: &mut Cursor) -> StoreResult<()> {
         *self.state.lock().map_err(poisoned)? = S::default();
-        *cur = Cursor::default();
+        *cur = Cursor {
+            released: true,
+            ..Cursor::default()
+        };
         Ok(())
     }
 

@@ -123,3 +123,32 @@ pub async fn settled_generation(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Appends `payloads` as they are to partition 0 of topic `topic` of stream `stream`, as
+/// a native Iggy client (logs as an earlier version or another party wrote them).
+pub async fn send_raw(
+    client: &iggy::prelude::IggyClient,
+    stream: &str,
+    topic: &str,
+    payloads: Vec<Vec<u8>>,
+) {
+    use iggy::prelude::{Identifier, IggyMessage, MessageClient, Partitioning};
+    let mut messages: Vec<IggyMessage> = payloads
+        .into_iter()
+        .map(|p| {
+            IggyMessage::builder()
+                .payload(bytes::Bytes::from(p))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    client
+        .send_messages(
+            &Identifier::named(stream).unwrap(),
+            &Identifier::named(topic).unwrap(),
+            &Partitioning::partition_id(0),
+            &mut messages,
+        )
+        .await
+        .unwrap();
+}
