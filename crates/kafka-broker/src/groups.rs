@@ -390,22 +390,8 @@ impl Groups {
 fn not_loaded(command: &Command) -> Response {
     let error = ErrorCode::COORDINATOR_LOAD_IN_PROGRESS;
     match command {
-        Command::Join(r, _) => Response::Join(JoinResponse {
-            error,
-            generation_id: -1,
-            protocol_type: None,
-            protocol_name: None,
-            leader: String::new(),
-            skip_assignment: false,
-            member_id: r.member_id.clone(),
-            members: Vec::new(),
-        }),
-        Command::Sync(..) => Response::Sync(SyncResponse {
-            error,
-            protocol_type: None,
-            protocol_name: None,
-            assignment: bytes::Bytes::new(),
-        }),
+        Command::Join(r, _) => Response::Join(JoinResponse::failed(r.member_id.clone(), error)),
+        Command::Sync(..) => Response::Sync(SyncResponse::failed(error)),
         Command::Leave(..) => Response::Leave(LeaveResponse {
             error,
             members: Vec::new(),
@@ -624,10 +610,12 @@ async fn follow(
                 watching = changed.is_ok();
             }
             () = tokio::time::sleep(settings.recheck_interval) => {}
-            Some(done) = loads.join_next(), if !loads.is_empty() => {
-                if let Ok(shard) = done
+            Some(done) = loads.join_next_with_id(), if !loads.is_empty() => {
+                // Only the load the slot waits for: an earlier one for the same shard
+                // (lost and regained meanwhile) may finish after it was superseded.
+                if let Ok((id, shard)) = done
                     && let Some(slot) = slots.get_mut(shard as usize)
-                    && matches!(slot, Slot::Loading(_))
+                    && matches!(slot, Slot::Loading(h) if h.id() == id)
                 {
                     *slot = Slot::Loaded;
                 }

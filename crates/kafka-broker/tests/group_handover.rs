@@ -469,6 +469,7 @@ async fn a_group_continues_on_its_new_coordinator_and_after_a_restart() {
     }
     assert_eq!(heartbeat(a.addr, &group, &leader).await, NOT_COORDINATOR);
     assert_eq!(fetch(a.addr, &group).await.0, NOT_COORDINATOR);
+    assert_eq!(fetch_v1(a.addr, &group).await, (NONE, NOT_COORDINATOR));
     assert_eq!(fetch(b.addr, &group).await, (NONE, 42));
     let (e, st, n) = describe(b.addr, &group).await;
     assert_eq!((e, st.as_str(), n), (NONE, "Stable", 2));
@@ -625,6 +626,8 @@ struct Gated {
     open: AtomicBool,
     failures: AtomicUsize,
     acquires: AtomicUsize,
+    /// Group-state writes still to fail.
+    put_failures: AtomicUsize,
 }
 
 #[async_trait]
@@ -674,6 +677,13 @@ impl OffsetStore for Gated {
         self.inner.release_shard(shard).await;
     }
     async fn put_group_state(&self, group: &str, state: Option<Bytes>) -> StoreResult<()> {
+        if self
+            .put_failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(StoreError::Unavailable("not now".into()));
+        }
         self.inner.put_group_state(group, state).await
     }
     async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
@@ -694,6 +704,7 @@ async fn requests_while_a_shard_loads_get_the_retriable_code() {
         open: AtomicBool::new(false),
         failures: AtomicUsize::new(20),
         acquires: AtomicUsize::new(0),
+        put_failures: AtomicUsize::new(3),
     });
     let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = tcp.local_addr().unwrap().port();
@@ -743,5 +754,22 @@ async fn requests_while_a_shard_loads_get_the_retriable_code() {
     assert_eq!(commit(gw.addr, group, &m, 5).await, NONE);
     assert_eq!(fetch(gw.addr, group).await, (NONE, 5));
     assert_eq!(fetch_v1(gw.addr, group).await, (NONE, NONE));
+    // The member leaves: the group is Empty in the next generation, and that state
+    // reaches the store although the first writes fail.
+    let req = leave_group_request::LeaveGroupRequest {
+        group_id: ByteString::from_static("loading"),
+        members: vec![leave_group_request::MemberIdentity {
+            member_id: ByteString::from(m.member_id.clone()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let ResponseBody::LeaveGroup(r) = call(gw.addr, 3, req.into()).await else {
+        panic!("not leave group");
+    };
+    assert_eq!((r.error_code, r.members[0].error_code), (NONE, NONE));
+    let s = stored(&inner, group, 5).await;
+    assert_eq!(s.state, GroupState::Empty);
+    assert_eq!(gated.put_failures.load(Ordering::SeqCst), 0);
     gw.stop().await;
 }

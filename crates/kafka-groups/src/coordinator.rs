@@ -372,24 +372,18 @@ impl Coordinator {
     ///
     /// [`StateError::AlreadyHeld`] if the group is here already;
     /// [`StateError::Invalid`] for a state no coordinator could have written;
-    /// [`StateError::OverCapacity`] if the group would break a cap (`max_groups` with no
-    /// Empty group to evict, `max_members_per_group`, `max_state_bytes`, ...). Nothing
-    /// changes on error.
+    /// [`StateError::OverCapacity`] if the group would break a cap (`max_groups` held
+    /// already, `max_members_per_group`, `max_state_bytes`, ...). Nothing changes on
+    /// error, and nothing is evicted to make room.
     pub fn restore(&mut self, now: Millis, snapshot: GroupSnapshot) -> Result<(), StateError> {
         if self.groups.contains_key(&snapshot.group_id) {
             return Err(StateError::AlreadyHeld);
         }
-        if self.groups.len() >= self.ctx.config.max_groups
-            && !self
-                .groups
-                .values()
-                .any(|g| g.state == GroupState::Empty && g.pending.is_empty())
-        {
+        // No eviction here: restoring one stored group must not forget (and delete) another.
+        if self.groups.len() >= self.ctx.config.max_groups {
             return Err(StateError::OverCapacity("groups"));
         }
         let group = Group::restore(&mut self.ctx, now, snapshot)?;
-        // Checked above: there is room, or an Empty group to evict.
-        self.make_room();
         self.groups.insert(group.id.clone(), group);
         Ok(())
     }

@@ -74,25 +74,11 @@ impl Ctx {
 }
 
 fn join_error(member_id: String, error: ErrorCode) -> JoinResponse {
-    JoinResponse {
-        error,
-        generation_id: -1,
-        protocol_type: None,
-        protocol_name: None,
-        leader: String::new(),
-        skip_assignment: false,
-        member_id,
-        members: Vec::new(),
-    }
+    JoinResponse::failed(member_id, error)
 }
 
 fn sync_error(error: ErrorCode) -> SyncResponse {
-    SyncResponse {
-        error,
-        protocol_type: None,
-        protocol_name: None,
-        assignment: Bytes::new(),
-    }
+    SyncResponse::failed(error)
 }
 
 /// What one member costs besides the bytes a client chose the size of, counted against

@@ -344,6 +344,24 @@ pub struct JoinResponse {
     pub members: Vec<JoinedMember>,
 }
 
+impl JoinResponse {
+    /// A failed JoinGroup answer: `error`, generation -1, no protocol, leader or members;
+    /// `member_id` as the answer should carry it (empty, or the id to rejoin with).
+    #[must_use]
+    pub fn failed(member_id: String, error: ErrorCode) -> Self {
+        Self {
+            error,
+            generation_id: -1,
+            protocol_type: None,
+            protocol_name: None,
+            leader: String::new(),
+            skip_assignment: false,
+            member_id,
+            members: Vec::new(),
+        }
+    }
+}
+
 /// The answer to a [`SyncGroup`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyncResponse {
@@ -355,6 +373,19 @@ pub struct SyncResponse {
     pub protocol_name: Option<String>,
     /// This member's assignment; empty on error.
     pub assignment: Bytes,
+}
+
+impl SyncResponse {
+    /// A failed SyncGroup answer: `error`, no protocol, an empty assignment.
+    #[must_use]
+    pub fn failed(error: ErrorCode) -> Self {
+        Self {
+            error,
+            protocol_type: None,
+            protocol_name: None,
+            assignment: Bytes::new(),
+        }
+    }
 }
 
 /// The answer to a [`Heartbeat`].

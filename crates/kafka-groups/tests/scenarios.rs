@@ -1642,17 +1642,31 @@ fn restores_are_held_to_the_caps() {
         tight.c.restore(tight.now, snapshot.clone()),
         Err(StateError::OverCapacity("state bytes"))
     );
-    // At max_groups with no Empty group to evict.
+    // At max_groups: refused, and nothing is evicted to make room.
     let mut full = Harness::with(GroupConfig {
         max_groups: 1,
         ..GroupConfig::default()
     });
-    full.c.restore(full.now, snapshot.clone()).expect("room");
+    let empty = GroupSnapshot {
+        group_id: "e".into(),
+        state: GroupState::Empty,
+        generation: 2,
+        protocol_type: Some("consumer".into()),
+        protocol_name: None,
+        leader: None,
+        members: Vec::new(),
+    };
+    full.c.restore(full.now, empty).expect("room");
     let mut second = snapshot.clone();
     second.group_id = "g2".into();
     assert_eq!(
         full.c.restore(full.now, second),
         Err(StateError::OverCapacity("groups"))
+    );
+    assert_eq!(full.c.group_state("e"), Some(GroupState::Empty));
+    assert!(
+        persisted(&mut full).is_empty(),
+        "nothing evicted or deleted"
     );
     // A leader that is not a member.
     let mut lost = snapshot;

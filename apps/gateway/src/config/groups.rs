@@ -1,11 +1,12 @@
 //! The consumer-group coordinator: session and rebalance timeout bounds, the initial
-//! rebalance delay, group and member limits (Kafka's `group.*` settings).
+//! rebalance delay, group and member limits (Kafka's `group.*` settings), and how long a
+//! group request waits for its coordinator shard to load.
 //!
 //! The rules are the broker's own ([`BrokerConfig::check`](kafka_broker::BrokerConfig::check)),
 //! which checks the coordinator settings it carries.
 
 use super::values::{duration_ms, parsed};
-use kafka_broker::GroupConfig;
+use kafka_broker::{GroupConfig, GroupStateSettings};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -32,6 +33,8 @@ pub(super) struct Raw {
     group_max_state_bytes: usize,
     #[serde(deserialize_with = "parsed")]
     group_max_pending_members: usize,
+    #[serde(deserialize_with = "parsed")]
+    group_load_wait_ms: u64,
 }
 
 impl Default for Raw {
@@ -47,6 +50,7 @@ impl Default for Raw {
             group_max_id_bytes: groups.max_id_bytes,
             group_max_state_bytes: groups.max_state_bytes,
             group_max_pending_members: groups.max_pending_members,
+            group_load_wait_ms: duration_ms(GroupStateSettings::default().load_wait),
         }
     }
 }
@@ -68,12 +72,14 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     ("groups.max_id_bytes", "group_max_id_bytes"),
     ("groups.max_state_bytes", "group_max_state_bytes"),
     ("groups.max_pending_members", "group_max_pending_members"),
+    ("group_state.load_wait", "group_load_wait_ms"),
 ];
 
 impl Raw {
     /// Writes the values into the coordinator settings; the others (the member id seed
     /// among them) keep the broker's defaults.
-    pub(super) fn apply(self, groups: &mut GroupConfig) {
+    pub(super) fn apply(self, groups: &mut GroupConfig, state: &mut GroupStateSettings) {
+        state.load_wait = Duration::from_millis(self.group_load_wait_ms);
         groups.min_session_timeout = Duration::from_millis(self.group_min_session_timeout_ms);
         groups.max_session_timeout = Duration::from_millis(self.group_max_session_timeout_ms);
         groups.initial_rebalance_delay =

@@ -381,7 +381,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     limits.apply(&mut broker.limits);
     timeouts.apply(&mut broker.timeouts);
     topics.apply(&mut broker);
-    groups.apply(&mut broker.groups);
+    groups.apply(&mut broker.groups, &mut broker.group_state);
     quotas.apply(&mut broker.quotas);
 
     let memory = memory.validate(names)?;

@@ -476,6 +476,7 @@ fn every_setting_reaches_the_broker_and_store() {
             ("IGGY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"),
             ("IGGY_KAFKA_GROUP_MAX_GROUPS", "14"),
             ("IGGY_KAFKA_GROUP_MAX_MEMBERS", "15"),
+            ("IGGY_KAFKA_GROUP_LOAD_WAIT_MS", "250"),
             ("IGGY_KAFKA_QUOTA_PRODUCER_BYTE_RATE", "16"),
             ("IGGY_KAFKA_QUOTA_CONSUMER_BYTE_RATE", "17"),
             ("IGGY_KAFKA_QUOTA_REQUEST_PERCENTAGE", "18.5"),
@@ -575,6 +576,7 @@ fn every_setting_reaches_the_broker_and_store() {
             15
         )
     );
+    assert_eq!(broker.group_state.load_wait, Duration::from_millis(250));
 }
 
 #[test]
