@@ -87,7 +87,8 @@ impl Broker {
             config.instance_id,
             config.limits.producer_id_expiration,
             config.limits.max_producer_states,
-        );
+        )
+        .limit_recoveries(config.limits.max_concurrent_producer_recoveries);
         let cpu = CpuPool::new(config.limits.validation_threads);
         let groups = Groups::spawn(
             config.groups.clone(),

@@ -275,6 +275,10 @@ pub struct Limits {
     /// a larger window costs more reading on every leadership move. 0 turns recovery
     /// off (every producer is unknown after a move or a restart).
     pub producer_state_recovery_bytes: usize,
+    /// Producer state recoveries running at once over the whole gateway (each holds up
+    /// to `producer_state_recovery_bytes` of read batches while it runs); the others
+    /// wait, within their request's timeout. Kafka has no such setting.
+    pub max_concurrent_producer_recoveries: usize,
     /// Threads that decompress and check produced batches and scan partitions by
     /// timestamp, off the connections' workers.
     pub validation_threads: usize,
@@ -322,6 +326,7 @@ impl Default for Limits {
             producer_id_expiration: Duration::from_secs(86_400),
             max_producer_states: 100_000,
             producer_state_recovery_bytes: 4 * 1024 * 1024,
+            max_concurrent_producer_recoveries: 8,
             validation_threads: 2,
             inline_validation_bytes: 64 * 1024,
             max_decompressed_request_bytes: 128 * 1024 * 1024,
@@ -514,6 +519,10 @@ impl BrokerConfig {
                 limits.max_queued_response_bytes,
             ),
             ("limits.max_producer_states", limits.max_producer_states),
+            (
+                "limits.max_concurrent_producer_recoveries",
+                limits.max_concurrent_producer_recoveries,
+            ),
             ("limits.validation_threads", limits.validation_threads),
             (
                 "limits.max_decompressed_request_bytes",

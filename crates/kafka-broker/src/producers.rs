@@ -44,7 +44,9 @@
 //! the partition, reads back the last `producer_state_recovery_bytes` of the log (only
 //! batch headers are kept, see [`recovery`]) and rebuilds, per producer, the highest
 //! epoch and its last five batches, replacing whatever this gateway held for the
-//! partition. Batches of other partitions are not held up; two batches of the same
+//! partition. At most `max_concurrent_producer_recoveries` recoveries run at once over
+//! the gateway (each holds up to a window of read batches); the partitions of one request
+//! are recovered concurrently within that bound and the request's timeout. Batches of other partitions are not held up; two batches of the same
 //! partition cannot race the recovery, since the second waits for the lock and then
 //! sees the rebuilt state. A retry from before the window is accepted as new if its
 //! producer does not appear in the window at all, or refused as out of order if it does
@@ -94,6 +96,8 @@ const CACHED_BATCHES: usize = 5;
 const STRIPES: usize = 256;
 /// Bits of a producer id below the instance id.
 const ID_BITS: u32 = 48;
+/// Recoveries at once unless [`Producers::limit_recoveries`] says otherwise.
+const DEFAULT_RECOVERIES: usize = 8;
 
 /// The identity fields of one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,6 +217,8 @@ pub(crate) struct Producers {
     max_entries: usize,
     /// Recovery counters.
     pub(crate) stats: RecoveryStats,
+    /// Permits for recoveries running at once.
+    recoveries: tokio::sync::Semaphore,
 }
 
 impl Producers {
@@ -227,7 +233,14 @@ impl Producers {
             expiration_ms: i64::try_from(expiration.as_millis()).unwrap_or(i64::MAX),
             max_entries: max_entries.max(1),
             stats: RecoveryStats::default(),
+            recoveries: tokio::sync::Semaphore::new(DEFAULT_RECOVERIES),
         }
+    }
+
+    /// Allows at most `at_once` recoveries to run at the same time (at least one).
+    pub(crate) fn limit_recoveries(mut self, at_once: usize) -> Self {
+        self.recoveries = tokio::sync::Semaphore::new(at_once.max(1));
+        self
     }
 
     fn expired(&self, last_used_ms: i64, now_ms: i64) -> bool {
@@ -542,8 +555,12 @@ impl Producers {
             Ok(Readiness::Recover(version)) => version,
             Err(code) => return Err((code, None)),
         };
-        let read =
-            tokio::time::timeout(timeout, recovery::read_tail(log, topic, partition, window)).await;
+        let read = tokio::time::timeout(timeout, async {
+            // The semaphore is never closed, so a permit always comes (Err is impossible).
+            let _permit = self.recoveries.acquire().await;
+            recovery::read_tail(log, topic, partition, window).await
+        })
+        .await;
         let refused = |why: String| {
             self.stats.failures.fetch_add(1, Ordering::Relaxed);
             debug!(topic, partition, why = %why, "producer state not recovered");

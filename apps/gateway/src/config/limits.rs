@@ -79,6 +79,8 @@ pub(super) struct Raw {
     #[serde(deserialize_with = "parsed")]
     producer_state_recovery_bytes: usize,
     #[serde(deserialize_with = "parsed")]
+    max_concurrent_producer_recoveries: usize,
+    #[serde(deserialize_with = "parsed")]
     validation_threads: usize,
     #[serde(deserialize_with = "parsed")]
     inline_validation_bytes: usize,
@@ -120,6 +122,7 @@ impl Default for Raw {
             producer_id_expiration,
             max_producer_states,
             producer_state_recovery_bytes,
+            max_concurrent_producer_recoveries,
             validation_threads,
             inline_validation_bytes,
             max_decompressed_request_bytes,
@@ -155,6 +158,7 @@ impl Default for Raw {
             producer_id_expiration_ms: duration_ms(producer_id_expiration),
             max_producer_states,
             producer_state_recovery_bytes,
+            max_concurrent_producer_recoveries,
             validation_threads,
             inline_validation_bytes,
             max_decompressed_request_bytes,
@@ -239,6 +243,10 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "limits.producer_state_recovery_bytes",
         "producer_state_recovery_bytes",
     ),
+    (
+        "limits.max_concurrent_producer_recoveries",
+        "max_concurrent_producer_recoveries",
+    ),
     ("limits.validation_threads", "validation_threads"),
     ("limits.inline_validation_bytes", "inline_validation_bytes"),
     (
@@ -285,6 +293,7 @@ impl Raw {
             producer_id_expiration: Duration::from_millis(self.producer_id_expiration_ms),
             max_producer_states: self.max_producer_states,
             producer_state_recovery_bytes: self.producer_state_recovery_bytes,
+            max_concurrent_producer_recoveries: self.max_concurrent_producer_recoveries,
             validation_threads: self.validation_threads,
             inline_validation_bytes: self.inline_validation_bytes,
             max_decompressed_request_bytes: self.max_decompressed_request_bytes,

@@ -670,6 +670,47 @@ fn produce_and_producer_settings_reach_the_broker() {
     );
 }
 
+#[test]
+fn the_producer_state_recovery_window_reaches_the_broker() {
+    for (value, bytes) in [("65536", 65_536), ("0", 0)] {
+        let config = load(
+            None,
+            env(&[("IGGY_KAFKA_PRODUCER_STATE_RECOVERY_BYTES", value)]),
+        )
+        .unwrap();
+        assert_eq!(
+            config.broker_config(1).limits.producer_state_recovery_bytes,
+            bytes
+        );
+    }
+    let config = load(
+        None,
+        env(&[("IGGY_KAFKA_MAX_CONCURRENT_PRODUCER_RECOVERIES", "3")]),
+    )
+    .unwrap();
+    assert_eq!(
+        config
+            .broker_config(1)
+            .limits
+            .max_concurrent_producer_recoveries,
+        3
+    );
+    let message = load_err(
+        None,
+        &[("IGGY_KAFKA_MAX_CONCURRENT_PRODUCER_RECOVERIES", "0")],
+    );
+    assert!(message.ends_with("must be at least 1"), "{message}");
+    let message = load_err(
+        None,
+        &[("IGGY_KAFKA_PRODUCER_STATE_RECOVERY_BYTES", "4294967296")],
+    );
+    assert!(
+        message.starts_with("IGGY_KAFKA_PRODUCER_STATE_RECOVERY_BYTES")
+            && message.contains("at most 2147483647"),
+        "{message}"
+    );
+}
+
 fn spec(config: &GatewayConfig) -> Vec<(String, &'static str, String, String, Option<u16>)> {
     config
         .listeners

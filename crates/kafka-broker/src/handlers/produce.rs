@@ -503,6 +503,11 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
             .await
             .ok()
     };
+    let mut ready = if guards.as_ref().is_some_and(|g| !g.is_empty()) {
+        recover_all(ctx, &prepared).await
+    } else {
+        HashMap::new()
+    };
     let mut topics = Vec::with_capacity(prepared.topics.len());
     for topic in prepared.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
@@ -513,6 +518,16 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
                     ErrorCode::REQUEST_TIMED_OUT,
                     "the partition's producer state stayed busy",
                 )),
+                Ok(b) if b.id.idempotent() => {
+                    match ready.remove(&(b.topic.clone(), index)).unwrap_or_else(|| {
+                        Err(fail(ErrorCode::UNKNOWN_SERVER_ERROR, "no recovery outcome"))
+                    }) {
+                        Ok(()) => {
+                            submit_partition(ctx, b, index, prepared.now, prepared.timeout).await
+                        }
+                        Err(f) => Pending::Failed(f),
+                    }
+                }
                 Ok(b) => submit_partition(ctx, b, index, prepared.now, prepared.timeout).await,
             };
             partitions.push((index, pending));
@@ -535,6 +550,50 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
     }
 }
 
+/// Makes every partition of the request's idempotent batches ready for its check
+/// ([`crate::producers::Producers::ensure_recovered`]), as many at a time as the
+/// gateway's recovery limit allows, all within the request's timeout. The caller holds
+/// their stripe locks.
+async fn recover_all(
+    ctx: &Ctx<'_>,
+    prepared: &Prepared,
+) -> HashMap<(String, i32), Result<(), Failure>> {
+    use futures_util::StreamExt;
+    let mut wanted: Vec<(String, i32)> = prepared
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter_map(|(index, checked)| match checked {
+            Ok(b) if b.id.idempotent() => Some((b.topic.clone(), *index)),
+            _ => None,
+        })
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let deadline = tokio::time::Instant::now() + prepared.timeout;
+    let producers = &ctx.broker.producers;
+    let log = ctx.broker.stores.log.as_ref();
+    let membership = ctx.broker.membership.as_ref();
+    let window = ctx.broker.config.limits.producer_state_recovery_bytes;
+    futures_util::stream::iter(wanted)
+        .map(|(topic, partition)| async move {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let outcome = producers
+                .ensure_recovered(log, membership, &topic, partition, window, left)
+                .await;
+            ((topic, partition), outcome)
+        })
+        .buffer_unordered(
+            ctx.broker
+                .config
+                .limits
+                .max_concurrent_producer_recoveries
+                .max(1),
+        )
+        .collect()
+        .await
+}
+
 async fn submit_partition(
     ctx: &Ctx<'_>,
     b: Batch,
@@ -544,20 +603,6 @@ async fn submit_partition(
 ) -> Pending {
     let producers = &ctx.broker.producers;
     let log = &ctx.broker.stores.log;
-    if b.id.idempotent()
-        && let Err(f) = producers
-            .ensure_recovered(
-                log.as_ref(),
-                ctx.broker.membership.as_ref(),
-                &b.topic,
-                partition,
-                ctx.broker.config.limits.producer_state_recovery_bytes,
-                timeout,
-            )
-            .await
-    {
-        return Pending::Failed(f);
-    }
     match producers.check(&b.topic, partition, b.id, now) {
         Ok(Verdict::Append) => {}
         // A retry of a write that already landed: answer with its offset.

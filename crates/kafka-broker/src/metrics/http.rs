@@ -147,26 +147,30 @@ impl ScrapeGauges {
             "Rebalances completed over all groups since start",
             g.rebalances.clone(),
         );
-        reg.register(
-            "producer_state_recoveries",
-            "Partitions whose idempotent producer state was rebuilt from the log since start",
-            g.producer_recoveries.clone(),
-        );
-        reg.register(
-            "producer_state_recovery_failures",
-            "Producer state recoveries that failed (store error, timeout, view change)",
-            g.producer_recovery_failures.clone(),
-        );
+        for (name, help, counter) in [
+            (
+                "producer_state_recoveries",
+                "Partitions whose idempotent producer state was rebuilt from the log since start",
+                &g.producer_recoveries,
+            ),
+            (
+                "producer_state_recovery_failures",
+                "Producer state recoveries that failed (store error, timeout, view change)",
+                &g.producer_recovery_failures,
+            ),
+            (
+                "producer_states_recovered",
+                "Per-partition producer states rebuilt from the log since start",
+                &g.producers_recovered,
+            ),
+        ] {
+            reg.register(name, help, counter.clone());
+        }
         reg.register_with_unit(
             "producer_state_recovery_read",
             "Bytes read from the store to rebuild producer state since start",
             Unit::Bytes,
             g.producer_recovery_bytes.clone(),
-        );
-        reg.register(
-            "producer_states_recovered",
-            "Per-partition producer states rebuilt from the log since start",
-            g.producers_recovered.clone(),
         );
         reg.register_with_unit(
             "request_memory_in_use",

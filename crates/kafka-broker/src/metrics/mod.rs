@@ -554,4 +554,20 @@ mod tests {
             Some(2.0)
         );
     }
+
+    #[test]
+    fn producer_state_recoveries_are_exported_under_their_documented_names() {
+        let metrics = Metrics::new();
+        let text = metrics.encode().unwrap();
+        let docs = include_str!("../../../../docs/observability.md");
+        for name in [
+            "kafka_gateway_producer_state_recoveries_total",
+            "kafka_gateway_producer_state_recovery_failures_total",
+            "kafka_gateway_producer_state_recovery_read_bytes_total",
+            "kafka_gateway_producer_states_recovered_total",
+        ] {
+            assert_eq!(sample(&text, name), Some(0.0), "{name} in {text}");
+            assert!(docs.contains(&format!("`{name}`")), "{name} not documented");
+        }
+    }
 }
