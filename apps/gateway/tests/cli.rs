@@ -932,3 +932,27 @@ fn other_gateways_need_the_bridge() {
         &["IGGY_KAFKA_BROKERS=", "needs the Iggy bridge"],
     );
 }
+
+#[test]
+fn the_listed_address_must_be_an_advertised_listener() {
+    // The list names this gateway at a port it does not advertise: refused before any
+    // socket is bound, naming what it does advertise.
+    assert_config_error(
+        &[],
+        &[
+            ("IGGY_KAFKA_NODE_ID", "1"),
+            (
+                "IGGY_KAFKA_LISTENERS",
+                "PLAINTEXT://127.0.0.1:19092,SASL_PLAINTEXT://127.0.0.1:19093",
+            ),
+            ("IGGY_KAFKA_SASL_MECHANISMS", "PLAIN"),
+            ("IGGY_KAFKA_SASL_USERS_FILE", "/nonexistent/users.json"),
+            ("IGGY_KAFKA_BROKERS", "1@127.0.0.1:19094"),
+        ],
+        &[
+            "IGGY_KAFKA_BROKERS=",
+            "names this gateway (node id 1) at 127.0.0.1:19094",
+            "PLAINTEXT 127.0.0.1:19092, SASL_PLAINTEXT 127.0.0.1:19093",
+        ],
+    );
+}

@@ -200,7 +200,7 @@ fn confluent_against_trio(name: &str, script: &str) {
     let Some(bin) = iggy_server_bin(name) else {
         return;
     };
-    let trio = Trio::start(IggyServer::start(&bin), &[]);
+    let mut trio = Trio::start(IggyServer::start(&bin), &[]);
     trio.wait_live();
     run_against_all(
         &trio.refs(),
@@ -261,7 +261,8 @@ fn partition_count(addr: SocketAddr, topic: &str) -> Option<usize> {
 
 /// Topic administration through whichever gateway: a topic created through one is
 /// listed by all, partitions added through another are seen by all, the first refuses to
-/// create it again, and deleted through the third it is gone everywhere. DescribeCluster
+/// create it again, a retention set through one is described by all, and deleted through
+/// the third it is gone everywhere. DescribeCluster
 /// names the same controller and the three gateways on each.
 #[test]
 fn topic_admin_works_through_any_gateway() {
@@ -270,10 +271,16 @@ fn topic_admin_works_through_any_gateway() {
     };
     use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
     use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
+    use kafka_protocol::messages::describe_configs_request::{
+        DescribeConfigsRequest, DescribeConfigsResource,
+    };
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+    };
     let Some(bin) = iggy_server_bin("topic admin on three gateways") else {
         return;
     };
-    let trio = Trio::start(IggyServer::start(&bin), &[]);
+    let mut trio = Trio::start(IggyServer::start(&bin), &[]);
     trio.wait_live();
     let addrs: Vec<SocketAddr> = trio.gateways.iter().map(|g| g.addr).collect();
     let topic = format!("admin-{}", test_support::unique());
@@ -320,6 +327,55 @@ fn topic_admin_works_through_any_gateway() {
     everywhere("6 partitions listed", Some(6));
     // TOPIC_ALREADY_EXISTS from the gateway that did not create it.
     assert_eq!(create(addrs[0]), 36);
+
+    // A setting changed through one gateway is described by the others (each re-reads
+    // the meta stream's topic settings).
+    let alter = IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource_type: 2,
+            resource_name: ByteString::from(topic.clone()),
+            configs: vec![AlterableConfig {
+                name: ByteString::from_static("retention.ms"),
+                config_operation: 0,
+                value: Some(ByteString::from_static("4321000")),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let ResponseBody::IncrementalAlterConfigs(r) = call(addrs[1], 1, alter.into()) else {
+        panic!("not incremental alter configs");
+    };
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    let retention = |addr: SocketAddr| {
+        let req = DescribeConfigsRequest {
+            resources: vec![DescribeConfigsResource {
+                resource_type: 2,
+                resource_name: ByteString::from(topic.clone()),
+                configuration_keys: Some(vec![ByteString::from_static("retention.ms")]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let ResponseBody::DescribeConfigs(d) = call(addr, 4, req.into()) else {
+            panic!("not describe configs");
+        };
+        assert_eq!(d.results[0].error_code, 0, "{d:?}");
+        d.results[0].configs[0]
+            .value
+            .as_ref()
+            .map(ToString::to_string)
+    };
+    until(
+        Duration::from_secs(10),
+        "the new retention everywhere",
+        || {
+            addrs
+                .iter()
+                .all(|a| retention(*a).as_deref() == Some("4321000"))
+        },
+    );
 
     let delete = DeleteTopicsRequest {
         topic_names: vec![ByteString::from(topic.clone())],

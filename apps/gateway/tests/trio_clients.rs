@@ -7,15 +7,16 @@
 //! partitions have three different leaders (placement is a fixed function of the topic
 //! name, `kafka_broker::cluster::leader`): the client must take each partition's leader
 //! from Metadata, produce, fetch and list offsets there, and create and delete its topic
-//! through whichever gateway it reaches. The scripts are the ones `clients.rs` runs against one gateway, unchanged
-//! apart from taking a bootstrap list.
+//! through whichever gateway it reaches. The scripts are the ones `clients.rs` runs
+//! against one gateway; every script takes a bootstrap list.
 //!
 //! `confluent_kafka_over_sasl_ssl` runs the confluent-kafka security suite against a trio
 //! whose gateways each have a `SASL_SSL` listener (named in the broker list), an `SSL`
 //! listener requiring client certificates, and a loopback PLAINTEXT listener the harness
-//! uses to see that the three know one another: PLAIN through Iggy's users, OAUTHBEARER
-//! and client certificates, each client going to the leaders and the group coordinator
-//! on the listener it came in on (SCRAM: see [`TRIO_MECHANISMS`]).
+//! uses to see that the three know one another: PLAIN through Iggy's users, SCRAM-SHA-256
+//! and -512 with credentials created through one gateway and used on all (see
+//! [`TRIO_MECHANISMS`]), OAUTHBEARER and client certificates, each client going to the
+//! leaders and the group coordinator on the listener it came in on.
 //!
 //! Needs `IGGY_SERVER_BIN` and the clients (`scripts/install-clients.sh`); prints
 //! `SKIPPED:` without them (a missing client fails with `KAFKA_CLIENTS_REQUIRED=1`).
@@ -32,8 +33,13 @@ use support::trio::{Node, Trio};
 use support::{Backend, Client, IggyServer, iggy_server_bin, require, run_against_all};
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
+/// Nothing here stops a gateway, so the lease session is the default 10 s rather than the
+/// trio's short one: a gateway starved of CPU on a loaded machine for 3 s would lose its
+/// lease and stop in the middle of a suite.
+const SESSION: (&str, &str) = ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", "10000");
 /// kcat has no admin API: its topic is auto-created, with 3 partitions like the others.
-const KCAT_GATEWAY_ENV: &[(&str, &str)] = &[("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "3")];
+const KCAT_GATEWAY_ENV: &[(&str, &str)] =
+    &[SESSION, ("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "3")];
 
 /// A topic prefix for `name` whose suite topic, `<prefix>-<suffix>`, has its three
 /// partitions led by three different gateways, so the suite works with each of them (a
@@ -71,10 +77,10 @@ fn run(name: &str, client: Client, script: &str, topic_suffix: &str) {
     };
     let gateway_env = match client {
         Client::Shell { .. } => KCAT_GATEWAY_ENV,
-        _ => &[],
+        _ => &[SESSION],
     };
     let started = Instant::now();
-    let trio = Trio::start(IggyServer::start(&bin), gateway_env);
+    let mut trio = Trio::start(IggyServer::start(&bin), gateway_env);
     let live = trio.wait_live();
     eprintln!(
         "{name}: Iggy and three gateways up in {:?} (all listed everywhere {live:?} after the last start)",
@@ -123,11 +129,10 @@ suites! {
     kcat_librdkafka_2_16: "kcat on librdkafka 2.16", KCAT_2_16, "kcat_librdkafka_2_16.sh", "kcat-rdkafka-2-16";
 }
 
-/// The round trips of the security suite run against the trio. Not SCRAM yet: its
-/// credentials live in the bridge's meta stream, which a gateway reads at start only, so
-/// credentials created through one gateway are unknown to the others until the meta logs
-/// are read as they grow (then add `scram-sha-256,scram-sha-512` here).
-const TRIO_MECHANISMS: &str = "plain,oauthbearer,ssl-client-cert";
+/// The round trips of the security suite run against the trio: all of them. The SCRAM
+/// credentials are created through whichever gateway the admin client reaches and used on
+/// all three (they live in the meta stream, which every gateway re-reads).
+const TRIO_MECHANISMS: &str = "plain,scram-sha-256,scram-sha-512,oauthbearer,ssl-client-cert";
 
 fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
@@ -169,7 +174,7 @@ fn confluent_kafka_over_sasl_ssl() {
             }
         })
         .collect();
-    let trio = Trio::start_nodes(iggy, nodes, &[]);
+    let mut trio = Trio::start_nodes(iggy, nodes, &[SESSION]);
     trio.wait_live();
     let mut env = setup.script_env(Backend::Iggy, &ssl.join(","));
     env.push(("MECHANISMS", TRIO_MECHANISMS.into()));

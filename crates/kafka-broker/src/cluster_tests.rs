@@ -697,3 +697,69 @@ async fn a_fetch_led_elsewhere_names_the_leader_and_its_address() {
         vec![(two, not_leader, 2, 0), (mine, not_leader, -1, -1)]
     );
 }
+
+/// A Produce for partitions led elsewhere names their leaders from v10 (epoch 0) with
+/// their addresses for the request's listener; before v10 the error comes alone.
+#[tokio::test]
+async fn a_produce_led_elsewhere_names_the_leader_and_its_address() {
+    use produce_request::{PartitionProduceData, ProduceRequest, TopicProduceData};
+    let ids = [1, 2, 3];
+    let gw = gateway(&ids).await;
+    let (two, three) = (led_by(&ids, 2), led_by(&ids, 3));
+    let body = ProduceRequest {
+        acks: 1,
+        timeout_ms: 1000,
+        topic_data: vec![TopicProduceData {
+            name: ByteString::from_static("t"),
+            partition_data: [two, three]
+                .iter()
+                .map(|&index| PartitionProduceData {
+                    index,
+                    records: Some(batch()),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let not_leader = ErrorCode::NOT_LEADER_OR_FOLLOWER.code();
+    let hints = |r: &produce_response::ProduceResponse| -> Vec<(i32, i16, i32, i32)> {
+        r.responses[0]
+            .partition_responses
+            .iter()
+            .map(|p| {
+                (
+                    p.index,
+                    p.error_code,
+                    p.current_leader.leader_id,
+                    p.current_leader.leader_epoch,
+                )
+            })
+            .collect()
+    };
+    let ResponseBody::Produce(r) = call_on(&gw, "SSL", 10, body.clone().into()).await else {
+        panic!("not produce");
+    };
+    assert_eq!(
+        hints(&r),
+        vec![(two, not_leader, 2, 0), (three, not_leader, 3, 0)]
+    );
+    let endpoints: Vec<(i32, String, i32)> = r
+        .node_endpoints
+        .iter()
+        .map(|e| (e.node_id, e.host.to_string(), e.port))
+        .collect();
+    assert_eq!(
+        endpoints,
+        vec![(2, "ssl-2".into(), 9093), (3, "ssl-3".into(), 9093)]
+    );
+    let ResponseBody::Produce(r) = call(&gw, 9, body.into()).await else {
+        panic!("not produce");
+    };
+    assert_eq!(
+        hints(&r),
+        vec![(two, not_leader, -1, -1), (three, not_leader, -1, -1)]
+    );
+    assert!(r.node_endpoints.is_empty());
+}

@@ -13,7 +13,7 @@ function env () {
   return { bootstrap, prefix }
 }
 function client (bootstrap, clientId) {
-  return new Kafka({ clientId, brokers: [bootstrap], logLevel: logLevel.ERROR, retry: { retries: 3 } })
+  return new Kafka({ clientId, brokers: bootstrap.split(','), logLevel: logLevel.ERROR, retry: { retries: 3 } })
 }
 async function createTopic (kafka, topic, partitions) {
   const admin = kafka.admin()

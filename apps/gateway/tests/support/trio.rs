@@ -31,8 +31,13 @@ pub const HEARTBEAT_INTERVAL_MS: u64 = 300;
 /// How long the three may take to see one another after the last one started.
 pub const LIVE_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// One request to `addr` at `version`; panics on any I/O or decoding error.
-pub fn call(addr: SocketAddr, version: i16, body: RequestBody) -> ResponseBody {
+/// One request to `addr` at `version`; an I/O error is returned, an undecodable answer
+/// panics.
+pub fn try_call(
+    addr: SocketAddr,
+    version: i16,
+    body: RequestBody,
+) -> std::io::Result<ResponseBody> {
     let key = body.api_key();
     let header = RequestHeader {
         request_api_key: key.as_i16(),
@@ -41,19 +46,23 @@ pub fn call(addr: SocketAddr, version: i16, body: RequestBody) -> ResponseBody {
         client_id: Some(ByteString::from_static("cluster-test")),
         ..Default::default()
     };
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(&encode_request(&header, &body).unwrap())
-        .unwrap();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.write_all(&encode_request(&header, &body).unwrap())?;
     let mut size = [0u8; 4];
-    s.read_exact(&mut size).unwrap();
+    s.read_exact(&mut size)?;
     let mut raw = vec![0u8; usize::try_from(u32::from_be_bytes(size)).unwrap()];
-    s.read_exact(&mut raw).unwrap();
-    decode_response(key, version, &Bytes::from(raw)).unwrap().1
+    s.read_exact(&mut raw)?;
+    Ok(decode_response(key, version, &Bytes::from(raw)).unwrap().1)
 }
 
-/// Metadata v12 for `topic` (not auto-created).
-pub fn metadata(addr: SocketAddr, topic: &str) -> MetadataResponse {
+/// [`try_call`], panicking on an I/O error too.
+pub fn call(addr: SocketAddr, version: i16, body: RequestBody) -> ResponseBody {
+    try_call(addr, version, body).unwrap_or_else(|e| panic!("request to {addr}: {e}"))
+}
+
+/// Metadata v12 for `topic` (not auto-created); an I/O error is returned.
+pub fn try_metadata(addr: SocketAddr, topic: &str) -> std::io::Result<MetadataResponse> {
     let req = MetadataRequest {
         topics: Some(vec![MetadataRequestTopic {
             name: Some(ByteString::from(topic.to_owned())),
@@ -62,10 +71,15 @@ pub fn metadata(addr: SocketAddr, topic: &str) -> MetadataResponse {
         allow_auto_topic_creation: false,
         ..Default::default()
     };
-    match call(addr, 12, req.into()) {
-        ResponseBody::Metadata(m) => m,
+    match try_call(addr, 12, req.into())? {
+        ResponseBody::Metadata(m) => Ok(m),
         other => panic!("not metadata: {other:?}"),
     }
+}
+
+/// [`try_metadata`], panicking on an I/O error.
+pub fn metadata(addr: SocketAddr, topic: &str) -> MetadataResponse {
+    try_metadata(addr, topic).unwrap_or_else(|e| panic!("Metadata from {addr}: {e}"))
 }
 
 /// The node ids Metadata lists, in its order.
@@ -152,7 +166,8 @@ pub struct Trio {
 }
 
 impl Trio {
-    /// Three gateways with one PLAINTEXT listener each, and `extra` settings on all.
+    /// Three gateways with one PLAINTEXT listener each, and `extra` settings on all (they
+    /// win over the trio's own, such as the lease timings).
     pub fn start(iggy: IggyServer, extra: &[(&str, &str)]) -> Trio {
         Trio::start_nodes(iggy, (0..3).map(|_| Node::plaintext()).collect(), extra)
     }
@@ -190,13 +205,32 @@ impl Trio {
     }
 
     /// Waits until every gateway lists all of them in Metadata; returns how long that took.
-    pub fn wait_live(&self) -> Duration {
+    /// A probe that fails (a connection closed under it) counts as not yet; a gateway that
+    /// exits, or no agreement within [`LIVE_TIMEOUT`], fails with every gateway's log.
+    pub fn wait_live(&mut self) -> Duration {
         let all: Vec<i32> = (1..=i32::try_from(self.gateways.len()).unwrap()).collect();
-        until(LIVE_TIMEOUT, "every gateway listing all of them", || {
-            self.probes
+        let start = Instant::now();
+        loop {
+            let last = self
+                .probes
                 .iter()
-                .all(|p| broker_ids(&metadata(*p, "trio-live-probe")) == all)
-        })
+                .map(|p| try_metadata(*p, "trio-live-probe").map(|m| broker_ids(&m)))
+                .map(|r| r.map_err(|e| e.to_string()))
+                .collect::<Vec<_>>();
+            if last.iter().all(|r| r.as_ref().is_ok_and(|ids| *ids == all)) {
+                return start.elapsed();
+            }
+            let exited = self.gateways.iter_mut().any(|g| !g.is_running());
+            if exited || start.elapsed() > LIVE_TIMEOUT {
+                let logs: Vec<String> = self.gateways.iter().map(|g| g.output(60)).collect();
+                panic!(
+                    "the gateways did not all list one another within {LIVE_TIMEOUT:?} \
+                     (a gateway exited: {exited}); last probes {last:?}\n{}",
+                    logs.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// The gateways, for `run_against_all`.

@@ -22,8 +22,9 @@
 //! its partitions merged into its first entry. The number of entries is capped before
 //! anything is looked up (see [`super::caps`]).
 
+use super::metadata::{hinted_endpoints, leader_hint};
 use super::{Ctx, bs};
-use crate::cluster::{Route, leader};
+use crate::cluster::Route;
 use crate::store::{StoreError, TopicInfo};
 use bytes::Bytes;
 use futures_util::future::select_all;
@@ -238,8 +239,7 @@ async fn read_all(
                     if code == ErrorCode::NOT_LEADER_OR_FOLLOWER
                         && ctx.version >= 12
                         && let Ok(info) = &t.info
-                        && let Some(node) = leader(&route.view, &info.name, p.partition)
-                        && node != route.me
+                        && let Some(node) = leader_hint(&route, &info.name, p.partition)
                     {
                         data.current_leader = LeaderIdAndEpoch {
                             leader_id: node,
@@ -264,8 +264,7 @@ async fn read_all(
         });
     }
     let node_endpoints = if ctx.version >= 16 && !hinted.is_empty() {
-        super::metadata::live_brokers(ctx, &route)
-            .filter(|(node, _, _)| hinted.contains(node))
+        hinted_endpoints(ctx, &route, &hinted)
             .map(|(node_id, host, port)| NodeEndpoint {
                 node_id,
                 host: bs(host),

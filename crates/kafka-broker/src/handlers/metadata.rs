@@ -80,6 +80,23 @@ pub(crate) fn live_brokers<'a>(
     })
 }
 
+/// The gateway to name in a `NOT_LEADER_OR_FOLLOWER` answer for `topic`'s `partition`
+/// (the `current_leader` of Produce v10+ and Fetch v12+): its placed leader, unless that
+/// is this gateway (which then holds no lease, and knows no better leader) or nobody.
+pub(crate) fn leader_hint(route: &Route, topic: &str, partition: i32) -> Option<i32> {
+    leader(&route.view, topic, partition).filter(|node| *node != route.me)
+}
+
+/// The addresses of `nodes` for the request's listener, as [`live_brokers`] gives them,
+/// for the `node_endpoints` that go with leader hints (KIP-951).
+pub(crate) fn hinted_endpoints<'a>(
+    ctx: &'a Ctx<'_>,
+    route: &'a Route,
+    nodes: &'a std::collections::BTreeSet<i32>,
+) -> impl Iterator<Item = (i32, &'a str, u16)> + 'a {
+    live_brokers(ctx, route).filter(move |(node, _, _)| nodes.contains(node))
+}
+
 fn error_entry(name: Option<&str>, id: Uuid, code: ErrorCode) -> MetadataResponseTopic {
     MetadataResponseTopic {
         error_code: code.code(),

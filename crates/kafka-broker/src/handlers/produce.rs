@@ -15,6 +15,11 @@
 //! supported, and storing such records as ordinary ones would break what the producer
 //! was promised. With acks=0 no response is sent.
 //!
+//! A partition another gateway leads is answered `NOT_LEADER_OR_FOLLOWER` before its
+//! records are looked at; from v10 the answer names that gateway in `current_leader`
+//! (leader epoch 0, as Metadata says) and its address for the request's listener in
+//! `node_endpoints` (KIP-951), so the client can resend there at once.
+//!
 //! Decompressing and walking the records is the expensive part: a few bytes of zstd can
 //! inflate to the batch limit. A request with compressed records, or with more
 //! uncompressed bytes than `inline_validation_bytes`, is checked on the validation pool
@@ -37,6 +42,7 @@
 //! gateway began leading it, its producer state is rebuilt from the log
 //! ([`crate::producers`]).
 
+use super::metadata::{hinted_endpoints, leader_hint};
 use super::{Ctx, Reply, Step, bs};
 use crate::broker::now_ms;
 use crate::producers::{BatchId, Verdict};
@@ -44,11 +50,11 @@ use crate::store::{AppendOutcome, PendingAppend, TopicInfo, ValidBatch, check_ba
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::{ErrorCode, Uuid};
 use kafka_records::{Compression, DecodeLimits, TimestampType};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tracing::debug;
 
@@ -719,6 +725,9 @@ async fn settle_all(
 /// acks=0).
 pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
     let topics = settle_all(ctx, submitted.topics, submitted.timeout).await;
+    // Partitions refused as led elsewhere name their leader (v10+, KIP-951).
+    let route = (ctx.version >= 10).then(|| ctx.broker.route());
+    let mut hinted: BTreeSet<i32> = BTreeSet::new();
     let mut refused = 0usize;
     let mut responses = Vec::with_capacity(topics.len());
     for PerTopic {
@@ -750,7 +759,7 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
                     if refused == 1 {
                         debug!(topic = %name, partition = index, %code, ?msg, "produce refused");
                     }
-                    PartitionProduceResponse {
+                    let mut response = PartitionProduceResponse {
                         index,
                         error_code: code.code(),
                         base_offset: -1,
@@ -758,7 +767,20 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
                         log_start_offset: -1,
                         error_message: if ctx.version >= 8 { msg.map(bs) } else { None },
                         ..PartitionProduceResponse::default()
+                    };
+                    // From v13 the request names topics by id only: no name to place.
+                    if code == ErrorCode::NOT_LEADER_OR_FOLLOWER
+                        && let Some(route) = &route
+                        && let Some(node) = leader_hint(route, &name, index)
+                    {
+                        response.current_leader = LeaderIdAndEpoch {
+                            leader_id: node,
+                            leader_epoch: 0,
+                            ..LeaderIdAndEpoch::default()
+                        };
+                        hinted.insert(node);
                     }
+                    response
                 }
             });
         }
@@ -780,8 +802,21 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
     if refused > 1 {
         debug!(partitions = refused, "produce request: partitions refused");
     }
+    let node_endpoints = match &route {
+        Some(route) if !hinted.is_empty() => hinted_endpoints(ctx, route, &hinted)
+            .map(|(node_id, host, port)| NodeEndpoint {
+                node_id,
+                host: bs(host),
+                port: i32::from(port),
+                rack: None,
+                ..NodeEndpoint::default()
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let response = ProduceResponse {
         responses,
+        node_endpoints,
         ..ProduceResponse::default()
     }
     .into();
