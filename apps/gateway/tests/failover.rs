@@ -25,7 +25,8 @@
 //! `FAILOVER_PAUSE_MS` makes the pause longer than until the others dropped the gateway
 //! plus one second (to see how long clients wait for a gateway that holds their
 //! requests); `FAILOVER_RATE` is the producer's records a second (300);
-//! `FAILOVER_SESSION_TIMEOUT_MS` the members' `session.timeout.ms` (10000).
+//! `FAILOVER_SESSION_TIMEOUT_MS` the members' `session.timeout.ms` (10000);
+//! `FAILOVER_GATEWAY_TIMINGS=<session ms>/<heartbeat ms>` the gateways' (5000/500).
 //!
 //! Needs `IGGY_SERVER_BIN` and confluent-kafka (`scripts/install-clients.sh`); prints
 //! `SKIPPED:` without them.
@@ -51,6 +52,19 @@ const PARTITIONS: i32 = 6;
 /// expect of the gateways that stay.
 const SESSION_TIMEOUT_MS: u64 = 5000;
 const HEARTBEAT_INTERVAL_MS: u64 = 500;
+
+/// The gateways' session timeout and heartbeat interval: [`SESSION_TIMEOUT_MS`] and
+/// [`HEARTBEAT_INTERVAL_MS`], or `FAILOVER_GATEWAY_TIMINGS=<session ms>/<heartbeat ms>`.
+fn lease_timings() -> (u64, u64) {
+    let Ok(set) = std::env::var("FAILOVER_GATEWAY_TIMINGS") else {
+        return (SESSION_TIMEOUT_MS, HEARTBEAT_INTERVAL_MS);
+    };
+    let parsed = set
+        .split_once('/')
+        .and_then(|(s, h)| Some((s.parse().ok()?, h.parse().ok()?)));
+    parsed
+        .unwrap_or_else(|| panic!("FAILOVER_GATEWAY_TIMINGS={set:?}: <session ms>/<heartbeat ms>"))
+}
 /// How long the clients get to resume after a failure or a restart (generous: a wait,
 /// not a measurement).
 const RESUME_TIMEOUT_SECS: &str = "120";
@@ -262,11 +276,16 @@ impl Drop for Load {
 /// partitions is led outside them. Panics with its log if one of them has exited.
 fn settled(trio: &mut Trio, topic: &str, nodes: &[i32]) -> bool {
     for n in nodes {
-        let gateway = &mut trio.gateways[index(*n)];
-        if let Some(status) = gateway.exit_status() {
+        if let Some(status) = trio.gateways[index(*n)].exit_status() {
+            let logs: Vec<String> = trio
+                .gateways
+                .iter()
+                .enumerate()
+                .map(|(i, g)| format!("=== gateway {} ===\n{}", i + 1, g.output(60)))
+                .collect();
             panic!(
                 "gateway {n} exited ({status}) unexpectedly\n{}",
-                gateway.output(60)
+                logs.join("\n")
             );
         }
     }
@@ -302,8 +321,9 @@ fn run(failure: Failure) {
     let Some(bin) = iggy_server_bin(name) else {
         return;
     };
-    let session = SESSION_TIMEOUT_MS.to_string();
-    let heartbeat = HEARTBEAT_INTERVAL_MS.to_string();
+    let (session_ms, heartbeat_ms) = lease_timings();
+    let session = session_ms.to_string();
+    let heartbeat = heartbeat_ms.to_string();
     let timings = [
         ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", session.as_str()),
         (
@@ -363,7 +383,7 @@ fn run(failure: Failure) {
         }
     };
     until(
-        Duration::from_millis(SESSION_TIMEOUT_MS * 5),
+        Duration::from_millis(session_ms * 5),
         "leadership leaving the failed gateway",
         || settled(&mut trio, &topic, &survivors),
     );
@@ -385,7 +405,7 @@ fn run(failure: Failure) {
         "{new_coordinator:?}"
     );
     eprintln!(
-        "MEASURED: {label}: gone from the others' Metadata, its partitions led by {after:?}, after {moved} ms (session timeout {SESSION_TIMEOUT_MS} ms)"
+        "MEASURED: {label}: gone from the others' Metadata, its partitions led by {after:?}, after {moved} ms (session timeout {session_ms} ms)"
     );
 
     if failure == Failure::Pause {
