@@ -28,8 +28,10 @@
 //! The coordinator task keeps the set of loaded shards. A group request for a shard this
 //! gateway coordinates but has not loaded yet waits for the load up to
 //! [`GroupStateSettings::load_wait`], then answers `COORDINATOR_LOAD_IN_PROGRESS`
-//! (retriable: the client backs off and retries). Requests for a shard another gateway
-//! coordinates are refused before they get here (`NOT_COORDINATOR`).
+//! (retriable: the client backs off and retries), except where Kafka's coordinator answers
+//! otherwise while loading: Heartbeat gets `NONE` and SyncGroup `REBALANCE_IN_PROGRESS`
+//! (see `not_loaded`). Requests for a shard another gateway coordinates are refused before
+//! they get here (`NOT_COORDINATOR`).
 //!
 //! # Writing group states
 //!
@@ -386,17 +388,24 @@ impl Groups {
     }
 }
 
-/// The answer to a request for a group whose shard is not loaded.
+/// The answer to a request for a group whose shard is not loaded, as Kafka's coordinator
+/// gives it: JoinGroup and LeaveGroup get `COORDINATOR_LOAD_IN_PROGRESS`; SyncGroup gets
+/// `REBALANCE_IN_PROGRESS` (the rebalance it belonged to is not known here, and clients
+/// do not all expect the loading code from SyncGroup, so the member rejoins); Heartbeat
+/// gets `NONE` (answered blindly: clients treat the loading code from Heartbeat as an
+/// unexpected error, and the member is checked at its next heartbeat after the load).
 fn not_loaded(command: &Command) -> Response {
-    let error = ErrorCode::COORDINATOR_LOAD_IN_PROGRESS;
+    let loading = ErrorCode::COORDINATOR_LOAD_IN_PROGRESS;
     match command {
-        Command::Join(r, _) => Response::Join(JoinResponse::failed(r.member_id.clone(), error)),
-        Command::Sync(..) => Response::Sync(SyncResponse::failed(error)),
+        Command::Join(r, _) => Response::Join(JoinResponse::failed(r.member_id.clone(), loading)),
+        Command::Sync(..) => Response::Sync(SyncResponse::failed(ErrorCode::REBALANCE_IN_PROGRESS)),
         Command::Leave(..) => Response::Leave(LeaveResponse {
-            error,
+            error: loading,
             members: Vec::new(),
         }),
-        _ => Response::Heartbeat(HeartbeatResponse { error }),
+        _ => Response::Heartbeat(HeartbeatResponse {
+            error: ErrorCode::NONE,
+        }),
     }
 }
 

@@ -462,17 +462,17 @@ async fn a_group_continues_on_its_new_coordinator_and_after_a_restart() {
     for gw in [a.addr, b.addr] {
         assert_eq!(find_coordinator(gw, &group).await, (NONE, 3, i32::from(pb)));
     }
-    // Members heartbeat on B in their generation: no rebalance.
+    // Once B has loaded the shard, members heartbeat there in their generation: no
+    // rebalance.
+    let (e, st, n) = settled(|| describe(b.addr, &group), |d| d.0).await;
+    assert_eq!((e, st.as_str(), n), (NONE, "Stable", 2));
     for c in [&leader, &follower] {
-        let e = settled(|| heartbeat(b.addr, &group, c), |e| *e).await;
-        assert_eq!(e, NONE, "{c:?}");
+        assert_eq!(heartbeat(b.addr, &group, c).await, NONE, "{c:?}");
     }
     assert_eq!(heartbeat(a.addr, &group, &leader).await, NOT_COORDINATOR);
     assert_eq!(fetch(a.addr, &group).await.0, NOT_COORDINATOR);
     assert_eq!(fetch_v1(a.addr, &group).await, (NONE, NOT_COORDINATOR));
     assert_eq!(fetch(b.addr, &group).await, (NONE, 42));
-    let (e, st, n) = describe(b.addr, &group).await;
-    assert_eq!((e, st.as_str(), n), (NONE, "Stable", 2));
     // A commit of the restored generation is accepted by B.
     assert_eq!(commit(b.addr, &group, &follower, 43).await, NONE);
 
@@ -497,9 +497,10 @@ async fn a_group_continues_on_its_new_coordinator_and_after_a_restart() {
         store.clone(),
         config(3, pb, GroupConfig::default(), state),
     );
+    let (e, st, n) = settled(|| describe(c.addr, &group), |d| d.0).await;
+    assert_eq!((e, st.as_str(), n), (NONE, "Stable", 2));
     for m in [&leader, &follower] {
-        let e = settled(|| heartbeat(c.addr, &group, m), |e| *e).await;
-        assert_eq!(e, NONE, "{m:?}");
+        assert_eq!(heartbeat(c.addr, &group, m).await, NONE, "{m:?}");
     }
     assert_eq!(fetch(c.addr, &group).await, (NONE, 43));
     a.stop().await;
@@ -575,8 +576,13 @@ async fn a_corrupt_stored_state_leaves_its_group_to_start_empty() {
         generation: 1,
         ..Consumer::default()
     };
-    let e = settled(|| heartbeat(gw.addr, &corrupt, &ghost), |e| *e).await;
-    assert_eq!(e, ErrorCode::UNKNOWN_MEMBER_ID.code());
+    let (e, st, _) = settled(|| describe(gw.addr, &corrupt), |d| d.0).await;
+    // Unknown (DescribeGroups v5 says Dead; v6 would add GROUP_ID_NOT_FOUND).
+    assert_eq!((e, st.as_str()), (NONE, "Dead"));
+    assert_eq!(
+        heartbeat(gw.addr, &corrupt, &ghost).await,
+        ErrorCode::UNKNOWN_MEMBER_ID.code()
+    );
     // The good group of the same shard is back, in its generation.
     assert_eq!(heartbeat(gw.addr, good, &restored_member(good)).await, NONE);
     // The corrupt one forms anew, and its state is written over.
@@ -728,9 +734,19 @@ async fn requests_while_a_shard_loads_get_the_retriable_code() {
         ),
     );
     let m = restored_member(group);
-    // FindCoordinator answers at once; every group API says "loading", never blocks.
+    // FindCoordinator answers at once; the group APIs say "loading" and never block;
+    // as in Kafka, Heartbeat is answered blindly and SyncGroup sends the member to rejoin.
     assert_eq!(find_coordinator(gw.addr, group).await.0, NONE);
-    assert_eq!(heartbeat(gw.addr, group, &m).await, LOADING);
+    let stranger = Consumer {
+        member_id: "nobody".into(),
+        generation: 9,
+        ..Consumer::default()
+    };
+    assert_eq!(heartbeat(gw.addr, group, &stranger).await, NONE);
+    assert_eq!(
+        sync(gw.addr, group, &m).await.0,
+        ErrorCode::REBALANCE_IN_PROGRESS.code()
+    );
     assert_eq!(join(gw.addr, group, "").await.unwrap_err(), LOADING);
     assert_eq!(commit(gw.addr, group, &m, 5).await, LOADING);
     assert_eq!(fetch(gw.addr, group).await.0, LOADING);
@@ -747,10 +763,15 @@ async fn requests_while_a_shard_loads_get_the_retriable_code() {
     }
     assert_eq!(gated.failures.load(Ordering::SeqCst), 0);
     assert_eq!(gated.acquires.load(Ordering::SeqCst), 20 + 16);
-    assert_eq!(heartbeat(gw.addr, group, &m).await, LOADING);
+    assert_eq!(describe(gw.addr, group).await.0, LOADING);
     gated.open.store(true, Ordering::SeqCst);
-    let e = settled(|| heartbeat(gw.addr, group, &m), |e| *e).await;
-    assert_eq!(e, NONE);
+    let (e, st, _) = settled(|| describe(gw.addr, group), |d| d.0).await;
+    assert_eq!((e, st.as_str()), (NONE, "Stable"));
+    assert_eq!(heartbeat(gw.addr, group, &m).await, NONE);
+    assert_eq!(
+        heartbeat(gw.addr, group, &stranger).await,
+        ErrorCode::UNKNOWN_MEMBER_ID.code()
+    );
     assert_eq!(commit(gw.addr, group, &m, 5).await, NONE);
     assert_eq!(fetch(gw.addr, group).await, (NONE, 5));
     assert_eq!(fetch_v1(gw.addr, group).await, (NONE, NONE));

@@ -7,7 +7,8 @@
 //! names several). While this gateway is still loading the shard of a group it now
 //! coordinates, the group APIs answer `COORDINATOR_LOAD_IN_PROGRESS` (code 14, known to
 //! every version of them; retriable), per group where the API names several, and
-//! ListGroups as a whole while any of its shards loads.
+//! ListGroups as a whole while any of its shards loads; as in Kafka, Heartbeat is answered
+//! `NONE` and SyncGroup `REBALANCE_IN_PROGRESS` instead.
 //! Membership and rebalances are decided by the `kafka-groups` state machine; these
 //! handlers translate between wire versions and its domain types.
 //!
