@@ -22,7 +22,9 @@ use kafka_protocol::messages::produce_request::{
 use kafka_protocol::{ByteString, ResponseBody};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use support::trio::{SESSION_TIMEOUT_MS, Trio, broker_ids, call, cluster_env, metadata, until};
+use support::trio::{
+    DEFAULT_LEASE, SESSION_TIMEOUT_MS, Trio, broker_ids, call, cluster_env, metadata, until,
+};
 use support::{Client, Gateway, IggyServer, iggy_server_bin, require, run_against_all};
 
 const PARTITIONS: i32 = 12;
@@ -200,7 +202,7 @@ fn confluent_against_trio(name: &str, script: &str) {
     let Some(bin) = iggy_server_bin(name) else {
         return;
     };
-    let mut trio = Trio::start(IggyServer::start(&bin), &[]);
+    let mut trio = Trio::start(IggyServer::start(&bin), DEFAULT_LEASE);
     trio.wait_live();
     run_against_all(
         &trio.refs(),
@@ -280,7 +282,7 @@ fn topic_admin_works_through_any_gateway() {
     let Some(bin) = iggy_server_bin("topic admin on three gateways") else {
         return;
     };
-    let mut trio = Trio::start(IggyServer::start(&bin), &[]);
+    let mut trio = Trio::start(IggyServer::start(&bin), DEFAULT_LEASE);
     trio.wait_live();
     let addrs: Vec<SocketAddr> = trio.gateways.iter().map(|g| g.addr).collect();
     let topic = format!("admin-{}", test_support::unique());

@@ -10,6 +10,12 @@
 //! through whichever gateway it reaches. The scripts are the ones `clients.rs` runs
 //! against one gateway; every script takes a bootstrap list.
 //!
+//! The consumer-group scenarios of `tests/clients/groups/` (`groups.rs`) run the same way
+//! (`*_groups`): admin APIs on groups (ListGroups, DescribeGroups, offsets, OffsetDelete,
+//! DeleteGroups) with every client that has them, consumers resuming from their commits,
+//! cooperative and static membership, and a member killed: the group's coordinator is
+//! one of the three, its partitions' leaders are spread over all of them.
+//!
 //! `confluent_kafka_over_sasl_ssl` runs the confluent-kafka security suite against a trio
 //! whose gateways each have a `SASL_SSL` listener (named in the broker list), an `SSL`
 //! listener requiring client certificates, and a loopback PLAINTEXT listener the harness
@@ -29,17 +35,18 @@ use kafka_broker::store::cluster::{LiveView, Member};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use support::security::SecureSetup;
-use support::trio::{Node, Trio};
+use support::trio::{DEFAULT_LEASE, Node, Trio};
 use support::{Backend, Client, IggyServer, iggy_server_bin, require, run_against_all};
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
-/// Nothing here stops a gateway, so the lease session is the default 10 s rather than the
-/// trio's short one: a gateway starved of CPU on a loaded machine for 3 s would lose its
-/// lease and stop in the middle of a suite.
-const SESSION: (&str, &str) = ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", "10000");
+/// Nothing here stops a gateway: the default lease timings (see [`DEFAULT_LEASE`]).
+const LEASE: &[(&str, &str)] = DEFAULT_LEASE;
 /// kcat has no admin API: its topic is auto-created, with 3 partitions like the others.
-const KCAT_GATEWAY_ENV: &[(&str, &str)] =
-    &[SESSION, ("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "3")];
+const KCAT_GATEWAY_ENV: &[(&str, &str)] = &[
+    LEASE[0],
+    LEASE[1],
+    ("IGGY_KAFKA_AUTO_CREATE_TOPICS_PARTITIONS", "3"),
+];
 
 /// A topic prefix for `name` whose suite topic, `<prefix>-<suffix>`, has its three
 /// partitions led by three different gateways, so the suite works with each of them (a
@@ -69,15 +76,21 @@ fn spread_prefix(name: &str, suffix: &str) -> String {
 
 fn run(name: &str, client: Client, script: &str, topic_suffix: &str) {
     let name = format!("{name} on three gateways");
-    if !require(&name, client) {
+    let prefix = spread_prefix(&name, topic_suffix);
+    run_on_trio(&name, client, &format!("tests/clients/{script}"), &prefix);
+}
+
+/// Runs `script` with `client` against a fresh trio, topics under `prefix`.
+fn run_on_trio(name: &str, client: Client, script: &str, prefix: &str) {
+    if !require(name, client) {
         return;
     }
-    let Some(bin) = iggy_server_bin(&name) else {
+    let Some(bin) = iggy_server_bin(name) else {
         return;
     };
     let gateway_env = match client {
         Client::Shell { .. } => KCAT_GATEWAY_ENV,
-        _ => &[SESSION],
+        _ => LEASE,
     };
     let started = Instant::now();
     let mut trio = Trio::start(IggyServer::start(&bin), gateway_env);
@@ -88,13 +101,46 @@ fn run(name: &str, client: Client, script: &str, topic_suffix: &str) {
     );
     run_against_all(
         &trio.refs(),
-        &name,
+        name,
         client,
-        &format!("tests/clients/{script}"),
+        script,
         &[],
-        &spread_prefix(&name, topic_suffix),
+        prefix,
         SCRIPT_TIMEOUT,
     );
+}
+
+/// One test per group scenario of `tests/clients/groups/` run against the trio.
+macro_rules! group_scenarios {
+    ($($test:ident: $name:expr, $client:expr, $script:expr;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                let name = format!("{} group scenario {} on three gateways", $name, $script);
+                run_on_trio(
+                    &name,
+                    $client,
+                    &format!("tests/clients/groups/{}", $script),
+                    &support::topic_prefix(&name),
+                );
+            }
+        )*
+    };
+}
+
+group_scenarios! {
+    confluent_kafka_admin_groups: "confluent-kafka", CONFLUENT, "confluent_admin.py";
+    kafka_python_admin_groups: "kafka-python", Client::Python { module: "kafka" }, "kafka_python_admin.py";
+    kafkajs_admin_groups: "kafkajs", Client::Node, "kafkajs_admin.js";
+    java_admin_groups: "java kafka-clients", Client::Java, "JavaAdmin.java";
+    kafka_python_resume_groups: "kafka-python", Client::Python { module: "kafka" }, "kafka_python_resume.py";
+    aiokafka_resume_groups: "aiokafka", Client::Python { module: "aiokafka" }, "aiokafka_resume.py";
+    kafkajs_resume_groups: "kafkajs", Client::Node, "kafkajs_resume.js";
+    java_resume_groups: "java kafka-clients", Client::Java, "JavaResume.java";
+    java_cooperative_groups: "java kafka-clients", Client::Java, "JavaCooperative.java";
+    java_static_groups: "java kafka-clients", Client::Java, "JavaStatic.java";
+    confluent_kafka_cooperative_groups: "confluent-kafka", CONFLUENT, "confluent_cooperative.py";
+    confluent_kafka_kill_groups: "confluent-kafka", CONFLUENT, "confluent_kill.py";
 }
 
 /// One test per client suite; the last field is the suffix of the suite's topic name.
@@ -131,8 +177,16 @@ suites! {
 
 /// The round trips of the security suite run against the trio: all of them. The SCRAM
 /// credentials are created through whichever gateway the admin client reaches and used on
-/// all three (they live in the meta stream, which every gateway re-reads).
+/// all three (they live in the meta stream, which every gateway re-reads; see
+/// [`SCRAM_PROPAGATION_SECONDS`]).
 const TRIO_MECHANISMS: &str = "plain,scram-sha-256,scram-sha-512,oauthbearer,ssl-client-cert";
+/// How long the suite waits between creating the SCRAM credentials through one gateway
+/// and using them on all: the others learn of them when they next re-read the meta
+/// stream (every `IGGY_KAFKA_IGGY_META_REFRESH_INTERVAL_MS`, 1 s by default), three
+/// intervals to allow for a loaded machine. Without the wait a client reaching a gateway
+/// that has not re-read yet fails to authenticate, as with Kafka brokers that have not
+/// yet heard of a change from the controller.
+const SCRAM_PROPAGATION_SECONDS: &str = "3";
 
 fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
@@ -174,10 +228,11 @@ fn confluent_kafka_over_sasl_ssl() {
             }
         })
         .collect();
-    let mut trio = Trio::start_nodes(iggy, nodes, &[SESSION]);
+    let mut trio = Trio::start_nodes(iggy, nodes, LEASE);
     trio.wait_live();
     let mut env = setup.script_env(Backend::Iggy, &ssl.join(","));
     env.push(("MECHANISMS", TRIO_MECHANISMS.into()));
+    env.push(("SCRAM_PROPAGATION_SECONDS", SCRAM_PROPAGATION_SECONDS.into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     run_against_all(
         &trio.refs(),

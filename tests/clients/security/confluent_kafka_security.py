@@ -12,7 +12,12 @@ Each is a produce/consume round trip on its own topic with its own consumer grou
 commits and reads its committed offsets back. A wrong PLAIN or SCRAM password must end in
 an authentication error (not a hang, not a success), and the SSL listener must refuse a
 client without a certificate.
+
+SCRAM_PROPAGATION_SECONDS (optional, default 0): how long to wait after creating the SCRAM
+credentials before using them, for several brokers that learn of a change through one of
+them within a bounded interval (as Kafka brokers learn of it from the controller).
 """
+import os
 import time
 
 from sec_common import (PARTITIONS, Settings, check, committed_ok, compare_consumed, fail,
@@ -180,6 +185,10 @@ def main():
     if scram:
         create_scram_credentials(admin)
         step(f"SCRAM credentials of {S.scram_user} created and described")
+        propagation = float(os.environ.get("SCRAM_PROPAGATION_SECONDS") or 0)
+        if propagation > 0:
+            time.sleep(propagation)
+            step(f"waited {propagation} s for every broker to know the credentials")
         alter_refused_for_plain_user()
         step(f"AlterUserScramCredentials refused for {S.plain_user}")
 

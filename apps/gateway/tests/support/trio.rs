@@ -28,6 +28,14 @@ use std::time::{Duration, Instant};
 pub const SESSION_TIMEOUT_MS: u64 = 3000;
 /// Their heartbeat interval (under a third of the session timeout).
 pub const HEARTBEAT_INTERVAL_MS: u64 = 300;
+/// The default lease timings (session 10 s, heartbeat 1 s), for trios whose tests stop
+/// no gateway: on a loaded machine a gateway starved of CPU for 3 s would lose a short
+/// lease and stop in the middle of a test, and a first heartbeat not answered within a
+/// 300 ms interval fails a gateway's start. Pass as `extra` to [`Trio::start`].
+pub const DEFAULT_LEASE: &[(&str, &str)] = &[
+    ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", "10000"),
+    ("IGGY_KAFKA_CLUSTER_HEARTBEAT_INTERVAL_MS", "1000"),
+];
 /// How long the three may take to see one another after the last one started.
 pub const LIVE_TIMEOUT: Duration = Duration::from_secs(15);
 
