@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 pub mod attack;
 pub mod background;
+pub mod failover;
 pub mod security;
 pub mod trio;
 
@@ -500,47 +501,15 @@ pub fn run_against_all(
         .map(|g| g.addr.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    let root = repo_root();
     let dir = scratch_dir("client");
     let out_path = dir.join("client.log");
     let out = File::create(&out_path).expect("create client log");
-    let path = root.join(script);
-    let mut cmd = match client {
-        Client::Python { .. } => {
-            let mut c = Command::new(root.join(".clients/venv/bin/python"));
-            c.arg(&path).env("PYTHONUNBUFFERED", "1");
-            c
-        }
-        Client::Node => {
-            let mut c = Command::new("node");
-            c.arg(&path)
-                .env("NODE_PATH", root.join(".clients/node/node_modules"));
-            c
-        }
-        Client::Java => {
-            let mut c = Command::new("java");
-            c.arg("-cp")
-                .arg(format!("{}/*", root.join(".clients/java/jars").display()))
-                .arg(&path);
-            c
-        }
-        Client::Shell { .. } => {
-            let mut c = Command::new("bash");
-            c.arg(&path);
-            c
-        }
-    };
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
+    let mut cmd = client_command(client, script);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.current_dir(&root)
-        .env("BOOTSTRAP", &bootstrap)
+    cmd.env("BOOTSTRAP", &bootstrap)
         .env("TOPIC_PREFIX", prefix)
-        .stdin(Stdio::null())
         .stdout(Stdio::from(out.try_clone().expect("clone log handle")))
         .stderr(Stdio::from(out));
     let started = Instant::now();
@@ -582,4 +551,101 @@ pub fn run_against_all(
         tail(&output, 40),
         logs.join("\n")
     );
+}
+
+/// The command that runs `script` (a path relative to the repository root) with `client`
+/// from the repository root, in its own process group, with stdin closed.
+fn client_command(client: Client, script: &str) -> Command {
+    let root = repo_root();
+    let path = root.join(script);
+    let mut cmd = match client {
+        Client::Python { .. } => {
+            let mut c = Command::new(root.join(".clients/venv/bin/python"));
+            c.arg(&path).env("PYTHONUNBUFFERED", "1");
+            c
+        }
+        Client::Node => {
+            let mut c = Command::new("node");
+            c.arg(&path)
+                .env("NODE_PATH", root.join(".clients/node/node_modules"));
+            c
+        }
+        Client::Java => {
+            let mut c = Command::new("java");
+            c.arg("-cp")
+                .arg(format!("{}/*", root.join(".clients/java/jars").display()))
+                .arg(&path);
+            c
+        }
+        Client::Shell { .. } => {
+            let mut c = Command::new("bash");
+            c.arg(&path);
+            c
+        }
+    };
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    cmd.current_dir(&root).stdin(Stdio::null());
+    cmd
+}
+
+/// A client script running in the background (see [`Background::spawn`]); its whole
+/// process group is killed on drop.
+pub struct Background {
+    script: Script,
+    /// Where its stdout and stderr go.
+    pub log: PathBuf,
+}
+
+impl Background {
+    /// Starts `script` with `client`, `BOOTSTRAP=bootstrap` and `env`, its output to `log`,
+    /// and returns at once.
+    pub fn spawn(
+        (client, script): (Client, &str),
+        bootstrap: &str,
+        env: &[(&str, &str)],
+        log: PathBuf,
+    ) -> Background {
+        let out = File::create(&log).expect("create client log");
+        let mut cmd = client_command(client, script);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.env("BOOTSTRAP", bootstrap)
+            .stdout(Stdio::from(out.try_clone().expect("clone log handle")))
+            .stderr(Stdio::from(out));
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {script}: {e}"));
+        Background {
+            script: Script { child },
+            log,
+        }
+    }
+
+    /// How it exited, if it has.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        self.script.child.try_wait().ok().flatten()
+    }
+
+    /// Waits up to `timeout` for it to exit; `None` if it is still running.
+    pub fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.exit_status() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The last `lines` lines of its output.
+    pub fn output(&self, lines: usize) -> String {
+        tail(&read_lossy(&self.log), lines)
+    }
 }
