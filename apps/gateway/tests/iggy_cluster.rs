@@ -1,6 +1,6 @@
 //! A gateway on a three-node Iggy cluster (nodes on 127.0.0.1, 127.0.0.2 and
 //! 127.0.0.3, all three in `IGGY_KAFKA_IGGY_ADDR`): an idempotent confluent-kafka
-//! producer (acks=all, one request in flight, see [`IN_FLIGHT`]) sends at a steady rate
+//! producer (acks=all, five requests in flight, see [`IN_FLIGHT`]) sends at a steady rate
 //! while the cluster's primary is killed with SIGKILL. The producer's records all land,
 //! each exactly once, none is reported failed, and the gateway keeps running. The
 //! longest pause between two acknowledgements (the failover as the producer sees it)
@@ -113,13 +113,12 @@ sys.exit(0 if ok else 1)
 /// Gateway log lines shown when the test fails.
 const LOG_LINES: usize = 200;
 
-/// Produce requests the client keeps in flight per connection. One: with five, the
-/// batch whose send was lost with the primary is answered `LEADER_NOT_AVAILABLE`, the
-/// batches behind it `OUT_OF_ORDER_SEQUENCE_NUMBER`, and librdkafka then bumps its
-/// producer epoch locally ("All partitions drained, bumped epoch"), which the gateway's
-/// producer state refuses as an epoch it never handed out (`INVALID_PRODUCER_EPOCH` for
-/// every later batch). That is the producer-state check's to fix, not the bridge's.
-const IN_FLIGHT: u32 = 1;
+/// Produce requests the client keeps in flight per connection: librdkafka's default,
+/// five. The batch whose send was lost with the primary is answered
+/// `LEADER_NOT_AVAILABLE`, the batches behind it `OUT_OF_ORDER_SEQUENCE_NUMBER`, and
+/// librdkafka then bumps its producer epoch locally ("All partitions drained, bumped
+/// epoch") and resends from sequence 0, which the gateway accepts as Kafka does.
+const IN_FLIGHT: u32 = 5;
 
 /// Iggy's primary-liveness window: its default. A shorter one (2 s, the smallest) makes
 /// the failover faster, but on a loaded machine it also moves the primary without any
