@@ -8,7 +8,7 @@ use crate::dispatch::{self, Outcome};
 use crate::pipeline::authorization::tests::batch;
 use crate::server::Stores;
 use crate::session::{Listener, SecurityProtocol, Session};
-use crate::store::cluster::{LiveView, Member, MemberListener, Membership};
+use crate::store::cluster::{LiveView, ManualMembership, Member, MemberListener};
 use crate::store::memory::{MemoryStore, MemoryStoreConfig};
 use crate::store::{LogStore, NewTopic, TopicConfig};
 use bytes::Bytes;
@@ -17,8 +17,6 @@ use kafka_protocol::messages::request_header::RequestHeader;
 use kafka_protocol::messages::*;
 use kafka_protocol::{ByteString, ErrorCode, RequestBody, ResponseBody};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::watch;
 
 const PARTITIONS: i32 = 24;
 
@@ -41,53 +39,19 @@ fn member(node_id: i32) -> Member {
     }
 }
 
-/// A membership whose view and lease the test sets.
-#[derive(Debug)]
-struct Fake {
-    me: Member,
-    view: watch::Sender<Arc<LiveView>>,
-    lease: AtomicBool,
+/// The membership of node `me` in a view of `ids`, set by the test.
+fn membership(me: i32, ids: &[i32]) -> Arc<ManualMembership> {
+    Arc::new(ManualMembership::new(member(me), members(ids)))
 }
 
-impl Fake {
-    fn new(me: i32, ids: &[i32]) -> Arc<Fake> {
-        let fake = Arc::new(Fake {
-            me: member(me),
-            view: watch::Sender::new(Arc::default()),
-            lease: AtomicBool::new(true),
-        });
-        fake.set(ids);
-        fake
-    }
-
-    fn set(&self, ids: &[i32]) {
-        let version = self.view.borrow().version + 1;
-        let mut members: Vec<Member> = ids.iter().map(|&id| member(id)).collect();
-        members.sort();
-        self.view
-            .send_replace(Arc::new(LiveView { members, version }));
-    }
-}
-
-impl Membership for Fake {
-    fn me(&self) -> &Member {
-        &self.me
-    }
-    fn view(&self) -> Arc<LiveView> {
-        self.view.borrow().clone()
-    }
-    fn subscribe(&self) -> watch::Receiver<Arc<LiveView>> {
-        self.view.subscribe()
-    }
-    fn holds_lease(&self) -> bool {
-        self.lease.load(Ordering::SeqCst)
-    }
+fn members(ids: &[i32]) -> Vec<Member> {
+    ids.iter().map(|&id| member(id)).collect()
 }
 
 struct Gateway {
     broker: Broker,
     store: Arc<MemoryStore>,
-    fake: Arc<Fake>,
+    fake: Arc<ManualMembership>,
 }
 
 /// Gateway node 1 of `ids`, with the PLAINTEXT listener advertising `plain-1:9092`.
@@ -115,7 +79,7 @@ async fn gateway(ids: &[i32]) -> Gateway {
         ..BrokerConfig::default()
     };
     let mut broker = Broker::new(config, stores, crate::pipeline::Pipeline::default());
-    let fake = Fake::new(1, ids);
+    let fake = membership(1, ids);
     broker.set_membership(fake.clone());
     Gateway {
         broker,
@@ -267,7 +231,7 @@ async fn metadata_lists_the_live_gateways_per_listener_and_spreads_leaders() {
     );
     assert_eq!(d.controller_id, 1);
     // The controller is the lowest live node id.
-    gw.fake.set(&[2, 3]);
+    gw.fake.set_members(members(&[2, 3]));
     assert_eq!(metadata(&gw, "PLAINTEXT").await.controller_id, 2);
 }
 
@@ -376,13 +340,13 @@ async fn a_view_change_moves_leadership_on_the_next_request() {
         produce(&gw, p).await,
         ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
     );
-    gw.fake.set(&[1, 3]);
+    gw.fake.set_members(members(&[1, 3]));
     assert_eq!(produce(&gw, p).await, ErrorCode::NONE.code());
     let m = metadata(&gw, "PLAINTEXT").await;
     assert_eq!(m.topics[0].partitions[p as usize].leader_id, 1);
     assert!(m.brokers.iter().all(|b| b.node_id != 2));
     // Node 2 back: it leads the partition again.
-    gw.fake.set(&ids);
+    gw.fake.set_members(members(&ids));
     assert_eq!(
         produce(&gw, p).await,
         ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
@@ -503,7 +467,7 @@ async fn without_its_lease_a_gateway_owns_nothing() {
     let gw = gateway(&ids).await;
     let mine = led_by(&ids, 1);
     let group = group_of(&ids, 1);
-    gw.fake.lease.store(false, Ordering::SeqCst);
+    gw.fake.set_lease(false);
     assert_eq!(
         produce(&gw, mine).await,
         ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
@@ -513,17 +477,17 @@ async fn without_its_lease_a_gateway_owns_nothing() {
     assert_eq!(join(&gw, &group).await, unavailable);
     assert_eq!(commit(&gw, &group).await, unavailable);
     // Lease back: served again.
-    gw.fake.lease.store(true, Ordering::SeqCst);
+    gw.fake.set_lease(true);
     assert_eq!(produce(&gw, mine).await, ErrorCode::NONE.code());
     // Out of the view (lease held but not listed): the same as without a lease.
-    gw.fake.set(&[2]);
+    gw.fake.set_members(members(&[2]));
     assert_eq!(
         produce(&gw, mine).await,
         ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
     );
     assert_eq!(join(&gw, &group).await, unavailable);
     // An empty view: no leaders, no coordinator, no controller.
-    gw.fake.set(&[]);
+    gw.fake.set_members(members(&[]));
     let m = metadata(&gw, "PLAINTEXT").await;
     assert!(m.brokers.is_empty());
     assert_eq!(m.controller_id, -1);
@@ -688,7 +652,7 @@ async fn a_fetch_led_elsewhere_names_the_leader_and_its_address() {
     };
     assert!(f.node_endpoints.is_empty());
     // Without its lease the gateway still names the leaders it does not own.
-    gw.fake.lease.store(false, Ordering::SeqCst);
+    gw.fake.set_lease(false);
     let ResponseBody::Fetch(f) = call(&gw, 16, fetch(&[two, mine]).into()).await else {
         panic!("not fetch");
     };
