@@ -270,7 +270,6 @@ async fn a_member_cut_off_from_iggy_loses_its_lease_before_the_others_expire_it(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn join_reads_recent_epochs_and_the_view_skips_foreign_and_garbled_records() {
-    use iggy::prelude::{Identifier, IggyMessage, MessageClient, Partitioning};
     let Some(bin) = support::server_bin("join_reads_recent_epochs_and_skips_bad_records") else {
         return;
     };
@@ -290,25 +289,8 @@ async fn join_reads_recent_epochs_and_the_view_skips_foreign_and_garbled_records
         .into_bytes(),
         format!(r#"{{"n":2,"e":{far},"l":[]}}"#).into_bytes(),
     ];
-    let mut messages: Vec<IggyMessage> = payloads
-        .into_iter()
-        .map(|p| {
-            IggyMessage::builder()
-                .payload(bytes::Bytes::from(p))
-                .build()
-                .unwrap()
-        })
-        .collect();
     let native = support::native_client(&server).await;
-    native
-        .send_messages(
-            &Identifier::named("__kafka_gateway").unwrap(),
-            &Identifier::named("members").unwrap(),
-            &Partitioning::partition_id(0),
-            &mut messages,
-        )
-        .await
-        .unwrap();
+    support::send_raw(&native, "__kafka_gateway", "members", payloads).await;
     let seen = wait_for(HEARTBEAT * 5, || {
         a.view()
             .members
