@@ -161,16 +161,35 @@ impl IggyBridge {
 
     /// The topic's description, from the cache while it is younger than
     /// `metadata_max_age`, else from Iggy.
+    ///
+    /// When Iggy cannot be reached (a primary failing over, a network partition) an
+    /// older cached description is served instead of the error: a topic that existed a
+    /// moment ago is far more likely to still exist than not, and answering Metadata
+    /// with an error for it makes a joining consumer subscribe to nothing (librdkafka
+    /// then sees no partitions and does not rebalance until its next metadata refresh
+    /// finds the topic). Requests that touch the partition itself still fail with the
+    /// retriable error and are retried by the client.
     pub(super) async fn resolve_cached(&self, name: &str) -> StoreResult<Option<Arc<Resolved>>> {
-        {
+        let stale = {
             let cache = self.inner.topics.lock().map_err(poisoned)?;
-            if let Some(c) = cache.get(name)
-                && c.at.elapsed() < self.inner.config.metadata_max_age
-            {
-                return Ok(Some(c.resolved.clone()));
+            match cache.get(name) {
+                Some(c) if c.at.elapsed() < self.inner.config.metadata_max_age => {
+                    return Ok(Some(c.resolved.clone()));
+                }
+                Some(c) => Some(c.resolved.clone()),
+                None => None,
             }
+        };
+        match self.resolve(name).await {
+            Err(e @ (StoreError::Unavailable(_) | StoreError::Timeout(_))) => match stale {
+                Some(r) => {
+                    tracing::debug!(topic = name, error = %e, "Iggy unreachable, serving the cached topic description");
+                    Ok(Some(r))
+                }
+                None => Err(e),
+            },
+            other => other,
         }
-        self.resolve(name).await
     }
 
     /// Drops the cached description of `name` (after a change, or when Iggy says the
