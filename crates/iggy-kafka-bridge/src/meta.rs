@@ -177,6 +177,9 @@ struct TopicRecord {
     max_message_bytes: i32,
     #[serde(default)]
     log_start: BTreeMap<u32, i64>,
+    /// Every topic setting named explicitly (Kafka name -> normalised value).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    overrides: BTreeMap<String, String>,
 }
 
 /// One SCRAM credential change; binary fields in standard base64.
@@ -778,6 +781,7 @@ impl Meta {
             retention_bytes: -1,
             max_message_bytes: 0,
             log_start: BTreeMap::new(),
+            overrides: BTreeMap::new(),
         };
         self.write_topic(client, record).await
     }
@@ -1026,6 +1030,26 @@ fn offset_record(group: &str, topic: &str, partition: i32, c: &CommittedOffset) 
     }
 }
 
+/// The settings a topic record describes: its three typed columns, then its overrides
+/// on top. An override this version does not know (written by a newer gateway) is kept
+/// as text and otherwise ignored, with a warning.
+fn topic_config(r: &TopicRecord) -> TopicConfig {
+    let base = TopicConfig {
+        retention_ms: r.retention_ms,
+        retention_bytes: r.retention_bytes,
+        max_message_bytes: r.max_message_bytes,
+        ..TopicConfig::default()
+    };
+    let mut config = base.clone();
+    for (name, value) in &r.overrides {
+        if let Err(e) = config.set(&base, name, Some(value)) {
+            tracing::warn!(stream = %r.s, topic = %r.t, error = %e, "stored topic setting not understood; kept as is");
+            config.overrides.insert(name.clone(), value.clone());
+        }
+    }
+    config
+}
+
 fn topic_record(key: &TopicKey, meta: &TopicMeta) -> TopicRecord {
     TopicRecord {
         s: key.stream.clone(),
@@ -1036,6 +1060,7 @@ fn topic_record(key: &TopicKey, meta: &TopicMeta) -> TopicRecord {
         retention_bytes: meta.config.retention_bytes,
         max_message_bytes: meta.config.max_message_bytes,
         log_start: meta.log_start.clone(),
+        overrides: meta.config.overrides.clone(),
     }
 }
 
@@ -1072,6 +1097,7 @@ fn apply_offset(map: &mut BTreeMap<OffsetKey, CommittedOffset>, r: OffsetRecord)
 }
 
 fn apply_topic(map: &mut BTreeMap<TopicKey, TopicMeta>, r: TopicRecord) {
+    let config = topic_config(&r);
     let key = TopicKey {
         stream: r.s,
         topic: r.t,
@@ -1084,11 +1110,7 @@ fn apply_topic(map: &mut BTreeMap<TopicKey, TopicMeta>, r: TopicRecord) {
     map.insert(
         key,
         TopicMeta {
-            config: TopicConfig {
-                retention_ms: r.retention_ms,
-                retention_bytes: r.retention_bytes,
-                max_message_bytes: r.max_message_bytes,
-            },
+            config,
             log_start: r.log_start,
         },
     );

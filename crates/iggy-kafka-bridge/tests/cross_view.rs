@@ -324,6 +324,7 @@ async fn committed_offsets_survive_a_bridge_restart() {
                 retention_ms: 3_600_000,
                 retention_bytes: -1,
                 max_message_bytes: 4_096,
+                ..TopicConfig::default()
             },
         )
         .await

@@ -270,6 +270,7 @@ async fn settings_credentials_and_acls_written_on_one_gateway_reach_the_other() 
         retention_ms: 3_600_000,
         retention_bytes: -1,
         max_message_bytes: 12_345,
+        ..TopicConfig::default()
     };
     a.set_topic_config(&topic, config_set.clone())
         .await

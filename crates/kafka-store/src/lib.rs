@@ -21,8 +21,12 @@ pub mod cluster;
 pub mod memory;
 #[cfg(any(test, feature = "test-suite"))]
 pub mod suite;
+pub mod topic_config;
 
 pub use batch::{ValidBatch, ValidBatches, check_batches};
+pub use topic_config::{
+    CleanupPolicy, CompressionType, ConfigError, MessageTimestampType, TopicConfig,
+};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -31,33 +35,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// Per-topic settings the gateway understands (`retention.ms`, `retention.bytes`,
-/// `max.message.bytes`, `cleanup.policy=delete`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicConfig {
-    /// `retention.ms`: records older than this are deleted; -1 keeps them forever.
-    pub retention_ms: i64,
-    /// `retention.bytes`: per-partition size cap; -1 means no cap.
-    pub retention_bytes: i64,
-    /// `max.message.bytes`: largest record batch accepted for the topic.
-    pub max_message_bytes: i32,
-}
-
-impl TopicConfig {
-    /// Kafka's defaults: 7 days, unbounded size, 1 MiB batches (1048588 bytes).
-    pub const KAFKA_DEFAULT: TopicConfig = TopicConfig {
-        retention_ms: 604_800_000,
-        retention_bytes: -1,
-        max_message_bytes: 1_048_588,
-    };
-}
-
-impl Default for TopicConfig {
-    fn default() -> Self {
-        Self::KAFKA_DEFAULT
-    }
-}
 
 /// A topic to create.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -621,6 +621,7 @@ pub async fn topic_lifecycle(h: &Harness) -> CheckResult {
         retention_ms: 3_600_000,
         retention_bytes: 1 << 20,
         max_message_bytes: 500_000,
+        ..TopicConfig::default()
     };
     let name = h.name("lifecycle-b");
     let info = h
@@ -816,6 +817,7 @@ pub async fn topic_admin(h: &Harness) -> CheckResult {
         retention_ms: 1_000,
         retention_bytes: 4_096,
         max_message_bytes: 2_048,
+        ..TopicConfig::default()
     };
     h.log
         .set_topic_config(&name, config.clone())

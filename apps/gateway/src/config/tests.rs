@@ -551,6 +551,7 @@ fn every_setting_reaches_the_broker_and_store() {
             retention_ms: -1,
             retention_bytes: 1_000_000,
             max_message_bytes: 4096,
+            ..TopicConfig::default()
         }
     );
     let expected = MemoryStoreConfig {

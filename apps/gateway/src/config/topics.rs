@@ -63,6 +63,7 @@ impl Raw {
             retention_ms: self.default_retention_ms,
             retention_bytes: self.default_retention_bytes,
             max_message_bytes: self.default_max_message_bytes,
+            ..TopicConfig::default()
         };
     }
 }

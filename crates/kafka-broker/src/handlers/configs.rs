@@ -67,12 +67,18 @@ pub(crate) fn describe_topic(cfg: &TopicConfig) -> Vec<Entry> {
     vec![
         Entry {
             name: "cleanup.policy",
-            value: "delete".into(),
+            value: cfg.cleanup_policy.as_str().into(),
             read_only: false,
-            source: SOURCE_DEFAULT,
+            source: src(cfg.cleanup_policy != d.cleanup_policy),
             kind: TYPE_LIST,
         },
-        fixed("compression.type", "producer", TYPE_STRING),
+        Entry {
+            name: "compression.type",
+            value: cfg.compression_type.as_str().into(),
+            read_only: false,
+            source: src(cfg.compression_type != d.compression_type),
+            kind: TYPE_STRING,
+        },
         Entry {
             name: "max.message.bytes",
             value: cfg.max_message_bytes.to_string(),
@@ -80,7 +86,13 @@ pub(crate) fn describe_topic(cfg: &TopicConfig) -> Vec<Entry> {
             source: src(cfg.max_message_bytes != d.max_message_bytes),
             kind: TYPE_INT,
         },
-        fixed("message.timestamp.type", "CreateTime", TYPE_STRING),
+        Entry {
+            name: "message.timestamp.type",
+            value: cfg.message_timestamp_type.as_str().into(),
+            read_only: false,
+            source: src(cfg.message_timestamp_type != d.message_timestamp_type),
+            kind: TYPE_STRING,
+        },
         fixed("min.insync.replicas", "1", TYPE_INT),
         Entry {
             name: "retention.bytes",
@@ -140,55 +152,23 @@ fn describe_broker(ctx: &Ctx<'_>) -> Vec<Entry> {
 }
 
 /// Applies `(name, value)` settings on top of `base`. A `None` value resets the setting to
-/// its default. Unknown, read-only or out-of-range settings are an error.
+/// its value in `defaults`. Unknown, read-only or out-of-range settings are an error.
 pub(crate) fn apply<'a>(
+    defaults: &TopicConfig,
     mut base: TopicConfig,
     entries: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
 ) -> Result<TopicConfig, (ErrorCode, String)> {
-    let d = TopicConfig::default();
-    let invalid = |m: String| Err((ErrorCode::INVALID_CONFIG, m));
     for (name, value) in entries {
-        let long = |min: i64| -> Result<Option<i64>, (ErrorCode, String)> {
-            match value {
-                None => Ok(None),
-                Some(v) => match v.trim().parse::<i64>() {
-                    Ok(n) if n >= min => Ok(Some(n)),
-                    _ => Err((
-                        ErrorCode::INVALID_CONFIG,
-                        format!("{name}={v} is not an integer >= {min}"),
-                    )),
-                },
-            }
-        };
         match name {
-            "retention.ms" => base.retention_ms = long(-1)?.unwrap_or(d.retention_ms),
-            "retention.bytes" => base.retention_bytes = long(-1)?.unwrap_or(d.retention_bytes),
-            "max.message.bytes" => {
-                base.max_message_bytes = match long(0)? {
-                    None => d.max_message_bytes,
-                    Some(n) => i32::try_from(n).map_err(|_| {
-                        (
-                            ErrorCode::INVALID_CONFIG,
-                            format!("max.message.bytes={n} is too large"),
-                        )
-                    })?,
-                }
+            "min.insync.replicas" | "unclean.leader.election.enable" => {
+                return Err((
+                    ErrorCode::INVALID_CONFIG,
+                    format!("{name} is read-only on this gateway"),
+                ));
             }
-            "cleanup.policy" => match value.map(str::trim) {
-                None | Some("delete") => {}
-                Some(v) => {
-                    return invalid(format!(
-                        "cleanup.policy={v} is not supported: only delete (no compaction)"
-                    ));
-                }
-            },
-            "compression.type"
-            | "message.timestamp.type"
-            | "min.insync.replicas"
-            | "unclean.leader.election.enable" => {
-                return invalid(format!("{name} is read-only on this gateway"));
-            }
-            other => return invalid(format!("{other} is not a supported topic config")),
+            _ => base
+                .set(defaults, name, value)
+                .map_err(|e| (ErrorCode::INVALID_CONFIG, e.to_string()))?,
         }
     }
     Ok(base)
@@ -321,6 +301,7 @@ pub(crate) async fn alter(ctx: &Ctx<'_>, req: AlterConfigsRequest) -> AlterConfi
             req.validate_only,
             |_| {
                 apply(
+                    &ctx.broker.config.default_topic_config,
                     ctx.broker.config.default_topic_config.clone(),
                     r.configs.iter().map(|c| (&*c.name, c.value.as_deref())),
                 )
@@ -375,7 +356,7 @@ pub(crate) async fn incremental_alter(
                         }
                     }
                 }
-                apply(current, changes)
+                apply(&ctx.broker.config.default_topic_config, current, changes)
             },
         )
         .await;

@@ -128,6 +128,7 @@ pub(crate) async fn create_topics(ctx: &Ctx<'_>, req: CreateTopicsRequest) -> Cr
             continue;
         }
         let config = match apply(
+            &c.default_topic_config,
             c.default_topic_config.clone(),
             t.configs.iter().map(|e| (&*e.name, e.value.as_deref())),
         ) {
