@@ -134,6 +134,11 @@ pub struct TopicConfig {
     pub segment_bytes: i32,
     /// `segment.ms`: where a store has segments, how often one is rolled.
     pub segment_ms: i64,
+    /// `message.timestamp.before.max.ms`: how far in the past a CreateTime timestamp may
+    /// be, relative to the broker's clock, before the batch is refused.
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: how far in the future it may be.
+    pub message_timestamp_after_max_ms: i64,
     /// Every setting named on the topic, by Kafka name, as normalised text.
     pub overrides: BTreeMap<String, String>,
 }
@@ -156,6 +161,8 @@ impl TopicConfig {
         min_cleanable_dirty_ratio: 0.5,
         segment_bytes: 1_073_741_824,
         segment_ms: 604_800_000,
+        message_timestamp_before_max_ms: i64::MAX,
+        message_timestamp_after_max_ms: 3_600_000,
         overrides: BTreeMap::new(),
     };
 
@@ -260,6 +267,14 @@ impl TopicConfig {
                 self.segment_ms = long(name, v, 1, i64::MAX)?;
                 self.segment_ms.to_string()
             }
+            "message.timestamp.before.max.ms" => {
+                self.message_timestamp_before_max_ms = long(name, v, 0, i64::MAX)?;
+                self.message_timestamp_before_max_ms.to_string()
+            }
+            "message.timestamp.after.max.ms" => {
+                self.message_timestamp_after_max_ms = long(name, v, 0, i64::MAX)?;
+                self.message_timestamp_after_max_ms.to_string()
+            }
             other => return Err(ConfigError(format!("{other} is not a topic config"))),
         };
         self.overrides.insert(name.to_owned(), normalised);
@@ -285,6 +300,12 @@ impl TopicConfig {
             }
             "segment.bytes" => self.segment_bytes = defaults.segment_bytes,
             "segment.ms" => self.segment_ms = defaults.segment_ms,
+            "message.timestamp.before.max.ms" => {
+                self.message_timestamp_before_max_ms = defaults.message_timestamp_before_max_ms;
+            }
+            "message.timestamp.after.max.ms" => {
+                self.message_timestamp_after_max_ms = defaults.message_timestamp_after_max_ms;
+            }
             other => return Err(ConfigError(format!("{other} is not a topic config"))),
         }
         Ok(())
