@@ -101,30 +101,15 @@ pub(crate) fn describe_topic(cfg: &TopicConfig, defaults: &TopicConfig) -> Vec<E
                     source: SOURCE_DYNAMIC_TOPIC,
                 });
             }
-            if let Some(broker_name) = def.broker_synonyms.first() {
-                if gateway_set {
-                    synonyms.push(Synonym {
-                        name: broker_name,
-                        value: defaults.value_of(def.name).unwrap_or_default(),
-                        source: SOURCE_STATIC_BROKER,
-                    });
-                }
-                synonyms.push(Synonym {
-                    name: broker_name,
-                    value: def.default.to_owned(),
-                    source: SOURCE_DEFAULT,
-                });
-            }
+            synonyms.extend(broker_synonyms(def, defaults));
             Entry {
                 name: def.name,
                 value: cfg.value_of(def.name).unwrap_or_default(),
                 read_only: false,
                 source: if overridden.is_some() {
                     SOURCE_DYNAMIC_TOPIC
-                } else if gateway_set {
-                    SOURCE_STATIC_BROKER
                 } else {
-                    SOURCE_DEFAULT
+                    broker_source(gateway_set)
                 },
                 kind: def.kind,
                 doc: def.doc,
@@ -132,6 +117,37 @@ pub(crate) fn describe_topic(cfg: &TopicConfig, defaults: &TopicConfig) -> Vec<E
             }
         })
         .collect()
+}
+
+/// Where a setting's value comes from when nothing is named on the topic.
+fn broker_source(gateway_set: bool) -> i8 {
+    if gateway_set {
+        SOURCE_STATIC_BROKER
+    } else {
+        SOURCE_DEFAULT
+    }
+}
+
+/// The broker-level synonyms of a topic setting: the gateway's own default when its
+/// configuration sets one, then Kafka's default, both under the broker name.
+fn broker_synonyms(def: &registry::ConfigDef, defaults: &TopicConfig) -> Vec<Synonym> {
+    let Some(name) = def.broker_synonyms.first() else {
+        return Vec::new();
+    };
+    let mut synonyms = Vec::with_capacity(2);
+    if defaults.differs_from_kafka(def.name) {
+        synonyms.push(Synonym {
+            name,
+            value: defaults.value_of(def.name).unwrap_or_default(),
+            source: SOURCE_STATIC_BROKER,
+        });
+    }
+    synonyms.push(Synonym {
+        name,
+        value: def.default.to_owned(),
+        source: SOURCE_DEFAULT,
+    });
+    synonyms
 }
 
 /// The broker's settings the gateway can state truthfully, in name order. All are
@@ -227,33 +243,14 @@ fn describe_broker(ctx: &Ctx<'_>) -> Vec<Entry> {
         let Some(name) = def.broker_synonyms.first() else {
             continue;
         };
-        let gateway_set = defaults.differs_from_kafka(def.name);
-        let value = defaults.value_of(def.name).unwrap_or_default();
-        let mut synonyms = Vec::with_capacity(2);
-        if gateway_set {
-            synonyms.push(Synonym {
-                name,
-                value: value.clone(),
-                source: SOURCE_STATIC_BROKER,
-            });
-        }
-        synonyms.push(Synonym {
-            name,
-            value: def.default.to_owned(),
-            source: SOURCE_DEFAULT,
-        });
         entries.push(Entry {
             name,
-            value,
+            value: defaults.value_of(def.name).unwrap_or_default(),
             read_only: true,
-            source: if gateway_set {
-                SOURCE_STATIC_BROKER
-            } else {
-                SOURCE_DEFAULT
-            },
+            source: broker_source(defaults.differs_from_kafka(def.name)),
             kind: def.kind,
             doc: def.doc,
-            synonyms,
+            synonyms: broker_synonyms(def, defaults),
         });
     }
     entries.sort_by(|a, b| a.name.cmp(b.name));
