@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Stream app: faust-streaming 0.15 (a table backed by a compacted changelog topic).
+
+Env: BOOTSTRAP=host:port, TOPIC_PREFIX (unique per run), APP_PHASE_TIMEOUT (seconds, default 60).
+
+The application is faust's own page-view example (the README's "count page views" agent),
+unchanged except for names: page views are grouped by page id (a repartition topic) and
+counted in `app.Table('page_views', default=int)`, whose changelog topic faust creates with
+`cleanup.policy=compact`. The table lives in a local RocksDB store (rocksdict).
+
+1. Start the worker, produce 30 page views (3 pages, 10 each) once it is ready, wait until
+   the table's changelog holds 10 for every page and the worker has committed its input
+   offsets, stop the worker (SIGTERM, a clean shutdown).
+2. Delete the worker's data directory (the RocksDB table is gone).
+3. Start the worker again, produce 15 more once it is ready: it must have restored the
+   table from the changelog, so the counts go on to 15 (without the restore they would
+   restart at 1 and end at 5).
+   Checked on the changelog: per page the counts written are strictly increasing, and end at
+   15; and on the worker's own log, which reports the recovery.
+4. DescribeConfigs shows cleanup.policy=compact on the changelog topic.
+
+The app itself is `faust_page_views_app.py`, run with faust's command line (`worker`).
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+bootstrap = os.environ["BOOTSTRAP"]
+prefix = os.environ["TOPIC_PREFIX"]
+phase_timeout = float(os.environ.get("APP_PHASE_TIMEOUT", "60"))
+PAGES = ["home", "pricing", "docs"]
+
+
+def step(msg):
+    print(f"[faust] {msg}", flush=True)
+
+
+def fail(msg):
+    print(f"[faust] FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+APP_ID = f"{prefix}-page-views"
+INPUT = f"{prefix}-page_views"
+CHANGELOG = f"{APP_ID}-page_views-changelog"
+APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faust_page_views_app.py")
+
+
+def produce(first_n, count):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap})
+    for n in range(first_n, first_n + count):
+        page = PAGES[n % len(PAGES)]
+        # what the example's PageView record looks like as JSON (faust's value serializer)
+        p.produce(INPUT, key=f"user-{n}", value=json.dumps({"id": page, "user": f"user-{n}"}))
+    left = p.flush(30)
+    if left:
+        fail(f"{left} page views not delivered")
+
+
+def read_changelog():
+    """Every value written per page, in offset order (None when the topic is not there yet)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    tm = md.topics.get(CHANGELOG)
+    if tm is None or tm.error is not None or not tm.partitions:
+        return None
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-reader",
+                  "enable.auto.commit": False})
+    try:
+        tps = [TopicPartition(CHANGELOG, p, 0) for p in tm.partitions]
+        ends = {p: c.get_watermark_offsets(TopicPartition(CHANGELOG, p), timeout=10)[1]
+                for p in tm.partitions}
+        c.assign(tps)
+        values = {}
+        done = {p for p, hi in ends.items() if hi == 0}
+        deadline = time.time() + 20
+        while len(done) < len(ends) and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            # faust's default key/value serializer for a table of str -> int is JSON
+            values.setdefault(m.key().decode().strip('"'), []).append(int(m.value()))
+            if m.offset() + 1 >= ends[m.partition()]:
+                done.add(m.partition())
+        return values
+    finally:
+        c.close()
+
+
+def wait_committed(deadline):
+    """Waits until the app's group has committed the end of every input partition."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": APP_ID,
+                  "enable.auto.commit": False})
+    try:
+        while True:
+            md = c.list_topics(INPUT, timeout=10).topics[INPUT]
+            tps = [TopicPartition(INPUT, p) for p in sorted(md.partitions)]
+            got = [tp.offset for tp in c.committed(tps, timeout=10)]
+            ends = [c.get_watermark_offsets(tp, timeout=10)[1] for tp in tps]
+            if got == ends:
+                return got
+            if time.time() > deadline:
+                fail(f"the worker's committed input offsets {got}, end offsets {ends}")
+            time.sleep(0.5)
+    finally:
+        c.close()
+
+
+def stop(proc):
+    """SIGTERM to the worker's process group (a clean shutdown), SIGKILL after 30 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def run_until(datadir, want, logfile, feed):
+    """Starts the worker, calls `feed` once it is ready (its tables recovered), waits until
+    the changelog's last value of every page is `want`.
+
+    The input comes only once the worker is ready: records already there at start-up may be
+    processed twice, as faust's at-least-once processing allows (it reads its input while it
+    recovers its tables, then seeks back to the committed offsets)."""
+    env = dict(os.environ, FAUST_DATADIR=datadir)
+    with open(logfile, "w") as log:
+        # --without-web: no web server on faust's fixed port (runs in parallel do not clash)
+        proc = subprocess.Popen([sys.executable, APP, "worker", "--without-web", "-l", "info"],
+                                env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    started = time.time()
+    values = None
+    try:
+        while "[^Worker]: Ready" not in open(logfile).read():
+            if proc.poll() is not None or time.time() - started > phase_timeout:
+                print(open(logfile).read()[-20000:])
+                fail("the worker did not get ready")
+            time.sleep(0.2)
+        step(f"worker ready after {time.time() - started:.1f}s")
+        feed()
+        while time.time() - started < phase_timeout:
+            if proc.poll() is not None:
+                print(open(logfile).read())
+                fail(f"the worker exited with {proc.returncode}")
+            values = read_changelog()
+            if values and all(values.get(p, [None])[-1] == want for p in PAGES):
+                break
+            time.sleep(1)
+        else:
+            print(open(logfile).read()[-20000:])
+            fail(f"changelog values after {phase_timeout}s: {values}, expected every page at"
+                 f" {want}")
+        step(f"worker reached {want} per page in {time.time() - started:.1f}s")
+        # faust commits the offsets of what it processed every few seconds (at least once):
+        # stop it once they are in, so that the restart starts where this run ended
+        committed = wait_committed(started + phase_timeout)
+        step(f"the worker committed its input offsets {committed}")
+    finally:
+        stop(proc)
+    return values
+
+
+def main():
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    from importlib.metadata import version
+
+    step(f"faust-streaming {version('faust-streaming')}, bootstrap {bootstrap}, app {APP_ID}")
+    work = tempfile.mkdtemp(prefix="faust-data-")
+    datadir = os.path.join(work, "data")
+    try:
+        # the input topic as the app expects it (its topic_partitions)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for f in admin.create_topics([NewTopic(INPUT, num_partitions=2,
+                                               replication_factor=1)]).values():
+            f.result(20)
+        run_until(datadir, 10, os.path.join(work, "worker1.log"), feed=lambda: produce(0, 30))
+        if not os.path.isdir(datadir) or not os.listdir(datadir):
+            fail(f"the worker left no local state in {datadir}")
+        shutil.rmtree(datadir)
+        step("stopped the worker and deleted its data directory")
+
+        log2 = os.path.join(work, "worker2.log")
+        values = run_until(datadir, 15, log2, feed=lambda: produce(30, 15))
+        for page in PAGES:
+            seq = values[page]
+            if any(a >= b for a, b in zip(seq, seq[1:])):
+                fail(f"changelog counts of {page} not increasing (state not restored?): {seq}")
+        step(f"after the restart with no local state: counts continued {values}")
+        text = open(log2).read()
+        if "Restore complete" not in text and "recovery" not in text.lower():
+            print(text[-20000:])
+            fail("the second worker's log does not mention a table recovery")
+
+        # (the futures must stay in their dict: the client completes them through it)
+        futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, CHANGELOG)])
+        cfg = next(iter(futures.values())).result(20)
+        named = {k: v.value for k, v in cfg.items() if not v.is_default}
+        step(f"{CHANGELOG}: configs not at their default: {named}")
+        policy = cfg["cleanup.policy"].value
+        if policy != "compact":
+            fail(f"{CHANGELOG}: cleanup.policy={policy}, expected compact")
+        step(f"changelog {CHANGELOG} has cleanup.policy=compact")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    step("OK")
+
+
+if __name__ == "__main__":
+    main()
