@@ -11,7 +11,8 @@ counted in `app.Table('page_views', default=int)`, whose changelog topic faust c
 1. Start the worker, produce 30 page views (3 pages, 10 each) once it is ready, wait until
    the table's changelog holds 10 for every page and the worker has committed its input
    offsets, stop the worker (SIGTERM, a clean shutdown).
-2. Delete the worker's data directory (the RocksDB table is gone).
+2. Delete the worker's data directory (the RocksDB table is gone). With COMPACTION_WAIT,
+   wait until the gateway's cleaner has compacted the changelog (see changelog.py).
 3. Start the worker again, produce 15 more once it is ready: it must have restored the
    table from the changelog, so the counts go on to 15 (without the restore they would
    restart at 1 and end at 5).
@@ -29,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from changelog import await_compaction, read_topic
 
 bootstrap = os.environ["BOOTSTRAP"]
 prefix = os.environ["TOPIC_PREFIX"]
@@ -66,34 +69,14 @@ def produce(first_n, count):
 
 def read_changelog():
     """Every value written per page, in offset order (None when the topic is not there yet)."""
-    from confluent_kafka import Consumer, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
-    tm = md.topics.get(CHANGELOG)
-    if tm is None or tm.error is not None or not tm.partitions:
+    got = read_topic(bootstrap, CHANGELOG, f"{prefix}-reader")
+    if got is None:
         return None
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-reader",
-                  "enable.auto.commit": False})
-    try:
-        tps = [TopicPartition(CHANGELOG, p, 0) for p in tm.partitions]
-        ends = {p: c.get_watermark_offsets(TopicPartition(CHANGELOG, p), timeout=10)[1]
-                for p in tm.partitions}
-        c.assign(tps)
-        values = {}
-        done = {p for p, hi in ends.items() if hi == 0}
-        deadline = time.time() + 20
-        while len(done) < len(ends) and time.time() < deadline:
-            m = c.poll(0.5)
-            if m is None or m.error():
-                continue
-            # faust's default key/value serializer for a table of str -> int is JSON
-            values.setdefault(m.key().decode().strip('"'), []).append(int(m.value()))
-            if m.offset() + 1 >= ends[m.partition()]:
-                done.add(m.partition())
-        return values
-    finally:
-        c.close()
+    values = {}
+    # faust's default key serializer for str keys is raw, values are JSON
+    for _, _, key, value in sorted(got[0]):
+        values.setdefault(key.decode().strip('"'), []).append(int(value))
+    return values
 
 
 def wait_committed(deadline):
@@ -193,6 +176,7 @@ def main():
             fail(f"the worker left no local state in {datadir}")
         shutil.rmtree(datadir)
         step("stopped the worker and deleted its data directory")
+        await_compaction(bootstrap, [CHANGELOG], f"{prefix}-reader", step)
 
         log2 = os.path.join(work, "worker2.log")
         values = run_until(datadir, 15, log2, feed=lambda: produce(30, 15))

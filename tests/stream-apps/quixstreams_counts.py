@@ -11,7 +11,8 @@ with changelog topics it creates itself with `cleanup.policy=compact`.
 
 1. Produce 30 records (3 keys, 10 each, timestamps inside one 60 s window), run the app in a
    child process until it has emitted them all, check every running count and window count.
-2. Delete the app's state directory (the RocksDB stores are gone).
+2. Delete the app's state directory (the RocksDB stores are gone). With COMPACTION_WAIT,
+   wait until the gateway's cleaner has compacted a changelog (see changelog.py).
 3. Produce 15 more, run the app again: it must restore both stores from their changelog
    topics, so the counts continue at 11..15 per key instead of starting again at 1.
 4. The changelog topics exist, DescribeConfigs shows cleanup.policy=compact on them, and
@@ -57,6 +58,9 @@ def run_app(state_dir, expected_outputs):
         consumer_group=group,
         auto_offset_reset="earliest",
         state_dir=state_dir,
+        # a checkpoint (changelog records) every 5 messages rather than every 5 s, so the
+        # changelog holds several values per key for the gateway's cleaner to compact
+        commit_every=5,
     )
     clicks = app.topic(input_name, value_deserializer="json",
                        config=TopicConfig(num_partitions=2, replication_factor=1))
@@ -138,10 +142,19 @@ def check_outputs(outputs, first_n, count, prior):
     return seen
 
 
+def changelog_topics(admin):
+    names = [t for t in admin.list_topics(timeout=10).topics if t.startswith("changelog__")
+             and group in t]
+    if len(names) != 2:
+        fail(f"expected 2 changelog topics of group {group}, found {names}")
+    return names
+
+
 def main():
     import quixstreams
-    from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    from changelog import await_compaction, read_topic
 
     step(f"quixstreams {quixstreams.__version__}, bootstrap {bootstrap}, input {input_name}")
     # all timestamps inside one window, well in the past (no window closes meanwhile)
@@ -162,16 +175,14 @@ def main():
 
         shutil.rmtree(state_dir)
         step("deleted the local state directory")
+        names = changelog_topics(admin)
+        await_compaction(bootstrap, names, f"{prefix}-reader", step)
 
         produce(30, 15, base_ts)
         outputs, log = phase(state_dir, 30)
         after2 = check_outputs(outputs, 30, 15, after1)
         step(f"after the restart with no local state: counts continued ({after2})")
 
-        names = [t for t in admin.list_topics(timeout=10).topics if t.startswith("changelog__")
-                 and group in t]
-        if len(names) != 2:
-            fail(f"expected 2 changelog topics of group {group}, found {names}")
         res = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in names]
         for r, f in admin.describe_configs(res).items():
             cfg = f.result(20)
@@ -186,25 +197,8 @@ def main():
         store = [t for t in names if "--default" in t]
         if len(store) != 1:
             fail(f"no changelog of the default store among {names}")
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-reader",
-                      "enable.auto.commit": False})
-        md = admin.list_topics(store[0], timeout=10).topics[store[0]]
-        tps = [TopicPartition(store[0], p, 0) for p in md.partitions]
-        c.assign(tps)
-        ends = {p: c.get_watermark_offsets(TopicPartition(store[0], p), timeout=10)[1]
-                for p in md.partitions}
-        last = {}
-        deadline = time.time() + 30
-        done = {p for p, hi in ends.items() if hi == 0}
-        while len(done) < len(ends) and time.time() < deadline:
-            m = c.poll(0.5)
-            if m is None or m.error():
-                continue
-            if m.value() is not None:
-                last[m.key()] = m.value()
-            if m.offset() + 1 >= ends[m.partition()]:
-                done.add(m.partition())
-        c.close()
+        records, _ = read_topic(bootstrap, store[0], f"{prefix}-reader")
+        last = {k: v for _, _, k, v in records if v is not None}
         totals = {}
         for k, v in last.items():
             # the state key is '<message key>|"total"' (prefix, separator, JSON state key)
