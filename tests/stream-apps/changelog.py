@@ -69,3 +69,23 @@ def await_compaction(bootstrap, topics, group, step):
             step(f"{msg}: the restart reads the whole changelog")
             return
         time.sleep(1)
+
+
+def check_compact(bootstrap, topics, step):
+    """DescribeConfigs: every topic of `topics` has cleanup.policy=compact; prints the
+    settings that are not at their default."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # (the futures must stay in their dict: the client completes them through it)
+    futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, t)
+                                      for t in topics])
+    for resource, future in futures.items():
+        cfg = future.result(20)
+        named = {k: v.value for k, v in cfg.items() if not v.is_default}
+        step(f"{resource.name}: configs not at their default: {named}")
+        policy = cfg["cleanup.policy"].value
+        if policy != "compact":
+            step(f"FAIL: {resource.name}: cleanup.policy={policy}, expected compact")
+            sys.exit(1)
+    step(f"changelog topics {sorted(topics)} have cleanup.policy=compact")

@@ -152,9 +152,9 @@ def changelog_topics(admin):
 
 def main():
     import quixstreams
-    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic
 
-    from changelog import await_compaction, read_topic
+    from changelog import await_compaction, check_compact, read_topic
 
     step(f"quixstreams {quixstreams.__version__}, bootstrap {bootstrap}, input {input_name}")
     # all timestamps inside one window, well in the past (no window closes meanwhile)
@@ -183,15 +183,7 @@ def main():
         after2 = check_outputs(outputs, 30, 15, after1)
         step(f"after the restart with no local state: counts continued ({after2})")
 
-        res = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in names]
-        for r, f in admin.describe_configs(res).items():
-            cfg = f.result(20)
-            named = {k: v.value for k, v in cfg.items() if not v.is_default}
-            step(f"{r.name}: configs not at their default: {named}")
-            policy = cfg["cleanup.policy"].value
-            if policy != "compact":
-                fail(f"{r.name}: cleanup.policy={policy}, expected compact")
-        step(f"changelog topics {sorted(names)} have cleanup.policy=compact")
+        check_compact(bootstrap, names, step)
 
         # The running-count store's changelog: the last record of each key holds its total.
         store = [t for t in names if "--default" in t]
