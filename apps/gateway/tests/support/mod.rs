@@ -347,6 +347,9 @@ impl Drop for Script {
 pub enum Client {
     /// `.clients/venv/bin/python <script>`; the module that must import.
     Python { module: &'static str },
+    /// `.clients/venv-apps/bin/python <script>`: the stream-processing programs' own venv
+    /// (they pin client versions of their own); the module that must import.
+    PythonApps { module: &'static str },
     /// `node <script>` with `NODE_PATH=.clients/node/node_modules`.
     Node,
     /// `java -cp '.clients/java/jars/*' <Script>.java`.
@@ -372,8 +375,12 @@ fn works(cmd: &mut Command) -> bool {
 pub fn missing(root: &Path, client: Client) -> Option<String> {
     let clients = root.join(".clients");
     match client {
-        Client::Python { module } => {
-            let py = clients.join("venv/bin/python");
+        Client::Python { module } | Client::PythonApps { module } => {
+            let venv = match client {
+                Client::PythonApps { .. } => "venv-apps",
+                _ => "venv",
+            };
+            let py = clients.join(venv).join("bin/python");
             if !py.exists() {
                 return Some(format!("{} missing", py.display()));
             }
@@ -559,8 +566,12 @@ fn client_command(client: Client, script: &str) -> Command {
     let root = repo_root();
     let path = root.join(script);
     let mut cmd = match client {
-        Client::Python { .. } => {
-            let mut c = Command::new(root.join(".clients/venv/bin/python"));
+        Client::Python { .. } | Client::PythonApps { .. } => {
+            let venv = match client {
+                Client::PythonApps { .. } => ".clients/venv-apps/bin/python",
+                _ => ".clients/venv/bin/python",
+            };
+            let mut c = Command::new(root.join(venv));
             c.arg(&path).env("PYTHONUNBUFFERED", "1");
             c
         }
