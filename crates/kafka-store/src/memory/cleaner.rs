@@ -194,13 +194,19 @@ fn same(a: &Bytes, b: &Bytes) -> bool {
 }
 
 /// Dirty bytes over cleanable bytes, and when the oldest dirty batch was appended.
-fn dirt(batches: &[StoredBatch], clean_offset: i64) -> (f64, Option<i64>) {
-    let total: usize = batches.iter().map(|b| b.bytes.len()).sum();
+fn dirt<'a>(
+    batches: impl Iterator<Item = &'a StoredBatch>,
+    clean_offset: i64,
+) -> (f64, Option<i64>) {
+    let mut total = 0usize;
     let mut dirty = 0usize;
     let mut oldest = None;
-    for b in batches.iter().filter(|b| b.last_offset >= clean_offset) {
-        dirty += b.bytes.len();
-        oldest = Some(oldest.map_or(b.append_ms, |o: i64| o.min(b.append_ms)));
+    for b in batches {
+        total += b.bytes.len();
+        if b.last_offset >= clean_offset {
+            dirty += b.bytes.len();
+            oldest = Some(oldest.map_or(b.append_ms, |o: i64| o.min(b.append_ms)));
+        }
     }
     let ratio = if total == 0 {
         0.0
@@ -220,14 +226,14 @@ impl PartitionLog {
             .range(..n)
             .position(|b| !rules.cleanable(b.append_ms))
             .unwrap_or(n);
-        let batches: Vec<StoredBatch> = self.batches.range(..end).cloned().collect();
-        let (ratio, oldest) = dirt(&batches, self.clean_offset);
+        let (ratio, oldest) = dirt(self.batches.range(..end), self.clean_offset);
         self.dirty_ratio = Some(ratio);
         let overdue = config.max_compaction_lag_ms >= 0
             && oldest.is_some_and(|t| t <= now_ms.saturating_sub(config.max_compaction_lag_ms));
         let due = oldest.is_some() && (ratio >= config.min_cleanable_dirty_ratio || overdue);
-        due.then_some(Plan {
-            batches,
+        // Cloning shares the batch bytes; only a due partition pays for it.
+        due.then(|| Plan {
+            batches: self.batches.range(..end).cloned().collect(),
             clean_offset: self.clean_offset,
         })
     }
@@ -390,21 +396,28 @@ impl MemoryStore {
                 continue;
             }
             let section = batch.records_section()?;
+            let keep = |r: &kafka_records::Record| {
+                pass.keep(&KeyedRecord {
+                    offset: r.offset,
+                    key: r.key.as_deref(),
+                    tombstone: r.value.is_none(),
+                    timestamp_ms: b.append_ms,
+                })
+            };
+            // Most batches of the clean section lose nothing: find out before encoding.
+            let mut all_kept = true;
+            for r in batch.records_in(section.clone()) {
+                if !keep(&r?) {
+                    all_kept = false;
+                    break;
+                }
+            }
+            if all_kept {
+                continue;
+            }
             let mut out = BytesMut::new();
-            let append_ms = b.append_ms;
-            let outcome = kafka_records::encode_retained(
-                &batch,
-                section,
-                &mut |r| {
-                    pass.keep(&KeyedRecord {
-                        offset: r.offset,
-                        key: r.key.as_deref(),
-                        tombstone: r.value.is_none(),
-                        timestamp_ms: append_ms,
-                    })
-                },
-                &mut out,
-            )?;
+            let outcome =
+                kafka_records::encode_retained(&batch, section, &mut |r| keep(r), &mut out)?;
             if outcome.removed == 0 {
                 continue;
             }
@@ -885,6 +898,65 @@ mod tests {
         let bytes = store.total_bytes();
         let read = store.read("t", 0, 0, usize::MAX).await.unwrap();
         assert_eq!(bytes, read.len(), "accounting matches what is stored");
+    }
+
+    #[test]
+    fn a_million_distinct_keys_stay_within_the_key_map_bound() {
+        let rules =
+            CompactionRules::for_topic(&compacted(0, 0, 0.0), T0, 1_000 * KEY_MAP_ENTRY_BYTES);
+        let mut pass = CompactionPass::new(rules);
+        let mut observed = 0i64;
+        for i in 0..1_000_000i64 {
+            let key = i.to_be_bytes();
+            let r = KeyedRecord {
+                offset: i,
+                key: Some(&key),
+                tombstone: false,
+                timestamp_ms: T0,
+            };
+            if !pass.observe(&r) {
+                break;
+            }
+            observed += 1;
+        }
+        assert_eq!(pass.keys(), 1_000);
+        assert_eq!(observed, 1_000);
+        assert_eq!(pass.end_offset(), Some(1_000));
+    }
+
+    #[tokio::test]
+    async fn many_distinct_keys_are_cleaned_a_map_at_a_time() {
+        // 50 000 distinct keys, a map of 5 000: every pass covers 5 000 more, nothing is
+        // removed, and the passes end once the clean section reaches the last batch.
+        let store = store(5_000);
+        create(&store, "t", compacted(0, 0, 0.0)).await;
+        for chunk in 0..50 {
+            let records: Vec<_> = (0..1_000)
+                .map(|k| kv(&format!("k{chunk}-{k}"), Some("v")))
+                .collect();
+            store
+                .append("t", 0, vec![batch(&records, Compression::Lz4)], T0)
+                .await
+                .unwrap();
+        }
+        store
+            .append(
+                "t",
+                0,
+                vec![batch(&[kv("end", Some("1"))], Compression::None)],
+                T0,
+            )
+            .await
+            .unwrap();
+        let mut passes = 0;
+        while store.apply_compaction(T0 + 1) > 0 {
+            passes += 1;
+            assert!(passes <= 10, "more passes than the key map needs");
+        }
+        assert_eq!(passes, 10);
+        let stats = store.cleaner_stats(1);
+        assert_eq!(stats.records_removed, 0);
+        assert_eq!(view(&store, "t").await.len(), 50_001);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
