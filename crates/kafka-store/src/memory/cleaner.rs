@@ -642,6 +642,30 @@ mod tests {
         store.create_topic(topic, false).await.unwrap();
     }
 
+    /// Appends one batch of `records` at store time `at`.
+    async fn put(
+        store: &MemoryStore,
+        topic: &str,
+        records: &[(Option<String>, Option<String>)],
+        compression: Compression,
+        at: i64,
+    ) {
+        store
+            .append(topic, 0, vec![batch(records, compression)], at)
+            .await
+            .unwrap();
+    }
+
+    /// Runs passes as of `now` until one finds nothing to do; returns how many cleaned.
+    fn passes_until_clean(store: &MemoryStore, now: i64, most: usize) -> usize {
+        let mut passes = 0;
+        while store.apply_compaction(now) > 0 {
+            passes += 1;
+            assert!(passes <= most, "more than {most} passes");
+        }
+        passes
+    }
+
     fn kv(k: &str, v: Option<&str>) -> (Option<String>, Option<String>) {
         (Some(k.to_owned()), v.map(str::to_owned))
     }
@@ -736,15 +760,7 @@ mod tests {
         .await;
         for t in ["d", "c"] {
             for _ in 0..3 {
-                store
-                    .append(
-                        t,
-                        0,
-                        vec![batch(&[kv("a", Some("x"))], Compression::None)],
-                        T0,
-                    )
-                    .await
-                    .unwrap();
+                put(&store, t, &[kv("a", Some("x"))], Compression::None, T0).await;
             }
         }
         store.apply_compaction(T0 + 10);
@@ -775,39 +791,22 @@ mod tests {
         )
         .await;
         for v in ["1", "2"] {
-            store
-                .append(
-                    "t",
-                    0,
-                    vec![batch(&[kv("a", Some(v))], Compression::None)],
-                    T0,
-                )
-                .await
-                .unwrap();
+            put(&store, "t", &[kv("a", Some(v))], Compression::None, T0).await;
         }
-        store
-            .append(
-                "t",
-                0,
-                vec![batch(&[kv("z", Some("1"))], Compression::None)],
-                T0,
-            )
-            .await
-            .unwrap();
+        put(&store, "t", &[kv("z", Some("1"))], Compression::None, T0).await;
         assert_eq!(
             store.apply_compaction(T0 + 1),
             1,
             "everything dirty: ratio 1"
         );
-        store
-            .append(
-                "t",
-                0,
-                vec![batch(&[kv("a", Some("3"))], Compression::None)],
-                T0 + 2,
-            )
-            .await
-            .unwrap();
+        put(
+            &store,
+            "t",
+            &[kv("a", Some("3"))],
+            Compression::None,
+            T0 + 2,
+        )
+        .await;
         // Dirty now: the z batch alone out of two cleanable batches.
         assert_eq!(store.apply_compaction(T0 + 3), 0, "below the dirty ratio");
         assert!(store.cleaner_stats(10).partitions[0].dirty_ratio < 0.9);
@@ -825,25 +824,10 @@ mod tests {
         for round in 0..3 {
             let v = round.to_string();
             let records: Vec<_> = (0..10).map(|k| kv(&format!("k{k}"), Some(&v))).collect();
-            store
-                .append("t", 0, vec![batch(&records, Compression::Lz4)], T0)
-                .await
-                .unwrap();
+            put(&store, "t", &records, Compression::Lz4, T0).await;
         }
-        store
-            .append(
-                "t",
-                0,
-                vec![batch(&[kv("end", Some("1"))], Compression::None)],
-                T0,
-            )
-            .await
-            .unwrap();
-        let mut passes = 0;
-        while store.apply_compaction(T0 + 1) > 0 {
-            passes += 1;
-            assert!(passes < 100, "compaction does not converge");
-        }
+        put(&store, "t", &[kv("end", Some("1"))], Compression::None, T0).await;
+        let passes = passes_until_clean(&store, T0 + 1, 100);
         assert!(
             passes >= 10,
             "two keys per pass over 10 keys took {passes} passes"
@@ -861,20 +845,9 @@ mod tests {
             let records: Vec<_> = (0..500)
                 .map(|k| kv(&format!("k{chunk}-{k}"), None))
                 .collect();
-            store
-                .append("t", 0, vec![batch(&records, Compression::Zstd)], T0)
-                .await
-                .unwrap();
+            put(&store, "t", &records, Compression::Zstd, T0).await;
         }
-        store
-            .append(
-                "t",
-                0,
-                vec![batch(&[kv("end", Some("1"))], Compression::None)],
-                T0,
-            )
-            .await
-            .unwrap();
+        put(&store, "t", &[kv("end", Some("1"))], Compression::None, T0).await;
         store.apply_compaction(T0 + 999);
         assert_eq!(
             view(&store, "t").await.len(),
@@ -882,15 +855,14 @@ mod tests {
             "tombstones kept within delete.retention.ms"
         );
         // Nothing dirty any more: a new batch makes the partition due again.
-        store
-            .append(
-                "t",
-                0,
-                vec![batch(&[kv("end", Some("2"))], Compression::None)],
-                T0 + 1_000,
-            )
-            .await
-            .unwrap();
+        put(
+            &store,
+            "t",
+            &[kv("end", Some("2"))],
+            Compression::None,
+            T0 + 1_000,
+        )
+        .await;
         store.apply_compaction(T0 + 1_000);
         // The superseded "end" stays: the last batch is not cleanable yet.
         let offsets: Vec<i64> = view(&store, "t").await.iter().map(|r| r.0).collect();
@@ -934,25 +906,10 @@ mod tests {
             let records: Vec<_> = (0..1_000)
                 .map(|k| kv(&format!("k{chunk}-{k}"), Some("v")))
                 .collect();
-            store
-                .append("t", 0, vec![batch(&records, Compression::Lz4)], T0)
-                .await
-                .unwrap();
+            put(&store, "t", &records, Compression::Lz4, T0).await;
         }
-        store
-            .append(
-                "t",
-                0,
-                vec![batch(&[kv("end", Some("1"))], Compression::None)],
-                T0,
-            )
-            .await
-            .unwrap();
-        let mut passes = 0;
-        while store.apply_compaction(T0 + 1) > 0 {
-            passes += 1;
-            assert!(passes <= 10, "more passes than the key map needs");
-        }
+        put(&store, "t", &[kv("end", Some("1"))], Compression::None, T0).await;
+        let passes = passes_until_clean(&store, T0 + 1, 10);
         assert_eq!(passes, 10);
         let stats = store.cleaner_stats(1);
         assert_eq!(stats.records_removed, 0);
@@ -972,15 +929,7 @@ mod tests {
         create(&store, "t", compacted(0, 0, 0.0)).await;
         let now = system_now_ms();
         for v in ["1", "2", "3"] {
-            store
-                .append(
-                    "t",
-                    0,
-                    vec![batch(&[kv("a", Some(v))], Compression::None)],
-                    now,
-                )
-                .await
-                .unwrap();
+            put(&store, "t", &[kv("a", Some(v))], Compression::None, now).await;
         }
         let task = store.start_cleaner();
         let mut waited = 0;
