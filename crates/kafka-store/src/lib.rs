@@ -18,6 +18,7 @@
 
 mod batch;
 pub mod cluster;
+pub mod compaction;
 pub mod memory;
 #[cfg(any(test, feature = "test-suite"))]
 pub mod suite;
