@@ -38,9 +38,10 @@ const MEMORY_GATEWAY_ENV: &[(&str, &str)] = &[("IGGY_KAFKA_LOG_CLEANER_BACKOFF_M
 /// before the restart (`COMPACTION_WAIT`, see `tests/stream-apps/changelog.py`).
 const COMPACTION_WAIT_S: &str = "20";
 
-/// Whether no compaction within that time fails the test (`COMPACTION_REQUIRED`); when
-/// not, the script notes that the restart read an uncompacted changelog.
-const COMPACTION_REQUIRED: bool = false;
+/// Whether no compaction within that time fails the test (`COMPACTION_REQUIRED`): the
+/// embedded store's cleaner must have compacted the changelog before the restart, so the
+/// restore reads a compacted changelog.
+const COMPACTION_REQUIRED: bool = true;
 
 /// Settings for the gateway or a script.
 type Env = &'static [(&'static str, &'static str)];
