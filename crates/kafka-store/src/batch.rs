@@ -161,7 +161,8 @@ impl ValidBatch {
     /// The batch as a topic stores it: records compressed with `compression` (`None`:
     /// the producer's codec, kept) and, with `log_append_time`, the LogAppendTime bit
     /// set and every record's timestamp (so also `baseTimestamp` and `maxTimestamp`)
-    /// the append time. Keys, values, headers, offset deltas, the producer id, epoch and
+    /// the append time; without it the batch is CreateTime (a LogAppendTime bit the
+    /// producer set is cleared, as Kafka's broker does). Keys, values, headers, offset deltas, the producer id, epoch and
     /// base sequence, the leader epoch and the transactional bit are kept. The same
     /// batch is returned when nothing changes; otherwise the records are encoded again
     /// from the kept section (no second decompression), which costs about the section's
@@ -173,16 +174,23 @@ impl ValidBatch {
     ) -> Result<ValidBatch, RecordsError> {
         let current = self.batch.compression();
         let codec = compression.unwrap_or(current);
-        if codec == current && log_append_time.is_none() {
+        let create_time = self.batch.timestamp_type() == TimestampType::CreateTime;
+        if codec == current && log_append_time.is_none() && create_time {
             return Ok(self);
         }
         let h = *self.header();
         let mut records = Vec::with_capacity(usize::try_from(h.record_count).unwrap_or(0));
         for record in self.records() {
-            let mut record = NewRecord::from(record?);
-            if let Some(t) = log_append_time {
-                record.timestamp = t;
-            }
+            let record = record?;
+            // A LogAppendTime batch reads every record as its maxTimestamp; cleared, the
+            // records read as base timestamp plus their own deltas again.
+            let own = h.base_timestamp.wrapping_add(record.timestamp_delta);
+            let mut record = NewRecord::from(record);
+            record.timestamp = match log_append_time {
+                Some(t) => t,
+                None if !create_time => own,
+                None => record.timestamp,
+            };
             records.push(record);
         }
         let options = BatchOptions {
@@ -192,7 +200,7 @@ impl ValidBatch {
             timestamp_type: if log_append_time.is_some() {
                 TimestampType::LogAppendTime
             } else {
-                h.attributes.timestamp_type()
+                TimestampType::CreateTime
             },
             transactional: h.attributes.is_transactional(),
             control: h.attributes.is_control(),
@@ -392,13 +400,23 @@ mod tests {
                 assert_eq!(plain(&stored), before, "{from:?} -> {to:?}");
                 let s = *stored.header();
                 assert_eq!(
-                    (s.producer_id, s.producer_epoch, s.base_sequence, s.record_count),
-                    (h.producer_id, h.producer_epoch, h.base_sequence, h.record_count)
+                    (
+                        s.producer_id,
+                        s.producer_epoch,
+                        s.base_sequence,
+                        s.record_count
+                    ),
+                    (
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.record_count
+                    )
                 );
                 assert_eq!(s.max_timestamp, h.max_timestamp);
                 // What a reader decodes from the stored bytes is the same again.
-                let again = ValidBatch::from_bytes(stored.as_bytes(), &DecodeLimits::default())
-                    .unwrap();
+                let again =
+                    ValidBatch::from_bytes(stored.as_bytes(), &DecodeLimits::default()).unwrap();
                 assert_eq!(plain(&again), before);
                 assert_eq!(again.records_len(), stored.records_len());
             }
