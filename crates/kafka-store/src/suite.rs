@@ -296,6 +296,7 @@ pub async fn run_all(h: &Harness) -> Result<Vec<String>, String> {
     run!(
         topic_lifecycle,
         topic_admin,
+        topic_overrides_read_back,
         append_assigns_consecutive_offsets,
         read_back_byte_exact,
         read_back_valid_from_any_encoding,
@@ -342,6 +343,7 @@ macro_rules! store_suite {
         $crate::store_suite!(@checks $mode $make;
             topic_lifecycle,
             topic_admin,
+            topic_overrides_read_back,
             append_assigns_consecutive_offsets,
             read_back_byte_exact,
             read_back_valid_from_any_encoding,
@@ -720,6 +722,67 @@ pub async fn topic_lifecycle(h: &Harness) -> CheckResult {
         watermarks(h, &recreated, 0).await?,
         (0, 0),
         "a recreated topic starts empty"
+    );
+    Ok(())
+}
+
+/// A topic created with several settings named on it, typed and untyped ones alike,
+/// reads them back identically, and so it does after `set_topic_config` changes, adds
+/// and removes some.
+pub async fn topic_overrides_read_back(h: &Harness) -> CheckResult {
+    let defaults = keep_forever();
+    let mut config = defaults.clone();
+    for (name, value) in [
+        ("cleanup.policy", "compact,delete"),
+        ("compression.type", "lz4"),
+        ("delete.retention.ms", "900"),
+        ("min.cleanable.dirty.ratio", "0.25"),
+        ("segment.jitter.ms", "10"),
+        ("min.insync.replicas", "2"),
+        ("preallocate", "true"),
+        ("leader.replication.throttled.replicas", "0:1,1:1"),
+    ] {
+        config
+            .set(&defaults, name, Some(value))
+            .map_err(|e| format!("{name}={value}: {e}"))?;
+    }
+    let name = h.create("overrides", 1, config.clone()).await?;
+    let read = async |what: &str| -> Result<crate::TopicInfo, String> {
+        h.log
+            .topic(&name)
+            .await
+            .ctx(what)?
+            .ok_or_else(|| format!("{what}: topic missing"))
+    };
+    let info = read("topic after create").await?;
+    ensure_eq!(info.config, config, "settings after create");
+    ensure_eq!(
+        info.config.overrides.len(),
+        8,
+        "every named setting kept after create"
+    );
+
+    for (name, value) in [
+        ("compression.type", Some("zstd")),
+        ("preallocate", None),
+        ("cleanup.policy", None),
+        ("message.timestamp.type", Some("LogAppendTime")),
+        ("flush.ms", Some("1000")),
+    ] {
+        config
+            .set(&defaults, name, value)
+            .map_err(|e| format!("{name}: {e}"))?;
+    }
+    h.log
+        .set_topic_config(&info.name, config.clone())
+        .await
+        .ctx("set_topic_config")?;
+    let info = read("topic after set_topic_config").await?;
+    ensure_eq!(info.config, config, "settings after set_topic_config");
+    ensure_eq!(
+        TopicConfig::from_overrides(&defaults, &info.config.overrides).ok(),
+        Some(config),
+        "settings rebuilt from the stored overrides"
     );
     Ok(())
 }
