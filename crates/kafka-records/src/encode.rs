@@ -227,9 +227,9 @@ pub fn encode_batch_with_section(
     let start = out.len();
     let mut section = None;
     match encode_into(options, records, None, out, start, Some(&mut section)) {
-        Ok(()) => Ok(section.unwrap_or_else(|| {
-            Bytes::copy_from_slice(&out[start + BATCH_HEADER_LEN..])
-        })),
+        Ok(()) => {
+            Ok(section.unwrap_or_else(|| Bytes::copy_from_slice(&out[start + BATCH_HEADER_LEN..])))
+        }
         Err(e) => {
             out.truncate(start);
             Err(e)
