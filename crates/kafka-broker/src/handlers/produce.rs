@@ -32,8 +32,11 @@
 //! `node_endpoints` (KIP-951), so the client can resend there at once.
 //!
 //! Decompressing and walking the records is the expensive part: a few bytes of zstd can
-//! inflate to the batch limit. A request with compressed records, or with more
-//! uncompressed bytes than `inline_validation_bytes`, is checked on the validation pool
+//! inflate to the batch limit, and compressing them again for the topic costs more. A
+//! request with compressed records, for a topic that encodes its batches again
+//! (LogAppendTime, or a `compression.type` other than `producer` and `uncompressed`), or
+//! with more uncompressed bytes than `inline_validation_bytes`, is checked on the
+//! validation pool
 //! ([`crate::cpu`]), never on the connection's worker, and all its batches together may
 //! inflate to at most `max_decompressed_request_bytes` (counting what a refused batch
 //! was allowed to inflate to): past that, partitions get `MESSAGE_TOO_LARGE` without
