@@ -213,23 +213,21 @@ pub fn encode_batch_with_crc(
     encode_checked(options, records, Some(crc), out)
 }
 
-/// [`encode_batch`] that also returns the records section as it is before compression
+/// [`encode_batch`] that also returns the records section as it was before compression
 /// (what a reader inflates a compressed batch to), so a caller that keeps the decoded
-/// records next to the batch need not decompress what was just compressed. For an
-/// uncompressed batch the section is a copy of the batch's bytes after its header.
+/// records next to the batch need not decompress what was just compressed. `None` for
+/// an uncompressed batch: its section is the batch's own bytes after the header.
 ///
 /// On error, `out` is left as it was.
 pub fn encode_batch_with_section(
     options: &BatchOptions,
     records: &[NewRecord],
     out: &mut BytesMut,
-) -> Result<Bytes> {
+) -> Result<Option<Bytes>> {
     let start = out.len();
     let mut section = None;
     match encode_into(options, records, None, out, start, Some(&mut section)) {
-        Ok(()) => {
-            Ok(section.unwrap_or_else(|| Bytes::copy_from_slice(&out[start + BATCH_HEADER_LEN..])))
-        }
+        Ok(()) => Ok(section),
         Err(e) => {
             out.truncate(start);
             Err(e)

@@ -16,8 +16,8 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_records::{
-    BatchHeader, BatchOptions, Compression, DecodeLimits, NewRecord, RecordBatch, Records,
-    RecordsError, TimestampType, decode_batches, encode_batch_with_section,
+    BATCH_HEADER_LEN, BatchHeader, BatchOptions, Compression, DecodeLimits, NewRecord, RecordBatch,
+    Records, RecordsError, TimestampType, decode_batches, encode_batch_with_section,
     set_partition_leader_epoch,
 };
 
@@ -212,6 +212,7 @@ impl ValidBatch {
         let mut out = BytesMut::new();
         let section = encode_batch_with_section(&options, &records, &mut out)?;
         let bytes = out.freeze();
+        let section = section.unwrap_or_else(|| bytes.slice(BATCH_HEADER_LEN..));
         // Just encoded from records that were all read once: the header and the CRC are
         // right, and the section is what the records section inflates to.
         let limits = DecodeLimits {
