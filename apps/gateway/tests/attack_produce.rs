@@ -15,7 +15,9 @@ mod support;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::api::{decode_response, encode_request};
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
+};
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::list_offsets_request::{
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
@@ -45,6 +47,7 @@ const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const MESSAGE_TOO_LARGE: i16 = 10;
 const INVALID_TIMESTAMP: i16 = 32;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const CORRUPT_MESSAGE: i16 = 2;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -78,12 +81,25 @@ fn unique(name: &str) -> &'static str {
 }
 
 fn create_topic(addr: SocketAddr, name: &str, partitions: i32) {
+    create_topic_with(addr, name, partitions, &[]);
+}
+
+/// [`create_topic`] with topic settings.
+fn create_topic_with(addr: SocketAddr, name: &str, partitions: i32, configs: &[(&str, &str)]) {
     let mut s = connect(addr).unwrap();
     let body = CreateTopicsRequest {
         topics: vec![CreatableTopic {
             name: ByteString::from(name.to_string()),
             num_partitions: partitions,
             replication_factor: 1,
+            configs: configs
+                .iter()
+                .map(|(k, v)| CreatableTopicConfig {
+                    name: ByteString::from((*k).to_owned()),
+                    value: Some(ByteString::from((*v).to_owned())),
+                    ..Default::default()
+                })
+                .collect(),
             ..Default::default()
         }],
         timeout_ms: 10_000,
@@ -252,6 +268,18 @@ fn probe_on(prober: Prober) -> support::attack::ProbeReport {
     prober.finish()
 }
 
+/// The second producer lost nothing and waited at most [`ANSWER_BOUND`].
+fn assert_second_answered(second: SecondProducer) {
+    let (slowest, failed, ok) = second.finish();
+    eprintln!("second producer: {ok} answered, slowest {slowest:?}");
+    assert_eq!(failed, 0, "the second producer lost requests");
+    assert!(ok > 0);
+    assert!(
+        slowest <= ANSWER_BOUND,
+        "the second producer waited {slowest:?}"
+    );
+}
+
 fn assert_healthy(gw: &mut Gateway, report: support::attack::ProbeReport) {
     assert!(gw.is_running(), "the gateway died\n{}", gw.output(40));
     report.assert_answered_within(ANSWER_BOUND, gw);
@@ -320,14 +348,7 @@ fn a_produce_full_of_zstd_bombs_is_bounded_and_off_the_workers() {
             );
         }
     }
-    let (slowest, failed, ok) = second.finish();
-    eprintln!("second producer: {ok} answered, slowest {slowest:?}");
-    assert_eq!(failed, 0, "the second producer lost requests");
-    assert!(ok > 0);
-    assert!(
-        slowest <= ANSWER_BOUND,
-        "the second producer waited {slowest:?}"
-    );
+    assert_second_answered(second);
     assert_healthy(&mut gw, prober.finish());
 }
 
@@ -596,5 +617,117 @@ fn record_timestamps_outside_the_bounds_are_refused() {
     // The lookup by timestamp (on the validation threads) finds it.
     assert_eq!(list_offset(gw.addr, t_clock, 0, now - 1000), 0);
     assert_eq!(list_offset(gw.addr, t_clock, 0, now + 1000), -1);
+    assert_healthy(&mut gw, probe_on(prober));
+}
+
+/// A topic's `compression.type` makes the gateway encode batches again: a few KiB of zstd
+/// that inflate to 60 MiB cost that much once more to store. Stored `uncompressed` the
+/// batch is far over `max.message.bytes` and refused; stored as gzip it fits and lands,
+/// the work on the validation threads within the request's decompression budget, the
+/// other clients answered meanwhile and memory bounded.
+#[test]
+fn batches_that_expand_on_recompression_are_bounded() {
+    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+        return;
+    };
+    let t_plain = unique("recompress-plain");
+    create_topic_with(gw.addr, t_plain, 4, &[("compression.type", "uncompressed")]);
+    let t_gzip = unique("recompress-gzip");
+    create_topic_with(gw.addr, t_gzip, 4, &[("compression.type", "gzip")]);
+    let t_calm = unique("recompress-calm");
+    create_topic(gw.addr, t_calm, 1);
+    let bomb = batch(
+        &BatchOptions {
+            compression: Compression::Zstd,
+            ..BatchOptions::default()
+        },
+        1,
+        Bytes::from(vec![0u8; 60 << 20]),
+    );
+    assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let second = SecondProducer::start(gw.addr, t_calm);
+    let mut s = connect(gw.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    for _ in 0..2 {
+        let parts = (0..4).map(|p| (p, bomb.clone())).collect();
+        let answer = produced(&mut s, produce(t_plain, parts)).expect("an answer");
+        // Two inflate within the request's budget and are too large once stored; the
+        // others are refused before decompression.
+        assert!(
+            answer.iter().all(|(code, _)| *code == MESSAGE_TOO_LARGE),
+            "{answer:?}"
+        );
+    }
+    for p in 0..4 {
+        assert_eq!(latest(gw.addr, t_plain, p), 0, "nothing stored in {p}");
+    }
+    let parts = (0..4).map(|p| (p, bomb.clone())).collect();
+    let answer = produced(&mut s, produce(t_gzip, parts)).expect("an answer");
+    let landed = answer.iter().filter(|(code, _)| *code == NONE).count();
+    assert!((1..=2).contains(&landed), "{answer:?}");
+    assert!(
+        answer
+            .iter()
+            .all(|(code, _)| *code == NONE || *code == MESSAGE_TOO_LARGE),
+        "{answer:?}"
+    );
+    assert_second_answered(second);
+    assert_healthy(&mut gw, probe_on(prober));
+}
+
+/// A batch whose codec bits name one codec while its payload is another's is refused as
+/// corrupt (claimed uncompressed: as invalid records), nothing stored, on a topic that
+/// stores the producer's codec and on one that recompresses.
+#[test]
+fn a_batch_claiming_one_codec_with_another_inside_is_refused() {
+    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+        return;
+    };
+    let t_as_sent = unique("codec-lie");
+    create_topic(gw.addr, t_as_sent, 1);
+    let t_zstd = unique("codec-lie-zstd");
+    create_topic_with(gw.addr, t_zstd, 1, &[("compression.type", "zstd")]);
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let mut s = connect(gw.addr).unwrap();
+    let value = Bytes::from(b"a value that compresses, a value that compresses".repeat(50));
+    for (inside, claimed) in [
+        (Compression::Gzip, Compression::Lz4),
+        (Compression::Lz4, Compression::Zstd),
+        (Compression::Zstd, Compression::Snappy),
+        (Compression::Snappy, Compression::Gzip),
+        (Compression::Gzip, Compression::None),
+    ] {
+        let honest = batch(
+            &BatchOptions {
+                compression: inside,
+                ..BatchOptions::default()
+            },
+            20,
+            value.clone(),
+        );
+        let mut lie = honest.to_vec();
+        // attributes at 21..23, the codec in the low three bits; the CRC (17..21)
+        // covers them, so it is computed again for the lie.
+        lie[22] = (lie[22] & !0x07) | claimed.id();
+        let crc = crc32c::crc32c(&lie[21..]);
+        lie[17..21].copy_from_slice(&crc.to_be_bytes());
+        let lie = Bytes::from(lie);
+        for topic in [t_as_sent, t_zstd] {
+            let answer = produced(&mut s, produce(topic, vec![(0, lie.clone())])).unwrap();
+            // Claimed uncompressed, the compressed bytes read as malformed records.
+            let want = if claimed == Compression::None {
+                INVALID_RECORD
+            } else {
+                CORRUPT_MESSAGE
+            };
+            assert_eq!(
+                answer[0].0, want,
+                "{inside:?} inside, {claimed:?} claimed, {topic}: {answer:?}"
+            );
+        }
+    }
+    assert_eq!(latest(gw.addr, t_as_sent, 0), 0);
+    assert_eq!(latest(gw.addr, t_zstd, 0), 0);
     assert_healthy(&mut gw, probe_on(prober));
 }

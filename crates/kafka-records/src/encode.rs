@@ -213,6 +213,28 @@ pub fn encode_batch_with_crc(
     encode_checked(options, records, Some(crc), out)
 }
 
+/// [`encode_batch`] that also returns the records section as it was before compression
+/// (what a reader inflates a compressed batch to), so a caller that keeps the decoded
+/// records next to the batch need not decompress what was just compressed. `None` for
+/// an uncompressed batch: its section is the batch's own bytes after the header.
+///
+/// On error, `out` is left as it was.
+pub fn encode_batch_with_section(
+    options: &BatchOptions,
+    records: &[NewRecord],
+    out: &mut BytesMut,
+) -> Result<Option<Bytes>> {
+    let start = out.len();
+    let mut section = None;
+    match encode_into(options, records, None, out, start, Some(&mut section)) {
+        Ok(()) => Ok(section),
+        Err(e) => {
+            out.truncate(start);
+            Err(e)
+        }
+    }
+}
+
 fn encode_checked(
     options: &BatchOptions,
     records: &[NewRecord],
@@ -220,7 +242,7 @@ fn encode_checked(
     out: &mut BytesMut,
 ) -> Result<()> {
     let start = out.len();
-    let result = encode_into(options, records, crc, out, start);
+    let result = encode_into(options, records, crc, out, start, None);
     if result.is_err() {
         out.truncate(start);
     }
@@ -233,6 +255,7 @@ fn encode_into(
     known_crc: Option<u32>,
     out: &mut BytesMut,
     start: usize,
+    keep_section: Option<&mut Option<Bytes>>,
 ) -> Result<()> {
     let count = len_i32("record count", records.len())?;
     let base_timestamp = options
@@ -252,6 +275,9 @@ fn encode_into(
             let mut plain = BytesMut::new();
             put_records(&mut plain, records, base_timestamp)?;
             codec::compress(codec, &plain, out)?;
+            if let Some(keep) = keep_section {
+                *keep = Some(plain.freeze());
+            }
         }
     }
 

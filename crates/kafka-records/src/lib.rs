@@ -56,7 +56,10 @@ pub use batch::{
     set_base_offset, set_log_append_time, set_partition_leader_epoch,
 };
 pub use codec::Compression;
-pub use encode::{BatchOptions, ExactReencoding, NewRecord, encode_batch, encode_batch_with_crc};
+pub use encode::{
+    BatchOptions, ExactReencoding, NewRecord, encode_batch, encode_batch_with_crc,
+    encode_batch_with_section,
+};
 pub use error::RecordsError;
 pub use record::{ControlRecord, ControlRecordType, Header, Headers, HeadersIter, Record, Records};
 pub use retain::{Retained, encode_retained};

@@ -16,7 +16,8 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_records::{
-    BatchHeader, DecodeLimits, RecordBatch, Records, RecordsError, decode_batches,
+    BATCH_HEADER_LEN, BatchHeader, BatchOptions, Compression, DecodeLimits, NewRecord, RecordBatch,
+    Records, RecordsError, TimestampType, decode_batches, encode_batch_with_section,
     set_partition_leader_epoch,
 };
 
@@ -156,6 +157,73 @@ impl ValidBatch {
     }
 }
 
+impl ValidBatch {
+    /// The batch as a topic stores it: records compressed with `compression` (`None`:
+    /// the producer's codec, kept) and, with `log_append_time`, the LogAppendTime bit
+    /// set and every record's timestamp (so also `baseTimestamp` and `maxTimestamp`)
+    /// the append time; without it the batch is CreateTime (a LogAppendTime bit the
+    /// producer set is cleared, as Kafka's broker does). Keys, values, headers, offset deltas, the producer id, epoch and
+    /// base sequence, the leader epoch and the transactional bit are kept. The same
+    /// batch is returned when nothing changes; otherwise the records are encoded again
+    /// from the kept section (no second decompression), which costs about the section's
+    /// size in memory plus the codec's output.
+    pub fn restamped(
+        self,
+        compression: Option<Compression>,
+        log_append_time: Option<i64>,
+    ) -> Result<ValidBatch, RecordsError> {
+        let current = self.batch.compression();
+        let codec = compression.unwrap_or(current);
+        let create_time = self.batch.timestamp_type() == TimestampType::CreateTime;
+        if codec == current && log_append_time.is_none() && create_time {
+            return Ok(self);
+        }
+        let h = *self.header();
+        let mut records = Vec::with_capacity(usize::try_from(h.record_count).unwrap_or(0));
+        for record in self.records() {
+            let record = record?;
+            // A LogAppendTime batch reads every record as its maxTimestamp; cleared, the
+            // records read as base timestamp plus their own deltas again.
+            let own = h.base_timestamp.wrapping_add(record.timestamp_delta);
+            let mut record = NewRecord::from(record);
+            record.timestamp = match log_append_time {
+                Some(t) => t,
+                None if !create_time => own,
+                None => record.timestamp,
+            };
+            records.push(record);
+        }
+        let options = BatchOptions {
+            base_offset: h.base_offset,
+            partition_leader_epoch: h.partition_leader_epoch,
+            compression: codec,
+            timestamp_type: if log_append_time.is_some() {
+                TimestampType::LogAppendTime
+            } else {
+                TimestampType::CreateTime
+            },
+            transactional: h.attributes.is_transactional(),
+            control: h.attributes.is_control(),
+            producer_id: h.producer_id,
+            producer_epoch: h.producer_epoch,
+            base_sequence: h.base_sequence,
+            base_timestamp: Some(log_append_time.unwrap_or(h.base_timestamp)),
+        };
+        let mut out = BytesMut::new();
+        let section = encode_batch_with_section(&options, &records, &mut out)?;
+        let bytes = out.freeze();
+        let section = section.unwrap_or_else(|| bytes.slice(BATCH_HEADER_LEN..));
+        // Just encoded from records that were all read once: the header and the CRC are
+        // right, and the section is what the records section inflates to.
+        let limits = DecodeLimits {
+            max_decompressed_bytes: usize::MAX,
+            max_records_per_batch: usize::MAX,
+        };
+        let batch = RecordBatch::decode_verified(&bytes, &limits)?;
+        Ok(ValidBatch { batch, section })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,5 +348,109 @@ mod tests {
             .with_leader_epoch(0)
             .unwrap();
         assert_eq!(same.as_bytes(), stamped.as_bytes());
+    }
+
+    fn idempotent(n: usize, compression: Compression) -> ValidBatch {
+        let records: Vec<NewRecord> = (0..n)
+            .map(|i| NewRecord {
+                timestamp: 1_700_000_000_000 + i as i64 * 7,
+                key: (i % 2 == 0).then(|| Bytes::from(format!("k{i}"))),
+                value: Some(Bytes::from(vec![b'a' + (i % 26) as u8; 300])),
+                headers: vec![kafka_records::Header::new(
+                    format!("h{i}"),
+                    Some(Bytes::from_static(b"x")),
+                )],
+            })
+            .collect();
+        let mut out = BytesMut::new();
+        encode_batch(
+            &BatchOptions {
+                compression,
+                producer_id: 42,
+                producer_epoch: 3,
+                base_sequence: 17,
+                partition_leader_epoch: 0,
+                ..BatchOptions::default()
+            },
+            &records,
+            &mut out,
+        )
+        .unwrap();
+        ValidBatch::from_bytes(&out.freeze(), &DecodeLimits::default()).unwrap()
+    }
+
+    fn plain(b: &ValidBatch) -> Vec<NewRecord> {
+        b.records().map(|r| NewRecord::from(r.unwrap())).collect()
+    }
+
+    #[test]
+    fn restamping_changes_the_codec_and_keeps_the_records() {
+        for from in [Compression::None, Compression::Gzip, Compression::Zstd] {
+            for to in [
+                Compression::None,
+                Compression::Gzip,
+                Compression::Snappy,
+                Compression::Lz4,
+                Compression::Zstd,
+            ] {
+                let original = idempotent(20, from);
+                let before = plain(&original);
+                let h = *original.header();
+                let stored = original.restamped(Some(to), None).unwrap();
+                assert_eq!(stored.batch().compression(), to, "{from:?} -> {to:?}");
+                assert_eq!(plain(&stored), before, "{from:?} -> {to:?}");
+                let s = *stored.header();
+                assert_eq!(
+                    (
+                        s.producer_id,
+                        s.producer_epoch,
+                        s.base_sequence,
+                        s.record_count
+                    ),
+                    (
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.record_count
+                    )
+                );
+                assert_eq!(s.max_timestamp, h.max_timestamp);
+                // What a reader decodes from the stored bytes is the same again.
+                let again =
+                    ValidBatch::from_bytes(stored.as_bytes(), &DecodeLimits::default()).unwrap();
+                assert_eq!(plain(&again), before);
+                assert_eq!(again.records_len(), stored.records_len());
+            }
+        }
+    }
+
+    #[test]
+    fn the_producers_codec_keeps_the_batch_as_sent() {
+        let original = idempotent(3, Compression::Lz4);
+        let bytes = original.as_bytes().clone();
+        let kept = original.restamped(None, None).unwrap();
+        assert_eq!(kept.as_bytes(), &bytes);
+        let same = kept.restamped(Some(Compression::Lz4), None).unwrap();
+        assert_eq!(same.as_bytes(), &bytes);
+    }
+
+    #[test]
+    fn log_append_time_stamps_the_batch_and_every_record() {
+        let original = idempotent(5, Compression::Snappy);
+        let before = plain(&original);
+        let t = 1_800_000_000_123;
+        let stored = original.restamped(None, Some(t)).unwrap();
+        let h = *stored.header();
+        assert_eq!(h.attributes.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!((h.base_timestamp, h.max_timestamp), (t, t));
+        assert_eq!(stored.batch().compression(), Compression::Snappy);
+        let after = plain(&stored);
+        assert!(after.iter().all(|r| r.timestamp == t));
+        let strip = |v: Vec<NewRecord>| -> Vec<NewRecord> {
+            v.into_iter()
+                .map(|r| NewRecord { timestamp: 0, ..r })
+                .collect()
+        };
+        assert_eq!(strip(after), strip(before));
     }
 }

@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use kafka_records::{
     BatchHeader, BatchOptions, Compression, DecodeLimits, Header, NewRecord, RecordBatch,
-    encode_batch,
+    TimestampType, encode_batch,
 };
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -334,6 +334,8 @@ pub async fn run_all(h: &Harness) -> Result<Vec<String>, String> {
         read_honours_max_bytes,
         message_too_large,
         timestamps,
+        topic_codec_round_trip,
+        log_append_time_round_trip,
         delete_records,
         retention_by_time,
         retention_by_size,
@@ -380,6 +382,8 @@ macro_rules! store_suite {
             read_honours_max_bytes,
             message_too_large,
             timestamps,
+            topic_codec_round_trip,
+            log_append_time_round_trip,
             delete_records,
             retention_by_time,
             retention_by_size,
@@ -1407,6 +1411,190 @@ pub async fn timestamps(h: &Harness) -> CheckResult {
         max_timestamp(h, &name, t).await?,
         None,
         "max with every record deleted"
+    );
+    Ok(())
+}
+
+/// Records with keys, null values and headers, at distinct times, from one idempotent
+/// producer: what the topic-setting checks store in other shapes.
+fn producer_records(t: i64) -> Vec<NewRecord> {
+    (0..6)
+        .map(|i| NewRecord {
+            timestamp: t + 10 * i,
+            key: Some(Bytes::from(format!("key-{i}"))),
+            value: (i != 3).then(|| Bytes::from(format!("value-{i}-").repeat(20))),
+            headers: vec![Header::new(
+                format!("h{i}"),
+                Some(Bytes::from(format!("{i}"))),
+            )],
+        })
+        .collect()
+}
+
+/// The records of a stored batch, as a producer would have given them.
+fn new_records_of(bytes: &Bytes) -> Result<Vec<NewRecord>, String> {
+    let batch = RecordBatch::decode(bytes, &DecodeLimits::default())
+        .map_err(|e| format!("stored batch no longer decodes: {e}"))?;
+    batch
+        .records()
+        .map_err(|e| format!("records: {e}"))?
+        .map(|r| r.map(NewRecord::from).map_err(|e| format!("record: {e}")))
+        .collect()
+}
+
+/// A topic's `compression.type` as the broker applies it ([`ValidBatch::restamped`]):
+/// whatever codec the producer used, the batch read back carries the topic's codec,
+/// the same records (keys, values, headers, timestamps), the producer's id, epoch and
+/// sequence, and a valid CRC.
+pub async fn topic_codec_round_trip(h: &Harness) -> CheckResult {
+    let name = h.create("codec", 1, keep_forever()).await?;
+    let t = now_ms() - 30_000;
+    let sent = producer_records(t);
+    let codecs = [
+        (Compression::Lz4, Compression::None),
+        (Compression::None, Compression::Gzip),
+        (Compression::Zstd, Compression::Snappy),
+        (Compression::Gzip, Compression::Lz4),
+        (Compression::Snappy, Compression::Zstd),
+    ];
+    for (i, (from, to)) in codecs.into_iter().enumerate() {
+        let options = BatchOptions {
+            base_offset: PRODUCER_BASE_OFFSET,
+            compression: from,
+            producer_id: 4242,
+            producer_epoch: 3,
+            base_sequence: i32::try_from(i * sent.len()).map_err(|e| e.to_string())?,
+            partition_leader_epoch: 0,
+            ..BatchOptions::default()
+        };
+        let batch = valid(vec![encode_with(&options, &sent)?])?
+            .into_iter()
+            .map(|b| b.restamped(Some(to), None))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("restamp {from:?} -> {to:?}: {e}"))?;
+        h.log
+            .append(&name, 0, batch, now_ms())
+            .await
+            .ctx(&format!("append {from:?} as {to:?}"))?;
+    }
+    let got = read_all(h, &name, 0).await?;
+    ensure_eq!(got.len(), codecs.len(), "batches read back");
+    for (i, (bytes, (from, to))) in got.iter().zip(codecs).enumerate() {
+        let batch = RecordBatch::decode(bytes, &DecodeLimits::default())
+            .map_err(|e| format!("batch {i} ({from:?} stored as {to:?}): {e}"))?;
+        ensure_eq!(
+            batch.compression(),
+            to,
+            "codec of batch {i} sent as {from:?}"
+        );
+        let hd = batch.header();
+        ensure_eq!(
+            (
+                hd.producer_id,
+                hd.producer_epoch,
+                hd.base_sequence,
+                hd.record_count
+            ),
+            (4242, 3, (i * sent.len()) as i32, sent.len() as i32),
+            "producer identity of batch {i}"
+        );
+        ensure_eq!(
+            hd.base_offset,
+            (i * sent.len()) as i64,
+            "base offset of batch {i}"
+        );
+        ensure_eq!(
+            hd.attributes.timestamp_type(),
+            TimestampType::CreateTime,
+            "timestamp type of batch {i}"
+        );
+        ensure_eq!(
+            new_records_of(bytes)?,
+            sent,
+            "records of batch {i} ({from:?} -> {to:?})"
+        );
+    }
+    Ok(())
+}
+
+/// `message.timestamp.type=LogAppendTime` as the broker applies it: the batch read back
+/// has the LogAppendTime bit and the append time as `maxTimestamp`, every record reads
+/// as that time, the topic's codec is kept, and lookups by time see the append time,
+/// not the producer's.
+pub async fn log_append_time_round_trip(h: &Harness) -> CheckResult {
+    let name = h.create("log-append-time", 1, keep_forever()).await?;
+    let producer_time = now_ms() - 3_600_000;
+    let sent = producer_records(producer_time);
+    let appended_at = now_ms();
+    for (i, codec) in [Compression::None, Compression::Gzip]
+        .into_iter()
+        .enumerate()
+    {
+        let options = BatchOptions {
+            base_offset: PRODUCER_BASE_OFFSET,
+            compression: Compression::Lz4,
+            ..BatchOptions::default()
+        };
+        let at = appended_at + i as i64;
+        let batch = valid(vec![encode_with(&options, &sent)?])?
+            .into_iter()
+            .map(|b| b.restamped(Some(codec), Some(at)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("restamp: {e}"))?;
+        h.log
+            .append(&name, 0, batch, at)
+            .await
+            .ctx("append a LogAppendTime batch")?;
+    }
+    let got = read_all(h, &name, 0).await?;
+    ensure_eq!(got.len(), 2, "batches read back");
+    for (i, (bytes, codec)) in got
+        .iter()
+        .zip([Compression::None, Compression::Gzip])
+        .enumerate()
+    {
+        let at = appended_at + i as i64;
+        let hd = header(bytes)?;
+        ensure_eq!(
+            hd.attributes.timestamp_type(),
+            TimestampType::LogAppendTime,
+            "timestamp type of batch {i}"
+        );
+        ensure_eq!(hd.max_timestamp, at, "maxTimestamp of batch {i}");
+        let batch = RecordBatch::decode(bytes, &DecodeLimits::default())
+            .map_err(|e| format!("batch {i}: {e}"))?;
+        ensure_eq!(batch.compression(), codec, "codec of batch {i}");
+        let records = new_records_of(bytes)?;
+        let times: Vec<i64> = records.iter().map(|r| r.timestamp).collect();
+        ensure_eq!(
+            times,
+            vec![at; sent.len()],
+            "record timestamps of batch {i}"
+        );
+        let keys: Vec<_> = records.iter().map(|r| (&r.key, &r.value)).collect();
+        let want: Vec<_> = sent.iter().map(|r| (&r.key, &r.value)).collect();
+        ensure_eq!(keys, want, "keys and values of batch {i}");
+    }
+    let n = sent.len() as i64;
+    ensure_eq!(
+        lookup(h, &name, appended_at, producer_time).await?,
+        Some((0, 0)),
+        "lookup at the producer's time"
+    );
+    ensure_eq!(
+        lookup(h, &name, appended_at, appended_at + 1).await?,
+        Some((n, 1)),
+        "lookup at the second append time"
+    );
+    ensure_eq!(
+        lookup(h, &name, appended_at, appended_at + 2).await?,
+        None,
+        "lookup after the last append time"
+    );
+    ensure_eq!(
+        max_timestamp(h, &name, appended_at).await?,
+        Some((n, 1)),
+        "max_timestamp"
     );
     Ok(())
 }

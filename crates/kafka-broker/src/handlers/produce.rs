@@ -4,8 +4,19 @@
 //! does: exactly one record batch (from v3), magic 2, CRC-32C, a codec the negotiated
 //! version allows (zstd from v7), the decompressed size and record count within limits,
 //! each record well-formed with its offset delta equal to its index, the batch within
-//! the topic's `max.message.bytes`, and CreateTime timestamps within
-//! `log.message.timestamp.before.max.ms` / `after.max.ms` of the broker's clock. Errors
+//! the topic's `max.message.bytes`, and then the topic's own rules, record by record as
+//! Kafka's log validator applies them ([`check_records`]): a compacted topic refuses
+//! keyless records (`INVALID_RECORD`), a CreateTime topic refuses timestamps outside
+//! `message.timestamp.before.max.ms` / `after.max.ms` of the broker's clock
+//! (`INVALID_TIMESTAMP`; the topic's value when it names one, else the broker's
+//! `limits.message_timestamp_*`), each failing record listed in `record_errors` and
+//! nothing of the batch stored. What passes is stored as the topic says
+//! ([`ValidBatch::restamped`]): encoded again with the topic's `compression.type`
+//! unless that is `producer` or the producer's codec already, and under
+//! `message.timestamp.type=LogAppendTime` stamped with the broker's clock (the
+//! LogAppendTime bit, every record's timestamp and `maxTimestamp`), which the response
+//! returns as `log_append_time_ms`. `max.message.bytes` is checked again on the batch
+//! as stored, as Kafka does after recompressing. Errors
 //! are per partition, so one bad partition does not fail the others. A partition named
 //! more than once in a request gets `INVALID_REQUEST` for every copy and nothing of it
 //! is stored (Kafka keeps the last copy silently; a client never sends two, and
@@ -21,8 +32,11 @@
 //! `node_endpoints` (KIP-951), so the client can resend there at once.
 //!
 //! Decompressing and walking the records is the expensive part: a few bytes of zstd can
-//! inflate to the batch limit. A request with compressed records, or with more
-//! uncompressed bytes than `inline_validation_bytes`, is checked on the validation pool
+//! inflate to the batch limit, and compressing them again for the topic costs more. A
+//! request with compressed records, for a topic that encodes its batches again
+//! (LogAppendTime, or a `compression.type` other than `producer` and `uncompressed`), or
+//! with more uncompressed bytes than `inline_validation_bytes`, is checked on the
+//! validation pool
 //! ([`crate::cpu`]), never on the connection's worker, and all its batches together may
 //! inflate to at most `max_decompressed_request_bytes` (counting what a refused batch
 //! was allowed to inflate to): past that, partitions get `MESSAGE_TOO_LARGE` without
@@ -45,12 +59,17 @@
 use super::metadata::{hinted_endpoints, leader_hint};
 use super::{Ctx, Reply, Step, bs};
 use crate::broker::now_ms;
+use crate::config::Limits;
 use crate::producers::{BatchId, Verdict};
-use crate::store::{AppendOutcome, PendingAppend, TopicInfo, ValidBatch, check_batches};
+use crate::store::{
+    AppendOutcome, CompressionType, MessageTimestampType, PendingAppend, TopicConfig, TopicInfo,
+    ValidBatch, check_batches,
+};
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
-    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    ProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::{ErrorCode, Uuid};
 use kafka_records::{Compression, DecodeLimits, TimestampType};
@@ -58,10 +77,31 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tracing::debug;
 
-type Failure = (ErrorCode, Option<String>);
+/// Why a partition's batch was not appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Failure {
+    code: ErrorCode,
+    message: Option<String>,
+    /// Per-record errors (Produce v8+ `record_errors`): batch index and message.
+    record_errors: Vec<(i32, Option<String>)>,
+}
+
+impl Failure {
+    fn code(code: ErrorCode) -> Failure {
+        Failure {
+            code,
+            message: None,
+            record_errors: Vec::new(),
+        }
+    }
+}
 
 fn fail(code: ErrorCode, msg: impl Into<String>) -> Failure {
-    (code, Some(msg.into()))
+    Failure {
+        code,
+        message: Some(msg.into()),
+        record_errors: Vec::new(),
+    }
 }
 
 /// A Produce request checked against the topics, nothing appended yet.
@@ -81,11 +121,13 @@ struct PerTopic<T> {
     partitions: Vec<(i32, T)>,
 }
 
-/// One partition's validated batch.
+/// One partition's validated batch, as the topic stores it.
 struct Batch {
     topic: String,
     batch: ValidBatch,
     id: BatchId,
+    /// The append time the batch carries under LogAppendTime, else -1.
+    append_time: i64,
 }
 
 impl Prepared {
@@ -112,6 +154,7 @@ enum Pending {
         topic: String,
         id: BatchId,
         now: i64,
+        append_time: i64,
         append: PendingAppend,
     },
 }
@@ -134,8 +177,57 @@ struct Checks {
     version: i16,
     limits: DecodeLimits,
     now: i64,
+}
+
+/// What a topic's settings ask of every batch appended to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rules {
+    /// `compression.type`: the codec batches are stored with; `None` (`producer`) keeps
+    /// the producer's.
+    compression: Option<Compression>,
+    /// `message.timestamp.type=LogAppendTime`.
+    log_append_time: bool,
+    /// `cleanup.policy` includes `compact`: keyless records are refused.
+    compacted: bool,
+    /// `message.timestamp.before.max.ms` (CreateTime only).
     before_max_ms: i64,
+    /// `message.timestamp.after.max.ms` (CreateTime only).
     after_max_ms: i64,
+}
+
+impl Rules {
+    /// The topic's settings; the timestamp bounds are the topic's own when it names
+    /// them, else the broker's (`limits.message_timestamp_*`).
+    fn of(config: &TopicConfig, limits: &Limits) -> Rules {
+        let named = |name: &str| config.overrides.contains_key(name);
+        Rules {
+            compression: match config.compression_type {
+                CompressionType::Producer => None,
+                CompressionType::Uncompressed => Some(Compression::None),
+                CompressionType::Gzip => Some(Compression::Gzip),
+                CompressionType::Snappy => Some(Compression::Snappy),
+                CompressionType::Lz4 => Some(Compression::Lz4),
+                CompressionType::Zstd => Some(Compression::Zstd),
+            },
+            log_append_time: config.message_timestamp_type == MessageTimestampType::LogAppendTime,
+            compacted: config.cleanup_policy.compacts(),
+            before_max_ms: if named("message.timestamp.before.max.ms") {
+                config.message_timestamp_before_max_ms
+            } else {
+                limits.message_timestamp_before_max_ms
+            },
+            after_max_ms: if named("message.timestamp.after.max.ms") {
+                config.message_timestamp_after_max_ms
+            } else {
+                limits.message_timestamp_after_max_ms
+            },
+        }
+    }
+
+    /// Whether batches may be encoded again (worth the validation pool).
+    fn encodes(&self) -> bool {
+        self.log_append_time || self.compression.is_some_and(|c| c != Compression::None)
+    }
 }
 
 /// One partition's records waiting to be checked.
@@ -143,6 +235,9 @@ struct Job {
     records: Bytes,
     max_message_bytes: i32,
     compressed: bool,
+    rules: Rules,
+    /// `topic-partition`, for per-record messages.
+    place: (String, i32),
 }
 
 /// Looks the topics up and validates every batch. Nothing is appended.
@@ -207,14 +302,14 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
                     "the partition is named more than once in the request",
                 )),
                 (None, Err(e)) => Err(fail(e.error_code(), e.to_string())),
-                (None, Ok(None)) => Err((unknown, None)),
+                (None, Ok(None)) => Err(Failure::code(unknown)),
                 (None, Ok(Some(info)))
                     if (0..info.partitions).contains(&p.index)
                         && !route.leads(&info.name, p.index) =>
                 {
                     // Another gateway leads it (or this one holds no lease): nothing
                     // is decoded or written.
-                    Err((ErrorCode::NOT_LEADER_OR_FOLLOWER, None))
+                    Err(Failure::code(ErrorCode::NOT_LEADER_OR_FOLLOWER))
                 }
                 (None, Ok(Some(info))) => {
                     precheck(info, p.index, p.records).map(|(records, compressed)| {
@@ -222,6 +317,8 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
                             records,
                             max_message_bytes: info.config.max_message_bytes,
                             compressed,
+                            rules: Rules::of(&info.config, limits),
+                            place: (info.name.clone(), p.index),
                         });
                         info.name.clone()
                     })
@@ -243,11 +340,9 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
             max_records_per_batch: limits.max_records_per_batch,
         },
         now,
-        before_max_ms: limits.message_timestamp_before_max_ms,
-        after_max_ms: limits.message_timestamp_after_max_ms,
     };
     let budget = limits.max_decompressed_request_bytes;
-    let heavy = jobs.iter().any(|j| j.compressed)
+    let heavy = jobs.iter().any(|j| j.compressed || j.rules.encodes())
         || jobs.iter().map(|j| j.records.len()).sum::<usize>() > limits.inline_validation_bytes;
     let results = if jobs.is_empty() {
         Vec::new()
@@ -272,10 +367,18 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
                 Ok(name) => match results.next() {
                     Some(Ok((batch, id))) => {
                         idempotent |= id.idempotent();
+                        let h = batch.header();
+                        let append_time =
+                            if h.attributes.timestamp_type() == TimestampType::LogAppendTime {
+                                h.max_timestamp
+                            } else {
+                                -1
+                            };
                         Ok(Batch {
                             topic: name,
                             batch,
                             id,
+                            append_time,
                         })
                     }
                     Some(Err(f)) => Err(f),
@@ -311,7 +414,7 @@ fn precheck(
     records: Option<Bytes>,
 ) -> Result<(Bytes, bool), Failure> {
     if partition < 0 || partition >= topic.partitions {
-        return Err((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, None));
+        return Err(Failure::code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
     }
     let records = records.unwrap_or_default();
     if records.is_empty() {
@@ -439,8 +542,24 @@ fn validate(
             "zstd needs Produce v7 or later",
         ));
     }
-    if batch.batch().timestamp_type() == TimestampType::CreateTime {
-        check_timestamps(&batch, checks)?;
+    check_records(&batch, job, checks.now)?;
+    // The topic's codec and timestamp type (Kafka's broker recompresses on append too),
+    // then max.message.bytes again on what is stored, as Kafka checks the batch again
+    // when validation changed its size.
+    let append_time = job.rules.log_append_time.then_some(checks.now);
+    let batch = batch
+        .restamped(job.rules.compression, append_time)
+        .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
+    if batch.len() > max {
+        return Err(fail(
+            ErrorCode::MESSAGE_TOO_LARGE,
+            format!(
+                "batch of {} bytes as stored with compression.type {} exceeds \
+                 max.message.bytes {max}",
+                batch.len(),
+                codec_name(job.rules.compression)
+            ),
+        ));
     }
     let h = *batch.header();
     // Stored batches carry leader epoch 0. Most producers already send 0 (librdkafka
@@ -459,31 +578,110 @@ fn validate(
     ))
 }
 
-/// Every record's timestamp within the bounds around the broker's clock
-/// (`log.message.timestamp.before.max.ms` / `after.max.ms`, KIP-937).
-fn check_timestamps(batch: &ValidBatch, checks: &Checks) -> Result<(), Failure> {
-    if checks.before_max_ms == i64::MAX && checks.after_max_ms == i64::MAX {
+/// `compression.type` as Kafka names it.
+fn codec_name(codec: Option<Compression>) -> &'static str {
+    match codec {
+        None => "producer",
+        Some(Compression::None) => "uncompressed",
+        Some(Compression::Gzip) => "gzip",
+        Some(Compression::Snappy) => "snappy",
+        Some(Compression::Lz4) => "lz4",
+        Some(Compression::Zstd) => "zstd",
+        Some(_) => "another codec",
+    }
+}
+
+/// Per-record messages given in `record_errors`; later failing records are listed by
+/// index only, so the answer stays smaller than the batch that caused it.
+const RECORD_ERROR_MESSAGES: usize = 3;
+
+/// The per-record rules of Kafka's log validator, every record looked at: on a
+/// compacted topic a record must have a key (`INVALID_RECORD`); on a CreateTime topic a
+/// record's timestamp must lie within `message.timestamp.before.max.ms` /
+/// `after.max.ms` of the broker's clock (KIP-937; `INVALID_TIMESTAMP`), and a producer
+/// may not set the LogAppendTime bit itself. Any failing record refuses the whole
+/// batch, with the failing records' indexes in `record_errors`.
+fn check_records(batch: &ValidBatch, job: &Job, now: i64) -> Result<(), Failure> {
+    let rules = &job.rules;
+    let create_time = !rules.log_append_time;
+    let bounded =
+        create_time && (rules.before_max_ms != i64::MAX || rules.after_max_ms != i64::MAX);
+    let producer_lat = batch.batch().timestamp_type() == TimestampType::LogAppendTime;
+    if !rules.compacted && !bounded && !producer_lat {
         return Ok(());
     }
+    let (topic, partition) = &job.place;
+    let mut errors: Vec<(i32, Option<String>)> = Vec::new();
+    let mut shown: Vec<String> = Vec::new();
+    let mut bad_timestamp = false;
     for (i, record) in batch.records().enumerate() {
         let Ok(record) = record else {
             // Every record was read once already by check_batches.
             continue;
         };
         let ts = record.timestamp;
-        let behind = checks.now.saturating_sub(ts);
-        let ahead = ts.saturating_sub(checks.now);
-        if behind > checks.before_max_ms || ahead > checks.after_max_ms {
-            return Err(fail(
-                ErrorCode::INVALID_TIMESTAMP,
+        let message = if rules.compacted && record.key.is_none() {
+            Some(format!(
+                "Compacted topic cannot accept message without key in topic partition \
+                 {topic}-{partition}"
+            ))
+        } else if create_time && ts != -1 {
+            let behind = now.saturating_sub(ts);
+            let ahead = ts.saturating_sub(now);
+            (behind > rules.before_max_ms || ahead > rules.after_max_ms).then(|| {
+                bad_timestamp = true;
                 format!(
-                    "record {i} has timestamp {ts}, outside [-{}, +{}] ms of the broker's clock",
-                    checks.before_max_ms, checks.after_max_ms
-                ),
-            ));
+                    "Timestamp {ts} of message with offset {i} is out of range. The timestamp \
+                     should be within [{}, {}]",
+                    now.saturating_sub(rules.before_max_ms),
+                    now.saturating_add(rules.after_max_ms)
+                )
+            })
+        } else if producer_lat {
+            bad_timestamp = true;
+            Some(format!(
+                "Invalid timestamp type in message {i}. Producer should not set timestamp type \
+                 to LogAppendTime."
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = message {
+            let index = i32::try_from(i).unwrap_or(i32::MAX);
+            if shown.len() < RECORD_ERROR_MESSAGES {
+                shown.push(format!(
+                    "RecordError(batchIndex={index}, message='{message}')"
+                ));
+                errors.push((index, Some(message)));
+            } else {
+                errors.push((index, None));
+            }
         }
     }
-    Ok(())
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let (code, message) = if bad_timestamp {
+        (
+            ErrorCode::INVALID_TIMESTAMP,
+            "One or more records have been rejected due to invalid timestamp".to_owned(),
+        )
+    } else {
+        (
+            ErrorCode::INVALID_RECORD,
+            format!(
+                "One or more records have been rejected due to {} record errors in total, and \
+                 only showing the first three errors at most: [{}]",
+                errors.len(),
+                shown.join(", ")
+            ),
+        )
+    };
+    Err(Failure {
+        code,
+        message: Some(message),
+        record_errors: errors,
+    })
 }
 
 /// Checks producer state and hands every partition's batch to the store, in request
@@ -586,7 +784,12 @@ async fn recover_all(
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let outcome = producers
                 .ensure_recovered(log, membership, &topic, partition, window, left)
-                .await;
+                .await
+                .map_err(|(code, message)| Failure {
+                    code,
+                    message,
+                    record_errors: Vec::new(),
+                });
             ((topic, partition), outcome)
         })
         .buffer_unordered(
@@ -622,7 +825,7 @@ async fn submit_partition(
                 Err(e) => Pending::Failed(fail(e.error_code(), e.to_string())),
             };
         }
-        Err(code) => return Pending::Failed((code, None)),
+        Err(code) => return Pending::Failed(Failure::code(code)),
     }
     let submitted =
         tokio::time::timeout(timeout, log.submit(&b.topic, partition, vec![b.batch], now)).await;
@@ -635,6 +838,7 @@ async fn submit_partition(
             topic: b.topic,
             id: b.id,
             now,
+            append_time: b.append_time,
             append,
         },
         Ok(Err(e)) => Pending::Failed(fail(e.error_code(), e.to_string())),
@@ -651,16 +855,22 @@ fn timed_out() -> Failure {
 
 /// Waits for one partition's append and records it in the producer state.
 async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Duration) -> Pending {
-    let (topic, id, now, append) = match pending {
+    let (topic, id, now, append_time, append) = match pending {
         Pending::Appending {
             topic,
             id,
             now,
+            append_time,
             append,
-        } => (topic, id, now, append),
+        } => (topic, id, now, append_time, append),
         done => return done,
     };
     let outcome = match tokio::time::timeout(timeout, append).await {
+        // Under LogAppendTime the answer carries the time stamped on the batch.
+        Ok(Ok(a)) if append_time >= 0 => AppendOutcome {
+            log_append_time: append_time,
+            ..a
+        },
         Ok(Ok(a)) => a,
         failed => {
             if id.idempotent() {
@@ -754,7 +964,11 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
                     log_start_offset: a.log_start_offset,
                     ..PartitionProduceResponse::default()
                 },
-                Err((code, msg)) => {
+                Err(Failure {
+                    code,
+                    message: msg,
+                    record_errors,
+                }) => {
                     refused += 1;
                     if refused == 1 {
                         debug!(topic = %name, partition = index, %code, ?msg, "produce refused");
@@ -766,6 +980,18 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
                         log_append_time_ms: -1,
                         log_start_offset: -1,
                         error_message: if ctx.version >= 8 { msg.map(bs) } else { None },
+                        record_errors: if ctx.version >= 8 {
+                            record_errors
+                                .into_iter()
+                                .map(|(batch_index, m)| BatchIndexAndErrorMessage {
+                                    batch_index,
+                                    batch_index_error_message: m.map(bs),
+                                    ..BatchIndexAndErrorMessage::default()
+                                })
+                                .collect()
+                        } else {
+                            Vec::new()
+                        },
                         ..PartitionProduceResponse::default()
                     };
                     // From v13 the request names topics by id only: no name to place.
@@ -826,3 +1052,7 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
         Reply::Body(response)
     }
 }
+
+#[cfg(test)]
+#[path = "produce_tests.rs"]
+mod tests;
