@@ -12,7 +12,9 @@
 //!          key g: the coordinator's state of the group, opaque here; null deletes it
 //! topics   {"s":stream,"t":iggy topic,"c":created_at_us,"deleted":bool,
 //!           "retention_ms":..,"retention_bytes":..,"max_message_bytes":..,
-//!           "log_start":{"<partition>":offset}}
+//!           "log_start":{"<partition>":offset},
+//!           "compacted":{"<partition>":{"g":generation,"start":..,"end":..,"n":..,
+//!                        "idx":[[kafka offset,companion offset],..]}}}
 //!          key (s,t,c): the creation time keeps a recreated topic from inheriting the
 //!          settings of the one it replaces
 //! scram    {"u":user,"m":mechanism id,"s":salt,"i":iterations,"sk":stored key,
@@ -149,6 +151,26 @@ pub struct TopicMeta {
     pub config: TopicConfig,
     /// Kafka log start per partition, moved by `delete_records`.
     pub log_start: BTreeMap<u32, i64>,
+    /// Per partition, the compacted prefix kept in a companion topic (see
+    /// `crate::bridge::compaction`); absent for partitions never compacted.
+    pub compacted: BTreeMap<u32, CompactedPartition>,
+}
+
+/// Where a compacted partition's cleaned prefix lives: one record of the `topics` log
+/// switches a partition to a new generation at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactedPartition {
+    /// Generation of the companion topic (its name ends in it); only grows.
+    pub g: u64,
+    /// Kafka log start of the compacted view.
+    pub start: i64,
+    /// Offsets below this are read from the companion; at and above, from the partition.
+    pub end: i64,
+    /// Messages in the companion.
+    pub n: u64,
+    /// Sparse index, ascending: (Kafka offset, companion offset) of every
+    /// `stride`-th companion message.
+    pub idx: Vec<(i64, u64)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -180,6 +202,9 @@ struct TopicRecord {
     /// Every topic setting named explicitly (Kafka name -> normalised value).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     overrides: BTreeMap<String, String>,
+    /// Compacted partitions (see [`CompactedPartition`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    compacted: BTreeMap<u32, CompactedPartition>,
 }
 
 /// One SCRAM credential change; binary fields in standard base64.
@@ -782,6 +807,7 @@ impl Meta {
             max_message_bytes: 0,
             log_start: BTreeMap::new(),
             overrides: BTreeMap::new(),
+            compacted: BTreeMap::new(),
         };
         self.write_topic(client, record).await
     }
@@ -1061,6 +1087,7 @@ fn topic_record(key: &TopicKey, meta: &TopicMeta) -> TopicRecord {
         max_message_bytes: meta.config.max_message_bytes,
         log_start: meta.log_start.clone(),
         overrides: meta.config.overrides.clone(),
+        compacted: meta.compacted.clone(),
     }
 }
 
@@ -1107,11 +1134,23 @@ fn apply_topic(map: &mut BTreeMap<TopicKey, TopicMeta>, r: TopicRecord) {
         map.remove(&key);
         return;
     }
+    // A partition's compaction generation never goes back: a settings write that read
+    // the record before a compaction switched it must not undo the switch (the segments
+    // below the switch may be gone already).
+    let mut compacted = r.compacted;
+    if let Some(old) = map.get(&key) {
+        for (p, c) in &old.compacted {
+            if compacted.get(p).is_none_or(|new| new.g < c.g) {
+                compacted.insert(*p, c.clone());
+            }
+        }
+    }
     map.insert(
         key,
         TopicMeta {
             config,
             log_start: r.log_start,
+            compacted,
         },
     );
 }
@@ -1164,6 +1203,7 @@ mod tests {
         let meta = TopicMeta {
             config: TopicConfig::default(),
             log_start: BTreeMap::new(),
+            compacted: BTreeMap::new(),
         };
         let record = serde_json::to_vec(&topic_record(&key, &meta)).unwrap();
         assert!(serde_json::from_slice::<SnapshotEnd>(&record).is_err());

@@ -197,6 +197,14 @@ impl IggyBridge {
         max_bytes: usize,
     ) -> StoreResult<ReadOutcome> {
         let p = PartitionId::of(topic, partition)?;
+        // Below a compacted partition's boundary the records come from its companion.
+        let offset = match self
+            .read_compacted(topic, partition, offset, max_bytes)
+            .await?
+        {
+            super::compaction::CompactedRead::Served(out) => return Ok(out),
+            super::compaction::CompactedRead::Main(offset) => offset,
+        };
         // A Fetch's byte limit is the client's to choose; what the bridge polls and
         // re-encodes for one partition is bounded by `poll_max_bytes` all the same.
         let max_bytes = max_bytes.min(self.inner.config.poll_max_bytes);

@@ -1,0 +1,734 @@
+//! Compaction of Kafka topics with `cleanup.policy=compact` on Iggy: the pass, the read
+//! of the compacted prefix, and the background task. The layout and the steps of a pass
+//! are described in [`crate::compaction`] and `docs/bridge.md` ("Compacted topics").
+//!
+//! A pass reads its records twice (the key map, then the copy), so its memory is the
+//! key map (`log.cleaner.dedupe.buffer.size`) plus one poll, whatever the partition's
+//! size. One pass runs at a time per bridge, and only for partitions the leader function
+//! says this gateway leads; other gateways learn of a switch from the `topics` log.
+
+use super::topics::Resolved;
+use super::{IggyBridge, named};
+use crate::compaction::{PassReport, PassStep};
+use crate::convert;
+use crate::errors::Op;
+use crate::mapping::{self, MappedRecord};
+use crate::meta::{CompactedPartition, TopicKey};
+use crate::partition::PartitionId;
+use bytes::{Bytes, BytesMut};
+use iggy::prelude::{
+    Consumer, Identifier, IggyExpiry, IggyMessage, IggyMessageHeader, MaxTopicSize, MessageClient,
+    Partitioning, PollingStrategy, SegmentClient, TopicClient, TopicCreateOptions,
+};
+use kafka_store::compaction::{CompactionPass, CompactionRules, KeyedRecord};
+use kafka_store::{ReadOutcome, StoreError, StoreResult, Watermarks};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most entries of a companion's sparse offset index (it travels in the `topics` meta
+/// record); the stride doubles to stay within it.
+const MAX_INDEX_ENTRIES: usize = 1024;
+/// Stride of the index to begin with.
+const FIRST_STRIDE: u64 = 64;
+/// Polls one companion read makes at most before it answers with what it has.
+const MAX_COMPANION_POLLS: usize = 4;
+
+/// Decides whether this gateway leads a partition (topic, partition): only the leader
+/// compacts it.
+pub type LeaderFn = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
+
+/// What a read below a compacted partition's boundary found.
+pub(super) enum CompactedRead {
+    /// Answered from the companion.
+    Served(ReadOutcome),
+    /// Not (or no longer) below the boundary: read the partition itself from this
+    /// offset.
+    Main(i64),
+}
+
+/// The name of a companion topic (in the meta stream): the Kafka topic id in hex, the
+/// partition, the generation.
+pub(crate) fn companion_name(key: &TopicKey, partition: u32, generation: u64) -> String {
+    format!(
+        "compacted.{:032x}.{partition}.{generation}",
+        super::topics::topic_id(key)
+    )
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Whether a mapped record is a control record (transaction marker).
+fn is_control(m: &MappedRecord) -> bool {
+    m.batch.as_ref().is_some_and(|f| f.attributes & 0x20 != 0)
+}
+
+/// Bytes an Iggy message takes in the cleaner's accounting.
+fn message_bytes(m: &IggyMessage) -> u64 {
+    (m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len) + 64) as u64
+}
+
+/// Paces a pass to `log.cleaner.io.max.bytes.per.second`.
+struct Throttle {
+    rate: Option<u64>,
+    started: Instant,
+    bytes: u64,
+}
+
+impl Throttle {
+    fn new(rate: Option<u64>) -> Throttle {
+        Throttle {
+            rate,
+            started: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    async fn account(&mut self, bytes: u64) {
+        self.bytes = self.bytes.saturating_add(bytes);
+        if let Some(rate) = self.rate.filter(|r| *r > 0) {
+            let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
+            let spent = self.started.elapsed();
+            if due > spent {
+                tokio::time::sleep(due - spent).await;
+            }
+        }
+    }
+}
+
+/// A source of the records a pass looks at, in offset order: the previous companion,
+/// then the partition from the previous boundary to `end`.
+struct Source {
+    stream: Identifier,
+    topic: Identifier,
+    partition: u32,
+    /// Next Iggy offset to poll.
+    next: u64,
+    /// Kafka offsets at or above this are not part of the pass.
+    end: i64,
+    /// Messages of a companion carry their Kafka offset in the id.
+    companion: bool,
+    done: bool,
+}
+
+impl IggyBridge {
+    async fn poll_raw(
+        &self,
+        src: &Source,
+        count: u32,
+        name: &str,
+    ) -> StoreResult<Vec<IggyMessage>> {
+        let consumer =
+            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
+        let polled = self
+            .call(
+                Op::Read,
+                name,
+                -1,
+                self.any_session().poll_messages(
+                    &src.stream,
+                    &src.topic,
+                    Some(src.partition),
+                    &consumer,
+                    &PollingStrategy::offset(src.next),
+                    count.max(1),
+                    false,
+                ),
+            )
+            .await?;
+        Ok(polled.messages)
+    }
+
+    /// The next page of `src`: (Kafka offset, message) pairs below its end.
+    async fn next_page(
+        &self,
+        src: &mut Source,
+        name: &str,
+    ) -> StoreResult<Vec<(i64, IggyMessage)>> {
+        if src.done {
+            return Ok(Vec::new());
+        }
+        let messages = self
+            .poll_raw(src, self.inner.config.poll_batch_messages, name)
+            .await?;
+        let asked = src.next;
+        let Some(last) = messages.last().map(|m| m.header.offset) else {
+            src.done = true;
+            return Ok(Vec::new());
+        };
+        src.next = last + 1;
+        let mut out = Vec::with_capacity(messages.len());
+        for m in messages {
+            if m.header.offset < asked {
+                continue;
+            }
+            let offset = if src.companion {
+                convert::kafka_i64(u64::try_from(m.header.id.saturating_sub(1)).unwrap_or(0))
+            } else {
+                convert::kafka_i64(m.header.offset)
+            };
+            if offset >= src.end {
+                src.done = true;
+                break;
+            }
+            out.push((offset, m));
+        }
+        Ok(out)
+    }
+
+    /// The sources of a pass over a partition whose state is `old` (if compacted
+    /// before) and whose new part runs from `from` to `end`.
+    fn sources(
+        &self,
+        r: &Resolved,
+        name: &str,
+        p: PartitionId,
+        old: Option<&CompactedPartition>,
+        from: i64,
+        end: i64,
+    ) -> StoreResult<Vec<Source>> {
+        let mut out = Vec::new();
+        if let Some(old) = old {
+            let meta_stream = &self.inner.config.meta_stream;
+            out.push(Source {
+                stream: named(meta_stream, name)?,
+                topic: named(&companion_name(&r.key, p.iggy(), old.g), name)?,
+                partition: PartitionId::FIRST.iggy(),
+                next: 0,
+                end: old.end,
+                companion: true,
+                done: old.n == 0,
+            });
+        }
+        out.push(Source {
+            stream: named(&r.target.stream, name)?,
+            topic: named(&r.target.topic, name)?,
+            partition: p.iggy(),
+            next: convert::iggy_offset(from)?,
+            end,
+            companion: false,
+            done: from >= end,
+        });
+        Ok(out)
+    }
+
+    /// Size in bytes Iggy reports for a one-partition topic of the meta stream, or
+    /// `None` when it does not exist.
+    async fn companion_size(&self, topic: &str) -> StoreResult<Option<u64>> {
+        let s = named(&self.inner.config.meta_stream, topic)?;
+        let t = named(topic, topic)?;
+        let found = self
+            .call(Op::Read, topic, -1, self.any_session().get_topic(&s, &t))
+            .await;
+        match found {
+            Ok(d) => Ok(d.map(|d| d.size.as_bytes_u64())),
+            Err(StoreError::UnknownTopicOrPartition { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn drop_companion(&self, topic: &str) -> StoreResult<u64> {
+        let Some(size) = self.companion_size(topic).await? else {
+            return Ok(0);
+        };
+        let s = named(&self.inner.config.meta_stream, topic)?;
+        let t = named(topic, topic)?;
+        match self
+            .call(
+                Op::Admin,
+                topic,
+                -1,
+                self.any_session().delete_topic(&s, &t),
+            )
+            .await
+        {
+            Ok(()) | Err(StoreError::UnknownTopicOrPartition { .. }) => Ok(size),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create_companion(&self, topic: &str) -> StoreResult<()> {
+        let s = named(&self.inner.config.meta_stream, topic)?;
+        let options = TopicCreateOptions {
+            partitions_count: Some(1),
+            message_expiry: Some(IggyExpiry::NeverExpire),
+            max_topic_size: Some(MaxTopicSize::Unlimited),
+            ..TopicCreateOptions::default()
+        };
+        self.call(
+            Op::Admin,
+            topic,
+            -1,
+            self.any_session().create_topic(&s, topic, &options),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn send_companion(
+        &self,
+        topic: &str,
+        messages: &mut Vec<IggyMessage>,
+    ) -> StoreResult<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let s = named(&self.inner.config.meta_stream, topic)?;
+        let t = named(topic, topic)?;
+        self.call(
+            Op::Write,
+            topic,
+            -1,
+            self.any_session().send_messages(
+                &s,
+                &t,
+                &Partitioning::partition_id(PartitionId::FIRST.iggy()),
+                messages,
+            ),
+        )
+        .await?;
+        messages.clear();
+        Ok(())
+    }
+
+    /// Compacts one partition now if it is dirty enough (`force`: whatever its dirty
+    /// ratio), stopping after `stop` when given (crash tests).
+    #[doc(hidden)]
+    pub async fn compact_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        force: bool,
+        stop: Option<PassStep>,
+    ) -> StoreResult<PassReport> {
+        let _one_at_a_time = self.inner.compaction_lock.lock().await;
+        let p = PartitionId::of(topic, partition)?;
+        let r = self.require(topic, p).await?;
+        let meta = self.meta_of(&r)?;
+        let mut report = PassReport::default();
+        if !meta.config.cleanup_policy.compacts() {
+            return Ok(report);
+        }
+        let part = r
+            .partitions
+            .iter()
+            .find(|x| x.id == p.iggy())
+            .ok_or_else(|| StoreError::UnknownTopicOrPartition {
+                topic: topic.to_owned(),
+                partition,
+            })?;
+        let w = self.watermarks_of(&r, p)?;
+        let high = w.high_watermark;
+        let physical = high - convert::kafka_i64(part.messages_count);
+        let sealed = part.segments_count.saturating_sub(1);
+        let old = meta.compacted.get(&p.iggy()).cloned();
+        let start = old.as_ref().map_or(w.log_start_offset, |o| o.start);
+        let from = old
+            .as_ref()
+            .map_or(w.log_start_offset, |o| o.end.max(physical));
+        if high <= from {
+            return Ok(report);
+        }
+        // Bytes of the part after the previous boundary, from Iggy's average message
+        // size; the companion's bytes as clean.
+        let avg = part.size.as_bytes_u64() / part.messages_count.max(1);
+        let dirty = avg.saturating_mul(u64::try_from(high - from).unwrap_or(0));
+        let clean = match &old {
+            Some(o) => self
+                .companion_size(&companion_name(&r.key, p.iggy(), o.g))
+                .await?
+                .unwrap_or(0),
+            None => 0,
+        };
+        report.dirty_ratio = dirty as f64 / (dirty + clean).max(1) as f64;
+        self.inner
+            .metrics
+            .compaction
+            .observe_dirty_ratio(report.dirty_ratio);
+        if !force && report.dirty_ratio < meta.config.min_cleanable_dirty_ratio {
+            return Ok(report);
+        }
+        let generation = old.as_ref().map_or(1, |o| o.g + 1);
+        let next_name = companion_name(&r.key, p.iggy(), generation);
+        // Leftovers of a pass that died: the generation about to be written (before
+        // its switch) and the one before the current (after its switch).
+        self.drop_companion(&next_name).await?;
+        if let Some(o) = &old
+            && o.g > 1
+        {
+            self.drop_companion(&companion_name(&r.key, p.iggy(), o.g - 1))
+                .await?;
+        }
+        let cleaner = self.inner.config.cleaner.clone();
+        let mut throttle = Throttle::new(cleaner.io_max_bytes_per_second);
+        let rules = CompactionRules::for_topic(&meta.config, now_ms(), cleaner.dedupe_buffer_size);
+        let mut pass = CompactionPass::new(rules);
+        // Phase 1: the key map, in offset order.
+        let mut observing = true;
+        for mut src in self.sources(&r, topic, p, old.as_ref(), from, high)? {
+            while observing && !src.done {
+                let page = self.next_page(&mut src, topic).await?;
+                let mut bytes = 0;
+                for (offset, m) in &page {
+                    bytes += message_bytes(m);
+                    report.records_read += 1;
+                    let mapped = mapping::from_message(m).map_err(|e| {
+                        StoreError::Internal(format!("{topic}/{p} offset {offset}: {e}"))
+                    })?;
+                    let keyed = KeyedRecord {
+                        offset: *offset,
+                        key: mapped.record.key.as_deref(),
+                        tombstone: mapped.record.value.is_none(),
+                        timestamp_ms: mapped.record.timestamp,
+                    };
+                    if !pass.observe(&keyed) {
+                        observing = false;
+                        break;
+                    }
+                }
+                report.bytes_read += bytes;
+                throttle.account(bytes).await;
+            }
+        }
+        // Phase 2: the survivors into the new generation.
+        self.create_companion(&next_name).await?;
+        let logical_start = meta.log_start.get(&p.iggy()).copied().unwrap_or(0);
+        let mut index: Vec<(i64, u64)> = Vec::new();
+        let mut stride = FIRST_STRIDE;
+        let mut written: u64 = 0;
+        let mut batch: Vec<IggyMessage> = Vec::new();
+        let mut batch_bytes = 0usize;
+        for mut src in self.sources(&r, topic, p, old.as_ref(), from, high)? {
+            while !src.done {
+                let page = self.next_page(&mut src, topic).await?;
+                let mut bytes = 0;
+                for (offset, m) in page {
+                    bytes += message_bytes(&m);
+                    if offset < logical_start {
+                        continue;
+                    }
+                    let mapped = mapping::from_message(&m).map_err(|e| {
+                        StoreError::Internal(format!("{topic}/{p} offset {offset}: {e}"))
+                    })?;
+                    if is_control(&mapped) {
+                        continue;
+                    }
+                    let keyed = KeyedRecord {
+                        offset,
+                        key: mapped.record.key.as_deref(),
+                        tombstone: mapped.record.value.is_none(),
+                        timestamp_ms: mapped.record.timestamp,
+                    };
+                    if !pass.keep(&keyed) {
+                        continue;
+                    }
+                    if written.is_multiple_of(stride) {
+                        if index.len() >= MAX_INDEX_ENTRIES {
+                            index = index.into_iter().step_by(2).collect();
+                            stride *= 2;
+                        }
+                        if written.is_multiple_of(stride) {
+                            index.push((offset, written));
+                        }
+                    }
+                    batch_bytes += m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len);
+                    batch.push(companion_message(offset, m));
+                    written += 1;
+                    if batch_bytes >= self.inner.config.send_batch_bytes {
+                        self.send_companion(&next_name, &mut batch).await?;
+                        batch_bytes = 0;
+                    }
+                }
+                throttle.account(bytes.saturating_mul(2)).await;
+            }
+        }
+        self.send_companion(&next_name, &mut batch).await?;
+        report.records_kept = written;
+        report.generation = generation;
+        report.end = high;
+        report.ran = true;
+        report.companion_bytes = self.companion_size(&next_name).await?.unwrap_or(0);
+        let metrics = &self.inner.metrics.compaction;
+        metrics.record_pass(
+            report.bytes_read,
+            report.records_read - written.min(report.records_read),
+        );
+        if stop == Some(PassStep::CompanionWritten) {
+            return Ok(report);
+        }
+        // The switch: one record of the `topics` log.
+        let state = CompactedPartition {
+            g: generation,
+            start,
+            end: high,
+            n: written,
+            idx: index,
+        };
+        let mut fresh = self.meta_of(&r)?;
+        fresh.compacted.insert(p.iggy(), state);
+        self.inner
+            .meta
+            .put_topic(self.any_session(), &r.key, fresh)
+            .await?;
+        let now = self
+            .inner
+            .meta
+            .topic(&r.key)?
+            .and_then(|m| m.compacted.get(&p.iggy()).map(|c| c.g));
+        if now != Some(generation) {
+            return Err(StoreError::Internal(format!(
+                "{topic}/{p}: compaction generation {generation} lost to {now:?}"
+            )));
+        }
+        if stop == Some(PassStep::Switched) {
+            return Ok(report);
+        }
+        // The segments sealed when the pass began hold offsets below `high` only. Iggy
+        // retention may have removed segments since, and then "the oldest `sealed`"
+        // would reach further: the start is checked again first.
+        let again = self.require(topic, p).await?;
+        let part_now = again.partitions.iter().find(|x| x.id == p.iggy());
+        if let Some(now) = part_now
+            && sealed > 0
+        {
+            let physical_now =
+                convert::kafka_i64(now.current_offset + 1) - convert::kafka_i64(now.messages_count);
+            if physical_now == physical || now.messages_count == 0 {
+                let before = now.size.as_bytes_u64();
+                let (s, t) = (
+                    named(&r.target.stream, topic)?,
+                    named(&r.target.topic, topic)?,
+                );
+                self.call(
+                    Op::Admin,
+                    topic,
+                    partition,
+                    self.any_session().delete_segments(&s, &t, p.iggy(), sealed),
+                )
+                .await?;
+                report.segments_deleted = sealed;
+                let after = self
+                    .require(topic, p)
+                    .await?
+                    .partitions
+                    .iter()
+                    .find(|x| x.id == p.iggy())
+                    .map_or(before, |x| x.size.as_bytes_u64());
+                report.reclaimed_bytes += before.saturating_sub(after);
+            } else {
+                tracing::info!(
+                    topic,
+                    partition,
+                    "partition start moved during compaction; segments are deleted by the next pass"
+                );
+            }
+        }
+        if stop == Some(PassStep::SegmentsDeleted) {
+            metrics.record_reclaimed(report.reclaimed_bytes);
+            return Ok(report);
+        }
+        if let Some(o) = &old {
+            report.reclaimed_bytes += self
+                .drop_companion(&companion_name(&r.key, p.iggy(), o.g))
+                .await?;
+        }
+        metrics.record_reclaimed(report.reclaimed_bytes);
+        self.forget(topic);
+        Ok(report)
+    }
+
+    /// A read at `offset` of a partition that may be compacted: below its boundary the
+    /// records come from the companion, one single-record batch each.
+    pub(super) async fn read_compacted(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> StoreResult<CompactedRead> {
+        let p = PartitionId::of(topic, partition)?;
+        let r = self.require_cached(topic, p).await?;
+        let Some(c) = self
+            .inner
+            .meta
+            .topic(&r.key)?
+            .and_then(|m| m.compacted.get(&p.iggy()).cloned())
+        else {
+            return Ok(CompactedRead::Main(offset));
+        };
+        if offset >= c.end {
+            return Ok(CompactedRead::Main(offset));
+        }
+        let w = self.watermarks_of(&r, p)?;
+        if offset < w.log_start_offset || offset > w.high_watermark {
+            return Err(StoreError::OffsetOutOfRange {
+                offset,
+                log_start_offset: w.log_start_offset,
+                high_watermark: w.high_watermark,
+            });
+        }
+        let at = c
+            .idx
+            .partition_point(|(k, _)| *k <= offset)
+            .checked_sub(1)
+            .map_or(0, |i| c.idx[i].1);
+        let mut src = Source {
+            stream: named(&self.inner.config.meta_stream, topic)?,
+            topic: named(&companion_name(&r.key, p.iggy(), c.g), topic)?,
+            partition: PartitionId::FIRST.iggy(),
+            next: at,
+            end: c.end,
+            companion: true,
+            done: c.n == 0,
+        };
+        let mut out = ReadOutcome {
+            watermarks: Watermarks {
+                log_start_offset: w.log_start_offset,
+                high_watermark: w.high_watermark,
+            },
+            batches: Vec::new(),
+        };
+        let mut size = 0usize;
+        let want = self.poll_count(max_bytes);
+        for _ in 0..MAX_COMPANION_POLLS {
+            if src.done {
+                break;
+            }
+            let messages = self.poll_raw(&src, want, topic).await?;
+            let Some(last) = messages.last().map(|m| m.header.offset) else {
+                src.done = true;
+                break;
+            };
+            src.next = last + 1;
+            for m in messages {
+                let k =
+                    convert::kafka_i64(u64::try_from(m.header.id.saturating_sub(1)).unwrap_or(0));
+                if k < offset {
+                    continue;
+                }
+                if k >= c.end {
+                    src.done = true;
+                    break;
+                }
+                let mut mapped = mapping::from_message(&m)
+                    .map_err(|e| StoreError::Internal(format!("{topic}/{p} offset {k}: {e}")))?;
+                let record = std::mem::take(&mut mapped.record);
+                let mut bytes = BytesMut::new();
+                mapping::encode_run(k, None, std::slice::from_ref(&record), &mut bytes).map_err(
+                    |e| StoreError::Internal(format!("re-encoding the record at {k}: {e}")),
+                )?;
+                if !out.batches.is_empty() && size + bytes.len() > max_bytes {
+                    return Ok(CompactedRead::Served(out));
+                }
+                size += bytes.len();
+                out.batches.push(bytes.freeze());
+                if size >= max_bytes {
+                    return Ok(CompactedRead::Served(out));
+                }
+            }
+        }
+        if out.batches.is_empty() && src.done {
+            // Nothing survives from `offset` to the boundary.
+            return Ok(CompactedRead::Main(c.end));
+        }
+        Ok(CompactedRead::Served(out))
+    }
+
+    /// Deletes the companions of a topic being deleted (current generation and its
+    /// neighbours a crashed pass may have left).
+    pub(super) async fn drop_companions(&self, r: &Resolved) {
+        let Ok(Some(meta)) = self.inner.meta.topic(&r.key) else {
+            return;
+        };
+        for (p, c) in &meta.compacted {
+            for g in [c.g.saturating_sub(1), c.g, c.g + 1] {
+                if g == 0 {
+                    continue;
+                }
+                if let Err(e) = self.drop_companion(&companion_name(&r.key, *p, g)).await {
+                    tracing::warn!(topic = %r.target.topic, partition = p, error = %e, "cannot delete a compaction companion topic");
+                }
+            }
+        }
+    }
+
+    /// Starts the background cleaner (unless `log.cleaner.enable` is off): every
+    /// `log.cleaner.backoff.ms` it looks at every topic with `cleanup.policy` compact and
+    /// compacts the partitions `leads` says this gateway leads, one at a time, when their
+    /// dirty ratio reaches `min.cleanable.dirty.ratio`. It stops when the bridge is
+    /// closed or dropped.
+    pub fn start_compaction(&self, leads: LeaderFn) -> Option<tokio::task::JoinHandle<()>> {
+        if !self.inner.config.cleaner.enable {
+            return None;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        Some(tokio::spawn(async move {
+            let every = match weak.upgrade() {
+                Some(inner) => inner.config.cleaner.backoff,
+                None => return,
+            };
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(inner) = weak.upgrade() else { return };
+                if inner.closed.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                let bridge = IggyBridge { inner };
+                bridge.compaction_round(&leads).await;
+            }
+        }))
+    }
+
+    /// One round of the background cleaner; failures are counted and logged once.
+    async fn compaction_round(&self, leads: &LeaderFn) {
+        let topics = match kafka_store::LogStore::topics(self).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "compaction: cannot list topics");
+                return;
+            }
+        };
+        let (mut failed, mut last_error) = (0u32, None);
+        for t in topics.iter().filter(|t| t.config.cleanup_policy.compacts()) {
+            for partition in 0..t.partitions {
+                if !leads(&t.name, partition) {
+                    continue;
+                }
+                if let Err(e) = self
+                    .compact_partition(&t.name, partition, false, None)
+                    .await
+                {
+                    failed += 1;
+                    last_error = Some(format!("{}/{partition}: {e}", t.name));
+                }
+            }
+        }
+        if let Some(e) = last_error {
+            self.inner.metrics.compaction.record_failures(failed);
+            tracing::warn!(failed, last = %e, "compaction passes failed; retried next round");
+        }
+    }
+}
+
+/// The companion copy of a partition's message: same payload and user headers, id =
+/// Kafka offset + 1 (Iggy gives id 0 a random id), origin timestamp kept.
+fn companion_message(offset: i64, m: IggyMessage) -> IggyMessage {
+    let id = u128::from(u64::try_from(offset).unwrap_or(0)) + 1;
+    IggyMessage {
+        header: IggyMessageHeader {
+            checksum: 0,
+            id,
+            offset: 0,
+            timestamp: 0,
+            origin_timestamp: m.header.origin_timestamp,
+            user_headers_length: m.header.user_headers_length,
+            payload_length: m.header.payload_length,
+            reserved: 0,
+        },
+        payload: m.payload,
+        user_headers: m.user_headers,
+    }
+}
