@@ -32,6 +32,8 @@ const MAX_INDEX_ENTRIES: usize = 1024;
 const FIRST_STRIDE: u64 = 64;
 /// Polls one companion read makes at most before it answers with what it has.
 const MAX_COMPANION_POLLS: usize = 4;
+/// How long a pass waits for Iggy to show a segment deletion it accepted.
+const DELETE_SETTLE: Duration = Duration::from_secs(5);
 
 /// Decides whether this gateway leads a partition (topic, partition): only the leader
 /// compacts it.
@@ -329,7 +331,28 @@ impl IggyBridge {
         let from = old
             .as_ref()
             .map_or(w.log_start_offset, |o| o.end.max(physical));
+        let generation = old.as_ref().map_or(1, |o| o.g + 1);
+        let next_name = companion_name(&r.key, p.iggy(), generation);
+        // Leftovers of a pass that died: the generation after the current one (written
+        // before its switch) and the one before it (after its switch).
+        self.drop_companion(&next_name).await?;
+        if let Some(o) = &old
+            && o.g > 1
+        {
+            self.drop_companion(&companion_name(&r.key, p.iggy(), o.g - 1))
+                .await?;
+        }
         if high <= from {
+            // Nothing new; segments a pass that died did not delete go now (every
+            // sealed one ends below `high`, the boundary).
+            if old.as_ref().is_some_and(|o| o.end == high) {
+                (report.reclaimed_bytes, report.segments_deleted) =
+                    self.delete_sealed(topic, &r, p, sealed, physical).await?;
+                self.inner
+                    .metrics
+                    .compaction
+                    .record_reclaimed(report.reclaimed_bytes);
+            }
             return Ok(report);
         }
         // Bytes of the part after the previous boundary, from Iggy's average message
@@ -350,17 +373,6 @@ impl IggyBridge {
             .observe_dirty_ratio(report.dirty_ratio);
         if !force && report.dirty_ratio < meta.config.min_cleanable_dirty_ratio {
             return Ok(report);
-        }
-        let generation = old.as_ref().map_or(1, |o| o.g + 1);
-        let next_name = companion_name(&r.key, p.iggy(), generation);
-        // Leftovers of a pass that died: the generation about to be written (before
-        // its switch) and the one before the current (after its switch).
-        self.drop_companion(&next_name).await?;
-        if let Some(o) = &old
-            && o.g > 1
-        {
-            self.drop_companion(&companion_name(&r.key, p.iggy(), o.g - 1))
-                .await?;
         }
         let cleaner = self.inner.config.cleaner.clone();
         let mut throttle = Throttle::new(cleaner.io_max_bytes_per_second);
@@ -486,46 +498,9 @@ impl IggyBridge {
         if stop == Some(PassStep::Switched) {
             return Ok(report);
         }
-        // The segments sealed when the pass began hold offsets below `high` only. Iggy
-        // retention may have removed segments since, and then "the oldest `sealed`"
-        // would reach further: the start is checked again first.
-        let again = self.require(topic, p).await?;
-        let part_now = again.partitions.iter().find(|x| x.id == p.iggy());
-        if let Some(now) = part_now
-            && sealed > 0
-        {
-            let physical_now =
-                convert::kafka_i64(now.current_offset + 1) - convert::kafka_i64(now.messages_count);
-            if physical_now == physical || now.messages_count == 0 {
-                let before = now.size.as_bytes_u64();
-                let (s, t) = (
-                    named(&r.target.stream, topic)?,
-                    named(&r.target.topic, topic)?,
-                );
-                self.call(
-                    Op::Admin,
-                    topic,
-                    partition,
-                    self.any_session().delete_segments(&s, &t, p.iggy(), sealed),
-                )
-                .await?;
-                report.segments_deleted = sealed;
-                let after = self
-                    .require(topic, p)
-                    .await?
-                    .partitions
-                    .iter()
-                    .find(|x| x.id == p.iggy())
-                    .map_or(before, |x| x.size.as_bytes_u64());
-                report.reclaimed_bytes += before.saturating_sub(after);
-            } else {
-                tracing::info!(
-                    topic,
-                    partition,
-                    "partition start moved during compaction; segments are deleted by the next pass"
-                );
-            }
-        }
+        // The segments sealed when the pass began hold offsets below `high` only.
+        (report.reclaimed_bytes, report.segments_deleted) =
+            self.delete_sealed(topic, &r, p, sealed, physical).await?;
         if stop == Some(PassStep::SegmentsDeleted) {
             metrics.record_reclaimed(report.reclaimed_bytes);
             return Ok(report);
@@ -538,6 +513,81 @@ impl IggyBridge {
         metrics.record_reclaimed(report.reclaimed_bytes);
         self.forget(topic);
         Ok(report)
+    }
+
+    /// Deletes the `sealed` oldest segments of the partition when its first offset is
+    /// still `physical` (Iggy retention removing segments meanwhile would make "the
+    /// oldest `sealed`" reach further). Returns the bytes Iggy gave back and the
+    /// segments that went, as Iggy reports them once the deletion shows (it is applied
+    /// after the call returns; waited for at most `DELETE_SETTLE`).
+    async fn delete_sealed(
+        &self,
+        topic: &str,
+        r: &Resolved,
+        p: PartitionId,
+        sealed: u32,
+        physical: i64,
+    ) -> StoreResult<(u64, u32)> {
+        if sealed == 0 {
+            return Ok((0, 0));
+        }
+        let Some(before) = self.partition_now(topic, p).await? else {
+            return Ok((0, 0));
+        };
+        let physical_now = convert::kafka_i64(before.current_offset + 1)
+            - convert::kafka_i64(before.messages_count);
+        if physical_now != physical || before.messages_count == 0 {
+            tracing::info!(
+                topic,
+                partition = p.kafka(),
+                "partition start moved during compaction; its segments are deleted by the next pass"
+            );
+            return Ok((0, 0));
+        }
+        let (s, t) = (
+            named(&r.target.stream, topic)?,
+            named(&r.target.topic, topic)?,
+        );
+        self.call(
+            Op::Admin,
+            topic,
+            p.kafka(),
+            self.any_session().delete_segments(&s, &t, p.iggy(), sealed),
+        )
+        .await?;
+        let deadline = Instant::now() + DELETE_SETTLE;
+        let mut after = before.clone();
+        while Instant::now() < deadline {
+            if let Some(now) = self.partition_now(topic, p).await? {
+                after = now;
+            }
+            if after.segments_count + sealed <= before.segments_count {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok((
+            before
+                .size
+                .as_bytes_u64()
+                .saturating_sub(after.size.as_bytes_u64()),
+            before.segments_count.saturating_sub(after.segments_count),
+        ))
+    }
+
+    /// Iggy's fresh description of one partition.
+    async fn partition_now(
+        &self,
+        topic: &str,
+        p: PartitionId,
+    ) -> StoreResult<Option<iggy::prelude::Partition>> {
+        Ok(self
+            .require(topic, p)
+            .await?
+            .partitions
+            .iter()
+            .find(|x| x.id == p.iggy())
+            .cloned())
     }
 
     /// A read at `offset` of a partition that may be compacted: below its boundary the
