@@ -298,7 +298,8 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     // (used when authorization is on).
     let mut iggy_permissions: Option<Arc<IggyPermissions>> = None;
 
-    // The retention task lives as long as this guard, i.e. until the broker has stopped.
+    // The retention task and the log cleaner live as long as their guards, i.e. until the
+    // broker has stopped.
     let mut credentials = Credentials::default();
     let max_acl_bindings = config.acls.max_bindings;
     let acl_store: Arc<dyn AclStore>;
@@ -307,7 +308,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     // The bridge, when several gateways share its Iggy: they join through it once the
     // listeners' advertised ports are known.
     let mut joins_through: Option<Arc<IggyBridge>> = None;
-    let (stores, _retention) = match config.backend {
+    let (stores, _retention, _cleaner) = match config.backend {
         Backend::Memory(memory) => {
             warn!(
                 max_total_bytes = memory.max_total_bytes,
@@ -328,11 +329,15 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             acl_source = source;
             let store = Arc::new(MemoryStore::new(memory));
             let retention = store.start_retention();
+            let cleaner = store.start_cleaner();
+            if let Some(metrics) = metrics.as_mut() {
+                metrics.register_log_cleaner(&store);
+            }
             let stores = Stores {
                 log: store.clone(),
                 offsets: store,
             };
-            (stores, Some(retention))
+            (stores, Some(retention), Some(cleaner))
         }
         Backend::Iggy(bridge) => {
             let addr = bridge.address.clone();
@@ -371,7 +376,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
                 log: bridge.clone(),
                 offsets: bridge,
             };
-            (stores, None)
+            (stores, None, None)
         }
     };
 

@@ -47,6 +47,7 @@ mod codec;
 mod encode;
 mod error;
 mod record;
+mod retain;
 mod sequence;
 mod varint;
 
@@ -58,6 +59,7 @@ pub use codec::Compression;
 pub use encode::{BatchOptions, ExactReencoding, NewRecord, encode_batch, encode_batch_with_crc};
 pub use error::RecordsError;
 pub use record::{ControlRecord, ControlRecordType, Header, Headers, HeadersIter, Record, Records};
+pub use retain::{Retained, encode_retained};
 pub use sequence::{BatchSequence, Batches, decode_batches};
 
 /// Crate-wide result alias.

@@ -33,6 +33,14 @@
 //!    answers `false` (the lag boundary, or the map is full);
 //! 2. [`CompactionPass::keep`] for each record, in any order, while rewriting.
 //!
+//! # Clean and dirty sections
+//! As in Kafka, a store need not observe its whole log on every pass. The records a
+//! completed pass covered form the *clean section*: each key appears there at most once.
+//! The next pass observes only the *dirty section* after it, then rewrites both: a clean
+//! record whose key the map holds is superseded by the dirty one, a clean record whose
+//! key it does not hold is still the latest of its key (only tombstones past their
+//! horizon go). Observing from the log start is the same with an empty clean section.
+//!
 //! The map holds at most [`CompactionRules::max_keys`] entries (Kafka's
 //! `log.cleaner.dedupe.buffer.size` divided by [`KEY_MAP_ENTRY_BYTES`]). A range with
 //! more distinct keys is cleaned only up to the record whose key did not fit, as Kafka
@@ -185,8 +193,10 @@ impl CompactionPass {
         self.latest.len()
     }
 
-    /// Phase 2: whether `record` survives. Records outside the range (at or after
-    /// [`CompactionPass::end_offset`], or never observed) are kept.
+    /// Phase 2: whether `record` survives. Records at or after
+    /// [`CompactionPass::end_offset`] are kept. A keyed record before the observed ones
+    /// whose key the map does not hold belongs to the *clean section* (see the module
+    /// documentation): it is kept, unless it is a tombstone past its delete horizon.
     pub fn keep(&self, record: &KeyedRecord<'_>) -> bool {
         if self.end.is_some_and(|end| record.offset >= end) {
             return true;
@@ -195,11 +205,11 @@ impl CompactionPass {
             return true;
         };
         match self.latest.get(&self.hash(key)) {
-            // Not observed: outside the range.
-            None => true,
             Some(&latest) if latest > record.offset => false,
-            Some(&latest) if latest < record.offset => true,
-            Some(_) => {
+            // Not in the map: the record lies in the clean section, before the records
+            // the pass observed, where an earlier pass left only the latest of each key.
+            // Or: the latest of its key.
+            None | Some(_) => {
                 !record.tombstone
                     || self.rules.now_ms < self.rules.delete_horizon(record.timestamp_ms)
             }
@@ -343,6 +353,24 @@ mod tests {
         assert_eq!(pass.end_offset(), Some(3));
         assert_eq!(pass.keys(), 2);
         assert_eq!(pass.observed(), 3);
+    }
+
+    #[test]
+    fn the_clean_section_is_superseded_by_the_dirty_one() {
+        let mut pass = CompactionPass::new(rules(1_000));
+        // Clean section (offsets 0..=2): one record per key, never observed.
+        let clean = [
+            rec(0, "a", false, 0),
+            rec(1, "b", true, 0),
+            rec(2, "c", true, 950),
+        ];
+        let dirty = [rec(3, "a", false, 0), rec(4, "d", false, 0)];
+        for r in &dirty {
+            assert!(pass.observe(r));
+        }
+        let kept: Vec<bool> = clean.iter().chain(&dirty).map(|r| pass.keep(r)).collect();
+        // "a" superseded; "b" a tombstone past its horizon (0 + 100); "c" within it.
+        assert_eq!(kept, [false, false, true, true, true]);
     }
 
     #[test]

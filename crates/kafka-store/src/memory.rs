@@ -32,6 +32,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
+mod cleaner;
+
+pub use cleaner::{CleanerConfig, CleanerStats, CleanerTask, PartitionDirt, SWAP_WINDOW_BYTES};
+
 /// Bounds of the embedded store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryStoreConfig {
@@ -45,15 +49,19 @@ pub struct MemoryStoreConfig {
     /// How often [`MemoryStore::spawn_retention`] applies `retention.ms` and
     /// `retention.bytes`.
     pub retention_check_interval: Duration,
+    /// The log cleaner's budget (compaction of `cleanup.policy=compact` topics).
+    pub cleaner: CleanerConfig,
 }
 
 impl Default for MemoryStoreConfig {
-    /// 10 000 topics, 1 GiB of batches, retention checked every second.
+    /// 10 000 topics, 1 GiB of batches, retention checked every second, the cleaner's
+    /// defaults.
     fn default() -> Self {
         Self {
             max_topics: 10_000,
             max_total_bytes: 1 << 30,
             retention_check_interval: Duration::from_secs(1),
+            cleaner: CleanerConfig::default(),
         }
     }
 }
@@ -70,6 +78,9 @@ struct StoredBatch {
     /// a valid key for binary search even though record timestamps are not ordered.
     running_max_timestamp: i64,
     log_append_time: bool,
+    /// When the store appended it, on the clock the append was given: the time
+    /// compaction lags and tombstone horizons count from.
+    append_ms: i64,
     bytes: Bytes,
 }
 
@@ -85,6 +96,11 @@ struct PartitionLog {
     /// Set when the topic is deleted, so an append that cloned the partition before the
     /// deletion does not write into (and account bytes for) a log nobody can see.
     deleted: bool,
+    /// First offset the cleaner has not deduplicated (Kafka's cleaner checkpoint): the
+    /// records before it hold at most one record per key.
+    clean_offset: i64,
+    /// Dirty bytes over cleanable bytes when the cleaner last looked.
+    dirty_ratio: Option<f64>,
 }
 
 impl PartitionLog {
@@ -197,6 +213,7 @@ pub struct MemoryStore {
     topics: RwLock<Topics>,
     total_bytes: AtomicUsize,
     offsets: Mutex<BTreeMap<String, GroupOffsets>>,
+    cleaner: cleaner::CleanerCounters,
     /// Coordinator state per group (opaque to the store).
     group_states: Mutex<BTreeMap<String, Bytes>>,
     id_counter: AtomicU64,
@@ -324,6 +341,7 @@ impl MemoryStore {
             topics: RwLock::new(Topics::default()),
             total_bytes: AtomicUsize::new(0),
             offsets: Mutex::new(BTreeMap::new()),
+            cleaner: cleaner::CleanerCounters::default(),
             group_states: Mutex::new(BTreeMap::new()),
             id_counter: AtomicU64::new(0),
             id_seed: SystemTime::now()
@@ -414,7 +432,10 @@ impl MemoryStore {
             Ok(topics) => topics
                 .by_name
                 .values()
-                .filter(|t| t.config.retention_ms >= 0 || t.config.retention_bytes >= 0)
+                .filter(|t| {
+                    t.config.cleanup_policy.deletes()
+                        && (t.config.retention_ms >= 0 || t.config.retention_bytes >= 0)
+                })
                 .map(|t| (t.config.clone(), t.partitions.clone()))
                 .collect(),
             Err(_) => {
@@ -503,6 +524,7 @@ impl MemoryStore {
         part: &Partition,
         prepared: Vec<Prepared>,
         bytes: usize,
+        now_ms: i64,
     ) -> Result<AppendOutcome, Option<StoreError>> {
         let mut log = part.lock()?;
         if log.deleted {
@@ -528,6 +550,7 @@ impl MemoryStore {
                 max_timestamp: header.max_timestamp,
                 running_max_timestamp: running,
                 log_append_time: header.attributes.timestamp_type() == TimestampType::LogAppendTime,
+                append_ms: now_ms,
                 bytes: buf.freeze(),
             });
             next = last_offset + 1;
@@ -717,7 +740,7 @@ impl LogStore for MemoryStore {
         topic: &str,
         partition: i32,
         batches: Vec<ValidBatch>,
-        _now_ms: i64,
+        now_ms: i64,
     ) -> StoreResult<AppendOutcome> {
         let (part, max_message_bytes) = self.partition(topic, partition)?;
         if batches.is_empty() {
@@ -732,7 +755,7 @@ impl LogStore for MemoryStore {
         let bytes: usize = prepared.iter().map(|p| p.buf.len()).sum();
         self.reserve(bytes)?;
 
-        let result = Self::append_locked(&part, prepared, bytes)
+        let result = Self::append_locked(&part, prepared, bytes, now_ms)
             .map_err(|e| e.unwrap_or_else(|| unknown(topic, partition)));
         if result.is_err() {
             self.release(bytes);
@@ -1014,7 +1037,9 @@ mod tests {
 
     async fn harness(test: &'static str) -> Harness {
         let store = Arc::new(MemoryStore::default());
-        Harness::new(Arc::clone(&store), test).with_retention(store)
+        Harness::new(Arc::clone(&store), test)
+            .with_retention(store.clone())
+            .with_compaction(store)
     }
 
     // Every check of the shared suite, one test each.
@@ -1024,7 +1049,9 @@ mod tests {
     async fn whole_suite_shares_one_store() {
         // Checks must not trip over each other's topics and groups on a shared backend.
         let store = Arc::new(MemoryStore::default());
-        let h = Harness::new(Arc::clone(&store), "shared").with_retention(store);
+        let h = Harness::new(Arc::clone(&store), "shared")
+            .with_retention(store.clone())
+            .with_compaction(store);
         suite::run_all(&h).await.unwrap();
     }
 

@@ -54,6 +54,9 @@ pub enum Capability {
     /// Another handle on the same data ([`Harness::other_writer`]), needed when the
     /// backend's notifications miss appends made elsewhere.
     OtherWriter,
+    /// Compaction of `cleanup.policy=compact` topics on demand, as of a chosen clock:
+    /// [`Harness::compaction`].
+    CompactionOnDemand,
 }
 
 impl Capability {
@@ -63,6 +66,7 @@ impl Capability {
         Capability::RetentionInRealTime,
         Capability::Watch,
         Capability::OtherWriter,
+        Capability::CompactionOnDemand,
     ];
 }
 
@@ -128,6 +132,22 @@ impl RetentionDriver for MemoryStore {
     }
 }
 
+/// How a backend compacts on demand, as of a given clock.
+#[async_trait]
+pub trait CompactionDriver: Send + Sync {
+    /// Compacts every partition of every compacted topic that is due as of `now_ms`
+    /// (`min.cleanable.dirty.ratio`, `max.compaction.lag.ms`), applying
+    /// `min.compaction.lag.ms` and `delete.retention.ms` on the same clock.
+    async fn apply_compaction(&self, now_ms: i64);
+}
+
+#[async_trait]
+impl CompactionDriver for MemoryStore {
+    async fn apply_compaction(&self, now_ms: i64) {
+        MemoryStore::apply_compaction(self, now_ms);
+    }
+}
+
 /// A backend that drops expired records by itself, in real time (Iggy's message expiry).
 #[async_trait]
 pub trait ExpiryDriver: Send + Sync {
@@ -159,6 +179,8 @@ pub struct Harness {
     /// producer would write; `None` lets [`long_poll_sees_other_writers`] write through
     /// `log` when the backend notifies every append, or skip.
     pub other_writer: Option<Arc<dyn LogStore>>,
+    /// Compacts on demand; `None` skips [`compaction_latest_per_key`].
+    pub compaction: Option<Arc<dyn CompactionDriver>>,
     /// Capabilities this backend must have: a check that would be skipped for lack of
     /// one of them fails instead.
     pub expected: Vec<Capability>,
@@ -172,6 +194,7 @@ impl Debug for Harness {
             .field("log", &self.log.name())
             .field("retention", &self.retention.is_some())
             .field("expiry", &self.expiry.is_some())
+            .field("compaction", &self.compaction.is_some())
             .field(
                 "other_writer",
                 &self.other_writer.as_ref().map(|w| w.name()),
@@ -200,6 +223,7 @@ impl Harness {
             retention: None,
             expiry: None,
             other_writer: None,
+            compaction: None,
             expected: Vec::new(),
             prefix: prefix.into(),
         }
@@ -214,6 +238,12 @@ impl Harness {
     /// Enables the check of retention the backend applies by itself.
     pub fn with_expiry(mut self, driver: Arc<dyn ExpiryDriver>) -> Self {
         self.expiry = Some(driver);
+        self
+    }
+
+    /// Enables the check of compaction as of a chosen clock.
+    pub fn with_compaction(mut self, driver: Arc<dyn CompactionDriver>) -> Self {
+        self.compaction = Some(driver);
         self
     }
 
@@ -296,6 +326,7 @@ pub async fn run_all(h: &Harness) -> Result<Vec<String>, String> {
     run!(
         topic_lifecycle,
         topic_admin,
+        topic_overrides_read_back,
         append_assigns_consecutive_offsets,
         read_back_byte_exact,
         read_back_valid_from_any_encoding,
@@ -307,6 +338,7 @@ pub async fn run_all(h: &Harness) -> Result<Vec<String>, String> {
         retention_by_time,
         retention_by_size,
         retention_in_real_time,
+        compaction_latest_per_key,
         concurrent_producers,
         submitted_appends_keep_their_order,
         long_poll_wakeup,
@@ -340,6 +372,7 @@ macro_rules! store_suite {
         $crate::store_suite!(@checks $mode $make;
             topic_lifecycle,
             topic_admin,
+            topic_overrides_read_back,
             append_assigns_consecutive_offsets,
             read_back_byte_exact,
             read_back_valid_from_any_encoding,
@@ -351,6 +384,7 @@ macro_rules! store_suite {
             retention_by_time,
             retention_by_size,
             retention_in_real_time,
+            compaction_latest_per_key,
             concurrent_producers,
             submitted_appends_keep_their_order,
             long_poll_wakeup,
@@ -716,6 +750,67 @@ pub async fn topic_lifecycle(h: &Harness) -> CheckResult {
         watermarks(h, &recreated, 0).await?,
         (0, 0),
         "a recreated topic starts empty"
+    );
+    Ok(())
+}
+
+/// A topic created with several settings named on it, typed and untyped ones alike,
+/// reads them back identically, and so it does after `set_topic_config` changes, adds
+/// and removes some.
+pub async fn topic_overrides_read_back(h: &Harness) -> CheckResult {
+    let defaults = keep_forever();
+    let mut config = defaults.clone();
+    for (name, value) in [
+        ("cleanup.policy", "compact,delete"),
+        ("compression.type", "lz4"),
+        ("delete.retention.ms", "900"),
+        ("min.cleanable.dirty.ratio", "0.25"),
+        ("segment.jitter.ms", "10"),
+        ("min.insync.replicas", "2"),
+        ("preallocate", "true"),
+        ("leader.replication.throttled.replicas", "0:1,1:1"),
+    ] {
+        config
+            .set(&defaults, name, Some(value))
+            .map_err(|e| format!("{name}={value}: {e}"))?;
+    }
+    let name = h.create("overrides", 1, config.clone()).await?;
+    let read = async |what: &str| -> Result<crate::TopicInfo, String> {
+        h.log
+            .topic(&name)
+            .await
+            .ctx(what)?
+            .ok_or_else(|| format!("{what}: topic missing"))
+    };
+    let info = read("topic after create").await?;
+    ensure_eq!(info.config, config, "settings after create");
+    ensure_eq!(
+        info.config.overrides.len(),
+        8,
+        "every named setting kept after create"
+    );
+
+    for (name, value) in [
+        ("compression.type", Some("zstd")),
+        ("preallocate", None),
+        ("cleanup.policy", None),
+        ("message.timestamp.type", Some("LogAppendTime")),
+        ("flush.ms", Some("1000")),
+    ] {
+        config
+            .set(&defaults, name, value)
+            .map_err(|e| format!("{name}: {e}"))?;
+    }
+    h.log
+        .set_topic_config(&info.name, config.clone())
+        .await
+        .ctx("set_topic_config")?;
+    let info = read("topic after set_topic_config").await?;
+    ensure_eq!(info.config, config, "settings after set_topic_config");
+    ensure_eq!(
+        TopicConfig::from_overrides(&defaults, &info.config.overrides).ok(),
+        Some(config),
+        "settings rebuilt from the stored overrides"
     );
     Ok(())
 }
@@ -1401,6 +1496,140 @@ pub async fn delete_records(h: &Harness) -> CheckResult {
         is_unknown,
         "delete_records of an unknown topic",
     )?;
+    Ok(())
+}
+
+/// A compacted topic read from the start shows the latest value of each key, in offset
+/// order with gaps where superseded records were; a tombstone stays until
+/// `delete.retention.ms` has passed, then goes; the last batch (the active part of the
+/// log) and the high watermark and log start are untouched.
+pub async fn compaction_latest_per_key(h: &Harness) -> CheckResult {
+    let Some(driver) = h.compaction.clone() else {
+        return Err(h.lacks(
+            Capability::CompactionOnDemand,
+            "no CompactionDriver: the backend cannot compact as of a chosen clock",
+        ));
+    };
+    let config = TopicConfig {
+        cleanup_policy: crate::CleanupPolicy::Compact,
+        min_cleanable_dirty_ratio: 0.0,
+        min_compaction_lag_ms: 0,
+        delete_retention_ms: 60_000,
+        ..keep_forever()
+    };
+    let name = h.create("compacted", 1, config).await?;
+    let t = now_ms();
+    let kv = |k: &str, v: Option<&str>| record(t, Some(k), v);
+    // Offsets: 0 a=1, 1 b=1, 2 c=1 | 3 a=2, 4 b=(tombstone) | 5 c=2, 6 a=3 | 7 d=1, 8 c=3
+    append(
+        h,
+        &name,
+        0,
+        vec![encode(&[
+            kv("a", Some("1")),
+            kv("b", Some("1")),
+            kv("c", Some("1")),
+        ])?],
+    )
+    .await?;
+    append(
+        h,
+        &name,
+        0,
+        vec![encode(&[kv("a", Some("2")), kv("b", None)])?],
+    )
+    .await?;
+    append(
+        h,
+        &name,
+        0,
+        vec![encode(&[kv("c", Some("2")), kv("a", Some("3"))])?],
+    )
+    .await?;
+    append(
+        h,
+        &name,
+        0,
+        vec![encode(&[kv("d", Some("1")), kv("c", Some("3"))])?],
+    )
+    .await?;
+
+    let view = |batches: Vec<Bytes>| -> Result<Vec<(i64, String, Option<String>)>, String> {
+        let mut out = Vec::new();
+        for b in &batches {
+            for (offset, _, key, value) in records_of(b)? {
+                let text = |b: Bytes| String::from_utf8_lossy(&b).into_owned();
+                out.push((offset, key.map(text).unwrap_or_default(), value.map(text)));
+            }
+        }
+        Ok(out)
+    };
+    let s = |v: &str| Some(v.to_owned());
+    driver.apply_compaction(t + 10_000).await;
+    let seen = view(read_all(h, &name, 0).await?)?;
+    let expected = vec![
+        (4, "b".to_owned(), None),
+        (5, "c".to_owned(), s("2")),
+        (6, "a".to_owned(), s("3")),
+        // The last batch is never compacted.
+        (7, "d".to_owned(), s("1")),
+        (8, "c".to_owned(), s("3")),
+    ];
+    ensure_eq!(
+        seen,
+        expected,
+        "compacted view (offset, key, value) from the start"
+    );
+    let offsets: Vec<i64> = seen.iter().map(|r| r.0).collect();
+    ensure!(
+        offsets.windows(2).all(|w| w[0] < w[1]),
+        "offsets must increase strictly: {offsets:?}"
+    );
+    ensure_eq!(
+        watermarks(h, &name, 0).await?,
+        (0, 9),
+        "compaction keeps the log start and the high watermark"
+    );
+
+    // Past delete.retention.ms the tombstone goes.
+    driver.apply_compaction(t + 61_000).await;
+    // A new batch makes the one before it cleanable.
+    append(h, &name, 0, vec![encode(&[kv("e", Some("1"))])?]).await?;
+    driver.apply_compaction(t + 62_000).await;
+    let seen = view(read_all(h, &name, 0).await?)?;
+    let keys: Vec<(i64, String)> = seen.iter().map(|r| (r.0, r.1.clone())).collect();
+    ensure_eq!(
+        keys,
+        vec![
+            (6, "a".to_owned()),
+            (7, "d".to_owned()),
+            (8, "c".to_owned()),
+            (9, "e".to_owned()),
+        ],
+        "after delete.retention.ms the tombstone is gone and c=2 superseded"
+    );
+    ensure_eq!(
+        watermarks(h, &name, 0).await?,
+        (0, 10),
+        "watermarks after the second pass"
+    );
+    expect_err(
+        h.log.read(&name, 0, 11, 1 << 20).await,
+        is_out_of_range,
+        "read past the high watermark",
+    )?;
+    // A read from a removed offset starts at the next stored batch.
+    let from_gap = view(
+        h.log
+            .read(&name, 0, 1, 1 << 20)
+            .await
+            .ctx("read from a gap")?
+            .batches,
+    )?;
+    ensure!(
+        from_gap.first().is_some_and(|r| r.0 == 6),
+        "a read from offset 1 (removed) starts with the batch holding offset 6: {from_gap:?}"
+    );
     Ok(())
 }
 

@@ -6,8 +6,16 @@
 //! ([`TopicConfig::set`]). The overrides map is what a store keeps durably; the typed
 //! fields are derived from it and from the defaults, so restoring a topic is
 //! `from_overrides(defaults, stored)`.
+//!
+//! Which names exist, their types, ranges and defaults live in one table,
+//! [`registry::TOPIC_CONFIGS`], covering every topic setting of Kafka 4.1. `set` checks a
+//! value against the table and keeps its normalised text in `overrides`; only the
+//! settings the gateway acts on have a typed field. Settings without one are stored and
+//! reported back (DescribeConfigs) but change nothing.
 
 use std::collections::BTreeMap;
+
+pub mod registry;
 
 /// `cleanup.policy`: what happens to old records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -166,7 +174,8 @@ impl TopicConfig {
         overrides: BTreeMap::new(),
     };
 
-    /// `defaults` with `overrides` applied; fails on the first refused setting.
+    /// `defaults` with `overrides` applied; fails on the first refused setting or when
+    /// the result breaks a rule between settings ([`TopicConfig::validate`]).
     pub fn from_overrides(
         defaults: &TopicConfig,
         overrides: &BTreeMap<String, String>,
@@ -176,40 +185,106 @@ impl TopicConfig {
         for (name, value) in overrides {
             config.set(defaults, name, Some(value))?;
         }
+        config.validate()?;
         Ok(config)
     }
 
-    /// Sets `name` to `value` (validated as Kafka validates it), or with `None` removes
-    /// the override and returns the setting to its value in `defaults`.
+    /// Sets `name` to `value` (parsed and checked as Kafka checks it, see
+    /// [`registry`]), or with `None` removes the override and returns the setting to its
+    /// value in `defaults`. Any setting Kafka 4.1 defines is accepted; names it does not
+    /// define are refused. Rules between settings are checked by
+    /// [`TopicConfig::validate`], once all of a request's changes are made.
     pub fn set(
         &mut self,
         defaults: &TopicConfig,
         name: &str,
         value: Option<&str>,
     ) -> Result<(), ConfigError> {
+        let def = registry::lookup(name).ok_or_else(|| unknown(name))?;
         let Some(raw) = value else {
-            self.reset(defaults, name)?;
+            self.reset(defaults, name);
             self.overrides.remove(name);
             return Ok(());
         };
-        let v = raw.trim();
-        let normalised = match name {
-            "retention.ms" => {
-                self.retention_ms = long(name, v, -1, i64::MAX)?;
-                self.retention_ms.to_string()
-            }
-            "retention.bytes" => {
-                self.retention_bytes = long(name, v, i64::MIN, i64::MAX)?;
-                self.retention_bytes.to_string()
-            }
-            "max.message.bytes" => {
-                self.max_message_bytes = int(name, v, 0, i32::MAX)?;
-                self.max_message_bytes.to_string()
-            }
-            "cleanup.policy" => {
-                self.cleanup_policy = cleanup_policy(v)?;
-                self.cleanup_policy.as_str().to_owned()
-            }
+        let mut v = def.normalise(raw)?;
+        self.set_typed(name, &v)?;
+        if name == "cleanup.policy" {
+            // One spelling per policy ("delete,compact" and "compact" "," "delete" alike).
+            v = self.cleanup_policy.as_str().to_owned();
+        }
+        self.overrides.insert(name.to_owned(), v);
+        Ok(())
+    }
+
+    /// Rules between settings, as Kafka checks them on the merged configuration:
+    /// `min.compaction.lag.ms` may not exceed `max.compaction.lag.ms`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
+            return Err(ConfigError(format!(
+                "min.compaction.lag.ms ({}) may not be larger than max.compaction.lag.ms ({})",
+                self.min_compaction_lag_ms, self.max_compaction_lag_ms
+            )));
+        }
+        Ok(())
+    }
+
+    /// The topic's value for `name` as text: its override, else the typed effective
+    /// value, else Kafka's default. `None` for a name that is no topic setting.
+    pub fn value_of(&self, name: &str) -> Option<String> {
+        let def = registry::lookup(name)?;
+        if let Some(v) = self.overrides.get(name) {
+            return Some(v.clone());
+        }
+        Some(
+            self.typed_text(name)
+                .unwrap_or_else(|| def.default.to_owned()),
+        )
+    }
+
+    /// Whether this configuration, used as the broker's defaults, sets `name` to
+    /// something other than Kafka's default (so DescribeConfigs reports it as the
+    /// broker's own setting).
+    pub fn differs_from_kafka(&self, name: &str) -> bool {
+        if self.overrides.contains_key(name) {
+            return true;
+        }
+        match (
+            self.typed_text(name),
+            TopicConfig::KAFKA_DEFAULT.typed_text(name),
+        ) {
+            (Some(mine), Some(kafka)) => mine != kafka,
+            _ => false,
+        }
+    }
+
+    /// The typed field behind `name` as text, for the settings that have one.
+    fn typed_text(&self, name: &str) -> Option<String> {
+        Some(match name {
+            "retention.ms" => self.retention_ms.to_string(),
+            "retention.bytes" => self.retention_bytes.to_string(),
+            "max.message.bytes" => self.max_message_bytes.to_string(),
+            "cleanup.policy" => self.cleanup_policy.as_str().to_owned(),
+            "compression.type" => self.compression_type.as_str().to_owned(),
+            "message.timestamp.type" => self.message_timestamp_type.as_str().to_owned(),
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
+            "delete.retention.ms" => self.delete_retention_ms.to_string(),
+            "min.cleanable.dirty.ratio" => registry::double_text(self.min_cleanable_dirty_ratio),
+            "segment.bytes" => self.segment_bytes.to_string(),
+            "segment.ms" => self.segment_ms.to_string(),
+            "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms.to_string(),
+            "message.timestamp.after.max.ms" => self.message_timestamp_after_max_ms.to_string(),
+            _ => return None,
+        })
+    }
+
+    /// Stores an already normalised value `v` in the typed field behind `name`, if any.
+    fn set_typed(&mut self, name: &str, v: &str) -> Result<(), ConfigError> {
+        match name {
+            "retention.ms" => self.retention_ms = long(name, v)?,
+            "retention.bytes" => self.retention_bytes = long(name, v)?,
+            "max.message.bytes" => self.max_message_bytes = int(name, v)?,
+            "cleanup.policy" => self.cleanup_policy = cleanup_policy(v)?,
             "compression.type" => {
                 self.compression_type = match v {
                     "producer" => CompressionType::Producer,
@@ -218,71 +293,37 @@ impl TopicConfig {
                     "snappy" => CompressionType::Snappy,
                     "lz4" => CompressionType::Lz4,
                     "zstd" => CompressionType::Zstd,
-                    _ => {
-                        return Err(not_one_of(
-                            name,
-                            v,
-                            "uncompressed, zstd, lz4, snappy, gzip, producer",
-                        ));
-                    }
+                    _ => return Err(invalid(name, v)),
                 };
-                self.compression_type.as_str().to_owned()
             }
             "message.timestamp.type" => {
                 self.message_timestamp_type = match v {
                     "CreateTime" => MessageTimestampType::CreateTime,
                     "LogAppendTime" => MessageTimestampType::LogAppendTime,
-                    _ => return Err(not_one_of(name, v, "CreateTime, LogAppendTime")),
+                    _ => return Err(invalid(name, v)),
                 };
-                self.message_timestamp_type.as_str().to_owned()
             }
-            "min.compaction.lag.ms" => {
-                self.min_compaction_lag_ms = long(name, v, 0, i64::MAX)?;
-                self.min_compaction_lag_ms.to_string()
-            }
-            "max.compaction.lag.ms" => {
-                self.max_compaction_lag_ms = long(name, v, 1, i64::MAX)?;
-                self.max_compaction_lag_ms.to_string()
-            }
-            "delete.retention.ms" => {
-                self.delete_retention_ms = long(name, v, 0, i64::MAX)?;
-                self.delete_retention_ms.to_string()
-            }
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms = long(name, v)?,
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms = long(name, v)?,
+            "delete.retention.ms" => self.delete_retention_ms = long(name, v)?,
             "min.cleanable.dirty.ratio" => {
-                let ratio = v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|r| (0.0..=1.0).contains(r))
-                    .ok_or_else(|| {
-                        ConfigError(format!("{name}={v}: must be a number between 0 and 1"))
-                    })?;
-                self.min_cleanable_dirty_ratio = ratio;
-                v.to_owned()
+                self.min_cleanable_dirty_ratio = v.parse().map_err(|_| invalid(name, v))?;
             }
-            "segment.bytes" => {
-                self.segment_bytes = int(name, v, 1_048_576, i32::MAX)?;
-                self.segment_bytes.to_string()
-            }
-            "segment.ms" => {
-                self.segment_ms = long(name, v, 1, i64::MAX)?;
-                self.segment_ms.to_string()
-            }
+            "segment.bytes" => self.segment_bytes = int(name, v)?,
+            "segment.ms" => self.segment_ms = long(name, v)?,
             "message.timestamp.before.max.ms" => {
-                self.message_timestamp_before_max_ms = long(name, v, 0, i64::MAX)?;
-                self.message_timestamp_before_max_ms.to_string()
+                self.message_timestamp_before_max_ms = long(name, v)?;
             }
             "message.timestamp.after.max.ms" => {
-                self.message_timestamp_after_max_ms = long(name, v, 0, i64::MAX)?;
-                self.message_timestamp_after_max_ms.to_string()
+                self.message_timestamp_after_max_ms = long(name, v)?;
             }
-            other => return Err(ConfigError(format!("{other} is not a topic config"))),
-        };
-        self.overrides.insert(name.to_owned(), normalised);
+            _ => {}
+        }
         Ok(())
     }
 
-    /// Returns the typed setting `name` to its value in `defaults`.
-    fn reset(&mut self, defaults: &TopicConfig, name: &str) -> Result<(), ConfigError> {
+    /// Returns the typed setting `name` (if it has one) to its value in `defaults`.
+    fn reset(&mut self, defaults: &TopicConfig, name: &str) {
         match name {
             "retention.ms" => self.retention_ms = defaults.retention_ms,
             "retention.bytes" => self.retention_bytes = defaults.retention_bytes,
@@ -306,9 +347,8 @@ impl TopicConfig {
             "message.timestamp.after.max.ms" => {
                 self.message_timestamp_after_max_ms = defaults.message_timestamp_after_max_ms;
             }
-            other => return Err(ConfigError(format!("{other} is not a topic config"))),
+            _ => {}
         }
-        Ok(())
     }
 }
 
@@ -318,22 +358,22 @@ impl Default for TopicConfig {
     }
 }
 
-fn long(name: &str, v: &str, min: i64, max: i64) -> Result<i64, ConfigError> {
-    match v.parse::<i64>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(ConfigError(format!(
-            "{name}={v}: must be an integer between {min} and {max}"
-        ))),
-    }
+fn unknown(name: &str) -> ConfigError {
+    ConfigError(format!("{name} is not a topic config"))
 }
 
-fn int(name: &str, v: &str, min: i32, max: i32) -> Result<i32, ConfigError> {
-    match v.parse::<i32>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(ConfigError(format!(
-            "{name}={v}: must be an integer between {min} and {max}"
-        ))),
-    }
+fn invalid(name: &str, v: &str) -> ConfigError {
+    ConfigError(format!("{name}={v}: not a valid value"))
+}
+
+// The two parsers below read values `registry` has already checked; an error here would
+// mean the table and the typed fields disagree, and is reported, not assumed away.
+fn long(name: &str, v: &str) -> Result<i64, ConfigError> {
+    v.parse().map_err(|_| invalid(name, v))
+}
+
+fn int(name: &str, v: &str) -> Result<i32, ConfigError> {
+    v.parse().map_err(|_| invalid(name, v))
 }
 
 fn not_one_of(name: &str, v: &str, allowed: &str) -> ConfigError {
@@ -362,7 +402,9 @@ fn cleanup_policy(v: &str) -> Result<CleanupPolicy, ConfigError> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use super::registry::{Check, ConfigType, TOPIC_CONFIGS};
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn overrides_round_trip_and_reset_to_the_defaults() {
@@ -384,5 +426,131 @@ mod tests {
         assert!(c.set(&defaults, "cleanup.policy", Some("shred")).is_err());
         assert!(c.set(&defaults, "retention.ms", Some("-2")).is_err());
         assert!(c.set(&defaults, "no.such.config", Some("1")).is_err());
+        assert!(c.set(&defaults, "no.such.config", None).is_err());
+    }
+
+    #[test]
+    fn settings_without_a_typed_field_are_stored_and_reported() {
+        let d = TopicConfig::default();
+        let mut c = d.clone();
+        c.set(&d, "segment.jitter.ms", Some(" 25 ")).unwrap();
+        c.set(&d, "min.insync.replicas", Some("2")).unwrap();
+        c.set(&d, "unclean.leader.election.enable", Some("TRUE"))
+            .unwrap();
+        assert_eq!(c.overrides["segment.jitter.ms"], "25");
+        assert_eq!(
+            c.value_of("unclean.leader.election.enable").unwrap(),
+            "true"
+        );
+        assert_eq!(c.value_of("preallocate").unwrap(), "false");
+        assert_eq!(c.value_of("retention.ms").unwrap(), "604800000");
+        assert_eq!(c.value_of("message.format.version"), None);
+        // Typed fields are untouched by them.
+        assert_eq!(
+            TopicConfig {
+                overrides: BTreeMap::new(),
+                ..c.clone()
+            },
+            d
+        );
+        c.set(&d, "min.insync.replicas", None).unwrap();
+        assert_eq!(c.value_of("min.insync.replicas").unwrap(), "1");
+    }
+
+    #[test]
+    fn kafka_4_defaults_and_removed_names() {
+        let d = TopicConfig::default();
+        for def in TOPIC_CONFIGS {
+            assert_eq!(d.value_of(def.name).unwrap(), def.default, "{}", def.name);
+            assert!(!d.differs_from_kafka(def.name));
+        }
+        assert_eq!(d.message_timestamp_after_max_ms, 3_600_000);
+        let mut c = d.clone();
+        for gone in [
+            "message.format.version",
+            "message.timestamp.difference.max.ms",
+        ] {
+            assert!(c.set(&d, gone, Some("3.0")).is_err());
+        }
+        assert!(
+            c.set(&d, "message.downconversion.enable", Some("false"))
+                .is_ok()
+        );
+        let gateway = TopicConfig {
+            retention_ms: 1,
+            ..TopicConfig::default()
+        };
+        assert!(gateway.differs_from_kafka("retention.ms"));
+        assert!(!gateway.differs_from_kafka("retention.bytes"));
+    }
+
+    #[test]
+    fn compaction_lags_must_be_ordered() {
+        let d = TopicConfig::default();
+        let mut c = d.clone();
+        c.set(&d, "max.compaction.lag.ms", Some("100")).unwrap();
+        c.set(&d, "min.compaction.lag.ms", Some("200")).unwrap();
+        assert!(c.validate().is_err());
+        assert!(TopicConfig::from_overrides(&d, &c.overrides).is_err());
+        c.set(&d, "min.compaction.lag.ms", Some("100")).unwrap();
+        assert!(c.validate().is_ok());
+    }
+
+    /// A valid value for `def`, chosen by `r` and `b`.
+    fn valid_value(def: &registry::ConfigDef, r: i64, b: bool) -> String {
+        let pick = |n: usize| (r.unsigned_abs() % n as u64) as usize;
+        match (def.kind, def.check) {
+            (ConfigType::Boolean, Check::OnlyFalse(_)) => "false".into(),
+            (ConfigType::Boolean, _) => b.to_string(),
+            (_, Check::Range(min, max)) => {
+                let span = (i128::from(max) - i128::from(min) + 1) as u128;
+                (i128::from(min) + (u128::from(r.unsigned_abs()) % span) as i128).to_string()
+            }
+            (ConfigType::Int, Check::Any) => (r as i32).to_string(),
+            (_, Check::Any) => r.to_string(),
+            (_, Check::GzipLevel) => if b { -1 } else { 1 + pick(9) as i64 }.to_string(),
+            (_, Check::Between(..)) => format!("{}", pick(1001) as f64 / 1000.0),
+            (_, Check::OneOf(list)) => list[pick(list.len())].into(),
+            (_, Check::ListOf(list)) => match pick(3) {
+                0 => list[0].into(),
+                1 => list[list.len() - 1].into(),
+                _ => format!("{} , {}", list[list.len() - 1], list[0]),
+            },
+            (_, Check::ThrottledReplicas) if b => "*".into(),
+            (_, Check::ThrottledReplicas) => format!("{}:{}, {}:1", pick(8), pick(3), pick(4)),
+            (kind, check) => panic!("no sample for {kind:?} {check:?}"),
+        }
+    }
+
+    proptest! {
+        /// Any sequence of valid sets and resets, restored from the overrides it left,
+        /// gives back the same configuration.
+        #[test]
+        fn set_then_from_overrides_round_trips(
+            steps in proptest::collection::vec(
+                (0..TOPIC_CONFIGS.len(), any::<i64>(), any::<bool>(), 0..5u8), 1..40),
+            retention in -1i64..10_000,
+        ) {
+            let defaults = TopicConfig { retention_ms: retention, ..TopicConfig::default() };
+            let mut c = defaults.clone();
+            for (i, r, b, reset) in steps {
+                let def = &TOPIC_CONFIGS[i];
+                if reset == 0 {
+                    c.set(&defaults, def.name, None).unwrap();
+                } else {
+                    let v = valid_value(def, r, b);
+                    c.set(&defaults, def.name, Some(&v)).unwrap();
+                    let stored = c.overrides[def.name].clone();
+                    // The stored text is itself accepted and stored unchanged.
+                    prop_assert_eq!(def.normalise(&stored).unwrap(), stored);
+                }
+            }
+            prop_assume!(c.validate().is_ok());
+            let restored = TopicConfig::from_overrides(&defaults, &c.overrides).unwrap();
+            prop_assert_eq!(&restored, &c);
+            for def in TOPIC_CONFIGS {
+                prop_assert_eq!(restored.value_of(def.name), c.value_of(def.name));
+            }
+        }
     }
 }

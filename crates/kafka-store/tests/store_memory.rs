@@ -24,7 +24,8 @@ async fn harness(test: &'static str) -> kafka_store::suite::Harness {
     use kafka_store::suite::{Capability, Harness};
     let store = Arc::new(MemoryStore::default());
     Harness::new(Arc::clone(&store), test)
-        .with_retention(store)
+        .with_retention(store.clone())
+        .with_compaction(store)
         .expecting(Capability::ALL)
 }
 
@@ -75,7 +76,8 @@ async fn missing_capabilities_skip_unless_expected() {
         [
             "retention_by_time",
             "retention_by_size",
-            "retention_in_real_time"
+            "retention_in_real_time",
+            "compaction_latest_per_key"
         ]
     );
 }

@@ -3,6 +3,7 @@
 use super::*;
 use figment::value::Dict;
 use kafka_broker::store::TopicConfig;
+use kafka_broker::store::memory::CleanerConfig;
 use std::io::Write as _;
 use std::time::Duration;
 
@@ -280,6 +281,11 @@ fn bad_environment_values_name_the_variable() {
         ("IGGY_KAFKA_GROUP_MAX_GROUPS", "0"),
         ("IGGY_KAFKA_GROUP_MAX_MEMBERS", "0"),
         ("IGGY_KAFKA_MEMORY_RETENTION_CHECK_INTERVAL_MS", "604800001"),
+        ("IGGY_KAFKA_LOG_CLEANER_BACKOFF_MS", "0"),
+        ("IGGY_KAFKA_LOG_CLEANER_BACKOFF_MS", "604800001"),
+        ("IGGY_KAFKA_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND", "0"),
+        ("IGGY_KAFKA_LOG_CLEANER_DEDUPE_BUFFER_SIZE", "1023"),
+        ("IGGY_KAFKA_LOG_CLEANER_ENABLE", "maybe"),
         ("IGGY_KAFKA_METRICS_ADDR", "localhost:9100"),
         ("IGGY_KAFKA_LOG_FORMAT", "xml"),
     ] {
@@ -471,6 +477,10 @@ fn every_setting_reaches_the_broker_and_store() {
             ("IGGY_KAFKA_MEMORY_MAX_TOTAL_BYTES", "123456"),
             ("IGGY_KAFKA_MEMORY_MAX_TOPICS", "13"),
             ("IGGY_KAFKA_MEMORY_RETENTION_CHECK_INTERVAL_MS", "500"),
+            ("IGGY_KAFKA_LOG_CLEANER_ENABLE", "false"),
+            ("IGGY_KAFKA_LOG_CLEANER_BACKOFF_MS", "250"),
+            ("IGGY_KAFKA_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND", "1048576"),
+            ("IGGY_KAFKA_LOG_CLEANER_DEDUPE_BUFFER_SIZE", "65536"),
             ("IGGY_KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS", "100"),
             ("IGGY_KAFKA_GROUP_MAX_SESSION_TIMEOUT_MS", "200"),
             ("IGGY_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"),
@@ -558,6 +568,12 @@ fn every_setting_reaches_the_broker_and_store() {
         max_topics: 13,
         max_total_bytes: 123_456,
         retention_check_interval: Duration::from_millis(500),
+        cleaner: CleanerConfig {
+            enable: false,
+            backoff: Duration::from_millis(250),
+            io_max_bytes_per_second: Some(1 << 20),
+            dedupe_buffer_size: 65_536,
+        },
     };
     assert!(matches!(&config.backend, Backend::Memory(m) if *m == expected));
     let g = &broker.groups;

@@ -2,10 +2,12 @@
 //!
 //! One broker holds every partition, so a replication factor above 1 is refused with
 //! `INVALID_REPLICATION_FACTOR`, and manual replica assignments may only name this node.
-//! Topic configs go through [`super::configs::apply`]: the settings the store honours are
-//! accepted, everything else is refused with `INVALID_CONFIG` and a message saying why.
+//! Topic configs go through [`super::configs::apply`]: every setting Kafka 4.1 defines is
+//! accepted and checked as Kafka checks it; unknown names, bad values and null values are
+//! refused with `INVALID_CONFIG` and a message saying why. From v5 the answer lists every
+//! setting of the new topic with its source, as DescribeConfigs does.
 
-use super::configs::{apply, describe_topic};
+use super::configs::{Op, apply, describe_topic};
 use super::{Ctx, bs, valid_topic_name};
 use crate::store::{NewTopic, StoreError};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest;
@@ -127,10 +129,25 @@ pub(crate) async fn create_topics(ctx: &Ctx<'_>, req: CreateTopicsRequest) -> Cr
             ));
             continue;
         }
+        if let Some(e) = t.configs.iter().find(|e| e.value.is_none()) {
+            results.push(failed(
+                name,
+                ErrorCode::INVALID_CONFIG,
+                format!(
+                    "{}: a null value is not accepted for topic configs",
+                    &*e.name
+                ),
+            ));
+            continue;
+        }
+        let mut base = c.default_topic_config.clone();
+        base.overrides.clear();
         let config = match apply(
             &c.default_topic_config,
-            c.default_topic_config.clone(),
-            t.configs.iter().map(|e| (&*e.name, e.value.as_deref())),
+            base,
+            t.configs
+                .iter()
+                .map(|e| (&*e.name, Op::Set(e.value.as_deref().unwrap_or_default()))),
         ) {
             Ok(cfg) => cfg,
             Err((code, msg)) => {
@@ -160,14 +177,15 @@ pub(crate) async fn create_topics(ctx: &Ctx<'_>, req: CreateTopicsRequest) -> Cr
                     num_partitions: info.partitions,
                     replication_factor: 1,
                     configs: Some(
-                        describe_topic(&info.config)
+                        describe_topic(&info.config, &c.default_topic_config)
                             .into_iter()
                             .map(|e| CreatableTopicConfigs {
                                 name: bs(e.name),
                                 value: Some(bs(e.value)),
                                 read_only: e.read_only,
                                 config_source: e.source,
-                                is_sensitive: false,
+                                is_sensitive: e.kind
+                                    == crate::store::topic_config::registry::ConfigType::Password,
                                 ..CreatableTopicConfigs::default()
                             })
                             .collect(),

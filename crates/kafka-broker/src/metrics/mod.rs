@@ -10,6 +10,7 @@
 //! maps; per-partition counters are atomics behind a read lock keyed by topic name, with
 //! no allocation once a partition has been seen.
 
+mod cleaner;
 pub mod http;
 mod partitions;
 mod process;
@@ -17,6 +18,7 @@ mod process;
 use crate::pipeline::{Completion, Layer, Request, RequestInfo, Verdict};
 use crate::session::Session;
 use async_trait::async_trait;
+pub use cleaner::{LogCleanerCollector, MAX_DIRTY_RATIO_PARTITIONS};
 use kafka_protocol::{ApiKey, ErrorCode, RequestBody, ResponseBody};
 pub use partitions::{PartitionCounters, TopicRef};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -226,6 +228,13 @@ impl Metrics {
             partitions,
             scrape,
         }
+    }
+
+    /// Adds the embedded store's log cleaner metrics (`kafka_gateway_log_cleaner_*`).
+    pub fn register_log_cleaner(&mut self, store: &Arc<kafka_store::memory::MemoryStore>) {
+        self.registry
+            .sub_registry_with_prefix("kafka_gateway")
+            .register_collector(Box::new(LogCleanerCollector::new(store)));
     }
 
     /// The registry, for embedders that add metrics of their own (the Iggy bridge's round
