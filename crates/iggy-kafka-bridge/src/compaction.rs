@@ -106,6 +106,10 @@ pub struct PassReport {
     pub generation: u64,
     /// New boundary: offsets below it are served from the companion.
     pub end: i64,
+    /// End of what this pass deduplicated (the clean section): from here to `end` the
+    /// companion holds every record (the active batch, records younger than
+    /// `min.compaction.lag.ms`, or what did not fit the key map).
+    pub cleaned_to: i64,
     /// Segments of the partition deleted.
     pub segments_deleted: u32,
     /// Iggy bytes given back: the partition's size and the previous companion's size

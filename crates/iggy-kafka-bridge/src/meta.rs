@@ -13,7 +13,8 @@
 //! topics   {"s":stream,"t":iggy topic,"c":created_at_us,"deleted":bool,
 //!           "retention_ms":..,"retention_bytes":..,"max_message_bytes":..,
 //!           "log_start":{"<partition>":offset},
-//!           "compacted":{"<partition>":{"g":generation,"start":..,"end":..,"n":..,
+//!           "compacted":{"<partition>":{"g":generation,"start":..,"c":clean end,
+//!                        "end":..,"n":..,
 //!                        "idx":[[kafka offset,companion offset],..]}}}
 //!          key (s,t,c): the creation time keeps a recreated topic from inheriting the
 //!          settings of the one it replaces
@@ -164,6 +165,11 @@ pub struct CompactedPartition {
     pub g: u64,
     /// Kafka log start of the compacted view.
     pub start: i64,
+    /// End of the clean section: below it the companion holds at most one record per
+    /// key; from it to `end` it holds records no pass has deduplicated yet (the active
+    /// batch, records younger than `min.compaction.lag.ms`).
+    #[serde(default)]
+    pub c: i64,
     /// Offsets below this are read from the companion; at and above, from the partition.
     pub end: i64,
     /// Messages in the companion.

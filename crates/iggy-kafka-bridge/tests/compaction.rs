@@ -129,7 +129,8 @@ async fn read_all(bridge: &IggyBridge, topic: &str) -> Vec<(i64, Bytes, Option<B
     out
 }
 
-/// Latest record per key of `written` below `end`, then everything from `end`.
+/// Latest record per key of `written` below `end` (what a pass cleaned), then
+/// everything from `end`.
 fn compacted_view(
     written: &[(i64, Bytes, Option<Bytes>)],
     end: i64,
@@ -254,22 +255,30 @@ async fn compaction_reclaims_iggy_space_and_keeps_offsets() {
     let w = bridge.watermarks(&topic, 0).await.unwrap();
     assert_eq!((w.log_start_offset, w.high_watermark), (0, 4001));
     let seen = read_all(&bridge, &topic).await;
-    assert_eq!(seen, compacted_view(&written, report.end));
-    assert_eq!(seen.len(), KEYS);
+    // The tombstone is the last batch (never cleaned); everything before it was.
+    assert_eq!(report.cleaned_to, 4000);
+    assert_eq!(seen, compacted_view(&written, report.cleaned_to));
+    // The latest of each key, and the tombstone of k4 after k4's latest value (the
+    // tombstone is in the active batch, so it supersedes nothing yet).
+    assert_eq!(seen.len(), KEYS + 1);
     assert_eq!(seen.last().unwrap().2, None, "the tombstone is kept");
 
     // New records keep their offsets after the boundary, and a second pass goes to
     // generation 2 and drops generation 1.
     written.extend(write_updates(&bridge, &topic, 4000, 1500).await);
     let seen = read_all(&bridge, &topic).await;
-    assert_eq!(seen, compacted_view(&written, report.end));
+    assert_eq!(seen, compacted_view(&written, report.cleaned_to));
     let second = bridge
         .compact_partition(&topic, 0, true, None)
         .await
         .unwrap();
     assert_eq!((second.generation, second.end), (2, 5501));
+    assert_eq!(
+        second.cleaned_to, 5401,
+        "the last batch of 100 is not cleaned"
+    );
     let seen = read_all(&bridge, &topic).await;
-    assert_eq!(seen, compacted_view(&written, second.end));
+    assert_eq!(seen, compacted_view(&written, second.cleaned_to));
     let names = companions(&client, &bridge, &topic).await;
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names[0].ends_with(".0.2"), "{names:?}");
@@ -282,7 +291,7 @@ async fn compaction_reclaims_iggy_space_and_keeps_offsets() {
     assert!(physical > 0, "no segment deleted");
     assert_eq!(main.last().unwrap().0, 5500);
     let companion = poll_native(&client, "__kafka_gateway", &names[0]).await;
-    let expected: Vec<_> = compacted_view(&written, second.end);
+    let expected: Vec<_> = compacted_view(&written, second.cleaned_to);
     assert_eq!(companion.len(), expected.len());
     for ((_, id, m), (offset, key, value)) in companion.iter().zip(&expected) {
         assert_eq!(*id, (*offset as u128) + 1);
@@ -337,8 +346,8 @@ async fn a_pass_stopped_after_any_step_leaves_a_consistent_view() {
         let bridge = support::bridge(&server).await;
         let seen = read_all(&bridge, &topic).await;
         let expected = match step {
-            PassStep::CompanionWritten => compacted_view(&written, first.end),
-            _ => compacted_view(&written, stopped.end),
+            PassStep::CompanionWritten => compacted_view(&written, first.cleaned_to),
+            _ => compacted_view(&written, stopped.cleaned_to),
         };
         assert_eq!(seen, expected, "after stopping at {step:?}");
         let w = bridge.watermarks(&topic, 0).await.unwrap();
@@ -354,7 +363,7 @@ async fn a_pass_stopped_after_any_step_leaves_a_consistent_view() {
         assert!(names[0].ends_with(&format!(".0.{}", next.generation)));
         assert_eq!(
             read_all(&bridge, &topic).await,
-            compacted_view(&written, next.end),
+            compacted_view(&written, next.cleaned_to),
             "after the next pass following {step:?}"
         );
         bridge.close().await;

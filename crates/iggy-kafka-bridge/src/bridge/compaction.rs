@@ -296,8 +296,8 @@ impl IggyBridge {
         Ok(())
     }
 
-    /// Compacts one partition now if it is dirty enough (`force`: whatever its dirty
-    /// ratio), stopping after `stop` when given (crash tests).
+    /// Compacts one partition now if it is due (`force`: whatever its dirty ratio),
+    /// stopping after `stop` when given (crash tests).
     #[doc(hidden)]
     pub async fn compact_partition(
         &self,
@@ -305,6 +305,54 @@ impl IggyBridge {
         partition: i32,
         force: bool,
         stop: Option<PassStep>,
+    ) -> StoreResult<PassReport> {
+        self.compact_at(topic, partition, force, stop, now_ms())
+            .await
+    }
+
+    /// Compacts every partition of every compacted topic that is due as of `now_ms`
+    /// (the clock `min.compaction.lag.ms`, `max.compaction.lag.ms` and
+    /// `delete.retention.ms` are applied on), whoever leads it: the store suite's
+    /// compaction driver.
+    #[doc(hidden)]
+    pub async fn compact_due(&self, now_ms: i64) -> StoreResult<Vec<PassReport>> {
+        let mut out = Vec::new();
+        let topics = kafka_store::LogStore::topics(self).await?;
+        for t in topics.iter().filter(|t| t.config.cleanup_policy.compacts()) {
+            for partition in 0..t.partitions {
+                out.push(
+                    self.compact_at(&t.name, partition, false, None, now_ms)
+                        .await?,
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// The Kafka timestamp of the record at `offset` of the partition, and the start of
+    /// the producer batch it belongs to.
+    async fn record_at(
+        &self,
+        r: &Resolved,
+        topic: &str,
+        p: PartitionId,
+        offset: i64,
+    ) -> StoreResult<Option<(i64, i64)>> {
+        let at = convert::iggy_offset(offset)?;
+        let found = self.poll(r, topic, p, at, 1).await?;
+        Ok(found.first().filter(|m| m.offset == at).map(|m| {
+            let delta = i64::from(m.offset_delta.unwrap_or(0).max(0));
+            (m.record.timestamp, offset - delta)
+        }))
+    }
+
+    async fn compact_at(
+        &self,
+        topic: &str,
+        partition: i32,
+        force: bool,
+        stop: Option<PassStep>,
+        now_ms: i64,
     ) -> StoreResult<PassReport> {
         let _one_at_a_time = self.inner.compaction_lock.lock().await;
         let p = PartitionId::of(topic, partition)?;
@@ -372,19 +420,41 @@ impl IggyBridge {
             .compaction
             .observe_dirty_ratio(report.dirty_ratio);
         if !force && report.dirty_ratio < meta.config.min_cleanable_dirty_ratio {
-            return Ok(report);
+            // `max.compaction.lag.ms`: a record dirty for that long makes the partition
+            // due whatever its ratio.
+            let lag = meta.config.max_compaction_lag_ms;
+            let overdue = lag < i64::MAX
+                && self
+                    .record_at(&r, topic, p, from)
+                    .await?
+                    .is_some_and(|(ts, _)| ts <= now_ms.saturating_sub(lag));
+            if !overdue {
+                return Ok(report);
+            }
         }
+        // The producer batch holding the last record is the active part of the log:
+        // never cleaned (as Kafka does not clean the active segment).
+        let active = self
+            .record_at(&r, topic, p, high - 1)
+            .await?
+            .map_or(high - 1, |(_, base)| base)
+            .max(from);
+        let clean_end = old.as_ref().map_or(start, |o| o.c);
         let cleaner = self.inner.config.cleaner.clone();
         let mut throttle = Throttle::new(cleaner.io_max_bytes_per_second);
-        let rules = CompactionRules::for_topic(&meta.config, now_ms(), cleaner.dedupe_buffer_size);
+        let rules = CompactionRules::for_topic(&meta.config, now_ms, cleaner.dedupe_buffer_size);
         let mut pass = CompactionPass::new(rules);
-        // Phase 1: the key map, in offset order.
+        // Phase 1: the key map over the dirty section (after the clean one, before the
+        // active batch), in offset order.
         let mut observing = true;
-        for mut src in self.sources(&r, topic, p, old.as_ref(), from, high)? {
+        for mut src in self.sources(&r, topic, p, old.as_ref(), from, active)? {
             while observing && !src.done {
                 let page = self.next_page(&mut src, topic).await?;
                 let mut bytes = 0;
                 for (offset, m) in &page {
+                    if *offset < clean_end {
+                        continue;
+                    }
                     bytes += message_bytes(m);
                     report.records_read += 1;
                     let mapped = mapping::from_message(m).map_err(|e| {
@@ -405,6 +475,7 @@ impl IggyBridge {
                 throttle.account(bytes).await;
             }
         }
+        let cleaned_to = pass.end_offset().unwrap_or(active).min(active);
         // Phase 2: the survivors into the new generation.
         self.create_companion(&next_name).await?;
         let logical_start = meta.log_start.get(&p.iggy()).copied().unwrap_or(0);
@@ -434,7 +505,7 @@ impl IggyBridge {
                         tombstone: mapped.record.value.is_none(),
                         timestamp_ms: mapped.record.timestamp,
                     };
-                    if !pass.keep(&keyed) {
+                    if offset < cleaned_to && !pass.keep(&keyed) {
                         continue;
                     }
                     if written.is_multiple_of(stride) {
@@ -461,6 +532,7 @@ impl IggyBridge {
         report.records_kept = written;
         report.generation = generation;
         report.end = high;
+        report.cleaned_to = cleaned_to;
         report.ran = true;
         report.companion_bytes = self.companion_size(&next_name).await?.unwrap_or(0);
         let metrics = &self.inner.metrics.compaction;
@@ -475,6 +547,7 @@ impl IggyBridge {
         let state = CompactedPartition {
             g: generation,
             start,
+            c: cleaned_to,
             end: high,
             n: written,
             idx: index,
