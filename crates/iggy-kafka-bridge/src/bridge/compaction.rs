@@ -320,10 +320,15 @@ impl IggyBridge {
         let topics = kafka_store::LogStore::topics(self).await?;
         for t in topics.iter().filter(|t| t.config.cleanup_policy.compacts()) {
             for partition in 0..t.partitions {
-                out.push(
-                    self.compact_at(&t.name, partition, false, None, now_ms)
-                        .await?,
-                );
+                match self
+                    .compact_at(&t.name, partition, false, None, now_ms)
+                    .await
+                {
+                    Ok(report) => out.push(report),
+                    // Deleted meanwhile.
+                    Err(StoreError::UnknownTopicOrPartition { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(out)
