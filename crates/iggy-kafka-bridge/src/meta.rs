@@ -211,6 +211,39 @@ struct TopicRecord {
     /// Compacted partitions (see [`CompactedPartition`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     compacted: BTreeMap<u32, CompactedPartition>,
+    /// Typed settings that differ from Kafka's default without being named on the topic
+    /// (a store caller that set the typed field, the broker's own defaults), as text;
+    /// like `retention_ms` they come back as effective values, not as overrides.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    typed: BTreeMap<String, String>,
+}
+
+/// Settings with a typed field besides the three the record has columns for.
+const TYPED_SETTINGS: &[&str] = &[
+    "cleanup.policy",
+    "compression.type",
+    "message.timestamp.type",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "delete.retention.ms",
+    "min.cleanable.dirty.ratio",
+    "segment.bytes",
+    "segment.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
+];
+
+/// The typed settings of `config` a record keeps in its `typed` map.
+fn typed_of(config: &TopicConfig) -> BTreeMap<String, String> {
+    TYPED_SETTINGS
+        .iter()
+        .filter(|name| !config.overrides.contains_key(**name))
+        .filter_map(|name| {
+            let mine = config.value_of(name)?;
+            (Some(&mine) != TopicConfig::KAFKA_DEFAULT.value_of(name).as_ref())
+                .then(|| ((*name).to_owned(), mine))
+        })
+        .collect()
 }
 
 /// One SCRAM credential change; binary fields in standard base64.
@@ -814,6 +847,7 @@ impl Meta {
             log_start: BTreeMap::new(),
             overrides: BTreeMap::new(),
             compacted: BTreeMap::new(),
+            typed: BTreeMap::new(),
         };
         self.write_topic(client, record).await
     }
@@ -1072,6 +1106,19 @@ fn topic_config(r: &TopicRecord) -> TopicConfig {
         max_message_bytes: r.max_message_bytes,
         ..TopicConfig::default()
     };
+    let mut base = base;
+    for (name, value) in &r.typed {
+        let defaults = base.clone();
+        match base.set(&defaults, name, Some(value)) {
+            // An effective value, not a setting named on the topic.
+            Ok(()) => {
+                base.overrides.remove(name);
+            }
+            Err(e) => {
+                tracing::warn!(stream = %r.s, topic = %r.t, error = %e, "stored topic setting not understood; Kafka's default used")
+            }
+        }
+    }
     let mut config = base.clone();
     for (name, value) in &r.overrides {
         if let Err(e) = config.set(&base, name, Some(value)) {
@@ -1094,6 +1141,7 @@ fn topic_record(key: &TopicKey, meta: &TopicMeta) -> TopicRecord {
         log_start: meta.log_start.clone(),
         overrides: meta.config.overrides.clone(),
         compacted: meta.compacted.clone(),
+        typed: typed_of(&meta.config),
     }
 }
 
@@ -1193,6 +1241,75 @@ pub async fn ensure_stream(
 mod tests {
     use super::genlog::SnapshotEnd;
     use super::*;
+
+    #[test]
+    fn typed_settings_without_overrides_survive_the_record() {
+        let key = TopicKey {
+            stream: "s".into(),
+            topic: "t".into(),
+            created_at: 1,
+        };
+        let defaults = TopicConfig::default();
+        let mut config = TopicConfig {
+            cleanup_policy: kafka_store::CleanupPolicy::Compact,
+            min_cleanable_dirty_ratio: 0.0,
+            delete_retention_ms: 60_000,
+            ..TopicConfig::default()
+        };
+        config
+            .set(&defaults, "compression.type", Some("lz4"))
+            .unwrap();
+        let meta = TopicMeta {
+            config: config.clone(),
+            log_start: BTreeMap::new(),
+            compacted: BTreeMap::new(),
+        };
+        let record: TopicRecord =
+            serde_json::from_slice(&serde_json::to_vec(&topic_record(&key, &meta)).unwrap())
+                .unwrap();
+        let back = topic_config(&record);
+        assert_eq!(back, config);
+        assert_eq!(
+            back.overrides.len(),
+            1,
+            "only the named setting is an override"
+        );
+    }
+
+    #[test]
+    fn a_compaction_switch_is_not_undone_by_an_older_settings_write() {
+        let key = TopicKey {
+            stream: "s".into(),
+            topic: "t".into(),
+            created_at: 1,
+        };
+        let state = |g| CompactedPartition {
+            g,
+            start: 0,
+            c: 10,
+            end: 12,
+            n: 3,
+            idx: vec![(0, 0)],
+        };
+        let meta = |compacted: BTreeMap<u32, CompactedPartition>| TopicMeta {
+            config: TopicConfig::default(),
+            log_start: BTreeMap::new(),
+            compacted,
+        };
+        let mut map = BTreeMap::new();
+        let switched = topic_record(&key, &meta(BTreeMap::from([(0, state(2))])));
+        apply_topic(&mut map, switched);
+        // Written by someone who read the topic before the switch.
+        let stale = topic_record(&key, &meta(BTreeMap::from([(0, state(1))])));
+        apply_topic(&mut map, stale);
+        assert_eq!(map[&key].compacted[&0].g, 2);
+        let without = topic_record(&key, &meta(BTreeMap::new()));
+        apply_topic(&mut map, without);
+        assert_eq!(map[&key].compacted[&0].g, 2);
+        let next = topic_record(&key, &meta(BTreeMap::from([(0, state(3))])));
+        apply_topic(&mut map, next);
+        assert_eq!(map[&key].compacted[&0], state(3));
+    }
 
     #[test]
     fn a_snapshot_marker_is_not_a_record_and_no_record_is_a_marker() {
