@@ -56,17 +56,17 @@ impl Default for CleanerConfig {
     }
 }
 
-/// Smallest `dedupe_buffer_size` accepted (Kafka's floor for the whole buffer).
-pub const MIN_DEDUPE_BUFFER_SIZE: usize = 1 << 20;
+/// Smallest `dedupe_buffer_size` accepted (the gateway's floor too).
+pub const MIN_DEDUPE_BUFFER_SIZE: usize = 1024;
 
 impl CleanerConfig {
     /// Checks the ranges.
     pub fn validate(&self) -> Result<(), String> {
-        if self.backoff.is_zero() || self.backoff > Duration::from_secs(24 * 3600) {
-            return Err("log.cleaner.backoff.ms must be within (0, 1 day]".into());
+        if self.backoff.is_zero() || self.backoff > Duration::from_secs(7 * 24 * 3600) {
+            return Err("log.cleaner.backoff.ms must be within (0, 7 days]".into());
         }
         if self.dedupe_buffer_size < MIN_DEDUPE_BUFFER_SIZE {
-            return Err("log.cleaner.dedupe.buffer.size must be at least 1 MiB".into());
+            return Err("log.cleaner.dedupe.buffer.size must be at least 1024".into());
         }
         if self.io_max_bytes_per_second == Some(0) {
             return Err("log.cleaner.io.max.bytes.per.second must be above zero".into());
