@@ -263,6 +263,17 @@ async fn compaction_reclaims_iggy_space_and_keeps_offsets() {
     assert_eq!(seen.len(), KEYS + 1);
     assert_eq!(seen.last().unwrap().2, None, "the tombstone is kept");
 
+    // Timestamp lookups see the compacted view too.
+    let first_kept = seen.first().unwrap().0;
+    let hit = bridge
+        .offset_for_timestamp(&topic, 0, 1_700_000_000_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(hit.offset, first_kept);
+    let max = bridge.max_timestamp(&topic, 0).await.unwrap().unwrap();
+    assert_eq!(max.offset, 4000, "the tombstone has the latest timestamp");
+
     // New records keep their offsets after the boundary, and a second pass goes to
     // generation 2 and drops generation 1.
     written.extend(write_updates(&bridge, &topic, 4000, 1500).await);
@@ -368,4 +379,45 @@ async fn a_pass_stopped_after_any_step_leaves_a_consistent_view() {
         );
         bridge.close().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_background_cleaner_compacts_partitions_it_leads() {
+    let Some(bin) = support::server_bin("the_background_cleaner_compacts_partitions_it_leads")
+    else {
+        return;
+    };
+    let server = Server::start(&bin);
+    let client = support::native_client(&server).await;
+    let mut config = support::config(&server);
+    config.cleaner.backoff = std::time::Duration::from_millis(100);
+    let bridge = IggyBridge::connect(config).await.unwrap();
+    let led = format!("led-{}", support::run_id());
+    let other = format!("other-{}", support::run_id());
+    create_compacted(&bridge, &led).await;
+    create_compacted(&bridge, &other).await;
+    let written = write_updates(&bridge, &led, 0, 1000).await;
+    write_updates(&bridge, &other, 0, 1000).await;
+    let only = led.clone();
+    let task = bridge
+        .start_compaction(std::sync::Arc::new(move |topic: &str, _| topic == only))
+        .expect("log.cleaner.enable is on by default");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while companions(&client, &bridge, &led).await.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no pass within 60 s");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // The last batch (offsets 900..1000) is the active part.
+    assert_eq!(read_all(&bridge, &led).await, compacted_view(&written, 900));
+    assert!(
+        companions(&client, &bridge, &other).await.is_empty(),
+        "a partition this gateway does not lead was compacted"
+    );
+    assert_eq!(read_all(&bridge, &other).await.len(), 1000);
+    bridge.close().await;
+    // Closing the bridge ends the task at its next round.
+    tokio::time::timeout(std::time::Duration::from_secs(10), task)
+        .await
+        .expect("the cleaner stops with the bridge")
+        .unwrap();
 }

@@ -677,6 +677,28 @@ impl IggyBridge {
         offset: i64,
         max_bytes: usize,
     ) -> StoreResult<CompactedRead> {
+        match self
+            .read_companion(topic, partition, offset, max_bytes)
+            .await
+        {
+            // The generation this gateway knows was replaced (and deleted) by another
+            // gateway's pass: read the `topics` log again and retry once.
+            Err(StoreError::UnknownTopicOrPartition { .. }) => {
+                self.inner.meta.refresh(self.meta_session()).await;
+                self.read_companion(topic, partition, offset, max_bytes)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    async fn read_companion(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> StoreResult<CompactedRead> {
         let p = PartitionId::of(topic, partition)?;
         let r = self.require_cached(topic, p).await?;
         let Some(c) = self
@@ -763,6 +785,54 @@ impl IggyBridge {
             return Ok(CompactedRead::Main(c.end));
         }
         Ok(CompactedRead::Served(out))
+    }
+
+    /// For scans of a compacted partition: visits the companion's records (the view
+    /// below the boundary) and returns where the scan goes on in the partition, or
+    /// `None` when `visit` stopped it (or the partition is not compacted: `Some(from)`).
+    pub(super) async fn scan_companion(
+        &self,
+        r: &Resolved,
+        name: &str,
+        p: PartitionId,
+        from: i64,
+        visit: &mut impl FnMut(&MappedRecord) -> bool,
+    ) -> StoreResult<Option<i64>> {
+        let Some(c) = self
+            .inner
+            .meta
+            .topic(&r.key)?
+            .and_then(|m| m.compacted.get(&p.iggy()).cloned())
+        else {
+            return Ok(Some(from));
+        };
+        if from >= c.end {
+            return Ok(Some(from));
+        }
+        let mut src = Source {
+            stream: named(&self.inner.config.meta_stream, name)?,
+            topic: named(&companion_name(&r.key, p.iggy(), c.g), name)?,
+            partition: PartitionId::FIRST.iggy(),
+            next: 0,
+            end: c.end,
+            companion: true,
+            done: c.n == 0,
+        };
+        while !src.done {
+            for (offset, m) in self.next_page(&mut src, name).await? {
+                if offset < from {
+                    continue;
+                }
+                let mut mapped = mapping::from_message(&m).map_err(|e| {
+                    StoreError::Internal(format!("{name}/{p} offset {offset}: {e}"))
+                })?;
+                mapped.offset = u64::try_from(offset).unwrap_or(0);
+                if visit(&mapped) {
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(c.end))
     }
 
     /// Deletes the companions of a topic being deleted (current generation and its

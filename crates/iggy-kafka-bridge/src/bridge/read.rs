@@ -169,7 +169,14 @@ impl IggyBridge {
     ) -> StoreResult<()> {
         let r = self.require(name, p).await?;
         let w = self.watermarks_of(&r, p)?;
-        let mut offset = convert::iggy_offset(w.log_start_offset)?;
+        // A compacted partition's prefix is in its companion.
+        let Some(from) = self
+            .scan_companion(&r, name, p, w.log_start_offset, &mut visit)
+            .await?
+        else {
+            return Ok(());
+        };
+        let mut offset = convert::iggy_offset(from)?;
         let end = convert::iggy_offset(w.high_watermark)?;
         while offset < end {
             let records = self
