@@ -181,6 +181,39 @@ impl IggyBridge {
         Ok(out)
     }
 
+    /// The compaction state of a partition as this gateway knows it.
+    fn compacted_of(
+        &self,
+        key: &TopicKey,
+        p: PartitionId,
+    ) -> StoreResult<Option<CompactedPartition>> {
+        Ok(self
+            .inner
+            .meta
+            .topic(key)?
+            .and_then(|m| m.compacted.get(&p.iggy()).cloned()))
+    }
+
+    /// The companion of generation `c` as a source, from companion offset `next`.
+    fn companion_source(
+        &self,
+        r: &Resolved,
+        name: &str,
+        p: PartitionId,
+        c: &CompactedPartition,
+        next: u64,
+    ) -> StoreResult<Source> {
+        Ok(Source {
+            stream: named(&self.inner.config.meta_stream, name)?,
+            topic: named(&companion_name(&r.key, p.iggy(), c.g), name)?,
+            partition: PartitionId::FIRST.iggy(),
+            next,
+            end: c.end,
+            companion: true,
+            done: c.n == 0,
+        })
+    }
+
     /// The sources of a pass over a partition whose state is `old` (if compacted
     /// before) and whose new part runs from `from` to `end`.
     fn sources(
@@ -194,16 +227,7 @@ impl IggyBridge {
     ) -> StoreResult<Vec<Source>> {
         let mut out = Vec::new();
         if let Some(old) = old {
-            let meta_stream = &self.inner.config.meta_stream;
-            out.push(Source {
-                stream: named(meta_stream, name)?,
-                topic: named(&companion_name(&r.key, p.iggy(), old.g), name)?,
-                partition: PartitionId::FIRST.iggy(),
-                next: 0,
-                end: old.end,
-                companion: true,
-                done: old.n == 0,
-            });
+            out.push(self.companion_source(r, name, p, old, 0)?);
         }
         out.push(Source {
             stream: named(&r.target.stream, name)?,
@@ -701,12 +725,7 @@ impl IggyBridge {
     ) -> StoreResult<CompactedRead> {
         let p = PartitionId::of(topic, partition)?;
         let r = self.require_cached(topic, p).await?;
-        let Some(c) = self
-            .inner
-            .meta
-            .topic(&r.key)?
-            .and_then(|m| m.compacted.get(&p.iggy()).cloned())
-        else {
+        let Some(c) = self.compacted_of(&r.key, p)? else {
             return Ok(CompactedRead::Main(offset));
         };
         if offset >= c.end {
@@ -725,15 +744,7 @@ impl IggyBridge {
             .partition_point(|(k, _)| *k <= offset)
             .checked_sub(1)
             .map_or(0, |i| c.idx[i].1);
-        let mut src = Source {
-            stream: named(&self.inner.config.meta_stream, topic)?,
-            topic: named(&companion_name(&r.key, p.iggy(), c.g), topic)?,
-            partition: PartitionId::FIRST.iggy(),
-            next: at,
-            end: c.end,
-            companion: true,
-            done: c.n == 0,
-        };
+        let mut src = self.companion_source(&r, topic, p, &c, at)?;
         let mut out = ReadOutcome {
             watermarks: Watermarks {
                 log_start_offset: w.log_start_offset,
@@ -798,26 +809,13 @@ impl IggyBridge {
         from: i64,
         visit: &mut impl FnMut(&MappedRecord) -> bool,
     ) -> StoreResult<Option<i64>> {
-        let Some(c) = self
-            .inner
-            .meta
-            .topic(&r.key)?
-            .and_then(|m| m.compacted.get(&p.iggy()).cloned())
-        else {
+        let Some(c) = self.compacted_of(&r.key, p)? else {
             return Ok(Some(from));
         };
         if from >= c.end {
             return Ok(Some(from));
         }
-        let mut src = Source {
-            stream: named(&self.inner.config.meta_stream, name)?,
-            topic: named(&companion_name(&r.key, p.iggy(), c.g), name)?,
-            partition: PartitionId::FIRST.iggy(),
-            next: 0,
-            end: c.end,
-            companion: true,
-            done: c.n == 0,
-        };
+        let mut src = self.companion_source(r, name, p, &c, 0)?;
         while !src.done {
             for (offset, m) in self.next_page(&mut src, name).await? {
                 if offset < from {
