@@ -421,3 +421,51 @@ async fn the_background_cleaner_compacts_partitions_it_leads() {
         .expect("the cleaner stops with the bridge")
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_delete_expires_the_old_prefix_and_moves_the_log_start() {
+    let Some(bin) =
+        support::server_bin("compact_delete_expires_the_old_prefix_and_moves_the_log_start")
+    else {
+        return;
+    };
+    let server = Server::start(&bin);
+    let bridge = support::bridge(&server).await;
+    let topic = format!("compact-delete-{}", support::run_id());
+    let defaults = TopicConfig::default();
+    let mut config = TopicConfig::default();
+    for (name, value) in [
+        ("cleanup.policy", "compact,delete"),
+        ("retention.ms", "3600000"),
+        ("segment.bytes", "1048576"),
+    ] {
+        config.set(&defaults, name, Some(value)).unwrap();
+    }
+    bridge
+        .create_topic(
+            NewTopic {
+                name: topic.clone(),
+                partitions: 1,
+                config,
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    // Record timestamps from 2023: older than retention.ms, except that the active
+    // batch (offsets 1900..2000) is never removed by a pass.
+    let written = write_updates(&bridge, &topic, 0, 2000).await;
+    let report = bridge
+        .compact_partition(&topic, 0, true, None)
+        .await
+        .unwrap();
+    assert_eq!(report.cleaned_to, 1900);
+    let w = bridge.watermarks(&topic, 0).await.unwrap();
+    assert_eq!((w.log_start_offset, w.high_watermark), (1900, 2000));
+    assert_eq!(
+        read_all(&bridge, &topic).await,
+        written[1900..].to_vec(),
+        "only the active batch is left"
+    );
+    bridge.close().await;
+}

@@ -508,6 +508,15 @@ impl IggyBridge {
         // Phase 2: the survivors into the new generation.
         self.create_companion(&next_name).await?;
         let logical_start = meta.log_start.get(&p.iggy()).copied().unwrap_or(0);
+        // With `cleanup.policy=compact,delete`, `retention.ms` removes the oldest part of
+        // the compacted prefix too: the leading records older than it (never the
+        // active batch), and the log start moves past them, as Kafka's retention
+        // deletes whole old segments.
+        let expire_before = Some(meta.config.retention_ms)
+            .filter(|ms| meta.config.cleanup_policy.deletes() && *ms > 0)
+            .map(|ms| now_ms.saturating_sub(ms));
+        let mut expiring = expire_before.is_some();
+        let mut new_start = start;
         let mut index: Vec<(i64, u64)> = Vec::new();
         let mut stride = FIRST_STRIDE;
         let mut written: u64 = 0;
@@ -534,6 +543,15 @@ impl IggyBridge {
                         tombstone: mapped.record.value.is_none(),
                         timestamp_ms: mapped.record.timestamp,
                     };
+                    if expiring {
+                        if offset < cleaned_to
+                            && expire_before.is_some_and(|cut| keyed.timestamp_ms < cut)
+                        {
+                            new_start = new_start.max(offset + 1);
+                            continue;
+                        }
+                        expiring = false;
+                    }
                     if offset < cleaned_to && !pass.keep(&keyed) {
                         continue;
                     }
@@ -575,7 +593,7 @@ impl IggyBridge {
         // The switch: one record of the `topics` log.
         let state = CompactedPartition {
             g: generation,
-            start,
+            start: new_start,
             c: cleaned_to,
             end: high,
             n: written,
