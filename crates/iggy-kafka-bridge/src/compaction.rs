@@ -96,12 +96,15 @@ pub struct PassReport {
     pub ran: bool,
     /// Dirty ratio before the pass: bytes after the previous boundary over all bytes.
     pub dirty_ratio: f64,
-    /// Records the pass looked at (previous companion plus the new part).
+    /// Records of the dirty section the key map looked at.
     pub records_read: u64,
     /// Message bytes of those records (what Kafka's cleaner calls bytes cleaned).
     pub bytes_read: u64,
     /// Records written to the new companion.
     pub records_kept: u64,
+    /// Records left out of the new companion (superseded, expired tombstones, expired
+    /// by `retention.ms`, below the log start, transaction markers).
+    pub records_removed: u64,
     /// Generation switched to.
     pub generation: u64,
     /// New boundary: offsets below it are served from the companion.

@@ -198,4 +198,28 @@ mod tests {
         }
         assert!(!text.contains("request_errors_total{op=\"read\"}"));
     }
+
+    #[test]
+    fn compaction_figures_are_exported() {
+        let m = IggyMetrics::default();
+        let mut reg = Registry::default();
+        m.register(&mut reg);
+        m.compaction.record_pass(1000, 7);
+        m.compaction.record_reclaimed(4096);
+        m.compaction.observe_dirty_ratio(0.25);
+        m.compaction.record_failures(2);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+        for line in [
+            "kafka_gateway_iggy_compaction_passes_total 1",
+            "kafka_gateway_iggy_compaction_failures_total 2",
+            "kafka_gateway_iggy_compaction_cleaned_bytes_total 1000",
+            "kafka_gateway_iggy_compaction_records_removed_total 7",
+            "kafka_gateway_iggy_compaction_reclaimed_bytes_total 4096",
+            "kafka_gateway_iggy_compaction_dirty_ratio 0.25",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        assert_eq!(m.compaction.reclaimed(), 4096);
+    }
 }

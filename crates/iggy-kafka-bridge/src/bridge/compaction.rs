@@ -529,12 +529,14 @@ impl IggyBridge {
                 for (offset, m) in page {
                     bytes += message_bytes(&m);
                     if offset < logical_start {
+                        report.records_removed += 1;
                         continue;
                     }
                     let mapped = mapping::from_message(&m).map_err(|e| {
                         StoreError::Internal(format!("{topic}/{p} offset {offset}: {e}"))
                     })?;
                     if is_control(&mapped) {
+                        report.records_removed += 1;
                         continue;
                     }
                     let keyed = KeyedRecord {
@@ -548,11 +550,13 @@ impl IggyBridge {
                             && expire_before.is_some_and(|cut| keyed.timestamp_ms < cut)
                         {
                             new_start = new_start.max(offset + 1);
+                            report.records_removed += 1;
                             continue;
                         }
                         expiring = false;
                     }
                     if offset < cleaned_to && !pass.keep(&keyed) {
+                        report.records_removed += 1;
                         continue;
                     }
                     if written.is_multiple_of(stride) {
@@ -583,10 +587,7 @@ impl IggyBridge {
         report.ran = true;
         report.companion_bytes = self.companion_size(&next_name).await?.unwrap_or(0);
         let metrics = &self.inner.metrics.compaction;
-        metrics.record_pass(
-            report.bytes_read,
-            report.records_read - written.min(report.records_read),
-        );
+        metrics.record_pass(report.bytes_read, report.records_removed);
         if stop == Some(PassStep::CompanionWritten) {
             return Ok(report);
         }
