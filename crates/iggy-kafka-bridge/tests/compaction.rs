@@ -469,3 +469,46 @@ async fn compact_delete_expires_the_old_prefix_and_moves_the_log_start() {
     );
     bridge.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_gateway_follows_the_switch_through_the_meta_log() {
+    let Some(bin) = support::server_bin("another_gateway_follows_the_switch_through_the_meta_log")
+    else {
+        return;
+    };
+    let server = Server::start(&bin);
+    let leader = support::bridge(&server).await;
+    let follower = support::bridge(&server).await;
+    let topic = format!("follow-{}", support::run_id());
+    create_compacted(&leader, &topic).await;
+    let mut written = write_updates(&leader, &topic, 0, 3000).await;
+    assert_eq!(read_all(&follower, &topic).await, written);
+    let first = leader
+        .compact_partition(&topic, 0, true, None)
+        .await
+        .unwrap();
+    // The follower reads the switch with its next refresh of the topics log.
+    let expected = compacted_view(&written, first.cleaned_to);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while read_all(&follower, &topic).await != expected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the follower never saw the compacted view"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // A second pass deletes the generation the follower knows; its next read finds out
+    // and reads the new one, whether or not its refresh came first.
+    written.extend(write_updates(&leader, &topic, 3000, 1000).await);
+    let second = leader
+        .compact_partition(&topic, 0, true, None)
+        .await
+        .unwrap();
+    assert_eq!(second.generation, 2);
+    assert_eq!(
+        read_all(&follower, &topic).await,
+        compacted_view(&written, second.cleaned_to)
+    );
+    leader.close().await;
+    follower.close().await;
+}

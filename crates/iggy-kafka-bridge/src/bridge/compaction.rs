@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 const MAX_INDEX_ENTRIES: usize = 1024;
 /// Stride of the index to begin with.
 const FIRST_STRIDE: u64 = 64;
-/// Polls one companion read makes at most before it answers with what it has.
+/// Polls one companion read makes at most, past those that skip to its offset, before
+/// it answers with what it has.
 const MAX_COMPANION_POLLS: usize = 4;
 /// How long a pass waits for Iggy to show a segment deletion it accepted.
 const DELETE_SETTLE: Duration = Duration::from_secs(5);
@@ -99,6 +100,48 @@ impl Throttle {
             }
         }
     }
+}
+
+/// The sparse index of a companion being written: (Kafka offset, companion offset) of
+/// every `stride`-th message, at most `MAX_INDEX_ENTRIES`; when full, every other entry
+/// goes and the stride doubles.
+struct SparseIndex {
+    entries: Vec<(i64, u64)>,
+    stride: u64,
+}
+
+impl Default for SparseIndex {
+    fn default() -> Self {
+        SparseIndex {
+            entries: Vec::new(),
+            stride: FIRST_STRIDE,
+        }
+    }
+}
+
+impl SparseIndex {
+    /// Notes that companion message `position` holds Kafka offset `offset`.
+    fn add(&mut self, offset: i64, position: u64) {
+        if !position.is_multiple_of(self.stride) {
+            return;
+        }
+        if self.entries.len() >= MAX_INDEX_ENTRIES {
+            self.entries = self.entries.iter().copied().step_by(2).collect();
+            self.stride *= 2;
+        }
+        if position.is_multiple_of(self.stride) {
+            self.entries.push((offset, position));
+        }
+    }
+}
+
+/// Where in a companion a read of Kafka offset `offset` starts polling: the indexed
+/// message at or before it (0 when none is).
+fn lookup(index: &[(i64, u64)], offset: i64) -> u64 {
+    index
+        .partition_point(|(k, _)| *k <= offset)
+        .checked_sub(1)
+        .map_or(0, |i| index[i].1)
 }
 
 /// A source of the records a pass looks at, in offset order: the previous companion,
@@ -517,8 +560,7 @@ impl IggyBridge {
             .map(|ms| now_ms.saturating_sub(ms));
         let mut expiring = expire_before.is_some();
         let mut new_start = start;
-        let mut index: Vec<(i64, u64)> = Vec::new();
-        let mut stride = FIRST_STRIDE;
+        let mut index = SparseIndex::default();
         let mut written: u64 = 0;
         let mut batch: Vec<IggyMessage> = Vec::new();
         let mut batch_bytes = 0usize;
@@ -559,15 +601,7 @@ impl IggyBridge {
                         report.records_removed += 1;
                         continue;
                     }
-                    if written.is_multiple_of(stride) {
-                        if index.len() >= MAX_INDEX_ENTRIES {
-                            index = index.into_iter().step_by(2).collect();
-                            stride *= 2;
-                        }
-                        if written.is_multiple_of(stride) {
-                            index.push((offset, written));
-                        }
-                    }
+                    index.add(offset, written);
                     batch_bytes += m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len);
                     batch.push(companion_message(offset, m));
                     written += 1;
@@ -598,7 +632,7 @@ impl IggyBridge {
             c: cleaned_to,
             end: high,
             n: written,
-            idx: index,
+            idx: index.entries,
         };
         let mut fresh = self.meta_of(&r)?;
         fresh.compacted.insert(p.iggy(), state);
@@ -758,11 +792,7 @@ impl IggyBridge {
                 high_watermark: w.high_watermark,
             });
         }
-        let at = c
-            .idx
-            .partition_point(|(k, _)| *k <= offset)
-            .checked_sub(1)
-            .map_or(0, |i| c.idx[i].1);
+        let at = lookup(&c.idx, offset);
         let mut src = self.companion_source(&r, topic, p, &c, at)?;
         let mut out = ReadOutcome {
             watermarks: Watermarks {
@@ -773,12 +803,31 @@ impl IggyBridge {
         };
         let mut size = 0usize;
         let want = self.poll_count(max_bytes);
-        for _ in 0..MAX_COMPANION_POLLS {
+        // The messages between the indexed one and `offset` are skipped: up to the next
+        // index entry, which may take more polls than the records themselves.
+        let skip = c
+            .idx
+            .iter()
+            .map(|e| e.1)
+            .find(|pos| *pos > at)
+            .unwrap_or(c.n)
+            .saturating_sub(at);
+        let polls = MAX_COMPANION_POLLS
+            + usize::try_from(skip / u64::from(want.max(1))).unwrap_or(usize::MAX);
+        for _ in 0..polls {
             if src.done {
                 break;
             }
             let messages = self.poll_raw(&src, want, topic).await?;
             let Some(last) = messages.last().map(|m| m.header.offset) else {
+                if src.next < c.n {
+                    // The generation holds more than that: it is gone (replaced by
+                    // another gateway's pass), whatever Iggy answered.
+                    return Err(StoreError::UnknownTopicOrPartition {
+                        topic: topic.to_owned(),
+                        partition,
+                    });
+                }
                 src.done = true;
                 break;
             };
@@ -848,6 +897,14 @@ impl IggyBridge {
                     return Ok(None);
                 }
             }
+        }
+        if src.next < c.n {
+            // Fewer messages than the generation holds: it is gone (another gateway's
+            // pass replaced it); a retriable error, this gateway's refresh catches up.
+            return Err(StoreError::UnknownTopicOrPartition {
+                topic: name.to_owned(),
+                partition: p.kafka(),
+            });
         }
         Ok(Some(c.end))
     }
@@ -945,5 +1002,69 @@ fn companion_message(offset: i64, m: IggyMessage) -> IggyMessage {
         },
         payload: m.payload,
         user_headers: m.user_headers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_index_stays_bounded_and_points_at_or_before_every_offset() {
+        let mut index = SparseIndex::default();
+        // Kafka offsets with gaps: message i holds offset 3 * i + 1.
+        let n: u64 = 200_000;
+        for i in 0..n {
+            index.add(3 * i as i64 + 1, i);
+        }
+        assert!(index.entries.len() <= MAX_INDEX_ENTRIES);
+        assert!(index.entries.len() > MAX_INDEX_ENTRIES / 2);
+        assert!(
+            index
+                .entries
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1)
+        );
+        for probe in [0, 1, 2, 4, 3000, 299_999, 599_998, 10_000_000] {
+            let at = lookup(&index.entries, probe);
+            // The message at `at` holds an offset at or below the probe (or it is the
+            // first), and the read skips at most one stride.
+            let held = 3 * at as i64 + 1;
+            assert!(held <= probe.max(1), "probe {probe}: starts at {held}");
+            let wanted = ((probe - 1).max(0) / 3).min(n as i64 - 1) as u64;
+            assert!(
+                wanted - at < index.stride,
+                "probe {probe}: {at} for {wanted}"
+            );
+        }
+    }
+
+    #[test]
+    fn companion_messages_carry_the_kafka_offset_in_their_id() {
+        let message = IggyMessage {
+            header: IggyMessageHeader {
+                id: 99,
+                offset: 12,
+                timestamp: 5,
+                origin_timestamp: 7,
+                payload_length: 1,
+                ..IggyMessageHeader::default()
+            },
+            payload: Bytes::from_static(b"v"),
+            user_headers: None,
+        };
+        let copy = companion_message(41, message);
+        assert_eq!(copy.header.id, 42);
+        assert_eq!(copy.header.origin_timestamp, 7);
+        assert_eq!((copy.header.offset, copy.header.timestamp), (0, 0));
+        assert_eq!(copy.payload.as_ref(), b"v");
+        let key = TopicKey {
+            stream: "kafka".into(),
+            topic: "t".into(),
+            created_at: 1,
+        };
+        let name = companion_name(&key, 3, 2);
+        assert!(name.starts_with("compacted.") && name.ends_with(".3.2"));
+        assert_eq!(name.len(), "compacted.".len() + 32 + ".3.2".len());
     }
 }
