@@ -88,19 +88,19 @@ impl From<Record> for NewRecord {
 /// Kafka timestamps use -1 for "none".
 const NO_TIMESTAMP: i64 = -1;
 
-fn len_i32(what: &'static str, len: usize) -> Result<i32> {
+pub(crate) fn len_i32(what: &'static str, len: usize) -> Result<i32> {
     i32::try_from(len).map_err(|_| RecordsError::EncodeOverflow { what, found: len })
 }
 
 /// The size of a nullable field of `len` bytes (`None`: null) with its length varint.
-fn nullable_size(what: &'static str, len: Option<usize>) -> Result<usize> {
+pub(crate) fn nullable_size(what: &'static str, len: Option<usize>) -> Result<usize> {
     Ok(match len {
         None => varint_len(-1),
         Some(n) => varint_len(len_i32(what, n)?) + n,
     })
 }
 
-fn put_nullable(out: &mut impl BufMut, field: Option<&[u8]>) {
+pub(crate) fn put_nullable(out: &mut impl BufMut, field: Option<&[u8]>) {
     match field {
         // Lengths were checked to fit i32 when the record was sized.
         Some(b) => {
@@ -131,7 +131,7 @@ fn body_len(record: &NewRecord, offset_delta: i32, base_timestamp: i64) -> Resul
 /// The size of a record body, as [`put_record`] writes it, from its deltas, the lengths
 /// of its key and value (`None` for null), its header count and the bytes its headers
 /// take after that count.
-fn fields_len(
+pub(crate) fn fields_len(
     timestamp_delta: i64,
     offset_delta: i32,
     key: Option<usize>,

@@ -15,9 +15,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::batch::{BATCH_HEADER_LEN, LOG_OVERHEAD, TimestampType};
 use crate::codec::{self, Compression};
+use crate::encode::{fields_len, len_i32, nullable_size, put_nullable};
 use crate::record::Record;
-use crate::varint::{put_varint, put_varlong, varint_len, varlong_len};
-use crate::{RecordBatch, RecordsError, Result};
+use crate::varint::{put_varint, put_varlong};
+use crate::{RecordBatch, Result};
 
 /// What [`encode_retained`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,42 +29,21 @@ pub struct Retained {
     pub removed: usize,
 }
 
-fn len_i32(what: &'static str, len: usize) -> Result<i32> {
-    i32::try_from(len).map_err(|_| RecordsError::EncodeOverflow { what, found: len })
-}
-
-fn nullable_len(what: &'static str, field: Option<&[u8]>) -> Result<usize> {
-    Ok(match field {
-        None => varint_len(-1),
-        Some(b) => varint_len(len_i32(what, b.len())?) + b.len(),
-    })
-}
-
-fn put_nullable(out: &mut impl BufMut, field: Option<&[u8]>) {
-    match field {
-        // Lengths were checked to fit i32 when the record was sized.
-        Some(b) => {
-            put_varint(out, b.len() as i32);
-            out.put_slice(b);
-        }
-        None => put_varint(out, -1),
-    }
-}
-
 /// Writes one record as it was: same deltas, same attributes byte.
 fn put_record(out: &mut BytesMut, record: &Record) -> Result<()> {
     let mut headers = 0usize;
     for h in record.headers.iter() {
-        headers += nullable_len("header key", Some(&h.key))?;
-        headers += nullable_len("header value", h.value.as_deref())?;
+        headers += nullable_size("header key", Some(h.key.len()))?;
+        headers += nullable_size("header value", h.value.as_ref().map(Bytes::len))?;
     }
-    let body = 1
-        + varlong_len(record.timestamp_delta)
-        + varint_len(record.offset_delta)
-        + nullable_len("key", record.key.as_deref())?
-        + nullable_len("value", record.value.as_deref())?
-        + varint_len(len_i32("header count", record.headers.len())?)
-        + headers;
+    let body = fields_len(
+        record.timestamp_delta,
+        record.offset_delta,
+        record.key.as_ref().map(Bytes::len),
+        record.value.as_ref().map(Bytes::len),
+        record.headers.len(),
+        headers,
+    )?;
     put_varint(out, len_i32("record", body)?);
     out.put_i8(record.attributes);
     put_varlong(out, record.timestamp_delta);

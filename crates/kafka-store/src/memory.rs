@@ -16,6 +16,10 @@
 //! lock just long enough to clone the partition's `Arc`, then takes that partition's
 //! mutex alone, so producers to different partitions never wait on each other. Batches are
 //! stored as immutable [`Bytes`], so a read clones reference counts, not records.
+//!
+//! Topics with `cleanup.policy=compact` are compacted in place by a background cleaner
+//! ([`MemoryStore::start_cleaner`], design in the `cleaner` module): it rewrites batches
+//! outside the partition lock and swaps them in under it.
 
 use crate::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, ReadOutcome, StoreError,
@@ -422,7 +426,8 @@ impl MemoryStore {
         }
     }
 
-    /// Applies `retention.ms` and `retention.bytes` to every partition as of `now_ms`:
+    /// Applies `retention.ms` and `retention.bytes` to every partition of the topics whose
+    /// `cleanup.policy` deletes (`delete`, `compact,delete`) as of `now_ms`:
     /// whole batches are dropped from the front while their largest timestamp is older
     /// than `now_ms - retention.ms`, then while the partition is larger than
     /// `retention.bytes` (never the last batch for size). The log start offset follows.

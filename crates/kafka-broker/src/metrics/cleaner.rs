@@ -137,6 +137,16 @@ mod tests {
             text.contains("kafka_gateway_log_cleaner_dirty_ratio{topic=\"c\",partition=\"1\"} 1.0"),
             "{text}"
         );
+        let docs = include_str!("../../../../docs/observability.md");
+        for name in [
+            "kafka_gateway_log_cleaner_bytes_cleaned_total",
+            "kafka_gateway_log_cleaner_records_removed_total",
+            "kafka_gateway_log_cleaner_passes_total",
+            "kafka_gateway_log_cleaner_dirty_ratio",
+        ] {
+            assert!(text.contains(name), "{name} in {text}");
+            assert!(docs.contains(&format!("`{name}`")), "{name} not documented");
+        }
         // Partition 0 is empty: nothing dirty.
         assert!(
             text.contains("kafka_gateway_log_cleaner_dirty_ratio{topic=\"c\",partition=\"0\"} 0.0"),
