@@ -505,6 +505,10 @@ async fn another_gateway_follows_the_switch_through_the_meta_log() {
         .await
         .unwrap();
     assert_eq!(second.generation, 2);
+    // Its log start stays 0 although Iggy's partition now starts past the boundary it
+    // knew.
+    let w = follower.watermarks(&topic, 0).await.unwrap();
+    assert_eq!((w.log_start_offset, w.high_watermark), (0, 4000));
     assert_eq!(
         read_all(&follower, &topic).await,
         compacted_view(&written, second.cleaned_to)

@@ -353,9 +353,18 @@ impl IggyBridge {
             .and_then(|m| m.log_start.get(&partition.iggy()).copied())
             .unwrap_or(0);
         // A compacted partition starts where its compacted view starts, below the
-        // segments compaction deleted (unless retention removed more than that).
-        let start = match meta.and_then(|m| m.compacted.get(&partition.iggy()).cloned()) {
-            Some(c) if physical_start <= c.end => c.start,
+        // segments compaction deleted. Iggy's start beyond the boundary means either
+        // that retention removed more (`compact,delete` only: other compacted topics
+        // have no Iggy expiry) or that another gateway's newer pass deleted segments
+        // this gateway's view of the boundary does not cover yet (its read finds the
+        // generation gone and refreshes).
+        let start = match meta.and_then(|m| {
+            let deletes = m.config.cleanup_policy.deletes();
+            m.compacted
+                .get(&partition.iggy())
+                .map(|c| (c.clone(), deletes))
+        }) {
+            Some((c, deletes)) if physical_start <= c.end || !deletes => c.start,
             _ => physical_start,
         };
         Ok(Watermarks {
