@@ -308,6 +308,8 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     // The bridge, when several gateways share its Iggy: they join through it once the
     // listeners' advertised ports are known.
     let mut joins_through: Option<Arc<IggyBridge>> = None;
+    // The bridge whose compacted partitions this gateway cleans (those it leads).
+    let mut compacting: Option<Arc<IggyBridge>> = None;
     let (stores, _retention, _cleaner) = match config.backend {
         Backend::Memory(memory) => {
             warn!(
@@ -372,6 +374,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             if config.cluster.has_others(broker.node_id) {
                 joins_through = Some(bridge.clone());
             }
+            compacting = Some(bridge.clone());
             let stores = Stores {
                 log: bridge.clone(),
                 offsets: bridge,
@@ -443,6 +446,17 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         }
         None => None,
     };
+    // The bridge's log cleaner: only a partition's leader compacts it.
+    let _compaction = compacting.and_then(|bridge| {
+        let leads: iggy_kafka_bridge::LeaderFn = match membership.clone() {
+            Some(m) => Arc::new(move |topic: &str, partition: i32| {
+                m.holds_lease()
+                    && kafka_broker::cluster::leader(&m.view(), topic, partition) == Some(node_id)
+            }),
+            None => Arc::new(|_: &str, _: i32| true),
+        };
+        bridge.start_compaction(leads)
+    });
     // Lives as long as the runtime, which ends right after the broker stops.
     if let Some(users) = credentials.users_file.take() {
         tokio::spawn(reload_users(users));

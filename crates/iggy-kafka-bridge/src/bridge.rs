@@ -23,10 +23,13 @@
 //! read        polls, the read path and scans
 //! read_ahead  records polled before their reader asks, bounded by read_ahead_bytes
 //! watches     long-poll notification channels fed by this gateway's appends
+//! compaction  compacted partitions: passes into companion topics, reads below the
+//!             boundary, the background cleaner (see crate::compaction)
 //! store       the LogStore and OffsetStore impls
 //! ```
 
 mod append;
+mod compaction;
 mod read;
 mod read_ahead;
 mod session;
@@ -40,6 +43,7 @@ use crate::meta::Meta;
 use crate::metrics::IggyMetrics;
 use crate::partition::PartitionId;
 use append::SharedSendQueue;
+pub use compaction::LeaderFn;
 use iggy::prelude::{Identifier, IggyClient};
 use kafka_store::{LogStore, NewTopic, StoreError, StoreResult, TopicConfig, TopicInfo};
 use read_ahead::Ahead;
@@ -96,6 +100,8 @@ struct Inner {
     message_ids: AtomicU64,
     /// Round trips to Iggy.
     metrics: IggyMetrics,
+    /// Compaction passes run one at a time.
+    compaction_lock: tokio::sync::Mutex<()>,
     /// Set by `close`: the background refresh of the meta logs stops.
     closed: std::sync::atomic::AtomicBool,
 }
@@ -189,6 +195,7 @@ impl IggyBridge {
                 id_prefix: random_u64(),
                 message_ids: AtomicU64::new(0),
                 metrics,
+                compaction_lock: tokio::sync::Mutex::new(()),
                 closed: std::sync::atomic::AtomicBool::new(false),
             }),
         };
@@ -201,6 +208,11 @@ impl IggyBridge {
     /// either way.
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         self.inner.metrics.register(registry);
+    }
+
+    /// Iggy bytes the compaction cleaner has given back since the bridge started.
+    pub fn compaction_reclaimed_bytes(&self) -> u64 {
+        self.inner.metrics.compaction.reclaimed()
     }
 
     /// The SCRAM credentials kept in this bridge's meta stream (log `scram`), as the

@@ -137,6 +137,8 @@ pub struct BridgeConfig {
     /// Most principals whose Iggy permissions are kept at once; the oldest entry goes
     /// first (it is read again when next needed).
     pub permissions_cache_entries: usize,
+    /// The compaction cleaner (`log.cleaner.*`), see [`crate::compaction`].
+    pub cleaner: crate::compaction::CleanerConfig,
 }
 
 impl std::fmt::Debug for BridgeConfig {
@@ -174,6 +176,7 @@ impl std::fmt::Debug for BridgeConfig {
             .field("plain_cache_entries", &self.plain_cache_entries)
             .field("permissions_refresh", &self.permissions_refresh)
             .field("permissions_cache_entries", &self.permissions_cache_entries)
+            .field("cleaner", &self.cleaner)
             .finish()
     }
 }
@@ -215,6 +218,7 @@ impl Default for BridgeConfig {
             plain_cache_entries: 10_000,
             permissions_refresh: Duration::from_secs(10),
             permissions_cache_entries: 10_000,
+            cleaner: crate::compaction::CleanerConfig::default(),
         }
     }
 }
@@ -326,6 +330,7 @@ impl BridgeConfig {
         if !(MIN_META_RECORD_BYTES..=MAX_META_RECORD_BYTES).contains(&self.meta_record_max_bytes) {
             return bad("meta_record_max_bytes must be within 4096..=67108864 (64 MiB)");
         }
+        self.cleaner.validate().map_err(BridgeError::Config)?;
         if !self.tls_enabled && (self.tls_domain.is_some() || self.tls_ca_file.is_some()) {
             // Settings for TLS without TLS would send the password in the clear while
             // the operator believes otherwise.

@@ -15,6 +15,8 @@
 //! members    IggyMembership: gateway heartbeats with epochs in the meta stream, the
 //!            live view and this gateway's lease (several gateways on one Iggy)
 //! acls       IggyAclStore: the ACL store (CreateAcls, DeleteAcls) on the meta stream
+//! compaction compacted topics: the cleaner's settings (log.cleaner.*), pass reports;
+//!            the companion-topic layout is described there
 //! connection building every Iggy client the bridge uses (address, TLS, socket options)
 //! credentials SASL with the bridge: PLAIN checked by logging in to Iggy (successes
 //!            cached briefly), SCRAM credentials in the meta stream
@@ -59,6 +61,7 @@
 
 pub mod acls;
 mod bridge;
+pub mod compaction;
 pub mod config;
 mod connection;
 mod convert;
@@ -72,7 +75,8 @@ mod partition;
 pub mod permissions;
 
 pub use acls::IggyAclStore;
-pub use bridge::IggyBridge;
+pub use bridge::{IggyBridge, LeaderFn};
+pub use compaction::{CleanerConfig, PassReport, PassStep};
 pub use config::{BridgeConfig, IggyTopicRef, TopicMap};
 pub use credentials::{IggyPlainAuthenticator, IggyScramStore};
 pub use errors::{BridgeError, Op, map_iggy_error};

@@ -12,7 +12,10 @@
 //!          key g: the coordinator's state of the group, opaque here; null deletes it
 //! topics   {"s":stream,"t":iggy topic,"c":created_at_us,"deleted":bool,
 //!           "retention_ms":..,"retention_bytes":..,"max_message_bytes":..,
-//!           "log_start":{"<partition>":offset}}
+//!           "log_start":{"<partition>":offset},
+//!           "compacted":{"<partition>":{"g":generation,"start":..,"c":clean end,
+//!                        "end":..,"n":..,
+//!                        "idx":[[kafka offset,companion offset],..]}}}
 //!          key (s,t,c): the creation time keeps a recreated topic from inheriting the
 //!          settings of the one it replaces
 //! scram    {"u":user,"m":mechanism id,"s":salt,"i":iterations,"sk":stored key,
@@ -149,6 +152,31 @@ pub struct TopicMeta {
     pub config: TopicConfig,
     /// Kafka log start per partition, moved by `delete_records`.
     pub log_start: BTreeMap<u32, i64>,
+    /// Per partition, the compacted prefix kept in a companion topic (see
+    /// `crate::bridge::compaction`); absent for partitions never compacted.
+    pub compacted: BTreeMap<u32, CompactedPartition>,
+}
+
+/// Where a compacted partition's cleaned prefix lives: one record of the `topics` log
+/// switches a partition to a new generation at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactedPartition {
+    /// Generation of the companion topic (its name ends in it); only grows.
+    pub g: u64,
+    /// Kafka log start of the compacted view.
+    pub start: i64,
+    /// End of the clean section: below it the companion holds at most one record per
+    /// key; from it to `end` it holds records no pass has deduplicated yet (the active
+    /// batch, records younger than `min.compaction.lag.ms`).
+    #[serde(default)]
+    pub c: i64,
+    /// Offsets below this are read from the companion; at and above, from the partition.
+    pub end: i64,
+    /// Messages in the companion.
+    pub n: u64,
+    /// Sparse index, ascending: (Kafka offset, companion offset) of every
+    /// `stride`-th companion message.
+    pub idx: Vec<(i64, u64)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -180,6 +208,42 @@ struct TopicRecord {
     /// Every topic setting named explicitly (Kafka name -> normalised value).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     overrides: BTreeMap<String, String>,
+    /// Compacted partitions (see [`CompactedPartition`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    compacted: BTreeMap<u32, CompactedPartition>,
+    /// Typed settings that differ from Kafka's default without being named on the topic
+    /// (a store caller that set the typed field, the broker's own defaults), as text;
+    /// like `retention_ms` they come back as effective values, not as overrides.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    typed: BTreeMap<String, String>,
+}
+
+/// Settings with a typed field besides the three the record has columns for.
+const TYPED_SETTINGS: &[&str] = &[
+    "cleanup.policy",
+    "compression.type",
+    "message.timestamp.type",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "delete.retention.ms",
+    "min.cleanable.dirty.ratio",
+    "segment.bytes",
+    "segment.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
+];
+
+/// The typed settings of `config` a record keeps in its `typed` map.
+fn typed_of(config: &TopicConfig) -> BTreeMap<String, String> {
+    TYPED_SETTINGS
+        .iter()
+        .filter(|name| !config.overrides.contains_key(**name))
+        .filter_map(|name| {
+            let mine = config.value_of(name)?;
+            (Some(&mine) != TopicConfig::KAFKA_DEFAULT.value_of(name).as_ref())
+                .then(|| ((*name).to_owned(), mine))
+        })
+        .collect()
 }
 
 /// One SCRAM credential change; binary fields in standard base64.
@@ -782,6 +846,8 @@ impl Meta {
             max_message_bytes: 0,
             log_start: BTreeMap::new(),
             overrides: BTreeMap::new(),
+            compacted: BTreeMap::new(),
+            typed: BTreeMap::new(),
         };
         self.write_topic(client, record).await
     }
@@ -1040,6 +1106,19 @@ fn topic_config(r: &TopicRecord) -> TopicConfig {
         max_message_bytes: r.max_message_bytes,
         ..TopicConfig::default()
     };
+    let mut base = base;
+    for (name, value) in &r.typed {
+        let defaults = base.clone();
+        match base.set(&defaults, name, Some(value)) {
+            // An effective value, not a setting named on the topic.
+            Ok(()) => {
+                base.overrides.remove(name);
+            }
+            Err(e) => {
+                tracing::warn!(stream = %r.s, topic = %r.t, error = %e, "stored topic setting not understood; Kafka's default used")
+            }
+        }
+    }
     let mut config = base.clone();
     for (name, value) in &r.overrides {
         if let Err(e) = config.set(&base, name, Some(value)) {
@@ -1061,6 +1140,8 @@ fn topic_record(key: &TopicKey, meta: &TopicMeta) -> TopicRecord {
         max_message_bytes: meta.config.max_message_bytes,
         log_start: meta.log_start.clone(),
         overrides: meta.config.overrides.clone(),
+        compacted: meta.compacted.clone(),
+        typed: typed_of(&meta.config),
     }
 }
 
@@ -1107,11 +1188,23 @@ fn apply_topic(map: &mut BTreeMap<TopicKey, TopicMeta>, r: TopicRecord) {
         map.remove(&key);
         return;
     }
+    // A partition's compaction generation never goes back: a settings write that read
+    // the record before a compaction switched it must not undo the switch (the segments
+    // below the switch may be gone already).
+    let mut compacted = r.compacted;
+    if let Some(old) = map.get(&key) {
+        for (p, c) in &old.compacted {
+            if compacted.get(p).is_none_or(|new| new.g < c.g) {
+                compacted.insert(*p, c.clone());
+            }
+        }
+    }
     map.insert(
         key,
         TopicMeta {
             config,
             log_start: r.log_start,
+            compacted,
         },
     );
 }
@@ -1150,6 +1243,75 @@ mod tests {
     use super::*;
 
     #[test]
+    fn typed_settings_without_overrides_survive_the_record() {
+        let key = TopicKey {
+            stream: "s".into(),
+            topic: "t".into(),
+            created_at: 1,
+        };
+        let defaults = TopicConfig::default();
+        let mut config = TopicConfig {
+            cleanup_policy: kafka_store::CleanupPolicy::Compact,
+            min_cleanable_dirty_ratio: 0.0,
+            delete_retention_ms: 60_000,
+            ..TopicConfig::default()
+        };
+        config
+            .set(&defaults, "compression.type", Some("lz4"))
+            .unwrap();
+        let meta = TopicMeta {
+            config: config.clone(),
+            log_start: BTreeMap::new(),
+            compacted: BTreeMap::new(),
+        };
+        let record: TopicRecord =
+            serde_json::from_slice(&serde_json::to_vec(&topic_record(&key, &meta)).unwrap())
+                .unwrap();
+        let back = topic_config(&record);
+        assert_eq!(back, config);
+        assert_eq!(
+            back.overrides.len(),
+            1,
+            "only the named setting is an override"
+        );
+    }
+
+    #[test]
+    fn a_compaction_switch_is_not_undone_by_an_older_settings_write() {
+        let key = TopicKey {
+            stream: "s".into(),
+            topic: "t".into(),
+            created_at: 1,
+        };
+        let state = |g| CompactedPartition {
+            g,
+            start: 0,
+            c: 10,
+            end: 12,
+            n: 3,
+            idx: vec![(0, 0)],
+        };
+        let meta = |compacted: BTreeMap<u32, CompactedPartition>| TopicMeta {
+            config: TopicConfig::default(),
+            log_start: BTreeMap::new(),
+            compacted,
+        };
+        let mut map = BTreeMap::new();
+        let switched = topic_record(&key, &meta(BTreeMap::from([(0, state(2))])));
+        apply_topic(&mut map, switched);
+        // Written by someone who read the topic before the switch.
+        let stale = topic_record(&key, &meta(BTreeMap::from([(0, state(1))])));
+        apply_topic(&mut map, stale);
+        assert_eq!(map[&key].compacted[&0].g, 2);
+        let without = topic_record(&key, &meta(BTreeMap::new()));
+        apply_topic(&mut map, without);
+        assert_eq!(map[&key].compacted[&0].g, 2);
+        let next = topic_record(&key, &meta(BTreeMap::from([(0, state(3))])));
+        apply_topic(&mut map, next);
+        assert_eq!(map[&key].compacted[&0], state(3));
+    }
+
+    #[test]
     fn a_snapshot_marker_is_not_a_record_and_no_record_is_a_marker() {
         let end = serde_json::to_vec(&SnapshotEnd { snapshot_end: 3 }).unwrap();
         assert!(serde_json::from_slice::<OffsetRecord>(&end).is_err());
@@ -1164,6 +1326,7 @@ mod tests {
         let meta = TopicMeta {
             config: TopicConfig::default(),
             log_start: BTreeMap::new(),
+            compacted: BTreeMap::new(),
         };
         let record = serde_json::to_vec(&topic_record(&key, &meta)).unwrap();
         assert!(serde_json::from_slice::<SnapshotEnd>(&record).is_err());

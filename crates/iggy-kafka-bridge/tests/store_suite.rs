@@ -18,6 +18,9 @@
 //!   the server runs its segment cleaner every second; the bridge then appends, and
 //!   must report the log start Iggy's cleaner left.
 //!
+//! Compaction as of a chosen clock is the bridge's own pass (`compact_due`), so
+//! `compaction_latest_per_key` runs on Iggy too.
+//!
 //! Retention as of a chosen clock (`retention_by_time`, `retention_by_size`) has no
 //! Iggy counterpart and prints `SKIPPED:`.
 
@@ -32,7 +35,7 @@ use iggy::prelude::{
     MaxTopicSize, StreamClient, TopicClient, TopicCreateOptions,
 };
 use iggy_kafka_bridge::IggyBridge;
-use kafka_store::suite::{Capability, ExpiryDriver, Harness};
+use kafka_store::suite::{Capability, CompactionDriver, ExpiryDriver, Harness};
 use kafka_store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
     StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
@@ -257,6 +260,22 @@ impl ExpiryDriver for NativeExpiry {
     }
 }
 
+/// Compaction on demand: the bridge's passes over every compacted topic that is due, as
+/// of the suite's clock.
+struct BridgeCompaction {
+    bridge: IggyBridge,
+}
+
+#[async_trait]
+impl CompactionDriver for BridgeCompaction {
+    async fn apply_compaction(&self, now_ms: i64) {
+        self.bridge
+            .compact_due(now_ms)
+            .await
+            .expect("compaction pass on Iggy");
+    }
+}
+
 async fn guarded(server: &Arc<Server>) -> Arc<Guarded> {
     Arc::new(Guarded {
         bridge: support::bridge(server).await,
@@ -274,11 +293,16 @@ async fn harness(test: &'static str) -> Option<Harness> {
     let store = guarded(&server).await;
     let other_writer = guarded(&server).await;
     let expiry = Arc::new(NativeExpiry::connect(Arc::clone(&server)).await);
+    let compaction = Arc::new(BridgeCompaction {
+        bridge: store.bridge.clone(),
+    });
     Some(
         Harness::new(store, format!("{test}-{}", support::run_id()))
             .with_other_writer(other_writer)
             .with_expiry(expiry)
+            .with_compaction(compaction)
             .expecting(&[
+                Capability::CompactionOnDemand,
                 Capability::Watch,
                 Capability::OtherWriter,
                 Capability::RetentionInRealTime,

@@ -458,7 +458,17 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
         advertised_port: first.advertise.port,
         broker,
         backend: match bridge.config {
-            Some(b) => Backend::Iggy(Box::new(b)),
+            Some(mut b) => {
+                // One set of log_cleaner_* settings, whichever store compacts.
+                let c = &memory.cleaner;
+                b.cleaner = iggy_kafka_bridge::CleanerConfig {
+                    enable: c.enable,
+                    backoff: c.backoff,
+                    dedupe_buffer_size: c.dedupe_buffer_size,
+                    io_max_bytes_per_second: c.io_max_bytes_per_second,
+                };
+                Backend::Iggy(Box::new(b))
+            }
             None => Backend::Memory(memory),
         },
         acls,

@@ -169,7 +169,14 @@ impl IggyBridge {
     ) -> StoreResult<()> {
         let r = self.require(name, p).await?;
         let w = self.watermarks_of(&r, p)?;
-        let mut offset = convert::iggy_offset(w.log_start_offset)?;
+        // A compacted partition's prefix is in its companion.
+        let Some(from) = self
+            .scan_companion(&r, name, p, w.log_start_offset, &mut visit)
+            .await?
+        else {
+            return Ok(());
+        };
+        let mut offset = convert::iggy_offset(from)?;
         let end = convert::iggy_offset(w.high_watermark)?;
         while offset < end {
             let records = self
@@ -197,6 +204,14 @@ impl IggyBridge {
         max_bytes: usize,
     ) -> StoreResult<ReadOutcome> {
         let p = PartitionId::of(topic, partition)?;
+        // Below a compacted partition's boundary the records come from its companion.
+        let offset = match self
+            .read_compacted(topic, partition, offset, max_bytes)
+            .await?
+        {
+            super::compaction::CompactedRead::Served(out) => return Ok(out),
+            super::compaction::CompactedRead::Main(offset) => offset,
+        };
         // A Fetch's byte limit is the client's to choose; what the bridge polls and
         // re-encodes for one partition is bounded by `poll_max_bytes` all the same.
         let max_bytes = max_bytes.min(self.inner.config.poll_max_bytes);

@@ -4,7 +4,10 @@
 //! out. Committed offsets and group states live in the bridge's metadata stream, one
 //! log per coordinator shard (`crate::meta`).
 
-use super::topics::{Resolved, expiry_of, topic_id, topic_size_of, validate_config};
+use super::topics::{
+    Resolved, capped_bytes, expiring_ms, expiry_of, segment_size_of, topic_id, topic_size_of,
+    validate_config,
+};
 use super::{IggyBridge, named};
 use crate::config::IggyTopicRef;
 use crate::convert;
@@ -59,8 +62,9 @@ impl LogStore for IggyBridge {
         let s = named(&target.stream, &topic.name)?;
         let mut options = TopicCreateOptions {
             partitions_count: Some(partitions),
-            message_expiry: Some(expiry_of(topic.config.retention_ms)),
-            max_topic_size: Some(topic_size_of(topic.config.retention_bytes, partitions)),
+            message_expiry: Some(expiry_of(expiring_ms(&topic.config))),
+            max_topic_size: Some(topic_size_of(capped_bytes(&topic.config), partitions)),
+            segment_size: segment_size_of(&topic.config),
             ..TopicCreateOptions::default()
         };
         let created = match tokio::time::timeout(
@@ -95,6 +99,7 @@ impl LogStore for IggyBridge {
                 TopicMeta {
                     config: topic.config.clone(),
                     log_start: Default::default(),
+                    compacted: Default::default(),
                 },
             )
             .await?;
@@ -128,6 +133,7 @@ impl LogStore for IggyBridge {
         deleted?;
         self.forget_watches(&r.target);
         self.forget_read_ahead(&r.target);
+        self.drop_companions(&r).await;
         self.inner.meta.forget_topic(session, &r.key).await?;
         Ok(())
     }

@@ -96,6 +96,37 @@ pub(super) fn topic_size_of(retention_bytes: i64, partitions: u32) -> MaxTopicSi
     }
 }
 
+/// `retention.ms` as Iggy should enforce it: only topics whose `cleanup.policy`
+/// includes delete expire messages.
+pub(super) fn expiring_ms(config: &TopicConfig) -> i64 {
+    if config.cleanup_policy.deletes() {
+        config.retention_ms
+    } else {
+        -1
+    }
+}
+
+/// `retention.bytes` as Iggy should enforce it (delete policy only, like `expiring_ms`).
+pub(super) fn capped_bytes(config: &TopicConfig) -> i64 {
+    if config.cleanup_policy.deletes() {
+        config.retention_bytes
+    } else {
+        -1
+    }
+}
+
+/// Iggy's per-topic segment size for an explicit `segment.bytes`: within Iggy's bounds
+/// (1 MiB to 1 GiB), a multiple of 512.
+pub(super) fn segment_size_of(config: &TopicConfig) -> Option<IggyByteSize> {
+    if !config.overrides.contains_key("segment.bytes") {
+        return None;
+    }
+    let bytes = u64::try_from(config.segment_bytes).unwrap_or(0);
+    Some(IggyByteSize::from(
+        bytes.clamp(1 << 20, 1 << 30) / 512 * 512,
+    ))
+}
+
 pub(super) fn validate_config(config: &TopicConfig) -> StoreResult<()> {
     if config.retention_ms < -1 || config.retention_ms == 0 {
         return Err(StoreError::InvalidConfig(format!(
@@ -278,6 +309,7 @@ impl IggyBridge {
                 ..TopicConfig::default()
             },
             log_start: Default::default(),
+            compacted: Default::default(),
         })
     }
 
@@ -315,14 +347,28 @@ impl IggyBridge {
             0
         };
         let physical_start = (high_watermark - count).max(0);
-        let logical_start = self
-            .inner
-            .meta
-            .topic(&r.key)?
+        let meta = self.inner.meta.topic(&r.key)?;
+        let logical_start = meta
+            .as_ref()
             .and_then(|m| m.log_start.get(&partition.iggy()).copied())
             .unwrap_or(0);
+        // A compacted partition starts where its compacted view starts, below the
+        // segments compaction deleted. Iggy's start beyond the boundary means either
+        // that retention removed more (`compact,delete` only: other compacted topics
+        // have no Iggy expiry) or that another gateway's newer pass deleted segments
+        // this gateway's view of the boundary does not cover yet (its read finds the
+        // generation gone and refreshes).
+        let start = match meta.and_then(|m| {
+            let deletes = m.config.cleanup_policy.deletes();
+            m.compacted
+                .get(&partition.iggy())
+                .map(|c| (c.clone(), deletes))
+        }) {
+            Some((c, deletes)) if physical_start <= c.end || !deletes => c.start,
+            _ => physical_start,
+        };
         Ok(Watermarks {
-            log_start_offset: physical_start.max(logical_start).min(high_watermark),
+            log_start_offset: start.max(logical_start).min(high_watermark),
             high_watermark,
         })
     }
@@ -339,8 +385,8 @@ impl IggyBridge {
             named(&r.target.topic, name)?,
         );
         let mut options = TopicUpdateOptions {
-            message_expiry: Some(expiry_of(config.retention_ms)),
-            max_topic_size: Some(topic_size_of(config.retention_bytes, partitions)),
+            message_expiry: Some(expiry_of(expiring_ms(config))),
+            max_topic_size: Some(topic_size_of(capped_bytes(config), partitions)),
             ..TopicUpdateOptions::default()
         };
         let session = self.any_session();
