@@ -296,16 +296,8 @@ fn assert_healthy(gw: &mut Gateway, report: support::attack::ProbeReport) {
     );
 }
 
-#[test]
-fn a_produce_full_of_zstd_bombs_is_bounded_and_off_the_workers() {
-    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
-        return;
-    };
-    let t_bombs = unique("bombs");
-    create_topic(gw.addr, t_bombs, 64);
-    let t_calm = unique("calm");
-    create_topic(gw.addr, t_calm, 1);
-    // 60 MiB of zeros in one record: about 2 KiB of zstd.
+/// One record of 60 MiB of zeros, zstd-compressed to about 2 KiB.
+fn zstd_bomb() -> Bytes {
     let bomb = batch(
         &BatchOptions {
             compression: Compression::Zstd,
@@ -315,6 +307,19 @@ fn a_produce_full_of_zstd_bombs_is_bounded_and_off_the_workers() {
         Bytes::from(vec![0u8; 60 << 20]),
     );
     assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
+    bomb
+}
+
+#[test]
+fn a_produce_full_of_zstd_bombs_is_bounded_and_off_the_workers() {
+    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+        return;
+    };
+    let t_bombs = unique("bombs");
+    create_topic(gw.addr, t_bombs, 64);
+    let t_calm = unique("calm");
+    create_topic(gw.addr, t_calm, 1);
+    let bomb = zstd_bomb();
     let prober = Prober::start(gw.addr, Duration::from_millis(20));
     let second = SecondProducer::start(gw.addr, t_calm);
     let started = Instant::now();
@@ -636,15 +641,7 @@ fn batches_that_expand_on_recompression_are_bounded() {
     create_topic_with(gw.addr, t_gzip, 4, &[("compression.type", "gzip")]);
     let t_calm = unique("recompress-calm");
     create_topic(gw.addr, t_calm, 1);
-    let bomb = batch(
-        &BatchOptions {
-            compression: Compression::Zstd,
-            ..BatchOptions::default()
-        },
-        1,
-        Bytes::from(vec![0u8; 60 << 20]),
-    );
-    assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
+    let bomb = zstd_bomb();
     let prober = Prober::start(gw.addr, Duration::from_millis(20));
     let second = SecondProducer::start(gw.addr, t_calm);
     let mut s = connect(gw.addr).unwrap();
