@@ -17,8 +17,8 @@ use crate::meta::{CompactedPartition, TopicKey};
 use crate::partition::PartitionId;
 use bytes::{Bytes, BytesMut};
 use iggy::prelude::{
-    Consumer, Identifier, IggyExpiry, IggyMessage, IggyMessageHeader, MaxTopicSize, MessageClient,
-    Partitioning, PollingStrategy, SegmentClient, TopicClient, TopicCreateOptions,
+    Identifier, IggyExpiry, IggyMessage, IggyMessageHeader, MaxTopicSize, MessageClient,
+    Partitioning, SegmentClient, TopicClient, TopicCreateOptions,
 };
 use kafka_store::compaction::{CompactionPass, CompactionRules, KeyedRecord};
 use kafka_store::{ReadOutcome, StoreError, StoreResult, Watermarks};
@@ -166,22 +166,15 @@ impl IggyBridge {
         count: u32,
         name: &str,
     ) -> StoreResult<Vec<IggyMessage>> {
-        let consumer =
-            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
         let polled = self
-            .call(
-                Op::Read,
+            .poll_from(
+                &src.stream,
+                &src.topic,
+                src.partition,
+                src.next,
+                count,
                 name,
                 -1,
-                self.any_session().poll_messages(
-                    &src.stream,
-                    &src.topic,
-                    Some(src.partition),
-                    &consumer,
-                    &PollingStrategy::offset(src.next),
-                    count.max(1),
-                    false,
-                ),
             )
             .await?;
         Ok(polled.messages)

@@ -14,7 +14,7 @@ use crate::errors::Op;
 use crate::mapping::{self, BatchFrame, MappedRecord};
 use crate::partition::PartitionId;
 use bytes::{Bytes, BytesMut};
-use iggy::prelude::{Consumer, Identifier, MessageClient, PollingStrategy};
+use iggy::prelude::{Consumer, Identifier, MessageClient, PolledMessages, PollingStrategy};
 use kafka_records::NewRecord;
 use kafka_store::{ReadOutcome, StoreError, StoreResult, Watermarks};
 use std::collections::VecDeque;
@@ -22,6 +22,39 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 impl IggyBridge {
+    /// Up to `count` (at least one) messages of one Iggy partition from Iggy offset
+    /// `offset`, read without a stored consumer offset. `name` and `kafka_partition`
+    /// name the read in errors.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn poll_from(
+        &self,
+        stream: &Identifier,
+        topic: &Identifier,
+        iggy_partition: u32,
+        offset: u64,
+        count: u32,
+        name: &str,
+        kafka_partition: i32,
+    ) -> StoreResult<PolledMessages> {
+        let consumer =
+            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
+        self.call(
+            Op::Read,
+            name,
+            kafka_partition,
+            self.any_session().poll_messages(
+                stream,
+                topic,
+                Some(iggy_partition),
+                &consumer,
+                &PollingStrategy::offset(offset),
+                count.max(1),
+                false,
+            ),
+        )
+        .await
+    }
+
     pub(super) async fn poll(
         &self,
         r: &Resolved,
@@ -47,22 +80,15 @@ impl IggyBridge {
             named(&r.target.stream, name)?,
             named(&r.target.topic, name)?,
         );
-        let consumer =
-            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
         let polled = self
-            .call(
-                Op::Read,
+            .poll_from(
+                &s,
+                &t,
+                partition.iggy(),
+                offset,
+                count,
                 name,
                 partition.kafka(),
-                self.any_session().poll_messages(
-                    &s,
-                    &t,
-                    Some(partition.iggy()),
-                    &consumer,
-                    &PollingStrategy::offset(offset),
-                    count.max(1),
-                    false,
-                ),
             )
             .await?;
         if !polled.messages.is_empty() {
