@@ -571,3 +571,44 @@ fn three_leave_groups_of_100_mb_declaring_100_million_members() {
         }
     });
 }
+
+/// DescribeConfigs v3 with synonyms and documentation, naming one topic just under the
+/// entry cap: each named resource would be answered with every topic setting, its
+/// synonyms and its description (kilobytes each), so the answer must not grow faster
+/// than the request. The topic is described once; its repeats get `INVALID_REQUEST`.
+#[test]
+fn describe_configs_naming_one_topic_ninety_thousand_times() {
+    const DESCRIBE_CONFIGS: i16 = 32;
+    const TOPIC: i8 = 2;
+    under_attack(&[], |gw| {
+        let (mut s, topic) = with_topic(gw, "describe_configs_flood");
+        let n = 90_000;
+        let mut body = Vec::new();
+        i32be(&mut body, n);
+        for _ in 0..n {
+            body.push(TOPIC as u8);
+            str16(&mut body, topic.as_bytes());
+            i32be(&mut body, -1); // every key
+        }
+        body.push(1); // include_synonyms
+        body.push(1); // include_documentation
+        let answer = roundtrip(
+            &mut s,
+            &frame(DESCRIBE_CONFIGS, 3, 9, b"attacker", false, &body),
+            gw,
+        );
+        // Each repeat costs its name and a short error in the answer: no more than
+        // twice what the attacker sent, instead of kilobytes per repeat.
+        assert!(
+            answer.len() < 2 * body.len(),
+            "an answer of {} bytes to a request of {}",
+            answer.len(),
+            body.len()
+        );
+        let mut r = Reader(&answer);
+        assert_eq!(r.i32(), 9);
+        r.i32(); // throttle
+        assert_eq!(r.i32(), n, "one result per named resource");
+        assert_eq!(r.i16(), NONE, "the first is described");
+    });
+}

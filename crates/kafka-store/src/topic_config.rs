@@ -102,6 +102,12 @@ impl MessageTimestampType {
     }
 }
 
+/// Longest value a topic setting may have, in bytes. Every value is kept with the topic
+/// (and, with the bridge, written to Iggy in the topic's metadata record), so a client
+/// cannot store megabytes per setting. The longest legitimate values are the
+/// `*.replication.throttled.replicas` lists, about 8 bytes per partition.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+
 /// A setting refused: unknown name, wrong type, out of range, not an allowed value.
 /// Answered to clients as `INVALID_CONFIG` with this message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -206,6 +212,12 @@ impl TopicConfig {
             self.overrides.remove(name);
             return Ok(());
         };
+        if raw.len() > MAX_VALUE_BYTES {
+            return Err(ConfigError(format!(
+                "{name}: a value of {} bytes is longer than the {MAX_VALUE_BYTES} allowed",
+                raw.len()
+            )));
+        }
         let mut v = def.normalise(raw)?;
         self.set_typed(name, &v)?;
         if name == "cleanup.policy" {
@@ -405,6 +417,23 @@ mod tests {
     use super::registry::{Check, ConfigType, TOPIC_CONFIGS};
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_value_longer_than_the_bound_is_refused_before_parsing() {
+        let d = TopicConfig::default();
+        let mut c = d.clone();
+        let pairs = (0..2000)
+            .map(|p| format!("{p}:0"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(pairs.len() < MAX_VALUE_BYTES);
+        c.set(&d, "leader.replication.throttled.replicas", Some(&pairs))
+            .unwrap();
+        let long = "compact,".repeat(MAX_VALUE_BYTES / 8 + 1);
+        let e = c.set(&d, "cleanup.policy", Some(&long)).unwrap_err();
+        assert!(e.0.contains("longer than"), "{e}");
+        assert_eq!(c.cleanup_policy, CleanupPolicy::Delete);
+    }
 
     #[test]
     fn overrides_round_trip_and_reset_to_the_defaults() {

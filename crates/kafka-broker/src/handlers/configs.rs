@@ -380,8 +380,21 @@ pub(crate) async fn describe(
     req: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
     let mut results = Vec::with_capacity(req.resources.len());
+    // Each resource is answered with every setting (with synonyms and descriptions,
+    // kilobytes), so a resource named again in the same request gets `INVALID_REQUEST`
+    // instead of another copy: the answer grows with the distinct resources, not with
+    // the repetitions. Kafka answers every copy.
+    let mut seen = std::collections::HashSet::with_capacity(req.resources.len());
     for r in &req.resources {
-        results.push(match entries_of(ctx, r).await {
+        let described = if seen.insert((r.resource_type, &*r.resource_name)) {
+            entries_of(ctx, r).await
+        } else {
+            Err((
+                ErrorCode::INVALID_REQUEST,
+                "resource named more than once in the request".to_string(),
+            ))
+        };
+        results.push(match described {
             Ok(entries) => DescribeConfigsResult {
                 error_code: ErrorCode::NONE.code(),
                 error_message: None,
