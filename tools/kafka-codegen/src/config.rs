@@ -32,7 +32,7 @@ macro_rules! api {
 
 /// Request/response pairs, in API-key order, then headers and embedded data.
 pub const MESSAGES: &[MessageConfig] = &{
-    const PAIRS: [[MessageConfig; 2]; 39] = [
+    const PAIRS: [[MessageConfig; 2]; 46] = [
         api!("Produce", 0, 13),
         api!("Fetch", 4, 18),
         api!("ListOffsets", 1, 10),
@@ -53,6 +53,11 @@ pub const MESSAGES: &[MessageConfig] = &{
         api!("DeleteRecords", 0, 2),
         api!("InitProducerId", 0, 5),
         api!("OffsetForLeaderEpoch", 2, 4),
+        api!("AddPartitionsToTxn", 0, 5),
+        api!("AddOffsetsToTxn", 0, 4),
+        api!("EndTxn", 0, 5),
+        api!("WriteTxnMarkers", 1, 2),
+        api!("TxnOffsetCommit", 0, 5),
         api!("DescribeAcls", 1, 3),
         api!("CreateAcls", 1, 3),
         api!("DeleteAcls", 1, 3),
@@ -69,6 +74,8 @@ pub const MESSAGES: &[MessageConfig] = &{
         api!("AlterUserScramCredentials", 0, 0),
         api!("DescribeCluster", 0, 2),
         api!("DescribeProducers", 0, 0),
+        api!("DescribeTransactions", 0, 0),
+        api!("ListTransactions", 0, 2),
         api!("ConsumerGroupHeartbeat", 0, 1),
         // The spec set in use defines version 0 only.
         api!("ConsumerGroupDescribe", 0, 0),
@@ -80,16 +87,16 @@ pub const MESSAGES: &[MessageConfig] = &{
         m("ConsumerProtocolSubscription", 0, 3),
         m("ConsumerProtocolAssignment", 0, 3),
     ];
-    let mut out = [m("", 0, 0); 82];
+    let mut out = [m("", 0, 0); 96];
     let mut i = 0;
-    while i < 39 {
+    while i < 46 {
         out[2 * i] = PAIRS[i][0];
         out[2 * i + 1] = PAIRS[i][1];
         i += 1;
     }
     let mut j = 0;
     while j < 4 {
-        out[78 + j] = EXTRA[j];
+        out[92 + j] = EXTRA[j];
         j += 1;
     }
     out

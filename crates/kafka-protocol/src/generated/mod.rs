@@ -4,6 +4,10 @@
 
 #![allow(clippy::all, clippy::pedantic)]
 
+pub mod add_offsets_to_txn_request;
+pub mod add_offsets_to_txn_response;
+pub mod add_partitions_to_txn_request;
+pub mod add_partitions_to_txn_response;
 pub mod alter_client_quotas_request;
 pub mod alter_client_quotas_response;
 pub mod alter_configs_request;
@@ -46,8 +50,12 @@ pub mod describe_producers_request;
 pub mod describe_producers_response;
 pub mod describe_topic_partitions_request;
 pub mod describe_topic_partitions_response;
+pub mod describe_transactions_request;
+pub mod describe_transactions_response;
 pub mod describe_user_scram_credentials_request;
 pub mod describe_user_scram_credentials_response;
+pub mod end_txn_request;
+pub mod end_txn_response;
 pub mod fetch_request;
 pub mod fetch_response;
 pub mod find_coordinator_request;
@@ -66,6 +74,8 @@ pub mod list_groups_request;
 pub mod list_groups_response;
 pub mod list_offsets_request;
 pub mod list_offsets_response;
+pub mod list_transactions_request;
+pub mod list_transactions_response;
 pub mod metadata_request;
 pub mod metadata_response;
 pub mod offset_commit_request;
@@ -86,6 +96,10 @@ pub mod sasl_handshake_request;
 pub mod sasl_handshake_response;
 pub mod sync_group_request;
 pub mod sync_group_response;
+pub mod txn_offset_commit_request;
+pub mod txn_offset_commit_response;
+pub mod write_txn_markers_request;
+pub mod write_txn_markers_response;
 
 use crate::wire::prelude::*;
 
@@ -133,6 +147,16 @@ pub enum ApiKey {
     InitProducerId,
     /// Key 23.
     OffsetForLeaderEpoch,
+    /// Key 24.
+    AddPartitionsToTxn,
+    /// Key 25.
+    AddOffsetsToTxn,
+    /// Key 26.
+    EndTxn,
+    /// Key 27.
+    WriteTxnMarkers,
+    /// Key 28.
+    TxnOffsetCommit,
     /// Key 29.
     DescribeAcls,
     /// Key 30.
@@ -165,6 +189,10 @@ pub enum ApiKey {
     DescribeCluster,
     /// Key 61.
     DescribeProducers,
+    /// Key 65.
+    DescribeTransactions,
+    /// Key 66.
+    ListTransactions,
     /// Key 68.
     ConsumerGroupHeartbeat,
     /// Key 69.
@@ -198,6 +226,11 @@ impl ApiKey {
         ApiKey::DeleteRecords,
         ApiKey::InitProducerId,
         ApiKey::OffsetForLeaderEpoch,
+        ApiKey::AddPartitionsToTxn,
+        ApiKey::AddOffsetsToTxn,
+        ApiKey::EndTxn,
+        ApiKey::WriteTxnMarkers,
+        ApiKey::TxnOffsetCommit,
         ApiKey::DescribeAcls,
         ApiKey::CreateAcls,
         ApiKey::DeleteAcls,
@@ -214,6 +247,8 @@ impl ApiKey {
         ApiKey::AlterUserScramCredentials,
         ApiKey::DescribeCluster,
         ApiKey::DescribeProducers,
+        ApiKey::DescribeTransactions,
+        ApiKey::ListTransactions,
         ApiKey::ConsumerGroupHeartbeat,
         ApiKey::ConsumerGroupDescribe,
         ApiKey::DescribeTopicPartitions,
@@ -242,6 +277,11 @@ impl ApiKey {
             21 => ApiKey::DeleteRecords,
             22 => ApiKey::InitProducerId,
             23 => ApiKey::OffsetForLeaderEpoch,
+            24 => ApiKey::AddPartitionsToTxn,
+            25 => ApiKey::AddOffsetsToTxn,
+            26 => ApiKey::EndTxn,
+            27 => ApiKey::WriteTxnMarkers,
+            28 => ApiKey::TxnOffsetCommit,
             29 => ApiKey::DescribeAcls,
             30 => ApiKey::CreateAcls,
             31 => ApiKey::DeleteAcls,
@@ -258,6 +298,8 @@ impl ApiKey {
             51 => ApiKey::AlterUserScramCredentials,
             60 => ApiKey::DescribeCluster,
             61 => ApiKey::DescribeProducers,
+            65 => ApiKey::DescribeTransactions,
+            66 => ApiKey::ListTransactions,
             68 => ApiKey::ConsumerGroupHeartbeat,
             69 => ApiKey::ConsumerGroupDescribe,
             75 => ApiKey::DescribeTopicPartitions,
@@ -288,6 +330,11 @@ impl ApiKey {
             ApiKey::DeleteRecords => 21,
             ApiKey::InitProducerId => 22,
             ApiKey::OffsetForLeaderEpoch => 23,
+            ApiKey::AddPartitionsToTxn => 24,
+            ApiKey::AddOffsetsToTxn => 25,
+            ApiKey::EndTxn => 26,
+            ApiKey::WriteTxnMarkers => 27,
+            ApiKey::TxnOffsetCommit => 28,
             ApiKey::DescribeAcls => 29,
             ApiKey::CreateAcls => 30,
             ApiKey::DeleteAcls => 31,
@@ -304,6 +351,8 @@ impl ApiKey {
             ApiKey::AlterUserScramCredentials => 51,
             ApiKey::DescribeCluster => 60,
             ApiKey::DescribeProducers => 61,
+            ApiKey::DescribeTransactions => 65,
+            ApiKey::ListTransactions => 66,
             ApiKey::ConsumerGroupHeartbeat => 68,
             ApiKey::ConsumerGroupDescribe => 69,
             ApiKey::DescribeTopicPartitions => 75,
@@ -334,6 +383,11 @@ impl ApiKey {
             ApiKey::DeleteRecords => "DeleteRecords",
             ApiKey::InitProducerId => "InitProducerId",
             ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
+            ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
+            ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
+            ApiKey::EndTxn => "EndTxn",
+            ApiKey::WriteTxnMarkers => "WriteTxnMarkers",
+            ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
             ApiKey::DescribeAcls => "DescribeAcls",
             ApiKey::CreateAcls => "CreateAcls",
             ApiKey::DeleteAcls => "DeleteAcls",
@@ -350,6 +404,8 @@ impl ApiKey {
             ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
             ApiKey::DescribeCluster => "DescribeCluster",
             ApiKey::DescribeProducers => "DescribeProducers",
+            ApiKey::DescribeTransactions => "DescribeTransactions",
+            ApiKey::ListTransactions => "ListTransactions",
             ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
             ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
             ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
@@ -380,6 +436,11 @@ impl ApiKey {
             ApiKey::DeleteRecords => Some(VersionRange::new(0, 2)),
             ApiKey::InitProducerId => Some(VersionRange::new(0, 5)),
             ApiKey::OffsetForLeaderEpoch => Some(VersionRange::new(2, 4)),
+            ApiKey::AddPartitionsToTxn => Some(VersionRange::new(0, 5)),
+            ApiKey::AddOffsetsToTxn => Some(VersionRange::new(0, 4)),
+            ApiKey::EndTxn => Some(VersionRange::new(0, 5)),
+            ApiKey::WriteTxnMarkers => Some(VersionRange::new(1, 2)),
+            ApiKey::TxnOffsetCommit => Some(VersionRange::new(0, 5)),
             ApiKey::DescribeAcls => Some(VersionRange::new(1, 3)),
             ApiKey::CreateAcls => Some(VersionRange::new(1, 3)),
             ApiKey::DeleteAcls => Some(VersionRange::new(1, 3)),
@@ -396,6 +457,8 @@ impl ApiKey {
             ApiKey::AlterUserScramCredentials => Some(VersionRange::new(0, 0)),
             ApiKey::DescribeCluster => Some(VersionRange::new(0, 2)),
             ApiKey::DescribeProducers => Some(VersionRange::new(0, 0)),
+            ApiKey::DescribeTransactions => Some(VersionRange::new(0, 0)),
+            ApiKey::ListTransactions => Some(VersionRange::new(0, 2)),
             ApiKey::ConsumerGroupHeartbeat => Some(VersionRange::new(0, 1)),
             ApiKey::ConsumerGroupDescribe => Some(VersionRange::new(0, 0)),
             ApiKey::DescribeTopicPartitions => Some(VersionRange::new(0, 0)),
@@ -426,6 +489,11 @@ impl ApiKey {
             ApiKey::DeleteRecords => Some(2),
             ApiKey::InitProducerId => Some(2),
             ApiKey::OffsetForLeaderEpoch => Some(4),
+            ApiKey::AddPartitionsToTxn => Some(3),
+            ApiKey::AddOffsetsToTxn => Some(3),
+            ApiKey::EndTxn => Some(3),
+            ApiKey::WriteTxnMarkers => Some(1),
+            ApiKey::TxnOffsetCommit => Some(3),
             ApiKey::DescribeAcls => Some(2),
             ApiKey::CreateAcls => Some(2),
             ApiKey::DeleteAcls => Some(2),
@@ -442,6 +510,8 @@ impl ApiKey {
             ApiKey::AlterUserScramCredentials => Some(0),
             ApiKey::DescribeCluster => Some(0),
             ApiKey::DescribeProducers => Some(0),
+            ApiKey::DescribeTransactions => Some(0),
+            ApiKey::ListTransactions => Some(0),
             ApiKey::ConsumerGroupHeartbeat => Some(0),
             ApiKey::ConsumerGroupDescribe => Some(0),
             ApiKey::DescribeTopicPartitions => Some(0),
@@ -494,6 +564,16 @@ pub enum RequestBody {
     InitProducerId(init_producer_id_request::InitProducerIdRequest),
     /// OffsetForLeaderEpoch request.
     OffsetForLeaderEpoch(offset_for_leader_epoch_request::OffsetForLeaderEpochRequest),
+    /// AddPartitionsToTxn request.
+    AddPartitionsToTxn(add_partitions_to_txn_request::AddPartitionsToTxnRequest),
+    /// AddOffsetsToTxn request.
+    AddOffsetsToTxn(add_offsets_to_txn_request::AddOffsetsToTxnRequest),
+    /// EndTxn request.
+    EndTxn(end_txn_request::EndTxnRequest),
+    /// WriteTxnMarkers request.
+    WriteTxnMarkers(write_txn_markers_request::WriteTxnMarkersRequest),
+    /// TxnOffsetCommit request.
+    TxnOffsetCommit(txn_offset_commit_request::TxnOffsetCommitRequest),
     /// DescribeAcls request.
     DescribeAcls(describe_acls_request::DescribeAclsRequest),
     /// CreateAcls request.
@@ -530,6 +610,10 @@ pub enum RequestBody {
     DescribeCluster(describe_cluster_request::DescribeClusterRequest),
     /// DescribeProducers request.
     DescribeProducers(describe_producers_request::DescribeProducersRequest),
+    /// DescribeTransactions request.
+    DescribeTransactions(describe_transactions_request::DescribeTransactionsRequest),
+    /// ListTransactions request.
+    ListTransactions(list_transactions_request::ListTransactionsRequest),
     /// ConsumerGroupHeartbeat request.
     ConsumerGroupHeartbeat(consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest),
     /// ConsumerGroupDescribe request.
@@ -562,6 +646,11 @@ impl RequestBody {
             RequestBody::DeleteRecords(_) => ApiKey::DeleteRecords,
             RequestBody::InitProducerId(_) => ApiKey::InitProducerId,
             RequestBody::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
+            RequestBody::AddPartitionsToTxn(_) => ApiKey::AddPartitionsToTxn,
+            RequestBody::AddOffsetsToTxn(_) => ApiKey::AddOffsetsToTxn,
+            RequestBody::EndTxn(_) => ApiKey::EndTxn,
+            RequestBody::WriteTxnMarkers(_) => ApiKey::WriteTxnMarkers,
+            RequestBody::TxnOffsetCommit(_) => ApiKey::TxnOffsetCommit,
             RequestBody::DescribeAcls(_) => ApiKey::DescribeAcls,
             RequestBody::CreateAcls(_) => ApiKey::CreateAcls,
             RequestBody::DeleteAcls(_) => ApiKey::DeleteAcls,
@@ -578,6 +667,8 @@ impl RequestBody {
             RequestBody::AlterUserScramCredentials(_) => ApiKey::AlterUserScramCredentials,
             RequestBody::DescribeCluster(_) => ApiKey::DescribeCluster,
             RequestBody::DescribeProducers(_) => ApiKey::DescribeProducers,
+            RequestBody::DescribeTransactions(_) => ApiKey::DescribeTransactions,
+            RequestBody::ListTransactions(_) => ApiKey::ListTransactions,
             RequestBody::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
             RequestBody::ConsumerGroupDescribe(_) => ApiKey::ConsumerGroupDescribe,
             RequestBody::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
@@ -620,6 +711,19 @@ impl RequestBody {
             ApiKey::OffsetForLeaderEpoch => {
                 offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::lists(version, f)
             }
+            ApiKey::AddPartitionsToTxn => {
+                add_partitions_to_txn_request::AddPartitionsToTxnRequest::lists(version, f)
+            }
+            ApiKey::AddOffsetsToTxn => {
+                add_offsets_to_txn_request::AddOffsetsToTxnRequest::lists(version, f)
+            }
+            ApiKey::EndTxn => end_txn_request::EndTxnRequest::lists(version, f),
+            ApiKey::WriteTxnMarkers => {
+                write_txn_markers_request::WriteTxnMarkersRequest::lists(version, f)
+            }
+            ApiKey::TxnOffsetCommit => {
+                txn_offset_commit_request::TxnOffsetCommitRequest::lists(version, f)
+            }
             ApiKey::DescribeAcls => describe_acls_request::DescribeAclsRequest::lists(version, f),
             ApiKey::CreateAcls => create_acls_request::CreateAclsRequest::lists(version, f),
             ApiKey::DeleteAcls => delete_acls_request::DeleteAclsRequest::lists(version, f),
@@ -660,6 +764,12 @@ impl RequestBody {
             ApiKey::DescribeProducers => {
                 describe_producers_request::DescribeProducersRequest::lists(version, f)
             }
+            ApiKey::DescribeTransactions => {
+                describe_transactions_request::DescribeTransactionsRequest::lists(version, f)
+            }
+            ApiKey::ListTransactions => {
+                list_transactions_request::ListTransactionsRequest::lists(version, f)
+            }
             ApiKey::ConsumerGroupHeartbeat => {
                 consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::lists(version, f)
             }
@@ -697,6 +807,11 @@ impl RequestBody {
             ApiKey::DeleteRecords => Ok(RequestBody::DeleteRecords(delete_records_request::DeleteRecordsRequest::default())),
             ApiKey::InitProducerId => Ok(RequestBody::InitProducerId(init_producer_id_request::InitProducerIdRequest::default())),
             ApiKey::OffsetForLeaderEpoch => Ok(RequestBody::OffsetForLeaderEpoch(offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::default())),
+            ApiKey::AddPartitionsToTxn => Ok(RequestBody::AddPartitionsToTxn(add_partitions_to_txn_request::AddPartitionsToTxnRequest::default())),
+            ApiKey::AddOffsetsToTxn => Ok(RequestBody::AddOffsetsToTxn(add_offsets_to_txn_request::AddOffsetsToTxnRequest::default())),
+            ApiKey::EndTxn => Ok(RequestBody::EndTxn(end_txn_request::EndTxnRequest::default())),
+            ApiKey::WriteTxnMarkers => Ok(RequestBody::WriteTxnMarkers(write_txn_markers_request::WriteTxnMarkersRequest::default())),
+            ApiKey::TxnOffsetCommit => Ok(RequestBody::TxnOffsetCommit(txn_offset_commit_request::TxnOffsetCommitRequest::default())),
             ApiKey::DescribeAcls => Ok(RequestBody::DescribeAcls(describe_acls_request::DescribeAclsRequest::default())),
             ApiKey::CreateAcls => Ok(RequestBody::CreateAcls(create_acls_request::CreateAclsRequest::default())),
             ApiKey::DeleteAcls => Ok(RequestBody::DeleteAcls(delete_acls_request::DeleteAclsRequest::default())),
@@ -713,6 +828,8 @@ impl RequestBody {
             ApiKey::AlterUserScramCredentials => Ok(RequestBody::AlterUserScramCredentials(alter_user_scram_credentials_request::AlterUserScramCredentialsRequest::default())),
             ApiKey::DescribeCluster => Ok(RequestBody::DescribeCluster(describe_cluster_request::DescribeClusterRequest::default())),
             ApiKey::DescribeProducers => Ok(RequestBody::DescribeProducers(describe_producers_request::DescribeProducersRequest::default())),
+            ApiKey::DescribeTransactions => Ok(RequestBody::DescribeTransactions(describe_transactions_request::DescribeTransactionsRequest::default())),
+            ApiKey::ListTransactions => Ok(RequestBody::ListTransactions(list_transactions_request::ListTransactionsRequest::default())),
             ApiKey::ConsumerGroupHeartbeat => Ok(RequestBody::ConsumerGroupHeartbeat(consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::default())),
             ApiKey::ConsumerGroupDescribe => Ok(RequestBody::ConsumerGroupDescribe(consumer_group_describe_request::ConsumerGroupDescribeRequest::default())),
             ApiKey::DescribeTopicPartitions => Ok(RequestBody::DescribeTopicPartitions(describe_topic_partitions_request::DescribeTopicPartitionsRequest::default())),
@@ -744,6 +861,11 @@ impl RequestBody {
             RequestBody::DeleteRecords(b) => b.read_into(i, cx, version),
             RequestBody::InitProducerId(b) => b.read_into(i, cx, version),
             RequestBody::OffsetForLeaderEpoch(b) => b.read_into(i, cx, version),
+            RequestBody::AddPartitionsToTxn(b) => b.read_into(i, cx, version),
+            RequestBody::AddOffsetsToTxn(b) => b.read_into(i, cx, version),
+            RequestBody::EndTxn(b) => b.read_into(i, cx, version),
+            RequestBody::WriteTxnMarkers(b) => b.read_into(i, cx, version),
+            RequestBody::TxnOffsetCommit(b) => b.read_into(i, cx, version),
             RequestBody::DescribeAcls(b) => b.read_into(i, cx, version),
             RequestBody::CreateAcls(b) => b.read_into(i, cx, version),
             RequestBody::DeleteAcls(b) => b.read_into(i, cx, version),
@@ -760,6 +882,8 @@ impl RequestBody {
             RequestBody::AlterUserScramCredentials(b) => b.read_into(i, cx, version),
             RequestBody::DescribeCluster(b) => b.read_into(i, cx, version),
             RequestBody::DescribeProducers(b) => b.read_into(i, cx, version),
+            RequestBody::DescribeTransactions(b) => b.read_into(i, cx, version),
+            RequestBody::ListTransactions(b) => b.read_into(i, cx, version),
             RequestBody::ConsumerGroupHeartbeat(b) => b.read_into(i, cx, version),
             RequestBody::ConsumerGroupDescribe(b) => b.read_into(i, cx, version),
             RequestBody::DescribeTopicPartitions(b) => b.read_into(i, cx, version),
@@ -789,6 +913,11 @@ impl RequestBody {
             RequestBody::DeleteRecords(b) => b.encode(e, version),
             RequestBody::InitProducerId(b) => b.encode(e, version),
             RequestBody::OffsetForLeaderEpoch(b) => b.encode(e, version),
+            RequestBody::AddPartitionsToTxn(b) => b.encode(e, version),
+            RequestBody::AddOffsetsToTxn(b) => b.encode(e, version),
+            RequestBody::EndTxn(b) => b.encode(e, version),
+            RequestBody::WriteTxnMarkers(b) => b.encode(e, version),
+            RequestBody::TxnOffsetCommit(b) => b.encode(e, version),
             RequestBody::DescribeAcls(b) => b.encode(e, version),
             RequestBody::CreateAcls(b) => b.encode(e, version),
             RequestBody::DeleteAcls(b) => b.encode(e, version),
@@ -805,6 +934,8 @@ impl RequestBody {
             RequestBody::AlterUserScramCredentials(b) => b.encode(e, version),
             RequestBody::DescribeCluster(b) => b.encode(e, version),
             RequestBody::DescribeProducers(b) => b.encode(e, version),
+            RequestBody::DescribeTransactions(b) => b.encode(e, version),
+            RequestBody::ListTransactions(b) => b.encode(e, version),
             RequestBody::ConsumerGroupHeartbeat(b) => b.encode(e, version),
             RequestBody::ConsumerGroupDescribe(b) => b.encode(e, version),
             RequestBody::DescribeTopicPartitions(b) => b.encode(e, version),
@@ -932,6 +1063,36 @@ impl From<offset_for_leader_epoch_request::OffsetForLeaderEpochRequest> for Requ
     }
 }
 
+impl From<add_partitions_to_txn_request::AddPartitionsToTxnRequest> for RequestBody {
+    fn from(b: add_partitions_to_txn_request::AddPartitionsToTxnRequest) -> Self {
+        RequestBody::AddPartitionsToTxn(b)
+    }
+}
+
+impl From<add_offsets_to_txn_request::AddOffsetsToTxnRequest> for RequestBody {
+    fn from(b: add_offsets_to_txn_request::AddOffsetsToTxnRequest) -> Self {
+        RequestBody::AddOffsetsToTxn(b)
+    }
+}
+
+impl From<end_txn_request::EndTxnRequest> for RequestBody {
+    fn from(b: end_txn_request::EndTxnRequest) -> Self {
+        RequestBody::EndTxn(b)
+    }
+}
+
+impl From<write_txn_markers_request::WriteTxnMarkersRequest> for RequestBody {
+    fn from(b: write_txn_markers_request::WriteTxnMarkersRequest) -> Self {
+        RequestBody::WriteTxnMarkers(b)
+    }
+}
+
+impl From<txn_offset_commit_request::TxnOffsetCommitRequest> for RequestBody {
+    fn from(b: txn_offset_commit_request::TxnOffsetCommitRequest) -> Self {
+        RequestBody::TxnOffsetCommit(b)
+    }
+}
+
 impl From<describe_acls_request::DescribeAclsRequest> for RequestBody {
     fn from(b: describe_acls_request::DescribeAclsRequest) -> Self {
         RequestBody::DescribeAcls(b)
@@ -1032,6 +1193,18 @@ impl From<describe_producers_request::DescribeProducersRequest> for RequestBody 
     }
 }
 
+impl From<describe_transactions_request::DescribeTransactionsRequest> for RequestBody {
+    fn from(b: describe_transactions_request::DescribeTransactionsRequest) -> Self {
+        RequestBody::DescribeTransactions(b)
+    }
+}
+
+impl From<list_transactions_request::ListTransactionsRequest> for RequestBody {
+    fn from(b: list_transactions_request::ListTransactionsRequest) -> Self {
+        RequestBody::ListTransactions(b)
+    }
+}
+
 impl From<consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest> for RequestBody {
     fn from(b: consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest) -> Self {
         RequestBody::ConsumerGroupHeartbeat(b)
@@ -1094,6 +1267,16 @@ pub enum ResponseBody {
     InitProducerId(init_producer_id_response::InitProducerIdResponse),
     /// OffsetForLeaderEpoch response.
     OffsetForLeaderEpoch(offset_for_leader_epoch_response::OffsetForLeaderEpochResponse),
+    /// AddPartitionsToTxn response.
+    AddPartitionsToTxn(add_partitions_to_txn_response::AddPartitionsToTxnResponse),
+    /// AddOffsetsToTxn response.
+    AddOffsetsToTxn(add_offsets_to_txn_response::AddOffsetsToTxnResponse),
+    /// EndTxn response.
+    EndTxn(end_txn_response::EndTxnResponse),
+    /// WriteTxnMarkers response.
+    WriteTxnMarkers(write_txn_markers_response::WriteTxnMarkersResponse),
+    /// TxnOffsetCommit response.
+    TxnOffsetCommit(txn_offset_commit_response::TxnOffsetCommitResponse),
     /// DescribeAcls response.
     DescribeAcls(describe_acls_response::DescribeAclsResponse),
     /// CreateAcls response.
@@ -1130,6 +1313,10 @@ pub enum ResponseBody {
     DescribeCluster(describe_cluster_response::DescribeClusterResponse),
     /// DescribeProducers response.
     DescribeProducers(describe_producers_response::DescribeProducersResponse),
+    /// DescribeTransactions response.
+    DescribeTransactions(describe_transactions_response::DescribeTransactionsResponse),
+    /// ListTransactions response.
+    ListTransactions(list_transactions_response::ListTransactionsResponse),
     /// ConsumerGroupHeartbeat response.
     ConsumerGroupHeartbeat(consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse),
     /// ConsumerGroupDescribe response.
@@ -1162,6 +1349,11 @@ impl ResponseBody {
             ResponseBody::DeleteRecords(_) => ApiKey::DeleteRecords,
             ResponseBody::InitProducerId(_) => ApiKey::InitProducerId,
             ResponseBody::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
+            ResponseBody::AddPartitionsToTxn(_) => ApiKey::AddPartitionsToTxn,
+            ResponseBody::AddOffsetsToTxn(_) => ApiKey::AddOffsetsToTxn,
+            ResponseBody::EndTxn(_) => ApiKey::EndTxn,
+            ResponseBody::WriteTxnMarkers(_) => ApiKey::WriteTxnMarkers,
+            ResponseBody::TxnOffsetCommit(_) => ApiKey::TxnOffsetCommit,
             ResponseBody::DescribeAcls(_) => ApiKey::DescribeAcls,
             ResponseBody::CreateAcls(_) => ApiKey::CreateAcls,
             ResponseBody::DeleteAcls(_) => ApiKey::DeleteAcls,
@@ -1178,6 +1370,8 @@ impl ResponseBody {
             ResponseBody::AlterUserScramCredentials(_) => ApiKey::AlterUserScramCredentials,
             ResponseBody::DescribeCluster(_) => ApiKey::DescribeCluster,
             ResponseBody::DescribeProducers(_) => ApiKey::DescribeProducers,
+            ResponseBody::DescribeTransactions(_) => ApiKey::DescribeTransactions,
+            ResponseBody::ListTransactions(_) => ApiKey::ListTransactions,
             ResponseBody::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
             ResponseBody::ConsumerGroupDescribe(_) => ApiKey::ConsumerGroupDescribe,
             ResponseBody::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
@@ -1208,6 +1402,11 @@ impl ResponseBody {
             ApiKey::DeleteRecords => delete_records_response::DeleteRecordsResponse::lists(version, f),
             ApiKey::InitProducerId => init_producer_id_response::InitProducerIdResponse::lists(version, f),
             ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::lists(version, f),
+            ApiKey::AddPartitionsToTxn => add_partitions_to_txn_response::AddPartitionsToTxnResponse::lists(version, f),
+            ApiKey::AddOffsetsToTxn => add_offsets_to_txn_response::AddOffsetsToTxnResponse::lists(version, f),
+            ApiKey::EndTxn => end_txn_response::EndTxnResponse::lists(version, f),
+            ApiKey::WriteTxnMarkers => write_txn_markers_response::WriteTxnMarkersResponse::lists(version, f),
+            ApiKey::TxnOffsetCommit => txn_offset_commit_response::TxnOffsetCommitResponse::lists(version, f),
             ApiKey::DescribeAcls => describe_acls_response::DescribeAclsResponse::lists(version, f),
             ApiKey::CreateAcls => create_acls_response::CreateAclsResponse::lists(version, f),
             ApiKey::DeleteAcls => delete_acls_response::DeleteAclsResponse::lists(version, f),
@@ -1224,6 +1423,8 @@ impl ResponseBody {
             ApiKey::AlterUserScramCredentials => alter_user_scram_credentials_response::AlterUserScramCredentialsResponse::lists(version, f),
             ApiKey::DescribeCluster => describe_cluster_response::DescribeClusterResponse::lists(version, f),
             ApiKey::DescribeProducers => describe_producers_response::DescribeProducersResponse::lists(version, f),
+            ApiKey::DescribeTransactions => describe_transactions_response::DescribeTransactionsResponse::lists(version, f),
+            ApiKey::ListTransactions => list_transactions_response::ListTransactionsResponse::lists(version, f),
             ApiKey::ConsumerGroupHeartbeat => consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::lists(version, f),
             ApiKey::ConsumerGroupDescribe => consumer_group_describe_response::ConsumerGroupDescribeResponse::lists(version, f),
             ApiKey::DescribeTopicPartitions => describe_topic_partitions_response::DescribeTopicPartitionsResponse::lists(version, f),
@@ -1255,6 +1456,11 @@ impl ResponseBody {
             ApiKey::DeleteRecords => Ok(ResponseBody::DeleteRecords(delete_records_response::DeleteRecordsResponse::default())),
             ApiKey::InitProducerId => Ok(ResponseBody::InitProducerId(init_producer_id_response::InitProducerIdResponse::default())),
             ApiKey::OffsetForLeaderEpoch => Ok(ResponseBody::OffsetForLeaderEpoch(offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::default())),
+            ApiKey::AddPartitionsToTxn => Ok(ResponseBody::AddPartitionsToTxn(add_partitions_to_txn_response::AddPartitionsToTxnResponse::default())),
+            ApiKey::AddOffsetsToTxn => Ok(ResponseBody::AddOffsetsToTxn(add_offsets_to_txn_response::AddOffsetsToTxnResponse::default())),
+            ApiKey::EndTxn => Ok(ResponseBody::EndTxn(end_txn_response::EndTxnResponse::default())),
+            ApiKey::WriteTxnMarkers => Ok(ResponseBody::WriteTxnMarkers(write_txn_markers_response::WriteTxnMarkersResponse::default())),
+            ApiKey::TxnOffsetCommit => Ok(ResponseBody::TxnOffsetCommit(txn_offset_commit_response::TxnOffsetCommitResponse::default())),
             ApiKey::DescribeAcls => Ok(ResponseBody::DescribeAcls(describe_acls_response::DescribeAclsResponse::default())),
             ApiKey::CreateAcls => Ok(ResponseBody::CreateAcls(create_acls_response::CreateAclsResponse::default())),
             ApiKey::DeleteAcls => Ok(ResponseBody::DeleteAcls(delete_acls_response::DeleteAclsResponse::default())),
@@ -1271,6 +1477,8 @@ impl ResponseBody {
             ApiKey::AlterUserScramCredentials => Ok(ResponseBody::AlterUserScramCredentials(alter_user_scram_credentials_response::AlterUserScramCredentialsResponse::default())),
             ApiKey::DescribeCluster => Ok(ResponseBody::DescribeCluster(describe_cluster_response::DescribeClusterResponse::default())),
             ApiKey::DescribeProducers => Ok(ResponseBody::DescribeProducers(describe_producers_response::DescribeProducersResponse::default())),
+            ApiKey::DescribeTransactions => Ok(ResponseBody::DescribeTransactions(describe_transactions_response::DescribeTransactionsResponse::default())),
+            ApiKey::ListTransactions => Ok(ResponseBody::ListTransactions(list_transactions_response::ListTransactionsResponse::default())),
             ApiKey::ConsumerGroupHeartbeat => Ok(ResponseBody::ConsumerGroupHeartbeat(consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::default())),
             ApiKey::ConsumerGroupDescribe => Ok(ResponseBody::ConsumerGroupDescribe(consumer_group_describe_response::ConsumerGroupDescribeResponse::default())),
             ApiKey::DescribeTopicPartitions => Ok(ResponseBody::DescribeTopicPartitions(describe_topic_partitions_response::DescribeTopicPartitionsResponse::default())),
@@ -1302,6 +1510,11 @@ impl ResponseBody {
             ResponseBody::DeleteRecords(b) => b.read_into(i, cx, version),
             ResponseBody::InitProducerId(b) => b.read_into(i, cx, version),
             ResponseBody::OffsetForLeaderEpoch(b) => b.read_into(i, cx, version),
+            ResponseBody::AddPartitionsToTxn(b) => b.read_into(i, cx, version),
+            ResponseBody::AddOffsetsToTxn(b) => b.read_into(i, cx, version),
+            ResponseBody::EndTxn(b) => b.read_into(i, cx, version),
+            ResponseBody::WriteTxnMarkers(b) => b.read_into(i, cx, version),
+            ResponseBody::TxnOffsetCommit(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeAcls(b) => b.read_into(i, cx, version),
             ResponseBody::CreateAcls(b) => b.read_into(i, cx, version),
             ResponseBody::DeleteAcls(b) => b.read_into(i, cx, version),
@@ -1318,6 +1531,8 @@ impl ResponseBody {
             ResponseBody::AlterUserScramCredentials(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeCluster(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeProducers(b) => b.read_into(i, cx, version),
+            ResponseBody::DescribeTransactions(b) => b.read_into(i, cx, version),
+            ResponseBody::ListTransactions(b) => b.read_into(i, cx, version),
             ResponseBody::ConsumerGroupHeartbeat(b) => b.read_into(i, cx, version),
             ResponseBody::ConsumerGroupDescribe(b) => b.read_into(i, cx, version),
             ResponseBody::DescribeTopicPartitions(b) => b.read_into(i, cx, version),
@@ -1347,6 +1562,11 @@ impl ResponseBody {
             ResponseBody::DeleteRecords(b) => b.encode(e, version),
             ResponseBody::InitProducerId(b) => b.encode(e, version),
             ResponseBody::OffsetForLeaderEpoch(b) => b.encode(e, version),
+            ResponseBody::AddPartitionsToTxn(b) => b.encode(e, version),
+            ResponseBody::AddOffsetsToTxn(b) => b.encode(e, version),
+            ResponseBody::EndTxn(b) => b.encode(e, version),
+            ResponseBody::WriteTxnMarkers(b) => b.encode(e, version),
+            ResponseBody::TxnOffsetCommit(b) => b.encode(e, version),
             ResponseBody::DescribeAcls(b) => b.encode(e, version),
             ResponseBody::CreateAcls(b) => b.encode(e, version),
             ResponseBody::DeleteAcls(b) => b.encode(e, version),
@@ -1363,6 +1583,8 @@ impl ResponseBody {
             ResponseBody::AlterUserScramCredentials(b) => b.encode(e, version),
             ResponseBody::DescribeCluster(b) => b.encode(e, version),
             ResponseBody::DescribeProducers(b) => b.encode(e, version),
+            ResponseBody::DescribeTransactions(b) => b.encode(e, version),
+            ResponseBody::ListTransactions(b) => b.encode(e, version),
             ResponseBody::ConsumerGroupHeartbeat(b) => b.encode(e, version),
             ResponseBody::ConsumerGroupDescribe(b) => b.encode(e, version),
             ResponseBody::DescribeTopicPartitions(b) => b.encode(e, version),
@@ -1393,6 +1615,11 @@ impl ResponseBody {
             ResponseBody::DeleteRecords(b) => b.for_each_error_code(version, f),
             ResponseBody::InitProducerId(b) => b.for_each_error_code(version, f),
             ResponseBody::OffsetForLeaderEpoch(b) => b.for_each_error_code(version, f),
+            ResponseBody::AddPartitionsToTxn(b) => b.for_each_error_code(version, f),
+            ResponseBody::AddOffsetsToTxn(b) => b.for_each_error_code(version, f),
+            ResponseBody::EndTxn(b) => b.for_each_error_code(version, f),
+            ResponseBody::WriteTxnMarkers(b) => b.for_each_error_code(version, f),
+            ResponseBody::TxnOffsetCommit(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeAcls(b) => b.for_each_error_code(version, f),
             ResponseBody::CreateAcls(b) => b.for_each_error_code(version, f),
             ResponseBody::DeleteAcls(b) => b.for_each_error_code(version, f),
@@ -1409,6 +1636,8 @@ impl ResponseBody {
             ResponseBody::AlterUserScramCredentials(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeCluster(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeProducers(b) => b.for_each_error_code(version, f),
+            ResponseBody::DescribeTransactions(b) => b.for_each_error_code(version, f),
+            ResponseBody::ListTransactions(b) => b.for_each_error_code(version, f),
             ResponseBody::ConsumerGroupHeartbeat(b) => b.for_each_error_code(version, f),
             ResponseBody::ConsumerGroupDescribe(b) => b.for_each_error_code(version, f),
             ResponseBody::DescribeTopicPartitions(b) => b.for_each_error_code(version, f),
@@ -1536,6 +1765,36 @@ impl From<offset_for_leader_epoch_response::OffsetForLeaderEpochResponse> for Re
     }
 }
 
+impl From<add_partitions_to_txn_response::AddPartitionsToTxnResponse> for ResponseBody {
+    fn from(b: add_partitions_to_txn_response::AddPartitionsToTxnResponse) -> Self {
+        ResponseBody::AddPartitionsToTxn(b)
+    }
+}
+
+impl From<add_offsets_to_txn_response::AddOffsetsToTxnResponse> for ResponseBody {
+    fn from(b: add_offsets_to_txn_response::AddOffsetsToTxnResponse) -> Self {
+        ResponseBody::AddOffsetsToTxn(b)
+    }
+}
+
+impl From<end_txn_response::EndTxnResponse> for ResponseBody {
+    fn from(b: end_txn_response::EndTxnResponse) -> Self {
+        ResponseBody::EndTxn(b)
+    }
+}
+
+impl From<write_txn_markers_response::WriteTxnMarkersResponse> for ResponseBody {
+    fn from(b: write_txn_markers_response::WriteTxnMarkersResponse) -> Self {
+        ResponseBody::WriteTxnMarkers(b)
+    }
+}
+
+impl From<txn_offset_commit_response::TxnOffsetCommitResponse> for ResponseBody {
+    fn from(b: txn_offset_commit_response::TxnOffsetCommitResponse) -> Self {
+        ResponseBody::TxnOffsetCommit(b)
+    }
+}
+
 impl From<describe_acls_response::DescribeAclsResponse> for ResponseBody {
     fn from(b: describe_acls_response::DescribeAclsResponse) -> Self {
         ResponseBody::DescribeAcls(b)
@@ -1635,6 +1894,18 @@ impl From<describe_cluster_response::DescribeClusterResponse> for ResponseBody {
 impl From<describe_producers_response::DescribeProducersResponse> for ResponseBody {
     fn from(b: describe_producers_response::DescribeProducersResponse) -> Self {
         ResponseBody::DescribeProducers(b)
+    }
+}
+
+impl From<describe_transactions_response::DescribeTransactionsResponse> for ResponseBody {
+    fn from(b: describe_transactions_response::DescribeTransactionsResponse) -> Self {
+        ResponseBody::DescribeTransactions(b)
+    }
+}
+
+impl From<list_transactions_response::ListTransactionsResponse> for ResponseBody {
+    fn from(b: list_transactions_response::ListTransactionsResponse) -> Self {
+        ResponseBody::ListTransactions(b)
     }
 }
 
@@ -1756,6 +2027,31 @@ impl Request for offset_for_leader_epoch_request::OffsetForLeaderEpochRequest {
     type Response = offset_for_leader_epoch_response::OffsetForLeaderEpochResponse;
 }
 
+impl Request for add_partitions_to_txn_request::AddPartitionsToTxnRequest {
+    const API_KEY: ApiKey = ApiKey::AddPartitionsToTxn;
+    type Response = add_partitions_to_txn_response::AddPartitionsToTxnResponse;
+}
+
+impl Request for add_offsets_to_txn_request::AddOffsetsToTxnRequest {
+    const API_KEY: ApiKey = ApiKey::AddOffsetsToTxn;
+    type Response = add_offsets_to_txn_response::AddOffsetsToTxnResponse;
+}
+
+impl Request for end_txn_request::EndTxnRequest {
+    const API_KEY: ApiKey = ApiKey::EndTxn;
+    type Response = end_txn_response::EndTxnResponse;
+}
+
+impl Request for write_txn_markers_request::WriteTxnMarkersRequest {
+    const API_KEY: ApiKey = ApiKey::WriteTxnMarkers;
+    type Response = write_txn_markers_response::WriteTxnMarkersResponse;
+}
+
+impl Request for txn_offset_commit_request::TxnOffsetCommitRequest {
+    const API_KEY: ApiKey = ApiKey::TxnOffsetCommit;
+    type Response = txn_offset_commit_response::TxnOffsetCommitResponse;
+}
+
 impl Request for describe_acls_request::DescribeAclsRequest {
     const API_KEY: ApiKey = ApiKey::DescribeAcls;
     type Response = describe_acls_response::DescribeAclsResponse;
@@ -1836,6 +2132,16 @@ impl Request for describe_producers_request::DescribeProducersRequest {
     type Response = describe_producers_response::DescribeProducersResponse;
 }
 
+impl Request for describe_transactions_request::DescribeTransactionsRequest {
+    const API_KEY: ApiKey = ApiKey::DescribeTransactions;
+    type Response = describe_transactions_response::DescribeTransactionsResponse;
+}
+
+impl Request for list_transactions_request::ListTransactionsRequest {
+    const API_KEY: ApiKey = ApiKey::ListTransactions;
+    type Response = list_transactions_response::ListTransactionsResponse;
+}
+
 impl Request for consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest {
     const API_KEY: ApiKey = ApiKey::ConsumerGroupHeartbeat;
     type Response = consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse;
@@ -1894,6 +2200,16 @@ pub(crate) const ALL_MESSAGES: &[crate::testkit::MessageHooks] = &[
     crate::testkit::hooks::<init_producer_id_response::InitProducerIdResponse>(),
     crate::testkit::hooks::<offset_for_leader_epoch_request::OffsetForLeaderEpochRequest>(),
     crate::testkit::hooks::<offset_for_leader_epoch_response::OffsetForLeaderEpochResponse>(),
+    crate::testkit::hooks::<add_partitions_to_txn_request::AddPartitionsToTxnRequest>(),
+    crate::testkit::hooks::<add_partitions_to_txn_response::AddPartitionsToTxnResponse>(),
+    crate::testkit::hooks::<add_offsets_to_txn_request::AddOffsetsToTxnRequest>(),
+    crate::testkit::hooks::<add_offsets_to_txn_response::AddOffsetsToTxnResponse>(),
+    crate::testkit::hooks::<end_txn_request::EndTxnRequest>(),
+    crate::testkit::hooks::<end_txn_response::EndTxnResponse>(),
+    crate::testkit::hooks::<write_txn_markers_request::WriteTxnMarkersRequest>(),
+    crate::testkit::hooks::<write_txn_markers_response::WriteTxnMarkersResponse>(),
+    crate::testkit::hooks::<txn_offset_commit_request::TxnOffsetCommitRequest>(),
+    crate::testkit::hooks::<txn_offset_commit_response::TxnOffsetCommitResponse>(),
     crate::testkit::hooks::<describe_acls_request::DescribeAclsRequest>(),
     crate::testkit::hooks::<describe_acls_response::DescribeAclsResponse>(),
     crate::testkit::hooks::<create_acls_request::CreateAclsRequest>(),
@@ -1932,6 +2248,10 @@ pub(crate) const ALL_MESSAGES: &[crate::testkit::MessageHooks] = &[
     crate::testkit::hooks::<describe_cluster_response::DescribeClusterResponse>(),
     crate::testkit::hooks::<describe_producers_request::DescribeProducersRequest>(),
     crate::testkit::hooks::<describe_producers_response::DescribeProducersResponse>(),
+    crate::testkit::hooks::<describe_transactions_request::DescribeTransactionsRequest>(),
+    crate::testkit::hooks::<describe_transactions_response::DescribeTransactionsResponse>(),
+    crate::testkit::hooks::<list_transactions_request::ListTransactionsRequest>(),
+    crate::testkit::hooks::<list_transactions_response::ListTransactionsResponse>(),
     crate::testkit::hooks::<consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest>(),
     crate::testkit::hooks::<consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse>(),
     crate::testkit::hooks::<consumer_group_describe_request::ConsumerGroupDescribeRequest>(),
