@@ -51,6 +51,14 @@ pub(crate) struct Broker {
     /// group (a gateway alone: itself). Set with [`Broker::set_membership`], which also
     /// has the coordinator follow it.
     pub(crate) membership: Arc<dyn Membership>,
+    /// The transaction coordinator (the transactional ids of the shards loaded here).
+    #[allow(dead_code)] // filled in as transactions land
+    pub(crate) txns: crate::txns::coordinator::Txns,
+    /// The partition side of transactions, for the partitions led here.
+    #[allow(dead_code)] // filled in as transactions land
+    pub(crate) txn_partitions: Arc<crate::txns::partitions::TxnPartitions>,
+    /// Carries markers and verifications to the gateway that leads each partition.
+    pub(crate) txn_router: Arc<crate::txns::Router>,
 }
 
 impl Broker {
@@ -72,6 +80,7 @@ impl Broker {
     /// here (what an earlier membership loaded is let go first).
     pub(crate) fn set_membership(&mut self, membership: Arc<dyn Membership>) {
         self.groups.follow(Arc::clone(&membership));
+        self.txn_router.peers.follow(Arc::clone(&membership));
         self.membership = membership;
     }
 
@@ -108,6 +117,17 @@ impl Broker {
                 port: config.advertised_port,
             }],
         }));
+        let txn_router = Arc::new(crate::txns::Router::new(crate::peer::PeerClient::new(
+            config.inter_gateway.clone(),
+        )));
+        let txns = crate::txns::coordinator::Txns::spawn(
+            config.transactions.clone(),
+            Arc::clone(&stores.offsets),
+            Arc::clone(&txn_router) as Arc<dyn crate::txns::TxnRouter>,
+        );
+        let txn_partitions = Arc::new(crate::txns::partitions::TxnPartitions::new(
+            config.transactions.txn_index_rebuild_max_bytes,
+        ));
         let request_memory = Arc::new(RequestBudget::new(&config.limits));
         let response_memory = Arc::new(ResponseBudget::new(&config.limits));
         Broker {
@@ -128,6 +148,9 @@ impl Broker {
             authorizers: Vec::new(),
             authorization_enabled: false,
             membership: alone,
+            txns,
+            txn_partitions,
+            txn_router,
         }
     }
 

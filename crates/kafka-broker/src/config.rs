@@ -42,6 +42,66 @@ pub struct BrokerConfig {
     pub sasl: SaslSettings,
     /// Whether and how requests are authorized.
     pub authorization: AuthorizationSettings,
+    /// The transaction coordinator and the partition side of transactions.
+    pub transactions: TransactionSettings,
+    /// How this gateway talks to the other gateways sharing the store (transaction
+    /// markers and verifications).
+    pub inter_gateway: InterGatewayConfig,
+}
+
+/// Transactions: the coordinator's bounds and timers, and the partition side's.
+#[derive(Debug, Clone)]
+pub struct TransactionSettings {
+    /// The coordinator's bounds and timers (`transaction.max.timeout.ms`,
+    /// `transactional.id.expiration.ms`, ...).
+    pub coordinator: kafka_txn::TxnConfig,
+    /// Most bytes read to rebuild one partition's transaction index from its log.
+    pub txn_index_rebuild_max_bytes: usize,
+    /// First wait before a marker write is retried; doubles up to `marker_retry_max`.
+    pub marker_retry_min: Duration,
+    /// Longest wait between marker retries.
+    pub marker_retry_max: Duration,
+}
+
+impl Default for TransactionSettings {
+    fn default() -> Self {
+        TransactionSettings {
+            coordinator: kafka_txn::TxnConfig::default(),
+            txn_index_rebuild_max_bytes: 1 << 30,
+            marker_retry_min: Duration::from_millis(100),
+            marker_retry_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// How this gateway connects to the others (Kafka's inter-broker listener and
+/// credentials).
+#[derive(Debug, Clone)]
+pub struct InterGatewayConfig {
+    /// The listener of the other gateways to connect to (by name; the first one
+    /// advertised when none has this name).
+    pub listener: String,
+    /// SASL mechanism when that listener authenticates (`PLAIN`, `SCRAM-SHA-256`,
+    /// `SCRAM-SHA-512`), else `None`.
+    pub sasl_mechanism: Option<String>,
+    /// SASL user name.
+    pub username: Option<String>,
+    /// SASL password.
+    pub password: Option<String>,
+    /// Longest wait for one answer from another gateway.
+    pub request_timeout: Duration,
+}
+
+impl Default for InterGatewayConfig {
+    fn default() -> Self {
+        InterGatewayConfig {
+            listener: "PLAINTEXT".into(),
+            sasl_mechanism: None,
+            username: None,
+            password: None,
+            request_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 /// Loading coordinator shards and writing group states (see the `groups` module of this
@@ -174,6 +234,8 @@ impl Default for BrokerConfig {
             quotas: crate::quotas::QuotaConfig::default(),
             sasl: SaslSettings::default(),
             authorization: AuthorizationSettings::default(),
+            transactions: TransactionSettings::default(),
+            inter_gateway: InterGatewayConfig::default(),
         }
     }
 }

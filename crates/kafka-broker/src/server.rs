@@ -329,6 +329,7 @@ impl Server {
         };
         broker.set_membership(membership);
         let broker = Arc::new(broker);
+        broker.txn_router.attach(Arc::downgrade(&broker));
         let permits = Arc::new(Semaphore::new(max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);
         let listening = Arc::new(AtomicBool::new(true));

@@ -23,6 +23,7 @@ pub mod memory;
 #[cfg(any(test, feature = "test-suite"))]
 pub mod suite;
 pub mod topic_config;
+pub mod txn_index;
 
 pub use batch::{ValidBatch, ValidBatches, check_batches};
 pub use topic_config::{
@@ -324,6 +325,17 @@ pub trait LogStore: Send + Sync + 'static {
         true
     }
 
+    /// Whether `topic` ever held a transactional batch (a sticky flag). Stores that do not
+    /// keep the flag answer `true`, so callers look for transactions everywhere.
+    async fn is_transactional(&self, _topic: &str) -> StoreResult<bool> {
+        Ok(true)
+    }
+
+    /// Sets the sticky transactional flag of `topic`, before its first transactional batch.
+    async fn mark_transactional(&self, _topic: &str) -> StoreResult<()> {
+        Ok(())
+    }
+
     /// Whether the backend can serve requests now: a round trip to a remote store, a
     /// no-op for an in-process one. The gateway's readiness endpoint reports it.
     async fn ping(&self) -> StoreResult<()> {
@@ -379,4 +391,68 @@ pub trait OffsetStore: Send + Sync + 'static {
 
     /// Every stored group state of `shard`, sorted by group.
     async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>>;
+
+    /// Stores the transaction coordinator's state of `transactional_id` (an opaque blob), or
+    /// deletes it with `None`, in shard [`cluster::group_shard`]`(transactional_id)`. Durable
+    /// when it returns. Last write per id wins.
+    async fn put_txn_state(
+        &self,
+        _transactional_id: &str,
+        _state: Option<Bytes>,
+    ) -> StoreResult<()> {
+        Err(txn_unsupported())
+    }
+
+    /// Every stored transaction state of `shard`, sorted by transactional id.
+    async fn txn_states(&self, _shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        Ok(Vec::new())
+    }
+
+    /// Claims the next transaction-coordinator epoch of `shard` (one more than any claimed
+    /// before, durably), called by a gateway that starts coordinating the shard.
+    async fn claim_txn_epoch(&self, _shard: u32) -> StoreResult<i32> {
+        Ok(0)
+    }
+
+    /// Replaces the offsets `producer_id` committed for `group` inside its open transaction.
+    async fn put_pending_offsets(
+        &self,
+        _group: &str,
+        _producer_id: i64,
+        _offsets: Vec<(String, i32, CommittedOffset)>,
+    ) -> StoreResult<()> {
+        Err(txn_unsupported())
+    }
+
+    /// Ends `producer_id`'s transaction for `group` in one write: on commit its pending
+    /// offsets become committed, and the pending set is gone either way. Nothing pending:
+    /// nothing happens.
+    async fn complete_pending_offsets(
+        &self,
+        _group: &str,
+        _producer_id: i64,
+        _commit: bool,
+    ) -> StoreResult<()> {
+        Err(txn_unsupported())
+    }
+
+    /// Every pending offset set of the groups of `shard`.
+    async fn pending_offsets(&self, _shard: u32) -> StoreResult<Vec<PendingOffsets>> {
+        Ok(Vec::new())
+    }
+}
+
+/// Offsets committed inside an open transaction, not yet visible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingOffsets {
+    /// The consumer group.
+    pub group: String,
+    /// The transactional producer.
+    pub producer_id: i64,
+    /// Topic, partition and offset, as a commit would store them.
+    pub offsets: Vec<(String, i32, CommittedOffset)>,
+}
+
+fn txn_unsupported() -> StoreError {
+    StoreError::Internal("transactions are not supported by this store".into())
 }

@@ -20,6 +20,8 @@ pub(crate) mod produce;
 pub(crate) mod records;
 pub(crate) mod scram_credentials;
 pub(crate) mod topics;
+pub(crate) mod txn;
+pub(crate) mod txn_markers;
 
 use crate::broker::Broker;
 use crate::session::Session;
@@ -174,6 +176,13 @@ pub(crate) async fn handle(ctx: Ctx<'_>, body: RequestBody) -> Step<'_> {
         RequestBody::OffsetCommit(r) => offsets::offset_commit(ctx, r).await.into(),
         RequestBody::OffsetFetch(r) => offsets::offset_fetch(ctx, r).await.into(),
         RequestBody::OffsetDelete(r) => offsets::offset_delete(ctx, r).await.into(),
+        RequestBody::TxnOffsetCommit(r) => offsets::txn_offset_commit(ctx, r).await.into(),
+        RequestBody::AddPartitionsToTxn(r) => txn::add_partitions(ctx, r).await.into(),
+        RequestBody::AddOffsetsToTxn(r) => txn::add_offsets(ctx, r).await.into(),
+        RequestBody::EndTxn(r) => txn::end_txn(ctx, r).await.into(),
+        RequestBody::DescribeTransactions(r) => txn::describe_transactions(ctx, r).await.into(),
+        RequestBody::ListTransactions(r) => txn::list_transactions(ctx, r).await.into(),
+        RequestBody::WriteTxnMarkers(r) => txn_markers::handle(ctx, r).await.into(),
         RequestBody::DescribeClientQuotas(r) => client_quotas::describe(ctx, r).into(),
         RequestBody::AlterClientQuotas(r) => client_quotas::alter(ctx, r).into(),
         RequestBody::DescribeUserScramCredentials(r) => {

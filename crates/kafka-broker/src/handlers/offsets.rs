@@ -405,3 +405,32 @@ pub(crate) async fn offset_delete(ctx: &Ctx<'_>, req: OffsetDeleteRequest) -> Of
         ..OffsetDeleteResponse::default()
     }
 }
+
+/// TxnOffsetCommit (key 28): offsets committed inside a transaction, visible when it
+/// commits. (Skeleton: refused until the coordinator is wired in.)
+pub(crate) async fn txn_offset_commit(
+    _ctx: &Ctx<'_>,
+    req: kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest,
+) -> kafka_protocol::messages::txn_offset_commit_response::TxnOffsetCommitResponse {
+    use kafka_protocol::messages::txn_offset_commit_response as r;
+    r::TxnOffsetCommitResponse {
+        topics: req
+            .topics
+            .into_iter()
+            .map(|t| r::TxnOffsetCommitResponseTopic {
+                name: t.name,
+                partitions: t
+                    .partitions
+                    .into_iter()
+                    .map(|p| r::TxnOffsetCommitResponsePartition {
+                        partition_index: p.partition_index,
+                        error_code: ErrorCode::UNSUPPORTED_VERSION.code(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
