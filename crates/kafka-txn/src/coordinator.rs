@@ -137,6 +137,9 @@ pub struct TxnCoordinator {
     next_due: Option<Millis>,
     /// The last [`TxnCoordinator::tick`].
     last_scan: Millis,
+    /// The last look for expired ids made to admit a new one (at most one per
+    /// `abort_check_interval_ms`: a flood of new ids does not rescan every id each time).
+    last_sweep: Millis,
 }
 
 impl TxnCoordinator {
@@ -155,6 +158,7 @@ impl TxnCoordinator {
             open: 0,
             next_due: None,
             last_scan: Millis::MIN,
+            last_sweep: Millis::MIN,
         }
     }
 
@@ -346,8 +350,15 @@ impl TxnCoordinator {
                 // Make room for the retry: expired ids are deleted once their tombstones
                 // are written.
                 let mut effects = Vec::new();
-                for old in self.expired(now) {
-                    effects.extend(self.persist(&old, None, None, false, true));
+                if now
+                    >= self
+                        .last_sweep
+                        .saturating_add(self.config.abort_check_interval_ms)
+                {
+                    self.last_sweep = now;
+                    for old in self.expired(now) {
+                        effects.extend(self.persist(&old, None, None, false, true));
+                    }
                 }
                 effects.extend(refuse(ErrorCode::COORDINATOR_NOT_AVAILABLE));
                 return effects;

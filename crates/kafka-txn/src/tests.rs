@@ -812,8 +812,20 @@ fn bounds() {
     h.settle(fx);
     assert_eq!(h.c.open_count(), 1);
     assert_eq!(h.add("c", pc, ec, &four[..1], 3), E::NONE);
-    // Ids: once one is idle past the expiration, a new id deletes it and retries in.
-    h.now += 100_000;
+    // Ids: once one is idle past the expiration, a new id deletes it and retries in
+    // (the look for expired ids is made at most once per check interval).
+    h.now += 100_000 - 1;
+    let req = h.init_req("d", 60_000, None, 5);
+    let fx = h.c.init_producer_id(h.now, req);
+    assert!(persists(&fx).is_empty());
+    h.now += 1;
+    let req = h.init_req("d", 60_000, None, 5);
+    let fx = h.c.init_producer_id(h.now, req);
+    assert!(
+        persists(&fx).is_empty(),
+        "b expired, but the look was just made"
+    );
+    h.now += h.c.config().abort_check_interval_ms - 1;
     let req = h.init_req("d", 60_000, None, 5);
     let fx = h.c.init_producer_id(h.now, req);
     let p = persists(&fx);
