@@ -71,6 +71,25 @@ struct Waiting {
     ok: Reply,
 }
 
+impl Waiting {
+    /// A request of a [`Reply::Code`] answer, NONE once written.
+    fn none(request: RequestId) -> Waiting {
+        Waiting {
+            request,
+            kind: ReplyKind::Code,
+            ok: Reply::Code(ErrorCode::NONE),
+        }
+    }
+}
+
+/// The immediate answer `code` to `request`.
+fn answer_code(request: RequestId, code: ErrorCode) -> Vec<Effect> {
+    vec![Effect::Reply {
+        request,
+        reply: Reply::Code(code),
+    }]
+}
+
 /// A transition being written.
 #[derive(Debug)]
 struct Pending {
@@ -489,7 +508,7 @@ impl TxnCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         version: i16,
-    ) -> Result<&Entry, ErrorCode> {
+    ) -> Result<&TxnMetadata, ErrorCode> {
         if id.is_empty() {
             return Err(ErrorCode::INVALID_REQUEST);
         }
@@ -513,24 +532,16 @@ impl TxnCoordinator {
         if e.pending.is_some() {
             return Err(ErrorCode::CONCURRENT_TRANSACTIONS);
         }
-        Ok(e)
+        Ok(m)
     }
 
     /// AddPartitionsToTxn / AddOffsetsToTxn. Answers one [`Reply::Code`] for every
     /// partition of the request.
     pub fn add_partitions(&mut self, now: Millis, req: AddPartitions) -> Vec<Effect> {
-        let answer = |code: ErrorCode| {
-            vec![Effect::Reply {
-                request: req.request,
-                reply: Reply::Code(code),
-            }]
-        };
+        let answer = |code| answer_code(req.request, code);
         let id = req.transactional_id.as_str();
         let m = match self.producer_state(id, req.producer_id, req.producer_epoch, req.version) {
-            Ok(e) => match e.meta.as_ref() {
-                Some(m) => m,
-                None => return answer(ErrorCode::CONCURRENT_TRANSACTIONS),
-            },
+            Ok(m) => m,
             Err(code) => return answer(code),
         };
         match m.state {
@@ -561,29 +572,17 @@ impl TxnCoordinator {
             target.start_ms = now;
         }
         target.last_update_ms = now;
-        let waiting = Waiting {
-            request: req.request,
-            kind: ReplyKind::Code,
-            ok: Reply::Code(ErrorCode::NONE),
-        };
+        let waiting = Waiting::none(req.request);
         self.persist(id, Some(target), Some(waiting), false, false)
     }
 
     /// EndTxn. Answers [`Reply::Code`]: NONE once the Prepare state is durable (the
     /// markers follow), or why not.
     pub fn end_txn(&mut self, now: Millis, req: EndTxn) -> Vec<Effect> {
-        let answer = |code: ErrorCode| {
-            vec![Effect::Reply {
-                request: req.request,
-                reply: Reply::Code(code),
-            }]
-        };
+        let answer = |code| answer_code(req.request, code);
         let id = req.transactional_id.as_str();
         let m = match self.producer_state(id, req.producer_id, req.producer_epoch, req.version) {
-            Ok(e) => match e.meta.as_ref() {
-                Some(m) => m,
-                None => return answer(ErrorCode::CONCURRENT_TRANSACTIONS),
-            },
+            Ok(m) => m,
             Err(code) => return answer(code),
         };
         let target_state = match (m.state, req.commit) {
@@ -601,11 +600,7 @@ impl TxnCoordinator {
         let mut target = m.clone();
         target.state = target_state;
         target.last_update_ms = now;
-        let waiting = Waiting {
-            request: req.request,
-            kind: ReplyKind::Code,
-            ok: Reply::Code(ErrorCode::NONE),
-        };
+        let waiting = Waiting::none(req.request);
         self.persist(id, Some(target), Some(waiting), true, false)
     }
 

@@ -124,6 +124,14 @@ impl H {
         replies
     }
 
+    /// Fails the one write of `effects`: the reply.
+    pub(crate) fn fail(&mut self, effects: Vec<Effect>) -> Reply {
+        let p = persists(&effects);
+        assert_eq!(p.len(), 1, "{effects:?}");
+        let fx = self.c.written(self.now, p[0].0, false);
+        self.reply(fx)
+    }
+
     /// The one reply of settling `effects`.
     pub(crate) fn reply(&mut self, effects: Vec<Effect>) -> Reply {
         let replies = self.settle(effects);
@@ -546,10 +554,8 @@ fn failed_writes() {
     // A new id whose first write fails does not exist.
     let req = h.init_req("a", 60_000, None, 5);
     let fx = h.c.init_producer_id(h.now, req);
-    let p = persists(&fx);
-    let fx = h.c.written(h.now, p[0].0, false);
     assert_eq!(
-        h.reply(fx),
+        h.fail(fx),
         Reply::ProducerId(Err(E::COORDINATOR_NOT_AVAILABLE))
     );
     assert_eq!(h.c.describe("a"), Err(E::TRANSACTIONAL_ID_NOT_FOUND));
@@ -559,8 +565,7 @@ fn failed_writes() {
     let req = h.add_req("a", pid, e, &[tp("t", 0)], 3);
     let fx = h.c.add_partitions(h.now, req);
     let p = persists(&fx);
-    let fx = h.c.written(h.now, p[0].0, false);
-    assert_eq!(h.reply(fx), Reply::Code(E::COORDINATOR_NOT_AVAILABLE));
+    assert_eq!(h.fail(fx), Reply::Code(E::COORDINATOR_NOT_AVAILABLE));
     assert_eq!(h.state("a").state, TxnState::Empty);
     assert_eq!(h.c.open_count(), 0);
     // The same write reported twice is ignored.
@@ -569,17 +574,13 @@ fn failed_writes() {
     // A failed EndTxn: Ongoing stays.
     let req = h.end_req("a", pid, e, true, 3);
     let fx = h.c.end_txn(h.now, req);
-    let p = persists(&fx);
-    let fx = h.c.written(h.now, p[0].0, false);
-    assert_eq!(h.reply(fx), Reply::Code(E::COORDINATOR_NOT_AVAILABLE));
+    assert_eq!(h.fail(fx), Reply::Code(E::COORDINATOR_NOT_AVAILABLE));
     assert_eq!(h.state("a").state, TxnState::Ongoing);
     // A failed fence: epoch unchanged, the retry bumps once.
     let req = h.init_req("a", 60_000, None, 5);
     let fx = h.c.init_producer_id(h.now, req);
-    let p = persists(&fx);
-    let fx = h.c.written(h.now, p[0].0, false);
     assert_eq!(
-        h.reply(fx),
+        h.fail(fx),
         Reply::ProducerId(Err(E::COORDINATOR_NOT_AVAILABLE))
     );
     assert_eq!(h.state("a").producer_epoch, e);
