@@ -29,7 +29,8 @@
 //! 1. Feeds requests ([`TxnCoordinator::init_producer_id`], `add_partitions`, `end_txn`),
 //!    reads ([`TxnCoordinator::describe`], `list`, `verify`), shard moves (`load`,
 //!    `unload`) and the clock ([`TxnCoordinator::tick`] at
-//!    [`TxnCoordinator::next_deadline`]), and carries out the returned effects in order.
+//!    [`TxnCoordinator::next_deadline`], read again after every call), and carries out
+//!    the returned effects in order.
 //! 2. [`Effect::Persist`]: writes the state (its [`snapshot`] encoding; `None` deletes the
 //!    id) to the id's shard, then calls [`TxnCoordinator::written`] with the outcome. A
 //!    state is applied only once written, and an id has at most one write in flight: every

@@ -333,6 +333,12 @@ fn init_producer_id_fences_an_ongoing_transaction() {
     let mut h = H::new();
     let (pid, e) = h.init("a", None, 5).expect("pid");
     assert_eq!(h.add("a", pid, e, &[tp("t", 0), tp("t", 1)], 3), E::NONE);
+    // Another producer id (v3+) is refused before anything is fenced.
+    let req = h.init_req("a", 60_000, Some((pid + 9, 0)), 5);
+    let fx = h.c.init_producer_id(h.now, req);
+    assert_eq!(fx.len(), 1);
+    assert_eq!(h.reply(fx), Reply::ProducerId(Err(E::PRODUCER_FENCED)));
+    assert_eq!(h.state("a").state, TxnState::Ongoing);
     let req = h.init_req("a", 60_000, None, 5);
     let fx = h.c.init_producer_id(h.now, req);
     let p = persists(&fx);
