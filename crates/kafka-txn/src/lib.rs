@@ -34,12 +34,16 @@
 //! 2. [`Effect::Persist`]: writes the state (its [`snapshot`] encoding; `None` deletes the
 //!    id) to the id's shard, then calls [`TxnCoordinator::written`] with the outcome. A
 //!    state is applied only once written, and an id has at most one write in flight: every
-//!    other request for it answers CONCURRENT_TRANSACTIONS meanwhile. Writes that nobody
-//!    waits for (Complete*, deletions) must be retried by the driver until they succeed
-//!    or the shard is unloaded; a failed write of a request's transition answers that
-//!    request COORDINATOR_NOT_AVAILABLE and leaves the durable state unchanged.
-//! 3. [`Effect::Reply`]: answers the request (an id is answered exactly once; requests
-//!    answered at once are answered in the returned effects).
+//!    other request for it answers CONCURRENT_TRANSACTIONS meanwhile (after the producer
+//!    id and epoch checks, in Kafka's order). Complete* states and deletions must be
+//!    retried by the driver until they succeed or the shard is unloaded (a failure
+//!    reported for them keeps them pending); a failed write of a request's transition
+//!    answers that request COORDINATOR_NOT_AVAILABLE and leaves the durable state
+//!    unchanged; a failed abort of a timed-out transaction is tried again at a later
+//!    tick.
+//! 3. [`Effect::Reply`]: answers the request. Every request is answered exactly once:
+//!    at once in the returned effects, or when its write finishes, or NOT_COORDINATOR
+//!    when its shard is unloaded first.
 //! 4. [`Effect::WriteMarkers`]: writes a commit or abort marker to every partition of the
 //!    job (retrying until each partition has it, or the partition is gone), then calls
 //!    [`TxnCoordinator::markers_done`]; the machine then persists the Complete* state.
@@ -74,18 +78,25 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Bounds and timers of the coordinator.
 #[derive(Debug, Clone)]
 pub struct TxnConfig {
-    /// Largest transaction timeout a producer may ask for (`transaction.max.timeout.ms`).
+    /// Largest transaction timeout a producer may ask for (Kafka's
+    /// `transaction.max.timeout.ms`, default 900 000); above it, or at 0 or below,
+    /// InitProducerId answers INVALID_TRANSACTION_TIMEOUT.
     pub max_timeout_ms: i32,
-    /// Idle transactional ids are forgotten after this (`transactional.id.expiration.ms`).
+    /// Idle (Empty or Complete*) transactional ids are deleted after this (Kafka's
+    /// `transactional.id.expiration.ms`, default 7 days).
     pub id_expiration_ms: Millis,
-    /// How often timed-out transactions are looked for
-    /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`).
+    /// How often timers are looked at: timed-out transactions and expired ids (Kafka's
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`, default 10 000).
     pub abort_check_interval_ms: Millis,
-    /// Partitions one transaction may hold.
+    /// Partitions one transaction may hold (default 10 000; Kafka has no such bound). An
+    /// add beyond it answers INVALID_REQUEST for the request's partitions.
     pub max_partitions_per_txn: usize,
-    /// Transactional ids this coordinator keeps.
+    /// Transactional ids this coordinator keeps (default 100 000). A new id beyond it
+    /// answers COORDINATOR_NOT_AVAILABLE (retriable) while expired ids are deleted.
     pub max_transactional_ids: usize,
-    /// Transactions open at once on this coordinator.
+    /// Transactions open (Ongoing or ending) at once on this coordinator (default
+    /// 10 000). An add that would open one more answers CONCURRENT_TRANSACTIONS
+    /// (retriable).
     pub max_open_txns: usize,
 }
 
