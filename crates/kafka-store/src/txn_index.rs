@@ -832,8 +832,11 @@ mod tests {
             ]
         }
 
-        /// (first, last, producer, aborted) of every closed transaction, and the open ones.
-        fn replay(batches: &[BatchSummary]) -> (Vec<(i64, i64, i64, bool)>, Vec<(i64, i64)>) {
+        /// (first, last, producer, aborted) of a closed transaction.
+        type Closed = (i64, i64, i64, bool);
+
+        /// Every closed transaction, and the open ones as (producer, first).
+        fn replay(batches: &[BatchSummary]) -> (Vec<Closed>, Vec<(i64, i64)>) {
             let mut closed = Vec::new();
             let mut open: Vec<(i64, i64)> = Vec::new();
             for b in batches {
