@@ -1182,14 +1182,16 @@ mod tests {
                 let mut reads = 0u64;
                 while !stop.load(Ordering::Acquire) || reads == 0 {
                     // Every batch decodes with a valid CRC, offsets increase, and each
-                    // key written so far has a record: its latest is never removed.
-                    let seen = rt.block_on(view(&store, "t"));
-                    let offsets: Vec<i64> = seen.iter().map(|r| r.0).collect();
-                    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
+                    // key written so far has a record: its latest is never removed. The
+                    // high watermark is read first: every key below it was written
+                    // before the view is taken.
                     let hw = rt
                         .block_on(store.watermarks("t", 0))
                         .unwrap()
                         .high_watermark;
+                    let seen = rt.block_on(view(&store, "t"));
+                    let offsets: Vec<i64> = seen.iter().map(|r| r.0).collect();
+                    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
                     let keys: std::collections::HashSet<_> =
                         seen.iter().filter_map(|r| r.1.clone()).collect();
                     assert!(hw < 20 || keys.len() == 20, "{} keys at {hw}", keys.len());
