@@ -254,6 +254,9 @@ pub struct MappedRecord {
     pub batch: Option<BatchFrame>,
     /// Whether the message was stored in envelope form.
     pub envelope: bool,
+    /// The producer id of its transaction (`kafka.txn`), on every record of a
+    /// transactional batch.
+    pub txn: Option<i64>,
 }
 
 fn key(name: &str) -> Result<HeaderKey, MappingError> {
@@ -633,6 +636,7 @@ fn build(
 #[derive(Default)]
 struct Scanned {
     timestamp: Option<i64>,
+    txn: Option<i64>,
     frame: Option<Bytes>,
     key: Option<Bytes>,
     headers: Vec<Header>,
@@ -672,6 +676,12 @@ fn scan_headers(wire: &Bytes) -> Option<Scanned> {
                 if value_kind == KIND_INT64 {
                     let v: [u8; 8] = wire[vs..ve].try_into().ok()?;
                     out.timestamp = Some(i64::from_le_bytes(v));
+                }
+            }
+            n if n == TXN_HEADER.as_bytes() => {
+                if value_kind == KIND_INT64 {
+                    let v: [u8; 8] = wire[vs..ve].try_into().ok()?;
+                    out.txn = Some(i64::from_le_bytes(v));
                 }
             }
             n if n == RECORD_HEADER.as_bytes() => out.frame = Some(wire.slice(vs..ve)),
@@ -714,6 +724,7 @@ fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, Mappi
             offset_delta: None,
             batch: None,
             envelope: false,
+            txn: None,
         });
     };
     let (offset_delta, batch, envelope) = parse_frame(&frame)?;
@@ -735,6 +746,7 @@ fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, Mappi
         offset_delta: Some(offset_delta),
         batch,
         envelope,
+        txn: s.txn,
     })
 }
 
@@ -789,6 +801,7 @@ fn from_message_mapped(message: &IggyMessage) -> Result<MappedRecord, MappingErr
             offset_delta: None,
             batch: None,
             envelope: false,
+            txn: None,
         });
     };
     let (offset_delta, batch, envelope) = parse_frame(frame.as_bytes())?;
@@ -803,12 +816,17 @@ fn from_message_mapped(message: &IggyMessage) -> Result<MappedRecord, MappingErr
             .retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
         record
     };
+    let txn = match headers.get(&key(TXN_HEADER)?) {
+        Some(v) if v.kind() == HeaderKind::Int64 => v.as_int64().ok(),
+        _ => None,
+    };
     Ok(MappedRecord {
         offset,
         record,
         offset_delta: Some(offset_delta),
         batch,
         envelope,
+        txn,
     })
 }
 
@@ -853,6 +871,52 @@ pub fn frame_of(header: &kafka_records::BatchHeader) -> BatchFrame {
         base_sequence: header.base_sequence,
         record_count: header.record_count,
         crc: None,
+    }
+}
+
+/// The batch fields of a record served on its own (a one-record batch, as the
+/// compacted prefix is read): a transactional record keeps its producer id, and a marker
+/// its control bit, so read_committed consumers still tell them apart. `batch` is the
+/// frame of the record's batch when known (its first record was seen), for the epoch
+/// and sequence. Records outside transactions get `None` (a plain batch).
+pub fn single_frame(m: &MappedRecord, batch: Option<&BatchFrame>) -> Option<BatchFrame> {
+    let own = m
+        .batch
+        .as_ref()
+        .or(batch.filter(|b| Some(b.producer_id) == m.txn));
+    match own {
+        Some(f) if f.is_transactional() => {
+            let delta = if m.batch.is_some() {
+                0
+            } else {
+                m.offset_delta.unwrap_or(0)
+            };
+            Some(BatchFrame {
+                // Uncompressed, the timestamp type and the transaction bits kept.
+                attributes: f.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL | 0x08),
+                partition_leader_epoch: f.partition_leader_epoch,
+                base_timestamp: m.record.timestamp,
+                producer_id: f.producer_id,
+                producer_epoch: f.producer_epoch,
+                base_sequence: if f.base_sequence < 0 {
+                    -1
+                } else {
+                    f.base_sequence.wrapping_add(delta)
+                },
+                record_count: 1,
+                crc: None,
+            })
+        }
+        _ => m.txn.map(|producer_id| BatchFrame {
+            attributes: ATTR_TRANSACTIONAL,
+            partition_leader_epoch: -1,
+            base_timestamp: m.record.timestamp,
+            producer_id,
+            producer_epoch: -1,
+            base_sequence: -1,
+            record_count: 1,
+            crc: None,
+        }),
     }
 }
 
@@ -1122,6 +1186,71 @@ mod tests {
                 .collect();
             assert_eq!(back, vec![marker]);
         }
+    }
+
+    #[test]
+    fn records_served_alone_keep_their_transaction() {
+        let records = vec![
+            rec(Some(b"a"), Some(b"1"), vec![]),
+            rec(Some(b"b"), Some(b"2"), vec![]),
+        ];
+        let mut options = txn_options(false, 40);
+        options.compression = Compression::Gzip;
+        let mut bytes = BytesMut::new();
+        encode_batch(&options, &records, &mut bytes).unwrap();
+        let bytes = bytes.freeze();
+        let batch =
+            kafka_records::RecordBatch::decode(&bytes, &kafka_records::DecodeLimits::default())
+                .unwrap();
+        let frame = frame_of(batch.header());
+        let mapped: Vec<MappedRecord> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let first = (i == 0).then_some(&frame);
+                let txn = TxnTag::of(&frame, r);
+                let m =
+                    to_message_at(r, i32::try_from(i).unwrap(), first, txn.as_ref(), 1).unwrap();
+                from_message(&IggyMessage::from_bytes(m.to_bytes()).unwrap()).unwrap()
+            })
+            .collect();
+        assert_eq!(mapped[0].txn, Some(4242));
+        assert_eq!(mapped[1].txn, Some(4242));
+        let first = single_frame(&mapped[0], None).unwrap();
+        assert_eq!(first.attributes, 0x10, "uncompressed, transactional");
+        assert_eq!((first.producer_epoch, first.base_sequence), (3, 40));
+        // The second alone: epoch and sequence from its batch when that was seen.
+        let second = single_frame(&mapped[1], Some(&frame)).unwrap();
+        assert_eq!(
+            (
+                second.producer_id,
+                second.producer_epoch,
+                second.base_sequence
+            ),
+            (4242, 3, 41)
+        );
+        let unknown = single_frame(&mapped[1], None).unwrap();
+        assert_eq!(
+            (
+                unknown.attributes,
+                unknown.producer_id,
+                unknown.producer_epoch
+            ),
+            (0x10, 4242, -1)
+        );
+        // Re-encoded alone, it is a transactional batch of the producer.
+        let mut out = BytesMut::new();
+        encode_run(9, Some(&second), &[mapped[1].record.clone()], &mut out).unwrap();
+        let out = out.freeze();
+        let back =
+            kafka_records::RecordBatch::decode(&out, &kafka_records::DecodeLimits::default())
+                .unwrap();
+        assert!(back.header().attributes.is_transactional());
+        assert_eq!(back.header().producer_id, 4242);
+        // A plain record stays plain.
+        let plain = roundtrip(&rec(None, Some(b"v"), vec![]), 0, None);
+        assert_eq!(plain.txn, None);
+        assert_eq!(single_frame(&plain, Some(&frame)), None);
     }
 
     #[test]

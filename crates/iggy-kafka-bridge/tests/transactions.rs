@@ -3,8 +3,9 @@
 //! partition read back through the bridge folding to the right transaction index, and
 //! the coordinator's durable records (transaction states, coordinator epochs, pending
 //! offsets, the transactional topic flag) found again by a second gateway, across log
-//! snapshots and after an Iggy restart, with junk in the shard log skipped. Skipped
-//! (with a printed notice) without `IGGY_SERVER_BIN`.
+//! snapshots and after an Iggy restart, with junk in the shard log skipped; a
+//! compaction pass over a transactional topic. Skipped (with a printed notice) without
+//! `IGGY_SERVER_BIN`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -31,11 +32,15 @@ const COMMITTER: i64 = 1001;
 const ABORTER: i64 = 2002;
 
 fn transactional(producer_id: i64, sequence: i32, values: &[&str]) -> ValidBatch {
+    keyed_transactional(producer_id, sequence, "k", values)
+}
+
+fn keyed_transactional(producer_id: i64, sequence: i32, key: &str, values: &[&str]) -> ValidBatch {
     let records: Vec<NewRecord> = values
         .iter()
         .map(|v| NewRecord {
             timestamp: 1_700_000_000_000,
-            key: Some(Bytes::from_static(b"k")),
+            key: Some(Bytes::copy_from_slice(key.as_bytes())),
             value: Some(Bytes::copy_from_slice(v.as_bytes())),
             headers: vec![],
         })
@@ -55,9 +60,13 @@ fn transactional(producer_id: i64, sequence: i32, values: &[&str]) -> ValidBatch
 }
 
 fn plain(value: &str) -> ValidBatch {
+    keyed_plain(None, value)
+}
+
+fn keyed_plain(key: Option<&str>, value: &str) -> ValidBatch {
     let record = NewRecord {
         timestamp: 1_700_000_000_000,
-        key: None,
+        key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
         value: Some(Bytes::copy_from_slice(value.as_bytes())),
         headers: vec![],
     };
@@ -403,4 +412,97 @@ async fn the_transactional_flag_survives_settings_rewrites_and_an_iggy_restart()
         Some("compact")
     );
     b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_keeps_markers_drops_aborted_records_and_stops_at_an_open_transaction() {
+    let Some(bin) = support::server_bin(
+        "compaction_keeps_markers_drops_aborted_records_and_stops_at_an_open_transaction",
+    ) else {
+        return;
+    };
+    let server = Server::start(&bin);
+    let bridge = support::bridge(&server).await;
+    let topic = format!("txn-compact-{}", support::run_id());
+    support::create(&bridge, &topic, 1).await;
+    let mut config = bridge.topic(&topic).await.unwrap().unwrap().config;
+    let defaults = config.clone();
+    config
+        .set(&defaults, "cleanup.policy", Some("compact"))
+        .unwrap();
+    bridge.set_topic_config(&topic, config).await.unwrap();
+    bridge.mark_transactional(&topic).await.unwrap();
+    let (a, b, c) = (31, 32, 33);
+    for batch in [
+        keyed_plain(Some("k1"), "v1"), // 0 kept: the aborted 1 does not supersede it
+        keyed_transactional(a, 0, "k1", &["aborted"]), // 1 aborted: dropped
+        keyed_plain(Some("k2"), "v2"), // 2 superseded by 4
+        marker(a, false),              // 3 kept
+        keyed_transactional(b, 0, "k2", &["committed"]), // 4 kept
+        marker(b, true),               // 5 kept
+        keyed_transactional(c, 0, "k1", &["open"]), // 6 open: the clean end
+        keyed_plain(Some("k2"), "later"), // 7 after it: kept
+        keyed_plain(Some("k3"), "active"), // 8 the active batch
+    ] {
+        bridge.append(&topic, 0, vec![batch], 0).await.unwrap();
+    }
+    let report = bridge
+        .compact_partition(&topic, 0, true, None)
+        .await
+        .unwrap();
+    assert!(report.ran, "{report:?}");
+    assert_eq!(
+        report.cleaned_to, 6,
+        "the pass stops at the open transaction"
+    );
+    assert_eq!(report.records_removed, 2, "{report:?}");
+    let mut offsets = Vec::new();
+    let mut next = 0;
+    loop {
+        let read = bridge.read(&topic, 0, next, 1 << 20).await.unwrap();
+        if read.batches.is_empty() {
+            break;
+        }
+        for bytes in &read.batches {
+            let batch =
+                kafka_records::RecordBatch::decode(bytes, &kafka_records::DecodeLimits::default())
+                    .unwrap();
+            let control = batch.header().attributes.is_control();
+            let producer = batch
+                .header()
+                .attributes
+                .is_transactional()
+                .then_some(batch.header().producer_id);
+            for r in batch.records().unwrap() {
+                let r = r.unwrap();
+                let at = batch.header().base_offset + i64::from(r.offset_delta);
+                if at >= next {
+                    offsets.push((at, control, producer));
+                }
+            }
+        }
+        next = offsets.last().map_or(next, |(o, ..)| o + 1);
+        if next >= 9 {
+            break;
+        }
+    }
+    assert_eq!(
+        offsets,
+        vec![
+            (0, false, None),
+            (3, true, Some(a)),
+            (4, false, Some(b)),
+            (5, true, Some(b)),
+            (6, false, Some(c)),
+            (7, false, None),
+            (8, false, None)
+        ],
+        "served from the companion, transactional records and markers keep their producer"
+    );
+    // Read back, the partition still folds to the same transactions.
+    let (index, _) = scan_index(&bridge, &topic, 0, 0, 9, 1 << 20).await.unwrap();
+    assert_eq!(index.first_unstable(), Some(6));
+    assert_eq!(index.open_txn(c), Some(6));
+    assert_eq!(index.last_marker(b), Some((4, 7)));
+    bridge.close().await;
 }

@@ -951,6 +951,8 @@ impl IggyBridge {
             .saturating_sub(at);
         let polls = MAX_COMPANION_POLLS
             + usize::try_from(skip / u64::from(want.max(1))).unwrap_or(usize::MAX);
+        // The frame of the last batch whose first record this read saw.
+        let mut seen: Option<mapping::BatchFrame> = None;
         for _ in 0..polls {
             if src.done {
                 break;
@@ -981,11 +983,20 @@ impl IggyBridge {
                 }
                 let mut mapped = mapping::from_message(&m)
                     .map_err(|e| StoreError::Internal(format!("{topic}/{p} offset {k}: {e}")))?;
+                // Transactional records and markers keep their producer and bits.
+                let single = mapping::single_frame(&mapped, seen.as_ref());
+                if mapped.batch.is_some() {
+                    seen = mapped.batch;
+                }
                 let record = std::mem::take(&mut mapped.record);
                 let mut bytes = BytesMut::new();
-                mapping::encode_run(k, None, std::slice::from_ref(&record), &mut bytes).map_err(
-                    |e| StoreError::Internal(format!("re-encoding the record at {k}: {e}")),
-                )?;
+                mapping::encode_run(
+                    k,
+                    single.as_ref(),
+                    std::slice::from_ref(&record),
+                    &mut bytes,
+                )
+                .map_err(|e| StoreError::Internal(format!("re-encoding the record at {k}: {e}")))?;
                 if !out.batches.is_empty() && size + bytes.len() > max_bytes {
                     return Ok(CompactedRead::Served(out));
                 }
