@@ -1159,7 +1159,8 @@ mod tests {
                 headers: Vec::new(),
             };
             assert_eq!(control_marker(&marker), Some((commit, 9)));
-            let (messages, bytes) = through_iggy(&txn_options(true, -1), &[marker.clone()]);
+            let (messages, bytes) =
+                through_iggy(&txn_options(true, -1), std::slice::from_ref(&marker));
             let m = &messages[0];
             assert_eq!(header_of(m, TXN_HEADER).unwrap().as_int64().unwrap(), 4242);
             assert_eq!(

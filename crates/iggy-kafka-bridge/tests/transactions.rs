@@ -98,7 +98,9 @@ fn header(m: &IggyMessage, name: &str) -> Option<HeaderValue> {
 }
 
 /// The transaction flags a native consumer reads off a message: producer id and marker.
-fn flags(m: &IggyMessage) -> (Option<i64>, Option<String>) {
+type Flags = (Option<i64>, Option<String>);
+
+fn flags(m: &IggyMessage) -> Flags {
     (
         header(m, TXN_HEADER).map(|v| v.as_int64().unwrap()),
         header(m, MARKER_HEADER).map(|v| String::from_utf8(v.as_bytes().to_vec()).unwrap()),
@@ -148,7 +150,7 @@ async fn a_native_consumer_sees_every_transactional_record_flagged_and_the_marke
         )
         .await
         .unwrap();
-    let seen: Vec<(Bytes, (Option<i64>, Option<String>))> = polled
+    let seen: Vec<(Bytes, Flags)> = polled
         .messages
         .iter()
         .map(|m| (m.payload.clone(), flags(m)))
