@@ -947,9 +947,7 @@ impl Meta {
             g: group.to_owned(),
             s: state.map(|s| B64.encode(s)),
         })?;
-        let log = self.group_log(group)?;
-        let mut cur = log.cursor.lock().await;
-        log.write_owned(&self.ctx, client, &mut cur, vec![payload])
+        self.write_shard(client, group_shard(group), vec![payload])
             .await
     }
 
@@ -959,14 +957,36 @@ impl Meta {
         client: &IggyClient,
         shard: u32,
     ) -> StoreResult<Vec<(String, Bytes)>> {
+        self.shard_blobs(client, shard, |s| &s.states).await
+    }
+
+    /// Writes records to the log of `shard` in one send.
+    async fn write_shard(
+        &self,
+        client: &IggyClient,
+        shard: u32,
+        payloads: Vec<Vec<u8>>,
+    ) -> StoreResult<()> {
+        let log = self.shard_log(shard)?;
+        let mut cur = log.cursor.lock().await;
+        log.write_owned(&self.ctx, client, &mut cur, payloads).await
+    }
+
+    /// The opaque states `pick` selects of `shard` (group or transaction states) whose
+    /// key belongs to the shard, sorted by key.
+    async fn shard_blobs(
+        &self,
+        client: &IggyClient,
+        shard: u32,
+        pick: fn(&Shard) -> &BTreeMap<String, Bytes>,
+    ) -> StoreResult<Vec<(String, Bytes)>> {
         let log = self.shard_log(shard)?;
         self.ready(client, log).await?;
         let state = log.state.lock().map_err(poisoned)?;
-        Ok(state
-            .states
+        Ok(pick(&state)
             .iter()
-            .filter(|(g, _)| group_shard(g) == shard)
-            .map(|(g, s)| (g.clone(), s.clone()))
+            .filter(|(k, _)| group_shard(k) == shard)
+            .map(|(k, s)| (k.clone(), s.clone()))
             .collect())
     }
 
@@ -982,9 +1002,7 @@ impl Meta {
             x: transactional_id.to_owned(),
             s: state.map(|s| B64.encode(s)),
         })?;
-        let log = self.shard_log(group_shard(transactional_id))?;
-        let mut cur = log.cursor.lock().await;
-        log.write_owned(&self.ctx, client, &mut cur, vec![payload])
+        self.write_shard(client, group_shard(transactional_id), vec![payload])
             .await
     }
 
@@ -994,15 +1012,7 @@ impl Meta {
         client: &IggyClient,
         shard: u32,
     ) -> StoreResult<Vec<(String, Bytes)>> {
-        let log = self.shard_log(shard)?;
-        self.ready(client, log).await?;
-        let state = log.state.lock().map_err(poisoned)?;
-        Ok(state
-            .txns
-            .iter()
-            .filter(|(x, _)| group_shard(x) == shard)
-            .map(|(x, s)| (x.clone(), s.clone()))
-            .collect())
+        self.shard_blobs(client, shard, |s| &s.txns).await
     }
 
     /// Claims the next transaction-coordinator epoch of `shard`: reads what earlier
@@ -1038,9 +1048,7 @@ impl Meta {
         offsets: Vec<(String, i32, CommittedOffset)>,
     ) -> StoreResult<()> {
         let payload = encode(&pending_record(group, producer_id, Some(&offsets)))?;
-        let log = self.group_log(group)?;
-        let mut cur = log.cursor.lock().await;
-        log.write_owned(&self.ctx, client, &mut cur, vec![payload])
+        self.write_shard(client, group_shard(group), vec![payload])
             .await
     }
 

@@ -224,6 +224,20 @@ async fn connect(server: &Server, meta: &str) -> IggyBridge {
         .unwrap_or_else(|e| panic!("connect: {e}; server log:\n{}", server.log_tail()))
 }
 
+/// A bridge on `meta` once the restarted server answers (within a minute).
+async fn reconnect(server: &Server, meta: &str) -> IggyBridge {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match IggyBridge::connect(meta_config(server, meta)).await {
+            Ok(bridge) => return bridge,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no reconnect: {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
 /// What a gateway finds of `shard` after acquiring it.
 async fn shard_view(
     bridge: &IggyBridge,
@@ -343,16 +357,7 @@ async fn coordinator_records_survive_snapshots_a_new_gateway_and_an_iggy_restart
 
     // After an Iggy restart, a new gateway finds all of it, the epoch included.
     tokio::task::block_in_place(|| server.restart());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let c = loop {
-        match IggyBridge::connect(meta_config(&server, &meta)).await {
-            Ok(c) => break c,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "no reconnect: {e}");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    };
+    let c = reconnect(&server, &meta).await;
     assert_eq!(shard_view(&c, shard).await, (after_move, expected_pending));
     assert_eq!(c.claim_txn_epoch(shard).await.unwrap(), 3);
     assert_eq!(c.fetch(&group, "t", 1).await.unwrap(), Some(committed(9)));
@@ -386,16 +391,7 @@ async fn the_transactional_flag_survives_settings_rewrites_and_an_iggy_restart()
     a.close().await;
     drop(a);
     tokio::task::block_in_place(|| server.restart());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let b = loop {
-        match IggyBridge::connect(meta_config(&server, &meta)).await {
-            Ok(b) => break b,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "no reconnect: {e}");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    };
+    let b = reconnect(&server, &meta).await;
     assert!(b.is_transactional(&topic).await.unwrap());
     let unmarked = format!("txn-plain-{}", support::run_id());
     support::create(&b, &unmarked, 1).await;
