@@ -874,12 +874,18 @@ pub fn frame_of(header: &kafka_records::BatchHeader) -> BatchFrame {
     }
 }
 
-/// The batch fields of a record served on its own (a one-record batch, as the
-/// compacted prefix is read): a transactional record keeps its producer id, and a marker
-/// its control bit, so read_committed consumers still tell them apart. `batch` is the
-/// frame of the record's batch when known (its first record was seen), for the epoch
-/// and sequence. Records outside transactions get `None` (a plain batch).
-pub fn single_frame(m: &MappedRecord, batch: Option<&BatchFrame>) -> Option<BatchFrame> {
+/// The batch fields of `count` records from `m` on served without their whole producer
+/// batch (the compacted prefix serves each record alone; a read may start inside a
+/// batch): a transactional record keeps its producer id, and a marker its control bit,
+/// so read_committed consumers still tell them apart. `batch` is the frame of the
+/// records' batch when known (its first record was seen), for the epoch and sequence.
+/// Records outside transactions get `None` (a plain batch).
+pub fn partial_frame(
+    m: &MappedRecord,
+    batch: Option<&BatchFrame>,
+    count: usize,
+) -> Option<BatchFrame> {
+    let record_count = i32::try_from(count).ok()?;
     let own = m
         .batch
         .as_ref()
@@ -903,7 +909,7 @@ pub fn single_frame(m: &MappedRecord, batch: Option<&BatchFrame>) -> Option<Batc
                 } else {
                     f.base_sequence.wrapping_add(delta)
                 },
-                record_count: 1,
+                record_count,
                 crc: None,
             })
         }
@@ -914,7 +920,7 @@ pub fn single_frame(m: &MappedRecord, batch: Option<&BatchFrame>) -> Option<Batc
             producer_id,
             producer_epoch: -1,
             base_sequence: -1,
-            record_count: 1,
+            record_count,
             crc: None,
         }),
     }
@@ -1217,11 +1223,11 @@ mod tests {
             .collect();
         assert_eq!(mapped[0].txn, Some(4242));
         assert_eq!(mapped[1].txn, Some(4242));
-        let first = single_frame(&mapped[0], None).unwrap();
+        let first = partial_frame(&mapped[0], None, 1).unwrap();
         assert_eq!(first.attributes, 0x10, "uncompressed, transactional");
         assert_eq!((first.producer_epoch, first.base_sequence), (3, 40));
         // The second alone: epoch and sequence from its batch when that was seen.
-        let second = single_frame(&mapped[1], Some(&frame)).unwrap();
+        let second = partial_frame(&mapped[1], Some(&frame), 1).unwrap();
         assert_eq!(
             (
                 second.producer_id,
@@ -1230,7 +1236,7 @@ mod tests {
             ),
             (4242, 3, 41)
         );
-        let unknown = single_frame(&mapped[1], None).unwrap();
+        let unknown = partial_frame(&mapped[1], None, 1).unwrap();
         assert_eq!(
             (
                 unknown.attributes,
@@ -1251,7 +1257,7 @@ mod tests {
         // A plain record stays plain.
         let plain = roundtrip(&rec(None, Some(b"v"), vec![]), 0, None);
         assert_eq!(plain.txn, None);
-        assert_eq!(single_frame(&plain, Some(&frame)), None);
+        assert_eq!(partial_frame(&plain, Some(&frame), 1), None);
     }
 
     #[test]

@@ -182,6 +182,21 @@ async fn a_native_consumer_sees_every_transactional_record_flagged_and_the_marke
     let attributes = i16::from_be_bytes([frame[6], frame[7]]);
     assert_eq!(attributes & 0x30, 0x30, "transactional control batch");
 
+    // A read that starts inside a transactional batch still gets its producer's
+    // transactional batch, so read_committed consumers can filter it.
+    let read = bridge.read(&topic, 0, 1, 1 << 20).await.unwrap();
+    let first = kafka_records::RecordBatch::decode(
+        &read.batches[0],
+        &kafka_records::DecodeLimits::default(),
+    )
+    .unwrap();
+    let h = first.header();
+    assert_eq!(
+        (h.base_offset, h.record_count, h.producer_id),
+        (1, 1, COMMITTER)
+    );
+    assert!(h.attributes.is_transactional() && !h.attributes.is_control());
+
     // Read back through the bridge, the partition folds to one aborted transaction and
     // nothing open.
     let (index, _) = scan_index(&bridge, &topic, 0, 0, 6, 1 << 20).await.unwrap();

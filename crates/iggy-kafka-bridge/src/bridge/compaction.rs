@@ -984,7 +984,7 @@ impl IggyBridge {
                 let mut mapped = mapping::from_message(&m)
                     .map_err(|e| StoreError::Internal(format!("{topic}/{p} offset {k}: {e}")))?;
                 // Transactional records and markers keep their producer and bits.
-                let single = mapping::single_frame(&mapped, seen.as_ref());
+                let single = mapping::partial_frame(&mapped, seen.as_ref(), 1);
                 if mapped.batch.is_some() {
                     seen = mapped.batch;
                 }
