@@ -94,7 +94,7 @@ impl Txns {
         router: Arc<dyn TxnRouter>,
     ) -> Txns {
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
-        let machine = TxnCoordinator::new(settings.coordinator.clone());
+        let machine = TxnCoordinator::new(settings.coordinator.clone(), group_shard);
         tokio::spawn(run(
             machine,
             rx,
