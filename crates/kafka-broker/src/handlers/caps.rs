@@ -75,6 +75,9 @@ pub(crate) fn entries(body: &RequestBody) -> Option<usize> {
         RequestBody::AlterUserScramCredentials(r) => {
             r.deletions.len().saturating_add(r.upsertions.len())
         }
+        RequestBody::WriteTxnMarkers(r) => nested(&r.markers, |m| {
+            nested(&m.topics, |t| t.partition_indexes.len())
+        }),
         RequestBody::CreateAcls(r) => r.creations.len(),
         RequestBody::DeleteAcls(r) => r.filters.len(),
         _ => return None,
