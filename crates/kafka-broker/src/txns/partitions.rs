@@ -361,13 +361,7 @@ impl TxnPartitions {
         let mut bytes = 0usize;
         let limits = DecodeLimits::default();
         while at < w.high_watermark {
-            let left = self.limits.rebuild_max_bytes.saturating_sub(bytes);
-            if left == 0 {
-                return Err(format!(
-                    "the log holds more than txn_index_rebuild_max_bytes ({})",
-                    self.limits.rebuild_max_bytes
-                ));
-            }
+            let left = self.limits.rebuild_max_bytes.saturating_sub(bytes).max(1);
             let read = match log
                 .read(topic, partition, at, left.min(SCAN_WINDOW))
                 .await
@@ -387,6 +381,12 @@ impl TxnPartitions {
             let before = at;
             for raw in &read.batches {
                 bytes = bytes.saturating_add(raw.len());
+                if bytes > self.limits.rebuild_max_bytes {
+                    return Err(format!(
+                        "the log holds more than txn_index_rebuild_max_bytes ({})",
+                        self.limits.rebuild_max_bytes
+                    ));
+                }
                 let h = BatchHeader::parse(raw.get(..BATCH_HEADER_LEN).unwrap_or_default())
                     .map_err(|e| e.to_string())?;
                 if h.base_offset >= w.high_watermark {
@@ -702,3 +702,7 @@ impl TxnPartitions {
             .unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+#[path = "partitions_tests.rs"]
+mod tests;
