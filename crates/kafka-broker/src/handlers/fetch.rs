@@ -41,9 +41,9 @@ use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
     PartitionData,
 };
+use kafka_protocol::{ErrorCode, Uuid};
 use kafka_records::{BATCH_HEADER_LEN, BatchHeader};
 use kafka_store::txn_index::AbortedTxn;
-use kafka_protocol::{ErrorCode, Uuid};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -379,8 +379,9 @@ async fn read_one(
             .position(|b| header(b).is_none_or(|h| h.base_offset >= lso))
             .unwrap_or(batches.len());
         batches.truncate(keep);
-        if let Some(last) = batches.last().and_then(|b| header(b)) {
-            out.aborted = parts.aborted(&info.name, p.partition, p.fetch_offset, last.next_offset());
+        if let Some(last) = batches.last().and_then(header) {
+            out.aborted =
+                parts.aborted(&info.name, p.partition, p.fetch_offset, last.next_offset());
         }
     }
     out

@@ -132,7 +132,11 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffset
                         .await
                         .map_err(err)?
                         .high_watermark;
-                    Ok(if found.1 >= stable(hw) { (-1, -1) } else { found })
+                    Ok(if found.1 >= stable(hw) {
+                        (-1, -1)
+                    } else {
+                        found
+                    })
                 };
                 Ok(match p.timestamp {
                     -2 | -4 => (

@@ -73,13 +73,12 @@ use super::{Ctx, Reply, Step, bs};
 use crate::broker::now_ms;
 use crate::config::Limits;
 use crate::producers::{BatchId, Verdict};
-use crate::txns::TxnRouter;
-use crate::txns::partitions::Guard;
-use kafka_store::txn_index::BatchSummary;
 use crate::store::{
     AppendOutcome, CompressionType, MessageTimestampType, PendingAppend, TopicConfig, TopicInfo,
     ValidBatch, check_batches,
 };
+use crate::txns::TxnRouter;
+use crate::txns::partitions::Guard;
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
@@ -88,6 +87,7 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::{ErrorCode, Uuid};
 use kafka_records::{Compression, DecodeLimits, TimestampType};
+use kafka_store::txn_index::BatchSummary;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tracing::debug;
@@ -468,16 +468,29 @@ async fn verify_all(
 ) {
     use futures_util::StreamExt;
     let parts = &ctx.broker.txn_partitions;
+    let producers = &ctx.broker.producers;
     let mut wanted = Vec::new();
-    for (ti, t) in topics.iter().enumerate() {
-        for (pi, (index, checked)) in t.partitions.iter().enumerate() {
-            if let Ok(b) = checked
-                && b.txn.is_some()
-                && b.id.idempotent()
-                && parts.needs_verification(&b.topic, *index, b.id.producer_id)
+    for (ti, t) in topics.iter_mut().enumerate() {
+        for (pi, (index, checked)) in t.partitions.iter_mut().enumerate() {
+            let Ok(b) = checked else {
+                continue;
+            };
+            if b.txn.is_none()
+                || !b.id.idempotent()
+                || !parts.needs_verification(&b.topic, *index, b.id.producer_id)
             {
-                wanted.push((ti, pi, b.topic.clone(), *index, b.id));
+                continue;
             }
+            // A producer fenced here already (a marker at a newer epoch) is refused
+            // without asking its coordinator.
+            if producers
+                .epoch(&b.topic, *index, b.id.producer_id)
+                .is_some_and(|e| e > b.id.epoch)
+            {
+                *checked = Err(Failure::code(ErrorCode::INVALID_PRODUCER_EPOCH));
+                continue;
+            }
+            wanted.push((ti, pi, b.topic.clone(), *index, b.id));
         }
     }
     if wanted.is_empty() {
@@ -1006,7 +1019,9 @@ async fn submit_partition(
         // The batch may still land: only the log can tell, so read it again next time.
         producers.unrecover(&b.topic, partition);
         if b.txn.is_some() {
-            ctx.broker.txn_partitions.append_unknown(&b.topic, partition);
+            ctx.broker
+                .txn_partitions
+                .append_unknown(&b.topic, partition);
         }
     }
     match submitted {

@@ -259,7 +259,12 @@ impl TxnPartitions {
     }
 
     /// Whether `topic`'s `partition` index is current (led and rebuilt since).
-    pub(crate) fn is_ready(&self, membership: &dyn Membership, topic: &str, partition: i32) -> bool {
+    pub(crate) fn is_ready(
+        &self,
+        membership: &dyn Membership,
+        topic: &str,
+        partition: i32,
+    ) -> bool {
         self.readiness(membership, topic, partition) == Ok(Readiness::Ready)
     }
 
@@ -362,10 +367,7 @@ impl TxnPartitions {
         let limits = DecodeLimits::default();
         while at < w.high_watermark {
             let left = self.limits.rebuild_max_bytes.saturating_sub(bytes).max(1);
-            let read = match log
-                .read(topic, partition, at, left.min(SCAN_WINDOW))
-                .await
-            {
+            let read = match log.read(topic, partition, at, left.min(SCAN_WINDOW)).await {
                 Ok(r) => r,
                 Err(kafka_store::StoreError::OffsetOutOfRange {
                     log_start_offset, ..
@@ -537,19 +539,14 @@ impl TxnPartitions {
         .unwrap_or(high_watermark)
     }
 
-    /// The first offset of `producer_id`'s open transaction in the partition, if known.
-    #[allow(dead_code)] // for DescribeProducers' current_txn_start_offset
-    pub(crate) fn open_txn(&self, topic: &str, partition: i32, producer_id: i64) -> Option<i64> {
-        self.with_state(|s| {
-            s.parts
-                .get(&(topic.to_string(), partition))
-                .and_then(|p| p.index.open_txn(producer_id))
-        })
-        .flatten()
-    }
-
     /// Aborted transactions intersecting `[from, to)`.
-    pub(crate) fn aborted(&self, topic: &str, partition: i32, from: i64, to: i64) -> Vec<AbortedTxn> {
+    pub(crate) fn aborted(
+        &self,
+        topic: &str,
+        partition: i32,
+        from: i64,
+        to: i64,
+    ) -> Vec<AbortedTxn> {
         self.with_state(|s| {
             s.parts
                 .get(&(topic.to_string(), partition))
@@ -562,7 +559,8 @@ impl TxnPartitions {
     /// Whether `topic` is known to carry the store's transactional flag; else the caller
     /// sets it and then calls [`TxnPartitions::flagged`].
     pub(crate) fn is_flagged(&self, topic: &str) -> bool {
-        self.with_state(|s| s.flagged.contains(topic)).unwrap_or(false)
+        self.with_state(|s| s.flagged.contains(topic))
+            .unwrap_or(false)
     }
 
     /// Remembers that `topic` carries the store's transactional flag.
