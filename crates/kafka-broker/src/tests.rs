@@ -325,6 +325,25 @@ fn request_for(key: ApiKey, topic_id: u128, v: i16) -> RequestBody {
             ..Default::default()
         }
         .into(),
+        ApiKey::AddPartitionsToTxn => {
+            add_partitions_to_txn_request::AddPartitionsToTxnRequest::default().into()
+        }
+        ApiKey::AddOffsetsToTxn => {
+            add_offsets_to_txn_request::AddOffsetsToTxnRequest::default().into()
+        }
+        ApiKey::EndTxn => end_txn_request::EndTxnRequest::default().into(),
+        ApiKey::WriteTxnMarkers => {
+            write_txn_markers_request::WriteTxnMarkersRequest::default().into()
+        }
+        ApiKey::TxnOffsetCommit => {
+            txn_offset_commit_request::TxnOffsetCommitRequest::default().into()
+        }
+        ApiKey::DescribeTransactions => {
+            describe_transactions_request::DescribeTransactionsRequest::default().into()
+        }
+        ApiKey::ListTransactions => {
+            list_transactions_request::ListTransactionsRequest::default().into()
+        }
         other => panic!("no sample request for {other:?}"),
     }
 }
