@@ -63,6 +63,71 @@ pub struct TransactionSettings {
     pub marker_retry_max: Duration,
 }
 
+impl TransactionSettings {
+    /// Checks the bounds (the field named as `transactions.<path>`).
+    pub fn check(&self) -> Result<(), InvalidSetting> {
+        let bad = |field: &'static str, reason: &str| {
+            Err(InvalidSetting {
+                field,
+                reason: reason.to_string(),
+            })
+        };
+        let c = &self.coordinator;
+        if c.max_timeout_ms < 1 {
+            return bad(
+                "transactions.coordinator.max_timeout_ms",
+                "must be at least 1",
+            );
+        }
+        if !(1..=i64::from(i32::MAX)).contains(&c.id_expiration_ms) {
+            return bad(
+                "transactions.coordinator.id_expiration_ms",
+                "must be between 1 and 2147483647",
+            );
+        }
+        if !(1..=i64::from(i32::MAX)).contains(&c.abort_check_interval_ms) {
+            return bad(
+                "transactions.coordinator.abort_check_interval_ms",
+                "must be between 1 and 2147483647",
+            );
+        }
+        for (field, value) in [
+            (
+                "transactions.coordinator.max_partitions_per_txn",
+                c.max_partitions_per_txn,
+            ),
+            (
+                "transactions.coordinator.max_transactional_ids",
+                c.max_transactional_ids,
+            ),
+            ("transactions.coordinator.max_open_txns", c.max_open_txns),
+            (
+                "transactions.txn_index_rebuild_max_bytes",
+                self.txn_index_rebuild_max_bytes,
+            ),
+        ] {
+            if value == 0 {
+                return bad(field, "must be at least 1");
+            }
+        }
+        if self.marker_retry_min < Duration::from_millis(1)
+            || self.marker_retry_min > self.marker_retry_max
+        {
+            return bad(
+                "transactions.marker_retry_min",
+                "must be at least 1 ms and at most marker_retry_max",
+            );
+        }
+        if self.marker_retry_max > Duration::from_secs(600) {
+            return bad(
+                "transactions.marker_retry_max",
+                "must be at most 10 minutes",
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Default for TransactionSettings {
     fn default() -> Self {
         TransactionSettings {
@@ -716,6 +781,7 @@ impl BrokerConfig {
                 ),
             });
         }
+        self.transactions.check()?;
         let gs = &self.group_state;
         if gs.load_wait > Duration::from_secs(30) {
             return bad("group_state.load_wait", "must be at most 30 seconds");

@@ -184,7 +184,7 @@ pub(crate) async fn handle(ctx: Ctx<'_>, body: RequestBody) -> Step<'_> {
         RequestBody::AlterConfigs(r) => configs::alter(ctx, r).await.into(),
         RequestBody::IncrementalAlterConfigs(r) => configs::incremental_alter(ctx, r).await.into(),
         RequestBody::DeleteRecords(r) => records::delete_records(ctx, r).await.into(),
-        RequestBody::InitProducerId(r) => init_producer_id::handle(ctx, r).into(),
+        RequestBody::InitProducerId(r) => init_producer_id::handle(ctx, r).await.into(),
         RequestBody::DescribeCluster(r) => describe_cluster::handle(ctx, r).into(),
         RequestBody::FindCoordinator(r) => groups::find_coordinator(ctx, r).into(),
         RequestBody::JoinGroup(r) => groups::join_group(ctx, r).await.into(),
