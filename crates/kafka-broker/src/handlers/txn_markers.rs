@@ -104,8 +104,8 @@ async fn complete_txn_offsets(
     producer_id: i64,
     commit: bool,
 ) -> ErrorCode {
-    // MERGE: replace with `ctx.broker.groups.complete_txn_offsets(shard, producer_id,
-    // commit).await` once the group coordinator provides it.
-    let _ = (ctx, shard, producer_id, commit);
-    ErrorCode::COORDINATOR_NOT_AVAILABLE
+    ctx.broker
+        .groups
+        .complete_txn_offsets(shard, producer_id, commit)
+        .await
 }
