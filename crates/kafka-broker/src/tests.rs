@@ -528,7 +528,7 @@ async fn idempotent_retries_are_not_appended_twice() {
 async fn produce_refuses_what_it_cannot_store_faithfully() {
     let (broker, _) = broker().await;
     let plain = kafka_records::BatchOptions::default();
-    // Legacy versions, transactional batches and zstd before v7.
+    // Legacy versions and zstd before v7.
     assert_eq!(
         produce(&broker, 2, batch(plain, 1)).await.0,
         ErrorCode::UNSUPPORTED_VERSION.code()
@@ -540,9 +540,19 @@ async fn produce_refuses_what_it_cannot_store_faithfully() {
         base_sequence: 0,
         ..plain
     };
+    // Transactional records need a transactional id; clients write no control batches.
     assert_eq!(
         produce(&broker, 9, batch(tx, 1)).await.0,
-        ErrorCode::UNSUPPORTED_VERSION.code()
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code()
+    );
+    let control = kafka_records::BatchOptions {
+        transactional: false,
+        control: true,
+        ..tx
+    };
+    assert_eq!(
+        produce(&broker, 9, batch(control, 1)).await.0,
+        ErrorCode::INVALID_RECORD.code()
     );
     let zstd = kafka_records::BatchOptions {
         compression: kafka_records::Compression::Zstd,
