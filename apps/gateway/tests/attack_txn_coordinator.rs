@@ -67,7 +67,12 @@ fn request(corr: i32, version: i16, body: &RequestBody) -> Bytes {
 
 /// Sends every request (`PIPELINE` at a time) and returns the answers in order; `None`
 /// where the connection closed.
-fn pipelined(addr: SocketAddr, key: ApiKey, version: i16, bodies: Vec<RequestBody>) -> Vec<Option<ResponseBody>> {
+fn pipelined(
+    addr: SocketAddr,
+    key: ApiKey,
+    version: i16,
+    bodies: Vec<RequestBody>,
+) -> Vec<Option<ResponseBody>> {
     let mut s = connect(addr).unwrap();
     let mut out = Vec::with_capacity(bodies.len());
     for chunk in bodies.chunks(PIPELINE) {
@@ -166,7 +171,11 @@ fn add_codes(r: &ResponseBody) -> Vec<i16> {
     };
     r.results_by_topic_v3_and_below
         .iter()
-        .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+        })
         .collect()
 }
 
@@ -253,7 +262,9 @@ fn a_flood_of_new_transactional_ids_stops_at_the_bound() {
     let accepted = codes.get(&NONE).copied().unwrap_or(0);
     assert!(accepted <= MAX_IDS, "{codes:?}");
     assert!(
-        codes.keys().all(|c| *c == NONE || *c == COORDINATOR_NOT_AVAILABLE),
+        codes
+            .keys()
+            .all(|c| *c == NONE || *c == COORDINATOR_NOT_AVAILABLE),
         "{codes:?}"
     );
     assert!(codes.get(&COORDINATOR_NOT_AVAILABLE).copied().unwrap_or(0) >= 2 * MAX_IDS);
@@ -320,7 +331,10 @@ fn spoofed_producer_ids_and_epochs_do_not_touch_a_transaction() {
     let answers = pipelined(gw.addr, ApiKey::AddPartitionsToTxn, 3, bodies);
     let codes = histogram(answers.iter().flat_map(|a| add_codes(a.as_ref().unwrap())));
     assert!(!codes.contains_key(&NONE), "{codes:?}");
-    assert!(codes.contains_key(&INVALID_PRODUCER_ID_MAPPING), "{codes:?}");
+    assert!(
+        codes.contains_key(&INVALID_PRODUCER_ID_MAPPING),
+        "{codes:?}"
+    );
     assert!(codes.contains_key(&PRODUCER_FENCED), "{codes:?}");
     // (InitProducerId with the transactional id fences the victim whatever producer id
     // and epoch it names: that is how a new incarnation takes over, as in Kafka; only
@@ -388,7 +402,9 @@ fn txn_offset_commits_for_groups_never_added_are_refused_and_not_stored() {
         .into()
     };
     for (version, expected) in [(3, INVALID_TXN_STATE), (4, TRANSACTION_ABORTABLE)] {
-        let bodies = (0..1000).map(|i| commit(&format!("{prefix}-{i}"))).collect();
+        let bodies = (0..1000)
+            .map(|i| commit(&format!("{prefix}-{i}")))
+            .collect();
         let answers = pipelined(gw.addr, ApiKey::TxnOffsetCommit, version, bodies);
         let codes = histogram(answers.into_iter().map(|a| match a {
             Some(ResponseBody::TxnOffsetCommit(r)) => r.topics[0].partitions[0].error_code,
