@@ -68,8 +68,10 @@ impl Gateway {
     async fn start(store: Arc<MemoryStore>, transactions: TransactionSettings) -> Gateway {
         let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = tcp.local_addr().unwrap();
-        let mut config = BrokerConfig::default();
-        config.transactions = transactions;
+        let config = BrokerConfig {
+            transactions,
+            ..BrokerConfig::default()
+        };
         let server = Server::new(
             config,
             Stores {
@@ -362,10 +364,11 @@ fn all(codes: &BTreeMap<(String, i32), i16>, code: ErrorCode) -> bool {
 }
 
 fn settings() -> TransactionSettings {
-    let mut t = TransactionSettings::default();
-    t.marker_retry_min = Duration::from_millis(10);
-    t.marker_retry_max = Duration::from_millis(50);
-    t
+    TransactionSettings {
+        marker_retry_min: Duration::from_millis(10),
+        marker_retry_max: Duration::from_millis(50),
+        ..TransactionSettings::default()
+    }
 }
 
 #[tokio::test]
