@@ -76,34 +76,17 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
             let error = if let Some(e) = group_error {
                 e
             } else {
-                match &info {
-                    Ok(Some(i)) if p.partition_index >= 0 && p.partition_index < i.partitions => {
-                        if p.committed_metadata
-                            .as_ref()
-                            .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
-                        {
-                            ErrorCode::OFFSET_METADATA_TOO_LARGE
-                        } else {
-                            to_store.push((
-                                t.name.to_string(),
-                                p.partition_index,
-                                CommittedOffset {
-                                    offset: p.committed_offset,
-                                    leader_epoch: if ctx.version >= 6 {
-                                        p.committed_leader_epoch
-                                    } else {
-                                        -1
-                                    },
-                                    metadata: p.committed_metadata.as_deref().map(str::to_string),
-                                    commit_timestamp: now,
-                                },
-                            ));
-                            ErrorCode::NONE
-                        }
-                    }
-                    Ok(_) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                    Err(e) => e.error_code(),
-                }
+                let committed = CommittedOffset {
+                    offset: p.committed_offset,
+                    leader_epoch: if ctx.version >= 6 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    metadata: p.committed_metadata.as_deref().map(str::to_string),
+                    commit_timestamp: now,
+                };
+                admit_offset(&info, &t.name, p.partition_index, committed, &mut to_store)
             };
             partitions.push(OffsetCommitResponsePartition {
                 partition_index: p.partition_index,
@@ -133,13 +116,13 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
     };
     if let Err(e) = stored {
         // Nothing of this call was stored: every partition that was about to be reports it.
-        for t in &mut topics {
-            for p in &mut t.partitions {
-                if p.error_code == ErrorCode::NONE.code() {
-                    p.error_code = e.code();
-                }
-            }
-        }
+        not_stored(
+            topics
+                .iter_mut()
+                .flat_map(|t| &mut t.partitions)
+                .map(|p| &mut p.error_code),
+            e,
+        );
     }
     OffsetCommitResponse {
         topics,
@@ -149,6 +132,42 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
 
 /// A group's offsets per topic: per partition the committed offset (if any) and its code.
 type Found = Vec<(String, Vec<(i32, Option<CommittedOffset>, ErrorCode)>)>;
+
+/// Checks one partition of a commit against its topic (`info`): existing partition,
+/// metadata at most [`MAX_METADATA_BYTES`]; queues it in `to_store` when it passes.
+fn admit_offset(
+    info: &kafka_store::StoreResult<Option<kafka_store::TopicInfo>>,
+    topic: &str,
+    partition: i32,
+    offset: CommittedOffset,
+    to_store: &mut Vec<(String, i32, CommittedOffset)>,
+) -> ErrorCode {
+    match info {
+        Ok(Some(i)) if partition >= 0 && partition < i.partitions => {
+            if offset
+                .metadata
+                .as_ref()
+                .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+            {
+                ErrorCode::OFFSET_METADATA_TOO_LARGE
+            } else {
+                to_store.push((topic.to_owned(), partition, offset));
+                ErrorCode::NONE
+            }
+        }
+        Ok(_) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+        Err(e) => e.error_code(),
+    }
+}
+
+/// A store write failed: every partition that was about to be stored reports `e`.
+fn not_stored<'a>(codes: impl Iterator<Item = &'a mut i16>, e: ErrorCode) {
+    for c in codes {
+        if *c == ErrorCode::NONE.code() {
+            *c = e.code();
+        }
+    }
+}
 
 /// One group's committed offsets for the requested topics (`None`: every committed one).
 /// With `stable` (OffsetFetch v7+ `require_stable`, KIP-447), a partition with offsets
@@ -474,39 +493,19 @@ pub(crate) async fn txn_offset_commit(
     let mut to_store = Vec::new();
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
-        let info = if group_error.is_none() {
-            Some(log.topic(&t.name).await)
-        } else {
-            None
-        };
+        let info = log.topic(&t.name).await;
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
-            let error = match (&info, group_error) {
-                (_, Some(e)) => e,
-                (Some(Ok(Some(i))), None)
-                    if p.partition_index >= 0 && p.partition_index < i.partitions =>
-                {
-                    if p.committed_metadata
-                        .as_ref()
-                        .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
-                    {
-                        ErrorCode::OFFSET_METADATA_TOO_LARGE
-                    } else {
-                        to_store.push((
-                            t.name.to_string(),
-                            p.partition_index,
-                            CommittedOffset {
-                                offset: p.committed_offset,
-                                leader_epoch: if v >= 2 { p.committed_leader_epoch } else { -1 },
-                                metadata: p.committed_metadata.as_deref().map(str::to_string),
-                                commit_timestamp: now,
-                            },
-                        ));
-                        ErrorCode::NONE
-                    }
-                }
-                (Some(Err(e)), None) => e.error_code(),
-                (_, None) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            let error = if let Some(e) = group_error {
+                e
+            } else {
+                let committed = CommittedOffset {
+                    offset: p.committed_offset,
+                    leader_epoch: if v >= 2 { p.committed_leader_epoch } else { -1 },
+                    metadata: p.committed_metadata.as_deref().map(str::to_string),
+                    commit_timestamp: now,
+                };
+                admit_offset(&info, &t.name, p.partition_index, committed, &mut to_store)
             };
             partitions.push(TxnOffsetCommitResponsePartition {
                 partition_index: p.partition_index,
@@ -531,13 +530,13 @@ pub(crate) async fn txn_offset_commit(
             .await
     };
     if let Err(e) = stored {
-        for t in &mut topics {
-            for p in &mut t.partitions {
-                if p.error_code == ErrorCode::NONE.code() {
-                    p.error_code = e.code();
-                }
-            }
-        }
+        not_stored(
+            topics
+                .iter_mut()
+                .flat_map(|t| &mut t.partitions)
+                .map(|p| &mut p.error_code),
+            e,
+        );
     }
     TxnOffsetCommitResponse {
         topics,
