@@ -31,6 +31,7 @@
 //! | [`bridge`] | `bridge_enabled`, `iggy_*`, `topic_map_path` | [`BridgeConfig::validate`](iggy_kafka_bridge::BridgeConfig::validate) |
 //! | [`logging`] | `log_format` | the gateway |
 //! | [`quotas`] | `quota_*` | [`BrokerConfig::check`] |
+//! | [`transactions`] | `transaction_*` | [`BrokerConfig::check`] ([`TransactionSettings::check`](kafka_broker::TransactionSettings::check)) |
 //! | [`security`] | `listeners`, `advertised_listeners`, `listener_security_protocol_map`, `sasl_*`, `tls_*`, `super_users`, `max_concurrent_authentications` | the gateway (listeners, files, bounds) |
 //! | [`cluster`] | `brokers`, `cluster_session_timeout_ms`, `cluster_heartbeat_interval_ms` | the gateway (the list, this node in it, the backend, the timings) |
 //! | [`authorization`] | `authorization_enabled`, `allow_everyone_if_no_acl_found`, `acl_*`, `max_acl_bindings` | the gateway (ACL source); [`BrokerConfig::check`] (refresh interval) |
@@ -53,6 +54,7 @@ mod security;
 mod tests;
 mod timeouts;
 mod topics;
+mod transactions;
 mod values;
 
 pub use authorization::AclSetup;
@@ -227,6 +229,7 @@ pub fn keys() -> &'static [&'static str] {
             values::fields::<security::Raw>(),
             values::fields::<authorization::Raw>(),
             values::fields::<cluster::Raw>(),
+            values::fields::<transactions::Raw>(),
         ]
         .concat()
     })
@@ -375,6 +378,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     let security: security::Raw = extract(figment, names)?;
     let authorization: authorization::Raw = extract(figment, names)?;
     let cluster: cluster::Raw = extract(figment, names)?;
+    let transactions: transactions::Raw = extract(figment, names)?;
 
     let mut broker = BrokerConfig::default();
     let listener = listener.validate(names, &mut broker)?;
@@ -383,6 +387,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     topics.apply(&mut broker);
     groups.apply(&mut broker.groups, &mut broker.group_state);
     quotas.apply(&mut broker.quotas);
+    transactions.apply(&mut broker.transactions);
 
     let memory = memory.validate(names)?;
     let mut bridge = bridge.validate(names)?;
@@ -490,6 +495,7 @@ fn broker_setting_error(e: &InvalidSetting, names: &Names<'_>) -> ConfigError {
         groups::BROKER_FIELDS,
         quotas::BROKER_FIELDS,
         authorization::BROKER_FIELDS,
+        transactions::BROKER_FIELDS,
     ]
     .into_iter()
     .flatten()

@@ -1440,3 +1440,50 @@ fn authorization_mistakes_name_the_setting() {
     );
     assert!(message.contains("CreateAcls"), "{message}");
 }
+
+#[test]
+fn transaction_settings_are_read_and_checked() {
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_TRANSACTION_MAX_TIMEOUT_MS", "60000"),
+            ("IGGY_KAFKA_TRANSACTION_ID_EXPIRATION_MS", "3600000"),
+            ("IGGY_KAFKA_TRANSACTION_ABORT_CHECK_INTERVAL_MS", "500"),
+            ("IGGY_KAFKA_TRANSACTION_MAX_PARTITIONS_PER_TXN", "7"),
+            ("IGGY_KAFKA_TRANSACTION_MAX_TRANSACTIONAL_IDS", "8"),
+            ("IGGY_KAFKA_TRANSACTION_MAX_OPEN_TXNS", "9"),
+            ("IGGY_KAFKA_TRANSACTION_INDEX_REBUILD_MAX_BYTES", "1000"),
+            ("IGGY_KAFKA_TRANSACTION_MARKER_RETRY_MIN_MS", "20"),
+            ("IGGY_KAFKA_TRANSACTION_MARKER_RETRY_MAX_MS", "300"),
+        ]),
+    )
+    .unwrap();
+    let t = &config.broker.transactions;
+    let c = &t.coordinator;
+    assert_eq!(
+        (
+            c.max_timeout_ms,
+            c.id_expiration_ms,
+            c.abort_check_interval_ms,
+            c.max_partitions_per_txn,
+            c.max_transactional_ids,
+            c.max_open_txns,
+        ),
+        (60_000, 3_600_000, 500, 7, 8, 9)
+    );
+    assert_eq!(t.txn_index_rebuild_max_bytes, 1000);
+    assert_eq!(
+        (t.marker_retry_min, t.marker_retry_max),
+        (Duration::from_millis(20), Duration::from_millis(300))
+    );
+    for (key, value) in [
+        ("IGGY_KAFKA_TRANSACTION_MAX_TIMEOUT_MS", "0"),
+        ("IGGY_KAFKA_TRANSACTION_MAX_OPEN_TXNS", "0"),
+        ("IGGY_KAFKA_TRANSACTION_MARKER_RETRY_MIN_MS", "0"),
+        ("IGGY_KAFKA_TRANSACTION_MARKER_RETRY_MAX_MS", "600001"),
+        ("IGGY_KAFKA_TRANSACTION_ID_EXPIRATION_MS", "3000000000"),
+    ] {
+        let message = load_err(None, &[(key, value)]);
+        assert!(message.starts_with(&format!("{key}=")), "{message}");
+    }
+}
