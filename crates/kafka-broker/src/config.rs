@@ -140,8 +140,8 @@ impl Default for TransactionSettings {
 }
 
 /// How this gateway connects to the others (Kafka's inter-broker listener and
-/// credentials).
-#[derive(Debug, Clone)]
+/// credentials). Its `Debug` leaves the password out.
+#[derive(Clone)]
 pub struct InterGatewayConfig {
     /// The listener of the other gateways to connect to (by name; the first one
     /// advertised when none has this name).
@@ -153,8 +153,34 @@ pub struct InterGatewayConfig {
     pub username: Option<String>,
     /// SASL password.
     pub password: Option<String>,
-    /// Longest wait for one answer from another gateway.
+    /// Longest wait for one answer from another gateway (connecting and authenticating
+    /// included when the call has to).
     pub request_timeout: Duration,
+    /// A PEM file of the CA certificates that sign the other gateways' certificates:
+    /// when set, connections to them use TLS (the listener must be SSL or SASL_SSL).
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// The name the other gateways' certificates must carry; `None` checks the host each
+    /// one advertises.
+    pub tls_server_name: Option<String>,
+    /// Calls to one gateway that may wait for its connection at once (one request is on
+    /// the wire at a time per gateway); a call past it fails at once as a transport
+    /// error, which callers retry.
+    pub max_pending_calls: usize,
+}
+
+impl std::fmt::Debug for InterGatewayConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterGatewayConfig")
+            .field("listener", &self.listener)
+            .field("sasl_mechanism", &self.sasl_mechanism)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("request_timeout", &self.request_timeout)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("tls_server_name", &self.tls_server_name)
+            .field("max_pending_calls", &self.max_pending_calls)
+            .finish()
+    }
 }
 
 impl Default for InterGatewayConfig {
@@ -165,6 +191,9 @@ impl Default for InterGatewayConfig {
             username: None,
             password: None,
             request_timeout: Duration::from_secs(10),
+            tls_ca_file: None,
+            tls_server_name: None,
+            max_pending_calls: 256,
         }
     }
 }
