@@ -298,16 +298,13 @@ impl Groups {
 
     /// The partitions of `group` with offsets pending in an open transaction.
     pub(crate) fn pending_partitions(&self, group: &str) -> HashSet<(String, i32)> {
-        self.pending
-            .lock()
-            .get(group)
-            .map_or_else(HashSet::new, |by_pid| {
-                by_pid
-                    .values()
-                    .flatten()
-                    .map(|(t, p, _)| (t.clone(), *p))
-                    .collect()
-            })
+        self.pending.lock().get(group).map_or_else(HashSet::new, |by_pid| {
+            by_pid
+                .values()
+                .flatten()
+                .map(|(t, p, _)| (t.clone(), *p))
+                .collect()
+        })
     }
 
     /// Adds `offsets` to the pending set of `group` and `producer_id` (a partition's

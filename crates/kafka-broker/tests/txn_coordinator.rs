@@ -131,12 +131,7 @@ impl Client {
     }
 
     /// InitProducerId v4 (`expected`: the producer id and epoch the client has).
-    async fn init(
-        &mut self,
-        id: &str,
-        timeout_ms: i32,
-        expected: Option<(i64, i16)>,
-    ) -> (i16, i64, i16) {
+    async fn init(&mut self, id: &str, timeout_ms: i32, expected: Option<(i64, i16)>) -> (i16, i64, i16) {
         let (pid, epoch) = expected.unwrap_or((-1, -1));
         let body = InitProducerIdRequest {
             transactional_id: Some(bs(id)),
@@ -165,13 +160,7 @@ impl Client {
     }
 
     /// AddPartitionsToTxn v3: per (topic, partition) the code.
-    async fn add(
-        &mut self,
-        id: &str,
-        pid: i64,
-        epoch: i16,
-        parts: &[(&str, i32)],
-    ) -> BTreeMap<(String, i32), i16> {
+    async fn add(&mut self, id: &str, pid: i64, epoch: i16, parts: &[(&str, i32)]) -> BTreeMap<(String, i32), i16> {
         self.add_v(3, id, pid, epoch, parts).await
     }
 
@@ -190,10 +179,7 @@ impl Client {
             v3_and_below_topics: topics(parts),
             ..Default::default()
         };
-        match self
-            .call(ApiKey::AddPartitionsToTxn, version, body.into())
-            .await
-        {
+        match self.call(ApiKey::AddPartitionsToTxn, version, body.into()).await {
             ResponseBody::AddPartitionsToTxn(r) => codes(&r.results_by_topic_v3_and_below),
             other => panic!("{other:?}"),
         }
@@ -232,10 +218,7 @@ impl Client {
             transactional_ids: vec![bs(id)],
             ..Default::default()
         };
-        match self
-            .call(ApiKey::DescribeTransactions, 0, body.into())
-            .await
-        {
+        match self.call(ApiKey::DescribeTransactions, 0, body.into()).await {
             ResponseBody::DescribeTransactions(mut r) => r.transaction_states.remove(0),
             other => panic!("{other:?}"),
         }
@@ -253,15 +236,8 @@ impl Client {
         panic!("{id} never reached {state}: {:?}", self.describe(id).await);
     }
 
-    async fn list(
-        &mut self,
-        version: i16,
-        req: ListTransactionsRequest,
-    ) -> ListTransactionsResponse {
-        match self
-            .call(ApiKey::ListTransactions, version, req.into())
-            .await
-        {
+    async fn list(&mut self, version: i16, req: ListTransactionsRequest) -> ListTransactionsResponse {
+        match self.call(ApiKey::ListTransactions, version, req.into()).await {
             ResponseBody::ListTransactions(r) => r,
             other => panic!("{other:?}"),
         }
@@ -296,10 +272,7 @@ impl Client {
             }],
             ..Default::default()
         };
-        match self
-            .call(ApiKey::TxnOffsetCommit, version, body.into())
-            .await
-        {
+        match self.call(ApiKey::TxnOffsetCommit, version, body.into()).await {
             ResponseBody::TxnOffsetCommit(r) => r.topics[0].partitions[0].error_code,
             other => panic!("{other:?}"),
         }
@@ -347,12 +320,9 @@ fn codes(results: &[AddPartitionsToTxnTopicResult]) -> BTreeMap<(String, i32), i
     results
         .iter()
         .flat_map(|t| {
-            t.results_by_partition.iter().map(move |p| {
-                (
-                    (t.name.to_string(), p.partition_index),
-                    p.partition_error_code,
-                )
-            })
+            t.results_by_partition
+                .iter()
+                .map(move |p| ((t.name.to_string(), p.partition_index), p.partition_error_code))
         })
         .collect()
 }
@@ -382,23 +352,14 @@ async fn init_producer_id_gives_each_id_its_producer_and_fences_older_epochs() {
     let old = c.add("a", a, a0, &[(TOPIC, 0)]).await;
     assert!(all(&old, ErrorCode::PRODUCER_FENCED), "{old:?}");
     let old_v1 = c.add_v(1, "a", a, a0, &[(TOPIC, 0)]).await;
-    assert!(
-        all(&old_v1, ErrorCode::INVALID_PRODUCER_EPOCH),
-        "{old_v1:?}"
-    );
-    assert_eq!(
-        c.end("a", a, a0, true).await,
-        ErrorCode::PRODUCER_FENCED.code()
-    );
+    assert!(all(&old_v1, ErrorCode::INVALID_PRODUCER_EPOCH), "{old_v1:?}");
+    assert_eq!(c.end("a", a, a0, true).await, ErrorCode::PRODUCER_FENCED.code());
     // v3+ with an epoch that is not the current one: fenced, no bump.
     let (code, ..) = c.init("a", 60_000, Some((a, a0))).await;
     assert_eq!(code, ErrorCode::PRODUCER_FENCED.code());
     // Another id's producer id is not this id's.
     let wrong = c.add("a", b, a1, &[(TOPIC, 0)]).await;
-    assert!(
-        all(&wrong, ErrorCode::INVALID_PRODUCER_ID_MAPPING),
-        "{wrong:?}"
-    );
+    assert!(all(&wrong, ErrorCode::INVALID_PRODUCER_ID_MAPPING), "{wrong:?}");
     // Bad requests.
     let (code, ..) = c.init("", 60_000, None).await;
     assert_eq!(code, ErrorCode::INVALID_REQUEST.code());
@@ -415,26 +376,12 @@ async fn add_partitions_checks_partitions_and_end_txn_follows_the_state() {
     let mut c = gw.client().await;
     let (pid, epoch) = c.init_ok("x", 60_000).await;
     // Nothing to end yet.
-    assert_eq!(
-        c.end("x", pid, epoch, true).await,
-        ErrorCode::INVALID_TXN_STATE.code()
-    );
+    assert_eq!(c.end("x", pid, epoch, true).await, ErrorCode::INVALID_TXN_STATE.code());
     // One unknown partition: the others are not attempted, nothing is added.
-    let r = c
-        .add("x", pid, epoch, &[(TOPIC, 0), (TOPIC, 9), ("missing", 0)])
-        .await;
-    assert_eq!(
-        r[&(TOPIC.to_string(), 0)],
-        ErrorCode::OPERATION_NOT_ATTEMPTED.code()
-    );
-    assert_eq!(
-        r[&(TOPIC.to_string(), 9)],
-        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
-    );
-    assert_eq!(
-        r[&("missing".to_string(), 0)],
-        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
-    );
+    let r = c.add("x", pid, epoch, &[(TOPIC, 0), (TOPIC, 9), ("missing", 0)]).await;
+    assert_eq!(r[&(TOPIC.to_string(), 0)], ErrorCode::OPERATION_NOT_ATTEMPTED.code());
+    assert_eq!(r[&(TOPIC.to_string(), 9)], ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code());
+    assert_eq!(r[&("missing".to_string(), 0)], ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code());
     // The offsets topic cannot be added as a partition by name.
     let r = c.add("x", pid, epoch, &[("__consumer_offsets", 0)]).await;
     assert!(all(&r, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION), "{r:?}");
@@ -459,11 +406,7 @@ async fn add_partitions_checks_partitions_and_end_txn_follows_the_state() {
         .collect();
     assert_eq!(described.len(), 2, "{described:?}");
     assert!(described.contains(&(TOPIC.to_string(), vec![0, 1])));
-    assert!(
-        described
-            .iter()
-            .any(|(t, ps)| t == "__consumer_offsets" && ps.len() == 1)
-    );
+    assert!(described.iter().any(|(t, ps)| t == "__consumer_offsets" && ps.len() == 1));
 
     // Unknown ids.
     let d = c.describe("nobody").await;
@@ -474,72 +417,48 @@ async fn add_partitions_checks_partitions_and_end_txn_follows_the_state() {
     assert_eq!(all_listed.error_code, 0);
     assert_eq!(all_listed.transaction_states.len(), 1);
     let ongoing = c
-        .list(
-            0,
-            ListTransactionsRequest {
-                state_filters: vec![bs("Ongoing")],
-                ..Default::default()
-            },
-        )
+        .list(0, ListTransactionsRequest {
+            state_filters: vec![bs("Ongoing")],
+            ..Default::default()
+        })
         .await;
     assert_eq!(ongoing.transaction_states.len(), 1);
     assert_eq!(ongoing.transaction_states[0].producer_id, pid);
     let committed = c
-        .list(
-            0,
-            ListTransactionsRequest {
-                state_filters: vec![bs("CompleteCommit")],
-                ..Default::default()
-            },
-        )
+        .list(0, ListTransactionsRequest {
+            state_filters: vec![bs("CompleteCommit")],
+            ..Default::default()
+        })
         .await;
     assert!(committed.transaction_states.is_empty());
     let unknown = c
-        .list(
-            0,
-            ListTransactionsRequest {
-                state_filters: vec![bs("Sleeping")],
-                ..Default::default()
-            },
-        )
+        .list(0, ListTransactionsRequest {
+            state_filters: vec![bs("Sleeping")],
+            ..Default::default()
+        })
         .await;
     assert!(unknown.transaction_states.is_empty());
     assert_eq!(unknown.unknown_state_filters, vec![bs("Sleeping")]);
     let other_pid = c
-        .list(
-            0,
-            ListTransactionsRequest {
-                producer_id_filters: vec![pid + 1],
-                ..Default::default()
-            },
-        )
+        .list(0, ListTransactionsRequest {
+            producer_id_filters: vec![pid + 1],
+            ..Default::default()
+        })
         .await;
     assert!(other_pid.transaction_states.is_empty());
     let long = c
-        .list(
-            1,
-            ListTransactionsRequest {
-                duration_filter: 3_600_000,
-                ..Default::default()
-            },
-        )
+        .list(1, ListTransactionsRequest {
+            duration_filter: 3_600_000,
+            ..Default::default()
+        })
         .await;
-    assert!(
-        long.transaction_states.is_empty(),
-        "a fresh transaction is not an hour old"
-    );
+    assert!(long.transaction_states.is_empty(), "a fresh transaction is not an hour old");
 
     // End: abort; the same end again is a retry, the other one is refused.
     assert_eq!(c.end("x", pid, epoch, false).await, 0);
     let state = c.describe("x").await.transaction_state.to_string();
-    assert!(
-        state == "PrepareAbort" || state == "CompleteAbort",
-        "{state}"
-    );
-    assert_eq!(
-        c.end("x", pid, epoch, true).await,
-        ErrorCode::INVALID_TXN_STATE.code()
-    );
+    assert!(state == "PrepareAbort" || state == "CompleteAbort", "{state}");
+    assert_eq!(c.end("x", pid, epoch, true).await, ErrorCode::INVALID_TXN_STATE.code());
     gw.stop().await;
 }
 
@@ -569,10 +488,7 @@ async fn add_partitions_v4_verifies_without_adding() {
     assert_eq!(r.results_by_transaction.len(), 1);
     let got = codes(&r.results_by_transaction[0].topic_results);
     assert_eq!(got[&(TOPIC.to_string(), 0)], ErrorCode::NONE.code());
-    assert_eq!(
-        got[&(TOPIC.to_string(), 1)],
-        ErrorCode::INVALID_TXN_STATE.code()
-    );
+    assert_eq!(got[&(TOPIC.to_string(), 1)], ErrorCode::INVALID_TXN_STATE.code());
     // Verification added nothing.
     let d = c.describe("v").await;
     assert_eq!(d.topics.len(), 1);
@@ -601,14 +517,8 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     }
     let d = aborted.expect("the timed-out transaction was not aborted");
     let state = d.transaction_state.to_string();
-    assert!(
-        state == "PrepareAbort" || state == "CompleteAbort",
-        "{state}"
-    );
-    assert_eq!(
-        c.end("slow", pid, epoch, true).await,
-        ErrorCode::PRODUCER_FENCED.code()
-    );
+    assert!(state == "PrepareAbort" || state == "CompleteAbort", "{state}");
+    assert_eq!(c.end("slow", pid, epoch, true).await, ErrorCode::PRODUCER_FENCED.code());
     gw.stop().await;
 }
 

@@ -37,7 +37,7 @@ use kafka_protocol::ErrorCode;
 use kafka_store::StoreResult;
 use kafka_store::cluster::group_shard;
 use kafka_txn::{
-    AddPartitions, Effect, EndTxn, InitProducerId, JobId, MarkerJob, Millis, Reply, RequestId,
+    AddPartitions, Effect, EndTxn, InitProducerId, JobId, Millis, MarkerJob, Reply, RequestId,
     TxnCoordinator, TxnMetadata, TxnState, WriteId,
 };
 use std::collections::HashMap;
@@ -366,7 +366,8 @@ async fn run(
                         me.clone(),
                         settings.clone(),
                     ));
-                    if let Some((_, old)) = background.jobs.insert(id, (shard, task.abort_handle()))
+                    if let Some((_, old)) =
+                        background.jobs.insert(id, (shard, task.abort_handle()))
                     {
                         old.abort();
                     }
