@@ -424,68 +424,54 @@ fn txn_batch(p: &Producer, values: &[&str]) -> Bytes {
     )
 }
 
-/// Whether the coordinator confirms partitions for produce (the in-process router is
-/// wired); until then the flows below cannot run.
-async fn verification_works(c: &mut Client) -> bool {
-    let p = c.init("probe").await;
-    assert_eq!(c.add(&p, 1).await, 0);
-    let records = txn_batch(&p, &["probe"]);
-    c.produce(11, Some(p.id), 1, records).await.0 == 0
-}
-
 #[tokio::test]
 async fn commit_and_abort_reach_read_committed_consumers() {
     let gw = Gateway::start(store().await).await;
     let mut c = gw.client().await;
-    if !verification_works(&mut c).await {
-        eprintln!("SKIPPED: produce verification is not wired to the coordinator");
-        return;
-    }
     let mut a = c.init("a").await;
     assert_eq!(c.add(&a, 0).await, 0);
     assert_eq!(c.plain(&["p0"]).await, 0);
     let (code, first) = c.send(&mut a, 11, &["a1", "a2"]).await;
     assert_eq!((code, first), (0, 1));
-    assert_eq!(c.plain(&["p1"]).await, 2);
+    assert_eq!(c.plain(&["p1"]).await, 3);
     // Open: read_committed stops at the transaction's first offset.
     assert_eq!(
         c.fetch(0, 1).await,
         (1, Some(vec![]), vec!["p0".to_string()])
     );
     assert_eq!(c.latest(1).await, 1);
-    assert_eq!(c.latest(0).await, 3);
+    assert_eq!(c.latest(0).await, 4);
     let (lso, aborted, values) = c.fetch(0, 0).await;
     assert_eq!((lso, aborted), (1, None));
     assert_eq!(values, ["p0", "a1", "a2", "p1"]);
-    // Commit.
+    // Commit (the marker takes offset 4).
     assert_eq!(c.marker(&a, a.epoch, 0, true).await, 0);
-    assert_eq!(c.latest(1).await, 4);
-    assert_eq!(
-        c.fetch(0, 1).await,
-        (
-            4,
-            Some(vec![]),
-            vec!["p0", "a1", "a2", "p1"]
-                .into_iter()
-                .map(String::from)
-                .collect()
-        )
-    );
+    assert_eq!(c.latest(1).await, 5);
+    let (lso, aborted, values) = c.fetch(0, 1).await;
+    assert_eq!((lso, aborted), (5, Some(vec![])));
+    assert_eq!(values, ["p0", "a1", "a2", "p1"]);
     // A retried commit marker writes nothing.
     assert_eq!(c.marker(&a, a.epoch, 0, true).await, 0);
-    assert_eq!(c.latest(0).await, 4);
-    // Next transaction, aborted.
+    assert_eq!(c.latest(0).await, 5);
+    // Next transaction, aborted (marker at 7).
     assert_eq!(c.add(&a, 0).await, 0);
     let (code, second) = c.send(&mut a, 11, &["x1"]).await;
-    assert_eq!((code, second), (0, 4));
-    assert_eq!(c.plain(&["p2"]).await, 5);
+    assert_eq!((code, second), (0, 5));
+    assert_eq!(c.plain(&["p2"]).await, 6);
+    assert_eq!(c.fetch(0, 1).await.0, 5);
     assert_eq!(c.marker(&a, a.epoch, 0, false).await, 0);
     let (lso, aborted, values) = c.fetch(0, 1).await;
-    assert_eq!(lso, 7);
-    assert_eq!(aborted, Some(vec![(a.pid, 4)]));
+    assert_eq!(lso, 8);
+    assert_eq!(aborted, Some(vec![(a.pid, 5)]));
     assert_eq!(values, ["p0", "a1", "a2", "p1", "p2"]);
+    // read_uncommitted sees the aborted record.
+    assert_eq!(c.fetch(0, 0).await.2, ["p0", "a1", "a2", "p1", "x1", "p2"]);
     // From past the aborted transaction it is not listed.
-    assert_eq!(c.fetch(6, 1).await.1, Some(vec![]));
+    assert_eq!(
+        c.fetch(6, 1).await,
+        (8, Some(vec![(a.pid, 5)]), vec!["p2".to_string()])
+    );
+    assert_eq!(c.fetch(8, 1).await, (8, Some(vec![]), vec![]));
     gw.stop().await;
 }
 
@@ -518,10 +504,6 @@ async fn a_fenced_producer_gets_invalid_producer_epoch_and_a_new_gateway_rebuild
     let store = store().await;
     let gw = Gateway::start(store.clone()).await;
     let mut c = gw.client().await;
-    if !verification_works(&mut c).await {
-        eprintln!("SKIPPED: produce verification is not wired to the coordinator");
-        return;
-    }
     let mut a = c.init("z").await;
     assert_eq!(c.add(&a, 0).await, 0);
     assert_eq!(c.send(&mut a, 11, &["z1"]).await, (0, 0));

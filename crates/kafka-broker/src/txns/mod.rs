@@ -246,16 +246,10 @@ async fn verify_here(
     topic: &str,
     partition: i32,
 ) -> ErrorCode {
-    // Until the coordinator answers verifications, none passes.
-    let _ = (
-        broker,
-        transactional_id,
-        producer_id,
-        producer_epoch,
-        topic,
-        partition,
-    );
-    ErrorCode::NOT_COORDINATOR
+    broker
+        .txns
+        .verify(transactional_id, producer_id, producer_epoch, topic, partition)
+        .await
 }
 
 #[async_trait::async_trait]
