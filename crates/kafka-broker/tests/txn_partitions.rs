@@ -538,3 +538,63 @@ async fn a_fenced_producer_gets_invalid_producer_epoch_and_a_new_gateway_rebuild
     assert_eq!(c.latest(0).await, end);
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn end_txn_markers_close_the_transaction_and_wake_a_waiting_fetch() {
+    use kafka_protocol::messages::end_txn_request::EndTxnRequest;
+    let gw = Gateway::start(store().await).await;
+    let mut c = gw.client().await;
+    let mut a = c.init("e").await;
+    assert_eq!(c.add(&a, 0).await, 0);
+    assert_eq!(c.send(&mut a, 11, &["e1", "e2"]).await, (0, 0));
+    // A read_committed fetch waiting for data below the LSO, on its own connection.
+    let mut waiter = gw.client().await;
+    let waiting = tokio::spawn(async move {
+        let body = FetchRequest {
+            replica_id: -1,
+            max_wait_ms: 10_000,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            isolation_level: 1,
+            topics: vec![FetchTopic {
+                topic: bs(TOPIC),
+                partitions: vec![FetchPartition {
+                    partition: 0,
+                    fetch_offset: 0,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let started = std::time::Instant::now();
+        let ResponseBody::Fetch(r) = waiter.call(ApiKey::Fetch, 11, body.into()).await else {
+            panic!("not a fetch response")
+        };
+        let p = &r.responses[0].partitions[0];
+        let values = committed_values(p.records.clone().unwrap_or_default(), Some(aborted_set(p)));
+        (p.last_stable_offset, values, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "a fetch at the LSO must wait");
+    let body = EndTxnRequest {
+        transactional_id: bs(a.id),
+        producer_id: a.pid,
+        producer_epoch: a.epoch,
+        committed: true,
+        ..Default::default()
+    };
+    let ResponseBody::EndTxn(r) = c.call(ApiKey::EndTxn, 3, body.into()).await else {
+        panic!("not an EndTxn response")
+    };
+    assert_eq!(r.error_code, 0);
+    let (lso, values, waited) = waiting.await.unwrap();
+    assert_eq!(lso, 3);
+    assert_eq!(values, ["e1", "e2"]);
+    assert!(
+        waited < Duration::from_secs(10),
+        "woken by the marker, not the timeout"
+    );
+    gw.stop().await;
+}
