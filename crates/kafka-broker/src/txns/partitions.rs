@@ -62,6 +62,7 @@
 
 use crate::broker::Broker;
 use crate::cluster::{Route, leader};
+use crate::producers::Readiness;
 use crate::txns::MarkerWrite;
 use kafka_protocol::ErrorCode;
 use kafka_records::{BATCH_HEADER_LEN, BatchHeader, DecodeLimits, RecordBatch};
@@ -197,14 +198,6 @@ impl State {
         self.tick = self.tick.wrapping_add(1);
         self.tick
     }
-}
-
-/// Whether a partition's index can be used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Readiness {
-    Ready,
-    /// To be rebuilt first, for this view version.
-    Recover(u64),
 }
 
 /// Per led partition: its transaction index and what is being appended.
