@@ -678,6 +678,10 @@ impl TxnPartitions {
         self.with_state(|s| {
             s.guards
                 .remove(&(m.topic.clone(), m.partition, m.producer_id));
+            // Aborted transactions wholly below the log start are readable no more.
+            if let Some(part) = s.parts.get_mut(&(m.topic.clone(), m.partition)) {
+                part.index.forget_before(outcome.log_start_offset);
+            }
         });
         producers.fence(&m.topic, m.partition, m.producer_id, m.producer_epoch, now);
         self.stats.markers.fetch_add(1, Ordering::Relaxed);
