@@ -298,13 +298,16 @@ impl Groups {
 
     /// The partitions of `group` with offsets pending in an open transaction.
     pub(crate) fn pending_partitions(&self, group: &str) -> HashSet<(String, i32)> {
-        self.pending.lock().get(group).map_or_else(HashSet::new, |by_pid| {
-            by_pid
-                .values()
-                .flatten()
-                .map(|(t, p, _)| (t.clone(), *p))
-                .collect()
-        })
+        self.pending
+            .lock()
+            .get(group)
+            .map_or_else(HashSet::new, |by_pid| {
+                by_pid
+                    .values()
+                    .flatten()
+                    .map(|(t, p, _)| (t.clone(), *p))
+                    .collect()
+            })
     }
 
     /// Adds `offsets` to the pending set of `group` and `producer_id` (a partition's
@@ -351,7 +354,6 @@ impl Groups {
     /// committed to the groups of `shard` inside its transaction become the groups'
     /// committed offsets (`commit`) or are dropped. Idempotent: nothing pending answers
     /// `NONE`. `NOT_COORDINATOR` when the shard is not loaded here.
-    #[allow(dead_code)] // called by the transaction router for `(OFFSETS_TOPIC, shard)`
     pub(crate) async fn complete_txn_offsets(
         &self,
         shard: u32,

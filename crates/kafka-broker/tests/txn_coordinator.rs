@@ -131,7 +131,12 @@ impl Client {
     }
 
     /// InitProducerId v4 (`expected`: the producer id and epoch the client has).
-    async fn init(&mut self, id: &str, timeout_ms: i32, expected: Option<(i64, i16)>) -> (i16, i64, i16) {
+    async fn init(
+        &mut self,
+        id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> (i16, i64, i16) {
         let (pid, epoch) = expected.unwrap_or((-1, -1));
         let body = InitProducerIdRequest {
             transactional_id: Some(bs(id)),
@@ -160,7 +165,13 @@ impl Client {
     }
 
     /// AddPartitionsToTxn v3: per (topic, partition) the code.
-    async fn add(&mut self, id: &str, pid: i64, epoch: i16, parts: &[(&str, i32)]) -> BTreeMap<(String, i32), i16> {
+    async fn add(
+        &mut self,
+        id: &str,
+        pid: i64,
+        epoch: i16,
+        parts: &[(&str, i32)],
+    ) -> BTreeMap<(String, i32), i16> {
         self.add_v(3, id, pid, epoch, parts).await
     }
 
@@ -179,7 +190,10 @@ impl Client {
             v3_and_below_topics: topics(parts),
             ..Default::default()
         };
-        match self.call(ApiKey::AddPartitionsToTxn, version, body.into()).await {
+        match self
+            .call(ApiKey::AddPartitionsToTxn, version, body.into())
+            .await
+        {
             ResponseBody::AddPartitionsToTxn(r) => codes(&r.results_by_topic_v3_and_below),
             other => panic!("{other:?}"),
         }
@@ -218,7 +232,10 @@ impl Client {
             transactional_ids: vec![bs(id)],
             ..Default::default()
         };
-        match self.call(ApiKey::DescribeTransactions, 0, body.into()).await {
+        match self
+            .call(ApiKey::DescribeTransactions, 0, body.into())
+            .await
+        {
             ResponseBody::DescribeTransactions(mut r) => r.transaction_states.remove(0),
             other => panic!("{other:?}"),
         }
@@ -236,8 +253,15 @@ impl Client {
         panic!("{id} never reached {state}: {:?}", self.describe(id).await);
     }
 
-    async fn list(&mut self, version: i16, req: ListTransactionsRequest) -> ListTransactionsResponse {
-        match self.call(ApiKey::ListTransactions, version, req.into()).await {
+    async fn list(
+        &mut self,
+        version: i16,
+        req: ListTransactionsRequest,
+    ) -> ListTransactionsResponse {
+        match self
+            .call(ApiKey::ListTransactions, version, req.into())
+            .await
+        {
             ResponseBody::ListTransactions(r) => r,
             other => panic!("{other:?}"),
         }
@@ -272,7 +296,10 @@ impl Client {
             }],
             ..Default::default()
         };
-        match self.call(ApiKey::TxnOffsetCommit, version, body.into()).await {
+        match self
+            .call(ApiKey::TxnOffsetCommit, version, body.into())
+            .await
+        {
             ResponseBody::TxnOffsetCommit(r) => r.topics[0].partitions[0].error_code,
             other => panic!("{other:?}"),
         }
@@ -320,9 +347,12 @@ fn codes(results: &[AddPartitionsToTxnTopicResult]) -> BTreeMap<(String, i32), i
     results
         .iter()
         .flat_map(|t| {
-            t.results_by_partition
-                .iter()
-                .map(move |p| ((t.name.to_string(), p.partition_index), p.partition_error_code))
+            t.results_by_partition.iter().map(move |p| {
+                (
+                    (t.name.to_string(), p.partition_index),
+                    p.partition_error_code,
+                )
+            })
         })
         .collect()
 }
@@ -352,14 +382,23 @@ async fn init_producer_id_gives_each_id_its_producer_and_fences_older_epochs() {
     let old = c.add("a", a, a0, &[(TOPIC, 0)]).await;
     assert!(all(&old, ErrorCode::PRODUCER_FENCED), "{old:?}");
     let old_v1 = c.add_v(1, "a", a, a0, &[(TOPIC, 0)]).await;
-    assert!(all(&old_v1, ErrorCode::INVALID_PRODUCER_EPOCH), "{old_v1:?}");
-    assert_eq!(c.end("a", a, a0, true).await, ErrorCode::PRODUCER_FENCED.code());
+    assert!(
+        all(&old_v1, ErrorCode::INVALID_PRODUCER_EPOCH),
+        "{old_v1:?}"
+    );
+    assert_eq!(
+        c.end("a", a, a0, true).await,
+        ErrorCode::PRODUCER_FENCED.code()
+    );
     // v3+ with an epoch that is not the current one: fenced, no bump.
     let (code, ..) = c.init("a", 60_000, Some((a, a0))).await;
     assert_eq!(code, ErrorCode::PRODUCER_FENCED.code());
     // Another id's producer id is not this id's.
     let wrong = c.add("a", b, a1, &[(TOPIC, 0)]).await;
-    assert!(all(&wrong, ErrorCode::INVALID_PRODUCER_ID_MAPPING), "{wrong:?}");
+    assert!(
+        all(&wrong, ErrorCode::INVALID_PRODUCER_ID_MAPPING),
+        "{wrong:?}"
+    );
     // Bad requests.
     let (code, ..) = c.init("", 60_000, None).await;
     assert_eq!(code, ErrorCode::INVALID_REQUEST.code());
@@ -376,12 +415,26 @@ async fn add_partitions_checks_partitions_and_end_txn_follows_the_state() {
     let mut c = gw.client().await;
     let (pid, epoch) = c.init_ok("x", 60_000).await;
     // Nothing to end yet.
-    assert_eq!(c.end("x", pid, epoch, true).await, ErrorCode::INVALID_TXN_STATE.code());
+    assert_eq!(
+        c.end("x", pid, epoch, true).await,
+        ErrorCode::INVALID_TXN_STATE.code()
+    );
     // One unknown partition: the others are not attempted, nothing is added.
-    let r = c.add("x", pid, epoch, &[(TOPIC, 0), (TOPIC, 9), ("missing", 0)]).await;
-    assert_eq!(r[&(TOPIC.to_string(), 0)], ErrorCode::OPERATION_NOT_ATTEMPTED.code());
-    assert_eq!(r[&(TOPIC.to_string(), 9)], ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code());
-    assert_eq!(r[&("missing".to_string(), 0)], ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code());
+    let r = c
+        .add("x", pid, epoch, &[(TOPIC, 0), (TOPIC, 9), ("missing", 0)])
+        .await;
+    assert_eq!(
+        r[&(TOPIC.to_string(), 0)],
+        ErrorCode::OPERATION_NOT_ATTEMPTED.code()
+    );
+    assert_eq!(
+        r[&(TOPIC.to_string(), 9)],
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
+    );
+    assert_eq!(
+        r[&("missing".to_string(), 0)],
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
+    );
     // The offsets topic cannot be added as a partition by name.
     let r = c.add("x", pid, epoch, &[("__consumer_offsets", 0)]).await;
     assert!(all(&r, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION), "{r:?}");
@@ -406,7 +459,11 @@ async fn add_partitions_checks_partitions_and_end_txn_follows_the_state() {
         .collect();
     assert_eq!(described.len(), 2, "{described:?}");
     assert!(described.contains(&(TOPIC.to_string(), vec![0, 1])));
-    assert!(described.iter().any(|(t, ps)| t == "__consumer_offsets" && ps.len() == 1));
+    assert!(
+        described
+            .iter()
+            .any(|(t, ps)| t == "__consumer_offsets" && ps.len() == 1)
+    );
 
     // Unknown ids.
     let d = c.describe("nobody").await;
@@ -417,48 +474,74 @@ async fn add_partitions_checks_partitions_and_end_txn_follows_the_state() {
     assert_eq!(all_listed.error_code, 0);
     assert_eq!(all_listed.transaction_states.len(), 1);
     let ongoing = c
-        .list(0, ListTransactionsRequest {
-            state_filters: vec![bs("Ongoing")],
-            ..Default::default()
-        })
+        .list(
+            0,
+            ListTransactionsRequest {
+                state_filters: vec![bs("Ongoing")],
+                ..Default::default()
+            },
+        )
         .await;
     assert_eq!(ongoing.transaction_states.len(), 1);
     assert_eq!(ongoing.transaction_states[0].producer_id, pid);
     let committed = c
-        .list(0, ListTransactionsRequest {
-            state_filters: vec![bs("CompleteCommit")],
-            ..Default::default()
-        })
+        .list(
+            0,
+            ListTransactionsRequest {
+                state_filters: vec![bs("CompleteCommit")],
+                ..Default::default()
+            },
+        )
         .await;
     assert!(committed.transaction_states.is_empty());
     let unknown = c
-        .list(0, ListTransactionsRequest {
-            state_filters: vec![bs("Sleeping")],
-            ..Default::default()
-        })
+        .list(
+            0,
+            ListTransactionsRequest {
+                state_filters: vec![bs("Sleeping")],
+                ..Default::default()
+            },
+        )
         .await;
     assert!(unknown.transaction_states.is_empty());
     assert_eq!(unknown.unknown_state_filters, vec![bs("Sleeping")]);
     let other_pid = c
-        .list(0, ListTransactionsRequest {
-            producer_id_filters: vec![pid + 1],
-            ..Default::default()
-        })
+        .list(
+            0,
+            ListTransactionsRequest {
+                producer_id_filters: vec![pid + 1],
+                ..Default::default()
+            },
+        )
         .await;
     assert!(other_pid.transaction_states.is_empty());
     let long = c
-        .list(1, ListTransactionsRequest {
-            duration_filter: 3_600_000,
-            ..Default::default()
-        })
+        .list(
+            1,
+            ListTransactionsRequest {
+                duration_filter: 3_600_000,
+                ..Default::default()
+            },
+        )
         .await;
-    assert!(long.transaction_states.is_empty(), "a fresh transaction is not an hour old");
+    assert!(
+        long.transaction_states.is_empty(),
+        "a fresh transaction is not an hour old"
+    );
 
     // End: abort; the same end again is a retry, the other one is refused.
     assert_eq!(c.end("x", pid, epoch, false).await, 0);
     let state = c.describe("x").await.transaction_state.to_string();
-    assert!(state == "PrepareAbort" || state == "CompleteAbort", "{state}");
-    assert_eq!(c.end("x", pid, epoch, true).await, ErrorCode::INVALID_TXN_STATE.code());
+    assert!(
+        state == "PrepareAbort" || state == "CompleteAbort",
+        "{state}"
+    );
+    c.wait_state("x", "CompleteAbort").await;
+    assert_eq!(c.end("x", pid, epoch, false).await, 0, "a retried abort");
+    assert_eq!(
+        c.end("x", pid, epoch, true).await,
+        ErrorCode::INVALID_TXN_STATE.code()
+    );
     gw.stop().await;
 }
 
@@ -488,7 +571,10 @@ async fn add_partitions_v4_verifies_without_adding() {
     assert_eq!(r.results_by_transaction.len(), 1);
     let got = codes(&r.results_by_transaction[0].topic_results);
     assert_eq!(got[&(TOPIC.to_string(), 0)], ErrorCode::NONE.code());
-    assert_eq!(got[&(TOPIC.to_string(), 1)], ErrorCode::INVALID_TXN_STATE.code());
+    assert_eq!(
+        got[&(TOPIC.to_string(), 1)],
+        ErrorCode::INVALID_TXN_STATE.code()
+    );
     // Verification added nothing.
     let d = c.describe("v").await;
     assert_eq!(d.topics.len(), 1);
@@ -517,8 +603,16 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     }
     let d = aborted.expect("the timed-out transaction was not aborted");
     let state = d.transaction_state.to_string();
-    assert!(state == "PrepareAbort" || state == "CompleteAbort", "{state}");
-    assert_eq!(c.end("slow", pid, epoch, true).await, ErrorCode::PRODUCER_FENCED.code());
+    assert!(
+        state == "PrepareAbort" || state == "CompleteAbort",
+        "{state}"
+    );
+    assert_eq!(
+        c.end("slow", pid, epoch, true).await,
+        ErrorCode::PRODUCER_FENCED.code()
+    );
+    let d = c.wait_state("slow", "CompleteAbort").await;
+    assert!(d.topics.is_empty());
     gw.stop().await;
 }
 
@@ -576,5 +670,139 @@ async fn txn_offset_commit_needs_the_group_in_the_transaction_and_stays_pending(
         ),
         other => panic!("{other:?}"),
     }
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_restart_on_the_same_store_keeps_transactions_and_pending_offsets() {
+    let store = store().await;
+    let gw = Gateway::start(store.clone(), settings()).await;
+    let mut c = gw.client().await;
+    let (pid, epoch) = c.init_ok("r", 60_000).await;
+    let (idle, idle_epoch) = c.init_ok("idle", 60_000).await;
+    let r = c.add("r", pid, epoch, &[(TOPIC, 3)]).await;
+    assert!(all(&r, ErrorCode::NONE), "{r:?}");
+    assert_eq!(c.add_offsets("r", pid, epoch, "rg").await, 0);
+    assert_eq!(c.txn_commit(3, "r", pid, epoch, "rg", 11).await, 0);
+    drop(c);
+    gw.stop().await;
+
+    let gw = Gateway::start(store, settings()).await;
+    let mut c = gw.client().await;
+    let d = c.describe("r").await;
+    assert_eq!(d.transaction_state.to_string(), "Ongoing");
+    assert_eq!((d.producer_id, d.producer_epoch), (pid, epoch));
+    assert!(
+        d.topics
+            .iter()
+            .any(|t| *t.topic == *TOPIC && t.partitions == vec![3])
+    );
+    let d = c.describe("idle").await;
+    assert_eq!(d.transaction_state.to_string(), "Empty");
+    assert_eq!((d.producer_id, d.producer_epoch), (idle, idle_epoch));
+    // The pending offsets came back with the shard: still invisible, still unstable.
+    assert_eq!(c.fetch_offset("rg", false).await, (0, -1));
+    assert_eq!(
+        c.fetch_offset("rg", true).await.0,
+        ErrorCode::UNSTABLE_OFFSET_COMMIT.code()
+    );
+    // The producer carries on where it was.
+    let r = c.add("r", pid, epoch, &[(TOPIC, 2)]).await;
+    assert!(all(&r, ErrorCode::NONE), "{r:?}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn committed_offsets_appear_at_commit_and_aborted_ones_never() {
+    let gw = Gateway::start(store().await, settings()).await;
+    let mut c = gw.client().await;
+    let (pid, epoch) = c.init_ok("k", 60_000).await;
+    // Commit: the offsets become the group's once the markers are written.
+    let r = c.add("k", pid, epoch, &[(TOPIC, 0)]).await;
+    assert!(all(&r, ErrorCode::NONE), "{r:?}");
+    assert_eq!(c.add_offsets("k", pid, epoch, "kg").await, 0);
+    assert_eq!(c.txn_commit(3, "k", pid, epoch, "kg", 17).await, 0);
+    assert_eq!(c.fetch_offset("kg", false).await, (0, -1));
+    assert_eq!(c.end("k", pid, epoch, true).await, 0);
+    c.wait_state("k", "CompleteCommit").await;
+    assert_eq!(c.fetch_offset("kg", true).await, (0, 17));
+    // The same end again is a retry.
+    assert_eq!(c.end("k", pid, epoch, true).await, 0);
+
+    // Next transaction of the same producer: abort; the committed offset stays.
+    assert_eq!(c.add_offsets("k", pid, epoch, "kg").await, 0);
+    assert_eq!(c.txn_commit(4, "k", pid, epoch, "kg", 99).await, 0);
+    assert_eq!(
+        c.fetch_offset("kg", true).await.0,
+        ErrorCode::UNSTABLE_OFFSET_COMMIT.code()
+    );
+    assert_eq!(c.end("k", pid, epoch, false).await, 0);
+    c.wait_state("k", "CompleteAbort").await;
+    assert_eq!(c.fetch_offset("kg", true).await, (0, 17));
+    assert_eq!(
+        c.end("k", pid, epoch, true).await,
+        ErrorCode::INVALID_TXN_STATE.code()
+    );
+
+    // A fence while a transaction is open aborts it: first CONCURRENT_TRANSACTIONS,
+    // then the next epoch.
+    let r = c.add("k", pid, epoch, &[(TOPIC, 1)]).await;
+    assert!(all(&r, ErrorCode::NONE), "{r:?}");
+    let (code, ..) = c.init("k", 60_000, None).await;
+    assert_eq!(code, ErrorCode::CONCURRENT_TRANSACTIONS.code());
+    let (again, bumped) = c.init_ok("k", 60_000).await;
+    assert_eq!(again, pid);
+    assert!(
+        bumped > epoch + 1,
+        "the fence and the retry each bump: {bumped}"
+    );
+    let d = c.wait_state("k", "Empty").await;
+    assert!(d.topics.is_empty());
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_gateway_finishes_a_commit_it_finds_prepared_in_the_store() {
+    use kafka_broker::store::{CommittedOffset, OffsetStore};
+    let store = store().await;
+    let pid = 7_000_001;
+    let shard = i32::try_from(kafka_broker::store::cluster::group_shard("pg")).unwrap();
+    let prepared = kafka_txn::TxnMetadata {
+        transactional_id: "p".into(),
+        producer_id: pid,
+        last_producer_id: -1,
+        producer_epoch: 3,
+        last_producer_epoch: -1,
+        timeout_ms: 60_000,
+        state: kafka_txn::TxnState::PrepareCommit,
+        partitions: [
+            (kafka_txn::OFFSETS_TOPIC.to_string(), shard),
+            (TOPIC.to_string(), 0),
+        ]
+        .into_iter()
+        .collect(),
+        start_ms: 1,
+        last_update_ms: 1,
+    };
+    store
+        .put_txn_state("p", Some(kafka_txn::snapshot::encode(&prepared)))
+        .await
+        .unwrap();
+    let offset = CommittedOffset {
+        offset: 5,
+        leader_epoch: -1,
+        metadata: None,
+        commit_timestamp: 1,
+    };
+    store
+        .put_pending_offsets("pg", pid, vec![(TOPIC.to_string(), 0, offset)])
+        .await
+        .unwrap();
+    // The gateway that loads the shard writes the markers and completes the commit.
+    let gw = Gateway::start(store, settings()).await;
+    let mut c = gw.client().await;
+    let d = c.wait_state("p", "CompleteCommit").await;
+    assert_eq!((d.producer_id, d.producer_epoch), (pid, 3));
+    assert_eq!(c.fetch_offset("pg", true).await, (0, 5));
     gw.stop().await;
 }

@@ -28,12 +28,12 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition,
     OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
-use kafka_protocol::wire::{Cx, Decode};
-use kafka_protocol::{ErrorCode, Message};
 use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
+use kafka_protocol::wire::{Cx, Decode};
+use kafka_protocol::{ErrorCode, Message};
 use kafka_store::cluster::group_shard;
 use kafka_txn::OFFSETS_TOPIC;
 use std::collections::{BTreeMap, HashSet};
@@ -242,38 +242,40 @@ pub(crate) async fn offset_fetch(ctx: &Ctx<'_>, req: OffsetFetchRequest) -> Offs
                     .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                     .collect()
             });
-            groups.push(match fetch_group(ctx, &g.group_id, topics, req.require_stable).await {
-                Ok(found) => OffsetFetchResponseGroup {
-                    group_id: g.group_id.clone(),
-                    topics: found
-                        .into_iter()
-                        .map(|(t, ps)| OffsetFetchResponseTopics {
-                            name: bs(t),
-                            partitions: ps
-                                .into_iter()
-                                .map(|(p, o, e)| OffsetFetchResponsePartitions {
-                                    partition_index: p,
-                                    committed_offset: o.as_ref().map_or(-1, |o| o.offset),
-                                    committed_leader_epoch: epoch_for(v, &o),
-                                    metadata: Some(bs(o
-                                        .and_then(|o| o.metadata)
-                                        .unwrap_or_default())),
-                                    error_code: e.code(),
-                                    ..OffsetFetchResponsePartitions::default()
-                                })
-                                .collect(),
-                            ..OffsetFetchResponseTopics::default()
-                        })
-                        .collect(),
-                    error_code: ErrorCode::NONE.code(),
-                    ..OffsetFetchResponseGroup::default()
+            groups.push(
+                match fetch_group(ctx, &g.group_id, topics, req.require_stable).await {
+                    Ok(found) => OffsetFetchResponseGroup {
+                        group_id: g.group_id.clone(),
+                        topics: found
+                            .into_iter()
+                            .map(|(t, ps)| OffsetFetchResponseTopics {
+                                name: bs(t),
+                                partitions: ps
+                                    .into_iter()
+                                    .map(|(p, o, e)| OffsetFetchResponsePartitions {
+                                        partition_index: p,
+                                        committed_offset: o.as_ref().map_or(-1, |o| o.offset),
+                                        committed_leader_epoch: epoch_for(v, &o),
+                                        metadata: Some(bs(o
+                                            .and_then(|o| o.metadata)
+                                            .unwrap_or_default())),
+                                        error_code: e.code(),
+                                        ..OffsetFetchResponsePartitions::default()
+                                    })
+                                    .collect(),
+                                ..OffsetFetchResponseTopics::default()
+                            })
+                            .collect(),
+                        error_code: ErrorCode::NONE.code(),
+                        ..OffsetFetchResponseGroup::default()
+                    },
+                    Err(code) => OffsetFetchResponseGroup {
+                        group_id: g.group_id.clone(),
+                        error_code: code.code(),
+                        ..OffsetFetchResponseGroup::default()
+                    },
                 },
-                Err(code) => OffsetFetchResponseGroup {
-                    group_id: g.group_id.clone(),
-                    error_code: code.code(),
-                    ..OffsetFetchResponseGroup::default()
-                },
-            });
+            );
         }
         return OffsetFetchResponse {
             groups,
@@ -457,7 +459,10 @@ pub(crate) async fn offset_delete(ctx: &Ctx<'_>, req: OffsetDeleteRequest) -> Of
 /// `TRANSACTION_ABORTABLE` from v4, `INVALID_TXN_STATE` before. Accepted offsets are
 /// stored as pending (awaited) and become the group's committed offsets only when the
 /// transaction commits (see `crate::groups`).
-pub(crate) async fn txn_offset_commit(ctx: &Ctx<'_>, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+pub(crate) async fn txn_offset_commit(
+    ctx: &Ctx<'_>,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
     let v = ctx.version;
     let group = req.group_id.to_string();
     let group_error = txn_commit_group_check(ctx, &req).await;
@@ -478,8 +483,13 @@ pub(crate) async fn txn_offset_commit(ctx: &Ctx<'_>, req: TxnOffsetCommitRequest
         for p in &t.partitions {
             let error = match (&info, group_error) {
                 (_, Some(e)) => e,
-                (Some(Ok(Some(i))), None) if p.partition_index >= 0 && p.partition_index < i.partitions => {
-                    if p.committed_metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA_BYTES) {
+                (Some(Ok(Some(i))), None)
+                    if p.partition_index >= 0 && p.partition_index < i.partitions =>
+                {
+                    if p.committed_metadata
+                        .as_ref()
+                        .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+                    {
                         ErrorCode::OFFSET_METADATA_TOO_LARGE
                     } else {
                         to_store.push((
@@ -548,34 +558,36 @@ async fn txn_commit_group_check(ctx: &Ctx<'_>, req: &TxnOffsetCommitRequest) -> 
     let member = req.member_id.to_string();
     let instance = req.group_instance_id.as_deref().map(str::to_string);
     let generation = req.generation_id;
-    let checked = if ctx.version >= 3 && (generation >= 0 || !member.is_empty() || instance.is_some()) {
-        let id = group.clone();
-        ctx.broker
-            .groups
-            .with_group(&group, move |c, now| {
-                c.validate_commit(now, &id, generation, &member, instance.as_deref())
-            })
-            .await
-    } else {
-        ctx.broker.groups.ready(&group).await.map(Ok)
-    };
+    let checked =
+        if ctx.version >= 3 && (generation >= 0 || !member.is_empty() || instance.is_some()) {
+            let id = group.clone();
+            ctx.broker
+                .groups
+                .with_group(&group, move |c, now| {
+                    c.validate_commit(now, &id, generation, &member, instance.as_deref())
+                })
+                .await
+        } else {
+            ctx.broker.groups.ready(&group).await.map(Ok)
+        };
     match checked {
         Err(e) | Ok(Err(e)) if e != ErrorCode::REBALANCE_IN_PROGRESS => return Some(e),
         _ => {}
     }
     let shard = i32::try_from(group_shard(&group)).unwrap_or(0);
     let id: &str = &req.transactional_id;
-    // The transaction's coordinator answers: here when this gateway coordinates it.
-    let verified = if ctx.broker.route().coordinates(id) {
-        ctx.broker
-            .txns
-            .verify(id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, shard)
-            .await
-    } else {
+    // The transaction's coordinator answers (in process when it is this gateway).
+    let verified = {
         use crate::txns::TxnRouter;
         ctx.broker
             .txn_router
-            .verify(id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, shard)
+            .verify(
+                id,
+                req.producer_id,
+                req.producer_epoch,
+                OFFSETS_TOPIC,
+                shard,
+            )
             .await
     };
     match verified {

@@ -17,6 +17,7 @@
 //! gateway's Produce).
 
 use super::Ctx;
+use bytestring::ByteString;
 use kafka_protocol::ErrorCode;
 use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest;
 use kafka_protocol::messages::add_offsets_to_txn_response::AddOffsetsToTxnResponse;
@@ -37,7 +38,6 @@ use kafka_protocol::messages::list_transactions_request::ListTransactionsRequest
 use kafka_protocol::messages::list_transactions_response::{
     ListTransactionsResponse, TransactionState as ListedState,
 };
-use bytestring::ByteString;
 use kafka_store::cluster::group_shard;
 use kafka_txn::{AddPartitions, EndTxn, OFFSETS_TOPIC, RequestId, TopicPartition, TxnState};
 
@@ -74,7 +74,12 @@ fn results(codes: Codes) -> Vec<AddPartitionsToTxnTopicResult> {
 fn all(topics: &[AddPartitionsToTxnTopic], code: ErrorCode) -> Codes {
     topics
         .iter()
-        .map(|t| (t.name.clone(), t.partitions.iter().map(|p| (*p, code)).collect()))
+        .map(|t| {
+            (
+                t.name.clone(),
+                t.partitions.iter().map(|p| (*p, code)).collect(),
+            )
+        })
         .collect()
 }
 
@@ -248,10 +253,7 @@ pub(crate) async fn add_offsets(
                 transactional_id: req.transactional_id.to_string(),
                 producer_id: req.producer_id,
                 producer_epoch: req.producer_epoch,
-                partitions: vec![(
-                    OFFSETS_TOPIC.to_owned(),
-                    i32::try_from(shard).unwrap_or(0),
-                )],
+                partitions: vec![(OFFSETS_TOPIC.to_owned(), i32::try_from(shard).unwrap_or(0))],
                 version: ctx.version,
             })
             .await

@@ -19,8 +19,10 @@
 //!   `marker_retry_max`), the router choosing the target afresh each time. A partition
 //!   that no longer exists (`UNKNOWN_TOPIC_OR_PARTITION`) or that already saw a newer
 //!   producer epoch (`INVALID_PRODUCER_EPOCH`) is done. `TRANSACTION_COORDINATOR_FENCED`
-//!   or `NOT_COORDINATOR` stop the job: another gateway coordinates the shard now and
-//!   resumes the job from the stored Prepare* state. When every partition is done the
+//!   stops the job: a coordinator with a newer epoch for the shard wrote there, and
+//!   resumes the job from the stored Prepare* state (this gateway's own loss of the
+//!   shard cancels the job when the shard is unloaded). `NOT_COORDINATOR` for a group
+//!   shard's offsets means that shard is moving: retried like a leader moving. When every partition is done the
 //!   machine hears `markers_done` and completes the transaction.
 //! - **CancelMarkers**: the job's task is stopped (its shard was unloaded).
 //!
@@ -37,7 +39,7 @@ use kafka_protocol::ErrorCode;
 use kafka_store::StoreResult;
 use kafka_store::cluster::group_shard;
 use kafka_txn::{
-    AddPartitions, Effect, EndTxn, InitProducerId, JobId, Millis, MarkerJob, Reply, RequestId,
+    AddPartitions, Effect, EndTxn, InitProducerId, JobId, MarkerJob, Millis, Reply, RequestId,
     TxnCoordinator, TxnMetadata, TxnState, WriteId,
 };
 use std::collections::HashMap;
@@ -366,8 +368,7 @@ async fn run(
                         me.clone(),
                         settings.clone(),
                     ));
-                    if let Some((_, old)) =
-                        background.jobs.insert(id, (shard, task.abort_handle()))
+                    if let Some((_, old)) = background.jobs.insert(id, (shard, task.abort_handle()))
                     {
                         old.abort();
                     }
@@ -452,9 +453,7 @@ fn marker_outcome(code: ErrorCode) -> MarkerOutcome {
         || code == ErrorCode::INVALID_PRODUCER_EPOCH
     {
         MarkerOutcome::Done
-    } else if code == ErrorCode::TRANSACTION_COORDINATOR_FENCED
-        || code == ErrorCode::NOT_COORDINATOR
-    {
+    } else if code == ErrorCode::TRANSACTION_COORDINATOR_FENCED {
         MarkerOutcome::Fenced
     } else {
         MarkerOutcome::Retry
@@ -558,9 +557,10 @@ mod tests {
             marker_outcome(ErrorCode::TRANSACTION_COORDINATOR_FENCED),
             MarkerOutcome::Fenced
         );
+        // A group shard moving between gateways: its next coordinator takes the marker.
         assert_eq!(
             marker_outcome(ErrorCode::NOT_COORDINATOR),
-            MarkerOutcome::Fenced
+            MarkerOutcome::Retry
         );
     }
 

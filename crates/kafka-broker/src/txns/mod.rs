@@ -231,10 +231,10 @@ async fn complete_offsets_here(
     producer_id: i64,
     commit: bool,
 ) -> ErrorCode {
-    // Until the group coordinator keeps transactional offsets there is nothing to
-    // complete here; retriable, so the marker job waits rather than finishing.
-    let _ = (broker, shard, producer_id, commit);
-    ErrorCode::NOT_COORDINATOR
+    broker
+        .groups
+        .complete_txn_offsets(shard, producer_id, commit)
+        .await
 }
 
 /// Verifies in this gateway's coordinator.
@@ -248,7 +248,13 @@ async fn verify_here(
 ) -> ErrorCode {
     broker
         .txns
-        .verify(transactional_id, producer_id, producer_epoch, topic, partition)
+        .verify(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            topic,
+            partition,
+        )
         .await
 }
 
