@@ -1056,45 +1056,19 @@ impl OffsetStore for MemoryStore {
     async fn release_shard(&self, _shard: u32) {}
 
     async fn put_group_state(&self, group: &str, state: Option<Bytes>) -> StoreResult<()> {
-        let mut all = lock(&self.group_states)?;
-        match state {
-            Some(state) => {
-                all.insert(group.to_owned(), state);
-            }
-            None => {
-                all.remove(group);
-            }
-        }
-        Ok(())
+        put_blob(&self.group_states, group, state)
     }
 
     async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
-        Ok(lock(&self.group_states)?
-            .iter()
-            .filter(|(g, _)| crate::cluster::group_shard(g) == shard)
-            .map(|(g, s)| (g.clone(), s.clone()))
-            .collect())
+        blobs_of_shard(&self.group_states, shard)
     }
 
     async fn put_txn_state(&self, transactional_id: &str, state: Option<Bytes>) -> StoreResult<()> {
-        let mut all = lock(&self.txn_states)?;
-        match state {
-            Some(state) => {
-                all.insert(transactional_id.to_owned(), state);
-            }
-            None => {
-                all.remove(transactional_id);
-            }
-        }
-        Ok(())
+        put_blob(&self.txn_states, transactional_id, state)
     }
 
     async fn txn_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
-        Ok(lock(&self.txn_states)?
-            .iter()
-            .filter(|(id, _)| crate::cluster::group_shard(id) == shard)
-            .map(|(id, s)| (id.clone(), s.clone()))
-            .collect())
+        blobs_of_shard(&self.txn_states, shard)
     }
 
     async fn claim_txn_epoch(&self, shard: u32) -> StoreResult<i32> {
@@ -1164,6 +1138,36 @@ impl OffsetStore for MemoryStore {
             })
             .collect())
     }
+}
+
+/// Stores (`Some`) or deletes (`None`) the opaque blob of `name`.
+fn put_blob(
+    map: &Mutex<BTreeMap<String, Bytes>>,
+    name: &str,
+    blob: Option<Bytes>,
+) -> StoreResult<()> {
+    let mut all = lock(map)?;
+    match blob {
+        Some(blob) => {
+            all.insert(name.to_owned(), blob);
+        }
+        None => {
+            all.remove(name);
+        }
+    }
+    Ok(())
+}
+
+/// The blobs whose names fall in coordinator shard `shard`, sorted by name.
+fn blobs_of_shard(
+    map: &Mutex<BTreeMap<String, Bytes>>,
+    shard: u32,
+) -> StoreResult<Vec<(String, Bytes)>> {
+    Ok(lock(map)?
+        .iter()
+        .filter(|(name, _)| crate::cluster::group_shard(name) == shard)
+        .map(|(name, blob)| (name.clone(), blob.clone()))
+        .collect())
 }
 
 #[cfg(test)]

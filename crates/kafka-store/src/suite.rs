@@ -2523,21 +2523,29 @@ pub async fn offsets_delete_and_groups(h: &Harness) -> CheckResult {
     Ok(())
 }
 
+/// Three names under `tag`: the first, a second in the same coordinator shard, and one in
+/// another shard.
+fn three_names(h: &Harness, tag: &str) -> Result<(String, String, String), CheckError> {
+    use crate::cluster::group_shard;
+    let a = h.name(&format!("{tag}-a"));
+    let shard = group_shard(&a);
+    let same = (0..)
+        .map(|i| h.name(&format!("{tag}-same-{i}")))
+        .find(|g| group_shard(g) == shard)
+        .ok_or_else(|| CheckError::Failed("no name in the same shard".into()))?;
+    let other = (0..)
+        .map(|i| h.name(&format!("{tag}-other-{i}")))
+        .find(|g| group_shard(g) != shard)
+        .ok_or_else(|| CheckError::Failed("no name in another shard".into()))?;
+    Ok((a, same, other))
+}
+
 /// Group states: stored per group, listed by coordinator shard (sorted by group), last
 /// write wins, `None` deletes; `acquire_shard` keeps what was stored.
 pub async fn group_states_by_shard(h: &Harness) -> CheckResult {
     use crate::cluster::group_shard;
-    let a = h.name("gs-a");
+    let (a, same, other) = three_names(h, "gs")?;
     let shard = group_shard(&a);
-    // A second group in the same shard, and one in another shard.
-    let same = (0..)
-        .map(|i| h.name(&format!("gs-same-{i}")))
-        .find(|g| group_shard(g) == shard)
-        .ok_or_else(|| CheckError::Failed("no group in the same shard".into()))?;
-    let other = (0..)
-        .map(|i| h.name(&format!("gs-other-{i}")))
-        .find(|g| group_shard(g) != shard)
-        .ok_or_else(|| CheckError::Failed("no group in another shard".into()))?;
     let ours = |states: Vec<(String, Bytes)>| -> Vec<(String, Bytes)> {
         states
             .into_iter()
@@ -2677,16 +2685,8 @@ pub async fn transactional_flag_is_sticky(h: &Harness) -> CheckResult {
 /// across `release_shard` and `acquire_shard`.
 pub async fn txn_states_by_shard(h: &Harness) -> CheckResult {
     use crate::cluster::group_shard;
-    let a = h.name("ts-a");
+    let (a, same, other) = three_names(h, "ts")?;
     let shard = group_shard(&a);
-    let same = (0..)
-        .map(|i| h.name(&format!("ts-same-{i}")))
-        .find(|id| group_shard(id) == shard)
-        .ok_or_else(|| CheckError::Failed("no id in the same shard".into()))?;
-    let other = (0..)
-        .map(|i| h.name(&format!("ts-other-{i}")))
-        .find(|id| group_shard(id) != shard)
-        .ok_or_else(|| CheckError::Failed("no id in another shard".into()))?;
     let ours = |states: Vec<(String, Bytes)>| -> Vec<(String, Bytes)> {
         states
             .into_iter()

@@ -811,4 +811,120 @@ mod tests {
         // Producer 2's data was deleted; its commit marker at 9 closes nothing.
         assert_eq!(tail.open_txn(2), None);
     }
+
+    /// The index against a model that recomputes everything from the list of batches.
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            /// Producer, transactional, record count.
+            Data(i64, bool, i64),
+            /// Producer, commit.
+            End(i64, bool),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                3 => (0i64..4, any::<bool>(), 1i64..4).prop_map(|(p, t, n)| Op::Data(p, t, n)),
+                1 => (0i64..4, any::<bool>()).prop_map(|(p, c)| Op::End(p, c)),
+            ]
+        }
+
+        /// (first, last, producer, aborted) of a closed transaction.
+        type Closed = (i64, i64, i64, bool);
+
+        /// Every closed transaction, and the open ones as (producer, first).
+        fn replay(batches: &[BatchSummary]) -> (Vec<Closed>, Vec<(i64, i64)>) {
+            let mut closed = Vec::new();
+            let mut open: Vec<(i64, i64)> = Vec::new();
+            for b in batches {
+                if !b.transactional {
+                    continue;
+                }
+                let at = open.iter().position(|&(p, _)| p == b.producer_id);
+                match (b.marker, at) {
+                    (None, None) => open.push((b.producer_id, b.base_offset)),
+                    (None, Some(_)) => {}
+                    (Some(m), Some(i)) => {
+                        let (p, first) = open.remove(i);
+                        closed.push((first, b.last_offset, p, !m.commit));
+                    }
+                    (Some(_), None) => {}
+                }
+            }
+            (closed, open)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn the_fold_matches_a_replay(
+                ops in prop::collection::vec(op(), 0..40),
+                log_start in 0i64..60,
+            ) {
+                let mut batches = Vec::new();
+                let mut next = 0i64;
+                for op in ops {
+                    let b = match op {
+                        Op::Data(p, t, n) => data(next, n, p, t),
+                        Op::End(p, c) => marker(next, p, c, 0, 1),
+                    };
+                    next = b.last_offset + 1;
+                    batches.push(b);
+                }
+                let index = fold(&batches);
+                let (closed, open) = replay(&batches);
+                prop_assert_eq!(index.end(), next);
+                prop_assert_eq!(
+                    index.first_unstable(),
+                    open.iter().map(|&(_, f)| f).min()
+                );
+                for p in 0..4 {
+                    prop_assert_eq!(
+                        index.open_txn(p),
+                        open.iter().find(|&&(q, _)| q == p).map(|&(_, f)| f)
+                    );
+                }
+                for offset in -1..=next {
+                    for p in 0..4 {
+                        let want = closed
+                            .iter()
+                            .any(|&(f, l, q, a)| a && q == p && f <= offset && offset <= l);
+                        prop_assert_eq!(index.is_aborted(p, offset), want, "{} at {}", p, offset);
+                    }
+                }
+                for from in 0..=next {
+                    for to in [from, from + 1, from + 5, next + 1] {
+                        let mut want: Vec<(i64, i64, i64)> = closed
+                            .iter()
+                            .filter(|&&(f, l, _, a)| a && l >= from && f < to)
+                            .map(|&(f, l, p, _)| (f, p, l))
+                            .collect();
+                        want.sort();
+                        let got: Vec<(i64, i64, i64)> = index
+                            .aborted(from, to)
+                            .iter()
+                            .map(|a| (a.first_offset, a.producer_id, a.last_offset))
+                            .collect();
+                        prop_assert_eq!(got, want, "[{}, {})", from, to);
+                    }
+                }
+                // Forgetting keeps exactly the aborted transactions whose marker is at or
+                // after the log start, and nothing else changes.
+                let mut forgot = index.clone();
+                forgot.forget_before(log_start);
+                let kept = closed.iter().filter(|&&(_, l, _, a)| a && l >= log_start).count();
+                prop_assert_eq!(forgot.aborted_count(), kept);
+                prop_assert_eq!(forgot.first_unstable(), index.first_unstable());
+                for offset in log_start..next {
+                    for p in 0..4 {
+                        prop_assert_eq!(forgot.is_aborted(p, offset), index.is_aborted(p, offset));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1009,6 +1009,14 @@ mod tests {
         (data, control)
     }
 
+    /// A store with one compacted topic "t" flagged transactional.
+    async fn txn_topic() -> MemoryStore {
+        let store = store(1_000);
+        create(&store, "t", compacted(0, 0, 0.0)).await;
+        store.mark_transactional("t").await.unwrap();
+        store
+    }
+
     async fn append_all(store: &MemoryStore, topic: &str, batches: Vec<ValidBatch>) {
         for b in batches {
             store.append(topic, 0, vec![b], T0).await.unwrap();
@@ -1017,9 +1025,7 @@ mod tests {
 
     #[tokio::test]
     async fn aborted_records_never_supersede_committed_ones_and_go() {
-        let store = store(1_000);
-        create(&store, "t", compacted(0, 0, 0.0)).await;
-        store.mark_transactional("t").await.unwrap();
+        let store = txn_topic().await;
         append_all(
             &store,
             "t",
@@ -1056,9 +1062,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_open_transaction_stops_the_cleaner_until_it_ends() {
-        let store = store(1_000);
-        create(&store, "t", compacted(0, 0, 0.0)).await;
-        store.mark_transactional("t").await.unwrap();
+        let store = txn_topic().await;
         append_all(
             &store,
             "t",
