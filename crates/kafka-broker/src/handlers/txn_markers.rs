@@ -93,17 +93,6 @@ async fn offsets_marker(ctx: &Ctx<'_>, shard: i32, producer_id: i64, commit: boo
     if !ctx.broker.route().coordinates_shard(shard) {
         return ErrorCode::NOT_COORDINATOR;
     }
-    complete_txn_offsets(ctx, shard, producer_id, commit).await
-}
-
-/// Completes the producer's pending transactional offsets of a group shard this gateway
-/// coordinates.
-async fn complete_txn_offsets(
-    ctx: &Ctx<'_>,
-    shard: u32,
-    producer_id: i64,
-    commit: bool,
-) -> ErrorCode {
     ctx.broker
         .groups
         .complete_txn_offsets(shard, producer_id, commit)

@@ -62,6 +62,7 @@
 
 use crate::broker::Broker;
 use crate::cluster::{Route, leader};
+use crate::producers::Readiness;
 use crate::txns::MarkerWrite;
 use kafka_protocol::ErrorCode;
 use kafka_records::{BATCH_HEADER_LEN, BatchHeader, DecodeLimits, RecordBatch};
@@ -197,14 +198,6 @@ impl State {
         self.tick = self.tick.wrapping_add(1);
         self.tick
     }
-}
-
-/// Whether a partition's index can be used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Readiness {
-    Ready,
-    /// To be rebuilt first, for this view version.
-    Recover(u64),
 }
 
 /// Per led partition: its transaction index and what is being appended.
@@ -678,6 +671,10 @@ impl TxnPartitions {
         self.with_state(|s| {
             s.guards
                 .remove(&(m.topic.clone(), m.partition, m.producer_id));
+            // Aborted transactions wholly below the log start are readable no more.
+            if let Some(part) = s.parts.get_mut(&(m.topic.clone(), m.partition)) {
+                part.index.forget_before(outcome.log_start_offset);
+            }
         });
         producers.fence(&m.topic, m.partition, m.producer_id, m.producer_epoch, now);
         self.stats.markers.fetch_add(1, Ordering::Relaxed);
