@@ -118,15 +118,16 @@ impl Gateway {
 
 fn start(tcp: TcpListener, me: Member, members: Vec<Member>, store: Arc<MemoryStore>) -> Gateway {
     let addr = tcp.local_addr().unwrap();
-    let mut transactions = TransactionSettings::default();
-    transactions.marker_retry_min = Duration::from_millis(20);
-    transactions.marker_retry_max = Duration::from_millis(100);
     let mut config = BrokerConfig {
         node_id: me.node_id,
         advertised_port: addr.port(),
+        transactions: TransactionSettings {
+            marker_retry_min: Duration::from_millis(20),
+            marker_retry_max: Duration::from_millis(100),
+            ..TransactionSettings::default()
+        },
         ..BrokerConfig::default()
     };
-    config.transactions = transactions;
     config.inter_gateway.request_timeout = Duration::from_secs(2);
     let membership = Arc::new(ManualMembership::new(me, members));
     let server = Server::new(
