@@ -375,8 +375,19 @@ async fn bind() -> TcpListener {
     TcpListener::bind("127.0.0.1:0").await.unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn markers_reach_the_partition_leader_on_another_gateway() {
+/// Two gateways on one store, nodes 1 (A) and 2 (B), both seeing both.
+struct Pair {
+    store: Arc<MemoryStore>,
+    ga: Gateway,
+    gb: Gateway,
+    /// A transactional id A coordinates.
+    id: String,
+    /// A partition B leads.
+    p: i32,
+    v: LiveView,
+}
+
+async fn pair() -> Pair {
     let store = store().await;
     let (ta, tb) = (bind().await, bind().await);
     let (a, b) = (
@@ -389,6 +400,21 @@ async fn markers_reach_the_partition_leader_on_another_gateway() {
     let p = partition_led_by(&v, 2);
     let ga = start(ta, a, both.clone(), store.clone());
     let gb = start(tb, b, both, store.clone());
+    Pair {
+        store,
+        ga,
+        gb,
+        id,
+        p,
+        v,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_reach_the_partition_leader_on_another_gateway() {
+    let Pair {
+        ga, gb, id, p, v, ..
+    } = pair().await;
 
     // Commit: produced at the leader (B, which verifies with A), ended at A.
     let producer = init(ga.addr, &id).await;
@@ -442,18 +468,14 @@ async fn markers_reach_the_partition_leader_on_another_gateway() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prepared_commit_is_finished_by_the_new_owner() {
-    let store = store().await;
-    let (ta, tb) = (bind().await, bind().await);
-    let (a, b) = (
-        member(1, 1, ta.local_addr().unwrap().port()),
-        member(2, 1, tb.local_addr().unwrap().port()),
-    );
-    let both = vec![a.clone(), b.clone()];
-    let v = view(&both);
-    let id = id_coordinated_by(&v, 1);
-    let p = partition_led_by(&v, 2);
-    let ga = start(ta, a.clone(), both.clone(), store.clone());
-    let gb = start(tb, b, both, store.clone());
+    let Pair {
+        store,
+        ga,
+        gb,
+        id,
+        p,
+        ..
+    } = pair().await;
 
     let producer = init(ga.addr, &id).await;
     add(ga.addr, &id, producer, p).await;
