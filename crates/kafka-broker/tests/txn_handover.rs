@@ -5,7 +5,9 @@
 //! coordinator's commit and abort markers reach the leader over the inter-gateway client.
 //! When both move while a commit is prepared (the leader stopped, so its markers cannot be
 //! written), the new owner loads the prepared transaction, rebuilds the partition's index
-//! from the log and finishes the commit: the last stable offset moves past it.
+//! from the log and finishes the commit: the last stable offset moves past it. A leader
+//! taking over a partition with a transaction still open holds the last stable offset
+//! at its first record until the commit.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -512,4 +514,41 @@ async fn a_prepared_commit_is_finished_by_the_new_owner() {
     );
     ga.stop().await;
     gb2.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_rebuilds_an_open_transaction_and_holds_the_stable_offset() {
+    let Pair { ga, gb, id, p, .. } = pair().await;
+    let producer = init(ga.addr, &id).await;
+    add(ga.addr, &id, producer, p).await;
+    let code = settled(|| produce(gb.addr, &id, p, batch(producer, 0, &["o1", "o2"]))).await;
+    assert_eq!(code, 0);
+
+    // B goes away with the transaction open; A leads the partition now and learns of
+    // the open transaction from the log alone.
+    gb.stop().await;
+    ga.membership
+        .set_members(vec![member(1, 1, ga.addr.port())]);
+    let mut open = None;
+    for _ in 0..300 {
+        let f = fetch_committed(ga.addr, p).await;
+        if f.error_code == 0 {
+            open = Some(f);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let open = open.expect("the new leader never answered");
+    assert_eq!(open.high_watermark, 2, "{open:?}");
+    assert_eq!(
+        open.last_stable_offset, 0,
+        "open transaction below: {open:?}"
+    );
+
+    // The commit is written by the new leader, in process this time.
+    assert_eq!(end(ga.addr, &id, producer, true).await, 0);
+    wait_state(ga.addr, &id, "CompleteCommit").await;
+    let stable = wait_stable(ga.addr, p).await;
+    assert_eq!(stable.high_watermark, 3);
+    ga.stop().await;
 }
