@@ -5,7 +5,9 @@
 //! coordinator's commit and abort markers reach the leader over the inter-gateway client.
 //! When both move while a commit is prepared (the leader stopped, so its markers cannot be
 //! written), the new owner loads the prepared transaction, rebuilds the partition's index
-//! from the log and finishes the commit: the last stable offset moves past it.
+//! from the log and finishes the commit: the last stable offset moves past it. A leader
+//! taking over a partition with a transaction still open holds the last stable offset
+//! at its first record until the commit.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -118,15 +120,16 @@ impl Gateway {
 
 fn start(tcp: TcpListener, me: Member, members: Vec<Member>, store: Arc<MemoryStore>) -> Gateway {
     let addr = tcp.local_addr().unwrap();
-    let mut transactions = TransactionSettings::default();
-    transactions.marker_retry_min = Duration::from_millis(20);
-    transactions.marker_retry_max = Duration::from_millis(100);
     let mut config = BrokerConfig {
         node_id: me.node_id,
         advertised_port: addr.port(),
+        transactions: TransactionSettings {
+            marker_retry_min: Duration::from_millis(20),
+            marker_retry_max: Duration::from_millis(100),
+            ..TransactionSettings::default()
+        },
         ..BrokerConfig::default()
     };
-    config.transactions = transactions;
     config.inter_gateway.request_timeout = Duration::from_secs(2);
     let membership = Arc::new(ManualMembership::new(me, members));
     let server = Server::new(
@@ -374,8 +377,19 @@ async fn bind() -> TcpListener {
     TcpListener::bind("127.0.0.1:0").await.unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn markers_reach_the_partition_leader_on_another_gateway() {
+/// Two gateways on one store, nodes 1 (A) and 2 (B), both seeing both.
+struct Pair {
+    store: Arc<MemoryStore>,
+    ga: Gateway,
+    gb: Gateway,
+    /// A transactional id A coordinates.
+    id: String,
+    /// A partition B leads.
+    p: i32,
+    v: LiveView,
+}
+
+async fn pair() -> Pair {
     let store = store().await;
     let (ta, tb) = (bind().await, bind().await);
     let (a, b) = (
@@ -388,6 +402,21 @@ async fn markers_reach_the_partition_leader_on_another_gateway() {
     let p = partition_led_by(&v, 2);
     let ga = start(ta, a, both.clone(), store.clone());
     let gb = start(tb, b, both, store.clone());
+    Pair {
+        store,
+        ga,
+        gb,
+        id,
+        p,
+        v,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_reach_the_partition_leader_on_another_gateway() {
+    let Pair {
+        ga, gb, id, p, v, ..
+    } = pair().await;
 
     // Commit: produced at the leader (B, which verifies with A), ended at A.
     let producer = init(ga.addr, &id).await;
@@ -441,18 +470,14 @@ async fn markers_reach_the_partition_leader_on_another_gateway() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prepared_commit_is_finished_by_the_new_owner() {
-    let store = store().await;
-    let (ta, tb) = (bind().await, bind().await);
-    let (a, b) = (
-        member(1, 1, ta.local_addr().unwrap().port()),
-        member(2, 1, tb.local_addr().unwrap().port()),
-    );
-    let both = vec![a.clone(), b.clone()];
-    let v = view(&both);
-    let id = id_coordinated_by(&v, 1);
-    let p = partition_led_by(&v, 2);
-    let ga = start(ta, a.clone(), both.clone(), store.clone());
-    let gb = start(tb, b, both, store.clone());
+    let Pair {
+        store,
+        ga,
+        gb,
+        id,
+        p,
+        ..
+    } = pair().await;
 
     let producer = init(ga.addr, &id).await;
     add(ga.addr, &id, producer, p).await;
@@ -489,4 +514,41 @@ async fn a_prepared_commit_is_finished_by_the_new_owner() {
     );
     ga.stop().await;
     gb2.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_rebuilds_an_open_transaction_and_holds_the_stable_offset() {
+    let Pair { ga, gb, id, p, .. } = pair().await;
+    let producer = init(ga.addr, &id).await;
+    add(ga.addr, &id, producer, p).await;
+    let code = settled(|| produce(gb.addr, &id, p, batch(producer, 0, &["o1", "o2"]))).await;
+    assert_eq!(code, 0);
+
+    // B goes away with the transaction open; A leads the partition now and learns of
+    // the open transaction from the log alone.
+    gb.stop().await;
+    ga.membership
+        .set_members(vec![member(1, 1, ga.addr.port())]);
+    let mut open = None;
+    for _ in 0..300 {
+        let f = fetch_committed(ga.addr, p).await;
+        if f.error_code == 0 {
+            open = Some(f);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let open = open.expect("the new leader never answered");
+    assert_eq!(open.high_watermark, 2, "{open:?}");
+    assert_eq!(
+        open.last_stable_offset, 0,
+        "open transaction below: {open:?}"
+    );
+
+    // The commit is written by the new leader, in process this time.
+    assert_eq!(end(ga.addr, &id, producer, true).await, 0);
+    wait_state(ga.addr, &id, "CompleteCommit").await;
+    let stable = wait_stable(ga.addr, p).await;
+    assert_eq!(stable.high_watermark, 3);
+    ga.stop().await;
 }

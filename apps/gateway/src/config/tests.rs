@@ -1533,7 +1533,10 @@ fn inter_gateway_settings_fill_the_client_and_keep_the_password_out_of_errors() 
     assert!(!e.contains("hunter2-secret"), "{e}");
     let e = load_err(
         None,
-        &[("IGGY_KAFKA_INTER_GATEWAY_TLS_CA_FILE", "/nonexistent/ca.pem")],
+        &[(
+            "IGGY_KAFKA_INTER_GATEWAY_TLS_CA_FILE",
+            "/nonexistent/ca.pem",
+        )],
     );
     assert!(e.contains("IGGY_KAFKA_INTER_GATEWAY_TLS_CA_FILE"), "{e}");
     let e = load_err(
