@@ -54,7 +54,6 @@ pub(crate) struct Broker {
     /// The transaction coordinator (the transactional ids of the shards loaded here).
     pub(crate) txns: crate::txns::coordinator::Txns,
     /// The partition side of transactions, for the partitions led here.
-    #[allow(dead_code)] // filled in as transactions land
     pub(crate) txn_partitions: Arc<crate::txns::partitions::TxnPartitions>,
     /// Carries markers and verifications to the gateway that leads each partition.
     pub(crate) txn_router: Arc<crate::txns::Router>,

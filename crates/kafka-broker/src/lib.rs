@@ -32,14 +32,12 @@ mod dispatch;
 mod groups;
 mod handlers;
 pub mod metrics;
-#[allow(dead_code)] // filled in as transactions land
 mod peer;
 pub mod pipeline;
 mod producers;
 pub mod quotas;
 pub mod session;
 pub mod tls;
-#[allow(dead_code)] // filled in as transactions land
 mod txns;
 /// The storage seam (re-exported from the `kafka-store` crate).
 pub use kafka_store as store;

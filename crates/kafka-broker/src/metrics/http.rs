@@ -84,6 +84,13 @@ pub(crate) struct ScrapeGauges {
     responses_queued: Gauge,
     store_up: Gauge,
     truncated: Gauge,
+    txn_ids: Gauge,
+    txns_open: Gauge,
+    txn_marker_jobs: Gauge,
+    txn_index_rebuilds: Counter,
+    txn_index_rebuild_failures: Counter,
+    txn_index_rebuild_bytes: Counter,
+    txn_markers_written: Counter,
 }
 
 impl ScrapeGauges {
@@ -106,6 +113,13 @@ impl ScrapeGauges {
             responses_queued: Gauge::default(),
             store_up: Gauge::default(),
             truncated: Gauge::default(),
+            txn_ids: Gauge::default(),
+            txns_open: Gauge::default(),
+            txn_marker_jobs: Gauge::default(),
+            txn_index_rebuilds: Counter::default(),
+            txn_index_rebuild_failures: Counter::default(),
+            txn_index_rebuild_bytes: Counter::default(),
+            txn_markers_written: Counter::default(),
         };
         reg.register(
             "partition_log_start_offset",
@@ -190,6 +204,50 @@ impl ScrapeGauges {
             Unit::Bytes,
             g.responses_queued.clone(),
         );
+        for (name, help, gauge) in [
+            (
+                "transactional_ids",
+                "Transactional ids held by this gateway's transaction coordinator",
+                &g.txn_ids,
+            ),
+            (
+                "transactions_open",
+                "Transactions open (Ongoing, PrepareCommit or PrepareAbort) at this gateway's coordinator",
+                &g.txns_open,
+            ),
+            (
+                "transaction_marker_jobs",
+                "Ended transactions whose commit or abort markers are still being written",
+                &g.txn_marker_jobs,
+            ),
+        ] {
+            reg.register(name, help, gauge.clone());
+        }
+        for (name, help, counter) in [
+            (
+                "transaction_index_rebuilds",
+                "Partitions whose transaction index was rebuilt from the log since start",
+                &g.txn_index_rebuilds,
+            ),
+            (
+                "transaction_index_rebuild_failures",
+                "Transaction index rebuilds that failed (store error, over the byte bound, the view changed)",
+                &g.txn_index_rebuild_failures,
+            ),
+            (
+                "transaction_markers_written",
+                "Commit and abort markers this gateway appended to the partitions it leads",
+                &g.txn_markers_written,
+            ),
+        ] {
+            reg.register(name, help, counter.clone());
+        }
+        reg.register_with_unit(
+            "transaction_index_rebuild_read",
+            "Bytes read from the store to rebuild transaction indexes since start",
+            Unit::Bytes,
+            g.txn_index_rebuild_bytes.clone(),
+        );
         reg.register(
             "store_up",
             "1 when the store answered the scrape's ping, 0 otherwise",
@@ -247,6 +305,32 @@ pub(crate) async fn refresh(metrics: &Metrics, broker: &Broker) {
         g.rebalances
             .inner()
             .store(stats.rebalances, Ordering::Relaxed);
+    }
+
+    if let Ok((ids, open, jobs)) = broker
+        .txns
+        .with(|c, _| (c.id_count(), c.open_count(), c.job_count()))
+        .await
+    {
+        for (gauge, value) in [
+            (&g.txn_ids, ids),
+            (&g.txns_open, open),
+            (&g.txn_marker_jobs, jobs),
+        ] {
+            gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+        }
+    }
+
+    let txn = &broker.txn_partitions.stats;
+    for (counter, value) in [
+        (&g.txn_index_rebuilds, &txn.rebuilds),
+        (&g.txn_index_rebuild_failures, &txn.rebuild_failures),
+        (&g.txn_index_rebuild_bytes, &txn.rebuild_bytes),
+        (&g.txn_markers_written, &txn.markers),
+    ] {
+        counter
+            .inner()
+            .store(value.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     let recovery = &broker.producers.stats;

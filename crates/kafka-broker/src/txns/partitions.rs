@@ -252,6 +252,7 @@ impl TxnPartitions {
     }
 
     /// Whether `topic`'s `partition` index is current (led and rebuilt since).
+    #[cfg(test)]
     pub(crate) fn is_ready(
         &self,
         membership: &dyn Membership,
