@@ -122,6 +122,8 @@ def run_producer(i):
             raise RuntimeError(f"producer {i}: run timeout after {t} transactions")
         if restarted:
             after_restart += 1
+        elif RESTART and len(half_done) == PRODUCERS:
+            time.sleep(0.05)  # waiting for the restart: keep transactions going, slowly
         t += 1
         recs = [(rng.randrange(PARTITIONS), s) for s in range(rng.randint(1, MAX_RECORDS))]
         commit = rng.random() >= ABORT_RATIO
