@@ -125,7 +125,7 @@ async function main () {
   await consumer.run({
     autoCommit: false,
     eachBatchAutoResolve: false,
-    eachBatch: async ({ batch }) => {
+    eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
       if (batch.messages.length === 0) return
       batches++
       const txn = await ctp.transaction()
@@ -139,6 +139,8 @@ async function main () {
         return
       }
       await txn.commit()
+      for (const m of batch.messages) resolveOffset(m.offset)
+      await heartbeat()
       done += batch.messages.length
     }
   })
