@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Stream app: quixstreams 3.28 with processing_guarantee="exactly-once", killed mid-way.
 
-Env: BOOTSTRAP=host:port, TOPIC_PREFIX (unique per run), APP_PHASE_TIMEOUT (seconds, 60).
+Env: BOOTSTRAP=host:port, TOPIC_PREFIX (unique per run), APP_PHASE_TIMEOUT (seconds, 60),
+APP_LOG=1 (print the app's log of every run).
 
 Under exactly-once, quixstreams makes its producer transactional and turns every checkpoint
 into one transaction: the output records, the state stores' changelog records and the
@@ -109,6 +110,8 @@ def phase(state_dir, crash_at=-1, count=0, killed=False):
     elif proc.returncode != 0:
         print(log)
         fail(f"the app exited with {proc.returncode}")
+    if os.environ.get("APP_LOG") == "1":
+        print(log)
     step(f"app ran {time.time() - started:.1f}s (exit {proc.returncode})")
 
 
