@@ -302,6 +302,17 @@ pub struct ProduceArgs {
     /// Records in flight (sent, not yet acknowledged) per producer.
     #[arg(long, default_value_t = 20_000)]
     pub max_in_flight: usize,
+    /// Idempotent producers (`enable.idempotence=true`): the baseline a transactional run
+    /// is compared with.
+    #[arg(long)]
+    pub idempotent: bool,
+    /// Transactional producers: each gets its own `transactional.id`, and commits a
+    /// transaction every `--txn-records` records (and at the end).
+    #[arg(long)]
+    pub transactional: bool,
+    /// Records per transaction, per producer, with `--transactional`.
+    #[arg(long, default_value_t = 1000)]
+    pub txn_records: u64,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -317,6 +328,28 @@ pub struct ConsumeArgs {
     /// are assigned round-robin to the consumers directly (assign, no group protocol).
     #[arg(long)]
     pub group: Option<String>,
+    /// librdkafka `isolation.level`: `read_committed` (its default) stops at the last
+    /// stable offset and drops aborted records; `read_uncommitted` reads to the high
+    /// watermark.
+    #[arg(long, value_enum, default_value = "read-committed")]
+    pub isolation: Isolation,
+}
+
+/// A consumer's isolation level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Isolation {
+    ReadCommitted,
+    ReadUncommitted,
+}
+
+impl Isolation {
+    /// The librdkafka property value.
+    pub fn as_config(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone)]

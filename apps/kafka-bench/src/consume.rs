@@ -117,7 +117,7 @@ pub async fn run(args: ConsumeArgs) -> Result<Report, String> {
             match &args.group {
                 Some(g) => format!("{} consumers in group {g}", args.consumers),
                 None => format!("{} consumers, assigned partitions", args.consumers),
-            },
+            } + &format!(", {}", args.isolation.as_config()),
         ),
         ("elapsed".into(), format!("{:.2} s", elapsed.as_secs_f64())),
         (
@@ -139,6 +139,7 @@ pub async fn run(args: ConsumeArgs) -> Result<Report, String> {
         "partitions": parts.len(),
         "consumers": args.consumers,
         "group": args.group,
+        "isolation": args.isolation.as_config(),
         "expected": expected,
         "records": records,
         "unique_records": unique,
@@ -193,6 +194,7 @@ fn consumer_loop(
     config
         .set("client.id", format!("kafka-bench-consumer-{index}"))
         .set("auto.offset.reset", "earliest")
+        .set("isolation.level", args.isolation.as_config())
         .set("enable.partition.eof", "false");
     match &args.group {
         Some(g) => {
@@ -251,6 +253,18 @@ fn consumer_loop(
             return Ok(());
         }
         let Some(msg) = consumer.poll(POLL) else {
+            // Nothing to read: transaction markers and (read_committed) aborted records
+            // are never delivered, so a partition whose last offsets are such is done
+            // when the consumer's position has passed them.
+            if let Ok(positions) = consumer.position() {
+                for e in positions.elements() {
+                    if let (Offset::Offset(at), Some(p)) =
+                        (e.offset(), parts.iter().find(|p| p.id == e.partition()))
+                    {
+                        p.next.fetch_max(at.min(p.high), Ordering::Relaxed);
+                    }
+                }
+            }
             continue;
         };
         let msg = match msg {

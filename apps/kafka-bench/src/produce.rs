@@ -36,6 +36,8 @@ use crate::report::{Counters, Latency, Report, latency_histogram, proc_rows, rat
 const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 /// Sends between two voluntary yields, so producers sharing a runtime thread interleave.
 const YIELD_EVERY: u64 = 256;
+/// Longest wait for a transaction call (init, commit).
+const TXN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What one producer did.
 #[derive(Debug)]
@@ -45,6 +47,8 @@ struct Outcome {
     errors: u64,
     first_error: Option<String>,
     latency: Histogram<u64>,
+    /// Transactions committed (transactional runs).
+    commits: u64,
 }
 
 pub async fn run(args: ProduceArgs) -> Result<Report, String> {
@@ -52,6 +56,9 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
         return Err("--producers, --partitions and --max-in-flight must be positive".into());
     }
     args.common.security.check()?;
+    if args.transactional && args.txn_records == 0 {
+        return Err("--txn-records must be positive".into());
+    }
     if args.record_size > 100 << 20 {
         return Err("--record-size above 100 MiB is not a useful benchmark".into());
     }
@@ -128,7 +135,9 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
 
     let mut latency = latency_histogram()?;
     let (mut acked, mut bytes, mut errors, mut first_error) = (0u64, 0u64, 0u64, None);
+    let mut commits = 0u64;
     for o in &outcomes {
+        commits += o.commits;
         acked += o.acked;
         bytes += o.bytes;
         errors += o.errors;
@@ -166,6 +175,7 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
             ),
         ),
         ("elapsed".into(), format!("{:.2} s", elapsed.as_secs_f64())),
+        ("producer mode".into(), mode(&args)),
         ("records acked".into(), acked.to_string()),
         ("errors".into(), errors.to_string()),
         ("records/s".into(), format!("{rps:.0}")),
@@ -181,6 +191,9 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
             ),
         ),
     ];
+    if args.transactional {
+        rows.push(("transactions committed".into(), commits.to_string()));
+    }
     if let Some(e) = &first_error {
         rows.push(("first error".into(), e.clone()));
     }
@@ -199,6 +212,9 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
         "linger_ms": args.linger_ms,
         "batch_size": args.batch_size,
         "rate": args.rate,
+        "producer_mode": mode(&args),
+        "txn_records": args.transactional.then_some(args.txn_records),
+        "transactions_committed": commits,
         "records_requested": args.records,
         "duration_requested_secs": args.duration,
         "elapsed_secs": elapsed.as_secs_f64(),
@@ -222,6 +238,20 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
     })
 }
 
+/// How the producers deliver: plain, idempotent, or transactional.
+fn mode(args: &ProduceArgs) -> String {
+    if args.transactional {
+        format!(
+            "transactional, {} records per transaction",
+            args.txn_records
+        )
+    } else if args.idempotent {
+        "idempotent".into()
+    } else {
+        "plain".into()
+    }
+}
+
 /// Producer `id`, created with the run's settings and connected: it has fetched the
 /// topic's metadata, so it holds a connection to the partitions' leader.
 async fn connected_producer(id: usize, args: ProduceArgs) -> Result<FutureProducer, String> {
@@ -239,10 +269,30 @@ async fn connected_producer(id: usize, args: ProduceArgs) -> Result<FutureProduc
         )
         .set("queue.buffering.max.kbytes", "1048576")
         .set("message.timeout.ms", "30000");
+    if args.idempotent || args.transactional {
+        config.set("enable.idempotence", "true");
+    }
+    if args.transactional {
+        // One id per producer and run, so runs never fence each other.
+        config.set(
+            "transactional.id",
+            format!("kafka-bench-{}-{id}", std::process::id()),
+        );
+    }
     for (k, v) in &args.common.rdkafka {
         config.set(k, v);
     }
     let producer: FutureProducer = config.create().map_err(|e| format!("producer {id}: {e}"))?;
+    if args.transactional {
+        let p = producer.clone();
+        tokio::task::spawn_blocking(move || {
+            p.init_transactions(TXN_TIMEOUT)
+                .and_then(|()| p.begin_transaction())
+                .map_err(|e| format!("producer {id}: init_transactions: {e}"))
+        })
+        .await
+        .map_err(|e| format!("producer {id} set-up: {e}"))??;
+    }
     let warm = producer.clone();
     tokio::task::spawn_blocking(move || {
         warm.client()
@@ -276,6 +326,7 @@ async fn producer_task(
         errors: 0,
         first_error: None,
         latency: latency_histogram()?,
+        commits: 0,
     };
     let record_bytes = args.record_size as u64;
     let mut on_done = |out: &mut Outcome, (t0, res): (Instant, Result<_, _>)| {
@@ -301,6 +352,8 @@ async fn producer_task(
     };
     let start = Instant::now();
     let mut sent = 0u64;
+    // Records sent in the open transaction (transactional runs).
+    let mut in_txn = 0u64;
     // Spread producers over the partitions so that one producer per partition is the
     // natural layout when the counts match.
     let mut partition = i32::try_from(id).unwrap_or(0) % partitions;
@@ -314,10 +367,38 @@ async fn producer_task(
             break;
         }
         let want_more = quota.is_none_or(|q| sent < q) && now < send_deadline;
+        if args.transactional && inflight.is_empty() && in_txn > 0 {
+            // A transaction is full (or the run is over) and every record of it is
+            // acknowledged: commit it, and begin the next if more is to come.
+            if in_txn >= args.txn_records || !want_more {
+                let p = producer.clone();
+                let next = want_more;
+                let committed = tokio::task::spawn_blocking(move || {
+                    p.commit_transaction(TXN_TIMEOUT)?;
+                    if next {
+                        p.begin_transaction()?;
+                    }
+                    Ok::<(), KafkaError>(())
+                })
+                .await
+                .map_err(|e| format!("producer {id}: commit task: {e}"))?;
+                if let Err(e) = committed {
+                    out.errors += in_txn;
+                    counters.error();
+                    out.first_error
+                        .get_or_insert(format!("commit_transaction: {e}"));
+                    break;
+                }
+                out.commits += 1;
+                in_txn = 0;
+                continue;
+            }
+        }
         if !want_more && inflight.is_empty() {
             break;
         }
-        if want_more && inflight.len() < args.max_in_flight {
+        let txn_full = args.transactional && in_txn >= args.txn_records;
+        if want_more && !txn_full && inflight.len() < args.max_in_flight {
             if let Some(r) = rate {
                 let due = start + Duration::from_secs_f64(sent as f64 / r);
                 if due > now {
@@ -336,6 +417,7 @@ async fn producer_task(
                 Ok(delivery) => {
                     inflight.push(delivery.map(move |r| (t0, r)));
                     sent += 1;
+                    in_txn += 1;
                     partition = (partition + 1) % partitions;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {

@@ -335,6 +335,63 @@ fn produce_then_consume_everything_through_librdkafka() {
     assert_eq!(idle["alive_after_hold"], 20, "{idle:#}");
 }
 
+/// Transactional producers commit every `--txn-records` records: every record is
+/// acknowledged, the commits are counted, and a read_committed consumer reads every record
+/// and finishes although each partition ends with a commit marker it never sees.
+#[test]
+fn transactional_produce_then_read_committed() {
+    let Some(bin) = ready() else { return };
+    let gw = Gateway::start(&bin);
+    let addr = gw.addr.to_string();
+    let produced = bench(
+        &[
+            "produce",
+            "--bootstrap",
+            &addr,
+            "--topic",
+            "txn-smoke",
+            "--partitions",
+            "2",
+            "--producers",
+            "2",
+            "--record-size",
+            "100",
+            "--records",
+            "2000",
+            "--transactional",
+            "--txn-records",
+            "250",
+            "--timeout",
+            "90",
+        ],
+        &gw.dir.join("txn-produce.json"),
+    );
+    assert_eq!(produced["errors"], 0, "{produced:#}");
+    assert_eq!(produced["records"], 2000, "{produced:#}");
+    // 1000 records per producer, 250 per transaction.
+    assert_eq!(produced["transactions_committed"], 8, "{produced:#}");
+
+    for isolation in ["read-committed", "read-uncommitted"] {
+        let consumed = bench(
+            &[
+                "consume",
+                "--bootstrap",
+                &addr,
+                "--topic",
+                "txn-smoke",
+                "--isolation",
+                isolation,
+                "--timeout",
+                "60",
+            ],
+            &gw.dir.join(format!("txn-consume-{isolation}.json")),
+        );
+        assert_eq!(consumed["records"], 2000, "{isolation}: {consumed:#}");
+        assert_eq!(consumed["duplicates"], 0, "{isolation}: {consumed:#}");
+        assert_eq!(consumed["complete"], true, "{isolation}: {consumed:#}");
+    }
+}
+
 /// A SASL_PLAINTEXT gateway whose users file holds `bench` with a PLAIN password and both
 /// SCRAM credentials: `auth` logs in with every mechanism and is refused with a wrong
 /// password; produce and consume work through librdkafka with PLAIN.

@@ -16,7 +16,8 @@ use kafka_broker::store::cluster::{
 };
 use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
 use kafka_broker::store::{
-    CommittedOffset, LogStore, NewTopic, OffsetStore, StoreError, StoreResult, TopicConfig,
+    CommittedOffset, LogStore, NewTopic, OffsetStore, PendingOffsets, StoreError, StoreResult,
+    TopicConfig,
 };
 use kafka_broker::{BrokerConfig, GroupConfig, GroupStateSettings, Server, Stores};
 use kafka_groups::{GroupSnapshot, GroupState, MemberSnapshot, Protocol};
@@ -694,6 +695,38 @@ impl OffsetStore for Gated {
     }
     async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
         self.inner.group_states(shard).await
+    }
+    async fn put_txn_state(&self, id: &str, state: Option<Bytes>) -> StoreResult<()> {
+        self.inner.put_txn_state(id, state).await
+    }
+    async fn txn_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        self.inner.txn_states(shard).await
+    }
+    async fn claim_txn_epoch(&self, shard: u32) -> StoreResult<i32> {
+        self.inner.claim_txn_epoch(shard).await
+    }
+    async fn put_pending_offsets(
+        &self,
+        g: &str,
+        producer_id: i64,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+    ) -> StoreResult<()> {
+        self.inner
+            .put_pending_offsets(g, producer_id, offsets)
+            .await
+    }
+    async fn complete_pending_offsets(
+        &self,
+        g: &str,
+        producer_id: i64,
+        commit: bool,
+    ) -> StoreResult<()> {
+        self.inner
+            .complete_pending_offsets(g, producer_id, commit)
+            .await
+    }
+    async fn pending_offsets(&self, shard: u32) -> StoreResult<Vec<PendingOffsets>> {
+        self.inner.pending_offsets(shard).await
     }
 }
 

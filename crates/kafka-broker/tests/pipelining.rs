@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
 use kafka_broker::store::{
-    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
-    StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
+    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, PendingOffsets,
+    ReadOutcome, StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
 };
 use kafka_broker::{BrokerConfig, Stores};
 use kafka_protocol::api::{decode_response, encode_request};
@@ -158,6 +158,12 @@ impl LogStore for Held {
     fn watch(&self, t: &str, p: i32) -> Option<watch::Receiver<i64>> {
         self.inner.watch(t, p)
     }
+    async fn is_transactional(&self, t: &str) -> StoreResult<bool> {
+        self.inner.is_transactional(t).await
+    }
+    async fn mark_transactional(&self, t: &str) -> StoreResult<()> {
+        self.inner.mark_transactional(t).await
+    }
 }
 
 #[async_trait]
@@ -191,6 +197,38 @@ impl OffsetStore for Held {
     }
     async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
         self.inner.group_states(shard).await
+    }
+    async fn put_txn_state(&self, id: &str, state: Option<Bytes>) -> StoreResult<()> {
+        self.inner.put_txn_state(id, state).await
+    }
+    async fn txn_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        self.inner.txn_states(shard).await
+    }
+    async fn claim_txn_epoch(&self, shard: u32) -> StoreResult<i32> {
+        self.inner.claim_txn_epoch(shard).await
+    }
+    async fn put_pending_offsets(
+        &self,
+        g: &str,
+        producer_id: i64,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+    ) -> StoreResult<()> {
+        self.inner
+            .put_pending_offsets(g, producer_id, offsets)
+            .await
+    }
+    async fn complete_pending_offsets(
+        &self,
+        g: &str,
+        producer_id: i64,
+        commit: bool,
+    ) -> StoreResult<()> {
+        self.inner
+            .complete_pending_offsets(g, producer_id, commit)
+            .await
+    }
+    async fn pending_offsets(&self, shard: u32) -> StoreResult<Vec<PendingOffsets>> {
+        self.inner.pending_offsets(shard).await
     }
 }
 

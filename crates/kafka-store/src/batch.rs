@@ -9,8 +9,9 @@
 //! embedded store uses the header as is, the Iggy bridge maps the records from the kept
 //! section.
 //!
-//! Only [`check_batches`] makes a `ValidBatch` (and [`ValidBatch::with_leader_epoch`],
-//! from one). The records section is held as long as the batch: a compressed batch
+//! Only [`check_batches`] makes a `ValidBatch` from outside bytes ([`ValidBatch::with_leader_epoch`]
+//! and [`ValidBatch::restamped`] derive one from another, [`ValidBatch::encode`] builds the
+//! gateway's own batches). The records section is held as long as the batch: a compressed batch
 //! costs its decompressed size (bounded by `DecodeLimits::max_decompressed_bytes`) until
 //! the store has taken it.
 
@@ -209,12 +210,22 @@ impl ValidBatch {
             base_sequence: h.base_sequence,
             base_timestamp: Some(log_append_time.unwrap_or(h.base_timestamp)),
         };
+        ValidBatch::encode(&options, &records)
+    }
+
+    /// A batch the gateway writes itself (a transaction marker): `records` encoded with
+    /// `options`. Records built in process are well-formed by construction, so the
+    /// batch is not walked again; only the header is read back from the new bytes.
+    pub fn encode(
+        options: &BatchOptions,
+        records: &[NewRecord],
+    ) -> Result<ValidBatch, RecordsError> {
         let mut out = BytesMut::new();
-        let section = encode_batch_with_section(&options, &records, &mut out)?;
+        let section = encode_batch_with_section(options, records, &mut out)?;
         let bytes = out.freeze();
         let section = section.unwrap_or_else(|| bytes.slice(BATCH_HEADER_LEN..));
-        // Just encoded from records that were all read once: the header and the CRC are
-        // right, and the section is what the records section inflates to.
+        // Just encoded: the header and the CRC are right, and the section is what the
+        // records section inflates to.
         let limits = DecodeLimits {
             max_decompressed_bytes: usize::MAX,
             max_records_per_batch: usize::MAX,

@@ -325,8 +325,10 @@ pub trait LogStore: Send + Sync + 'static {
         true
     }
 
-    /// Whether `topic` ever held a transactional batch (a sticky flag). Stores that do not
-    /// keep the flag answer `true`, so callers look for transactions everywhere.
+    /// Whether `topic` ever held a transactional batch (a sticky flag: kept when the topic's
+    /// settings change or partitions are added, gone with the topic). Stores that do not
+    /// keep the flag answer `true`, so callers look for transactions everywhere. Stores
+    /// that keep it answer [`StoreError::UnknownTopicOrPartition`] for an unknown topic.
     async fn is_transactional(&self, _topic: &str) -> StoreResult<bool> {
         Ok(true)
     }

@@ -5,12 +5,22 @@
 //!
 //! ```text
 //! MemoryStore
-//!   topics: RwLock<name -> Topic { id, config, partitions: Vec<Arc<Partition>> }>
+//!   topics: RwLock<name -> Topic { id, config, partitions: Vec<Arc<Partition>>, transactional }>
 //!   Partition
 //!     log:  Mutex<PartitionLog { batches: VecDeque<StoredBatch>, log start, HW, size }>
 //!     hw:   watch::Sender<i64>     (wakes long-polling fetches)
 //!   offsets: Mutex<group -> (topic, partition) -> CommittedOffset>
+//!   group_states, txn_states: Mutex<group or transactional id -> opaque blob>
+//!   txn_epochs: Mutex<shard -> last claimed coordinator epoch>
+//!   pending_offsets: Mutex<(group, producer id) -> offsets committed in an open transaction>
 //! ```
+//!
+//! Transaction state is as bounded as the group state next to it: the store keeps what the
+//! coordinators write (one blob per transactional id, one pending set per group and
+//! producer), and the coordinators' own bounds (transactional ids, open transactions,
+//! offsets per commit) cap it. Completing a pending set holds the pending and the
+//! committed offsets' locks together, so its offsets become committed in the same step
+//! that removes it.
 //!
 //! The topic map is only write-locked by admin calls; an append or read holds its read
 //! lock just long enough to clone the partition's `Arc`, then takes that partition's
@@ -22,8 +32,8 @@
 //! outside the partition lock and swaps them in under it.
 
 use crate::{
-    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, ReadOutcome, StoreError,
-    StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
+    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingOffsets, ReadOutcome,
+    StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
 };
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
@@ -188,6 +198,8 @@ struct Topic {
     id: u128,
     config: TopicConfig,
     partitions: Vec<Arc<Partition>>,
+    /// Whether the topic ever held a transactional batch (sticky: config changes keep it).
+    transactional: bool,
 }
 
 #[derive(Debug, Default)]
@@ -210,6 +222,9 @@ impl Topics {
 
 type GroupOffsets = BTreeMap<(String, i32), CommittedOffset>;
 
+/// Offsets committed inside open transactions, per (group, producer id).
+type PendingSets = BTreeMap<(String, i64), Vec<(String, i32, CommittedOffset)>>;
+
 /// The in-memory [`LogStore`] and [`OffsetStore`]. Share it behind an `Arc`.
 #[derive(Debug)]
 pub struct MemoryStore {
@@ -220,6 +235,12 @@ pub struct MemoryStore {
     cleaner: cleaner::CleanerCounters,
     /// Coordinator state per group (opaque to the store).
     group_states: Mutex<BTreeMap<String, Bytes>>,
+    /// Transaction coordinator state per transactional id (opaque to the store).
+    txn_states: Mutex<BTreeMap<String, Bytes>>,
+    /// Last claimed transaction coordinator epoch per shard.
+    txn_epochs: Mutex<HashMap<u32, i32>>,
+    /// Pending transactional offsets. Locked before `offsets` when both are needed.
+    pending_offsets: Mutex<PendingSets>,
     id_counter: AtomicU64,
     id_seed: u64,
 }
@@ -347,6 +368,9 @@ impl MemoryStore {
             offsets: Mutex::new(BTreeMap::new()),
             cleaner: cleaner::CleanerCounters::default(),
             group_states: Mutex::new(BTreeMap::new()),
+            txn_states: Mutex::new(BTreeMap::new()),
+            txn_epochs: Mutex::new(HashMap::new()),
+            pending_offsets: Mutex::new(BTreeMap::new()),
             id_counter: AtomicU64::new(0),
             id_seed: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -652,6 +676,7 @@ impl LogStore for MemoryStore {
                 id,
                 config: info.config.clone(),
                 partitions,
+                transactional: false,
             },
         );
         tracing::debug!(topic = %info.name, partitions = info.partitions, "memory store: topic created");
@@ -931,6 +956,29 @@ impl LogStore for MemoryStore {
             .ok()
             .map(|(p, _)| p.high_watermark.subscribe())
     }
+
+    async fn is_transactional(&self, topic: &str) -> StoreResult<bool> {
+        let topics = self.read_topics()?;
+        topics
+            .by_name
+            .get(topic)
+            .map(|t| t.transactional)
+            .ok_or_else(|| unknown(topic, -1))
+    }
+
+    async fn mark_transactional(&self, topic: &str) -> StoreResult<()> {
+        // Already set is the common case: a read lock answers it.
+        if self.is_transactional(topic).await? {
+            return Ok(());
+        }
+        let mut topics = self.write_topics()?;
+        let t = topics
+            .by_name
+            .get_mut(topic)
+            .ok_or_else(|| unknown(topic, -1))?;
+        t.transactional = true;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -1008,25 +1056,118 @@ impl OffsetStore for MemoryStore {
     async fn release_shard(&self, _shard: u32) {}
 
     async fn put_group_state(&self, group: &str, state: Option<Bytes>) -> StoreResult<()> {
-        let mut all = lock(&self.group_states)?;
-        match state {
-            Some(state) => {
-                all.insert(group.to_owned(), state);
-            }
-            None => {
-                all.remove(group);
+        put_blob(&self.group_states, group, state)
+    }
+
+    async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        blobs_of_shard(&self.group_states, shard)
+    }
+
+    async fn put_txn_state(&self, transactional_id: &str, state: Option<Bytes>) -> StoreResult<()> {
+        put_blob(&self.txn_states, transactional_id, state)
+    }
+
+    async fn txn_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        blobs_of_shard(&self.txn_states, shard)
+    }
+
+    async fn claim_txn_epoch(&self, shard: u32) -> StoreResult<i32> {
+        let mut epochs = lock(&self.txn_epochs)?;
+        let next = match epochs.get(&shard) {
+            None => 0,
+            Some(&last) => last.checked_add(1).ok_or_else(|| {
+                StoreError::LimitReached(format!(
+                    "transaction coordinator epochs of shard {shard} exhausted"
+                ))
+            })?,
+        };
+        epochs.insert(shard, next);
+        Ok(next)
+    }
+
+    async fn put_pending_offsets(
+        &self,
+        group: &str,
+        producer_id: i64,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+    ) -> StoreResult<()> {
+        let mut pending = lock(&self.pending_offsets)?;
+        let key = (group.to_owned(), producer_id);
+        if offsets.is_empty() {
+            pending.remove(&key);
+        } else {
+            pending.insert(key, offsets);
+        }
+        Ok(())
+    }
+
+    async fn complete_pending_offsets(
+        &self,
+        group: &str,
+        producer_id: i64,
+        commit: bool,
+    ) -> StoreResult<()> {
+        // Both locks are held while anything changes (pending first, as everywhere), so
+        // no reader sees the offsets committed while still pending, or neither.
+        let mut pending = lock(&self.pending_offsets)?;
+        let key = (group.to_owned(), producer_id);
+        if !pending.contains_key(&key) {
+            return Ok(());
+        }
+        let mut all = lock(&self.offsets)?;
+        let Some(offsets) = pending.remove(&key) else {
+            return Ok(());
+        };
+        if commit && !offsets.is_empty() {
+            let entry = all.entry(group.to_owned()).or_default();
+            for (topic, partition, offset) in offsets {
+                entry.insert((topic, partition), offset);
             }
         }
         Ok(())
     }
 
-    async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
-        Ok(lock(&self.group_states)?
+    async fn pending_offsets(&self, shard: u32) -> StoreResult<Vec<PendingOffsets>> {
+        Ok(lock(&self.pending_offsets)?
             .iter()
-            .filter(|(g, _)| crate::cluster::group_shard(g) == shard)
-            .map(|(g, s)| (g.clone(), s.clone()))
+            .filter(|((group, _), _)| crate::cluster::group_shard(group) == shard)
+            .map(|((group, producer_id), offsets)| PendingOffsets {
+                group: group.clone(),
+                producer_id: *producer_id,
+                offsets: offsets.clone(),
+            })
             .collect())
     }
+}
+
+/// Stores (`Some`) or deletes (`None`) the opaque blob of `name`.
+fn put_blob(
+    map: &Mutex<BTreeMap<String, Bytes>>,
+    name: &str,
+    blob: Option<Bytes>,
+) -> StoreResult<()> {
+    let mut all = lock(map)?;
+    match blob {
+        Some(blob) => {
+            all.insert(name.to_owned(), blob);
+        }
+        None => {
+            all.remove(name);
+        }
+    }
+    Ok(())
+}
+
+/// The blobs whose names fall in coordinator shard `shard`, sorted by name.
+fn blobs_of_shard(
+    map: &Mutex<BTreeMap<String, Bytes>>,
+    shard: u32,
+) -> StoreResult<Vec<(String, Bytes)>> {
+    Ok(lock(map)?
+        .iter()
+        .filter(|(name, _)| crate::cluster::group_shard(name) == shard)
+        .map(|(name, blob)| (name.clone(), blob.clone()))
+        .collect())
 }
 
 #[cfg(test)]

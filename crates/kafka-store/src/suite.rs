@@ -27,8 +27,8 @@
 
 use crate::memory::MemoryStore;
 use crate::{
-    CommittedOffset, LogStore, NewTopic, OffsetStore, StoreError, StoreResult, TopicConfig,
-    ValidBatch,
+    CommittedOffset, LogStore, NewTopic, OffsetStore, PendingOffsets, StoreError, StoreResult,
+    TopicConfig, ValidBatch,
 };
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
@@ -348,6 +348,11 @@ pub async fn run_all(h: &Harness) -> Result<Vec<String>, String> {
         offsets_commit_and_fetch,
         offsets_delete_and_groups,
         group_states_by_shard,
+        transactional_flag_is_sticky,
+        txn_states_by_shard,
+        txn_epochs_increase,
+        pending_offsets_commit_or_abort,
+        pending_offsets_complete_atomically,
     );
     Ok(skipped)
 }
@@ -396,6 +401,11 @@ macro_rules! store_suite {
             offsets_commit_and_fetch,
             offsets_delete_and_groups,
             group_states_by_shard,
+            transactional_flag_is_sticky,
+            txn_states_by_shard,
+            txn_epochs_increase,
+            pending_offsets_commit_or_abort,
+            pending_offsets_complete_atomically,
         );
     };
     (@harness required $make:path, $check:ident) => {
@@ -2513,21 +2523,29 @@ pub async fn offsets_delete_and_groups(h: &Harness) -> CheckResult {
     Ok(())
 }
 
+/// Three names under `tag`: the first, a second in the same coordinator shard, and one in
+/// another shard.
+fn three_names(h: &Harness, tag: &str) -> Result<(String, String, String), CheckError> {
+    use crate::cluster::group_shard;
+    let a = h.name(&format!("{tag}-a"));
+    let shard = group_shard(&a);
+    let same = (0..)
+        .map(|i| h.name(&format!("{tag}-same-{i}")))
+        .find(|g| group_shard(g) == shard)
+        .ok_or_else(|| CheckError::Failed("no name in the same shard".into()))?;
+    let other = (0..)
+        .map(|i| h.name(&format!("{tag}-other-{i}")))
+        .find(|g| group_shard(g) != shard)
+        .ok_or_else(|| CheckError::Failed("no name in another shard".into()))?;
+    Ok((a, same, other))
+}
+
 /// Group states: stored per group, listed by coordinator shard (sorted by group), last
 /// write wins, `None` deletes; `acquire_shard` keeps what was stored.
 pub async fn group_states_by_shard(h: &Harness) -> CheckResult {
     use crate::cluster::group_shard;
-    let a = h.name("gs-a");
+    let (a, same, other) = three_names(h, "gs")?;
     let shard = group_shard(&a);
-    // A second group in the same shard, and one in another shard.
-    let same = (0..)
-        .map(|i| h.name(&format!("gs-same-{i}")))
-        .find(|g| group_shard(g) == shard)
-        .ok_or_else(|| CheckError::Failed("no group in the same shard".into()))?;
-    let other = (0..)
-        .map(|i| h.name(&format!("gs-other-{i}")))
-        .find(|g| group_shard(g) != shard)
-        .ok_or_else(|| CheckError::Failed("no group in another shard".into()))?;
     let ours = |states: Vec<(String, Bytes)>| -> Vec<(String, Bytes)> {
         states
             .into_iter()
@@ -2576,6 +2594,445 @@ pub async fn group_states_by_shard(h: &Harness) -> CheckResult {
         ),
         vec![(same.clone(), Bytes::from("s1"))],
         "a deleted state is gone, the other kept across release and acquire"
+    );
+    Ok(())
+}
+
+/// The transactional flag: unset on a new topic, set by `mark_transactional` (again: no
+/// change), kept when the topic's settings are replaced or partitions added, per topic,
+/// and gone with the topic.
+pub async fn transactional_flag_is_sticky(h: &Harness) -> CheckResult {
+    let name = h.create("txn-flag", 1, keep_forever()).await?;
+    let other = h.create("txn-flag-other", 1, keep_forever()).await?;
+    ensure_eq!(
+        h.log
+            .is_transactional(&name)
+            .await
+            .ctx("is_transactional")?,
+        false,
+        "a new topic is not transactional"
+    );
+    h.log
+        .mark_transactional(&name)
+        .await
+        .ctx("mark_transactional")?;
+    h.log
+        .mark_transactional(&name)
+        .await
+        .ctx("mark_transactional again")?;
+    ensure_eq!(
+        h.log
+            .is_transactional(&name)
+            .await
+            .ctx("is_transactional")?,
+        true,
+        "marked"
+    );
+    h.log
+        .set_topic_config(
+            &name,
+            TopicConfig {
+                retention_ms: 3_600_000,
+                ..keep_forever()
+            },
+        )
+        .await
+        .ctx("set_topic_config")?;
+    h.log
+        .create_partitions(&name, 2, false)
+        .await
+        .ctx("create_partitions")?;
+    ensure_eq!(
+        h.log
+            .is_transactional(&name)
+            .await
+            .ctx("is_transactional after the rewrites")?,
+        true,
+        "the flag survives new settings and partitions"
+    );
+    ensure_eq!(
+        h.log
+            .topic(&name)
+            .await
+            .ctx("topic")?
+            .map(|t| (t.partitions, t.config.retention_ms)),
+        Some((2, 3_600_000)),
+        "the rewrites themselves"
+    );
+    ensure_eq!(
+        h.log
+            .is_transactional(&other)
+            .await
+            .ctx("is_transactional of another topic")?,
+        false,
+        "the flag is per topic"
+    );
+    h.log.delete_topic(&name).await.ctx("delete_topic")?;
+    let again = h.create("txn-flag", 1, keep_forever()).await?;
+    ensure_eq!(
+        h.log
+            .is_transactional(&again)
+            .await
+            .ctx("is_transactional of the recreated topic")?,
+        false,
+        "a recreated topic starts unflagged"
+    );
+    Ok(())
+}
+
+/// Transaction states: stored per transactional id, listed by its shard
+/// ([`crate::cluster::group_shard`], sorted by id), last write wins, `None` deletes, kept
+/// across `release_shard` and `acquire_shard`.
+pub async fn txn_states_by_shard(h: &Harness) -> CheckResult {
+    use crate::cluster::group_shard;
+    let (a, same, other) = three_names(h, "ts")?;
+    let shard = group_shard(&a);
+    let ours = |states: Vec<(String, Bytes)>| -> Vec<(String, Bytes)> {
+        states
+            .into_iter()
+            .filter(|(id, _)| id == &a || id == &same || id == &other)
+            .collect()
+    };
+    h.offsets.acquire_shard(shard).await.ctx("acquire_shard")?;
+    h.offsets
+        .acquire_shard(group_shard(&other))
+        .await
+        .ctx("acquire the other shard")?;
+    for (id, v) in [(&a, "a1"), (&same, "s1"), (&other, "o1"), (&a, "a2")] {
+        h.offsets
+            .put_txn_state(id, Some(Bytes::from(v)))
+            .await
+            .ctx(&format!("put_txn_state {id}"))?;
+    }
+    // A group of the same name is another thing.
+    h.offsets
+        .put_group_state(&same, Some(Bytes::from("group")))
+        .await
+        .ctx("put_group_state")?;
+    let mut expected = vec![
+        (a.clone(), Bytes::from("a2")),
+        (same.clone(), Bytes::from("s1")),
+    ];
+    expected.sort();
+    ensure_eq!(
+        ours(h.offsets.txn_states(shard).await.ctx("txn_states")?),
+        expected,
+        "states of the shard, last write wins"
+    );
+    ensure_eq!(
+        ours(
+            h.offsets
+                .txn_states(group_shard(&other))
+                .await
+                .ctx("txn_states of the other shard")?
+        ),
+        vec![(other.clone(), Bytes::from("o1"))],
+        "the other shard"
+    );
+    h.offsets
+        .put_txn_state(&a, None)
+        .await
+        .ctx("delete a txn state")?;
+    h.offsets.release_shard(shard).await;
+    h.offsets.acquire_shard(shard).await.ctx("acquire again")?;
+    ensure_eq!(
+        ours(
+            h.offsets
+                .txn_states(shard)
+                .await
+                .ctx("txn_states after delete")?
+        ),
+        vec![(same.clone(), Bytes::from("s1"))],
+        "a deleted state is gone, the other kept across release and acquire"
+    );
+    ensure_eq!(
+        h.offsets
+            .group_states(shard)
+            .await
+            .ctx("group_states")?
+            .into_iter()
+            .filter(|(g, _)| g == &same)
+            .collect::<Vec<_>>(),
+        vec![(same.clone(), Bytes::from("group"))],
+        "group states and txn states do not mix"
+    );
+    h.offsets
+        .put_group_state(&same, None)
+        .await
+        .ctx("delete the group state")?;
+    Ok(())
+}
+
+/// Coordinator epochs: every claim on a shard is above every earlier claim on it, also
+/// across `release_shard` and `acquire_shard`; shards count apart.
+pub async fn txn_epochs_increase(h: &Harness) -> CheckResult {
+    use crate::cluster::group_shard;
+    let shard = group_shard(&h.name("epochs"));
+    let other = (shard + 1) % crate::cluster::GROUP_SHARDS;
+    h.offsets.acquire_shard(shard).await.ctx("acquire_shard")?;
+    h.offsets
+        .acquire_shard(other)
+        .await
+        .ctx("acquire the other shard")?;
+    let mut last = h
+        .offsets
+        .claim_txn_epoch(shard)
+        .await
+        .ctx("claim_txn_epoch")?;
+    ensure!(last >= 0, "epochs are not negative: {last}");
+    for round in 0..5 {
+        if round == 2 {
+            h.offsets.release_shard(shard).await;
+            h.offsets.acquire_shard(shard).await.ctx("acquire again")?;
+        }
+        // Claims on another shard do not hold this one back or skip it ahead.
+        h.offsets
+            .claim_txn_epoch(other)
+            .await
+            .ctx("claim on the other shard")?;
+        let next = h
+            .offsets
+            .claim_txn_epoch(shard)
+            .await
+            .ctx("claim_txn_epoch")?;
+        ensure!(
+            next > last,
+            "claim {round}: epoch {next} is not above the previous {last}"
+        );
+        last = next;
+    }
+    Ok(())
+}
+
+fn ours_pending(all: Vec<PendingOffsets>, groups: &[&String]) -> Vec<PendingOffsets> {
+    let mut out: Vec<PendingOffsets> = all
+        .into_iter()
+        .filter(|p| groups.contains(&&p.group))
+        .map(|mut p| {
+            p.offsets.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+            p
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.group, a.producer_id).cmp(&(&b.group, b.producer_id)));
+    out
+}
+
+/// Pending transactional offsets: invisible to `fetch` while pending, listed by the
+/// group's shard, replaced by a second put; a commit makes them the group's committed
+/// offsets and an abort drops them (the earlier committed offsets stay); completing with
+/// nothing pending changes nothing; kept across `release_shard` and `acquire_shard`.
+pub async fn pending_offsets_commit_or_abort(h: &Harness) -> CheckResult {
+    use crate::cluster::group_shard;
+    let group = h.name("pending");
+    let shard = group_shard(&group);
+    let t = h.name("t");
+    let (p1, p2) = (1_000_001i64, 1_000_002i64);
+    h.offsets.acquire_shard(shard).await.ctx("acquire_shard")?;
+    h.offsets
+        .commit(&group, vec![(t.clone(), 0, committed(5, None))])
+        .await
+        .ctx("commit")?;
+    h.offsets
+        .put_pending_offsets(&group, p1, vec![(t.clone(), 0, committed(7, None))])
+        .await
+        .ctx("put_pending_offsets p1")?;
+    h.offsets
+        .put_pending_offsets(
+            &group,
+            p1,
+            vec![
+                (t.clone(), 1, committed(21, Some("m"))),
+                (t.clone(), 0, committed(8, None)),
+            ],
+        )
+        .await
+        .ctx("put_pending_offsets p1 again")?;
+    h.offsets
+        .put_pending_offsets(&group, p2, vec![(t.clone(), 0, committed(99, None))])
+        .await
+        .ctx("put_pending_offsets p2")?;
+    ensure_eq!(
+        h.offsets.fetch_all(&group).await.ctx("fetch_all")?,
+        vec![(t.clone(), 0, committed(5, None))],
+        "pending offsets are not committed"
+    );
+    h.offsets.release_shard(shard).await;
+    h.offsets.acquire_shard(shard).await.ctx("acquire again")?;
+    let p1_set = PendingOffsets {
+        group: group.clone(),
+        producer_id: p1,
+        offsets: vec![
+            (t.clone(), 0, committed(8, None)),
+            (t.clone(), 1, committed(21, Some("m"))),
+        ],
+    };
+    let p2_set = PendingOffsets {
+        group: group.clone(),
+        producer_id: p2,
+        offsets: vec![(t.clone(), 0, committed(99, None))],
+    };
+    ensure_eq!(
+        ours_pending(
+            h.offsets
+                .pending_offsets(shard)
+                .await
+                .ctx("pending_offsets")?,
+            &[&group]
+        ),
+        vec![p1_set.clone(), p2_set.clone()],
+        "both producers' sets, the second put replacing the first"
+    );
+    h.offsets
+        .complete_pending_offsets(&group, p2, false)
+        .await
+        .ctx("abort p2")?;
+    ensure_eq!(
+        h.offsets
+            .fetch_all(&group)
+            .await
+            .ctx("fetch_all after abort")?,
+        vec![(t.clone(), 0, committed(5, None))],
+        "an abort commits nothing"
+    );
+    ensure_eq!(
+        ours_pending(
+            h.offsets
+                .pending_offsets(shard)
+                .await
+                .ctx("pending_offsets after abort")?,
+            &[&group]
+        ),
+        vec![p1_set],
+        "the aborted set is gone"
+    );
+    h.offsets
+        .complete_pending_offsets(&group, p1, true)
+        .await
+        .ctx("commit p1")?;
+    ensure_eq!(
+        h.offsets
+            .fetch_all(&group)
+            .await
+            .ctx("fetch_all after commit")?,
+        vec![
+            (t.clone(), 0, committed(8, None)),
+            (t.clone(), 1, committed(21, Some("m"))),
+        ],
+        "a commit makes the pending offsets committed"
+    );
+    ensure_eq!(
+        ours_pending(
+            h.offsets
+                .pending_offsets(shard)
+                .await
+                .ctx("pending_offsets after commit")?,
+            &[&group]
+        ),
+        vec![],
+        "nothing pending after the commit"
+    );
+    // Retried completions find nothing and change nothing.
+    h.offsets
+        .complete_pending_offsets(&group, p1, true)
+        .await
+        .ctx("commit p1 again")?;
+    h.offsets
+        .complete_pending_offsets(&group, p2, true)
+        .await
+        .ctx("commit p2 after its abort")?;
+    ensure_eq!(
+        h.offsets
+            .fetch_all(&group)
+            .await
+            .ctx("fetch_all after the retries")?,
+        vec![
+            (t.clone(), 0, committed(8, None)),
+            (t, 1, committed(21, Some("m"))),
+        ],
+        "retried completions"
+    );
+    Ok(())
+}
+
+/// Completing a pending set is one step: a reader that sees its offsets committed never
+/// sees the set still pending afterwards, and one that sees it gone sees the offsets.
+pub async fn pending_offsets_complete_atomically(h: &Harness) -> CheckResult {
+    use crate::cluster::group_shard;
+    let group = h.name("pending-atomic");
+    let shard = group_shard(&group);
+    let t = h.name("t");
+    let pid = 2_000_001i64;
+    h.offsets.acquire_shard(shard).await.ctx("acquire_shard")?;
+    let rounds = 200i64;
+    let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reader = {
+        let offsets = Arc::clone(&h.offsets);
+        let (group, t) = (group.clone(), t.clone());
+        let progress = Arc::clone(&progress);
+        tokio::spawn(async move {
+            let mut checks = 0u64;
+            loop {
+                let seen = offsets
+                    .fetch(&group, &t, 0)
+                    .await
+                    .map_err(|e| format!("fetch: {e}"))?
+                    .map_or(-1, |c| c.offset);
+                let pending: Vec<i64> = offsets
+                    .pending_offsets(shard)
+                    .await
+                    .map_err(|e| format!("pending_offsets: {e}"))?
+                    .into_iter()
+                    .filter(|p| p.group == group)
+                    .flat_map(|p| p.offsets.into_iter().map(|o| o.2.offset))
+                    .collect();
+                checks += 1;
+                progress.store(checks, std::sync::atomic::Ordering::Release);
+                // Round r puts offset r pending, then commits it: once r is committed,
+                // round r's pending set must be gone.
+                if pending.contains(&seen) {
+                    return Err(format!(
+                        "offset {seen} read as committed, then still pending"
+                    ));
+                }
+                if seen == rounds - 1 {
+                    return Ok(checks);
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    // The writer lets the reader take a look between its steps (the reader runs on
+    // another thread meanwhile, so it also looks while a completion is under way).
+    let reader_moves = || async {
+        let from = progress.load(std::sync::atomic::Ordering::Acquire);
+        for _ in 0..10_000 {
+            if progress.load(std::sync::atomic::Ordering::Acquire) > from || reader.is_finished() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    for r in 0..rounds {
+        h.offsets
+            .put_pending_offsets(&group, pid, vec![(t.clone(), 0, committed(r, None))])
+            .await
+            .ctx("put_pending_offsets")?;
+        reader_moves().await;
+        h.offsets
+            .complete_pending_offsets(&group, pid, true)
+            .await
+            .ctx("complete_pending_offsets")?;
+        reader_moves().await;
+    }
+    let checks = tokio::time::timeout(Duration::from_secs(30), reader)
+        .await
+        .map_err(|_| "the reader never saw the last commit".to_owned())?
+        .map_err(|e| format!("reader task: {e}"))??;
+    ensure!(checks > 0, "the reader checked nothing");
+    ensure_eq!(
+        h.offsets.fetch(&group, &t, 0).await.ctx("fetch")?,
+        Some(committed(rounds - 1, None)),
+        "the last round's offset"
     );
     Ok(())
 }

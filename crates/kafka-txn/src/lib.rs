@@ -1,11 +1,71 @@
-//! Kafka's transaction coordinator as a sans-IO state machine.
+//! Kafka's transaction coordinator as a deterministic state machine, with no I/O and no
+//! clock of its own: the caller passes `now` and carries out the [`Effect`]s it returns.
 //!
-//! (Skeleton: the transitions are filled in by the coordinator work.)
-
-#![allow(clippy::todo)] // skeleton: filled in by the coordinator work
+//! # The model
+//!
+//! A transactional id lives in one shard (the shard function is given to
+//! [`TxnCoordinator::new`]); a process coordinates the ids of the shards it has loaded
+//! ([`TxnCoordinator::load`]) and answers NOT_COORDINATOR for the rest. Per id the machine
+//! keeps a [`TxnMetadata`]: the producer id and epoch handed out, the transaction timeout,
+//! the partitions of the current transaction and its [`TxnState`]:
+//!
+//! ```text
+//! (new) -> Empty -> Ongoing -> PrepareCommit -> CompleteCommit -> Ongoing -> ...
+//!                          \-> PrepareAbort  -> CompleteAbort  /
+//! Empty / Complete* idle past the expiration -> deleted (Dead)
+//! ```
+//!
+//! InitProducerId hands out the id's producer id with epoch 0, then a bumped epoch on
+//! each call (a new producer id once the epoch is exhausted); on an Ongoing transaction it
+//! fences instead: epoch bump, PrepareAbort, markers with the bumped epoch, and the
+//! retriable CONCURRENT_TRANSACTIONS so the producer comes back for the epoch after. The
+//! first AddPartitionsToTxn/AddOffsetsToTxn (the latter as the partition
+//! `(OFFSETS_TOPIC, group shard)`) opens the transaction; EndTxn moves it to Prepare*.
+//! A transaction older than its timeout is aborted the same way a fence aborts it.
+//! The error codes follow Kafka's coordinator; see each method.
+//!
+//! # What the driver does
+//!
+//! 1. Feeds requests ([`TxnCoordinator::init_producer_id`], `add_partitions`, `end_txn`),
+//!    reads ([`TxnCoordinator::describe`], `list`, `verify`), shard moves (`load`,
+//!    `unload`) and the clock ([`TxnCoordinator::tick`] at
+//!    [`TxnCoordinator::next_deadline`], read again after every call), and carries out
+//!    the returned effects in order.
+//! 2. [`Effect::Persist`]: writes the state (its [`snapshot`] encoding; `None` deletes the
+//!    id) to the id's shard, then calls [`TxnCoordinator::written`] with the outcome. A
+//!    state is applied only once written, and an id has at most one write in flight: every
+//!    other request for it answers CONCURRENT_TRANSACTIONS meanwhile (after the producer
+//!    id and epoch checks, in Kafka's order). Complete* states and deletions must be
+//!    retried by the driver until they succeed or the shard is unloaded (a failure
+//!    reported for them keeps them pending); a failed write of a request's transition
+//!    answers that request COORDINATOR_NOT_AVAILABLE and leaves the durable state
+//!    unchanged; a failed abort of a timed-out transaction is tried again at a later
+//!    tick.
+//! 3. [`Effect::Reply`]: answers the request. Every request is answered exactly once:
+//!    at once in the returned effects, or when its write finishes, or NOT_COORDINATOR
+//!    when its shard is unloaded first.
+//! 4. [`Effect::WriteMarkers`]: writes a commit or abort marker to every partition of the
+//!    job (retrying until each partition has it, or the partition is gone), then calls
+//!    [`TxnCoordinator::markers_done`]; the machine then persists the Complete* state.
+//!    [`Effect::CancelMarkers`]: stops a job (its shard was unloaded; the next owner
+//!    restarts it from the stored Prepare* state with its own coordinator epoch).
+//!
+//! # Bounds
+//!
+//! [`TxnConfig`]: ids held (a new id beyond `max_transactional_ids` gets the retriable
+//! COORDINATOR_NOT_AVAILABLE while expired ids are deleted), transactions open at once
+//! (`max_open_txns`: opening one more gets CONCURRENT_TRANSACTIONS), partitions per
+//! transaction (`max_partitions_per_txn`: INVALID_REQUEST; Kafka has no such bound). The
+//! machine's other maps hold at most one write and one marker job per id. States brought
+//! by [`TxnCoordinator::load`] are always taken (they are durable transactions), so the
+//! id count may exceed its bound after a takeover; new ids are refused until it is back
+//! under.
 
 use kafka_protocol::ErrorCode;
 use std::collections::BTreeSet;
+
+mod coordinator;
+pub use coordinator::TxnCoordinator;
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;
@@ -18,18 +78,25 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Bounds and timers of the coordinator.
 #[derive(Debug, Clone)]
 pub struct TxnConfig {
-    /// Largest transaction timeout a producer may ask for (`transaction.max.timeout.ms`).
+    /// Largest transaction timeout a producer may ask for (Kafka's
+    /// `transaction.max.timeout.ms`, default 900 000); above it, or at 0 or below,
+    /// InitProducerId answers INVALID_TRANSACTION_TIMEOUT.
     pub max_timeout_ms: i32,
-    /// Idle transactional ids are forgotten after this (`transactional.id.expiration.ms`).
+    /// Idle (Empty or Complete*) transactional ids are deleted after this (Kafka's
+    /// `transactional.id.expiration.ms`, default 7 days).
     pub id_expiration_ms: Millis,
-    /// How often timed-out transactions are looked for
-    /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`).
+    /// How often timers are looked at: timed-out transactions and expired ids (Kafka's
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`, default 10 000).
     pub abort_check_interval_ms: Millis,
-    /// Partitions one transaction may hold.
+    /// Partitions one transaction may hold (default 10 000; Kafka has no such bound). An
+    /// add beyond it answers INVALID_REQUEST for the request's partitions.
     pub max_partitions_per_txn: usize,
-    /// Transactional ids this coordinator keeps.
+    /// Transactional ids this coordinator keeps (default 100 000). A new id beyond it
+    /// answers COORDINATOR_NOT_AVAILABLE (retriable) while expired ids are deleted.
     pub max_transactional_ids: usize,
-    /// Transactions open at once on this coordinator.
+    /// Transactions open (Ongoing or ending) at once on this coordinator (default
+    /// 10 000). An add that would open one more answers CONCURRENT_TRANSACTIONS
+    /// (retriable).
     pub max_open_txns: usize,
 }
 
@@ -68,13 +135,32 @@ pub enum TxnState {
 impl TxnState {
     /// Kafka's name of the state ("Ongoing", "PrepareCommit", ...).
     pub fn name(self) -> &'static str {
-        todo!("kafka-txn")
+        match self {
+            TxnState::Empty => "Empty",
+            TxnState::Ongoing => "Ongoing",
+            TxnState::PrepareCommit => "PrepareCommit",
+            TxnState::PrepareAbort => "PrepareAbort",
+            TxnState::CompleteCommit => "CompleteCommit",
+            TxnState::CompleteAbort => "CompleteAbort",
+            TxnState::Dead => "Dead",
+        }
     }
-    /// The state named `name` (Kafka's names).
+
+    /// The state named `name` (Kafka's names, exact case).
     pub fn parse(name: &str) -> Option<TxnState> {
-        let _ = name;
-        todo!("kafka-txn")
+        TxnState::ALL.into_iter().find(|s| s.name() == name)
     }
+
+    /// Every state.
+    pub const ALL: [TxnState; 7] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Dead,
+    ];
 }
 
 /// A transactional id's durable state.
@@ -216,118 +302,14 @@ pub enum Effect {
     CancelMarkers(JobId),
 }
 
-/// The coordinator of the transactional ids of the loaded shards.
-#[derive(Debug)]
-pub struct TxnCoordinator {
-    config: TxnConfig,
-}
-
-impl TxnCoordinator {
-    /// A coordinator with no shard loaded.
-    pub fn new(config: TxnConfig) -> Self {
-        TxnCoordinator { config }
-    }
-    /// The configuration.
-    pub fn config(&self) -> &TxnConfig {
-        &self.config
-    }
-    /// InitProducerId with a transactional id.
-    pub fn init_producer_id(&mut self, now: Millis, req: InitProducerId) -> Vec<Effect> {
-        let _ = (now, req);
-        todo!("kafka-txn")
-    }
-    /// AddPartitionsToTxn / AddOffsetsToTxn.
-    pub fn add_partitions(&mut self, now: Millis, req: AddPartitions) -> Vec<Effect> {
-        let _ = (now, req);
-        todo!("kafka-txn")
-    }
-    /// EndTxn.
-    pub fn end_txn(&mut self, now: Millis, req: EndTxn) -> Vec<Effect> {
-        let _ = (now, req);
-        todo!("kafka-txn")
-    }
-    /// Whether `tp` is in `id`'s ongoing transaction of that producer id and epoch.
-    pub fn verify(
-        &self,
-        id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
-        tp: &TopicPartition,
-    ) -> ErrorCode {
-        let _ = (id, producer_id, producer_epoch, tp);
-        todo!("kafka-txn")
-    }
-    /// A [`Effect::Persist`] finished.
-    pub fn written(&mut self, now: Millis, write: WriteId, ok: bool) -> Vec<Effect> {
-        let _ = (now, write, ok);
-        todo!("kafka-txn")
-    }
-    /// Every marker of a job is written.
-    pub fn markers_done(&mut self, now: Millis, job: JobId) -> Vec<Effect> {
-        let _ = (now, job);
-        todo!("kafka-txn")
-    }
-    /// Timers: timed-out transactions, expired ids.
-    pub fn tick(&mut self, now: Millis) -> Vec<Effect> {
-        let _ = now;
-        todo!("kafka-txn")
-    }
-    /// When [`TxnCoordinator::tick`] has something to do next.
-    pub fn next_deadline(&self) -> Option<Millis> {
-        todo!("kafka-txn")
-    }
-    /// Takes over `shard` with its stored states.
-    pub fn load(
-        &mut self,
-        now: Millis,
-        shard: u32,
-        coordinator_epoch: i32,
-        states: Vec<TxnMetadata>,
-    ) -> Vec<Effect> {
-        let _ = (now, shard, coordinator_epoch, states);
-        todo!("kafka-txn")
-    }
-    /// Lets go of `shard`.
-    pub fn unload(&mut self, shard: u32) -> Vec<Effect> {
-        let _ = shard;
-        todo!("kafka-txn")
-    }
-    /// The state of `id`.
-    pub fn describe(&self, id: &str) -> Result<&TxnMetadata, ErrorCode> {
-        let _ = id;
-        todo!("kafka-txn")
-    }
-    /// Transactional ids matching the filters (empty filter: any).
-    pub fn list(
-        &self,
-        now: Millis,
-        states: &[TxnState],
-        producer_ids: &[i64],
-        min_duration_ms: i64,
-    ) -> Vec<&TxnMetadata> {
-        let _ = (now, states, producer_ids, min_duration_ms);
-        todo!("kafka-txn")
-    }
-}
-
 /// A stored state that does not decode.
 #[derive(Debug, thiserror::Error)]
 #[error("bad transaction state: {0}")]
 pub struct SnapshotError(pub String);
 
-/// The stored form of [`TxnMetadata`].
-pub mod snapshot {
-    use super::{SnapshotError, TxnMetadata};
-    use bytes::Bytes;
+pub mod snapshot;
 
-    /// Encodes a state.
-    pub fn encode(m: &TxnMetadata) -> Bytes {
-        let _ = m;
-        todo!("kafka-txn")
-    }
-    /// Decodes a state (hostile input: never panics).
-    pub fn decode(b: &[u8]) -> Result<TxnMetadata, SnapshotError> {
-        let _ = b;
-        todo!("kafka-txn")
-    }
-}
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;

@@ -24,6 +24,14 @@
 //!   codec), one that loses all of them is dropped. The high watermark and the log start
 //!   offset never move; removed records leave offset gaps. Control batches (transaction
 //!   markers) are kept whole.
+//! - **Transactions**: on a topic that ever held a transactional batch (the store's
+//!   sticky flag), the pass folds the whole log's batch summaries into a
+//!   [`TxnIndex`](crate::txn_index::TxnIndex) first. The cleanable range then also ends
+//!   before the first unstable offset (the oldest open transaction's first batch), so
+//!   nothing a transaction may still abort or commit is cleaned or supersedes anything;
+//!   records of aborted transactions are neither put in the key map (they never
+//!   supersede a committed record of their key) nor kept (their batch goes whole); a
+//!   partially kept transactional batch keeps its attributes and producer fields.
 //! - **Swap**: rewritten batches replace the old ones under the partition lock, a window
 //!   of at most [`SWAP_WINDOW_BYTES`] at a time, so a read sees every batch either old or
 //!   new. A batch that retention or `DeleteRecords` removed meanwhile is left alone. The
@@ -40,6 +48,7 @@
 use super::{MemoryStore, Partition, PartitionLog, StoredBatch, system_now_ms};
 use crate::TopicConfig;
 use crate::compaction::{CompactionPass, CompactionRules, KeyedRecord};
+use crate::txn_index::{BatchSummary, TxnIndex};
 use bytes::{Bytes, BytesMut};
 use kafka_records::{DecodeLimits, RecordBatch};
 use std::collections::HashMap;
@@ -179,7 +188,17 @@ impl Throttle {
 struct Plan {
     /// The cleanable batches (everything before the lag boundary, never the last batch).
     batches: Vec<StoredBatch>,
+    /// The batches after them, when the pass needs the whole log (transactions).
+    rest: Vec<StoredBatch>,
     clean_offset: i64,
+}
+
+/// The topic a partition pass works for.
+struct TopicRef<'a> {
+    name: &'a str,
+    /// The sticky transactional flag when the pass began.
+    transactional: bool,
+    config: &'a TopicConfig,
 }
 
 /// One batch's replacement: `None` drops it.
@@ -217,8 +236,9 @@ fn dirt<'a>(
 }
 
 impl PartitionLog {
-    /// The cleanable batches and whether the partition is due for cleaning.
-    fn plan(&mut self, config: &TopicConfig, now_ms: i64) -> Option<Plan> {
+    /// The cleanable batches and whether the partition is due for cleaning; with
+    /// `whole_log` the plan also holds the batches after the cleanable ones.
+    fn plan(&mut self, config: &TopicConfig, now_ms: i64, whole_log: bool) -> Option<Plan> {
         let rules = CompactionRules::for_topic(config, now_ms, 0);
         let n = self.batches.len().saturating_sub(1);
         let end = self
@@ -234,6 +254,11 @@ impl PartitionLog {
         // Cloning shares the batch bytes; only a due partition pays for it.
         due.then(|| Plan {
             batches: self.batches.range(..end).cloned().collect(),
+            rest: if whole_log {
+                self.batches.range(end..).cloned().collect()
+            } else {
+                Vec::new()
+            },
             clean_offset: self.clean_offset,
         })
     }
@@ -267,6 +292,19 @@ impl PartitionLog {
     }
 }
 
+/// The transaction index of a whole log: batch headers, and the first record of control
+/// batches.
+fn txn_index<'a>(
+    batches: impl Iterator<Item = &'a StoredBatch>,
+) -> Result<TxnIndex, kafka_records::RecordsError> {
+    let mut index = TxnIndex::new(0);
+    for b in batches {
+        let batch = RecordBatch::decode_verified(&b.bytes, &limits())?;
+        index.observe(&BatchSummary::of(&batch)?);
+    }
+    Ok(index)
+}
+
 fn limits() -> DecodeLimits {
     // The batches were checked within the produce limits when they were appended.
     DecodeLimits {
@@ -284,12 +322,20 @@ impl MemoryStore {
     }
 
     fn compaction_pass(&self, now_ms: i64, rate: Option<u64>, abort: &AtomicBool) -> usize {
-        let work: Vec<(TopicConfig, Vec<Arc<Partition>>)> = match self.topics.read() {
+        type Work = (String, bool, TopicConfig, Vec<Arc<Partition>>);
+        let work: Vec<Work> = match self.topics.read() {
             Ok(topics) => topics
                 .by_name
-                .values()
-                .filter(|t| t.config.cleanup_policy.compacts())
-                .map(|t| (t.config.clone(), t.partitions.clone()))
+                .iter()
+                .filter(|(_, t)| t.config.cleanup_policy.compacts())
+                .map(|(name, t)| {
+                    (
+                        name.clone(),
+                        t.transactional,
+                        t.config.clone(),
+                        t.partitions.clone(),
+                    )
+                })
                 .collect(),
             Err(_) => {
                 tracing::error!("memory store: topic map lock poisoned; compaction skipped");
@@ -298,12 +344,17 @@ impl MemoryStore {
         };
         let mut throttle = Throttle::new(rate);
         let mut cleaned = 0;
-        for (config, partitions) in work {
+        for (name, transactional, config, partitions) in work {
             for partition in partitions {
                 if abort.load(Ordering::Acquire) {
                     return cleaned;
                 }
-                match self.compact_partition(&partition, &config, now_ms, &mut throttle, abort) {
+                let topic = TopicRef {
+                    name: &name,
+                    transactional,
+                    config: &config,
+                };
+                match self.compact_partition(&partition, &topic, now_ms, &mut throttle, abort) {
                     Ok(true) => cleaned += 1,
                     Ok(false) => {}
                     Err(e) => {
@@ -315,26 +366,65 @@ impl MemoryStore {
         cleaned
     }
 
+    /// Whether `topic` is flagged transactional now (`true` when unsure).
+    fn flagged_transactional(&self, topic: &str) -> bool {
+        self.topics.read().map_or(true, |t| {
+            t.by_name.get(topic).is_none_or(|t| t.transactional)
+        })
+    }
+
     /// One partition's pass; `Ok(true)` when it completed.
     fn compact_partition(
         &self,
         partition: &Partition,
-        config: &TopicConfig,
+        topic: &TopicRef<'_>,
         now_ms: i64,
         throttle: &mut Throttle,
         abort: &AtomicBool,
     ) -> Result<bool, kafka_records::RecordsError> {
-        let plan = {
+        let config = topic.config;
+        let mut plan = {
             let Ok(mut log) = partition.lock() else {
                 return Ok(false);
             };
             if log.deleted {
                 return Ok(false);
             }
-            match log.plan(config, now_ms) {
+            match log.plan(config, now_ms, topic.transactional) {
                 Some(plan) => plan,
                 None => return Ok(false),
             }
+        };
+        // The flag is set before a topic's first transactional append: still unset after
+        // the snapshot, the snapshot holds no transactional batch. Set meanwhile, the
+        // next pass sees it.
+        if !topic.transactional && self.flagged_transactional(topic.name) {
+            return Ok(false);
+        }
+        let index = if topic.transactional {
+            let index = txn_index(plan.batches.iter().chain(&plan.rest))?;
+            plan.rest = Vec::new();
+            if let Some(unstable) = index.first_unstable() {
+                // A transaction's first offset is its first batch's base offset.
+                plan.batches.retain(|b| b.base_offset < unstable);
+                if !plan
+                    .batches
+                    .iter()
+                    .any(|b| b.last_offset >= plan.clean_offset)
+                {
+                    return Ok(false);
+                }
+            }
+            Some(index)
+        } else {
+            None
+        };
+        // A transactional batch lies in one transaction: aborted as a whole or not at all.
+        let aborted = |batch: &RecordBatch| {
+            batch.is_transactional()
+                && index.as_ref().is_some_and(|i| {
+                    i.is_aborted(batch.header().producer_id, batch.header().base_offset)
+                })
         };
         let rules =
             CompactionRules::for_topic(config, now_ms, self.config.cleaner.dedupe_buffer_size);
@@ -357,7 +447,7 @@ impl MemoryStore {
             throttle.take(b.bytes.len(), abort);
             read += b.bytes.len();
             let batch = RecordBatch::decode(&b.bytes, &limits())?;
-            if batch.is_control() {
+            if batch.is_control() || aborted(&batch) {
                 continue;
             }
             for record in batch.records()? {
@@ -393,6 +483,17 @@ impl MemoryStore {
             }
             let batch = RecordBatch::decode(&b.bytes, &limits())?;
             if batch.is_control() {
+                continue;
+            }
+            if aborted(&batch) {
+                window.insert(
+                    b.base_offset,
+                    Replacement {
+                        old: b.bytes.clone(),
+                        new: None,
+                        removed: usize::try_from(batch.header().record_count).unwrap_or(0),
+                    },
+                );
                 continue;
             }
             let section = batch.records_section()?;
@@ -854,6 +955,186 @@ mod tests {
         assert_eq!(offsets, (20..31).collect::<Vec<i64>>());
     }
 
+    /// A batch of `producer_id`'s transaction (`None`: no producer, not transactional).
+    fn txn_batch(producer_id: Option<i64>, records: &[(&str, &str)]) -> ValidBatch {
+        let records: Vec<NewRecord> = records
+            .iter()
+            .map(|(k, v)| NewRecord {
+                timestamp: T0,
+                key: Some(Bytes::from(k.to_string())),
+                value: Some(Bytes::from(v.to_string())),
+                headers: vec![],
+            })
+            .collect();
+        let mut out = BytesMut::new();
+        let options = BatchOptions {
+            transactional: producer_id.is_some(),
+            producer_id: producer_id.unwrap_or(-1),
+            producer_epoch: if producer_id.is_some() { 0 } else { -1 },
+            base_sequence: if producer_id.is_some() { 0 } else { -1 },
+            ..BatchOptions::default()
+        };
+        encode_batch(&options, &records, &mut out).unwrap();
+        ValidBatch::from_bytes(&out.freeze(), &DecodeLimits::default()).unwrap()
+    }
+
+    fn end_txn(producer_id: i64, commit: bool) -> ValidBatch {
+        crate::txn_index::marker_batch(
+            producer_id,
+            0,
+            crate::txn_index::Marker {
+                commit,
+                coordinator_epoch: 0,
+            },
+            T0,
+        )
+    }
+
+    /// Data records as (offset, key, value), and the offsets of control batches.
+    async fn txn_view(store: &MemoryStore, topic: &str) -> (Vec<(i64, String, String)>, Vec<i64>) {
+        let read = store.read(topic, 0, 0, usize::MAX).await.unwrap();
+        let (mut data, mut control) = (Vec::new(), Vec::new());
+        for bytes in read.batches {
+            let batch = RecordBatch::decode(&bytes, &DecodeLimits::default()).unwrap();
+            if batch.is_control() {
+                control.push(batch.header().base_offset);
+                continue;
+            }
+            for r in batch.records().unwrap() {
+                let r = r.unwrap();
+                let text = |b: Option<Bytes>| String::from_utf8(b.unwrap().to_vec()).unwrap();
+                data.push((r.offset, text(r.key), text(r.value)));
+            }
+        }
+        (data, control)
+    }
+
+    /// A store with one compacted topic "t" flagged transactional.
+    async fn txn_topic() -> MemoryStore {
+        let store = store(1_000);
+        create(&store, "t", compacted(0, 0, 0.0)).await;
+        store.mark_transactional("t").await.unwrap();
+        store
+    }
+
+    async fn append_all(store: &MemoryStore, topic: &str, batches: Vec<ValidBatch>) {
+        for b in batches {
+            store.append(topic, 0, vec![b], T0).await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn aborted_records_never_supersede_committed_ones_and_go() {
+        let store = txn_topic().await;
+        append_all(
+            &store,
+            "t",
+            vec![
+                txn_batch(None, &[("a", "1"), ("b", "1")]),     // 0-1
+                txn_batch(Some(20), &[("a", "x"), ("b", "x")]), // 2-3 aborted
+                txn_batch(Some(21), &[("c", "1")]),             // 4 committed
+                txn_batch(Some(20), &[("c", "x")]),             // 5 aborted
+                end_txn(20, false),                             // 6
+                end_txn(21, true),                              // 7
+                txn_batch(Some(22), &[("b", "2")]),             // 8 committed
+                end_txn(22, true),                              // 9
+                txn_batch(None, &[("z", "1")]),                 // 10, never cleanable
+            ],
+        )
+        .await;
+        assert_eq!(store.apply_compaction(T0 + 1), 1);
+        let (data, control) = txn_view(&store, "t").await;
+        let kept: Vec<(i64, &str, &str)> = data
+            .iter()
+            .map(|(o, k, v)| (*o, k.as_str(), v.as_str()))
+            .collect();
+        // a=1 survives the aborted a=x; b=1 goes for the committed b=2; c=1 survives the
+        // aborted c=x written after it.
+        assert_eq!(
+            kept,
+            [(0, "a", "1"), (4, "c", "1"), (8, "b", "2"), (10, "z", "1")]
+        );
+        assert_eq!(control, [6, 7, 9], "markers are kept");
+        assert_eq!(store.apply_compaction(T0 + 2), 0);
+        let read = store.read("t", 0, 0, usize::MAX).await.unwrap();
+        assert_eq!(store.total_bytes(), read.len());
+    }
+
+    #[tokio::test]
+    async fn an_open_transaction_stops_the_cleaner_until_it_ends() {
+        let store = txn_topic().await;
+        append_all(
+            &store,
+            "t",
+            vec![
+                txn_batch(None, &[("a", "1")]),    // 0
+                txn_batch(None, &[("a", "2")]),    // 1
+                txn_batch(Some(5), &[("a", "x")]), // 2: open
+                txn_batch(None, &[("a", "3")]),    // 3
+                txn_batch(None, &[("a", "4")]),    // 4
+                txn_batch(None, &[("end", "1")]),  // 5
+            ],
+        )
+        .await;
+        store.apply_compaction(T0 + 1);
+        let offsets = |d: &[(i64, String, String)]| d.iter().map(|r| r.0).collect::<Vec<_>>();
+        // Only [0, 2) was cleanable: a=1 goes for a=2, and nothing at or after the open
+        // transaction supersedes anything.
+        let (data, _) = txn_view(&store, "t").await;
+        assert_eq!(offsets(&data), [1, 2, 3, 4, 5]);
+        assert_eq!(store.apply_compaction(T0 + 2), 0, "nothing cleanable left");
+        append_all(
+            &store,
+            "t",
+            vec![end_txn(5, false), txn_batch(None, &[("end", "2")])],
+        )
+        .await;
+        passes_until_clean(&store, T0 + 3, 5);
+        let (data, control) = txn_view(&store, "t").await;
+        // The aborted a=x went without superseding anything; a=4 is the latest a (end=1
+        // stays: the last batch, end=2, is not cleanable and supersedes nothing).
+        assert_eq!(offsets(&data), [4, 5, 7]);
+        assert_eq!(control, [6]);
+    }
+
+    #[tokio::test]
+    async fn a_topic_flagged_after_the_pass_began_is_left_for_the_next_one() {
+        let store = store(1_000);
+        create(&store, "t", compacted(0, 0, 0.0)).await;
+        append_all(
+            &store,
+            "t",
+            vec![
+                txn_batch(None, &[("a", "1")]),
+                txn_batch(None, &[("a", "2")]),
+                txn_batch(None, &[("end", "1")]),
+            ],
+        )
+        .await;
+        let partition = store.partition("t", 0).unwrap().0;
+        let config = compacted(0, 0, 0.0);
+        let topic = TopicRef {
+            name: "t",
+            transactional: false,
+            config: &config,
+        };
+        store.mark_transactional("t").await.unwrap();
+        let mut throttle = Throttle::new(None);
+        let done = store
+            .compact_partition(
+                &partition,
+                &topic,
+                T0 + 1,
+                &mut throttle,
+                &AtomicBool::new(false),
+            )
+            .unwrap();
+        assert!(!done);
+        assert_eq!(txn_view(&store, "t").await.0.len(), 3);
+        assert_eq!(store.apply_compaction(T0 + 1), 1);
+        assert_eq!(txn_view(&store, "t").await.0.len(), 2);
+    }
+
     #[tokio::test]
     async fn a_flood_of_tombstones_goes_after_the_horizon() {
         let store = store(100_000);
@@ -901,14 +1182,16 @@ mod tests {
                 let mut reads = 0u64;
                 while !stop.load(Ordering::Acquire) || reads == 0 {
                     // Every batch decodes with a valid CRC, offsets increase, and each
-                    // key written so far has a record: its latest is never removed.
-                    let seen = rt.block_on(view(&store, "t"));
-                    let offsets: Vec<i64> = seen.iter().map(|r| r.0).collect();
-                    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
+                    // key written so far has a record: its latest is never removed. The
+                    // high watermark is read first: every key below it was written
+                    // before the view is taken.
                     let hw = rt
                         .block_on(store.watermarks("t", 0))
                         .unwrap()
                         .high_watermark;
+                    let seen = rt.block_on(view(&store, "t"));
+                    let offsets: Vec<i64> = seen.iter().map(|r| r.0).collect();
+                    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
                     let keys: std::collections::HashSet<_> =
                         seen.iter().filter_map(|r| r.1.clone()).collect();
                     assert!(hw < 20 || keys.len() == 20, "{} keys at {hw}", keys.len());
