@@ -52,7 +52,6 @@ pub(crate) struct Broker {
     /// has the coordinator follow it.
     pub(crate) membership: Arc<dyn Membership>,
     /// The transaction coordinator (the transactional ids of the shards loaded here).
-    #[allow(dead_code)] // filled in as transactions land
     pub(crate) txns: crate::txns::coordinator::Txns,
     /// The partition side of transactions, for the partitions led here.
     #[allow(dead_code)] // filled in as transactions land
@@ -125,6 +124,8 @@ impl Broker {
             Arc::clone(&stores.offsets),
             Arc::clone(&txn_router) as Arc<dyn crate::txns::TxnRouter>,
         );
+        // The groups' follower loads and unloads the transactional ids with the shards.
+        groups.attach_txns(txns.clone());
         let txn_partitions = Arc::new(crate::txns::partitions::TxnPartitions::new(
             config.transactions.txn_index_rebuild_max_bytes,
         ));

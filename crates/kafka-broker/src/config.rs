@@ -63,6 +63,71 @@ pub struct TransactionSettings {
     pub marker_retry_max: Duration,
 }
 
+impl TransactionSettings {
+    /// Checks the bounds (the field named as `transactions.<path>`).
+    pub fn check(&self) -> Result<(), InvalidSetting> {
+        let bad = |field: &'static str, reason: &str| {
+            Err(InvalidSetting {
+                field,
+                reason: reason.to_string(),
+            })
+        };
+        let c = &self.coordinator;
+        if c.max_timeout_ms < 1 {
+            return bad(
+                "transactions.coordinator.max_timeout_ms",
+                "must be at least 1",
+            );
+        }
+        if !(1..=i64::from(i32::MAX)).contains(&c.id_expiration_ms) {
+            return bad(
+                "transactions.coordinator.id_expiration_ms",
+                "must be between 1 and 2147483647",
+            );
+        }
+        if !(1..=i64::from(i32::MAX)).contains(&c.abort_check_interval_ms) {
+            return bad(
+                "transactions.coordinator.abort_check_interval_ms",
+                "must be between 1 and 2147483647",
+            );
+        }
+        for (field, value) in [
+            (
+                "transactions.coordinator.max_partitions_per_txn",
+                c.max_partitions_per_txn,
+            ),
+            (
+                "transactions.coordinator.max_transactional_ids",
+                c.max_transactional_ids,
+            ),
+            ("transactions.coordinator.max_open_txns", c.max_open_txns),
+            (
+                "transactions.txn_index_rebuild_max_bytes",
+                self.txn_index_rebuild_max_bytes,
+            ),
+        ] {
+            if value == 0 {
+                return bad(field, "must be at least 1");
+            }
+        }
+        if self.marker_retry_min < Duration::from_millis(1)
+            || self.marker_retry_min > self.marker_retry_max
+        {
+            return bad(
+                "transactions.marker_retry_min",
+                "must be at least 1 ms and at most marker_retry_max",
+            );
+        }
+        if self.marker_retry_max > Duration::from_secs(600) {
+            return bad(
+                "transactions.marker_retry_max",
+                "must be at most 10 minutes",
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Default for TransactionSettings {
     fn default() -> Self {
         TransactionSettings {
@@ -75,8 +140,8 @@ impl Default for TransactionSettings {
 }
 
 /// How this gateway connects to the others (Kafka's inter-broker listener and
-/// credentials).
-#[derive(Debug, Clone)]
+/// credentials). Its `Debug` leaves the password out.
+#[derive(Clone)]
 pub struct InterGatewayConfig {
     /// The listener of the other gateways to connect to (by name; the first one
     /// advertised when none has this name).
@@ -88,8 +153,34 @@ pub struct InterGatewayConfig {
     pub username: Option<String>,
     /// SASL password.
     pub password: Option<String>,
-    /// Longest wait for one answer from another gateway.
+    /// Longest wait for one answer from another gateway (connecting and authenticating
+    /// included when the call has to).
     pub request_timeout: Duration,
+    /// A PEM file of the CA certificates that sign the other gateways' certificates:
+    /// when set, connections to them use TLS (the listener must be SSL or SASL_SSL).
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// The name the other gateways' certificates must carry; `None` checks the host each
+    /// one advertises.
+    pub tls_server_name: Option<String>,
+    /// Calls to one gateway that may wait for its connection at once (one request is on
+    /// the wire at a time per gateway); a call past it fails at once as a transport
+    /// error, which callers retry.
+    pub max_pending_calls: usize,
+}
+
+impl std::fmt::Debug for InterGatewayConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterGatewayConfig")
+            .field("listener", &self.listener)
+            .field("sasl_mechanism", &self.sasl_mechanism)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("request_timeout", &self.request_timeout)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("tls_server_name", &self.tls_server_name)
+            .field("max_pending_calls", &self.max_pending_calls)
+            .finish()
+    }
 }
 
 impl Default for InterGatewayConfig {
@@ -100,6 +191,9 @@ impl Default for InterGatewayConfig {
             username: None,
             password: None,
             request_timeout: Duration::from_secs(10),
+            tls_ca_file: None,
+            tls_server_name: None,
+            max_pending_calls: 256,
         }
     }
 }
@@ -687,6 +781,7 @@ impl BrokerConfig {
                 ),
             });
         }
+        self.transactions.check()?;
         let gs = &self.group_state;
         if gs.load_wait > Duration::from_secs(30) {
             return bad("group_state.load_wait", "must be at most 30 seconds");

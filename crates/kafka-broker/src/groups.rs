@@ -46,6 +46,20 @@
 //! few milliseconds of changes); a group whose latest state was lost is restored one
 //! generation back, and its members, finding their generation unknown, rejoin once.
 //!
+//! # Transactions
+//!
+//! A transactional id lives in the shard of its name, like a group, so the follower
+//! loads both sides of a shard before marking it loaded: after the groups' states it
+//! hands the shard to the transaction coordinator ([`crate::txns::coordinator::Txns`]:
+//! a new coordinator epoch, the stored transaction states) and reads the offsets that
+//! open transactions committed to the shard's groups (TxnOffsetCommit). Those *pending*
+//! offsets are kept here per group and producer id: they are invisible to OffsetFetch
+//! (which answers `UNSTABLE_OFFSET_COMMIT` for them when asked for stable offsets) until
+//! the transaction's marker for the shard arrives ([`Groups::complete_txn_offsets`]):
+//! a commit makes them the group's committed offsets in one store write, an abort drops
+//! them. A lost shard is let go of in the reverse order: transactions first, then the
+//! pending offsets, then the store's hold on the shard.
+//!
 //! # Committed offsets
 //!
 //! Committed offsets are kept here too, in the sense of their lifetime: every group with
@@ -60,7 +74,8 @@
 
 use crate::cluster::Route;
 use crate::config::GroupStateSettings;
-use crate::store::OffsetStore;
+use crate::store::{CommittedOffset, OffsetStore};
+use crate::txns::coordinator::Txns;
 use kafka_groups::{
     Coordinator, GroupConfig, GroupSnapshot, Heartbeat, HeartbeatResponse, JoinGroup, JoinResponse,
     LeaveGroup, LeaveResponse, Millis, RequestId, Response, StateError, SyncGroup, SyncResponse,
@@ -68,7 +83,7 @@ use kafka_groups::{
 use kafka_protocol::ErrorCode;
 use kafka_store::cluster::{GROUP_SHARDS, Membership, group_shard};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::{AbortHandle, JoinSet};
@@ -117,6 +132,38 @@ pub(crate) struct Groups {
     settings: GroupStateSettings,
     /// The task following the membership, if one was started.
     follower: Arc<Mutex<Option<AbortHandle>>>,
+    /// The transaction coordinator, loaded and unloaded with the shards.
+    txns: Arc<OnceLock<Txns>>,
+    /// Offsets committed inside open transactions.
+    pending: Arc<PendingTxnOffsets>,
+}
+
+/// Offsets of one group and producer id waiting for their transaction to end.
+pub(crate) type PendingSet = Vec<(String, i32, CommittedOffset)>;
+
+/// Offsets committed inside open transactions (TxnOffsetCommit), per group and producer
+/// id, for the shards loaded here. Each set holds at most one offset per partition of
+/// an existing topic, and only groups admitted under `max_groups_with_offsets` have one.
+#[derive(Debug, Default)]
+struct PendingTxnOffsets {
+    sets: Mutex<HashMap<String, HashMap<i64, PendingSet>>>,
+    /// Serializes the store writes of one group's sets (striped by group), so a set is
+    /// stored in the order it was merged.
+    stripes: [tokio::sync::Mutex<()>; PENDING_STRIPES],
+}
+
+const PENDING_STRIPES: usize = 16;
+
+impl PendingTxnOffsets {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<i64, PendingSet>>> {
+        // Plain values: a panic while held leaves nothing half-done.
+        self.sets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn stripe(&self, group: &str) -> &tokio::sync::Mutex<()> {
+        let i = crate::cluster::weight(0, group.as_bytes()) as usize % PENDING_STRIPES;
+        &self.stripes[i]
+    }
 }
 /// How long committed offsets live and how many groups may have them.
 #[derive(Debug, Clone, Copy)]
@@ -238,7 +285,115 @@ impl Groups {
             store,
             settings,
             follower: Arc::default(),
+            txns: Arc::default(),
+            pending: Arc::default(),
         }
+    }
+
+    /// Has the follower load and unload the transaction coordinator with the shards
+    /// (set once, before [`Groups::follow`]).
+    pub(crate) fn attach_txns(&self, txns: Txns) {
+        let _ = self.txns.set(txns);
+    }
+
+    /// The partitions of `group` with offsets pending in an open transaction.
+    pub(crate) fn pending_partitions(&self, group: &str) -> HashSet<(String, i32)> {
+        self.pending
+            .lock()
+            .get(group)
+            .map_or_else(HashSet::new, |by_pid| {
+                by_pid
+                    .values()
+                    .flatten()
+                    .map(|(t, p, _)| (t.clone(), *p))
+                    .collect()
+            })
+    }
+
+    /// Adds `offsets` to the pending set of `group` and `producer_id` (a partition's
+    /// newer offset replaces its older one) and stores the whole set, awaited.
+    pub(crate) async fn add_pending_offsets(
+        &self,
+        group: &str,
+        producer_id: i64,
+        offsets: PendingSet,
+    ) -> Result<(), ErrorCode> {
+        let _order = self.pending.stripe(group).lock().await;
+        let merged = {
+            let sets = self.pending.lock();
+            let mut merged: BTreeMap<(String, i32), CommittedOffset> = sets
+                .get(group)
+                .and_then(|by_pid| by_pid.get(&producer_id))
+                .into_iter()
+                .flatten()
+                .map(|(t, p, o)| ((t.clone(), *p), o.clone()))
+                .collect();
+            for (t, p, o) in offsets {
+                merged.insert((t, p), o);
+            }
+            merged
+                .into_iter()
+                .map(|((t, p), o)| (t, p, o))
+                .collect::<PendingSet>()
+        };
+        self.store
+            .put_pending_offsets(group, producer_id, merged.clone())
+            .await
+            .map_err(|e| e.error_code())?;
+        if self.is_loaded(group) {
+            self.pending
+                .lock()
+                .entry(group.to_owned())
+                .or_default()
+                .insert(producer_id, merged);
+        }
+        Ok(())
+    }
+
+    /// The "marker" of a transaction for a group shard: the offsets `producer_id`
+    /// committed to the groups of `shard` inside its transaction become the groups'
+    /// committed offsets (`commit`) or are dropped. Idempotent: nothing pending answers
+    /// `NONE`. `NOT_COORDINATOR` when the shard is not loaded here.
+    pub(crate) async fn complete_txn_offsets(
+        &self,
+        shard: u32,
+        producer_id: i64,
+        commit: bool,
+    ) -> ErrorCode {
+        if *self.loaded.borrow() & bit(shard) == 0 {
+            return ErrorCode::NOT_COORDINATOR;
+        }
+        let groups: Vec<String> = self
+            .pending
+            .lock()
+            .iter()
+            .filter(|(g, by_pid)| group_shard(g) == shard && by_pid.contains_key(&producer_id))
+            .map(|(g, _)| g.clone())
+            .collect();
+        for group in groups {
+            let _order = self.pending.stripe(&group).lock().await;
+            if let Err(e) = self
+                .store
+                .complete_pending_offsets(&group, producer_id, commit)
+                .await
+            {
+                tracing::debug!(group = %group, error = %e, "pending transaction offsets not completed yet");
+                return e.error_code();
+            }
+            let mut sets = self.pending.lock();
+            if let Some(by_pid) = sets.get_mut(&group) {
+                by_pid.remove(&producer_id);
+                if by_pid.is_empty() {
+                    sets.remove(&group);
+                }
+            }
+            drop(sets);
+            if commit {
+                // The committed offsets start (or restart) the group's retention.
+                let _ = self.offsets.admit(&group, crate::broker::now_ms());
+            }
+        }
+        ErrorCode::NONE
     }
 
     /// Loads and unloads shards as `membership` places them on this gateway, from now on
@@ -250,6 +405,10 @@ impl Groups {
             Arc::clone(&self.store),
             Arc::clone(&self.writers),
             self.settings.clone(),
+            TxnSide {
+                txns: Arc::clone(&self.txns),
+                pending: Arc::clone(&self.pending),
+            },
         ));
         let previous = self
             .follower
@@ -559,17 +718,59 @@ enum Slot {
     Loaded,
 }
 
+/// The transaction side of the shards: loaded after the groups, let go of first.
+#[derive(Clone)]
+struct TxnSide {
+    txns: Arc<OnceLock<Txns>>,
+    pending: Arc<PendingTxnOffsets>,
+}
+
+impl TxnSide {
+    /// Loads the transactions of `shard` and the offsets they committed to its groups.
+    async fn load(&self, store: &dyn OffsetStore, shard: u32) -> kafka_store::StoreResult<()> {
+        let Some(txns) = self.txns.get() else {
+            return Ok(());
+        };
+        let pending = store.pending_offsets(shard).await?;
+        txns.load_shard(shard).await?;
+        let mut sets = self.pending.lock();
+        sets.retain(|g, _| group_shard(g) != shard);
+        for p in pending {
+            if group_shard(&p.group) == shard && !p.offsets.is_empty() {
+                sets.entry(p.group)
+                    .or_default()
+                    .insert(p.producer_id, p.offsets);
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets go of the transactions of `shards` and of their groups' pending offsets.
+    async fn unload(&self, shards: ShardSet) {
+        if let Some(txns) = self.txns.get() {
+            for shard in (0..GROUP_SHARDS).filter(|s| shards & bit(*s) != 0) {
+                txns.unload_shard(shard).await;
+            }
+        }
+        self.pending
+            .lock()
+            .retain(|g, _| shards & bit(group_shard(g)) == 0);
+    }
+}
+
 async fn follow(
     membership: Arc<dyn Membership>,
     tx: mpsc::WeakSender<Command>,
     store: Arc<dyn OffsetStore>,
     writers: Arc<Writers>,
     settings: GroupStateSettings,
+    txn: TxnSide,
 ) {
     // Whatever an earlier follower held is let go first.
     if unload(&tx, ALL_SHARDS).await.is_err() {
         return;
     }
+    txn.unload(ALL_SHARDS).await;
     writers.stop(ALL_SHARDS);
     let mut slots: Vec<Slot> = (0..GROUP_SHARDS).map(|_| Slot::Released).collect();
     let mut loads: JoinSet<u32> = JoinSet::new();
@@ -588,6 +789,7 @@ async fn follow(
                         Arc::clone(&store),
                         Arc::clone(&writers),
                         settings.clone(),
+                        txn.clone(),
                     ));
                     *slot = Slot::Loading(handle);
                 }
@@ -607,6 +809,7 @@ async fn follow(
             if unload(&tx, lost).await.is_err() {
                 return;
             }
+            txn.unload(lost).await;
             writers.stop(lost);
             for shard in (0..GROUP_SHARDS).filter(|s| lost & bit(*s) != 0) {
                 store.release_shard(shard).await;
@@ -658,6 +861,7 @@ async fn load(
     store: Arc<dyn OffsetStore>,
     writers: Arc<Writers>,
     settings: GroupStateSettings,
+    txn: TxnSide,
 ) -> u32 {
     let started = Instant::now();
     let mut backoff = settings.load_retry_min;
@@ -665,7 +869,11 @@ async fn load(
     loop {
         let attempt = async {
             store.acquire_shard(shard).await?;
-            store.group_states(shard).await
+            let states = store.group_states(shard).await?;
+            // Before the shard is marked loaded: no transactional request is served
+            // from a half-loaded shard.
+            txn.load(store.as_ref(), shard).await?;
+            Ok::<_, kafka_store::StoreError>(states)
         };
         match attempt.await {
             Ok(states) => {

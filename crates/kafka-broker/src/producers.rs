@@ -402,6 +402,51 @@ impl Producers {
         e.last_used_ms = now_ms;
     }
 
+    /// The epoch the partition's state holds for `producer_id`, if any.
+    pub(crate) fn epoch(&self, topic: &str, partition: i32, producer_id: i64) -> Option<i16> {
+        let state = self.state.lock().ok()?;
+        state
+            .partitions
+            .get(&(topic.to_string(), partition, producer_id))
+            .map(|e| e.epoch)
+    }
+
+    /// A transaction marker at `epoch` was written for `producer_id`: from now on the
+    /// partition refuses its batches of older epochs (a fenced producer's), and a newer
+    /// epoch starts its sequences afresh.
+    pub(crate) fn fence(
+        &self,
+        topic: &str,
+        partition: i32,
+        producer_id: i64,
+        epoch: i16,
+        now_ms: i64,
+    ) {
+        let Ok(mut guard) = self.state.lock() else {
+            return;
+        };
+        let state = &mut *guard;
+        let key = (topic.to_string(), partition, producer_id);
+        if !state.partitions.contains_key(&key) {
+            make_room(
+                &mut state.partitions,
+                self.max_entries,
+                |e| e.last_used_ms,
+                |t| self.expired(t, now_ms),
+            );
+        }
+        let e = state.partitions.entry(key).or_insert_with(|| Entry {
+            epoch,
+            recent: VecDeque::with_capacity(CACHED_BATCHES),
+            last_used_ms: now_ms,
+        });
+        if epoch > e.epoch {
+            e.epoch = epoch;
+            e.recent.clear();
+        }
+        e.last_used_ms = now_ms;
+    }
+
     fn make_room_issued(&self, issued: &mut HashMap<i64, Issued>, now_ms: i64) {
         make_room(
             issued,
@@ -496,6 +541,11 @@ impl Producers {
             if b.id.epoch > e.epoch {
                 e.epoch = b.id.epoch;
                 e.recent.clear();
+            }
+            *last = at;
+            if b.marker {
+                // A transaction marker carries the producer's epoch but no sequence.
+                continue;
             }
             if e.recent.len() == CACHED_BATCHES {
                 e.recent.pop_front();
@@ -802,6 +852,7 @@ mod tests {
             .map(
                 |&(producer_id, epoch, first_seq, records, base_offset)| TailBatch {
                     base_offset,
+                    marker: false,
                     id: BatchId {
                         producer_id,
                         epoch,

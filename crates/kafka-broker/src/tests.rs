@@ -325,6 +325,25 @@ fn request_for(key: ApiKey, topic_id: u128, v: i16) -> RequestBody {
             ..Default::default()
         }
         .into(),
+        ApiKey::AddPartitionsToTxn => {
+            add_partitions_to_txn_request::AddPartitionsToTxnRequest::default().into()
+        }
+        ApiKey::AddOffsetsToTxn => {
+            add_offsets_to_txn_request::AddOffsetsToTxnRequest::default().into()
+        }
+        ApiKey::EndTxn => end_txn_request::EndTxnRequest::default().into(),
+        ApiKey::WriteTxnMarkers => {
+            write_txn_markers_request::WriteTxnMarkersRequest::default().into()
+        }
+        ApiKey::TxnOffsetCommit => {
+            txn_offset_commit_request::TxnOffsetCommitRequest::default().into()
+        }
+        ApiKey::DescribeTransactions => {
+            describe_transactions_request::DescribeTransactionsRequest::default().into()
+        }
+        ApiKey::ListTransactions => {
+            list_transactions_request::ListTransactionsRequest::default().into()
+        }
         other => panic!("no sample request for {other:?}"),
     }
 }
@@ -509,7 +528,7 @@ async fn idempotent_retries_are_not_appended_twice() {
 async fn produce_refuses_what_it_cannot_store_faithfully() {
     let (broker, _) = broker().await;
     let plain = kafka_records::BatchOptions::default();
-    // Legacy versions, transactional batches and zstd before v7.
+    // Legacy versions and zstd before v7.
     assert_eq!(
         produce(&broker, 2, batch(plain, 1)).await.0,
         ErrorCode::UNSUPPORTED_VERSION.code()
@@ -521,9 +540,19 @@ async fn produce_refuses_what_it_cannot_store_faithfully() {
         base_sequence: 0,
         ..plain
     };
+    // Transactional records need a transactional id; clients write no control batches.
     assert_eq!(
         produce(&broker, 9, batch(tx, 1)).await.0,
-        ErrorCode::UNSUPPORTED_VERSION.code()
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code()
+    );
+    let control = kafka_records::BatchOptions {
+        transactional: false,
+        control: true,
+        ..tx
+    };
+    assert_eq!(
+        produce(&broker, 9, batch(control, 1)).await.0,
+        ErrorCode::INVALID_RECORD.code()
     );
     let zstd = kafka_records::BatchOptions {
         compression: kafka_records::Compression::Zstd,

@@ -31,8 +31,10 @@
 //! | [`bridge`] | `bridge_enabled`, `iggy_*`, `topic_map_path` | [`BridgeConfig::validate`](iggy_kafka_bridge::BridgeConfig::validate) |
 //! | [`logging`] | `log_format` | the gateway |
 //! | [`quotas`] | `quota_*` | [`BrokerConfig::check`] |
+//! | [`transactions`] | `transaction_*` | [`BrokerConfig::check`] ([`TransactionSettings::check`](kafka_broker::TransactionSettings::check)) |
 //! | [`security`] | `listeners`, `advertised_listeners`, `listener_security_protocol_map`, `sasl_*`, `tls_*`, `super_users`, `max_concurrent_authentications` | the gateway (listeners, files, bounds) |
 //! | [`cluster`] | `brokers`, `cluster_session_timeout_ms`, `cluster_heartbeat_interval_ms` | the gateway (the list, this node in it, the backend, the timings) |
+//! | [`inter_gateway`] | `inter_gateway_*` | the gateway (mechanism, credentials, CA file, bounds) |
 //! | [`authorization`] | `authorization_enabled`, `allow_everyone_if_no_acl_found`, `acl_*`, `max_acl_bindings` | the gateway (ACL source); [`BrokerConfig::check`] (refresh interval) |
 //!
 //! Every error is one line naming the setting as the operator wrote it: the variable for
@@ -43,6 +45,7 @@ mod authorization;
 mod bridge;
 mod cluster;
 mod groups;
+mod inter_gateway;
 mod limits;
 mod listener;
 mod logging;
@@ -53,6 +56,7 @@ mod security;
 mod tests;
 mod timeouts;
 mod topics;
+mod transactions;
 mod values;
 
 pub use authorization::AclSetup;
@@ -227,6 +231,8 @@ pub fn keys() -> &'static [&'static str] {
             values::fields::<security::Raw>(),
             values::fields::<authorization::Raw>(),
             values::fields::<cluster::Raw>(),
+            values::fields::<transactions::Raw>(),
+            values::fields::<inter_gateway::Raw>(),
         ]
         .concat()
     })
@@ -375,6 +381,8 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     let security: security::Raw = extract(figment, names)?;
     let authorization: authorization::Raw = extract(figment, names)?;
     let cluster: cluster::Raw = extract(figment, names)?;
+    let inter_gateway: inter_gateway::Raw = extract(figment, names)?;
+    let transactions: transactions::Raw = extract(figment, names)?;
 
     let mut broker = BrokerConfig::default();
     let listener = listener.validate(names, &mut broker)?;
@@ -383,6 +391,8 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     topics.apply(&mut broker);
     groups.apply(&mut broker.groups, &mut broker.group_state);
     quotas.apply(&mut broker.quotas);
+    inter_gateway.validate(names, &mut broker.inter_gateway)?;
+    transactions.apply(&mut broker.transactions);
 
     let memory = memory.validate(names)?;
     let mut bridge = bridge.validate(names)?;
@@ -490,6 +500,7 @@ fn broker_setting_error(e: &InvalidSetting, names: &Names<'_>) -> ConfigError {
         groups::BROKER_FIELDS,
         quotas::BROKER_FIELDS,
         authorization::BROKER_FIELDS,
+        transactions::BROKER_FIELDS,
     ]
     .into_iter()
     .flatten()

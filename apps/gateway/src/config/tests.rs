@@ -41,6 +41,7 @@ fn defaults() -> Dict {
         dict(security::Raw::default()),
         dict(authorization::Raw::default()),
         dict(cluster::Raw::default()),
+        dict(inter_gateway::Raw::default()),
     ]
     .into_iter()
     .flatten()
@@ -1439,4 +1440,58 @@ fn authorization_mistakes_name_the_setting() {
         "{message}"
     );
     assert!(message.contains("CreateAcls"), "{message}");
+}
+
+#[test]
+fn inter_gateway_settings_fill_the_client_and_keep_the_password_out_of_errors() {
+    let config = load(
+        None,
+        env(&[
+            ("IGGY_KAFKA_INTER_GATEWAY_LISTENER", "INTERNAL"),
+            ("IGGY_KAFKA_INTER_GATEWAY_SASL_MECHANISM", "scram-sha-512"),
+            ("IGGY_KAFKA_INTER_GATEWAY_USERNAME", "gateway"),
+            ("IGGY_KAFKA_INTER_GATEWAY_PASSWORD", " sp ace "),
+            ("IGGY_KAFKA_INTER_GATEWAY_REQUEST_TIMEOUT_MS", "2500"),
+            ("IGGY_KAFKA_INTER_GATEWAY_MAX_PENDING_CALLS", "8"),
+        ]),
+    )
+    .unwrap();
+    let c = &config.broker.inter_gateway;
+    assert_eq!(c.listener, "INTERNAL");
+    assert_eq!(c.sasl_mechanism.as_deref(), Some("SCRAM-SHA-512"));
+    assert_eq!(c.username.as_deref(), Some("gateway"));
+    assert_eq!(c.password.as_deref(), Some(" sp ace "));
+    assert_eq!(c.request_timeout, Duration::from_millis(2500));
+    assert_eq!(c.max_pending_calls, 8);
+    assert!(!format!("{c:?}").contains("sp ace"));
+
+    let e = load_err(
+        None,
+        &[
+            ("IGGY_KAFKA_INTER_GATEWAY_SASL_MECHANISM", "GSSAPI"),
+            ("IGGY_KAFKA_INTER_GATEWAY_USERNAME", "gateway"),
+            ("IGGY_KAFKA_INTER_GATEWAY_PASSWORD", "hunter2-secret"),
+        ],
+    );
+    assert!(e.contains("IGGY_KAFKA_INTER_GATEWAY_SASL_MECHANISM"), "{e}");
+    assert!(!e.contains("hunter2-secret"), "{e}");
+    let e = load_err(
+        None,
+        &[
+            ("IGGY_KAFKA_INTER_GATEWAY_SASL_MECHANISM", "PLAIN"),
+            ("IGGY_KAFKA_INTER_GATEWAY_PASSWORD", "hunter2-secret"),
+        ],
+    );
+    assert!(e.contains("inter_gateway_username"), "{e}");
+    assert!(!e.contains("hunter2-secret"), "{e}");
+    let e = load_err(
+        None,
+        &[("IGGY_KAFKA_INTER_GATEWAY_TLS_CA_FILE", "/nonexistent/ca.pem")],
+    );
+    assert!(e.contains("IGGY_KAFKA_INTER_GATEWAY_TLS_CA_FILE"), "{e}");
+    let e = load_err(
+        None,
+        &[("IGGY_KAFKA_INTER_GATEWAY_REQUEST_TIMEOUT_MS", "0")],
+    );
+    assert!(e.contains("1 to 300000"), "{e}");
 }

@@ -208,6 +208,18 @@ fn offset_fetch_group<'a>(
 /// FindCoordinator key types.
 pub const KEY_TYPE_TRANSACTION: i8 = 1;
 
+/// Whether an AddPartitionsToTxn request is the batched form (v4+) gateways send each
+/// other (verification), which needs CLUSTER_ACTION on the cluster, rather than a
+/// client's (v0-3), which needs WRITE on its transactional id and topics. The decoded
+/// request fills the fields of its version only: a v4+ request lists transactions, a
+/// v0-3 request names its transactional id.
+pub fn is_broker_add_partitions(
+    r: &kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnRequest,
+) -> bool {
+    !r.transactions.is_empty()
+        || (r.v3_and_below_transactional_id.is_empty() && r.v3_and_below_topics.is_empty())
+}
+
 /// Every API that needs no authorization: the ones a client must be able to call before
 /// it has a principal, and DescribeCluster (Kafka answers it to everyone; only its
 /// authorized-operations field depends on DESCRIBE on the cluster).
@@ -439,6 +451,51 @@ pub fn required(body: &RequestBody) -> Option<Vec<Check<'_>>> {
             .iter()
             .map(|g| Check::group(g, Op::Delete))
             .collect(),
+        RequestBody::AddPartitionsToTxn(r) if is_broker_add_partitions(r) => {
+            vec![Check::cluster(Op::ClusterAction)]
+        }
+        RequestBody::AddPartitionsToTxn(r) => {
+            let mut v = Vec::with_capacity(r.v3_and_below_topics.len() + 1);
+            v.push(Check::transactional_id(
+                &r.v3_and_below_transactional_id,
+                Op::Write,
+            ));
+            v.extend(
+                r.v3_and_below_topics
+                    .iter()
+                    .map(|t| Check::topic(&t.name, Op::Write)),
+            );
+            v
+        }
+        RequestBody::AddOffsetsToTxn(r) => vec![
+            Check::transactional_id(&r.transactional_id, Op::Write),
+            Check::group(&r.group_id, Op::Read).whole(),
+        ],
+        RequestBody::EndTxn(r) => vec![Check::transactional_id(&r.transactional_id, Op::Write)],
+        RequestBody::WriteTxnMarkers(_) => vec![Check::cluster(Op::ClusterAction)],
+        RequestBody::TxnOffsetCommit(r) => {
+            let mut v = Vec::with_capacity(r.topics.len() + 2);
+            v.push(Check::transactional_id(&r.transactional_id, Op::Write));
+            v.push(Check::group(&r.group_id, Op::Read).whole());
+            v.extend(r.topics.iter().map(|t| Check::topic(&t.name, Op::Read)));
+            v
+        }
+        RequestBody::DescribeTransactions(r) => r
+            .transactional_ids
+            .iter()
+            .map(|t| {
+                Check::new(
+                    Target::Named(ResourceType::TransactionalId, t),
+                    Op::Describe,
+                    ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                )
+            })
+            .collect(),
+        RequestBody::ListTransactions(_) => vec![Check::hidden(
+            ResourceType::TransactionalId,
+            Op::Describe,
+            ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        )],
         RequestBody::DescribeClientQuotas(_) => vec![Check::cluster(Op::DescribeConfigs)],
         RequestBody::AlterClientQuotas(_) => vec![Check::cluster(Op::AlterConfigs)],
         RequestBody::DescribeUserScramCredentials(_) => vec![Check::cluster(Op::Describe)],

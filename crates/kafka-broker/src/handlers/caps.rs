@@ -7,7 +7,8 @@
 //! gateway answers the way that costs nothing per entry:
 //!
 //! - APIs whose response has a top-level error code (Fetch v7+, LeaveGroup, OffsetFetch
-//!   v2-v7, OffsetDelete, ListGroups, DescribeUserScramCredentials) get `INVALID_REQUEST`
+//!   v2-v7, OffsetDelete, ListGroups, DescribeUserScramCredentials, AddPartitionsToTxn
+//!   v4+, ListTransactions) get `INVALID_REQUEST`
 //!   there and no entries;
 //! - every other API (whose only errors are per entry) gets its connection closed, with
 //!   one log line for the request.
@@ -16,10 +17,12 @@
 //! handlers. CreateTopics keeps its own per-topic `POLICY_VIOLATION` answer below the
 //! general cap.
 
+use kafka_protocol::messages::add_partitions_to_txn_response::AddPartitionsToTxnResponse;
 use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse;
 use kafka_protocol::messages::fetch_response::FetchResponse;
 use kafka_protocol::messages::leave_group_response::LeaveGroupResponse;
 use kafka_protocol::messages::list_groups_response::ListGroupsResponse;
+use kafka_protocol::messages::list_transactions_response::ListTransactionsResponse;
 use kafka_protocol::messages::offset_delete_response::OffsetDeleteResponse;
 use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
 use kafka_protocol::{ErrorCode, RequestBody, ResponseBody};
@@ -75,6 +78,21 @@ pub(crate) fn entries(body: &RequestBody) -> Option<usize> {
         RequestBody::AlterUserScramCredentials(r) => {
             r.deletions.len().saturating_add(r.upsertions.len())
         }
+        RequestBody::AddPartitionsToTxn(r) => {
+            nested(&r.v3_and_below_topics, |t| t.partitions.len())
+                .saturating_add(nested(&r.transactions, |x| {
+                    nested(&x.topics, |t| t.partitions.len())
+                }))
+        }
+        RequestBody::WriteTxnMarkers(r) => nested(&r.markers, |m| {
+            nested(&m.topics, |t| t.partition_indexes.len())
+        }),
+        RequestBody::TxnOffsetCommit(r) => nested(&r.topics, |t| t.partitions.len()),
+        RequestBody::DescribeTransactions(r) => r.transactional_ids.len(),
+        RequestBody::ListTransactions(r) => r
+            .state_filters
+            .len()
+            .saturating_add(r.producer_id_filters.len()),
         RequestBody::CreateAcls(r) => r.creations.len(),
         RequestBody::DeleteAcls(r) => r.filters.len(),
         _ => return None,
@@ -109,6 +127,16 @@ pub(crate) fn refusal(body: &RequestBody, version: i16) -> Option<ResponseBody> 
         RequestBody::OffsetFetch(_) if (2..8).contains(&version) => OffsetFetchResponse {
             error_code: invalid,
             ..OffsetFetchResponse::default()
+        }
+        .into(),
+        RequestBody::AddPartitionsToTxn(_) if version >= 4 => AddPartitionsToTxnResponse {
+            error_code: invalid,
+            ..AddPartitionsToTxnResponse::default()
+        }
+        .into(),
+        RequestBody::ListTransactions(_) => ListTransactionsResponse {
+            error_code: invalid,
+            ..ListTransactionsResponse::default()
         }
         .into(),
         RequestBody::DescribeUserScramCredentials(_) => DescribeUserScramCredentialsResponse {

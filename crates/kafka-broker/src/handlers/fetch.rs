@@ -17,6 +17,14 @@
 //! `NOT_LEADER_OR_FOLLOWER` with the leader named, for clients that can use the hint
 //! (see [`read_all`]).
 //!
+//! Transactions: `last_stable_offset` is the partition's last stable offset (LSO, see
+//! [`crate::txns::partitions`]) at both isolation levels (the high watermark while this
+//! gateway has not loaded the partition's transaction index). With `isolation_level=1`
+//! (read_committed) the index is loaded first, batches at or past the LSO are left out
+//! (a fetch at or past it answers no records, not an error), `aborted_transactions`
+//! lists the aborted transactions overlapping the returned records, and a waiting fetch
+//! counts only data below the LSO (a marker's append wakes it like any append).
+//!
 //! A partition named more than once is fetched once, as Kafka's map of fetch data does:
 //! it keeps its first place and its last fetch position; a topic named more than once has
 //! its partitions merged into its first entry. The number of entries is capped before
@@ -30,9 +38,12 @@ use bytes::Bytes;
 use futures_util::future::select_all;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::fetch_response::{
-    FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    AbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+    PartitionData,
 };
 use kafka_protocol::{ErrorCode, Uuid};
+use kafka_records::{BATCH_HEADER_LEN, BatchHeader};
+use kafka_store::txn_index::AbortedTxn;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -183,7 +194,15 @@ async fn read_all(
         let all = targets.iter().map(|t| {
             futures_util::future::join_all(t.partitions.iter().map(|p| {
                 let limit = usize::try_from(p.partition_max_bytes).unwrap_or(0);
-                read_one(ctx, &route, t, p, limit.min(max_bytes), false)
+                read_one(
+                    ctx,
+                    &route,
+                    t,
+                    p,
+                    limit.min(max_bytes),
+                    false,
+                    isolation_level,
+                )
             }))
         });
         reads = futures_util::future::join_all(all).await;
@@ -201,15 +220,35 @@ async fn read_all(
             let limit = part_max.min(budget);
             let read = match reads.get_mut(ti).and_then(|r| r.get_mut(pi)) {
                 Some(r) => std::mem::take(r),
-                None => read_one(ctx, &route, t, p, limit, total > 0 && limit == 0).await,
+                None => {
+                    read_one(
+                        ctx,
+                        &route,
+                        t,
+                        p,
+                        limit,
+                        total > 0 && limit == 0,
+                        isolation_level,
+                    )
+                    .await
+                }
             };
             let mut data = PartitionData {
                 partition_index: p.partition,
                 error_code: ErrorCode::NONE.code(),
                 high_watermark: read.high_watermark,
-                last_stable_offset: read.high_watermark,
+                last_stable_offset: read.last_stable_offset,
                 log_start_offset: read.log_start_offset,
-                aborted_transactions: (isolation_level == 1).then(Vec::new),
+                aborted_transactions: (isolation_level == 1).then(|| {
+                    read.aborted
+                        .iter()
+                        .map(|a| AbortedTransaction {
+                            producer_id: a.producer_id,
+                            first_offset: a.first_offset,
+                            ..AbortedTransaction::default()
+                        })
+                        .collect()
+                }),
                 preferred_read_replica: -1,
                 records: Some(Bytes::new()),
                 ..PartitionData::default()
@@ -287,7 +326,10 @@ async fn read_all(
 /// What one partition read gave: watermarks (-1 when unknown) and its batches or error.
 struct Read {
     high_watermark: i64,
+    last_stable_offset: i64,
     log_start_offset: i64,
+    /// Aborted transactions overlapping the batches (read_committed).
+    aborted: Vec<AbortedTxn>,
     result: Result<Vec<Bytes>, ErrorCode>,
 }
 
@@ -295,14 +337,17 @@ impl Default for Read {
     fn default() -> Self {
         Read {
             high_watermark: -1,
+            last_stable_offset: -1,
             log_start_offset: -1,
+            aborted: Vec::new(),
             result: Ok(Vec::new()),
         }
     }
 }
 
 /// Reads up to `limit` bytes of one partition (at least one batch, KIP-74), or only its
-/// watermarks when `watermarks_only`.
+/// watermarks when `watermarks_only`; read_committed (`isolation_level` 1) stops at the
+/// last stable offset.
 async fn read_one(
     ctx: &Ctx<'_>,
     route: &Route,
@@ -310,6 +355,52 @@ async fn read_one(
     p: &FetchPartition,
     limit: usize,
     watermarks_only: bool,
+    isolation_level: i8,
+) -> Read {
+    let mut out = read_log(ctx, route, t, p, limit, watermarks_only, isolation_level).await;
+    let Ok(info) = &t.info else {
+        return out;
+    };
+    let parts = &ctx.broker.txn_partitions;
+    let hw = out.high_watermark;
+    out.last_stable_offset = if hw >= 0 {
+        parts.lso(&info.name, p.partition, hw)
+    } else {
+        hw
+    };
+    if isolation_level != 1 {
+        return out;
+    }
+    let lso = out.last_stable_offset;
+    if let Ok(batches) = &mut out.result {
+        // Batches come in offset order: everything from the first at or past the LSO goes.
+        let keep = batches
+            .iter()
+            .position(|b| header(b).is_none_or(|h| h.base_offset >= lso))
+            .unwrap_or(batches.len());
+        batches.truncate(keep);
+        if let Some(last) = batches.last().and_then(header) {
+            out.aborted =
+                parts.aborted(&info.name, p.partition, p.fetch_offset, last.next_offset());
+        }
+    }
+    out
+}
+
+fn header(batch: &Bytes) -> Option<BatchHeader> {
+    BatchHeader::parse(batch.get(..BATCH_HEADER_LEN)?).ok()
+}
+
+/// [`read_one`] up to the store's answer: for read_committed the partition's transaction
+/// index is made current first.
+async fn read_log(
+    ctx: &Ctx<'_>,
+    route: &Route,
+    t: &Target,
+    p: &FetchPartition,
+    limit: usize,
+    watermarks_only: bool,
+    isolation_level: i8,
 ) -> Read {
     let log = &ctx.broker.stores.log;
     let mut out = Read::default();
@@ -331,6 +422,16 @@ async fn read_one(
     }
     if ctx.version >= 9 && p.current_leader_epoch > 0 {
         out.result = Err(ErrorCode::UNKNOWN_LEADER_EPOCH);
+        return out;
+    }
+    if isolation_level == 1
+        && let Err(code) = ctx
+            .broker
+            .txn_partitions
+            .ensure_ready(ctx.broker, &info.name, p.partition)
+            .await
+    {
+        out.result = Err(code);
         return out;
     }
     if watermarks_only {

@@ -5,6 +5,10 @@
 //! -5 earliest pending upload (none: -1), and any other value the first record whose
 //! timestamp is at least that. Nothing found is offset -1, timestamp -1.
 //!
+//! With `isolation_level=1` (read_committed, v2+) the partition's transaction index is
+//! loaded first: latest answers the last stable offset, and a timestamp or largest
+//! timestamp hit at or past it answers nothing (-1, -1), as Kafka does.
+//!
 //! A partition named more than once in a request gets `INVALID_REQUEST` for every copy,
 //! as Kafka answers duplicate partitions, and is looked up not at all; so do the entries
 //! past `max_list_offsets_partitions` (a bound Kafka does not have). Lookups by
@@ -102,8 +106,38 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffset
                     return Err(ErrorCode::UNKNOWN_LEADER_EPOCH);
                 }
                 let name = &info.name;
-                let hit = |h: Option<TimestampHit>| h.map_or((-1, -1), |h| (h.timestamp, h.offset));
                 let err = |e: crate::store::StoreError| e.error_code();
+                let committed = ctx.version >= 2 && req.isolation_level == 1;
+                let parts = &ctx.broker.txn_partitions;
+                if committed {
+                    parts
+                        .ensure_ready(ctx.broker, name, p.partition_index)
+                        .await?;
+                }
+                // The offsets a read_committed consumer may see end at the LSO.
+                let stable = |hw: i64| {
+                    if committed {
+                        parts.lso(name, p.partition_index, hw)
+                    } else {
+                        hw
+                    }
+                };
+                let hit = |h: Option<TimestampHit>| h.map_or((-1, -1), |h| (h.timestamp, h.offset));
+                let visible = async |found: (i64, i64)| -> Result<(i64, i64), ErrorCode> {
+                    if !committed || found.1 < 0 {
+                        return Ok(found);
+                    }
+                    let hw = log
+                        .watermarks(name, p.partition_index)
+                        .await
+                        .map_err(err)?
+                        .high_watermark;
+                    Ok(if found.1 >= stable(hw) {
+                        (-1, -1)
+                    } else {
+                        found
+                    })
+                };
                 Ok(match p.timestamp {
                     -2 | -4 => (
                         -1,
@@ -114,19 +148,27 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffset
                     ),
                     -1 => (
                         -1,
-                        log.watermarks(name, p.partition_index)
-                            .await
-                            .map_err(err)?
-                            .high_watermark,
+                        stable(
+                            log.watermarks(name, p.partition_index)
+                                .await
+                                .map_err(err)?
+                                .high_watermark,
+                        ),
                     ),
-                    -3 => hit(scan(ctx, log, name, p.partition_index, None)
-                        .await
-                        .map_err(err)?),
+                    -3 => {
+                        visible(hit(scan(ctx, log, name, p.partition_index, None)
+                            .await
+                            .map_err(err)?))
+                        .await?
+                    }
                     -5 => (-1, -1),
                     ts if ts < 0 => return Err(ErrorCode::INVALID_REQUEST),
-                    ts => hit(scan(ctx, log, name, p.partition_index, Some(ts))
-                        .await
-                        .map_err(err)?),
+                    ts => {
+                        visible(hit(scan(ctx, log, name, p.partition_index, Some(ts))
+                            .await
+                            .map_err(err)?))
+                        .await?
+                    }
                 })
             }
             .await;

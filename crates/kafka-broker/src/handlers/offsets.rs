@@ -5,7 +5,9 @@
 //! partition must exist, metadata at most [`MAX_METADATA_BYTES`]), then stored in the
 //! offset store, where they outlive the group's members until the retention sweep
 //! (`crate::groups`) deletes them. A commit that would make one group too many with
-//! offsets gets `COORDINATOR_NOT_AVAILABLE` for every partition.
+//! offsets gets `COORDINATOR_NOT_AVAILABLE` for every partition. TxnOffsetCommit (28)
+//! keeps its offsets pending until the transaction ends; OffsetFetch with
+//! `require_stable` answers `UNSTABLE_OFFSET_COMMIT` for partitions that have some.
 
 use super::{Ctx, bs};
 use crate::broker::now_ms;
@@ -26,8 +28,14 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition,
     OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::wire::{Cx, Decode};
 use kafka_protocol::{ErrorCode, Message};
+use kafka_store::cluster::group_shard;
+use kafka_txn::OFFSETS_TOPIC;
 use std::collections::{BTreeMap, HashSet};
 
 /// Largest metadata string accepted with a commit (Kafka's `offset.metadata.max.bytes`).
@@ -139,8 +147,43 @@ pub(crate) async fn offset_commit(ctx: &Ctx<'_>, req: OffsetCommitRequest) -> Of
     }
 }
 
+/// A group's offsets per topic: per partition the committed offset (if any) and its code.
+type Found = Vec<(String, Vec<(i32, Option<CommittedOffset>, ErrorCode)>)>;
+
 /// One group's committed offsets for the requested topics (`None`: every committed one).
+/// With `stable` (OffsetFetch v7+ `require_stable`, KIP-447), a partition with offsets
+/// pending in an open transaction answers `UNSTABLE_OFFSET_COMMIT` (retriable) instead.
 async fn fetch_group(
+    ctx: &Ctx<'_>,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+    stable: bool,
+) -> Result<Found, ErrorCode> {
+    let found = fetch_committed(ctx, group, topics).await?;
+    let pending = if stable {
+        ctx.broker.groups.pending_partitions(group)
+    } else {
+        HashSet::new()
+    };
+    Ok(found
+        .into_iter()
+        .map(|(t, ps)| {
+            let ps = ps
+                .into_iter()
+                .map(|(p, o)| {
+                    if pending.contains(&(t.clone(), p)) {
+                        (p, None, ErrorCode::UNSTABLE_OFFSET_COMMIT)
+                    } else {
+                        (p, o, ErrorCode::NONE)
+                    }
+                })
+                .collect();
+            (t, ps)
+        })
+        .collect())
+}
+
+async fn fetch_committed(
     ctx: &Ctx<'_>,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
@@ -199,38 +242,40 @@ pub(crate) async fn offset_fetch(ctx: &Ctx<'_>, req: OffsetFetchRequest) -> Offs
                     .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                     .collect()
             });
-            groups.push(match fetch_group(ctx, &g.group_id, topics).await {
-                Ok(found) => OffsetFetchResponseGroup {
-                    group_id: g.group_id.clone(),
-                    topics: found
-                        .into_iter()
-                        .map(|(t, ps)| OffsetFetchResponseTopics {
-                            name: bs(t),
-                            partitions: ps
-                                .into_iter()
-                                .map(|(p, o)| OffsetFetchResponsePartitions {
-                                    partition_index: p,
-                                    committed_offset: o.as_ref().map_or(-1, |o| o.offset),
-                                    committed_leader_epoch: epoch_for(v, &o),
-                                    metadata: Some(bs(o
-                                        .and_then(|o| o.metadata)
-                                        .unwrap_or_default())),
-                                    error_code: ErrorCode::NONE.code(),
-                                    ..OffsetFetchResponsePartitions::default()
-                                })
-                                .collect(),
-                            ..OffsetFetchResponseTopics::default()
-                        })
-                        .collect(),
-                    error_code: ErrorCode::NONE.code(),
-                    ..OffsetFetchResponseGroup::default()
+            groups.push(
+                match fetch_group(ctx, &g.group_id, topics, req.require_stable).await {
+                    Ok(found) => OffsetFetchResponseGroup {
+                        group_id: g.group_id.clone(),
+                        topics: found
+                            .into_iter()
+                            .map(|(t, ps)| OffsetFetchResponseTopics {
+                                name: bs(t),
+                                partitions: ps
+                                    .into_iter()
+                                    .map(|(p, o, e)| OffsetFetchResponsePartitions {
+                                        partition_index: p,
+                                        committed_offset: o.as_ref().map_or(-1, |o| o.offset),
+                                        committed_leader_epoch: epoch_for(v, &o),
+                                        metadata: Some(bs(o
+                                            .and_then(|o| o.metadata)
+                                            .unwrap_or_default())),
+                                        error_code: e.code(),
+                                        ..OffsetFetchResponsePartitions::default()
+                                    })
+                                    .collect(),
+                                ..OffsetFetchResponseTopics::default()
+                            })
+                            .collect(),
+                        error_code: ErrorCode::NONE.code(),
+                        ..OffsetFetchResponseGroup::default()
+                    },
+                    Err(code) => OffsetFetchResponseGroup {
+                        group_id: g.group_id.clone(),
+                        error_code: code.code(),
+                        ..OffsetFetchResponseGroup::default()
+                    },
                 },
-                Err(code) => OffsetFetchResponseGroup {
-                    group_id: g.group_id.clone(),
-                    error_code: code.code(),
-                    ..OffsetFetchResponseGroup::default()
-                },
-            });
+            );
         }
         return OffsetFetchResponse {
             groups,
@@ -243,7 +288,8 @@ pub(crate) async fn offset_fetch(ctx: &Ctx<'_>, req: OffsetFetchRequest) -> Offs
             .collect()
     });
     let requested = topics.clone();
-    match fetch_group(ctx, &req.group_id, topics).await {
+    let stable = v >= 7 && req.require_stable;
+    match fetch_group(ctx, &req.group_id, topics, stable).await {
         Ok(found) => OffsetFetchResponse {
             topics: found
                 .into_iter()
@@ -251,12 +297,12 @@ pub(crate) async fn offset_fetch(ctx: &Ctx<'_>, req: OffsetFetchRequest) -> Offs
                     name: bs(t),
                     partitions: ps
                         .into_iter()
-                        .map(|(p, o)| OffsetFetchResponsePartition {
+                        .map(|(p, o, e)| OffsetFetchResponsePartition {
                             partition_index: p,
                             committed_offset: o.as_ref().map_or(-1, |o| o.offset),
                             committed_leader_epoch: epoch_for(v, &o),
                             metadata: Some(bs(o.and_then(|o| o.metadata).unwrap_or_default())),
-                            error_code: ErrorCode::NONE.code(),
+                            error_code: e.code(),
                             ..OffsetFetchResponsePartition::default()
                         })
                         .collect(),
@@ -406,31 +452,154 @@ pub(crate) async fn offset_delete(ctx: &Ctx<'_>, req: OffsetDeleteRequest) -> Of
     }
 }
 
-/// TxnOffsetCommit (key 28): offsets committed inside a transaction, visible when it
-/// commits. (Skeleton: refused until the coordinator is wired in.)
+/// TxnOffsetCommit (key 28): offsets committed inside a transaction. They are checked
+/// like OffsetCommit's (member and generation when given, KIP-447; partitions that
+/// exist; metadata size; the groups-with-offsets cap), and the group's shard must be in
+/// the producer's ongoing transaction (AddOffsetsToTxn; KIP-890 verification): if not,
+/// `TRANSACTION_ABORTABLE` from v4, `INVALID_TXN_STATE` before. Accepted offsets are
+/// stored as pending (awaited) and become the group's committed offsets only when the
+/// transaction commits (see `crate::groups`).
 pub(crate) async fn txn_offset_commit(
-    _ctx: &Ctx<'_>,
-    req: kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest,
-) -> kafka_protocol::messages::txn_offset_commit_response::TxnOffsetCommitResponse {
-    use kafka_protocol::messages::txn_offset_commit_response as r;
-    r::TxnOffsetCommitResponse {
-        topics: req
-            .topics
-            .into_iter()
-            .map(|t| r::TxnOffsetCommitResponseTopic {
-                name: t.name,
-                partitions: t
-                    .partitions
-                    .into_iter()
-                    .map(|p| r::TxnOffsetCommitResponsePartition {
-                        partition_index: p.partition_index,
-                        error_code: ErrorCode::UNSUPPORTED_VERSION.code(),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
+    ctx: &Ctx<'_>,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let v = ctx.version;
+    let group = req.group_id.to_string();
+    let group_error = txn_commit_group_check(ctx, &req).await;
+    if let Some(e) = group_error {
+        tracing::debug!(group = %group, error = %e, "transactional offset commit refused");
+    }
+    let log = &ctx.broker.stores.log;
+    let now = now_ms();
+    let mut to_store = Vec::new();
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let info = if group_error.is_none() {
+            Some(log.topic(&t.name).await)
+        } else {
+            None
+        };
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let error = match (&info, group_error) {
+                (_, Some(e)) => e,
+                (Some(Ok(Some(i))), None)
+                    if p.partition_index >= 0 && p.partition_index < i.partitions =>
+                {
+                    if p.committed_metadata
+                        .as_ref()
+                        .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+                    {
+                        ErrorCode::OFFSET_METADATA_TOO_LARGE
+                    } else {
+                        to_store.push((
+                            t.name.to_string(),
+                            p.partition_index,
+                            CommittedOffset {
+                                offset: p.committed_offset,
+                                leader_epoch: if v >= 2 { p.committed_leader_epoch } else { -1 },
+                                metadata: p.committed_metadata.as_deref().map(str::to_string),
+                                commit_timestamp: now,
+                            },
+                        ));
+                        ErrorCode::NONE
+                    }
+                }
+                (Some(Err(e)), None) => e.error_code(),
+                (_, None) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            };
+            partitions.push(TxnOffsetCommitResponsePartition {
+                partition_index: p.partition_index,
+                error_code: error.code(),
+                ..TxnOffsetCommitResponsePartition::default()
+            });
+        }
+        topics.push(TxnOffsetCommitResponseTopic {
+            name: t.name.clone(),
+            partitions,
+            ..TxnOffsetCommitResponseTopic::default()
+        });
+    }
+    let stored = if to_store.is_empty() {
+        Ok(())
+    } else if !ctx.broker.groups.admit_commit(&group, now) {
+        Err(ErrorCode::COORDINATOR_NOT_AVAILABLE)
+    } else {
+        ctx.broker
+            .groups
+            .add_pending_offsets(&group, req.producer_id, to_store)
+            .await
+    };
+    if let Err(e) = stored {
+        for t in &mut topics {
+            for p in &mut t.partitions {
+                if p.error_code == ErrorCode::NONE.code() {
+                    p.error_code = e.code();
+                }
+            }
+        }
+    }
+    TxnOffsetCommitResponse {
+        topics,
+        ..TxnOffsetCommitResponse::default()
+    }
+}
+
+/// What refuses a whole TxnOffsetCommit: the group's coordinator, its members, and the
+/// transaction (the group's shard must have been added to it).
+async fn txn_commit_group_check(ctx: &Ctx<'_>, req: &TxnOffsetCommitRequest) -> Option<ErrorCode> {
+    let group = req.group_id.to_string();
+    if let Some(e) = super::groups::refusal(&ctx.broker.route(), &group) {
+        return Some(e);
+    }
+    // Member checks only when the producer names a member or a generation (v3+, from
+    // the consumer's group metadata); older versions and bare group ids skip them, as
+    // Kafka does. A rebalance in progress does not refuse a transactional commit.
+    let member = req.member_id.to_string();
+    let instance = req.group_instance_id.as_deref().map(str::to_string);
+    let generation = req.generation_id;
+    let checked =
+        if ctx.version >= 3 && (generation >= 0 || !member.is_empty() || instance.is_some()) {
+            let id = group.clone();
+            ctx.broker
+                .groups
+                .with_group(&group, move |c, now| {
+                    c.validate_commit(now, &id, generation, &member, instance.as_deref())
+                })
+                .await
+        } else {
+            ctx.broker.groups.ready(&group).await.map(Ok)
+        };
+    match checked {
+        Err(e) | Ok(Err(e)) if e != ErrorCode::REBALANCE_IN_PROGRESS => return Some(e),
+        _ => {}
+    }
+    let shard = i32::try_from(group_shard(&group)).unwrap_or(0);
+    let id: &str = &req.transactional_id;
+    // The transaction's coordinator answers (in process when it is this gateway).
+    let verified = {
+        use crate::txns::TxnRouter;
+        ctx.broker
+            .txn_router
+            .verify(
+                id,
+                req.producer_id,
+                req.producer_epoch,
+                OFFSETS_TOPIC,
+                shard,
+            )
+            .await
+    };
+    match verified {
+        ErrorCode::NONE => None,
+        e if e == ErrorCode::PRODUCER_FENCED || e == ErrorCode::INVALID_PRODUCER_EPOCH => {
+            Some(ErrorCode::INVALID_PRODUCER_EPOCH)
+        }
+        // The transaction's coordinator is moving or busy: retriable for every client.
+        e if e.is_retriable() || e == ErrorCode::NOT_COORDINATOR => {
+            Some(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
+        }
+        _ if ctx.version >= 4 => Some(ErrorCode::TRANSACTION_ABORTABLE),
+        _ => Some(ErrorCode::INVALID_TXN_STATE),
     }
 }

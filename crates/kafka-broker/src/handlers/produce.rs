@@ -21,10 +21,22 @@
 //! more than once in a request gets `INVALID_REQUEST` for every copy and nothing of it
 //! is stored (Kafka keeps the last copy silently; a client never sends two, and
 //! choosing one would answer the others with an offset they do not have). Versions 0-2
-//! (legacy message sets) are answered `UNSUPPORTED_VERSION` per partition, and so are
-//! transactional requests and transactional or control batches: transactions are not
-//! supported, and storing such records as ordinary ones would break what the producer
-//! was promised. With acks=0 no response is sent.
+//! (legacy message sets) are answered `UNSUPPORTED_VERSION` per partition. With acks=0 no
+//! response is sent.
+//!
+//! Transactions: a control batch from a client is `INVALID_RECORD` (only partition
+//! leaders write markers), and so is a transactional batch without a producer id. A
+//! request holding a transactional batch but no transactional id is answered
+//! `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` for every partition, as Kafka does. The first
+//! transactional batch of a producer in a partition where it has no transaction open is
+//! verified with the transaction coordinator first (KIP-890 part 1, [`verify_all`]): a
+//! partition not added to the transaction is `TRANSACTION_ABORTABLE` from Produce v11,
+//! `INVALID_TXN_STATE` below; a coordinator that is busy, loading or elsewhere makes it
+//! `NOT_ENOUGH_REPLICAS` (retriable); a fenced producer `INVALID_PRODUCER_EPOCH`. Before
+//! the first transactional batch of a topic the store's transactional flag is set. Under
+//! the partition's producer lock the transaction index is made current and the batch
+//! counted ([`crate::txns::partitions`]) before it is handed to the store; sequence checks
+//! are the idempotent ones.
 //!
 //! A partition another gateway leads is answered `NOT_LEADER_OR_FOLLOWER` before its
 //! records are looked at; from v10 the answer names that gateway in `current_leader`
@@ -65,6 +77,8 @@ use crate::store::{
     AppendOutcome, CompressionType, MessageTimestampType, PendingAppend, TopicConfig, TopicInfo,
     ValidBatch, check_batches,
 };
+use crate::txns::TxnRouter;
+use crate::txns::partitions::Guard;
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
@@ -73,6 +87,7 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::{ErrorCode, Uuid};
 use kafka_records::{Compression, DecodeLimits, TimestampType};
+use kafka_store::txn_index::BatchSummary;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tracing::debug;
@@ -128,6 +143,17 @@ struct Batch {
     id: BatchId,
     /// The append time the batch carries under LogAppendTime, else -1.
     append_time: i64,
+    /// For a transactional batch: what its append needs.
+    txn: Option<TxnBatch>,
+}
+
+/// A transactional batch's part in its transaction.
+#[derive(Debug, Clone, Copy)]
+struct TxnBatch {
+    /// Offset delta of its last record.
+    last_offset_delta: i32,
+    /// The verification that lets it open a transaction in the partition.
+    guard: Option<Guard>,
 }
 
 impl Prepared {
@@ -155,6 +181,8 @@ enum Pending {
         id: BatchId,
         now: i64,
         append_time: i64,
+        /// Offset delta of the last record, for a transactional batch.
+        txn: Option<i32>,
         append: PendingAppend,
     },
 }
@@ -250,10 +278,10 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
             ErrorCode::UNSUPPORTED_VERSION,
             "Produce v0-2 (message format v0/v1) is not supported",
         ))
-    } else if req.transactional_id.is_some() {
+    } else if req.transactional_id.is_none() && holds_transactional(&req) {
         Some(fail(
-            ErrorCode::UNSUPPORTED_VERSION,
-            "transactions are not supported",
+            ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "transactional records need a transactional id",
         ))
     } else if !matches!(acks, -1..=1) {
         Some(fail(
@@ -376,6 +404,10 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
                             };
                         Ok(Batch {
                             topic: name,
+                            txn: h.attributes.is_transactional().then_some(TxnBatch {
+                                last_offset_delta: h.last_offset_delta,
+                                guard: None,
+                            }),
                             batch,
                             id,
                             append_time,
@@ -396,6 +428,9 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
             partitions,
         });
     }
+    if let Some(transactional_id) = req.transactional_id.as_deref() {
+        verify_all(ctx, transactional_id, &mut out, timeout).await;
+    }
     Prepared {
         acks,
         timeout,
@@ -403,6 +438,131 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
         idempotent,
         topics: out,
     }
+}
+
+/// Whether any partition's records are a transactional batch (the attributes' bit 4,
+/// read without decoding; a batch too short to say is left to validation).
+fn holds_transactional(req: &ProduceRequest) -> bool {
+    req.topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .any(|p| {
+            p.records
+                .as_ref()
+                .and_then(|r| r.get(22))
+                .is_some_and(|a| a & 0x10 != 0)
+        })
+}
+
+/// Verifications at once per request.
+const VERIFICATIONS_AT_ONCE: usize = 16;
+
+/// Verifies with the transaction coordinator every transactional batch that would open
+/// a transaction in its partition (KIP-890 part 1); a positive answer leaves a guard for
+/// [`submit`], any other refuses the batch.
+async fn verify_all(
+    ctx: &Ctx<'_>,
+    transactional_id: &str,
+    topics: &mut [PerTopic<Result<Batch, Failure>>],
+    timeout: Duration,
+) {
+    use futures_util::StreamExt;
+    let parts = &ctx.broker.txn_partitions;
+    let producers = &ctx.broker.producers;
+    let mut wanted = Vec::new();
+    for (ti, t) in topics.iter_mut().enumerate() {
+        for (pi, (index, checked)) in t.partitions.iter_mut().enumerate() {
+            let Ok(b) = checked else {
+                continue;
+            };
+            if b.txn.is_none()
+                || !b.id.idempotent()
+                || !parts.needs_verification(&b.topic, *index, b.id.producer_id)
+            {
+                continue;
+            }
+            // A producer fenced here already (a marker at a newer epoch) is refused
+            // without asking its coordinator.
+            if producers
+                .epoch(&b.topic, *index, b.id.producer_id)
+                .is_some_and(|e| e > b.id.epoch)
+            {
+                *checked = Err(Failure::code(ErrorCode::INVALID_PRODUCER_EPOCH));
+                continue;
+            }
+            wanted.push((ti, pi, b.topic.clone(), *index, b.id));
+        }
+    }
+    if wanted.is_empty() {
+        return;
+    }
+    let router = &ctx.broker.txn_router;
+    let answers: Vec<_> = futures_util::stream::iter(wanted)
+        .map(|(ti, pi, topic, index, id)| async move {
+            let asked = router.verify(transactional_id, id.producer_id, id.epoch, &topic, index);
+            let code = tokio::time::timeout(timeout, asked)
+                .await
+                .unwrap_or(ErrorCode::REQUEST_TIMED_OUT);
+            (ti, pi, topic, index, id.producer_id, code)
+        })
+        .buffer_unordered(VERIFICATIONS_AT_ONCE)
+        .collect()
+        .await;
+    let mut refused = 0usize;
+    for (ti, pi, topic, index, producer_id, code) in answers {
+        let Some((_, slot)) = topics.get_mut(ti).and_then(|t| t.partitions.get_mut(pi)) else {
+            continue;
+        };
+        if code == ErrorCode::NONE {
+            if let Ok(b) = slot
+                && let Some(txn) = b.txn.as_mut()
+            {
+                txn.guard = Some(parts.set_guard(&topic, index, producer_id));
+            }
+            continue;
+        }
+        refused += 1;
+        *slot = Err(verification_failure(code, ctx.version));
+    }
+    if refused > 0 {
+        debug!(
+            partitions = refused,
+            "produce: transactional batches not verified"
+        );
+    }
+}
+
+/// What a producer is told when its coordinator did not confirm the partition in its
+/// transaction (Kafka's mapping for Produce).
+fn verification_failure(code: ErrorCode, version: i16) -> Failure {
+    match code {
+        ErrorCode::CONCURRENT_TRANSACTIONS
+        | ErrorCode::COORDINATOR_NOT_AVAILABLE
+        | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+        | ErrorCode::NOT_COORDINATOR
+        | ErrorCode::NOT_LEADER_OR_FOLLOWER
+        | ErrorCode::REQUEST_TIMED_OUT
+        | ErrorCode::NETWORK_EXCEPTION => fail(
+            ErrorCode::NOT_ENOUGH_REPLICAS,
+            "the transaction coordinator could not be asked now",
+        ),
+        ErrorCode::PRODUCER_FENCED | ErrorCode::INVALID_PRODUCER_EPOCH => {
+            Failure::code(ErrorCode::INVALID_PRODUCER_EPOCH)
+        }
+        _ => not_in_transaction(version),
+    }
+}
+
+/// A transactional batch that would open a transaction its coordinator does not know of.
+fn not_in_transaction(version: i16) -> Failure {
+    fail(
+        if version >= 11 {
+            ErrorCode::TRANSACTION_ABORTABLE
+        } else {
+            ErrorCode::INVALID_TXN_STATE
+        },
+        "Partition was not added to the transaction",
+    )
 }
 
 /// The checks that need no decoding: the partition exists, the records hold exactly one
@@ -530,10 +690,16 @@ fn validate(
             ),
         ));
     }
-    if batch.batch().is_transactional() || batch.batch().is_control() {
+    if batch.batch().is_control() {
         return Err(fail(
-            ErrorCode::UNSUPPORTED_VERSION,
-            "transactional and control batches are not supported",
+            ErrorCode::INVALID_RECORD,
+            "control batches are written by partition leaders only",
+        ));
+    }
+    if batch.batch().is_transactional() && batch.header().producer_id < 0 {
+        return Err(fail(
+            ErrorCode::INVALID_RECORD,
+            "a transactional batch needs a producer id",
         ));
     }
     if batch.batch().compression() == Compression::Zstd && checks.version < 7 {
@@ -812,6 +978,11 @@ async fn submit_partition(
 ) -> Pending {
     let producers = &ctx.broker.producers;
     let log = &ctx.broker.stores.log;
+    if b.txn.is_some()
+        && let Err(f) = ready_for_txn(ctx, &b.topic, partition).await
+    {
+        return Pending::Failed(f);
+    }
     match producers.check(&b.topic, partition, b.id, now) {
         Ok(Verdict::Append) => {}
         // A retry of a write that already landed: answer with its offset.
@@ -827,11 +998,31 @@ async fn submit_partition(
         }
         Err(code) => return Pending::Failed(Failure::code(code)),
     }
+    if let Some(txn) = b.txn
+        && let Err(code) = ctx.broker.txn_partitions.begin_append(
+            &b.topic,
+            partition,
+            b.id.producer_id,
+            b.id.epoch,
+            txn.guard,
+        )
+    {
+        return Pending::Failed(if code == ErrorCode::INVALID_TXN_STATE {
+            not_in_transaction(ctx.version)
+        } else {
+            Failure::code(code)
+        });
+    }
     let submitted =
         tokio::time::timeout(timeout, log.submit(&b.topic, partition, vec![b.batch], now)).await;
     if !matches!(submitted, Ok(Ok(_))) && b.id.idempotent() {
         // The batch may still land: only the log can tell, so read it again next time.
         producers.unrecover(&b.topic, partition);
+        if b.txn.is_some() {
+            ctx.broker
+                .txn_partitions
+                .append_unknown(&b.topic, partition);
+        }
     }
     match submitted {
         Ok(Ok(append)) => Pending::Appending {
@@ -839,11 +1030,36 @@ async fn submit_partition(
             id: b.id,
             now,
             append_time: b.append_time,
+            txn: b.txn.map(|t| t.last_offset_delta),
             append,
         },
         Ok(Err(e)) => Pending::Failed(fail(e.error_code(), e.to_string())),
         Err(_) => Pending::Failed(timed_out()),
     }
+}
+
+/// Makes a partition ready for a transactional batch (under its producer lock): its
+/// transaction index current, and its topic flagged transactional in the store.
+async fn ready_for_txn(ctx: &Ctx<'_>, topic: &str, partition: i32) -> Result<(), Failure> {
+    let broker = ctx.broker;
+    let parts = &broker.txn_partitions;
+    let log = broker.stores.log.as_ref();
+    parts
+        .ensure_recovered(log, broker.membership.as_ref(), topic, partition)
+        .await
+        .map_err(|code| {
+            fail(
+                code,
+                "the partition's transaction state is not loaded; retry",
+            )
+        })?;
+    if !parts.is_flagged(topic) {
+        log.mark_transactional(topic)
+            .await
+            .map_err(|e| fail(e.error_code(), e.to_string()))?;
+        parts.flagged(topic);
+    }
+    Ok(())
 }
 
 fn timed_out() -> Failure {
@@ -855,14 +1071,15 @@ fn timed_out() -> Failure {
 
 /// Waits for one partition's append and records it in the producer state.
 async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Duration) -> Pending {
-    let (topic, id, now, append_time, append) = match pending {
+    let (topic, id, now, append_time, txn, append) = match pending {
         Pending::Appending {
             topic,
             id,
             now,
             append_time,
+            txn,
             append,
-        } => (topic, id, now, append_time, append),
+        } => (topic, id, now, append_time, txn, append),
         done => return done,
     };
     let outcome = match tokio::time::timeout(timeout, append).await {
@@ -879,6 +1096,9 @@ async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Durati
                 // again rather than trust the state held here.
                 ctx.broker.producers.unrecover(&topic, partition);
             }
+            if txn.is_some() {
+                ctx.broker.txn_partitions.append_unknown(&topic, partition);
+            }
             return Pending::Failed(match failed {
                 Ok(Err(e)) => fail(e.error_code(), e.to_string()),
                 _ => timed_out(),
@@ -888,6 +1108,21 @@ async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Durati
     ctx.broker
         .producers
         .record(&topic, partition, id, outcome.base_offset, now);
+    if id.idempotent() {
+        let last_delta = txn.unwrap_or(id.records.saturating_sub(1));
+        ctx.broker.txn_partitions.appended(
+            &topic,
+            partition,
+            &BatchSummary {
+                base_offset: outcome.base_offset,
+                last_offset: outcome.base_offset.saturating_add(i64::from(last_delta)),
+                producer_id: id.producer_id,
+                producer_epoch: id.epoch,
+                transactional: txn.is_some(),
+                marker: None,
+            },
+        );
+    }
     Pending::Done(outcome)
 }
 

@@ -226,6 +226,7 @@ pub(crate) async fn delete_topics(ctx: &Ctx<'_>, req: DeleteTopicsRequest) -> De
             Ok(Some(info)) => match log.delete_topic(&info.name).await {
                 Ok(()) => {
                     ctx.broker.producers.forget_topic(&info.name);
+                    ctx.broker.txn_partitions.forget_topic(&info.name);
                     info!(topic = %info.name, "topic deleted");
                     DeletableTopicResult {
                         name: Some(bs(info.name.clone())),

@@ -999,6 +999,148 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
                 ),
             }
         }
+        RequestBody::AddPartitionsToTxn(r) if api::is_broker_add_partitions(r) => {
+            top_level!(
+                denied.cluster(),
+                add_partitions_to_txn_response::AddPartitionsToTxnResponse
+            )
+        }
+        RequestBody::AddPartitionsToTxn(r) => {
+            use add_partitions_to_txn_response as ap;
+            let whole = denied.transactional_id(&r.v3_and_below_transactional_id);
+            let refused = |t: &add_partitions_to_txn_request::AddPartitionsToTxnTopic| {
+                whole.or_else(|| denied.topic(&t.name))
+            };
+            if r.v3_and_below_topics.iter().all(|t| refused(t).is_none()) {
+                return Some(Taken::Nothing);
+            }
+            // A refused topic fails the whole request: the others are not attempted.
+            let others = ErrorCode::OPERATION_NOT_ATTEMPTED.code();
+            let results_by_topic_v3_and_below = std::mem::take(&mut r.v3_and_below_topics)
+                .into_iter()
+                .map(|t| {
+                    let code = refused(&t).unwrap_or(others);
+                    ap::AddPartitionsToTxnTopicResult {
+                        results_by_partition: partitions(&t.partitions, code, |p, code| {
+                            ap::AddPartitionsToTxnPartitionResult {
+                                partition_index: *p,
+                                partition_error_code: code,
+                                ..Default::default()
+                            }
+                        }),
+                        name: t.name,
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            Taken::Answer(
+                ap::AddPartitionsToTxnResponse {
+                    results_by_topic_v3_and_below,
+                    ..Default::default()
+                }
+                .into(),
+            )
+        }
+        RequestBody::AddOffsetsToTxn(r) => {
+            let code = denied
+                .transactional_id(&r.transactional_id)
+                .or_else(|| denied.group(&r.group_id));
+            top_level!(code, add_offsets_to_txn_response::AddOffsetsToTxnResponse)
+        }
+        RequestBody::EndTxn(r) => match denied.transactional_id(&r.transactional_id) {
+            None => Taken::Nothing,
+            Some(code) => Taken::Answer(
+                end_txn_response::EndTxnResponse {
+                    error_code: code,
+                    producer_id: -1,
+                    producer_epoch: -1,
+                    ..Default::default()
+                }
+                .into(),
+            ),
+        },
+        RequestBody::WriteTxnMarkers(r) => match denied.cluster() {
+            None => Taken::Nothing,
+            Some(code) => {
+                use write_txn_markers_response as wm;
+                let markers = std::mem::take(&mut r.markers)
+                    .into_iter()
+                    .map(|m| wm::WritableTxnMarkerResult {
+                        producer_id: m.producer_id,
+                        topics: m
+                            .topics
+                            .into_iter()
+                            .map(|t| wm::WritableTxnMarkerTopicResult {
+                                partitions: partitions(&t.partition_indexes, code, |p, code| {
+                                    wm::WritableTxnMarkerPartitionResult {
+                                        partition_index: *p,
+                                        error_code: code,
+                                        ..Default::default()
+                                    }
+                                }),
+                                name: t.name,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    })
+                    .collect();
+                Taken::Answer(
+                    wm::WriteTxnMarkersResponse {
+                        markers,
+                        ..Default::default()
+                    }
+                    .into(),
+                )
+            }
+        },
+        RequestBody::TxnOffsetCommit(r) => {
+            use txn_offset_commit_response as to;
+            let whole = denied
+                .transactional_id(&r.transactional_id)
+                .or_else(|| denied.group(&r.group_id));
+            let mut answer = split(
+                &mut r.topics,
+                true,
+                |t| whole.or_else(|| denied.topic(&t.name)),
+                |t, code| to::TxnOffsetCommitResponseTopic {
+                    name: t.name,
+                    partitions: partitions(&t.partitions, code, |p, code| {
+                        to::TxnOffsetCommitResponsePartition {
+                            partition_index: p.partition_index,
+                            error_code: code,
+                            ..Default::default()
+                        }
+                    }),
+                    ..Default::default()
+                },
+                |topics| to::TxnOffsetCommitResponse {
+                    topics,
+                    ..Default::default()
+                },
+            );
+            // A refused id or group with no topic: answered alone all the same.
+            if whole.is_some()
+                && let Taken::Nothing = answer
+            {
+                answer = Taken::Answer(to::TxnOffsetCommitResponse::default().into());
+            }
+            answer
+        }
+        RequestBody::DescribeTransactions(r) => split(
+            &mut r.transactional_ids,
+            true,
+            |t| denied.transactional_id(t),
+            |transactional_id, code| describe_transactions_response::TransactionState {
+                error_code: code,
+                transactional_id,
+                ..Default::default()
+            },
+            |transaction_states| describe_transactions_response::DescribeTransactionsResponse {
+                transaction_states,
+                ..Default::default()
+            },
+        ),
         RequestBody::DescribeClientQuotas(_) => top_level!(
             denied.cluster(),
             describe_client_quotas_response::DescribeClientQuotasResponse
@@ -1160,6 +1302,12 @@ fn merge(body: &mut ResponseBody, errors: ResponseBody) {
         }
         (ResponseBody::DeleteGroups(b), ResponseBody::DeleteGroups(e)) => {
             b.results.extend(e.results)
+        }
+        (ResponseBody::TxnOffsetCommit(b), ResponseBody::TxnOffsetCommit(e)) => {
+            b.topics.extend(e.topics)
+        }
+        (ResponseBody::DescribeTransactions(b), ResponseBody::DescribeTransactions(e)) => {
+            b.transaction_states.extend(e.transaction_states)
         }
         // A handler answering with another API is caught by the dispatcher.
         _ => {}
@@ -1347,6 +1495,13 @@ fn hide(d: &Decider<'_>, body: &mut ResponseBody) {
             b.groups
                 .retain(|g| d.allows(Operation::Describe, ResourceType::Group, &g.group_id));
         }
+        ResponseBody::ListTransactions(b) => b.transaction_states.retain(|t| {
+            d.allows(
+                Operation::Describe,
+                ResourceType::TransactionalId,
+                &t.transactional_id,
+            )
+        }),
         ResponseBody::OffsetFetch(b) => {
             b.topics.retain(|t| topic(&t.name));
             for g in &mut b.groups {

@@ -374,6 +374,120 @@ fn sample(key: ApiKey, v: i16, topic_id: u128) -> (RequestBody, Refused) {
             .into(),
             cluster,
         ),
+        ApiKey::AddPartitionsToTxn => {
+            use add_partitions_to_txn_request as ap;
+            let topics = vec![ap::AddPartitionsToTxnTopic {
+                name: t(),
+                partitions: vec![0, 1],
+                ..Default::default()
+            }];
+            if v >= 4 {
+                (
+                    ap::AddPartitionsToTxnRequest {
+                        transactions: vec![ap::AddPartitionsToTxnTransaction {
+                            transactional_id: ByteString::from_static("tx"),
+                            producer_id: 1,
+                            producer_epoch: 0,
+                            verify_only: true,
+                            topics,
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }
+                    .into(),
+                    cluster,
+                )
+            } else {
+                (
+                    ap::AddPartitionsToTxnRequest {
+                        v3_and_below_transactional_id: ByteString::from_static("tx"),
+                        v3_and_below_producer_id: 1,
+                        v3_and_below_producer_epoch: 0,
+                        v3_and_below_topics: topics,
+                        ..Default::default()
+                    }
+                    .into(),
+                    With(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                )
+            }
+        }
+        ApiKey::AddOffsetsToTxn => (
+            add_offsets_to_txn_request::AddOffsetsToTxnRequest {
+                transactional_id: ByteString::from_static("tx"),
+                producer_id: 1,
+                producer_epoch: 0,
+                group_id: g(),
+                ..Default::default()
+            }
+            .into(),
+            With(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        ),
+        ApiKey::EndTxn => (
+            end_txn_request::EndTxnRequest {
+                transactional_id: ByteString::from_static("tx"),
+                producer_id: 1,
+                producer_epoch: 0,
+                committed: true,
+                ..Default::default()
+            }
+            .into(),
+            With(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        ),
+        ApiKey::WriteTxnMarkers => (
+            write_txn_markers_request::WriteTxnMarkersRequest {
+                markers: vec![write_txn_markers_request::WritableTxnMarker {
+                    producer_id: 1,
+                    producer_epoch: 0,
+                    transaction_result: true,
+                    coordinator_epoch: 0,
+                    topics: vec![write_txn_markers_request::WritableTxnMarkerTopic {
+                        name: t(),
+                        partition_indexes: vec![0],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+            .into(),
+            cluster,
+        ),
+        ApiKey::TxnOffsetCommit => (
+            txn_offset_commit_request::TxnOffsetCommitRequest {
+                transactional_id: ByteString::from_static("tx"),
+                group_id: g(),
+                producer_id: 1,
+                producer_epoch: 0,
+                generation_id: -1,
+                topics: vec![txn_offset_commit_request::TxnOffsetCommitRequestTopic {
+                    name: t(),
+                    partitions: vec![txn_offset_commit_request::TxnOffsetCommitRequestPartition {
+                        partition_index: 0,
+                        committed_offset: 1,
+                        committed_leader_epoch: -1,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+            .into(),
+            With(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        ),
+        ApiKey::DescribeTransactions => (
+            describe_transactions_request::DescribeTransactionsRequest {
+                transactional_ids: vec![ByteString::from_static("tx")],
+                ..Default::default()
+            }
+            .into(),
+            With(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        ),
+        ApiKey::ListTransactions => (
+            list_transactions_request::ListTransactionsRequest::default().into(),
+            // No transaction in this store: the listing is the handler's either way
+            // (the filtering is `list_transactions_hides_unauthorized_ids`).
+            NotChecked,
+        ),
         ApiKey::OffsetForLeaderEpoch => (
             offset_for_leader_epoch_request::OffsetForLeaderEpochRequest {
                 topics: vec![offset_for_leader_epoch_request::OffsetForLeaderTopic {
@@ -1434,4 +1548,40 @@ async fn a_transactional_produce_needs_write_on_its_transactional_id() {
             .iter()
             .all(|r| r.error_code == ErrorCode::TOPIC_AUTHORIZATION_FAILED.code())
     );
+}
+
+#[tokio::test]
+async fn list_transactions_hides_unauthorized_ids() {
+    use list_transactions_response as lt;
+    let bindings = r#"{"bindings": [
+      {"resource_type": "TRANSACTIONAL_ID", "name": "app-", "pattern": "PREFIXED",
+       "principal": "User:alice", "operation": "DESCRIBE"}
+    ]}"#;
+    let s = setup(Some(bindings), false).await;
+    let principal = format!("User:{ALICE}");
+    let session = session(ALICE);
+    let mut host = HostText::default();
+    let layer = s.layer.as_ref().expect("layer");
+    let d = layer.decider(s.acls.acls(), &principal, host.of(&session));
+    let state = |id: &'static str| lt::TransactionState {
+        transactional_id: ByteString::from_static(id),
+        producer_id: 1,
+        transaction_state: ByteString::from_static("Ongoing"),
+        ..Default::default()
+    };
+    let mut body: ResponseBody = lt::ListTransactionsResponse {
+        transaction_states: vec![state("app-1"), state("other"), state("app-2")],
+        ..Default::default()
+    }
+    .into();
+    hide(&d, &mut body);
+    let ResponseBody::ListTransactions(l) = body else {
+        panic!("not ListTransactions")
+    };
+    let ids: Vec<&str> = l
+        .transaction_states
+        .iter()
+        .map(|t| &*t.transactional_id)
+        .collect();
+    assert_eq!(ids, ["app-1", "app-2"]);
 }

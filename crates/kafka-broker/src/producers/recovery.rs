@@ -15,6 +15,10 @@
 //! batches kept are always one unbroken run ending at the high watermark, and the bytes
 //! read stay within the window plus one batch (a read always returns its first batch
 //! whole). At most [`MAX_STEPS`] steps are taken.
+//!
+//! Transactional batches count as idempotent ones. A transaction marker (a control
+//! batch) carries no sequence; its epoch is the producer's epoch from then on, so a
+//! producer fenced by a marker stays fenced after the rebuild.
 
 use super::BatchId;
 use kafka_records::{BATCH_HEADER_LEN, BatchHeader};
@@ -30,6 +34,9 @@ const GROWTH: u64 = 4;
 pub(crate) struct TailBatch {
     pub(crate) base_offset: i64,
     pub(crate) id: BatchId,
+    /// A transaction marker (control batch): it carries the producer's epoch, no
+    /// sequence.
+    pub(crate) marker: bool,
 }
 
 /// What a recovery read.
@@ -153,10 +160,10 @@ async fn read_step(
             }
             step.first_base.get_or_insert(h.base_offset);
             at = h.next_offset();
-            if h.producer_id >= 0 && !h.attributes.is_transactional() && !h.attributes.is_control()
-            {
+            if h.producer_id >= 0 {
                 step.batches.push(TailBatch {
                     base_offset: h.base_offset,
+                    marker: h.attributes.is_control(),
                     id: BatchId {
                         producer_id: h.producer_id,
                         epoch: h.producer_epoch,
