@@ -63,6 +63,8 @@ def run_app(state_dir, crash_at, count):
         commit_every=5,
         producer_extra_config={"transactional.id": f"{group}-eos",
                                "transaction.timeout.ms": 20000},
+        # the killed instance leaves the group after 6 s rather than librdkafka's 45 s
+        consumer_extra_config={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
     )
     clicks = app.topic(input_name, value_deserializer="json")
     counts = app.topic(output_name, value_serializer="json")
