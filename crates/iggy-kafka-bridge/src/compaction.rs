@@ -19,6 +19,12 @@
 //!    offsets below `H`), unless Iggy moved the partition's start meanwhile;
 //! 6. deletes the previous companion generation.
 //!
+//! On a topic that ever held a transactional batch, a pass first reads the records once
+//! more to fold the partition's transactions (`kafka_store::txn_index::TxnIndex`): the
+//! cleaned section ends at the first offset of the oldest open transaction; records of
+//! aborted transactions there are dropped and never supersede a committed record of
+//! their key; commit and abort markers are kept.
+//!
 //! A crash between any two steps leaves a consistent view: before the switch the old
 //! generation (or the untouched partition) is still what is served, and the new
 //! companion is an orphan the next pass deletes; after it, the new generation is served
@@ -103,7 +109,7 @@ pub struct PassReport {
     /// Records written to the new companion.
     pub records_kept: u64,
     /// Records left out of the new companion (superseded, expired tombstones, expired
-    /// by `retention.ms`, below the log start, transaction markers).
+    /// by `retention.ms`, below the log start, aborted in a transaction).
     pub records_removed: u64,
     /// Generation switched to.
     pub generation: u64,

@@ -12,6 +12,11 @@
 //! kafka.record     Raw     framing, always present (layout below)
 //! kafka.timestamp  Int64   the Kafka record timestamp in ms, always present
 //! kafka.key        Raw     the Kafka key (native form, non-null key only)
+//! kafka.txn        Int64   the producer id, on every record of a transactional batch
+//!                          (commit and abort markers included)
+//! kafka.marker     Raw     `commit` or `abort`, on a transaction marker (the one record
+//!                          of a control batch; its payload is the 6-byte marker value,
+//!                          its key the 4-byte marker key)
 //! <header name>    Raw     one per Kafka header (native form only)
 //!
 //! kafka.record, big-endian:
@@ -41,6 +46,10 @@
 //! byte order (so the map's order is the producer's order and no name repeats); every
 //! header value is 1..=255 bytes; and all user headers fit Iggy's 100 KB cap.
 //!
+//! `kafka.txn` and `kafka.marker` are for native Iggy consumers only (see
+//! `docs/bridge.md`, "Transactions"): the batch attributes in `kafka.record` say the same
+//! to the gateway, and reading ignores them like every other `kafka.` header.
+//!
 //! A message without `kafka.record` (sent by a native Iggy producer) reads as a one-record
 //! batch: value = payload, key = `kafka.key` if present, timestamp = `kafka.timestamp` if
 //! present else the producer's origin timestamp, headers = the other user headers in map
@@ -63,6 +72,15 @@ pub const RECORD_HEADER: &str = "kafka.record";
 pub const TIMESTAMP_HEADER: &str = "kafka.timestamp";
 /// User header holding the Kafka key in native form.
 pub const KEY_HEADER: &str = "kafka.key";
+/// User header holding the producer id of a transactional record (Int64).
+pub const TXN_HEADER: &str = "kafka.txn";
+/// User header naming the kind of a transaction marker: [`MARKER_COMMIT`] or
+/// [`MARKER_ABORT`].
+pub const MARKER_HEADER: &str = "kafka.marker";
+/// `kafka.marker` of a commit marker.
+pub const MARKER_COMMIT: &str = "commit";
+/// `kafka.marker` of an abort marker.
+pub const MARKER_ABORT: &str = "abort";
 /// Header names with this prefix are reserved for the bridge; records using them go
 /// into the envelope.
 pub const RESERVED_PREFIX: &str = "kafka.";
@@ -156,6 +174,73 @@ impl BatchFrame {
     }
 }
 
+/// Transactional bit of batch attributes.
+const ATTR_TRANSACTIONAL: i16 = 0x10;
+/// Control bit of batch attributes.
+const ATTR_CONTROL: i16 = 0x20;
+
+impl BatchFrame {
+    /// Whether the batch is part of a transaction.
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    /// Whether the batch is a control batch (a transaction marker).
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+}
+
+/// A commit or abort marker read from a control record: its key is an i16 version and
+/// an i16 type (0 abort, 1 commit), its value an i16 version and the i32 coordinator
+/// epoch. Other control record types, or malformed ones, are `None`.
+pub fn control_marker(record: &NewRecord) -> Option<(bool, i32)> {
+    let key = record.key.as_deref()?;
+    let [_, _, t0, t1] = <[u8; 4]>::try_from(key.get(..4)?).ok()?;
+    let commit = match i16::from_be_bytes([t0, t1]) {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    let value = record.value.as_deref()?;
+    let epoch = <[u8; 4]>::try_from(value.get(2..6)?).ok()?;
+    Some((commit, i32::from_be_bytes(epoch)))
+}
+
+/// What a record says about its transaction, for native Iggy consumers: the
+/// `kafka.txn` and `kafka.marker` headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnTag {
+    /// The producer id of the transactional batch.
+    pub producer_id: i64,
+    /// On a marker: commit (`true`) or abort.
+    pub marker: Option<bool>,
+}
+
+impl TxnTag {
+    /// The tag of `record` in a batch with the fields of `frame`; `None` outside
+    /// transactions.
+    pub fn of(frame: &BatchFrame, record: &NewRecord) -> Option<TxnTag> {
+        if !frame.is_transactional() {
+            return None;
+        }
+        let marker = if frame.is_control() {
+            control_marker(record).map(|(commit, _)| commit)
+        } else {
+            None
+        };
+        Some(TxnTag {
+            producer_id: frame.producer_id,
+            marker,
+        })
+    }
+
+    fn marker_name(&self) -> Option<&'static str> {
+        self.marker
+            .map(|commit| if commit { MARKER_COMMIT } else { MARKER_ABORT })
+    }
+}
+
 /// A Kafka record read back from one Iggy message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MappedRecord {
@@ -169,6 +254,9 @@ pub struct MappedRecord {
     pub batch: Option<BatchFrame>,
     /// Whether the message was stored in envelope form.
     pub envelope: bool,
+    /// The producer id of its transaction (`kafka.txn`), on every record of a
+    /// transactional batch.
+    pub txn: Option<i64>,
 }
 
 fn key(name: &str) -> Result<HeaderKey, MappingError> {
@@ -311,16 +399,19 @@ pub fn to_message(
     offset_delta: i32,
     batch: Option<&BatchFrame>,
 ) -> Result<IggyMessage, MappingError> {
+    let txn = batch.and_then(|b| TxnTag::of(b, record));
     to_message_at(
         record,
         offset_delta,
         batch,
+        txn.as_ref(),
         IggyTimestamp::now().as_micros(),
     )
 }
 
 /// [`to_message`] with the message's origin timestamp (microseconds) given, so a batch
-/// reads the clock once.
+/// reads the clock once, and the record's transaction tag (see [`TxnTag::of`]), which
+/// every record of a transactional batch carries, not only the first.
 ///
 /// The user headers are written straight in Iggy's wire form (what the SDK's builder
 /// makes of the same header map, byte for byte; a test checks it), without building a
@@ -329,10 +420,11 @@ pub fn to_message_at(
     record: &NewRecord,
     offset_delta: i32,
     batch: Option<&BatchFrame>,
+    txn: Option<&TxnTag>,
     origin_micros: u64,
 ) -> Result<IggyMessage, MappingError> {
     if is_native(record) {
-        match build_wire(record, offset_delta, batch, true, origin_micros) {
+        match build_wire(record, offset_delta, batch, txn, true, origin_micros) {
             Ok(message) => return Ok(message),
             // Headers that pass the per-field rules can still exceed Iggy's total cap;
             // the envelope has no such cap short of the payload limit.
@@ -340,7 +432,7 @@ pub fn to_message_at(
             Err(e) => return Err(e),
         }
     }
-    build_wire(record, offset_delta, batch, false, origin_micros)
+    build_wire(record, offset_delta, batch, txn, false, origin_micros)
 }
 
 /// Wire codes of Iggy header kinds (`HeaderKind::as_code`).
@@ -398,17 +490,21 @@ fn build_wire(
     record: &NewRecord,
     offset_delta: i32,
     batch: Option<&BatchFrame>,
+    txn: Option<&TxnTag>,
     native: bool,
     origin_micros: u64,
 ) -> Result<IggyMessage, MappingError> {
     let (frame, frame_len) = frame(offset_delta, batch, native);
     let frame = &frame[..frame_len];
     let timestamp = record.timestamp.to_le_bytes();
+    let producer = txn.map(|t| t.producer_id.to_le_bytes());
+    let marker = txn.and_then(TxnTag::marker_name);
     let key = record.key.as_deref().filter(|_| native);
     let user: &[Header] = if native { &record.headers } else { &[] };
     // Names beginning `kafka.` form one range in byte order and producer headers never
     // use it (`is_native`), so the map's order is: producer headers below the range,
-    // the bridge's own (key < record < timestamp), the producer headers above it.
+    // the bridge's own (key < marker < record < timestamp < txn), the producer headers
+    // above it.
     let below = user.partition_point(|h| h.key.as_ref() < RESERVED_PREFIX.as_bytes());
     let size = user
         .iter()
@@ -416,7 +512,9 @@ fn build_wire(
         .sum::<usize>()
         + key.map_or(0, |k| entry_len(KEY_HEADER.as_bytes(), k))
         + entry_len(RECORD_HEADER.as_bytes(), frame)
-        + entry_len(TIMESTAMP_HEADER.as_bytes(), &timestamp);
+        + entry_len(TIMESTAMP_HEADER.as_bytes(), &timestamp)
+        + producer.map_or(0, |p| entry_len(TXN_HEADER.as_bytes(), &p))
+        + marker.map_or(0, |m| entry_len(MARKER_HEADER.as_bytes(), m.as_bytes()));
     let user_headers_length = u32::try_from(size)
         .ok()
         .filter(|n| *n <= MAX_USER_HEADERS_SIZE)
@@ -440,6 +538,14 @@ fn build_wire(
     if let Some(k) = key {
         put_entry(&mut headers, KEY_HEADER.as_bytes(), KIND_RAW, k);
     }
+    if let Some(m) = marker {
+        put_entry(
+            &mut headers,
+            MARKER_HEADER.as_bytes(),
+            KIND_RAW,
+            m.as_bytes(),
+        );
+    }
     put_entry(&mut headers, RECORD_HEADER.as_bytes(), KIND_RAW, frame);
     put_entry(
         &mut headers,
@@ -447,6 +553,9 @@ fn build_wire(
         KIND_INT64,
         &timestamp,
     );
+    if let Some(p) = &producer {
+        put_entry(&mut headers, TXN_HEADER.as_bytes(), KIND_INT64, p);
+    }
     put_user(&mut headers, &user[below..]);
     let payload = if native {
         record.value.clone().unwrap_or_default()
@@ -485,12 +594,19 @@ fn build(
     record: &NewRecord,
     offset_delta: i32,
     batch: Option<&BatchFrame>,
+    txn: Option<&TxnTag>,
     native: bool,
 ) -> Result<IggyMessage, MappingError> {
     let (frame, frame_len) = frame(offset_delta, batch, native);
     let mut headers: BTreeMap<HeaderKey, HeaderValue> = BTreeMap::new();
     headers.insert(key(RECORD_HEADER)?, raw_value(&frame[..frame_len])?);
     headers.insert(key(TIMESTAMP_HEADER)?, HeaderValue::from(record.timestamp));
+    if let Some(t) = txn {
+        headers.insert(key(TXN_HEADER)?, HeaderValue::from(t.producer_id));
+        if let Some(m) = t.marker_name() {
+            headers.insert(key(MARKER_HEADER)?, raw_value(m.as_bytes())?);
+        }
+    }
     let payload = if native {
         if let Some(k) = &record.key {
             headers.insert(key(KEY_HEADER)?, raw_value(k)?);
@@ -520,6 +636,7 @@ fn build(
 #[derive(Default)]
 struct Scanned {
     timestamp: Option<i64>,
+    txn: Option<i64>,
     frame: Option<Bytes>,
     key: Option<Bytes>,
     headers: Vec<Header>,
@@ -559,6 +676,12 @@ fn scan_headers(wire: &Bytes) -> Option<Scanned> {
                 if value_kind == KIND_INT64 {
                     let v: [u8; 8] = wire[vs..ve].try_into().ok()?;
                     out.timestamp = Some(i64::from_le_bytes(v));
+                }
+            }
+            n if n == TXN_HEADER.as_bytes() => {
+                if value_kind == KIND_INT64 {
+                    let v: [u8; 8] = wire[vs..ve].try_into().ok()?;
+                    out.txn = Some(i64::from_le_bytes(v));
                 }
             }
             n if n == RECORD_HEADER.as_bytes() => out.frame = Some(wire.slice(vs..ve)),
@@ -601,6 +724,7 @@ fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, Mappi
             offset_delta: None,
             batch: None,
             envelope: false,
+            txn: None,
         });
     };
     let (offset_delta, batch, envelope) = parse_frame(&frame)?;
@@ -622,6 +746,7 @@ fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, Mappi
         offset_delta: Some(offset_delta),
         batch,
         envelope,
+        txn: s.txn,
     })
 }
 
@@ -676,6 +801,7 @@ fn from_message_mapped(message: &IggyMessage) -> Result<MappedRecord, MappingErr
             offset_delta: None,
             batch: None,
             envelope: false,
+            txn: None,
         });
     };
     let (offset_delta, batch, envelope) = parse_frame(frame.as_bytes())?;
@@ -690,12 +816,17 @@ fn from_message_mapped(message: &IggyMessage) -> Result<MappedRecord, MappingErr
             .retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
         record
     };
+    let txn = match headers.get(&key(TXN_HEADER)?) {
+        Some(v) if v.kind() == HeaderKind::Int64 => v.as_int64().ok(),
+        _ => None,
+    };
     Ok(MappedRecord {
         offset,
         record,
         offset_delta: Some(offset_delta),
         batch,
         envelope,
+        txn,
     })
 }
 
@@ -740,6 +871,58 @@ pub fn frame_of(header: &kafka_records::BatchHeader) -> BatchFrame {
         base_sequence: header.base_sequence,
         record_count: header.record_count,
         crc: None,
+    }
+}
+
+/// The batch fields of `count` records from `m` on served without their whole producer
+/// batch (the compacted prefix serves each record alone; a read may start inside a
+/// batch): a transactional record keeps its producer id, and a marker its control bit,
+/// so read_committed consumers still tell them apart. `batch` is the frame of the
+/// records' batch when known (its first record was seen), for the epoch and sequence.
+/// Records outside transactions get `None` (a plain batch).
+pub fn partial_frame(
+    m: &MappedRecord,
+    batch: Option<&BatchFrame>,
+    count: usize,
+) -> Option<BatchFrame> {
+    let record_count = i32::try_from(count).ok()?;
+    let own = m
+        .batch
+        .as_ref()
+        .or(batch.filter(|b| Some(b.producer_id) == m.txn));
+    match own {
+        Some(f) if f.is_transactional() => {
+            let delta = if m.batch.is_some() {
+                0
+            } else {
+                m.offset_delta.unwrap_or(0)
+            };
+            Some(BatchFrame {
+                // Uncompressed, the timestamp type and the transaction bits kept.
+                attributes: f.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL | 0x08),
+                partition_leader_epoch: f.partition_leader_epoch,
+                base_timestamp: m.record.timestamp,
+                producer_id: f.producer_id,
+                producer_epoch: f.producer_epoch,
+                base_sequence: if f.base_sequence < 0 {
+                    -1
+                } else {
+                    f.base_sequence.wrapping_add(delta)
+                },
+                record_count,
+                crc: None,
+            })
+        }
+        _ => m.txn.map(|producer_id| BatchFrame {
+            attributes: ATTR_TRANSACTIONAL,
+            partition_leader_epoch: -1,
+            base_timestamp: m.record.timestamp,
+            producer_id,
+            producer_epoch: -1,
+            base_sequence: -1,
+            record_count,
+            crc: None,
+        }),
     }
 }
 
@@ -881,6 +1064,231 @@ mod tests {
         assert_eq!(back.batch, Some(with_crc));
     }
 
+    /// A batch encoded with `options`, mapped to messages as an append does, read back
+    /// through the wire form; returns the messages and the re-encoded batch.
+    fn through_iggy(options: &BatchOptions, records: &[NewRecord]) -> (Vec<IggyMessage>, Bytes) {
+        let mut bytes = BytesMut::new();
+        encode_batch(options, records, &mut bytes).unwrap();
+        let bytes = bytes.freeze();
+        let batch =
+            kafka_records::RecordBatch::decode(&bytes, &kafka_records::DecodeLimits::default())
+                .unwrap();
+        let frame = frame_of(batch.header());
+        let mut messages = Vec::new();
+        let mut back = Vec::new();
+        for (i, record) in batch.records().unwrap().enumerate() {
+            let record = NewRecord::from(record.unwrap());
+            let txn = TxnTag::of(&frame, &record);
+            let delta = i32::try_from(i).unwrap();
+            let first = (i == 0).then_some(&frame);
+            let message = to_message_at(&record, delta, first, txn.as_ref(), 1).unwrap();
+            let wire = message.to_bytes();
+            let message = IggyMessage::from_bytes(wire.clone()).unwrap();
+            let read = IggyMessage::from_bytes(wire).unwrap();
+            let mapped = from_message(&with_offset(read, 100 + i as u64)).unwrap();
+            assert_eq!(mapped.record, record);
+            back.push(mapped);
+            messages.push(message);
+        }
+        let mut out = BytesMut::new();
+        let records: Vec<NewRecord> = back.iter().map(|m| m.record.clone()).collect();
+        encode_run(100, back[0].batch.as_ref(), &records, &mut out).unwrap();
+        (messages, out.freeze())
+    }
+
+    fn txn_options(control: bool, base_sequence: i32) -> BatchOptions {
+        BatchOptions {
+            base_offset: 0,
+            partition_leader_epoch: -1,
+            compression: Compression::None,
+            timestamp_type: TimestampType::CreateTime,
+            transactional: true,
+            control,
+            producer_id: 4242,
+            producer_epoch: 3,
+            base_sequence,
+            base_timestamp: None,
+        }
+    }
+
+    fn header_of(message: &IggyMessage, name: &str) -> Option<HeaderValue> {
+        message
+            .user_headers_map()
+            .unwrap()
+            .unwrap_or_default()
+            .get(&key(name).unwrap())
+            .cloned()
+    }
+
+    #[test]
+    fn transactional_batches_round_trip_and_every_record_is_flagged() {
+        let records = vec![
+            rec(Some(b"a"), Some(b"1"), vec![]),
+            rec(None, Some(b"2"), vec![h("h", Some("x"))]),
+            rec(Some(b"c"), None, vec![]),
+        ];
+        let (messages, bytes) = through_iggy(&txn_options(false, 17), &records);
+        assert_eq!(messages.len(), 3);
+        for m in &messages {
+            assert_eq!(
+                header_of(m, TXN_HEADER).unwrap().as_int64().unwrap(),
+                4242,
+                "every record carries the producer id"
+            );
+            assert!(header_of(m, MARKER_HEADER).is_none());
+        }
+        let batch =
+            kafka_records::RecordBatch::decode(&bytes, &kafka_records::DecodeLimits::default())
+                .unwrap();
+        let header = batch.header();
+        assert!(header.attributes.is_transactional());
+        assert!(!header.attributes.is_control());
+        assert_eq!(header.producer_id, 4242);
+        assert_eq!(header.producer_epoch, 3);
+        assert_eq!(header.base_sequence, 17);
+        assert_eq!(header.base_offset, 100);
+        let back: Vec<NewRecord> = batch
+            .records()
+            .unwrap()
+            .map(|r| NewRecord::from(r.unwrap()))
+            .collect();
+        assert_eq!(back, records);
+    }
+
+    #[test]
+    fn markers_round_trip_and_are_flagged() {
+        for (commit, name) in [(true, MARKER_COMMIT), (false, MARKER_ABORT)] {
+            let marker = NewRecord {
+                timestamp: 5,
+                key: Some(Bytes::copy_from_slice(&[0, 0, 0, u8::from(commit)])),
+                value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 9])),
+                headers: Vec::new(),
+            };
+            assert_eq!(control_marker(&marker), Some((commit, 9)));
+            let (messages, bytes) =
+                through_iggy(&txn_options(true, -1), std::slice::from_ref(&marker));
+            let m = &messages[0];
+            assert_eq!(header_of(m, TXN_HEADER).unwrap().as_int64().unwrap(), 4242);
+            assert_eq!(
+                header_of(m, MARKER_HEADER).unwrap().as_bytes(),
+                name.as_bytes()
+            );
+            assert_eq!(m.payload.as_ref(), &[0, 0, 0, 0, 0, 9]);
+            assert_eq!(
+                header_of(m, KEY_HEADER).unwrap().as_bytes(),
+                &[0, 0, 0, u8::from(commit)]
+            );
+            let batch =
+                kafka_records::RecordBatch::decode(&bytes, &kafka_records::DecodeLimits::default())
+                    .unwrap();
+            let header = batch.header();
+            assert!(header.attributes.is_transactional());
+            assert!(header.attributes.is_control());
+            assert_eq!(header.base_sequence, -1);
+            assert_eq!(header.producer_epoch, 3);
+            let back: Vec<NewRecord> = batch
+                .records()
+                .unwrap()
+                .map(|r| NewRecord::from(r.unwrap()))
+                .collect();
+            assert_eq!(back, vec![marker]);
+        }
+    }
+
+    #[test]
+    fn records_served_alone_keep_their_transaction() {
+        let records = vec![
+            rec(Some(b"a"), Some(b"1"), vec![]),
+            rec(Some(b"b"), Some(b"2"), vec![]),
+        ];
+        let mut options = txn_options(false, 40);
+        options.compression = Compression::Gzip;
+        let mut bytes = BytesMut::new();
+        encode_batch(&options, &records, &mut bytes).unwrap();
+        let bytes = bytes.freeze();
+        let batch =
+            kafka_records::RecordBatch::decode(&bytes, &kafka_records::DecodeLimits::default())
+                .unwrap();
+        let frame = frame_of(batch.header());
+        let mapped: Vec<MappedRecord> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let first = (i == 0).then_some(&frame);
+                let txn = TxnTag::of(&frame, r);
+                let m =
+                    to_message_at(r, i32::try_from(i).unwrap(), first, txn.as_ref(), 1).unwrap();
+                from_message(&IggyMessage::from_bytes(m.to_bytes()).unwrap()).unwrap()
+            })
+            .collect();
+        assert_eq!(mapped[0].txn, Some(4242));
+        assert_eq!(mapped[1].txn, Some(4242));
+        let first = partial_frame(&mapped[0], None, 1).unwrap();
+        assert_eq!(first.attributes, 0x10, "uncompressed, transactional");
+        assert_eq!((first.producer_epoch, first.base_sequence), (3, 40));
+        // The second alone: epoch and sequence from its batch when that was seen.
+        let second = partial_frame(&mapped[1], Some(&frame), 1).unwrap();
+        assert_eq!(
+            (
+                second.producer_id,
+                second.producer_epoch,
+                second.base_sequence
+            ),
+            (4242, 3, 41)
+        );
+        let unknown = partial_frame(&mapped[1], None, 1).unwrap();
+        assert_eq!(
+            (
+                unknown.attributes,
+                unknown.producer_id,
+                unknown.producer_epoch
+            ),
+            (0x10, 4242, -1)
+        );
+        // Re-encoded alone, it is a transactional batch of the producer.
+        let mut out = BytesMut::new();
+        encode_run(9, Some(&second), &[mapped[1].record.clone()], &mut out).unwrap();
+        let out = out.freeze();
+        let back =
+            kafka_records::RecordBatch::decode(&out, &kafka_records::DecodeLimits::default())
+                .unwrap();
+        assert!(back.header().attributes.is_transactional());
+        assert_eq!(back.header().producer_id, 4242);
+        // A plain record stays plain.
+        let plain = roundtrip(&rec(None, Some(b"v"), vec![]), 0, None);
+        assert_eq!(plain.txn, None);
+        assert_eq!(partial_frame(&plain, Some(&frame), 1), None);
+    }
+
+    #[test]
+    fn other_control_records_and_plain_batches_carry_no_marker() {
+        let frame = |attributes| BatchFrame {
+            attributes,
+            ..sample_frame()
+        };
+        let odd = NewRecord {
+            timestamp: 0,
+            key: Some(Bytes::from_static(&[0, 0, 0, 7])),
+            value: Some(Bytes::from_static(&[0, 0])),
+            headers: Vec::new(),
+        };
+        assert_eq!(control_marker(&odd), None);
+        assert_eq!(
+            TxnTag::of(&frame(0x30), &odd),
+            Some(TxnTag {
+                producer_id: 7,
+                marker: None
+            })
+        );
+        assert_eq!(TxnTag::of(&frame(0), &odd), None);
+        assert_eq!(TxnTag::of(&frame(0x20), &odd), None);
+        let short = NewRecord {
+            key: Some(Bytes::from_static(&[0, 1])),
+            ..odd
+        };
+        assert_eq!(control_marker(&short), None);
+    }
+
     #[test]
     fn native_iggy_message_reads_as_a_record() {
         let mut headers = BTreeMap::new();
@@ -983,14 +1391,16 @@ mod tests {
             record in prop_oneof![arb_record(), arb_native_record()],
             delta in 0i32..1000,
             first in any::<bool>(),
+            txn in proptest::option::of((any::<i64>(), proptest::option::of(any::<bool>()))),
         ) {
             let frame = first.then(sample_frame);
+            let txn = txn.map(|(producer_id, marker)| TxnTag { producer_id, marker });
             for native in [true, false] {
                 if native && !is_native(&record) {
                     continue;
                 }
-                let direct = build_wire(&record, delta, frame.as_ref(), native, 5);
-                let reference = build(&record, delta, frame.as_ref(), native);
+                let direct = build_wire(&record, delta, frame.as_ref(), txn.as_ref(), native, 5);
+                let reference = build(&record, delta, frame.as_ref(), txn.as_ref(), native);
                 match (direct, reference) {
                     (Ok(d), Ok(r)) => {
                         prop_assert_eq!(&d.user_headers, &r.user_headers);

@@ -10,14 +10,28 @@
 //!          key (g,t,p); "o":null deletes the committed offset
 //!          {"g":group,"s":base64 state|null}
 //!          key g: the coordinator's state of the group, opaque here; null deletes it
+//!          {"x":transactional id,"s":base64 state|null}
+//!          key x: the transaction coordinator's state of the id, opaque here; null
+//!          deletes it
+//!          {"ce":n}
+//!          the shard's transaction-coordinator epoch: the highest one written counts;
+//!          a gateway that starts coordinating the shard writes one more
+//!          {"pg":group,"pid":producer id,
+//!           "po":[[topic,partition,offset,epoch,meta|null,ts],..]|null}
+//!          key (pg,pid): offsets committed inside an open transaction; null ends the
+//!          set. Ending a transaction writes the committed offsets (on commit) and the
+//!          null record in one send, so it happens whole or not at all
 //! topics   {"s":stream,"t":iggy topic,"c":created_at_us,"deleted":bool,
 //!           "retention_ms":..,"retention_bytes":..,"max_message_bytes":..,
 //!           "log_start":{"<partition>":offset},
 //!           "compacted":{"<partition>":{"g":generation,"start":..,"c":clean end,
 //!                        "end":..,"n":..,
-//!                        "idx":[[kafka offset,companion offset],..]}}}
+//!                        "idx":[[kafka offset,companion offset],..]}},
+//!           "txn":true}
 //!          key (s,t,c): the creation time keeps a recreated topic from inheriting the
-//!          settings of the one it replaces
+//!          settings of the one it replaces. "txn" (absent = false) is sticky: the
+//!          topic once held a transactional batch; a rewrite of the record carries it,
+//!          and a record without it does not clear it
 //! scram    {"u":user,"m":mechanism id,"s":salt,"i":iterations,"sk":stored key,
 //!           "vk":server key} (binary fields base64), or {"u":..,"m":..,"deleted":true}
 //!          key (u,m); Kafka's mechanism ids (1 SCRAM-SHA-256, 2 SCRAM-SHA-512). What
@@ -28,6 +42,12 @@
 //!          key: the whole binding. Kafka ACL bindings (CreateAcls, DeleteAcls); a
 //!          record that does not name a storable binding is skipped at load
 //! ```
+//!
+//! The shard records are told apart by their keys: an offset record has `g`, `t` and
+//! `p`, a group state exactly `g` and `s`, the transaction records none of `g`, `t`
+//! and `p`, and each kind refuses fields it does not know (the offset record aside,
+//! kept lenient as it was first written), so no record reads as another kind. A
+//! gateway of an earlier version skips the transaction records as unreadable.
 //!
 //! A record that cannot be read, or is longer than `meta_record_max_bytes`, is skipped
 //! (one warning a minute per log at most, with the count); it never stops a read.
@@ -114,7 +134,7 @@ use iggy::prelude::{Identifier, IggyClient, IggyError, StreamClient};
 use kafka_authz::{AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType};
 use kafka_sasl::{ScramCredential, ScramMechanism, ScramUserInfo};
 use kafka_store::cluster::{GROUP_SHARDS, group_shard};
-use kafka_store::{CommittedOffset, StoreError, StoreResult, TopicConfig};
+use kafka_store::{CommittedOffset, PendingOffsets, StoreError, StoreResult, TopicConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -155,6 +175,8 @@ pub struct TopicMeta {
     /// Per partition, the compacted prefix kept in a companion topic (see
     /// `crate::bridge::compaction`); absent for partitions never compacted.
     pub compacted: BTreeMap<u32, CompactedPartition>,
+    /// Whether the topic ever held a transactional batch (sticky).
+    pub transactional: bool,
 }
 
 /// Where a compacted partition's cleaned prefix lives: one record of the `topics` log
@@ -216,6 +238,9 @@ struct TopicRecord {
     /// like `retention_ms` they come back as effective values, not as overrides.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     typed: BTreeMap<String, String>,
+    /// The topic once held a transactional batch (sticky; see the module docs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    txn: bool,
 }
 
 /// Settings with a typed field besides the three the record has columns for.
@@ -332,7 +357,65 @@ struct GroupStateRecord {
     s: Option<String>,
 }
 
+/// The transaction coordinator's state of one transactional id; `s` is required (null
+/// deletes).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TxnStateRecord {
+    x: String,
+    #[serde(deserialize_with = "Option::deserialize")]
+    s: Option<String>,
+}
+
+/// A transaction-coordinator epoch claimed for the shard.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CoordinatorEpochRecord {
+    ce: i32,
+}
+
+/// One pending offset: topic, partition, offset, leader epoch, metadata, commit time.
+type PendingEntry = (String, i32, i64, i32, Option<String>, i64);
+
+/// The offsets a producer committed for a group inside its open transaction; `po` is
+/// required (null ends the set).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PendingRecord {
+    pg: String,
+    pid: i64,
+    #[serde(deserialize_with = "Option::deserialize")]
+    po: Option<Vec<PendingEntry>>,
+}
+
+fn pending_record(
+    group: &str,
+    producer_id: i64,
+    offsets: Option<&[(String, i32, CommittedOffset)]>,
+) -> PendingRecord {
+    PendingRecord {
+        pg: group.to_owned(),
+        pid: producer_id,
+        po: offsets.map(|o| {
+            o.iter()
+                .map(|(t, p, c)| {
+                    (
+                        t.clone(),
+                        *p,
+                        c.offset,
+                        c.leader_epoch,
+                        c.metadata.clone(),
+                        c.commit_timestamp,
+                    )
+                })
+                .collect()
+        }),
+    }
+}
+
 type OffsetKey = (String, String, i32);
+/// Group and producer id of a pending offset set.
+type PendingKey = (String, i64);
 type ScramKey = (String, ScramMechanism);
 
 fn encode<T: Serialize>(record: &T) -> StoreResult<Vec<u8>> {
@@ -408,11 +491,63 @@ impl Fold for Acls {
     }
 }
 
-/// One coordinator shard: committed offsets and group states of its groups.
+/// One coordinator shard: committed offsets and group states of its groups, and the
+/// transaction coordinator's records of its transactional ids.
 #[derive(Debug, Default, PartialEq)]
 struct Shard {
     offsets: BTreeMap<OffsetKey, CommittedOffset>,
     states: BTreeMap<String, Bytes>,
+    /// Transaction states by transactional id.
+    txns: BTreeMap<String, Bytes>,
+    /// The highest coordinator epoch claimed, if any.
+    coordinator_epoch: Option<i32>,
+    /// Offsets committed inside open transactions.
+    pending: BTreeMap<PendingKey, Vec<(String, i32, CommittedOffset)>>,
+}
+
+/// Folds an optional base64 blob into a map: `false` (and no change) for bad base64.
+fn apply_blob(map: &mut BTreeMap<String, Bytes>, key: String, blob: Option<String>) -> bool {
+    match blob {
+        Some(s) => match B64.decode(s) {
+            Ok(state) => {
+                map.insert(key, Bytes::from(state));
+            }
+            Err(_) => return false,
+        },
+        None => {
+            map.remove(&key);
+        }
+    }
+    true
+}
+
+impl Shard {
+    fn apply_pending(&mut self, r: PendingRecord) {
+        let key = (r.pg, r.pid);
+        match r.po {
+            Some(entries) => {
+                let offsets = entries
+                    .into_iter()
+                    .map(|(t, p, offset, leader_epoch, metadata, commit_timestamp)| {
+                        (
+                            t,
+                            p,
+                            CommittedOffset {
+                                offset,
+                                leader_epoch,
+                                metadata,
+                                commit_timestamp,
+                            },
+                        )
+                    })
+                    .collect();
+                self.pending.insert(key, offsets);
+            }
+            None => {
+                self.pending.remove(&key);
+            }
+        }
+    }
 }
 
 impl Fold for Shard {
@@ -421,21 +556,21 @@ impl Fold for Shard {
             apply_offset(&mut self.offsets, r);
             return true;
         }
-        let Ok(r) = serde_json::from_slice::<GroupStateRecord>(payload) else {
-            return false;
-        };
-        match r.s {
-            Some(s) => match B64.decode(s) {
-                Ok(state) => {
-                    self.states.insert(r.g, Bytes::from(state));
-                }
-                Err(_) => return false,
-            },
-            None => {
-                self.states.remove(&r.g);
-            }
+        if let Ok(r) = serde_json::from_slice::<GroupStateRecord>(payload) {
+            return apply_blob(&mut self.states, r.g, r.s);
         }
-        true
+        if let Ok(r) = serde_json::from_slice::<TxnStateRecord>(payload) {
+            return apply_blob(&mut self.txns, r.x, r.s);
+        }
+        if let Ok(r) = serde_json::from_slice::<CoordinatorEpochRecord>(payload) {
+            self.coordinator_epoch = Some(self.coordinator_epoch.map_or(r.ce, |e| e.max(r.ce)));
+            return true;
+        }
+        if let Ok(r) = serde_json::from_slice::<PendingRecord>(payload) {
+            self.apply_pending(r);
+            return true;
+        }
+        false
     }
     fn records(&self) -> StoreResult<Vec<Vec<u8>>> {
         let offsets = self
@@ -448,10 +583,33 @@ impl Fold for Shard {
                 s: Some(B64.encode(s)),
             })
         });
-        offsets.chain(states).collect()
+        let txns = self.txns.iter().map(|(x, s)| {
+            encode(&TxnStateRecord {
+                x: x.clone(),
+                s: Some(B64.encode(s)),
+            })
+        });
+        let epoch = self
+            .coordinator_epoch
+            .map(|ce| encode(&CoordinatorEpochRecord { ce }));
+        let pending = self
+            .pending
+            .iter()
+            .map(|((g, pid), o)| encode(&pending_record(g, *pid, Some(o))));
+        offsets
+            .chain(states)
+            .chain(txns)
+            .chain(epoch)
+            .chain(pending)
+            .collect()
     }
     fn live(&self) -> u64 {
-        u64::try_from(self.offsets.len() + self.states.len()).unwrap_or(u64::MAX)
+        let n = self.offsets.len()
+            + self.states.len()
+            + self.txns.len()
+            + usize::from(self.coordinator_epoch.is_some())
+            + self.pending.len();
+        u64::try_from(n).unwrap_or(u64::MAX)
     }
 }
 
@@ -789,9 +947,7 @@ impl Meta {
             g: group.to_owned(),
             s: state.map(|s| B64.encode(s)),
         })?;
-        let log = self.group_log(group)?;
-        let mut cur = log.cursor.lock().await;
-        log.write_owned(&self.ctx, client, &mut cur, vec![payload])
+        self.write_shard(client, group_shard(group), vec![payload])
             .await
     }
 
@@ -801,15 +957,168 @@ impl Meta {
         client: &IggyClient,
         shard: u32,
     ) -> StoreResult<Vec<(String, Bytes)>> {
+        self.shard_blobs(client, shard, |s| &s.states).await
+    }
+
+    /// Writes records to the log of `shard` in one send.
+    async fn write_shard(
+        &self,
+        client: &IggyClient,
+        shard: u32,
+        payloads: Vec<Vec<u8>>,
+    ) -> StoreResult<()> {
+        let log = self.shard_log(shard)?;
+        let mut cur = log.cursor.lock().await;
+        log.write_owned(&self.ctx, client, &mut cur, payloads).await
+    }
+
+    /// The opaque states `pick` selects of `shard` (group or transaction states) whose
+    /// key belongs to the shard, sorted by key.
+    async fn shard_blobs(
+        &self,
+        client: &IggyClient,
+        shard: u32,
+        pick: fn(&Shard) -> &BTreeMap<String, Bytes>,
+    ) -> StoreResult<Vec<(String, Bytes)>> {
+        let log = self.shard_log(shard)?;
+        self.ready(client, log).await?;
+        let state = log.state.lock().map_err(poisoned)?;
+        Ok(pick(&state)
+            .iter()
+            .filter(|(k, _)| group_shard(k) == shard)
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect())
+    }
+
+    /// Stores (or with `None` deletes) the transaction coordinator's state of
+    /// `transactional_id`; written when this returns.
+    pub async fn put_txn_state(
+        &self,
+        client: &IggyClient,
+        transactional_id: &str,
+        state: Option<Bytes>,
+    ) -> StoreResult<()> {
+        let payload = encode(&TxnStateRecord {
+            x: transactional_id.to_owned(),
+            s: state.map(|s| B64.encode(s)),
+        })?;
+        self.write_shard(client, group_shard(transactional_id), vec![payload])
+            .await
+    }
+
+    /// Every transaction state of `shard`, sorted by transactional id.
+    pub async fn txn_states(
+        &self,
+        client: &IggyClient,
+        shard: u32,
+    ) -> StoreResult<Vec<(String, Bytes)>> {
+        self.shard_blobs(client, shard, |s| &s.txns).await
+    }
+
+    /// Claims the next transaction-coordinator epoch of `shard`: reads what earlier
+    /// coordinators wrote, writes one more than the highest epoch found (0 for the
+    /// first), and returns it once written.
+    pub async fn claim_txn_epoch(&self, client: &IggyClient, shard: u32) -> StoreResult<i32> {
+        let log = self.shard_log(shard)?;
+        let mut cur = log.cursor.lock().await;
+        log.catch_up(&self.ctx, client, &mut cur, true, None)
+            .await?;
+        let current = log.state.lock().map_err(poisoned)?.coordinator_epoch;
+        let next = match current {
+            None => 0,
+            Some(e) => e.checked_add(1).ok_or_else(|| {
+                StoreError::Internal(format!(
+                    "coordinator shard {shard}: transaction coordinator epochs exhausted"
+                ))
+            })?,
+        };
+        let payload = encode(&CoordinatorEpochRecord { ce: next })?;
+        log.write_owned(&self.ctx, client, &mut cur, vec![payload])
+            .await?;
+        Ok(next)
+    }
+
+    /// Replaces the offsets `producer_id` committed for `group` inside its open
+    /// transaction.
+    pub async fn put_pending_offsets(
+        &self,
+        client: &IggyClient,
+        group: &str,
+        producer_id: i64,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+    ) -> StoreResult<()> {
+        let payload = encode(&pending_record(group, producer_id, Some(&offsets)))?;
+        self.write_shard(client, group_shard(group), vec![payload])
+            .await
+    }
+
+    /// Ends `producer_id`'s pending offsets for `group` in one send: on commit the
+    /// offsets as committed, then the record ending the set. Nothing pending: nothing
+    /// is written.
+    pub async fn complete_pending_offsets(
+        &self,
+        client: &IggyClient,
+        group: &str,
+        producer_id: i64,
+        commit: bool,
+    ) -> StoreResult<()> {
+        let log = self.group_log(group)?;
+        let mut cur = log.cursor.lock().await;
+        if !cur.loaded {
+            log.load(&self.ctx, client, &mut cur).await?;
+        }
+        let payloads = {
+            let state = log.state.lock().map_err(poisoned)?;
+            let Some(offsets) = state.pending.get(&(group.to_owned(), producer_id)) else {
+                return Ok(());
+            };
+            let mut payloads = Vec::with_capacity(offsets.len() + 1);
+            if commit {
+                for (t, p, c) in offsets {
+                    payloads.push(encode(&offset_record(group, t, *p, c))?);
+                }
+            }
+            payloads.push(encode(&pending_record(group, producer_id, None))?);
+            payloads
+        };
+        log.write_owned(&self.ctx, client, &mut cur, payloads).await
+    }
+
+    /// Every pending offset set of the groups of `shard`, by group and producer id.
+    pub async fn pending_offsets(
+        &self,
+        client: &IggyClient,
+        shard: u32,
+    ) -> StoreResult<Vec<PendingOffsets>> {
         let log = self.shard_log(shard)?;
         self.ready(client, log).await?;
         let state = log.state.lock().map_err(poisoned)?;
         Ok(state
-            .states
+            .pending
             .iter()
-            .filter(|(g, _)| group_shard(g) == shard)
-            .map(|(g, s)| (g.clone(), s.clone()))
+            .filter(|((g, _), _)| group_shard(g) == shard)
+            .map(|((g, pid), o)| PendingOffsets {
+                group: g.clone(),
+                producer_id: *pid,
+                offsets: o.clone(),
+            })
             .collect())
+    }
+
+    /// The stored settings of one topic incarnation, after reading what other gateways
+    /// wrote to the topics log since the last read.
+    pub async fn topic_fresh(
+        &self,
+        client: &IggyClient,
+        key: &TopicKey,
+    ) -> StoreResult<Option<TopicMeta>> {
+        {
+            let mut cur = self.topics.cursor.lock().await;
+            self.topics
+                .catch_up(&self.ctx, client, &mut cur, true, None)
+                .await?;
+        }
+        self.topic(key)
     }
 
     /// The stored settings of one topic incarnation.
@@ -848,6 +1157,7 @@ impl Meta {
             overrides: BTreeMap::new(),
             compacted: BTreeMap::new(),
             typed: BTreeMap::new(),
+            txn: false,
         };
         self.write_topic(client, record).await
     }
@@ -1142,6 +1452,7 @@ fn topic_record(key: &TopicKey, meta: &TopicMeta) -> TopicRecord {
         overrides: meta.config.overrides.clone(),
         compacted: meta.compacted.clone(),
         typed: typed_of(&meta.config),
+        txn: meta.transactional,
     }
 }
 
@@ -1191,13 +1502,17 @@ fn apply_topic(map: &mut BTreeMap<TopicKey, TopicMeta>, r: TopicRecord) {
     // A partition's compaction generation never goes back: a settings write that read
     // the record before a compaction switched it must not undo the switch (the segments
     // below the switch may be gone already).
+    // Nor is the transactional flag cleared by a write that read the record before it
+    // was set.
     let mut compacted = r.compacted;
+    let mut transactional = r.txn;
     if let Some(old) = map.get(&key) {
         for (p, c) in &old.compacted {
             if compacted.get(p).is_none_or(|new| new.g < c.g) {
                 compacted.insert(*p, c.clone());
             }
         }
+        transactional |= old.transactional;
     }
     map.insert(
         key,
@@ -1205,6 +1520,7 @@ fn apply_topic(map: &mut BTreeMap<TopicKey, TopicMeta>, r: TopicRecord) {
             config,
             log_start: r.log_start,
             compacted,
+            transactional,
         },
     );
 }
@@ -1263,6 +1579,7 @@ mod tests {
             config: config.clone(),
             log_start: BTreeMap::new(),
             compacted: BTreeMap::new(),
+            transactional: false,
         };
         let record: TopicRecord =
             serde_json::from_slice(&serde_json::to_vec(&topic_record(&key, &meta)).unwrap())
@@ -1295,6 +1612,7 @@ mod tests {
             config: TopicConfig::default(),
             log_start: BTreeMap::new(),
             compacted,
+            transactional: false,
         };
         let mut map = BTreeMap::new();
         let switched = topic_record(&key, &meta(BTreeMap::from([(0, state(2))])));
@@ -1327,6 +1645,7 @@ mod tests {
             config: TopicConfig::default(),
             log_start: BTreeMap::new(),
             compacted: BTreeMap::new(),
+            transactional: false,
         };
         let record = serde_json::to_vec(&topic_record(&key, &meta)).unwrap();
         assert!(serde_json::from_slice::<SnapshotEnd>(&record).is_err());
@@ -1532,6 +1851,7 @@ mod tests {
         let before = Shard {
             offsets: shard.offsets.clone(),
             states: shard.states.clone(),
+            ..Shard::default()
         };
         for text in [
             r#"{"g":"a"}"#,
@@ -1548,6 +1868,158 @@ mod tests {
         }
         assert!(!shard.apply(&[0xff, 0xfe]));
         assert_eq!(shard, before);
+    }
+
+    fn committed(offset: i64) -> CommittedOffset {
+        CommittedOffset {
+            offset,
+            leader_epoch: 3,
+            metadata: Some("m".into()),
+            commit_timestamp: 44,
+        }
+    }
+
+    #[test]
+    fn shard_records_fold_transaction_records() {
+        let mut shard = Shard::default();
+        let txn = |x: &str, s: Option<&[u8]>| {
+            serde_json::to_vec(&TxnStateRecord {
+                x: x.into(),
+                s: s.map(|s| B64.encode(s)),
+            })
+            .unwrap()
+        };
+        let epoch = |ce| serde_json::to_vec(&CoordinatorEpochRecord { ce }).unwrap();
+        let pending = |g: &str, pid, o: Option<Vec<(String, i32, CommittedOffset)>>| {
+            serde_json::to_vec(&pending_record(g, pid, o.as_deref())).unwrap()
+        };
+        let offsets = |o: &[i64]| {
+            o.iter()
+                .enumerate()
+                .map(|(p, o)| ("t".to_owned(), i32::try_from(p).unwrap(), committed(*o)))
+                .collect::<Vec<_>>()
+        };
+        for p in [
+            txn("a", Some(b"one")),
+            txn("b", Some(b"two")),
+            epoch(4),
+            epoch(2),
+            pending("g", 7, Some(offsets(&[1, 2]))),
+            pending("g", 8, Some(offsets(&[5]))),
+            txn("b", None),
+            pending("g", 7, Some(offsets(&[3]))),
+            pending("g", 8, None),
+            pending("h", 7, Some(offsets(&[9]))),
+        ] {
+            assert!(shard.apply(&p), "{}", String::from_utf8_lossy(&p));
+            assert_eq!(
+                super::genlog::control(&p),
+                super::genlog::Control::Record,
+                "{}",
+                String::from_utf8_lossy(&p)
+            );
+            // No transaction record reads as an offset or a group state.
+            assert!(serde_json::from_slice::<OffsetRecord>(&p).is_err());
+            assert!(serde_json::from_slice::<GroupStateRecord>(&p).is_err());
+        }
+        assert_eq!(
+            shard.txns.iter().collect::<Vec<_>>(),
+            vec![(&"a".to_owned(), &Bytes::from_static(b"one"))]
+        );
+        assert_eq!(shard.coordinator_epoch, Some(4), "the highest epoch counts");
+        assert_eq!(
+            shard.pending.keys().cloned().collect::<Vec<_>>(),
+            vec![("g".to_owned(), 7), ("h".to_owned(), 7)]
+        );
+        assert_eq!(shard.pending[&("g".to_owned(), 7)], offsets(&[3]));
+        assert!(shard.offsets.is_empty() && shard.states.is_empty());
+        assert_eq!(shard.live(), 4);
+        assert_eq!(
+            String::from_utf8(pending("g", 7, None)).unwrap(),
+            r#"{"pg":"g","pid":7,"po":null}"#
+        );
+        assert_eq!(
+            String::from_utf8(pending("g", 7, Some(offsets(&[3])))).unwrap(),
+            r#"{"pg":"g","pid":7,"po":[["t",0,3,3,"m",44]]}"#
+        );
+        // Group records and transaction records side by side; the snapshot folds back
+        // to the same state.
+        assert!(shard.apply(br#"{"g":"g","s":"AQI="}"#));
+        assert!(
+            shard.apply(&serde_json::to_vec(&offset_record("g", "t", 0, &committed(1))).unwrap())
+        );
+        let mut again = Shard::default();
+        for r in shard.records().unwrap() {
+            assert!(again.apply(&r));
+        }
+        assert_eq!(again, shard);
+    }
+
+    #[test]
+    fn unreadable_transaction_records_change_nothing() {
+        let mut shard = Shard::default();
+        assert!(shard.apply(br#"{"x":"a","s":"AQI="}"#));
+        assert!(shard.apply(br#"{"ce":1}"#));
+        assert!(shard.apply(br#"{"pg":"g","pid":1,"po":[["t",0,1,0,null,0]]}"#));
+        let before = Shard {
+            txns: shard.txns.clone(),
+            coordinator_epoch: shard.coordinator_epoch,
+            pending: shard.pending.clone(),
+            ..Shard::default()
+        };
+        for text in [
+            r#"{"x":"a"}"#,
+            r#"{"x":1,"s":null}"#,
+            r#"{"x":"a","s":"***"}"#,
+            r#"{"x":"a","s":null,"g":"b"}"#,
+            r#"{"ce":"2"}"#,
+            r#"{"ce":2,"x":"a"}"#,
+            r#"{"ce":99999999999}"#,
+            r#"{"pg":"g","pid":1}"#,
+            r#"{"pg":"g","pid":"1","po":null}"#,
+            r#"{"pg":"g","pid":1,"po":[["t"]]}"#,
+            r#"{"pg":"g","pid":1,"po":[["t",0,1,0,null,0,9]]}"#,
+            r#"{"pg":"g","pid":1,"po":null,"s":null}"#,
+        ] {
+            assert!(!shard.apply(text.as_bytes()), "{text}");
+            assert_eq!(shard, before, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_transactional_flag_is_sticky_and_carried() {
+        let key = TopicKey {
+            stream: "s".into(),
+            topic: "t".into(),
+            created_at: 1,
+        };
+        let meta = |transactional| TopicMeta {
+            config: TopicConfig::default(),
+            log_start: BTreeMap::new(),
+            compacted: BTreeMap::new(),
+            transactional,
+        };
+        let plain = serde_json::to_string(&topic_record(&key, &meta(false))).unwrap();
+        assert!(!plain.contains("txn"), "{plain}");
+        let flagged = serde_json::to_vec(&topic_record(&key, &meta(true))).unwrap();
+        let mut topics = Topics::default();
+        assert!(topics.apply(&flagged));
+        assert!(topics.0[&key].transactional);
+        // A rewrite by someone who read the record before the flag was set.
+        assert!(topics.apply(plain.as_bytes()));
+        assert!(topics.0[&key].transactional);
+        // Snapshots carry it.
+        let mut again = Topics::default();
+        for r in topics.records().unwrap() {
+            assert!(again.apply(&r));
+        }
+        assert!(again.0[&key].transactional);
+        // Deleting the topic forgets it with the rest.
+        let mut gone = topic_record(&key, &meta(false));
+        gone.deleted = true;
+        assert!(topics.apply(&serde_json::to_vec(&gone).unwrap()));
+        assert!(topics.apply(plain.as_bytes()));
+        assert!(!topics.0[&key].transactional);
     }
 
     #[test]

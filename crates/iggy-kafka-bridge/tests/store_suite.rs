@@ -37,8 +37,8 @@ use iggy::prelude::{
 use iggy_kafka_bridge::IggyBridge;
 use kafka_store::suite::{Capability, CompactionDriver, ExpiryDriver, Harness};
 use kafka_store::{
-    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
-    StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
+    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, PendingOffsets,
+    ReadOutcome, StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
 };
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -145,6 +145,12 @@ impl LogStore for Guarded {
     fn notifies_every_append(&self) -> bool {
         self.bridge.notifies_every_append()
     }
+    async fn is_transactional(&self, t: &str) -> StoreResult<bool> {
+        self.bridge.is_transactional(t).await
+    }
+    async fn mark_transactional(&self, t: &str) -> StoreResult<()> {
+        self.bridge.mark_transactional(t).await
+    }
 }
 
 #[async_trait]
@@ -178,6 +184,29 @@ impl OffsetStore for Guarded {
     }
     async fn group_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
         self.bridge.group_states(shard).await
+    }
+    async fn put_txn_state(&self, id: &str, state: Option<Bytes>) -> StoreResult<()> {
+        self.bridge.put_txn_state(id, state).await
+    }
+    async fn txn_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        self.bridge.txn_states(shard).await
+    }
+    async fn claim_txn_epoch(&self, shard: u32) -> StoreResult<i32> {
+        self.bridge.claim_txn_epoch(shard).await
+    }
+    async fn put_pending_offsets(
+        &self,
+        g: &str,
+        pid: i64,
+        o: Vec<(String, i32, CommittedOffset)>,
+    ) -> StoreResult<()> {
+        self.bridge.put_pending_offsets(g, pid, o).await
+    }
+    async fn complete_pending_offsets(&self, g: &str, pid: i64, commit: bool) -> StoreResult<()> {
+        self.bridge.complete_pending_offsets(g, pid, commit).await
+    }
+    async fn pending_offsets(&self, shard: u32) -> StoreResult<Vec<PendingOffsets>> {
+        self.bridge.pending_offsets(shard).await
     }
 }
 

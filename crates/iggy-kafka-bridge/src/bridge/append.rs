@@ -367,7 +367,8 @@ impl IggyBridge {
                     .map_err(|_| StoreError::CorruptBatch("too many records".into()))?;
                 let first = (i == 0).then_some(&frame);
                 let record = NewRecord::from(record);
-                let message = mapping::to_message_at(&record, delta, first, origin)
+                let txn = mapping::TxnTag::of(&frame, &record);
+                let message = mapping::to_message_at(&record, delta, first, txn.as_ref(), origin)
                     .map_err(|e| StoreError::LimitReached(e.to_string()))?;
                 messages.push(message);
                 if i == 0 {
@@ -383,7 +384,8 @@ impl IggyBridge {
                     crc: Some(crc),
                     ..frame
                 };
-                *message = mapping::to_message_at(&record, 0, Some(&frame), origin)
+                let txn = mapping::TxnTag::of(&frame, &record);
+                *message = mapping::to_message_at(&record, 0, Some(&frame), txn.as_ref(), origin)
                     .map_err(|e| StoreError::LimitReached(e.to_string()))?;
             }
         }

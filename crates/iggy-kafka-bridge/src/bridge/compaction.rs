@@ -21,6 +21,7 @@ use iggy::prelude::{
     Partitioning, SegmentClient, TopicClient, TopicCreateOptions,
 };
 use kafka_store::compaction::{CompactionPass, CompactionRules, KeyedRecord};
+use kafka_store::txn_index::{BatchSummary, Marker, TxnIndex};
 use kafka_store::{ReadOutcome, StoreError, StoreResult, Watermarks};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,9 +65,76 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Whether a mapped record is a control record (transaction marker).
-fn is_control(m: &MappedRecord) -> bool {
-    m.batch.as_ref().is_some_and(|f| f.attributes & 0x20 != 0)
+/// Follows the producer batches of a partition read in offset order, so each record
+/// can be told which batch (producer, transactional, control) it belongs to: only the
+/// first record of a batch carries its fields.
+#[derive(Default)]
+struct Batches {
+    /// Producer id, transactional and control bits, and last offset of the batch being
+    /// read.
+    current: Option<(i64, bool, bool, i64)>,
+}
+
+impl Batches {
+    /// Takes in the record at `offset`; returns the summary of the batch it starts,
+    /// if it starts one.
+    fn step(&mut self, offset: i64, m: &MappedRecord) -> Option<BatchSummary> {
+        let Some(frame) = &m.batch else {
+            if m.offset_delta.is_none() || self.current.is_some_and(|(.., last)| offset > last) {
+                // A native Iggy message, or a record past its batch's end: a one-record
+                // batch outside any transaction.
+                self.current = None;
+                return Some(BatchSummary {
+                    base_offset: offset,
+                    last_offset: offset,
+                    producer_id: -1,
+                    producer_epoch: -1,
+                    transactional: false,
+                    marker: None,
+                });
+            }
+            return None;
+        };
+        let last = offset.saturating_add(i64::from(frame.record_count.max(1)) - 1);
+        let marker = if frame.is_control() {
+            mapping::control_marker(&m.record).map(|(commit, coordinator_epoch)| Marker {
+                commit,
+                coordinator_epoch,
+            })
+        } else {
+            None
+        };
+        self.current = Some((
+            frame.producer_id,
+            frame.is_transactional(),
+            frame.is_control(),
+            last,
+        ));
+        Some(BatchSummary {
+            base_offset: offset,
+            last_offset: last,
+            producer_id: frame.producer_id,
+            producer_epoch: frame.producer_epoch,
+            transactional: frame.is_transactional(),
+            marker,
+        })
+    }
+
+    /// Whether the record just taken in is a control record (a transaction marker).
+    fn control(&self) -> bool {
+        self.current.is_some_and(|(_, _, control, _)| control)
+    }
+
+    /// Whether the record just taken in, at `offset`, is data of an aborted
+    /// transaction.
+    fn aborted(&self, index: Option<&TxnIndex>, offset: i64) -> bool {
+        match (index, self.current) {
+            (Some(index), Some((producer_id, true, false, _))) => {
+                index.is_aborted(producer_id, offset)
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Bytes an Iggy message takes in the cleaner's accounting.
@@ -411,6 +479,45 @@ impl IggyBridge {
         }))
     }
 
+    /// The transactions of a partition from `start` to `high`: the companion, then the
+    /// partition from `from` (a third read of the records, for topics that ever held a
+    /// transactional batch only).
+    #[allow(clippy::too_many_arguments)]
+    async fn txn_index(
+        &self,
+        r: &Resolved,
+        topic: &str,
+        p: PartitionId,
+        old: Option<&CompactedPartition>,
+        start: i64,
+        from: i64,
+        high: i64,
+        throttle: &mut Throttle,
+    ) -> StoreResult<TxnIndex> {
+        let mut index = TxnIndex::new(start);
+        let mut batches = Batches::default();
+        for mut src in self.sources(r, topic, p, old, from, high)? {
+            while !src.done {
+                let page = self.next_page(&mut src, topic).await?;
+                let mut bytes = 0;
+                for (offset, m) in &page {
+                    bytes += message_bytes(m);
+                    if *offset < start {
+                        continue;
+                    }
+                    let mapped = mapping::from_message(m).map_err(|e| {
+                        StoreError::Internal(format!("{topic}/{p} offset {offset}: {e}"))
+                    })?;
+                    if let Some(summary) = batches.step(*offset, &mapped) {
+                        index.observe(&summary);
+                    }
+                }
+                throttle.account(bytes).await;
+            }
+        }
+        Ok(index)
+    }
+
     async fn compact_at(
         &self,
         topic: &str,
@@ -507,24 +614,56 @@ impl IggyBridge {
         let clean_end = old.as_ref().map_or(start, |o| o.c);
         let cleaner = self.inner.config.cleaner.clone();
         let mut throttle = Throttle::new(cleaner.io_max_bytes_per_second);
+        // Transactions: the pass stops at the first offset of the oldest open one, and
+        // drops aborted records without letting them supersede anything.
+        let txns = if meta.transactional {
+            Some(
+                self.txn_index(&r, topic, p, old.as_ref(), start, from, high, &mut throttle)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        let active = txns
+            .as_ref()
+            .and_then(TxnIndex::first_unstable)
+            .map_or(active, |unstable| active.min(unstable));
         let rules = CompactionRules::for_topic(&meta.config, now_ms, cleaner.dedupe_buffer_size);
         let mut pass = CompactionPass::new(rules);
         // Phase 1: the key map over the dirty section (after the clean one, before the
         // active batch), in offset order.
         let mut observing = true;
+        let mut batches = Batches::default();
         for mut src in self.sources(&r, topic, p, old.as_ref(), from, active)? {
             while observing && !src.done {
                 let page = self.next_page(&mut src, topic).await?;
                 let mut bytes = 0;
                 for (offset, m) in &page {
                     if *offset < clean_end {
+                        // Followed still, for a transactional batch that straddles the
+                        // clean end.
+                        if txns.is_some()
+                            && let Ok(mapped) = mapping::from_message(m)
+                        {
+                            batches.step(*offset, &mapped);
+                        }
                         continue;
+                    }
+                    if *offset >= active {
+                        // The companion's unclean section reaches past an open
+                        // transaction's start.
+                        observing = false;
+                        break;
                     }
                     bytes += message_bytes(m);
                     report.records_read += 1;
                     let mapped = mapping::from_message(m).map_err(|e| {
                         StoreError::Internal(format!("{topic}/{p} offset {offset}: {e}"))
                     })?;
+                    batches.step(*offset, &mapped);
+                    if batches.control() || batches.aborted(txns.as_ref(), *offset) {
+                        continue;
+                    }
                     let keyed = KeyedRecord {
                         offset: *offset,
                         key: mapped.record.key.as_deref(),
@@ -557,20 +696,25 @@ impl IggyBridge {
         let mut written: u64 = 0;
         let mut batch: Vec<IggyMessage> = Vec::new();
         let mut batch_bytes = 0usize;
+        let mut batches = Batches::default();
         for mut src in self.sources(&r, topic, p, old.as_ref(), from, high)? {
             while !src.done {
                 let page = self.next_page(&mut src, topic).await?;
                 let mut bytes = 0;
                 for (offset, m) in page {
                     bytes += message_bytes(&m);
+                    let mapped = mapping::from_message(&m).map_err(|e| {
+                        StoreError::Internal(format!("{topic}/{p} offset {offset}: {e}"))
+                    })?;
+                    batches.step(offset, &mapped);
                     if offset < logical_start {
                         report.records_removed += 1;
                         continue;
                     }
-                    let mapped = mapping::from_message(&m).map_err(|e| {
-                        StoreError::Internal(format!("{topic}/{p} offset {offset}: {e}"))
-                    })?;
-                    if is_control(&mapped) {
+                    // Markers stay (readers of the compacted view still learn where
+                    // transactions end); aborted records in the cleaned section go.
+                    let control = batches.control();
+                    if offset < cleaned_to && batches.aborted(txns.as_ref(), offset) {
                         report.records_removed += 1;
                         continue;
                     }
@@ -590,7 +734,7 @@ impl IggyBridge {
                         }
                         expiring = false;
                     }
-                    if offset < cleaned_to && !pass.keep(&keyed) {
+                    if offset < cleaned_to && !control && !pass.keep(&keyed) {
                         report.records_removed += 1;
                         continue;
                     }
@@ -807,6 +951,8 @@ impl IggyBridge {
             .saturating_sub(at);
         let polls = MAX_COMPANION_POLLS
             + usize::try_from(skip / u64::from(want.max(1))).unwrap_or(usize::MAX);
+        // The frame of the last batch whose first record this read saw.
+        let mut seen: Option<mapping::BatchFrame> = None;
         for _ in 0..polls {
             if src.done {
                 break;
@@ -837,11 +983,20 @@ impl IggyBridge {
                 }
                 let mut mapped = mapping::from_message(&m)
                     .map_err(|e| StoreError::Internal(format!("{topic}/{p} offset {k}: {e}")))?;
+                // Transactional records and markers keep their producer and bits.
+                let single = mapping::partial_frame(&mapped, seen.as_ref(), 1);
+                if mapped.batch.is_some() {
+                    seen = mapped.batch;
+                }
                 let record = std::mem::take(&mut mapped.record);
                 let mut bytes = BytesMut::new();
-                mapping::encode_run(k, None, std::slice::from_ref(&record), &mut bytes).map_err(
-                    |e| StoreError::Internal(format!("re-encoding the record at {k}: {e}")),
-                )?;
+                mapping::encode_run(
+                    k,
+                    single.as_ref(),
+                    std::slice::from_ref(&record),
+                    &mut bytes,
+                )
+                .map_err(|e| StoreError::Internal(format!("re-encoding the record at {k}: {e}")))?;
                 if !out.batches.is_empty() && size + bytes.len() > max_bytes {
                     return Ok(CompactedRead::Served(out));
                 }

@@ -368,10 +368,14 @@ impl IggyBridge {
                     }
                 }
             }
+            // Without the whole batch (a read that starts inside it), transactional
+            // records still go out as their producer's transactional batch.
+            let whole = frame
+                .filter(|f| usize::try_from(f.record_count).ok() == Some(members.len()))
+                .or_else(|| mapping::partial_frame(&members[0], frame.as_ref(), members.len()));
             let mut run = Run {
                 base: convert::kafka_i64(members[0].offset),
-                frame: frame
-                    .filter(|f| usize::try_from(f.record_count).ok() == Some(members.len())),
+                frame: whole,
                 records: members
                     .iter_mut()
                     .map(|m| std::mem::take(&mut m.record))

@@ -313,6 +313,7 @@ mod tests {
             offset_delta: None,
             batch: None,
             envelope: false,
+            txn: None,
         };
         let offsets = |d: &VecDeque<MappedRecord>| d.iter().map(|m| m.offset).collect::<Vec<_>>();
         let mut records = VecDeque::from(vec![at(1), at(2)]);

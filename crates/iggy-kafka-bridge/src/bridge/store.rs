@@ -1,8 +1,9 @@
 //! The [`LogStore`] and [`OffsetStore`] impls: topic administration (create, delete,
 //! list, add partitions, settings, logical record deletion) and the entry points of
 //! appends, reads, timestamp lookups and long polls, which the other submodules carry
-//! out. Committed offsets and group states live in the bridge's metadata stream, one
-//! log per coordinator shard (`crate::meta`).
+//! out. Committed offsets, group states and the transaction coordinator's records live
+//! in the bridge's metadata stream, one log per coordinator shard (`crate::meta`); a
+//! topic's transactional flag lives in its `topics` record.
 
 use super::topics::{
     Resolved, capped_bytes, expiring_ms, expiry_of, segment_size_of, topic_id, topic_size_of,
@@ -18,8 +19,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use iggy::prelude::{IggyError, MaxTopicSize, PartitionClient, TopicClient, TopicCreateOptions};
 use kafka_store::{
-    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, ReadOutcome,
-    StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
+    AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, PendingOffsets,
+    ReadOutcome, StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch,
+    Watermarks,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,6 +102,7 @@ impl LogStore for IggyBridge {
                     config: topic.config.clone(),
                     log_start: Default::default(),
                     compacted: Default::default(),
+                    transactional: false,
                 },
             )
             .await?;
@@ -382,6 +385,33 @@ impl LogStore for IggyBridge {
         false
     }
 
+    async fn is_transactional(&self, topic: &str) -> StoreResult<bool> {
+        let r = self.require(topic, PartitionId::FIRST).await?;
+        if self.meta_of(&r)?.transactional {
+            return Ok(true);
+        }
+        // Another gateway may have set the flag since the last refresh of the topics log.
+        Ok(self
+            .inner
+            .meta
+            .topic_fresh(self.any_session(), &r.key)
+            .await?
+            .is_some_and(|m| m.transactional))
+    }
+
+    async fn mark_transactional(&self, topic: &str) -> StoreResult<()> {
+        let r = self.require(topic, PartitionId::FIRST).await?;
+        let mut meta = self.meta_of(&r)?;
+        if meta.transactional {
+            return Ok(());
+        }
+        meta.transactional = true;
+        self.inner
+            .meta
+            .put_topic(self.any_session(), &r.key, meta)
+            .await
+    }
+
     async fn ping(&self) -> StoreResult<()> {
         self.ping_server().await
     }
@@ -462,6 +492,55 @@ impl OffsetStore for IggyBridge {
         self.inner
             .meta
             .group_states(self.any_session(), shard)
+            .await
+    }
+
+    async fn put_txn_state(&self, transactional_id: &str, state: Option<Bytes>) -> StoreResult<()> {
+        self.inner
+            .meta
+            .put_txn_state(self.any_session(), transactional_id, state)
+            .await
+    }
+
+    async fn txn_states(&self, shard: u32) -> StoreResult<Vec<(String, Bytes)>> {
+        self.inner.meta.txn_states(self.any_session(), shard).await
+    }
+
+    async fn claim_txn_epoch(&self, shard: u32) -> StoreResult<i32> {
+        self.inner
+            .meta
+            .claim_txn_epoch(self.any_session(), shard)
+            .await
+    }
+
+    async fn put_pending_offsets(
+        &self,
+        group: &str,
+        producer_id: i64,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+    ) -> StoreResult<()> {
+        self.inner
+            .meta
+            .put_pending_offsets(self.any_session(), group, producer_id, offsets)
+            .await
+    }
+
+    async fn complete_pending_offsets(
+        &self,
+        group: &str,
+        producer_id: i64,
+        commit: bool,
+    ) -> StoreResult<()> {
+        self.inner
+            .meta
+            .complete_pending_offsets(self.any_session(), group, producer_id, commit)
+            .await
+    }
+
+    async fn pending_offsets(&self, shard: u32) -> StoreResult<Vec<PendingOffsets>> {
+        self.inner
+            .meta
+            .pending_offsets(self.any_session(), shard)
             .await
     }
 }

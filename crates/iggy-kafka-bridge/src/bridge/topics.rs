@@ -310,6 +310,7 @@ impl IggyBridge {
             },
             log_start: Default::default(),
             compacted: Default::default(),
+            transactional: false,
         })
     }
 
