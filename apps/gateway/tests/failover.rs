@@ -478,3 +478,110 @@ fn sigkill_of_the_coordinator_loses_and_doubles_nothing() {
 fn sigstop_past_the_lease_acts_on_no_stale_ownership() {
     run(Failure::Pause);
 }
+
+/// The transaction workload (`tests/clients/txn/txn_workload.py`) bootstrapped with all
+/// three gateways; once every producer is half done, the gateway that coordinates the
+/// first producer's transactional id is killed (SIGKILL), the others take over its
+/// partitions and transaction ids, and it is started again while the producers go on.
+/// The workload's checker then finds no aborted record, every committed one exactly once,
+/// in order per partition and producer.
+#[test]
+fn transaction_workload_through_a_coordinator_sigkill() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let name = "transaction workload failover";
+    if !require(name, CONFLUENT) {
+        return;
+    }
+    let Some(bin) = iggy_server_bin(name) else {
+        return;
+    };
+    let (session_ms, heartbeat_ms) = lease_timings();
+    let session = session_ms.to_string();
+    let heartbeat = heartbeat_ms.to_string();
+    let timings = [
+        ("IGGY_KAFKA_CLUSTER_SESSION_TIMEOUT_MS", session.as_str()),
+        (
+            "IGGY_KAFKA_CLUSTER_HEARTBEAT_INTERVAL_MS",
+            heartbeat.as_str(),
+        ),
+    ];
+    let mut trio = Trio::start(IggyServer::start(&bin), &timings);
+    trio.wait_live();
+    let prefix = support::topic_prefix(name);
+    let topic = format!("{prefix}-workload");
+    // The script's first transactional id; ids and groups share the coordinator shards.
+    let victim = coordinator(addr(&trio, 1), &format!("{prefix}-wl-0"))
+        .expect("a coordinator for the first transactional id");
+    let survivors: Vec<i32> = (1..=3).filter(|n| *n != victim).collect();
+    let dir = support::scratch_dir("txn-failover");
+    let (ready, done) = (dir.join("ready"), dir.join("done"));
+    let (ready_s, done_s) = (
+        ready.to_string_lossy().to_string(),
+        done.to_string_lossy().to_string(),
+    );
+    let env = [
+        ("TOPIC_PREFIX", prefix.as_str()),
+        ("RESTART_READY_FILE", ready_s.as_str()),
+        ("RESTART_DONE_FILE", done_s.as_str()),
+        ("RUN_TIMEOUT", "170"),
+    ];
+    let mut script = Background::spawn(
+        (CONFLUENT, "tests/clients/txn/txn_workload.py"),
+        &bootstrap(&trio),
+        &env,
+        dir.join("client.log"),
+    );
+    until(Duration::from_secs(90), "the workload half done", || {
+        assert!(
+            script.exit_status().is_none(),
+            "the workload exited early\n{}",
+            script.output(60)
+        );
+        ready.exists()
+    });
+    let killed = &mut trio.gateways[index(victim)];
+    signal(killed, "KILL");
+    until(
+        Duration::from_secs(10),
+        "the killed gateway exiting",
+        || !killed.is_running(),
+    );
+    let failed = Instant::now();
+    until(
+        Duration::from_millis(session_ms * 5),
+        "leadership leaving the failed gateway",
+        || settled(&mut trio, &topic, &survivors),
+    );
+    eprintln!(
+        "MEASURED: {name}: gateway {victim} (coordinator of {prefix}-wl-0) gone from the others' Metadata after {} ms",
+        ms_since(failed)
+    );
+    std::thread::sleep(STEADY);
+    restart(&mut trio, victim, &timings);
+    std::fs::write(&done, "done\n").expect("write the restart-done file");
+    let status = script.wait(Duration::from_secs(220));
+    println!("--- txn_workload.py ({name}) ---\n{}", script.output(400));
+    let logs = || {
+        trio.gateways
+            .iter()
+            .map(|g| format!("=== gateway on {} ===\n{}", g.addr, g.output(60)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    match status {
+        Some(s) if s.success() => {}
+        Some(s) => panic!(
+            "{name}: the workload failed ({s})\n{}\n{}",
+            script.output(40),
+            logs()
+        ),
+        None => panic!(
+            "{name}: the workload did not finish within 220 s\n{}\n{}",
+            script.output(40),
+            logs()
+        ),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

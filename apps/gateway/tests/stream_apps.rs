@@ -119,3 +119,25 @@ fn faust_streaming_on_iggy() {
         "faust_page_views.py",
     );
 }
+
+/// quixstreams in exactly-once mode (`quixstreams_eos.py`): a transaction per checkpoint,
+/// the app killed with SIGKILL mid-way and restarted; its output counts are exact.
+#[test]
+fn quixstreams_exactly_once_through_a_crash() {
+    run(
+        Backend::Memory,
+        "quixstreams exactly-once",
+        "quixstreams",
+        "quixstreams_eos.py",
+    );
+}
+
+#[test]
+fn quixstreams_exactly_once_through_a_crash_on_iggy() {
+    run(
+        Backend::Iggy,
+        "quixstreams exactly-once",
+        "quixstreams",
+        "quixstreams_eos.py",
+    );
+}
