@@ -6,10 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
-use kafka_broker::store::{LogStore, NewTopic, TopicConfig};
-use kafka_broker::{BrokerConfig, Server, Stores, TransactionSettings};
-use kafka_protocol::api::{decode_response, encode_request};
+use kafka_broker::store::memory::MemoryStore;
+use kafka_broker::{BrokerConfig, TransactionSettings};
 use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
@@ -22,116 +20,32 @@ use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::list_transactions_request::ListTransactionsRequest;
 use kafka_protocol::messages::list_transactions_response::ListTransactionsResponse;
 use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequest, OffsetFetchRequestTopic};
-use kafka_protocol::messages::request_header::RequestHeader;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
-use kafka_protocol::{ApiKey, ByteString, ErrorCode, RequestBody, ResponseBody};
+use kafka_protocol::{ApiKey, ErrorCode, ResponseBody};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 
 const TOPIC: &str = "t";
 
-fn bs(s: &str) -> ByteString {
-    ByteString::from(s.to_string())
-}
+mod support;
+use support::{Client, Gateway, bs};
 
 async fn store() -> Arc<MemoryStore> {
-    let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
-    store
-        .create_topic(
-            NewTopic {
-                name: TOPIC.into(),
-                partitions: 4,
-                config: TopicConfig::default(),
-            },
-            false,
-        )
-        .await
-        .unwrap();
-    store
+    support::store_with(TOPIC, 4).await
 }
 
-/// A running gateway; dropping the `stop` sender shuts it down.
-struct Gateway {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<()>,
-}
-
-impl Gateway {
-    async fn start(store: Arc<MemoryStore>, transactions: TransactionSettings) -> Gateway {
-        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = tcp.local_addr().unwrap();
-        let config = BrokerConfig {
-            transactions,
-            ..BrokerConfig::default()
-        };
-        let server = Server::new(
-            config,
-            Stores {
-                log: store.clone(),
-                offsets: store,
-            },
-        );
-        let (stop, stopped) = oneshot::channel::<()>();
-        let done = tokio::spawn(async move {
-            let _ = server
-                .serve(tcp, async move {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
-        Gateway {
-            addr,
-            stop: Some(stop),
-            done,
-        }
-    }
-
-    async fn client(&self) -> Client {
-        Client {
-            socket: TcpStream::connect(self.addr).await.unwrap(),
-            correlation: 0,
-        }
-    }
-
-    async fn stop(mut self) {
-        drop(self.stop.take());
-        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.done).await;
-    }
-}
-
-struct Client {
-    socket: TcpStream,
-    correlation: i32,
+async fn start(store: Arc<MemoryStore>, transactions: TransactionSettings) -> Gateway {
+    let config = BrokerConfig {
+        transactions,
+        ..BrokerConfig::default()
+    };
+    Gateway::start(store, config).await
 }
 
 impl Client {
-    async fn call(&mut self, key: ApiKey, version: i16, body: RequestBody) -> ResponseBody {
-        self.correlation += 1;
-        let header = RequestHeader {
-            request_api_key: key.as_i16(),
-            request_api_version: version,
-            correlation_id: self.correlation,
-            client_id: Some(bs("txn-test")),
-            ..Default::default()
-        };
-        self.socket
-            .write_all(&encode_request(&header, &body).unwrap())
-            .await
-            .unwrap();
-        let len = usize::try_from(self.socket.read_u32().await.unwrap()).unwrap();
-        let mut raw = vec![0u8; len];
-        self.socket.read_exact(&mut raw).await.unwrap();
-        decode_response(key, version, &raw.into()).unwrap().1
-    }
-
     /// InitProducerId v4 (`expected`: the producer id and epoch the client has).
     async fn init(
         &mut self,
@@ -373,7 +287,7 @@ fn settings() -> TransactionSettings {
 
 #[tokio::test]
 async fn init_producer_id_gives_each_id_its_producer_and_fences_older_epochs() {
-    let gw = Gateway::start(store().await, settings()).await;
+    let gw = start(store().await, settings()).await;
     let mut c = gw.client().await;
     let (a, a0) = c.init_ok("a", 60_000).await;
     let (b, _) = c.init_ok("b", 60_000).await;
@@ -414,7 +328,7 @@ async fn init_producer_id_gives_each_id_its_producer_and_fences_older_epochs() {
 
 #[tokio::test]
 async fn add_partitions_checks_partitions_and_end_txn_follows_the_state() {
-    let gw = Gateway::start(store().await, settings()).await;
+    let gw = start(store().await, settings()).await;
     let mut c = gw.client().await;
     let (pid, epoch) = c.init_ok("x", 60_000).await;
     // Nothing to end yet.
@@ -550,7 +464,7 @@ async fn add_partitions_checks_partitions_and_end_txn_follows_the_state() {
 
 #[tokio::test]
 async fn add_partitions_v4_verifies_without_adding() {
-    let gw = Gateway::start(store().await, settings()).await;
+    let gw = start(store().await, settings()).await;
     let mut c = gw.client().await;
     let (pid, epoch) = c.init_ok("v", 60_000).await;
     let r = c.add("v", pid, epoch, &[(TOPIC, 0)]).await;
@@ -589,7 +503,7 @@ async fn add_partitions_v4_verifies_without_adding() {
 async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     let mut t = settings();
     t.coordinator.abort_check_interval_ms = 20;
-    let gw = Gateway::start(store().await, t).await;
+    let gw = start(store().await, t).await;
     let mut c = gw.client().await;
     let (pid, epoch) = c.init_ok("slow", 100).await;
     let r = c.add("slow", pid, epoch, &[(TOPIC, 2)]).await;
@@ -621,7 +535,7 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
 
 #[tokio::test]
 async fn txn_offset_commit_needs_the_group_in_the_transaction_and_stays_pending() {
-    let gw = Gateway::start(store().await, settings()).await;
+    let gw = start(store().await, settings()).await;
     let mut c = gw.client().await;
     let (pid, epoch) = c.init_ok("o", 60_000).await;
     // The group was never added: refused by version.
@@ -679,7 +593,7 @@ async fn txn_offset_commit_needs_the_group_in_the_transaction_and_stays_pending(
 #[tokio::test]
 async fn a_restart_on_the_same_store_keeps_transactions_and_pending_offsets() {
     let store = store().await;
-    let gw = Gateway::start(store.clone(), settings()).await;
+    let gw = start(store.clone(), settings()).await;
     let mut c = gw.client().await;
     let (pid, epoch) = c.init_ok("r", 60_000).await;
     let (idle, idle_epoch) = c.init_ok("idle", 60_000).await;
@@ -690,7 +604,7 @@ async fn a_restart_on_the_same_store_keeps_transactions_and_pending_offsets() {
     drop(c);
     gw.stop().await;
 
-    let gw = Gateway::start(store, settings()).await;
+    let gw = start(store, settings()).await;
     let mut c = gw.client().await;
     let d = c.describe("r").await;
     assert_eq!(d.transaction_state.to_string(), "Ongoing");
@@ -717,7 +631,7 @@ async fn a_restart_on_the_same_store_keeps_transactions_and_pending_offsets() {
 
 #[tokio::test]
 async fn committed_offsets_appear_at_commit_and_aborted_ones_never() {
-    let gw = Gateway::start(store().await, settings()).await;
+    let gw = start(store().await, settings()).await;
     let mut c = gw.client().await;
     let (pid, epoch) = c.init_ok("k", 60_000).await;
     // Commit: the offsets become the group's once the markers are written.
@@ -802,7 +716,7 @@ async fn a_gateway_finishes_a_commit_it_finds_prepared_in_the_store() {
         .await
         .unwrap();
     // The gateway that loads the shard writes the markers and completes the commit.
-    let gw = Gateway::start(store, settings()).await;
+    let gw = start(store, settings()).await;
     let mut c = gw.client().await;
     let d = c.wait_state("p", "CompleteCommit").await;
     assert_eq!((d.producer_id, d.producer_epoch), (pid, 3));

@@ -7,10 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use bytes::{Bytes, BytesMut};
-use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
-use kafka_broker::store::{LogStore, NewTopic, TopicConfig};
-use kafka_broker::{BrokerConfig, Server, Stores};
-use kafka_protocol::api::{decode_response, encode_request};
+use kafka_broker::BrokerConfig;
+use kafka_broker::store::memory::MemoryStore;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnTopic,
 };
@@ -22,89 +20,25 @@ use kafka_protocol::messages::list_offsets_request::{
 use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
-use kafka_protocol::messages::request_header::RequestHeader;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest,
 };
-use kafka_protocol::{ApiKey, ByteString, ErrorCode, RequestBody, ResponseBody};
+use kafka_protocol::{ApiKey, ErrorCode, ResponseBody};
 use kafka_records::{BATCH_HEADER_LEN, BatchHeader, BatchOptions, NewRecord, encode_batch};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 
 const TOPIC: &str = "t";
 
-fn bs(s: &str) -> ByteString {
-    ByteString::from(s.to_string())
-}
+mod support;
+use support::{Client, Gateway, bs};
 
 async fn store() -> Arc<MemoryStore> {
-    let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
-    store
-        .create_topic(
-            NewTopic {
-                name: TOPIC.into(),
-                partitions: 2,
-                config: TopicConfig::default(),
-            },
-            false,
-        )
-        .await
-        .unwrap();
-    store
+    support::store_with(TOPIC, 2).await
 }
 
-struct Gateway {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<()>,
-}
-
-impl Gateway {
-    async fn start(store: Arc<MemoryStore>) -> Gateway {
-        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = tcp.local_addr().unwrap();
-        let server = Server::new(
-            BrokerConfig::default(),
-            Stores {
-                log: store.clone(),
-                offsets: store,
-            },
-        );
-        let (stop, stopped) = oneshot::channel::<()>();
-        let done = tokio::spawn(async move {
-            let _ = server
-                .serve(tcp, async move {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
-        Gateway {
-            addr,
-            stop: Some(stop),
-            done,
-        }
-    }
-
-    async fn client(&self) -> Client {
-        Client {
-            socket: TcpStream::connect(self.addr).await.unwrap(),
-            correlation: 0,
-        }
-    }
-
-    async fn stop(mut self) {
-        drop(self.stop.take());
-        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.done).await;
-    }
-}
-
-struct Client {
-    socket: TcpStream,
-    correlation: i32,
+async fn start(store: Arc<MemoryStore>) -> Gateway {
+    Gateway::start(store, BrokerConfig::default()).await
 }
 
 /// A transactional producer as the client sees it.
@@ -117,25 +51,6 @@ struct Producer {
 }
 
 impl Client {
-    async fn call(&mut self, key: ApiKey, version: i16, body: RequestBody) -> ResponseBody {
-        self.correlation += 1;
-        let header = RequestHeader {
-            request_api_key: key.as_i16(),
-            request_api_version: version,
-            correlation_id: self.correlation,
-            client_id: Some(bs("txn-partitions")),
-            ..Default::default()
-        };
-        self.socket
-            .write_all(&encode_request(&header, &body).unwrap())
-            .await
-            .unwrap();
-        let len = usize::try_from(self.socket.read_u32().await.unwrap()).unwrap();
-        let mut raw = vec![0u8; len];
-        self.socket.read_exact(&mut raw).await.unwrap();
-        decode_response(key, version, &raw.into()).unwrap().1
-    }
-
     /// InitProducerId v4 for `id`, retried while a fence is in progress.
     async fn init(&mut self, id: &'static str) -> Producer {
         for _ in 0..250 {
@@ -426,7 +341,7 @@ fn txn_batch(p: &Producer, values: &[&str]) -> Bytes {
 
 #[tokio::test]
 async fn commit_and_abort_reach_read_committed_consumers() {
-    let gw = Gateway::start(store().await).await;
+    let gw = start(store().await).await;
     let mut c = gw.client().await;
     let mut a = c.init("a").await;
     assert_eq!(c.add(&a, 0).await, 0);
@@ -477,7 +392,7 @@ async fn commit_and_abort_reach_read_committed_consumers() {
 
 #[tokio::test]
 async fn unverified_and_anonymous_transactional_batches_are_refused() {
-    let gw = Gateway::start(store().await).await;
+    let gw = start(store().await).await;
     let mut c = gw.client().await;
     let mut a = c.init("b").await;
     // Not added to the transaction: 48 before Produce v11, 120 from it. Nothing stored.
@@ -502,7 +417,7 @@ async fn unverified_and_anonymous_transactional_batches_are_refused() {
 #[tokio::test]
 async fn a_fenced_producer_gets_invalid_producer_epoch_and_a_new_gateway_rebuilds_the_index() {
     let store = store().await;
-    let gw = Gateway::start(store.clone()).await;
+    let gw = start(store.clone()).await;
     let mut c = gw.client().await;
     let mut a = c.init("z").await;
     assert_eq!(c.add(&a, 0).await, 0);
@@ -527,7 +442,7 @@ async fn a_fenced_producer_gets_invalid_producer_epoch_and_a_new_gateway_rebuild
     assert_eq!(before.1, Some(vec![(a.pid, 0)]));
     gw.stop().await;
 
-    let gw = Gateway::start(store).await;
+    let gw = start(store).await;
     let mut c = gw.client().await;
     assert_eq!(c.fetch(0, 1).await, before);
     assert_eq!(c.latest(1).await, 2);
@@ -542,7 +457,7 @@ async fn a_fenced_producer_gets_invalid_producer_epoch_and_a_new_gateway_rebuild
 #[tokio::test]
 async fn end_txn_markers_close_the_transaction_and_wake_a_waiting_fetch() {
     use kafka_protocol::messages::end_txn_request::EndTxnRequest;
-    let gw = Gateway::start(store().await).await;
+    let gw = start(store().await).await;
     let mut c = gw.client().await;
     let mut a = c.init("e").await;
     assert_eq!(c.add(&a, 0).await, 0);
