@@ -6,6 +6,7 @@
 #   cargo build --release -p iggy-gateway-kafka && cargo build --release -p kafka-bench --features librdkafka
 #   bash apps/kafka-bench/compare.sh [OUTDIR]          # matrix, latency, idle connections
 #   STEADY_SECS=300 bash apps/kafka-bench/compare.sh   # plus the steady gateway run
+#   ONLY=txn bash apps/kafka-bench/compare.sh          # only the transaction cases
 #
 # DUR (default 10) is the length of each produce run in seconds. The client is the
 # kafka-bench binary with librdkafka 2.16 from .clients/librdkafka216 for both brokers:
@@ -16,6 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${1:-/tmp/kafka-bench-compare}"
 DUR="${DUR:-10}"
 STEADY_SECS="${STEADY_SECS:-0}"
+export ONLY="${ONLY:-all}"
 BENCH="$ROOT/target/release/kafka-bench"
 GATEWAY="$ROOT/target/release/iggy-gateway-kafka"
 TANSU="$ROOT/.clients/tansu/tansu"
@@ -67,6 +69,7 @@ start_broker() {
   fi
 }
 
+if [[ $ONLY == all ]]; then
 echo "== throughput matrix (${DUR}s per produce run)"
 for size in 1024 100; do
   for parts in 1 8; do
@@ -120,6 +123,36 @@ if ((STEADY_SECS > 0)); then
     >"$OUT/gateway-steady.txt" 2>"$OUT/gateway-steady.err" || true
   cleanup
 fi
+fi
+
+if [[ $ONLY == all || $ONLY == txn ]]; then
+  echo "== transactions: idempotent vs transactional produce, read_committed vs read_uncommitted"
+  # 1 KiB records, 8 partitions, 4 producers; transactional runs commit every N records
+  # per producer. Each produce run is read back at both isolation levels.
+  for broker in gateway tansu; do
+    for mode in idempotent txn1000 txn100; do
+      case $mode in
+        idempotent) flags=(--idempotent) ;;
+        txn1000) flags=(--transactional --txn-records 1000) ;;
+        txn100) flags=(--transactional --txn-records 100) ;;
+      esac
+      tag="$broker-$mode"
+      start_broker "$broker"
+      "$BENCH" produce --bootstrap "$ADDR" --topic txn --partitions 8 --producers 4 \
+        --record-size 1024 --duration "$DUR" --acks all --codec none --linger-ms 5 \
+        --batch-size 1000000 "${flags[@]}" --gateway-pid "$BPID" --timeout 120 \
+        --json "$OUT/$tag-produce.json" >"$OUT/$tag-produce.txt" 2>"$OUT/$tag-produce.err" || true
+      for iso in read-committed read-uncommitted; do
+        "$BENCH" consume --bootstrap "$ADDR" --topic txn --consumers 4 --isolation "$iso" \
+          -X queued.min.messages=1000000 --gateway-pid "$BPID" --timeout 120 \
+          --json "$OUT/$tag-consume-$iso.json" >"$OUT/$tag-consume-$iso.txt" \
+          2>"$OUT/$tag-consume-$iso.err" || true
+      done
+      cleanup
+      echo "$tag done"
+    done
+  done
+fi
 
 python3 - "$OUT" <<'EOF'
 import json, os, sys
@@ -146,17 +179,18 @@ def client_cpu(j):
 def rss(j):
     b = j and j.get("broker")
     return f"{b['peak_rss_kib_during_run'] / 1024:.0f}" if b else "n/a"
-print("| record | partitions | producers | gateway produce MB/s | Tansu produce MB/s | ratio | gateway consume MB/s | Tansu consume MB/s | ratio | gateway CPU s/GB produced | Tansu CPU s/GB produced | client CPU s/GB producing to gateway / Tansu | gateway peak RSS MiB | Tansu peak RSS MiB |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-for size in (1024, 100):
-    for parts in (1, 8):
-        for prods in (1, 8):
-            g = load(f"gateway-r{size}-p{parts}-n{prods}-produce.json")
-            t = load(f"tansu-r{size}-p{parts}-n{prods}-produce.json")
-            gc = load(f"gateway-r{size}-p{parts}-n{prods}-consume.json")
-            tc = load(f"tansu-r{size}-p{parts}-n{prods}-consume.json")
-            flag = lambda j: "" if j and (j.get("errors", 0) == 0 and j.get("complete", True)) else " (!)"
-            print(f"| {size} B | {parts} | {prods} | {mb(g)}{flag(g)} | {mb(t)}{flag(t)} | {ratio(g, t)} | {mb(gc)}{flag(gc)} | {mb(tc)}{flag(tc)} | {ratio(gc, tc)} | {cpu(g)} | {cpu(t)} | {client_cpu(g)} / {client_cpu(t)} | {rss(g)} | {rss(t)} |")
+if os.environ.get("ONLY", "all") == "all":
+  print("| record | partitions | producers | gateway produce MB/s | Tansu produce MB/s | ratio | gateway consume MB/s | Tansu consume MB/s | ratio | gateway CPU s/GB produced | Tansu CPU s/GB produced | client CPU s/GB producing to gateway / Tansu | gateway peak RSS MiB | Tansu peak RSS MiB |")
+  print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+  for size in (1024, 100):
+      for parts in (1, 8):
+          for prods in (1, 8):
+              g = load(f"gateway-r{size}-p{parts}-n{prods}-produce.json")
+              t = load(f"tansu-r{size}-p{parts}-n{prods}-produce.json")
+              gc = load(f"gateway-r{size}-p{parts}-n{prods}-consume.json")
+              tc = load(f"tansu-r{size}-p{parts}-n{prods}-consume.json")
+              flag = lambda j: "" if j and (j.get("errors", 0) == 0 and j.get("complete", True)) else " (!)"
+              print(f"| {size} B | {parts} | {prods} | {mb(g)}{flag(g)} | {mb(t)}{flag(t)} | {ratio(g, t)} | {mb(gc)}{flag(gc)} | {mb(tc)}{flag(tc)} | {ratio(gc, tc)} | {cpu(g)} | {cpu(t)} | {client_cpu(g)} / {client_cpu(t)} | {rss(g)} | {rss(t)} |")
 for b in ("gateway", "tansu"):
     j = load(f"{b}-latency.json")
     if j:
@@ -169,4 +203,16 @@ j = load("gateway-steady.json")
 if j:
     b = j["broker"]
     print(f"steady gateway: {j['records']} records {j['errors']} errors, rss start {b['start']['rss_kib']/1024:.1f} peak {b['peak_rss_kib_during_run']/1024:.1f} end {b['end']['rss_kib']/1024:.1f} MiB, p99 {j['latency']['p99_us']/1e3:.2f} ms")
+if load("gateway-idempotent-produce.json") or load("tansu-idempotent-produce.json"):
+    print()
+    print("| broker | producer mode | produce MB/s | vs idempotent | commits | broker CPU s/GB | read_committed MB/s | read_uncommitted MB/s | read_committed records (of produced) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for b in ("gateway", "tansu"):
+        base = load(f"{b}-idempotent-produce.json")
+        for mode in ("idempotent", "txn1000", "txn100"):
+            j = load(f"{b}-{mode}-produce.json")
+            rc = load(f"{b}-{mode}-consume-read-committed.json")
+            ru = load(f"{b}-{mode}-consume-read-uncommitted.json")
+            recs = f"{rc['records']} ({j['records']})" if rc and j else "n/a"
+            print(f"| {b} | {mode} | {mb(j)} | {ratio(j, base)} | {j.get('transactions_committed', 0) if j else 'n/a'} | {cpu(j)} | {mb(rc)} | {mb(ru)} | {recs} |")
 EOF
