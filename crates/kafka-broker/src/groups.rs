@@ -150,6 +150,13 @@ struct PendingTxnOffsets {
     /// Serializes the store writes of one group's sets (striped by group), so a set is
     /// stored in the order it was merged.
     stripes: [tokio::sync::Mutex<()>; PENDING_STRIPES],
+    /// Per coordinator shard: a TxnOffsetCommit holds it shared from its verification to
+    /// its pending set being stored, a transaction's completion holds it exclusively. So
+    /// offsets verified in a transaction are pending before that transaction's marker
+    /// completes the shard, and a commit arriving after the marker is verified again
+    /// (and refused: its transaction is no longer ongoing). Without it, a commit verified
+    /// just before the marker would be stored after it and stay pending for good.
+    gates: [tokio::sync::RwLock<()>; GROUP_SHARDS as usize],
 }
 
 const PENDING_STRIPES: usize = 16;
@@ -350,6 +357,16 @@ impl Groups {
         Ok(())
     }
 
+    /// Holds back the completion of transactions in `group`'s shard while a
+    /// TxnOffsetCommit is verified and stored (see `PendingTxnOffsets::gates`).
+    pub(crate) async fn txn_commit_gate(
+        &self,
+        group: &str,
+    ) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        let shard = group_shard(group) as usize % self.pending.gates.len();
+        self.pending.gates[shard].read().await
+    }
+
     /// The "marker" of a transaction for a group shard: the offsets `producer_id`
     /// committed to the groups of `shard` inside its transaction become the groups'
     /// committed offsets (`commit`) or are dropped. Idempotent: nothing pending answers
@@ -363,6 +380,10 @@ impl Groups {
         if *self.loaded.borrow() & bit(shard) == 0 {
             return ErrorCode::NOT_COORDINATOR;
         }
+        let Some(gate) = self.pending.gates.get(shard as usize) else {
+            return ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
+        };
+        let _gate = gate.write().await;
         let groups: Vec<String> = self
             .pending
             .lock()

@@ -610,3 +610,46 @@ async fn stored_batches_carry_leader_epoch_zero() {
             .expect("stored batch decodes");
     }
 }
+
+/// A TxnOffsetCommit between its verification and its store write holds back the
+/// completion of its group's shard: the marker then finds the offsets pending and commits
+/// them, instead of passing before they are stored and leaving them pending for good.
+#[tokio::test]
+async fn a_group_shard_completes_only_after_a_commit_being_verified_is_stored() {
+    use kafka_store::CommittedOffset;
+    let (broker, _) = broker().await;
+    let shard = kafka_store::cluster::group_shard("g");
+    broker.groups.wait_shards(1u32 << shard).await;
+    assert!(broker.groups.is_loaded("g"));
+    // As the TxnOffsetCommit handler does: the gate, then (verification, then) the store.
+    let gate = broker.groups.txn_commit_gate("g").await;
+    let groups = broker.groups.clone();
+    let marker = tokio::spawn(async move { groups.complete_txn_offsets(shard, 7, true).await });
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !marker.is_finished(),
+        "the marker completed the shard while a commit was being verified"
+    );
+    let offset = CommittedOffset {
+        offset: 42,
+        leader_epoch: -1,
+        metadata: None,
+        commit_timestamp: 0,
+    };
+    broker
+        .groups
+        .add_pending_offsets("g", 7, vec![("t".into(), 0, offset)])
+        .await
+        .expect("stored");
+    drop(gate);
+    assert_eq!(marker.await.expect("marker task"), ErrorCode::NONE);
+    let committed = broker
+        .stores
+        .offsets
+        .fetch("g", "t", 0)
+        .await
+        .expect("fetch");
+    assert_eq!(committed.map(|c| c.offset), Some(42));
+}

@@ -484,6 +484,9 @@ pub(crate) async fn txn_offset_commit(
 ) -> TxnOffsetCommitResponse {
     let v = ctx.version;
     let group = req.group_id.to_string();
+    // Held until the offsets are stored: the transaction cannot complete this group's
+    // shard between the verification and the store write.
+    let _gate = ctx.broker.groups.txn_commit_gate(&group).await;
     let group_error = txn_commit_group_check(ctx, &req).await;
     if let Some(e) = group_error {
         tracing::debug!(group = %group, error = %e, "transactional offset commit refused");
