@@ -125,8 +125,8 @@ impl Broker {
         );
         // The groups' follower loads and unloads the transactional ids with the shards.
         groups.attach_txns(txns.clone());
-        let txn_partitions = Arc::new(crate::txns::partitions::TxnPartitions::new(
-            config.transactions.txn_index_rebuild_max_bytes,
+        let txn_partitions = Arc::new(crate::txns::partitions::TxnPartitions::with_limits(
+            crate::txns::partitions::TxnPartitionLimits::of(&config.transactions),
         ));
         let request_memory = Arc::new(RequestBudget::new(&config.limits));
         let response_memory = Arc::new(ResponseBudget::new(&config.limits));

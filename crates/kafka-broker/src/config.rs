@@ -61,6 +61,15 @@ pub struct TransactionSettings {
     pub marker_retry_min: Duration,
     /// Longest wait between marker retries.
     pub marker_retry_max: Duration,
+    /// Partition transaction indexes held at once (the least recently used idle one is
+    /// dropped past it and rebuilt from the log when needed).
+    pub txn_index_max_partitions: usize,
+    /// Verification guards held at once over all partitions (producers verified with
+    /// the coordinator whose batch is not appended yet); the oldest hundredth goes past it.
+    pub txn_max_verification_guards: usize,
+    /// Topics remembered as already flagged transactional in the store; forgotten all at
+    /// once past it (the flag is set again, idempotently).
+    pub txn_max_flagged_topics: usize,
 }
 
 impl TransactionSettings {
@@ -105,6 +114,18 @@ impl TransactionSettings {
                 "transactions.txn_index_rebuild_max_bytes",
                 self.txn_index_rebuild_max_bytes,
             ),
+            (
+                "transactions.txn_index_max_partitions",
+                self.txn_index_max_partitions,
+            ),
+            (
+                "transactions.txn_max_verification_guards",
+                self.txn_max_verification_guards,
+            ),
+            (
+                "transactions.txn_max_flagged_topics",
+                self.txn_max_flagged_topics,
+            ),
         ] {
             if value == 0 {
                 return bad(field, "must be at least 1");
@@ -135,6 +156,9 @@ impl Default for TransactionSettings {
             txn_index_rebuild_max_bytes: 1 << 30,
             marker_retry_min: Duration::from_millis(100),
             marker_retry_max: Duration::from_secs(5),
+            txn_index_max_partitions: 100_000,
+            txn_max_verification_guards: 100_000,
+            txn_max_flagged_topics: 100_000,
         }
     }
 }

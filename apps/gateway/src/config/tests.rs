@@ -1456,6 +1456,9 @@ fn transaction_settings_are_read_and_checked() {
             ("IGGY_KAFKA_TRANSACTION_INDEX_REBUILD_MAX_BYTES", "1000"),
             ("IGGY_KAFKA_TRANSACTION_MARKER_RETRY_MIN_MS", "20"),
             ("IGGY_KAFKA_TRANSACTION_MARKER_RETRY_MAX_MS", "300"),
+            ("IGGY_KAFKA_TRANSACTION_INDEX_MAX_PARTITIONS", "11"),
+            ("IGGY_KAFKA_TRANSACTION_MAX_VERIFICATION_GUARDS", "12"),
+            ("IGGY_KAFKA_TRANSACTION_MAX_FLAGGED_TOPICS", "13"),
         ]),
     )
     .unwrap();
@@ -1474,12 +1477,21 @@ fn transaction_settings_are_read_and_checked() {
     );
     assert_eq!(t.txn_index_rebuild_max_bytes, 1000);
     assert_eq!(
+        (
+            t.txn_index_max_partitions,
+            t.txn_max_verification_guards,
+            t.txn_max_flagged_topics,
+        ),
+        (11, 12, 13)
+    );
+    assert_eq!(
         (t.marker_retry_min, t.marker_retry_max),
         (Duration::from_millis(20), Duration::from_millis(300))
     );
     for (key, value) in [
         ("IGGY_KAFKA_TRANSACTION_MAX_TIMEOUT_MS", "0"),
         ("IGGY_KAFKA_TRANSACTION_MAX_OPEN_TXNS", "0"),
+        ("IGGY_KAFKA_TRANSACTION_INDEX_MAX_PARTITIONS", "0"),
         ("IGGY_KAFKA_TRANSACTION_MARKER_RETRY_MIN_MS", "0"),
         ("IGGY_KAFKA_TRANSACTION_MARKER_RETRY_MAX_MS", "600001"),
         ("IGGY_KAFKA_TRANSACTION_ID_EXPIRATION_MS", "3000000000"),

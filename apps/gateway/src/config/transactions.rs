@@ -33,6 +33,12 @@ pub(super) struct Raw {
     transaction_marker_retry_min_ms: u64,
     #[serde(deserialize_with = "parsed")]
     transaction_marker_retry_max_ms: u64,
+    #[serde(deserialize_with = "parsed")]
+    transaction_index_max_partitions: usize,
+    #[serde(deserialize_with = "parsed")]
+    transaction_max_verification_guards: usize,
+    #[serde(deserialize_with = "parsed")]
+    transaction_max_flagged_topics: usize,
 }
 
 impl Default for Raw {
@@ -48,6 +54,9 @@ impl Default for Raw {
             transaction_index_rebuild_max_bytes: t.txn_index_rebuild_max_bytes,
             transaction_marker_retry_min_ms: duration_ms(t.marker_retry_min),
             transaction_marker_retry_max_ms: duration_ms(t.marker_retry_max),
+            transaction_index_max_partitions: t.txn_index_max_partitions,
+            transaction_max_verification_guards: t.txn_max_verification_guards,
+            transaction_max_flagged_topics: t.txn_max_flagged_topics,
         }
     }
 }
@@ -90,6 +99,18 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "transactions.marker_retry_max",
         "transaction_marker_retry_max_ms",
     ),
+    (
+        "transactions.txn_index_max_partitions",
+        "transaction_index_max_partitions",
+    ),
+    (
+        "transactions.txn_max_verification_guards",
+        "transaction_max_verification_guards",
+    ),
+    (
+        "transactions.txn_max_flagged_topics",
+        "transaction_max_flagged_topics",
+    ),
 ];
 
 impl Raw {
@@ -104,5 +125,8 @@ impl Raw {
         t.txn_index_rebuild_max_bytes = self.transaction_index_rebuild_max_bytes;
         t.marker_retry_min = Duration::from_millis(self.transaction_marker_retry_min_ms);
         t.marker_retry_max = Duration::from_millis(self.transaction_marker_retry_max_ms);
+        t.txn_index_max_partitions = self.transaction_index_max_partitions;
+        t.txn_max_verification_guards = self.transaction_max_verification_guards;
+        t.txn_max_flagged_topics = self.transaction_max_flagged_topics;
     }
 }

@@ -94,13 +94,22 @@ pub(crate) struct TxnPartitionLimits {
 }
 
 impl TxnPartitionLimits {
-    /// The defaults with the given rebuild bound.
+    /// The bounds set in `settings`.
+    pub(crate) fn of(settings: &crate::config::TransactionSettings) -> Self {
+        TxnPartitionLimits {
+            rebuild_max_bytes: settings.txn_index_rebuild_max_bytes,
+            max_partitions: settings.txn_index_max_partitions,
+            max_guards: settings.txn_max_verification_guards,
+            max_flagged_topics: settings.txn_max_flagged_topics,
+        }
+    }
+
+    /// The default bounds with the given rebuild bound.
+    #[cfg(test)]
     pub(crate) fn new(rebuild_max_bytes: usize) -> Self {
         TxnPartitionLimits {
             rebuild_max_bytes,
-            max_partitions: 100_000,
-            max_guards: 100_000,
-            max_flagged_topics: 100_000,
+            ..TxnPartitionLimits::of(&crate::config::TransactionSettings::default())
         }
     }
 }
@@ -211,10 +220,6 @@ pub(crate) struct TxnPartitions {
 }
 
 impl TxnPartitions {
-    pub(crate) fn new(rebuild_max_bytes: usize) -> Self {
-        TxnPartitions::with_limits(TxnPartitionLimits::new(rebuild_max_bytes))
-    }
-
     pub(crate) fn with_limits(limits: TxnPartitionLimits) -> Self {
         TxnPartitions {
             limits: TxnPartitionLimits {
