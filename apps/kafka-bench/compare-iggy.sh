@@ -15,8 +15,11 @@
 # adds the latency case: 1 KiB records at RATE (default 2000) records/s, 1 partition.
 # MEM=1 (default) also runs the gateway's produce + consume with its embedded store (no
 # Iggy) in each case: the same client load with no Iggy behind it, i.e. what the Kafka
-# client and the gateway's front end allow on this machine. The tables are printed at the
-# end and kept in OUTDIR/summary.md.
+# client and the gateway's front end allow on this machine. BASE_GATEWAY=/path/to/binary
+# (an earlier build of the gateway) runs every gateway case (bridged, and embedded with MEM=1)
+# with that binary too, on a fresh Iggy server of its own, right after the same case with
+# target/release's gateway, and adds a table of the gateway's CPU per GB, before and after.
+# The tables are printed at the end and kept in OUTDIR/summary.md.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -26,6 +29,7 @@ CASES="${CASES:-1024:1:1 1024:8:1 100:1:1 100:8:1}"
 LAT="${LAT:-1}"
 MEM="${MEM:-1}"
 RATE="${RATE:-2000}"
+BASE_GATEWAY="${BASE_GATEWAY:-}"
 IGGY_BIN="${IGGY_SERVER_BIN:?set IGGY_SERVER_BIN to an iggy-server binary}"
 BENCH="$ROOT/target/release/kafka-bench"
 GATEWAY="$ROOT/target/release/iggy-gateway-kafka"
@@ -33,7 +37,7 @@ export LD_LIBRARY_PATH="$ROOT/.clients/librdkafka216${LD_LIBRARY_PATH:+:$LD_LIBR
 USER_NAME=iggy
 PASSWORD=kafka-bench
 mkdir -p "$OUT"
-for f in "$BENCH" "$GATEWAY" "$IGGY_BIN" "$ROOT/.clients/librdkafka216/librdkafka.so.1"; do
+for f in "$BENCH" "$GATEWAY" "$IGGY_BIN" "$ROOT/.clients/librdkafka216/librdkafka.so.1" $BASE_GATEWAY; do
   [[ -e "$f" ]] || { echo "missing $f" >&2; exit 1; }
 done
 
@@ -80,9 +84,9 @@ start_iggy() {
   echo "iggy-server did not listen on $IADDR" >&2; exit 1
 }
 
-start_memory_gateway() {
+start_memory_gateway() { # TAG [BINARY]
   env IGGY_KAFKA_BIND_ADDR=127.0.0.1:0 IGGY_KAFKA_MEMORY_MAX_TOTAL_BYTES=8589934592 \
-    RUST_LOG=warn "$GATEWAY" >"$OUT/memory-$1.stdout" 2>"$OUT/memory-$1.stderr" &
+    RUST_LOG=warn "${2:-$GATEWAY}" >"$OUT/memory-$1.stdout" 2>"$OUT/memory-$1.stderr" &
   GPID=$!
   for _ in $(seq 300); do
     GADDR=$(awk '/^listening on /{print $3; exit}' "$OUT/memory-$1.stdout")
@@ -93,11 +97,11 @@ start_memory_gateway() {
   cat "$OUT/memory-$1.stderr" >&2; echo "gateway did not start" >&2; exit 1
 }
 
-start_gateway() {
+start_gateway() { # TAG [BINARY]
   env IGGY_KAFKA_BIND_ADDR=127.0.0.1:0 IGGY_KAFKA_BRIDGE_ENABLED=true \
     IGGY_KAFKA_IGGY_ADDR="$IADDR" IGGY_KAFKA_IGGY_USERNAME=$USER_NAME \
     IGGY_KAFKA_IGGY_PASSWORD=$PASSWORD RUST_LOG=warn \
-    "$GATEWAY" >"$OUT/gateway-$1.stdout" 2>"$OUT/gateway-$1.stderr" &
+    "${2:-$GATEWAY}" >"$OUT/gateway-$1.stdout" 2>"$OUT/gateway-$1.stderr" &
   GPID=$!
   for _ in $(seq 300); do
     GADDR=$(awk '/^listening on /{print $3; exit}' "$OUT/gateway-$1.stdout")
@@ -118,21 +122,48 @@ run() {
   echo "$name iggy_cpu_s=$(awk -v a="$c0" -v b="$c1" 'BEGIN{printf "%.2f", b-a}')" | tee -a "$OUT/iggy-cpu.txt"
 }
 
+# gateway_case KIND BINARY: produce + consume through the gateway on the current Iggy
+# server (KIND gw: target/release's gateway, gwb: BASE_GATEWAY), then stops it
+gateway_case() {
+  local kind=$1 bin=$2
+  start_gateway "$tag-$kind" "$bin"
+  run "$tag-$kind-produce" "$BENCH" produce --bootstrap "$GADDR" --topic "$kind" \
+    --partitions "$parts" --producers "$prods" --record-size "$rs" --duration "$DUR" \
+    --acks all --codec none --linger-ms 5 --batch-size 1000000 --gateway-pid "$GPID" \
+    --timeout 120 --json "$OUT/$tag-$kind-produce.json"
+  run "$tag-$kind-consume" "$BENCH" consume --bootstrap "$GADDR" --topic "$kind" \
+    --consumers "$prods" -X queued.min.messages=1000000 --gateway-pid "$GPID" --timeout 120 \
+    --json "$OUT/$tag-$kind-consume.json"
+  stop_pid "$GPID"; GPID=""
+}
+
+# memory_case KIND BINARY: the same load on the gateway's embedded store (KIND mem or memb)
+memory_case() {
+  local kind=$1 bin=$2
+  start_memory_gateway "$tag-$kind" "$bin"
+  for mode in produce consume; do
+    if [[ $mode == produce ]]; then
+      set -- produce --bootstrap "$GADDR" --topic mem --partitions "$parts" \
+        --producers "$prods" --record-size "$rs" --duration "$DUR" --acks all --codec none \
+        --linger-ms 5 --batch-size 1000000
+    else
+      set -- consume --bootstrap "$GADDR" --topic mem --consumers "$prods" \
+        -X queued.min.messages=1000000
+    fi
+    timeout 180 "$BENCH" "$@" --gateway-pid "$GPID" --timeout 120 \
+      --json "$OUT/$tag-$kind-$mode.json" >"$OUT/$tag-$kind-$mode.txt" 2>&1 \
+      || echo "$tag-$kind-$mode: exit $?" | tee -a "$OUT/failures"
+  done
+  stop_pid "$GPID"; GPID=""
+}
+
 for c in $CASES; do
   IFS=: read -r rs parts prods <<<"$c"
   tag="r${rs}-p${parts}-n${prods}"
   poll=$((1048576 / rs))
   echo "== $tag"
   start_iggy "$tag"
-  start_gateway "$tag"
-  run "$tag-gw-produce" "$BENCH" produce --bootstrap "$GADDR" --topic gw --partitions "$parts" \
-    --producers "$prods" --record-size "$rs" --duration "$DUR" --acks all --codec none \
-    --linger-ms 5 --batch-size 1000000 --gateway-pid "$GPID" --timeout 120 \
-    --json "$OUT/$tag-gw-produce.json"
-  run "$tag-gw-consume" "$BENCH" consume --bootstrap "$GADDR" --topic gw --consumers "$prods" \
-    -X queued.min.messages=1000000 --gateway-pid "$GPID" --timeout 120 \
-    --json "$OUT/$tag-gw-consume.json"
-  stop_pid "$GPID"; GPID=""
+  gateway_case gw "$GATEWAY"
   run "$tag-nat-produce" "$BENCH" iggy-produce --iggy-addr "$IADDR" --username $USER_NAME \
     --password $PASSWORD --topic nat --partitions "$parts" --producers "$prods" \
     --record-size "$rs" --duration "$DUR" --batch-size 1000000 --gateway-pid "$IPID" \
@@ -141,22 +172,14 @@ for c in $CASES; do
     --password $PASSWORD --topic nat --consumers "$prods" --poll-count "$poll" \
     --gateway-pid "$IPID" --timeout 120 --json "$OUT/$tag-nat-consume.json"
   cleanup
+  if [[ -n $BASE_GATEWAY ]]; then
+    start_iggy "$tag-base"
+    gateway_case gwb "$BASE_GATEWAY"
+    cleanup
+  fi
   if [[ $MEM == 1 ]]; then
-    start_memory_gateway "$tag"
-    for mode in produce consume; do
-      if [[ $mode == produce ]]; then
-        set -- produce --bootstrap "$GADDR" --topic mem --partitions "$parts" \
-          --producers "$prods" --record-size "$rs" --duration "$DUR" --acks all --codec none \
-          --linger-ms 5 --batch-size 1000000
-      else
-        set -- consume --bootstrap "$GADDR" --topic mem --consumers "$prods" \
-          -X queued.min.messages=1000000
-      fi
-      timeout 180 "$BENCH" "$@" --gateway-pid "$GPID" --timeout 120 \
-        --json "$OUT/$tag-mem-$mode.json" >"$OUT/$tag-mem-$mode.txt" 2>&1 \
-        || echo "$tag-mem-$mode: exit $?" | tee -a "$OUT/failures"
-    done
-    stop_pid "$GPID"; GPID=""
+    memory_case mem "$GATEWAY"
+    [[ -n $BASE_GATEWAY ]] && memory_case memb "$BASE_GATEWAY"
   fi
 done
 
@@ -222,6 +245,36 @@ for t in tags:
         cells.append(" / ".join(per_gb(x, g) for x in ((g or {}).get("client_cpu_secs"), broker_cpu(g), iggy.get(f"{t}-gw-{mode}"))))
         cells.append(" / ".join(per_gb(x, n) for x in ((n or {}).get("client_cpu_secs"), iggy.get(f"{t}-nat-{mode}"))))
     print(f"| {rs} B | {ps} | {ns} | " + " | ".join(cells) + " |")
+if glob.glob(out + "/r*-gwb-produce.json"):
+    print()
+    print("Gateway CPU seconds per GB, BASE_GATEWAY (before) -> target/release (after), same run; "
+          "last column: (gateway + Iggy) over Iggy alone with the native SDK:")
+    print()
+    print("| record | partitions | producers | bridged produce | bridged consume | embedded produce | embedded consume | bridged produce MB/s | (gw+Iggy)/native Iggy, produce before -> after | consume before -> after |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    def gwcpu(name):
+        j = load(name)
+        c = broker_cpu(j)
+        gb = (j or {}).get("bytes", 0) / 1e9
+        return c / gb if c is not None and gb else None
+    def iggy_gb(name):
+        j = load(name)
+        gb = (j or {}).get("bytes", 0) / 1e9
+        return iggy[name] / gb if name in iggy and gb else None
+    def f(x):
+        return f"{x:.2f}" if x is not None else "-"
+    def ratio_total(kind, mode):
+        g, i, n = gwcpu(f"{t}-{kind}-{mode}"), iggy_gb(f"{t}-{kind}-{mode}"), iggy_gb(f"{t}-nat-{mode}")
+        return (g + i) / n if None not in (g, i, n) and n else None
+    for t in tags:
+        rs, ps, ns = [x[1:] for x in t.split("-")]
+        cells = []
+        for a, b in (("gwb-produce", "gw-produce"), ("gwb-consume", "gw-consume"), ("memb-produce", "mem-produce"), ("memb-consume", "mem-consume")):
+            cells.append(f"{f(gwcpu(f'{t}-{a}'))} -> {f(gwcpu(f'{t}-{b}'))}")
+        cells.append(f"{mbs(load(f'{t}-gwb-produce')):.1f} -> {mbs(load(f'{t}-gw-produce')):.1f}")
+        for mode in ("produce", "consume"):
+            cells.append(f"{f(ratio_total('gwb', mode))} -> {f(ratio_total('gw', mode))}")
+        print(f"| {rs} B | {ps} | {ns} | " + " | ".join(cells) + " |")
 print()
 for name in ("lat-gw-linger0", "lat-gw-linger5", "lat-nat"):
     j = load(name)
