@@ -41,6 +41,8 @@ pub mod tls;
 mod txns;
 /// The storage seam (re-exported from the `kafka-store` crate).
 pub use kafka_store as store;
+#[doc(hidden)]
+pub use handlers::produce::check_with_defaults;
 
 pub use config::{
     BrokerConfig, GroupStateSettings, InterGatewayConfig, Limits, Timeouts, TransactionSettings,
