@@ -39,10 +39,10 @@ pub mod quotas;
 pub mod session;
 pub mod tls;
 mod txns;
-/// The storage seam (re-exported from the `kafka-store` crate).
-pub use kafka_store as store;
 #[doc(hidden)]
 pub use handlers::produce::check_with_defaults;
+/// The storage seam (re-exported from the `kafka-store` crate).
+pub use kafka_store as store;
 
 pub use config::{
     BrokerConfig, GroupStateSettings, InterGatewayConfig, Limits, Timeouts, TransactionSettings,

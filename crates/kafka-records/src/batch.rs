@@ -25,7 +25,7 @@
 use bytes::Bytes;
 
 use crate::codec::{self, Compression};
-use crate::record::Records;
+use crate::record::{RecordRefs, Records};
 use crate::{DecodeLimits, RecordsError, Result};
 
 /// Size of `baseOffset` + `batchLength`, the part of a batch outside `batchLength`.
@@ -394,6 +394,13 @@ impl RecordBatch {
     /// errors or other records, never a panic.
     pub fn records_in(&self, section: Bytes) -> Records {
         Records::new(section, &self.header)
+    }
+
+    /// Iterates the records of `section` read in place (see [`RecordRefs`]): the same
+    /// records and errors as [`RecordBatch::records_in`], for a walk that checks every
+    /// record but keeps none of them.
+    pub fn record_refs_in<'a>(&self, section: &'a [u8]) -> RecordRefs<'a> {
+        RecordRefs::new(section, &self.header)
     }
 }
 

@@ -61,7 +61,10 @@ pub use encode::{
     encode_batch_with_section,
 };
 pub use error::RecordsError;
-pub use record::{ControlRecord, ControlRecordType, Header, Headers, HeadersIter, Record, Records};
+pub use record::{
+    ControlRecord, ControlRecordType, Header, Headers, HeadersIter, Record, RecordRef, RecordRefs,
+    Records,
+};
 pub use retain::{Retained, encode_retained};
 pub use sequence::{BatchSequence, Batches, decode_batches};
 
