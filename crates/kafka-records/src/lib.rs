@@ -52,7 +52,7 @@ mod sequence;
 mod varint;
 
 pub use batch::{
-    Attributes, BATCH_HEADER_LEN, BatchHeader, LOG_OVERHEAD, RecordBatch, TimestampType,
+    Attributes, BATCH_HEADER_LEN, BatchHeader, LOG_OVERHEAD, RecordBatch, TimestampType, crc32c,
     set_base_offset, set_log_append_time, set_partition_leader_epoch,
 };
 pub use codec::Compression;
