@@ -97,7 +97,7 @@ fn produce(c: &mut Criterion) {
                 let mut spent = Duration::ZERO;
                 let mut s = store(&rt);
                 for i in 0..iters {
-                    if i > 0 && i as usize % KEPT == 0 {
+                    if i > 0 && (i as usize).is_multiple_of(KEPT) {
                         s = store(&rt);
                     }
                     let start = Instant::now();
@@ -114,7 +114,7 @@ fn produce(c: &mut Criterion) {
                 let mut spent = Duration::ZERO;
                 let mut kept: Vec<BytesMut> = Vec::with_capacity(KEPT);
                 for i in 0..iters {
-                    if i > 0 && i as usize % KEPT == 0 {
+                    if i > 0 && (i as usize).is_multiple_of(KEPT) {
                         kept = Vec::with_capacity(KEPT);
                     }
                     let start = Instant::now();
