@@ -39,6 +39,8 @@ pub mod quotas;
 pub mod session;
 pub mod tls;
 mod txns;
+#[doc(hidden)]
+pub use handlers::produce::check_with_defaults;
 /// The storage seam (re-exported from the `kafka-store` crate).
 pub use kafka_store as store;
 

@@ -25,7 +25,7 @@
 use bytes::Bytes;
 
 use crate::codec::{self, Compression};
-use crate::record::Records;
+use crate::record::{RecordRefs, Records};
 use crate::{DecodeLimits, RecordsError, Result};
 
 /// Size of `baseOffset` + `batchLength`, the part of a batch outside `batchLength`.
@@ -288,7 +288,7 @@ impl RecordBatch {
         let bytes = input.slice(..total);
         let header = BatchHeader::parse(&bytes)?;
         if check_crc {
-            let computed = crc32c::crc32c(&bytes[ATTRIBUTES_OFFSET..]);
+            let computed = crc32c(&bytes[ATTRIBUTES_OFFSET..]);
             if computed != header.crc {
                 return Err(RecordsError::CrcMismatch {
                     base_offset: header.base_offset,
@@ -395,6 +395,22 @@ impl RecordBatch {
     pub fn records_in(&self, section: Bytes) -> Records {
         Records::new(section, &self.header)
     }
+
+    /// Iterates the records of `section` read in place (see [`RecordRefs`]): the same
+    /// records and errors as [`RecordBatch::records_in`], for a walk that checks every
+    /// record but keeps none of them.
+    pub fn record_refs_in<'a>(&self, section: &'a [u8]) -> RecordRefs<'a> {
+        RecordRefs::new(section, &self.header)
+    }
+}
+
+/// CRC-32C (Castagnoli, Kafka's batch checksum) of `bytes`, with the fastest
+/// instructions the CPU has (detected at run time: carry-less multiplication over
+/// AVX-512 registers where present, else SSE 4.2, else a table); the same value as the
+/// `crc32c` crate, at about twice its speed on CPUs with VPCLMULQDQ.
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    // A CRC-32 fits in the low 32 bits of the u64 the crate returns for every width.
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
 fn check_count_fits(header: &BatchHeader, available: usize) -> Result<()> {
@@ -454,6 +470,26 @@ pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) -> Result<()> {
     let crc = crc32c::crc32c_combine(head_crc, tail_crc, tail_len);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(())
+}
+
+#[cfg(test)]
+mod crc_tests {
+    #[test]
+    fn the_checksum_is_crc32c_at_every_length_and_alignment() {
+        let data: Vec<u8> = (0..5000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for start in [0, 1, 3, 7, 8] {
+            for len in (0..300).chain([511, 512, 513, 1024, 4095, 4096, 4989]) {
+                let Some(part) = data.get(start..start + len) else {
+                    continue;
+                };
+                assert_eq!(super::crc32c(part), crc32c::crc32c(part), "{start}+{len}");
+            }
+        }
+        // The check value of CRC-32C.
+        assert_eq!(super::crc32c(b"123456789"), 0xe306_9283);
+    }
 }
 
 #[cfg(test)]

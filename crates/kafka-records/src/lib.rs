@@ -52,7 +52,7 @@ mod sequence;
 mod varint;
 
 pub use batch::{
-    Attributes, BATCH_HEADER_LEN, BatchHeader, LOG_OVERHEAD, RecordBatch, TimestampType,
+    Attributes, BATCH_HEADER_LEN, BatchHeader, LOG_OVERHEAD, RecordBatch, TimestampType, crc32c,
     set_base_offset, set_log_append_time, set_partition_leader_epoch,
 };
 pub use codec::Compression;
@@ -61,7 +61,10 @@ pub use encode::{
     encode_batch_with_section,
 };
 pub use error::RecordsError;
-pub use record::{ControlRecord, ControlRecordType, Header, Headers, HeadersIter, Record, Records};
+pub use record::{
+    ControlRecord, ControlRecordType, Header, Headers, HeadersIter, Record, RecordRef, RecordRefs,
+    Records,
+};
 pub use retain::{Retained, encode_retained};
 pub use sequence::{BatchSequence, Batches, decode_batches};
 

@@ -269,13 +269,46 @@ pub struct Record {
     pub control: Option<ControlRecord>,
 }
 
-/// Lazy iterator over the records of a batch, from [`crate::RecordBatch::records`].
-///
-/// Yields exactly `recordCount` records, then checks that nothing is left over. After the
-/// first error it yields nothing more.
+/// A record read in place: its fields borrow the records section, so walking every
+/// record of a batch (to check it) costs no allocation and no reference count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// Absolute timestamp, read as [`Record::timestamp`] is.
+    pub timestamp: i64,
+    /// Offset delta as on the wire.
+    pub offset_delta: i32,
+    /// Timestamp delta as on the wire.
+    pub timestamp_delta: i64,
+    /// Record attributes byte (unused by Kafka, kept as read).
+    pub attributes: i8,
+    /// Key; `None` (length -1) is distinct from empty.
+    pub key: Option<&'a [u8]>,
+    /// Value; `None` (a tombstone) is distinct from empty.
+    pub value: Option<&'a [u8]>,
+    /// Number of headers (each was read and bounds-checked).
+    pub header_count: usize,
+    /// The parsed key, when the batch is a control batch.
+    pub control: Option<ControlRecord>,
+}
+
+/// One record's fields as positions in the records section.
+struct Parsed {
+    end: usize,
+    attributes: i8,
+    timestamp_delta: i64,
+    offset_delta: i32,
+    key: Option<(usize, usize)>,
+    value: Option<(usize, usize)>,
+    header_count: usize,
+    headers_start: usize,
+    control: Option<ControlRecord>,
+}
+
+/// The walk over a records section shared by [`Records`] and [`RecordRefs`]: which
+/// record is next, and the checks around the records (exactly `recordCount` of them,
+/// nothing left over, nothing after the first error).
 #[derive(Clone, Debug)]
-pub struct Records {
-    data: Bytes,
+struct Walk {
     pos: usize,
     read: usize,
     expected: i32,
@@ -286,14 +319,13 @@ pub struct Records {
     done: bool,
 }
 
-impl Records {
-    pub(crate) fn new(data: Bytes, header: &BatchHeader) -> Self {
+impl Walk {
+    fn new(header: &BatchHeader) -> Self {
         let log_append_time = match header.attributes.timestamp_type() {
             TimestampType::LogAppendTime => Some(header.max_timestamp),
             TimestampType::CreateTime => None,
         };
         Self {
-            data,
             pos: 0,
             read: 0,
             expected: header.record_count,
@@ -305,6 +337,166 @@ impl Records {
         }
     }
 
+    fn remaining(&self) -> usize {
+        (self.expected.max(0) as usize).saturating_sub(self.read)
+    }
+
+    fn timestamp(&self, delta: i64) -> i64 {
+        self.log_append_time
+            .unwrap_or_else(|| self.base_timestamp.wrapping_add(delta))
+    }
+
+    /// The next record of `data`, or the error that ends the walk.
+    fn next(&mut self, data: &[u8]) -> Option<Result<Parsed>> {
+        if self.done {
+            return None;
+        }
+        if self.remaining() == 0 {
+            self.done = true;
+            if self.pos < data.len() {
+                return Some(Err(RecordsError::TrailingRecordBytes {
+                    base_offset: self.base_offset,
+                    expected: self.expected,
+                    extra: data.len() - self.pos,
+                }));
+            }
+            return None;
+        }
+        if self.pos >= data.len() {
+            self.done = true;
+            return Some(Err(RecordsError::RecordCountMismatch {
+                base_offset: self.base_offset,
+                expected: self.expected,
+                found: self.read,
+            }));
+        }
+        match parse(data, self.pos, self.control) {
+            Ok(record) => {
+                self.read += 1;
+                self.pos = record.end;
+                Some(Ok(record))
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Reads the record starting at `data[start]`; every field inside its declared length.
+fn parse(data: &[u8], start: usize, control: bool) -> Result<Parsed> {
+    let mut pos = start;
+    let length = varint(data, &mut pos, "record length")?;
+    let body_len = usize::try_from(length).map_err(|_| RecordsError::InvalidLength {
+        what: "record length",
+        found: i64::from(length),
+        offset: start,
+    })?;
+    let body_start = pos;
+    let end = body_start
+        .checked_add(body_len)
+        .filter(|&e| e <= data.len())
+        .ok_or(RecordsError::InvalidLength {
+            what: "record length",
+            found: i64::from(length),
+            offset: start,
+        })?;
+    // Every read below stays inside the record.
+    let body = &data[..end];
+
+    let Some(&attributes) = body.get(pos) else {
+        return Err(RecordsError::InvalidLength {
+            what: "record length",
+            found: i64::from(length),
+            offset: start,
+        });
+    };
+    pos += 1;
+    let timestamp_at = pos;
+    let timestamp_delta = read_varlong(body, &mut pos)
+        .map_err(|e| varint_error(e, "timestamp delta", timestamp_at))?;
+    let offset_delta = varint(body, &mut pos, "offset delta")?;
+    let key = nullable(body, &mut pos, "key length")?;
+    let value = nullable(body, &mut pos, "value length")?;
+    let header_count_at = pos;
+    let header_count = varint(body, &mut pos, "header count")?;
+    let header_count = usize::try_from(header_count).map_err(|_| RecordsError::InvalidLength {
+        what: "header count",
+        found: i64::from(header_count),
+        offset: header_count_at,
+    })?;
+    let headers_start = pos;
+    for _ in 0..header_count {
+        let at = pos;
+        let key_len = varint(body, &mut pos, "header key length")?;
+        if key_len < 0 {
+            return Err(RecordsError::InvalidLength {
+                what: "header key length",
+                found: i64::from(key_len),
+                offset: at,
+            });
+        }
+        skip(
+            body,
+            &mut pos,
+            key_len as usize,
+            "header key length",
+            key_len,
+            at,
+        )?;
+        nullable(body, &mut pos, "header value length")?;
+    }
+    if pos != end {
+        return Err(RecordsError::RecordSizeMismatch {
+            offset: start,
+            expected: body_len,
+            found: pos - body_start,
+        });
+    }
+    let control = if control {
+        let parsed = key.and_then(|(s, e)| ControlRecord::parse(&data[s..e]));
+        if parsed.is_none() {
+            return Err(RecordsError::InvalidControlRecord {
+                offset: start,
+                reason: "key is not a version i16 >= 0 and a type i16",
+            });
+        }
+        parsed
+    } else {
+        None
+    };
+    Ok(Parsed {
+        end,
+        attributes: attributes as i8,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+        header_count,
+        headers_start,
+        control,
+    })
+}
+
+/// Lazy iterator over the records of a batch, from [`crate::RecordBatch::records`].
+///
+/// Yields exactly `recordCount` records, then checks that nothing is left over. After the
+/// first error it yields nothing more.
+#[derive(Clone, Debug)]
+pub struct Records {
+    data: Bytes,
+    walk: Walk,
+}
+
+impl Records {
+    pub(crate) fn new(data: Bytes, header: &BatchHeader) -> Self {
+        Self {
+            data,
+            walk: Walk::new(header),
+        }
+    }
+
     /// Size of the (decompressed) records section.
     pub fn section_len(&self) -> usize {
         self.data.len()
@@ -312,118 +504,7 @@ impl Records {
 
     /// Records not yet yielded, per `recordCount`.
     pub fn remaining(&self) -> usize {
-        (self.expected.max(0) as usize).saturating_sub(self.read)
-    }
-
-    fn decode_next(&mut self) -> Result<Record> {
-        let data = &self.data[..];
-        let start = self.pos;
-        let mut pos = start;
-        let length = varint(data, &mut pos, "record length")?;
-        let body_len = usize::try_from(length).map_err(|_| RecordsError::InvalidLength {
-            what: "record length",
-            found: i64::from(length),
-            offset: start,
-        })?;
-        let body_start = pos;
-        let end = body_start
-            .checked_add(body_len)
-            .filter(|&e| e <= data.len())
-            .ok_or(RecordsError::InvalidLength {
-                what: "record length",
-                found: i64::from(length),
-                offset: start,
-            })?;
-        // Every read below stays inside the record.
-        let body = &data[..end];
-
-        let Some(&attributes) = body.get(pos) else {
-            return Err(RecordsError::InvalidLength {
-                what: "record length",
-                found: i64::from(length),
-                offset: start,
-            });
-        };
-        pos += 1;
-        let timestamp_at = pos;
-        let timestamp_delta = read_varlong(body, &mut pos)
-            .map_err(|e| varint_error(e, "timestamp delta", timestamp_at))?;
-        let offset_delta = varint(body, &mut pos, "offset delta")?;
-        let key = nullable(body, &mut pos, "key length")?;
-        let value = nullable(body, &mut pos, "value length")?;
-        let header_count_at = pos;
-        let header_count = varint(body, &mut pos, "header count")?;
-        let header_count =
-            usize::try_from(header_count).map_err(|_| RecordsError::InvalidLength {
-                what: "header count",
-                found: i64::from(header_count),
-                offset: header_count_at,
-            })?;
-        let headers_start = pos;
-        for _ in 0..header_count {
-            let at = pos;
-            let key_len = varint(body, &mut pos, "header key length")?;
-            if key_len < 0 {
-                return Err(RecordsError::InvalidLength {
-                    what: "header key length",
-                    found: i64::from(key_len),
-                    offset: at,
-                });
-            }
-            skip(
-                body,
-                &mut pos,
-                key_len as usize,
-                "header key length",
-                key_len,
-                at,
-            )?;
-            nullable(body, &mut pos, "header value length")?;
-        }
-        if pos != end {
-            return Err(RecordsError::RecordSizeMismatch {
-                offset: start,
-                expected: body_len,
-                found: pos - body_start,
-            });
-        }
-
-        let key = key.map(|(s, e)| self.data.slice(s..e));
-        let value = value.map(|(s, e)| self.data.slice(s..e));
-        let headers = if header_count == 0 {
-            Headers::default()
-        } else {
-            Headers {
-                raw: self.data.slice(headers_start..end),
-                count: header_count,
-            }
-        };
-        let control = if self.control {
-            let parsed = key.as_deref().and_then(ControlRecord::parse);
-            if parsed.is_none() {
-                return Err(RecordsError::InvalidControlRecord {
-                    offset: start,
-                    reason: "key is not a version i16 >= 0 and a type i16",
-                });
-            }
-            parsed
-        } else {
-            None
-        };
-        self.pos = end;
-        Ok(Record {
-            offset: self.base_offset.wrapping_add(i64::from(offset_delta)),
-            timestamp: self
-                .log_append_time
-                .unwrap_or_else(|| self.base_timestamp.wrapping_add(timestamp_delta)),
-            offset_delta,
-            timestamp_delta,
-            attributes: attributes as i8,
-            key,
-            value,
-            headers,
-            control,
-        })
+        self.walk.remaining()
     }
 }
 
@@ -480,38 +561,34 @@ impl Iterator for Records {
     type Item = Result<Record>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        if self.remaining() == 0 {
-            self.done = true;
-            if self.pos < self.data.len() {
-                return Some(Err(RecordsError::TrailingRecordBytes {
-                    base_offset: self.base_offset,
-                    expected: self.expected,
-                    extra: self.data.len() - self.pos,
-                }));
+        let p = match self.walk.next(&self.data)? {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        let key = p.key.map(|(s, e)| self.data.slice(s..e));
+        let value = p.value.map(|(s, e)| self.data.slice(s..e));
+        let headers = if p.header_count == 0 {
+            Headers::default()
+        } else {
+            Headers {
+                raw: self.data.slice(p.headers_start..p.end),
+                count: p.header_count,
             }
-            return None;
-        }
-        if self.pos >= self.data.len() {
-            self.done = true;
-            return Some(Err(RecordsError::RecordCountMismatch {
-                base_offset: self.base_offset,
-                expected: self.expected,
-                found: self.read,
-            }));
-        }
-        match self.decode_next() {
-            Ok(record) => {
-                self.read += 1;
-                Some(Ok(record))
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        };
+        Some(Ok(Record {
+            offset: self
+                .walk
+                .base_offset
+                .wrapping_add(i64::from(p.offset_delta)),
+            timestamp: self.walk.timestamp(p.timestamp_delta),
+            offset_delta: p.offset_delta,
+            timestamp_delta: p.timestamp_delta,
+            attributes: p.attributes,
+            key,
+            value,
+            headers,
+            control: p.control,
+        }))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -521,6 +598,52 @@ impl Iterator for Records {
 }
 
 impl std::iter::FusedIterator for Records {}
+
+/// Iterator over the records of a batch read in place ([`RecordRef`]), from
+/// [`crate::RecordBatch::record_refs_in`]: the same records, checks and errors as
+/// [`Records`], without a [`Bytes`] per field.
+#[derive(Clone, Debug)]
+pub struct RecordRefs<'a> {
+    data: &'a [u8],
+    walk: Walk,
+}
+
+impl<'a> RecordRefs<'a> {
+    pub(crate) fn new(data: &'a [u8], header: &BatchHeader) -> Self {
+        Self {
+            data,
+            walk: Walk::new(header),
+        }
+    }
+}
+
+impl<'a> Iterator for RecordRefs<'a> {
+    type Item = Result<RecordRef<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let data = self.data;
+        let p = match self.walk.next(data)? {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(RecordRef {
+            timestamp: self.walk.timestamp(p.timestamp_delta),
+            offset_delta: p.offset_delta,
+            timestamp_delta: p.timestamp_delta,
+            attributes: p.attributes,
+            key: p.key.map(|(s, e)| &data[s..e]),
+            value: p.value.map(|(s, e)| &data[s..e]),
+            header_count: p.header_count,
+            control: p.control,
+        }))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.walk.remaining().saturating_add(1)))
+    }
+}
+
+impl std::iter::FusedIterator for RecordRefs<'_> {}
 
 #[cfg(test)]
 mod tests {

@@ -307,6 +307,52 @@ proptest! {
         let _ = decode_fully(&wrap(codec, &section, count), &DecodeLimits::default());
     }
 
+    /// The in-place walk reads what the owning one reads, record for record, and stops
+    /// at the same error, on any section (valid records or garbage) under a valid CRC.
+    #[test]
+    fn the_in_place_walk_matches_the_owning_one(
+        section in prop::collection::vec(any::<u8>(), 0..200),
+        count in -2i32..40,
+        valid in any::<bool>(),
+        control in any::<bool>(),
+    ) {
+        let mut bytes = if valid {
+            batch(Compression::None, usize::try_from(count.max(0)).unwrap()).to_vec()
+        } else {
+            wrap(Compression::None, &section, count).to_vec()
+        };
+        if control {
+            // attributes low byte, bit 5: a control batch (keys must parse as markers).
+            bytes[22] |= 0x20;
+            let crc = crc32c::crc32c(&bytes[21..]);
+            bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        }
+        let bytes = Bytes::from(bytes);
+        let Ok(batch) = RecordBatch::decode(&bytes, &DecodeLimits::default()) else {
+            return Ok(());
+        };
+        let section = batch.records_section().unwrap();
+        let owned: Vec<_> = batch.records_in(section.clone()).collect();
+        let refs: Vec<_> = batch.record_refs_in(&section).collect();
+        prop_assert_eq!(owned.len(), refs.len());
+        for (o, r) in owned.iter().zip(&refs) {
+            match (o, r) {
+                (Ok(o), Ok(r)) => {
+                    prop_assert_eq!(o.timestamp, r.timestamp);
+                    prop_assert_eq!(o.offset_delta, r.offset_delta);
+                    prop_assert_eq!(o.timestamp_delta, r.timestamp_delta);
+                    prop_assert_eq!(o.attributes, r.attributes);
+                    prop_assert_eq!(o.key.as_deref(), r.key);
+                    prop_assert_eq!(o.value.as_deref(), r.value);
+                    prop_assert_eq!(o.headers.len(), r.header_count);
+                    prop_assert_eq!(o.control, r.control);
+                }
+                (Err(o), Err(r)) => prop_assert_eq!(o.to_string(), r.to_string()),
+                (o, r) => prop_assert!(false, "{o:?} vs {r:?}"),
+            }
+        }
+    }
+
     /// Arbitrary bytes as a sequence of batches.
     #[test]
     fn garbage_sequences_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..300)) {

@@ -18,7 +18,7 @@
 use bytes::{Bytes, BytesMut};
 use kafka_records::{
     BATCH_HEADER_LEN, BatchHeader, BatchOptions, Compression, DecodeLimits, NewRecord, RecordBatch,
-    Records, RecordsError, TimestampType, decode_batches, encode_batch_with_section,
+    RecordRef, Records, RecordsError, TimestampType, decode_batches, encode_batch_with_section,
     set_partition_leader_epoch,
 };
 
@@ -27,6 +27,56 @@ use kafka_records::{
 pub struct ValidBatch {
     batch: RecordBatch,
     section: Bytes,
+    summary: RecordsSummary,
+}
+
+/// What the check's walk over a batch's records saw, for the per-record rules a topic
+/// applies (keyless records on a compacted topic, timestamps out of bounds): when the
+/// summary shows no record can break them, the records need not be read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordsSummary {
+    /// Records with a null key.
+    pub keyless: usize,
+    /// Smallest and largest record timestamp (as a consumer reads it) other than -1,
+    /// `None` when every record has -1.
+    pub timestamps: Option<(i64, i64)>,
+}
+
+impl RecordsSummary {
+    const EMPTY: RecordsSummary = RecordsSummary {
+        keyless: 0,
+        timestamps: None,
+    };
+
+    fn add(&mut self, record: &RecordRef<'_>) {
+        if record.key.is_none() {
+            self.keyless += 1;
+        }
+        let ts = record.timestamp;
+        if ts != -1 {
+            self.timestamps = Some(match self.timestamps {
+                None => (ts, ts),
+                Some((lo, hi)) => (lo.min(ts), hi.max(ts)),
+            });
+        }
+    }
+
+    /// Whether every timestamp other than -1 lies within `before` ms behind and `after`
+    /// ms ahead of `now` (the two ends are the worst cases, distances saturating).
+    pub fn timestamps_within(&self, now: i64, before: i64, after: i64) -> bool {
+        self.timestamps.is_none_or(|(lo, hi)| {
+            now.saturating_sub(lo) <= before && hi.saturating_sub(now) <= after
+        })
+    }
+
+    /// The summary of `batch`'s records read from `section`.
+    fn of(batch: &RecordBatch, section: &[u8]) -> Result<RecordsSummary, RecordsError> {
+        let mut summary = RecordsSummary::EMPTY;
+        for record in batch.record_refs_in(section) {
+            summary.add(&record?);
+        }
+        Ok(summary)
+    }
 }
 
 /// The checked batches of one partition's `records` field.
@@ -71,8 +121,12 @@ impl ValidBatch {
         let section = batch.records_section()?;
         let header = batch.header();
         let mut count = 0i64;
-        for record in batch.records_in(section.clone()) {
+        let mut summary = RecordsSummary::EMPTY;
+        // One pass, reading every record in place: its structure, its offset delta, and
+        // what the topic's rules need from it.
+        for record in batch.record_refs_in(&section) {
             let record = record?;
+            summary.add(&record);
             if i64::from(record.offset_delta) != count {
                 return Err(RecordsError::OffsetDeltaMismatch {
                     base_offset: header.base_offset,
@@ -96,7 +150,16 @@ impl ValidBatch {
                 records: header.record_count,
             });
         }
-        Ok(ValidBatch { batch, section })
+        Ok(ValidBatch {
+            batch,
+            section,
+            summary,
+        })
+    }
+
+    /// What the check saw of the records (null keys, timestamp range).
+    pub fn summary(&self) -> &RecordsSummary {
+        &self.summary
     }
 
     /// The parsed header.
@@ -154,6 +217,7 @@ impl ValidBatch {
         Ok(ValidBatch {
             batch,
             section: self.section,
+            summary: self.summary,
         })
     }
 }
@@ -231,7 +295,12 @@ impl ValidBatch {
             max_records_per_batch: usize::MAX,
         };
         let batch = RecordBatch::decode_verified(&bytes, &limits)?;
-        Ok(ValidBatch { batch, section })
+        let summary = RecordsSummary::of(&batch, &section)?;
+        Ok(ValidBatch {
+            batch,
+            section,
+            summary,
+        })
     }
 }
 
@@ -277,6 +346,56 @@ mod tests {
             .map(|r| r.unwrap().key.unwrap())
             .collect();
         assert_eq!(keys, [&b"k0"[..], b"k1", b"k2", b"k3"]);
+    }
+
+    #[test]
+    fn the_summary_counts_keyless_records_and_bounds_the_timestamps() {
+        let at = |i: i64| 1_700_000_000_000 + i * 1000;
+        let records: Vec<NewRecord> = [(0, true), (5, false), (-3, true), (2, false)]
+            .into_iter()
+            .map(|(t, keyed)| NewRecord {
+                timestamp: at(t),
+                key: keyed.then(|| Bytes::from_static(b"k")),
+                value: Some(Bytes::from_static(b"v")),
+                headers: vec![],
+            })
+            .collect();
+        for compression in [Compression::None, Compression::Lz4] {
+            let mut out = BytesMut::new();
+            let options = BatchOptions {
+                compression,
+                ..BatchOptions::default()
+            };
+            encode_batch(&options, &records, &mut out).unwrap();
+            let v = ValidBatch::from_bytes(&out.freeze(), &DecodeLimits::default()).unwrap();
+            let s = *v.summary();
+            assert_eq!(s.keyless, 2);
+            assert_eq!(s.timestamps, Some((at(-3), at(5))));
+            let now = at(0);
+            assert!(s.timestamps_within(now, 3000, 5000));
+            assert!(!s.timestamps_within(now, 2999, 5000));
+            assert!(!s.timestamps_within(now, 3000, 4999));
+            // Stamped with the append time, every record reads that time.
+            let stamped = v.restamped(None, Some(at(9))).unwrap();
+            assert_eq!(stamped.summary().timestamps, Some((at(9), at(9))));
+            assert_eq!(stamped.summary().keyless, 2);
+        }
+        // -1 (no timestamp) is left out of the range.
+        let mut out = BytesMut::new();
+        let none = NewRecord {
+            timestamp: -1,
+            key: None,
+            value: None,
+            headers: vec![],
+        };
+        let options = BatchOptions {
+            base_timestamp: Some(-1),
+            ..BatchOptions::default()
+        };
+        encode_batch(&options, &[none.clone(), none], &mut out).unwrap();
+        let v = ValidBatch::from_bytes(&out.freeze(), &DecodeLimits::default()).unwrap();
+        assert_eq!(v.summary().timestamps, None);
+        assert!(v.summary().timestamps_within(0, 0, 0));
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub mod suite;
 pub mod topic_config;
 pub mod txn_index;
 
-pub use batch::{ValidBatch, ValidBatches, check_batches};
+pub use batch::{RecordsSummary, ValidBatch, ValidBatches, check_batches};
 pub use topic_config::{
     CleanupPolicy, CompressionType, ConfigError, MessageTimestampType, TopicConfig,
 };
