@@ -64,9 +64,7 @@ use iggy_binary_protocol::batch::{
     calculate_batch_checksum,
 };
 use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
-use iggy_common::{
-    IggyError, IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE,
-};
+use iggy_common::{IggyError, IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE};
 use kafka_records::{
     Attributes, BatchOptions, Compression, Header, NewRecord, RecordsError, TimestampType,
     encode_batch, encode_batch_with_crc,
@@ -642,7 +640,12 @@ impl<'a> WireParts<'a> {
             KIND_RAW,
             &self.frame[..self.frame_len],
         );
-        put_entry(out, TIMESTAMP_HEADER.as_bytes(), KIND_INT64, &self.timestamp);
+        put_entry(
+            out,
+            TIMESTAMP_HEADER.as_bytes(),
+            KIND_INT64,
+            &self.timestamp,
+        );
         if let Some(p) = &self.producer {
             put_entry(out, TXN_HEADER.as_bytes(), KIND_INT64, p);
         }
@@ -750,9 +753,8 @@ impl WireMessages {
             WireParts::of(record, offset_delta, batch, txn, false)?
         };
         let payload = parts.payload();
-        self.buf.reserve(
-            BATCH_MESSAGE_HEADER_SIZE + payload.len() + parts.headers_len as usize,
-        );
+        self.buf
+            .reserve(BATCH_MESSAGE_HEADER_SIZE + payload.len() + parts.headers_len as usize);
         self.buf.put_u64_le(0); // checksum
         self.buf.put_u128_le(0); // id
         self.buf.put_u32_le(0); // offset delta
@@ -817,7 +819,10 @@ pub fn send_room(
     topic: &WireIdentifier,
     partitioning: &WirePartitioning,
 ) -> usize {
-    4 + stream.encoded_size() + topic.encoded_size() + partitioning.encoded_size() + 4
+    4 + stream.encoded_size()
+        + topic.encoded_size()
+        + partitioning.encoded_size()
+        + 4
         + BATCH_HEADER_SIZE
 }
 
@@ -1816,5 +1821,282 @@ mod tests {
         fn envelope_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = parse_envelope(&Bytes::from(bytes));
         }
+    }
+}
+
+#[cfg(test)]
+mod send_tests {
+    use super::*;
+    use iggy_binary_protocol::batch::{decode_batch_slice, verify_and_recompute_batch_checksum};
+    use iggy_binary_protocol::requests::messages::send_messages::{
+        RawMessage, SendMessagesEncoder,
+    };
+
+    fn rec(key: Option<&[u8]>, value: Option<&[u8]>, headers: Vec<Header>) -> NewRecord {
+        NewRecord {
+            timestamp: 1_700_000_000_123,
+            key: key.map(Bytes::copy_from_slice),
+            value: value.map(Bytes::copy_from_slice),
+            headers,
+        }
+    }
+
+    fn h(name: &str, value: Option<&[u8]>) -> Header {
+        Header::new(
+            Bytes::copy_from_slice(name.as_bytes()),
+            value.map(Bytes::copy_from_slice),
+        )
+    }
+
+    fn frame(crc: Option<u32>, attributes: i16) -> BatchFrame {
+        BatchFrame {
+            attributes,
+            partition_leader_epoch: 3,
+            base_timestamp: 1_700_000_000_000,
+            producer_id: 42,
+            producer_epoch: 1,
+            base_sequence: 9,
+            record_count: 4,
+            crc,
+        }
+    }
+
+    /// Records of every form: native with key and headers on both sides of the
+    /// `kafka.` range, envelope (null value, repeated header names, null header value,
+    /// an empty key), a big value, headers past Iggy's cap.
+    fn records() -> Vec<NewRecord> {
+        let big = vec![7u8; 5000];
+        let many: Vec<Header> = (0..500)
+            .map(|i| h(&format!("h{i:04}"), Some(&[1u8; 250])))
+            .collect();
+        vec![
+            rec(
+                Some(b"k"),
+                Some(b"value"),
+                vec![h("a", Some(b"1")), h("z", Some(b"2"))],
+            ),
+            rec(None, Some(b"v"), vec![]),
+            rec(Some(b"key"), None, vec![]),
+            rec(
+                Some(b""),
+                Some(b"x"),
+                vec![h("b", None), h("b", Some(b"y"))],
+            ),
+            rec(None, Some(&big), vec![]),
+            rec(None, Some(b"many"), many),
+        ]
+    }
+
+    /// The reference: the SDK's messages for the same records, through its encoder.
+    fn reference(
+        appends: &[(u64, Vec<(NewRecord, i32, Option<BatchFrame>, bool)>)],
+        first_id: u128,
+    ) -> Vec<u8> {
+        let mut messages = Vec::new();
+        for (origin, records) in appends {
+            for (record, delta, frame, txn) in records {
+                let tag = if *txn {
+                    frame.as_ref().and_then(|f| TxnTag::of(f, record))
+                } else {
+                    None
+                };
+                messages.push(
+                    to_message_at(record, *delta, frame.as_ref(), tag.as_ref(), *origin).unwrap(),
+                );
+            }
+        }
+        let raw: Vec<RawMessage<'_>> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| RawMessage {
+                id: first_id + i as u128,
+                origin_timestamp: m.header.origin_timestamp,
+                headers: m.user_headers.as_deref(),
+                payload: &m.payload,
+            })
+            .collect();
+        let (s, t, p) = target();
+        let mut buf = BytesMut::new();
+        SendMessagesEncoder::encode(&mut buf, &s, &t, &p, &raw).unwrap();
+        buf.to_vec()
+    }
+
+    fn target() -> (WireIdentifier, WireIdentifier, WirePartitioning) {
+        (
+            WireIdentifier::named("kafka-stream").unwrap(),
+            WireIdentifier::named("orders").unwrap(),
+            WirePartitioning::PartitionId(3),
+        )
+    }
+
+    fn ours(
+        appends: &[(u64, Vec<(NewRecord, i32, Option<BatchFrame>, bool)>)],
+        first_id: u128,
+        room: Option<usize>,
+    ) -> SendBody {
+        let (s, t, p) = target();
+        let room = room.unwrap_or_else(|| send_room(&s, &t, &p));
+        let wire = appends
+            .iter()
+            .map(|(origin, records)| {
+                let mut w = WireMessages::new(room, 16, *origin);
+                for (record, delta, frame, txn) in records {
+                    let tag = if *txn {
+                        frame.as_ref().and_then(|f| TxnTag::of(f, record))
+                    } else {
+                        None
+                    };
+                    w.push(record, *delta, frame.as_ref(), tag.as_ref())
+                        .unwrap();
+                }
+                w
+            })
+            .collect();
+        let mut next = first_id;
+        send_body(wire, &s, &t, &p, || {
+            next += 1;
+            next - 1
+        })
+        .unwrap()
+    }
+
+    fn appends() -> Vec<(u64, Vec<(NewRecord, i32, Option<BatchFrame>, bool)>)> {
+        let records = records();
+        let first: Vec<_> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let f = (i == 0).then(|| frame(Some(0xdead_beef), 0));
+                (r.clone(), i as i32, f, false)
+            })
+            .collect();
+        let txn: Vec<_> = records
+            .iter()
+            .take(3)
+            .enumerate()
+            .map(|(i, r)| {
+                (
+                    r.clone(),
+                    i as i32,
+                    Some(frame(None, ATTR_TRANSACTIONAL)),
+                    true,
+                )
+            })
+            .collect();
+        vec![
+            (1_000_000, first),
+            (1_000_500, txn),
+            (
+                999_900,
+                records[..1]
+                    .iter()
+                    .map(|r| (r.clone(), 0, None, false))
+                    .collect(),
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_send_is_byte_for_byte_the_sdks() {
+        let appends = appends();
+        for n in 1..=appends.len() {
+            let group = &appends[..n];
+            let expected = reference(group, 77);
+            for room in [None, Some(0), Some(5)] {
+                let body = ours(group, 77, room);
+                assert_eq!(
+                    body.body.as_ref(),
+                    expected.as_slice(),
+                    "{n} appends, room {room:?}"
+                );
+                assert_eq!(body.first_id, 77);
+                assert_eq!(
+                    body.count,
+                    group.iter().map(|(_, r)| r.len()).sum::<usize>()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_send_passes_the_servers_checks() {
+        let body = ours(&appends(), 1, None);
+        let metadata = u32::from_le_bytes(body.body[..4].try_into().unwrap()) as usize;
+        let batch = decode_batch_slice(&body.body[4 + metadata..]).unwrap();
+        let checksum = verify_and_recompute_batch_checksum(&batch).unwrap();
+        assert_eq!(checksum, batch.header.batch_checksum);
+        // A flipped payload byte is caught.
+        let mut bad = body.body.to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        let checked = decode_batch_slice(&bad[4 + metadata..])
+            .and_then(|batch| verify_and_recompute_batch_checksum(&batch));
+        assert!(checked.is_err());
+    }
+
+    #[test]
+    fn data_bytes_count_payloads_and_user_headers() {
+        let mut w = WireMessages::new(0, 0, 1);
+        let mut expected = 0;
+        for r in records() {
+            let m = to_message_at(&r, 1, None, None, 1).unwrap();
+            expected += m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len);
+            w.push(&r, 1, None, None).unwrap();
+        }
+        assert_eq!(w.data_bytes(), expected);
+        assert_eq!(w.count(), records().len());
+    }
+
+    #[test]
+    fn a_rewritten_first_message_is_the_one_written_so() {
+        for crc in [None, Some(5)] {
+            let records = records();
+            let mut w = WireMessages::new(0, 0, 10);
+            let mark = w.mark();
+            w.push(&records[0], 0, Some(&frame(Some(1), 0)), None)
+                .unwrap();
+            for r in &records[1..] {
+                w.push(r, 1, None, None).unwrap();
+            }
+            w.rewrite(mark, &records[0], 0, Some(&frame(crc, 0)), None)
+                .unwrap();
+            let mut direct = WireMessages::new(0, 0, 10);
+            direct
+                .push(&records[0], 0, Some(&frame(crc, 0)), None)
+                .unwrap();
+            for r in &records[1..] {
+                direct.push(r, 1, None, None).unwrap();
+            }
+            assert_eq!(w.buf, direct.buf);
+            assert_eq!(w.data_bytes(), direct.data_bytes());
+            assert_eq!(w.count(), direct.count());
+        }
+    }
+
+    #[test]
+    fn unrepresentable_records_write_nothing_and_sends_refuse_nothing() {
+        let mut w = WireMessages::new(3, 0, 0);
+        let huge = rec(
+            None,
+            Some(&vec![0u8; MAX_PAYLOAD_SIZE as usize + 1]),
+            vec![],
+        );
+        assert!(w.push(&huge, 0, None, None).is_err());
+        assert!(w.is_empty());
+        assert_eq!(w.wire_len(), 0);
+        let (s, t, p) = target();
+        assert!(matches!(
+            send_body(vec![w], &s, &t, &p, || 1),
+            Err(IggyError::InvalidMessagesCount)
+        ));
+        let late = WireMessages::new(0, 0, MAX_TIMESTAMP_DELTA_MICROS + 2);
+        let mut early = WireMessages::new(0, 0, 1);
+        early.push(&records()[1], 0, None, None).unwrap();
+        let mut late = late;
+        late.push(&records()[1], 0, None, None).unwrap();
+        assert!(matches!(
+            send_body(vec![early, late], &s, &t, &p, || 1),
+            Err(IggyError::InvalidMessageTimestampDelta(_))
+        ));
     }
 }

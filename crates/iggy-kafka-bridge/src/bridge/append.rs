@@ -17,12 +17,12 @@
 //! and record count) join the held batch or are answered from the last batches that
 //! landed ([`Landed`]), so they are not written twice.
 
+use super::session::send_messages_raw;
 use super::topics::Resolved;
 use super::{IggyBridge, named, poisoned};
 use crate::config::IggyTopicRef;
 use crate::convert;
 use crate::errors::Op;
-use super::session::send_messages_raw;
 use crate::mapping::{self, BatchFrame, WireMessages};
 use crate::partition::PartitionId;
 use iggy::prelude::{Consumer, Identifier, MessageClient, PollingStrategy};
@@ -355,9 +355,7 @@ impl IggyBridge {
             WireIdentifier::named(r.target.stream.as_str()),
             WireIdentifier::named(r.target.topic.as_str()),
         ) {
-            (Ok(s), Ok(t)) => {
-                mapping::send_room(&s, &t, &WirePartitioning::PartitionId(p.iggy()))
-            }
+            (Ok(s), Ok(t)) => mapping::send_room(&s, &t, &WirePartitioning::PartitionId(p.iggy())),
             _ => 0,
         };
         let capacity = batches.iter().map(ValidBatch::len).sum::<usize>();

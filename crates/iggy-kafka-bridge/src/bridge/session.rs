@@ -17,9 +17,7 @@ use bytes::Bytes;
 use iggy::prelude::{Client, ClientWrapper, IggyClient, IggyError, SystemClient};
 use iggy_binary_protocol::codes::SEND_MESSAGES_CODE;
 use iggy_common::locking::IggyRwLockFn;
-use iggy_common::{
-    BinaryTransport, ClientState, SendMessagesResponse, decode_send_confirmations,
-};
+use iggy_common::{BinaryTransport, ClientState, SendMessagesResponse, decode_send_confirmations};
 use kafka_store::{StoreError, StoreResult};
 use std::sync::atomic::Ordering;
 
@@ -121,9 +119,7 @@ pub(super) async fn send_messages_raw(
             return Err(IggyError::Disconnected);
         }
     }
-    let response = tcp
-        .send_raw_with_response(SEND_MESSAGES_CODE, body)
-        .await?;
+    let response = tcp.send_raw_with_response(SEND_MESSAGES_CODE, body).await?;
     Ok(
         decode_send_confirmations(&response).unwrap_or_else(|_| SendMessagesResponse {
             confirmations: Vec::new(),
