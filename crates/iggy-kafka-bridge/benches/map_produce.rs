@@ -83,9 +83,7 @@ fn messages(batch: &RecordBatch) -> Bytes {
         let record = NewRecord::from(record);
         let txn = TxnTag::of(&plain, &record);
         let frame = (i == 0).then_some(&plain);
-        messages.push(
-            mapping::to_message_at(&record, i as i32, frame, txn.as_ref(), 1).unwrap(),
-        );
+        messages.push(mapping::to_message_at(&record, i as i32, frame, txn.as_ref(), 1).unwrap());
         if i == 0 {
             first = Some(record);
         }
@@ -119,7 +117,11 @@ fn bench(c: &mut Criterion) {
     for value_len in [1024usize, 100] {
         let bytes = batch(value_len);
         let decoded = RecordBatch::decode(&bytes, &DecodeLimits::default()).unwrap();
-        assert_eq!(wire(&decoded), messages(&decoded), "the two ways send the same body");
+        assert_eq!(
+            wire(&decoded),
+            messages(&decoded),
+            "the two ways send the same body"
+        );
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         let mut dst = vec![0u8; bytes.len()];
         group.bench_with_input(BenchmarkId::new("memcpy", value_len), &bytes, |b, bytes| {

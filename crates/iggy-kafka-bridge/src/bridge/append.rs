@@ -364,8 +364,9 @@ impl IggyBridge {
             // Checked whole by the broker, records already decompressed: mapped as they are.
             let batch = valid.batch();
             let plain = mapping::frame_of(batch.header());
-            // Written as if the batch re-encodes exactly (reads then reuse its CRC), the
-            // usual case; the first message is written again when it does not.
+            // The first message is written as if the batch re-encodes exactly (reads then
+            // reuse its CRC), the usual case, and written again when that turns out
+            // otherwise.
             let hoped = BatchFrame {
                 crc: Some(batch.header().crc),
                 ..plain
@@ -381,17 +382,27 @@ impl IggyBridge {
                 let record = NewRecord::from(record);
                 let txn = mapping::TxnTag::of(&plain, &record);
                 let mark = messages.mark();
-                let frame = (i == 0).then_some(&hoped);
-                messages
-                    .push(&record, delta, frame, txn.as_ref())
-                    .map_err(|e| StoreError::LimitReached(e.to_string()))?;
+                let mut written = None;
                 if i == 0 {
-                    first = Some((mark, record));
+                    // A record that fits only without the CRC is written without it.
+                    written = match messages.push(&record, delta, Some(&hoped), txn.as_ref()) {
+                        Ok(()) => hoped.crc,
+                        Err(_) => None,
+                    };
+                }
+                if i != 0 || written.is_none() {
+                    let frame = (i == 0).then_some(&plain);
+                    messages
+                        .push(&record, delta, frame, txn.as_ref())
+                        .map_err(|e| StoreError::LimitReached(e.to_string()))?;
+                }
+                if i == 0 {
+                    first = Some((mark, record, written));
                 }
             }
-            if let Some((mark, record)) = first {
+            if let Some((mark, record, written)) = first {
                 let crc = exact.crc();
-                if crc != hoped.crc {
+                if crc != written {
                     let frame = BatchFrame { crc, ..plain };
                     let txn = mapping::TxnTag::of(&frame, &record);
                     messages
