@@ -45,7 +45,9 @@ fn target() -> (WireIdentifier, WireIdentifier, WirePartitioning) {
 /// What the append path does with one batch, then the send of it alone.
 fn wire(batch: &RecordBatch) -> Bytes {
     let (s, t, p) = target();
-    let mut w = WireMessages::new(mapping::send_room(&s, &t, &p), batch.encoded_len(), 1);
+    let capacity =
+        batch.encoded_len() + batch.header().record_count as usize * mapping::MESSAGE_OVERHEAD;
+    let mut w = WireMessages::new(mapping::send_room(&s, &t, &p), capacity, 1);
     let plain = mapping::frame_of(batch.header());
     let hoped = BatchFrame {
         crc: Some(batch.header().crc),

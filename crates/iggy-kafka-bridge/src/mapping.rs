@@ -681,6 +681,12 @@ pub struct WireMessages {
     origin_micros: u64,
 }
 
+/// Bytes a message takes on Iggy's wire beyond its Kafka record's key and value, for
+/// sizing a send's buffer up front (it then never grows, so never moves): the message
+/// header, and the user headers the bridge adds (`kafka.record` with a first record's
+/// frame, `kafka.timestamp`, the name of `kafka.key`), rounded up.
+pub const MESSAGE_OVERHEAD: usize = 128;
+
 /// A position in a [`WireMessages`], to rewrite the message that starts there.
 #[derive(Debug, Clone, Copy)]
 pub struct WireMark {

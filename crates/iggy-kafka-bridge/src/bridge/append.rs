@@ -358,7 +358,19 @@ impl IggyBridge {
             (Ok(s), Ok(t)) => mapping::send_room(&s, &t, &WirePartitioning::PartitionId(p.iggy())),
             _ => 0,
         };
-        let capacity = batches.iter().map(ValidBatch::len).sum::<usize>();
+        // What the messages take: the batches' bytes (values, keys, producer headers)
+        // and the wire's own per message. A record takes at least 7 bytes of its batch,
+        // so the estimate stays within a multiple of the batches' size.
+        let capacity = batches
+            .iter()
+            .map(|b| {
+                let records = usize::try_from(b.batch().header().record_count)
+                    .unwrap_or(0)
+                    .min(b.len() / 7);
+                b.len()
+                    .saturating_add(records.saturating_mul(mapping::MESSAGE_OVERHEAD))
+            })
+            .fold(0usize, usize::saturating_add);
         let mut messages = WireMessages::new(room, capacity, origin);
         for valid in &batches {
             // Checked whole by the broker, records already decompressed: mapped as they are.
