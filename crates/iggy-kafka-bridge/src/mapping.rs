@@ -1854,6 +1854,10 @@ mod send_tests {
         )
     }
 
+    /// An append: its origin timestamp, and per record the record, its offset delta,
+    /// its batch frame (first records only) and whether it carries its transaction.
+    type Append = (u64, Vec<(NewRecord, i32, Option<BatchFrame>, bool)>);
+
     fn frame(crc: Option<u32>, attributes: i16) -> BatchFrame {
         BatchFrame {
             attributes,
@@ -1895,7 +1899,7 @@ mod send_tests {
 
     /// The reference: the SDK's messages for the same records, through its encoder.
     fn reference(
-        appends: &[(u64, Vec<(NewRecord, i32, Option<BatchFrame>, bool)>)],
+        appends: &[Append],
         first_id: u128,
     ) -> Vec<u8> {
         let mut messages = Vec::new();
@@ -1936,7 +1940,7 @@ mod send_tests {
     }
 
     fn ours(
-        appends: &[(u64, Vec<(NewRecord, i32, Option<BatchFrame>, bool)>)],
+        appends: &[Append],
         first_id: u128,
         room: Option<usize>,
     ) -> SendBody {
@@ -1966,7 +1970,7 @@ mod send_tests {
         .unwrap()
     }
 
-    fn appends() -> Vec<(u64, Vec<(NewRecord, i32, Option<BatchFrame>, bool)>)> {
+    fn appends() -> Vec<Append> {
         let records = records();
         let first: Vec<_> = records
             .iter()
