@@ -1898,10 +1898,7 @@ mod send_tests {
     }
 
     /// The reference: the SDK's messages for the same records, through its encoder.
-    fn reference(
-        appends: &[Append],
-        first_id: u128,
-    ) -> Vec<u8> {
+    fn reference(appends: &[Append], first_id: u128) -> Vec<u8> {
         let mut messages = Vec::new();
         for (origin, records) in appends {
             for (record, delta, frame, txn) in records {
@@ -1939,11 +1936,7 @@ mod send_tests {
         )
     }
 
-    fn ours(
-        appends: &[Append],
-        first_id: u128,
-        room: Option<usize>,
-    ) -> SendBody {
+    fn ours(appends: &[Append], first_id: u128, room: Option<usize>) -> SendBody {
         let (s, t, p) = target();
         let room = room.unwrap_or_else(|| send_room(&s, &t, &p));
         let wire = appends
