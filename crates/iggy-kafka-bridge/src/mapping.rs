@@ -61,7 +61,7 @@ use iggy::prelude::{HeaderKey, HeaderKind, HeaderValue, IggyMessage, IggyTimesta
 use iggy_common::{IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE};
 use kafka_records::{
     Attributes, BatchOptions, Compression, Header, NewRecord, RecordsError, TimestampType,
-    encode_batch, encode_batch_with_crc,
+    encode_batch_of,
 };
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -637,7 +637,8 @@ fn build(
 struct Scanned {
     timestamp: Option<i64>,
     txn: Option<i64>,
-    frame: Option<Bytes>,
+    /// Where the `kafka.record` value lies in the wire form (read in place, no slice).
+    frame: Option<(usize, usize)>,
     key: Option<Bytes>,
     headers: Vec<Header>,
 }
@@ -684,7 +685,7 @@ fn scan_headers(wire: &Bytes) -> Option<Scanned> {
                     out.txn = Some(i64::from_le_bytes(v));
                 }
             }
-            n if n == RECORD_HEADER.as_bytes() => out.frame = Some(wire.slice(vs..ve)),
+            n if n == RECORD_HEADER.as_bytes() => out.frame = Some((vs, ve)),
             n if n == KEY_HEADER.as_bytes() => out.key = Some(wire.slice(vs..ve)),
             _ => out
                 .headers
@@ -701,24 +702,34 @@ pub fn from_message(message: &IggyMessage) -> Result<MappedRecord, MappingError>
         None => Some(Scanned::default()),
     };
     match scanned {
-        Some(scanned) => from_scanned(message, scanned),
+        Some(scanned) => from_scanned(message, message.payload.clone(), scanned),
         None => from_message_mapped(message),
     }
 }
 
-fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, MappingError> {
+/// `payload` is the message's payload, handed over (a polled message is consumed, so
+/// its payload moves into the record instead of being shared once more).
+fn from_scanned(
+    message: &IggyMessage,
+    payload: Bytes,
+    s: Scanned,
+) -> Result<MappedRecord, MappingError> {
     let offset = message.header.offset;
     // Iggy timestamps are microseconds since the epoch.
     let timestamp = s
         .timestamp
         .unwrap_or_else(|| convert::kafka_i64(message.header.origin_timestamp / 1000));
-    let Some(frame) = s.frame else {
+    let frame = match (s.frame, &message.user_headers) {
+        (Some((start, end)), Some(wire)) => wire.get(start..end),
+        _ => None,
+    };
+    let Some(frame) = frame else {
         return Ok(MappedRecord {
             offset,
             record: NewRecord {
                 timestamp,
                 key: s.key,
-                value: Some(message.payload.clone()),
+                value: Some(payload),
                 headers: s.headers,
             },
             offset_delta: None,
@@ -727,16 +738,18 @@ fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, Mappi
             txn: None,
         });
     };
-    let (offset_delta, batch, envelope) = parse_frame(&frame)?;
+    let (offset_delta, batch, envelope) = parse_frame(frame)?;
     let record = if envelope {
-        envelope_record(&message.payload, timestamp)?
+        envelope_record(&payload, timestamp)?
     } else {
         let mut headers = s.headers;
-        headers.retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
+        if !headers.is_empty() {
+            headers.retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
+        }
         NewRecord {
             timestamp,
             key: s.key,
-            value: Some(message.payload.clone()),
+            value: Some(payload),
             headers,
         }
     };
@@ -937,24 +950,13 @@ pub fn encode_run(
     records: &[NewRecord],
     out: &mut BytesMut,
 ) -> Result<(), RecordsError> {
-    let options = match frame {
-        Some(frame) => frame.options(base_offset)?,
-        None => BatchOptions {
-            base_offset,
-            compression: Compression::None,
-            timestamp_type: TimestampType::CreateTime,
-            ..BatchOptions::default()
-        },
-    };
-    match frame.and_then(|f| f.crc) {
-        Some(crc) => encode_batch_with_crc(&options, records, crc, out),
-        None => encode_batch(&options, records, out),
-    }
+    encode_run_of(base_offset, frame, records, out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafka_records::encode_batch;
     use proptest::prelude::*;
 
     fn with_offset(mut message: IggyMessage, offset: u64) -> IggyMessage {
@@ -1473,4 +1475,55 @@ mod tests {
             let _ = parse_envelope(&Bytes::from(bytes));
         }
     }
+}
+
+impl AsRef<NewRecord> for MappedRecord {
+    fn as_ref(&self) -> &NewRecord {
+        &self.record
+    }
+}
+
+/// [`from_message`] for a message the caller is done with (a poll's answer): its payload
+/// moves into the record instead of being shared once more and dropped with the message.
+pub fn from_polled(mut message: IggyMessage) -> Result<MappedRecord, MappingError> {
+    let scanned = match &message.user_headers {
+        Some(wire) => scan_headers(wire),
+        None => Some(Scanned::default()),
+    };
+    match scanned {
+        Some(scanned) => {
+            let payload = std::mem::take(&mut message.payload);
+            from_scanned(&message, payload, scanned)
+        }
+        None => from_message_mapped(&message),
+    }
+}
+
+/// [`encode_run`] for records as they were read back: the run is encoded where the
+/// records lie, without moving each into a vector of its own first.
+pub fn encode_mapped_run(
+    base_offset: i64,
+    frame: Option<&BatchFrame>,
+    records: &[MappedRecord],
+    out: &mut BytesMut,
+) -> Result<(), RecordsError> {
+    encode_run_of(base_offset, frame, records, out)
+}
+
+fn encode_run_of<R: AsRef<NewRecord>>(
+    base_offset: i64,
+    frame: Option<&BatchFrame>,
+    records: &[R],
+    out: &mut BytesMut,
+) -> Result<(), RecordsError> {
+    let options = match frame {
+        Some(frame) => frame.options(base_offset)?,
+        None => BatchOptions {
+            base_offset,
+            compression: Compression::None,
+            timestamp_type: TimestampType::CreateTime,
+            ..BatchOptions::default()
+        },
+    };
+    encode_batch_of(&options, records, frame.and_then(|f| f.crc), out)
 }
