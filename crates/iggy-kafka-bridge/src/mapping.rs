@@ -1527,3 +1527,145 @@ fn encode_run_of<R: AsRef<NewRecord>>(
     };
     encode_batch_of(&options, records, frame.and_then(|f| f.crc), out)
 }
+
+#[cfg(test)]
+mod fetch_tests {
+    use super::*;
+
+    fn polled(message: IggyMessage, offset: u64) -> IggyMessage {
+        // Through the wire form, as a poll would deliver it.
+        let mut message = IggyMessage::from_bytes(message.to_bytes()).unwrap();
+        message.header.offset = offset;
+        message
+    }
+
+    fn header(name: &str, value: &[u8]) -> Header {
+        Header::new(
+            Bytes::copy_from_slice(name.as_bytes()),
+            Some(Bytes::copy_from_slice(value)),
+        )
+    }
+
+    /// One producer batch of every shape the mapping writes: native with and without
+    /// key and headers, envelope (null value, empty header value), transactional.
+    fn batch() -> (BatchFrame, Vec<NewRecord>) {
+        let records = vec![
+            NewRecord {
+                timestamp: 1_700_000_000_000,
+                key: Some(Bytes::from_static(b"key")),
+                value: Some(Bytes::from(vec![7u8; 1000])),
+                headers: vec![header("a", b"1"), header("z", b"2")],
+            },
+            NewRecord {
+                timestamp: 1_699_999_999_990,
+                key: None,
+                value: Some(Bytes::from_static(b"v")),
+                headers: Vec::new(),
+            },
+            NewRecord {
+                timestamp: 1_700_000_000_005,
+                key: Some(Bytes::from_static(b"k")),
+                value: None,
+                headers: vec![header("h", b"")],
+            },
+            NewRecord {
+                timestamp: 1_700_000_000_006,
+                key: None,
+                value: Some(Bytes::from(vec![1u8; 100])),
+                headers: vec![header("kafka-ish", b"x")],
+            },
+        ];
+        let frame = BatchFrame {
+            attributes: ATTR_TRANSACTIONAL,
+            partition_leader_epoch: 3,
+            base_timestamp: 1_700_000_000_000,
+            producer_id: 77,
+            producer_epoch: 2,
+            base_sequence: 10,
+            record_count: 4,
+            crc: None,
+        };
+        (frame, records)
+    }
+
+    fn messages(frame: &BatchFrame, records: &[NewRecord]) -> Vec<IggyMessage> {
+        records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let first = (i == 0).then_some(frame);
+                let txn = TxnTag::of(frame, r);
+                let m = to_message_at(r, i as i32, first, txn.as_ref(), 1_000_000).unwrap();
+                polled(m, 100 + i as u64)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_consumed_message_reads_as_the_borrowed_one_does() {
+        let (frame, records) = batch();
+        let messages = messages(&frame, &records);
+        assert!(messages.iter().any(|m| {
+            let mapped = from_message(m).unwrap();
+            mapped.envelope
+        }));
+        for m in messages {
+            let borrowed = from_message(&m).unwrap();
+            assert_eq!(from_polled(m).unwrap(), borrowed);
+        }
+        // A native Iggy producer's message, and one with headers the scanner leaves to
+        // the map-based reader (an Int64 name), read the same both ways too.
+        let native = polled(
+            IggyMessage::builder()
+                .payload(Bytes::from_static(b"plain"))
+                .build()
+                .unwrap(),
+            5,
+        );
+        let mut map = BTreeMap::new();
+        map.insert(HeaderKey::from(7i64), HeaderValue::from(1i64));
+        let odd = polled(
+            IggyMessage::builder()
+                .payload(Bytes::from_static(b"odd"))
+                .user_headers(map)
+                .build()
+                .unwrap(),
+            6,
+        );
+        for m in [native, odd] {
+            let borrowed = from_message(&m).unwrap();
+            assert_eq!(from_polled(m).unwrap(), borrowed);
+        }
+    }
+
+    #[test]
+    fn a_run_encodes_where_it_lies_as_the_collected_records_do() {
+        let (frame, records) = batch();
+        let mapped: Vec<MappedRecord> = messages(&frame, &records)
+            .into_iter()
+            .map(|m| from_polled(m).unwrap())
+            .collect();
+        let plain: Vec<NewRecord> = mapped.iter().map(|m| m.record.clone()).collect();
+        assert_eq!(plain, records);
+        let partial = partial_frame(&mapped[1], Some(&frame), 3);
+        for (at, f, n) in [(0, Some(&frame), 4), (1, partial.as_ref(), 3), (2, None, 2)] {
+            let (mut collected, mut in_place) = (BytesMut::new(), BytesMut::new());
+            encode_run(
+                100 + at,
+                f,
+                &plain[at as usize..at as usize + n],
+                &mut collected,
+            )
+            .unwrap();
+            encode_mapped_run(
+                100 + at,
+                f,
+                &mapped[at as usize..at as usize + n],
+                &mut in_place,
+            )
+            .unwrap();
+            assert_eq!(collected, in_place);
+            assert!(collected.len() > 61);
+        }
+    }
+}
