@@ -340,7 +340,10 @@ impl IggyBridge {
                 break;
             }
             let mut last_offset = first.offset;
-            // The run is `buf[..n]`.
+            // The run is `spilled` followed by `buf[..n]`. It moves to `spilled` only
+            // when it reaches the end of `buf` and more must be polled: then `buf` can
+            // take over the poll's vector instead of every polled record moving into it.
+            let mut spilled: Vec<MappedRecord> = Vec::new();
             let mut n = 1usize;
             if !native {
                 loop {
@@ -349,7 +352,7 @@ impl IggyBridge {
                         let want = frame
                             .as_ref()
                             .and_then(|f| usize::try_from(f.record_count).ok())
-                            .and_then(|count| count.checked_sub(n))
+                            .and_then(|count| count.checked_sub(spilled.len() + n))
                             .and_then(|count| u32::try_from(count).ok())
                             .filter(|count| *count > 0)
                             .map_or(chunk, |count| count.min(chunk));
@@ -358,6 +361,8 @@ impl IggyBridge {
                             .await?;
                         let Some(last) = more.last() else { break };
                         next = last.offset + 1;
+                        spilled.extend(buf.drain(..));
+                        n = 0;
                         append_records(&mut buf, more, 0);
                     }
                     match buf.get(n) {
@@ -369,27 +374,41 @@ impl IggyBridge {
                     }
                 }
             }
-            // The front of `buf` is the run's first record (only `buf`'s tail grew).
-            let Some(head) = buf.front() else { break };
+            let count = spilled.len() + n;
+            if !spilled.is_empty() {
+                spilled.extend(buf.drain(..n));
+            }
+            // The run's first record.
+            let Some(head) = spilled.first().or(buf.front()) else {
+                break;
+            };
             // Without the whole batch (a read that starts inside it), transactional
             // records still go out as their producer's transactional batch.
             let whole = frame
-                .filter(|f| usize::try_from(f.record_count).ok() == Some(n))
-                .or_else(|| mapping::partial_frame(head, frame.as_ref(), n));
+                .filter(|f| usize::try_from(f.record_count).ok() == Some(count))
+                .or_else(|| mapping::partial_frame(head, frame.as_ref(), count));
             let base_offset = convert::kafka_i64(head.offset);
-            // A run across the deque's wrap point is made contiguous first (rare: the
-            // deque wraps only where records were appended after some were dropped).
-            let run = if buf.as_slices().0.len() >= n {
+            let run = if !spilled.is_empty() {
+                &spilled[..]
+            } else if buf.as_slices().0.len() >= n {
                 &buf.as_slices().0[..n]
             } else {
+                // A run across the deque's wrap point is made contiguous first (rare:
+                // the deque wraps only where records were appended after some were
+                // dropped).
                 &buf.make_contiguous()[..n]
             };
             let bytes = encode_run(base_offset, whole.as_ref(), run)?;
             if !out.batches.is_empty() && size + bytes.len() > max_bytes {
                 // The run stays for the next read of this partition.
+                for m in spilled.into_iter().rev() {
+                    buf.push_front(m);
+                }
                 break;
             }
-            buf.drain(..n);
+            if spilled.is_empty() {
+                buf.drain(..n);
+            }
             size += bytes.len();
             out.batches.push(bytes);
             if size >= max_bytes {
