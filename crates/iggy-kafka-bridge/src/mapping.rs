@@ -67,7 +67,7 @@ use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
 use iggy_common::{IggyError, IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE};
 use kafka_records::{
     Attributes, BatchOptions, Compression, Header, NewRecord, RecordsError, TimestampType,
-    encode_batch, encode_batch_with_crc,
+    encode_batch_of,
 };
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -992,7 +992,8 @@ fn build(
 struct Scanned {
     timestamp: Option<i64>,
     txn: Option<i64>,
-    frame: Option<Bytes>,
+    /// Where the `kafka.record` value lies in the wire form (read in place, no slice).
+    frame: Option<(usize, usize)>,
     key: Option<Bytes>,
     headers: Vec<Header>,
 }
@@ -1039,7 +1040,7 @@ fn scan_headers(wire: &Bytes) -> Option<Scanned> {
                     out.txn = Some(i64::from_le_bytes(v));
                 }
             }
-            n if n == RECORD_HEADER.as_bytes() => out.frame = Some(wire.slice(vs..ve)),
+            n if n == RECORD_HEADER.as_bytes() => out.frame = Some((vs, ve)),
             n if n == KEY_HEADER.as_bytes() => out.key = Some(wire.slice(vs..ve)),
             _ => out
                 .headers
@@ -1056,24 +1057,34 @@ pub fn from_message(message: &IggyMessage) -> Result<MappedRecord, MappingError>
         None => Some(Scanned::default()),
     };
     match scanned {
-        Some(scanned) => from_scanned(message, scanned),
+        Some(scanned) => from_scanned(message, message.payload.clone(), scanned),
         None => from_message_mapped(message),
     }
 }
 
-fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, MappingError> {
+/// `payload` is the message's payload, handed over (a polled message is consumed, so
+/// its payload moves into the record instead of being shared once more).
+fn from_scanned(
+    message: &IggyMessage,
+    payload: Bytes,
+    s: Scanned,
+) -> Result<MappedRecord, MappingError> {
     let offset = message.header.offset;
     // Iggy timestamps are microseconds since the epoch.
     let timestamp = s
         .timestamp
         .unwrap_or_else(|| convert::kafka_i64(message.header.origin_timestamp / 1000));
-    let Some(frame) = s.frame else {
+    let frame = match (s.frame, &message.user_headers) {
+        (Some((start, end)), Some(wire)) => wire.get(start..end),
+        _ => None,
+    };
+    let Some(frame) = frame else {
         return Ok(MappedRecord {
             offset,
             record: NewRecord {
                 timestamp,
                 key: s.key,
-                value: Some(message.payload.clone()),
+                value: Some(payload),
                 headers: s.headers,
             },
             offset_delta: None,
@@ -1082,16 +1093,18 @@ fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, Mappi
             txn: None,
         });
     };
-    let (offset_delta, batch, envelope) = parse_frame(&frame)?;
+    let (offset_delta, batch, envelope) = parse_frame(frame)?;
     let record = if envelope {
-        envelope_record(&message.payload, timestamp)?
+        envelope_record(&payload, timestamp)?
     } else {
         let mut headers = s.headers;
-        headers.retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
+        if !headers.is_empty() {
+            headers.retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
+        }
         NewRecord {
             timestamp,
             key: s.key,
-            value: Some(message.payload.clone()),
+            value: Some(payload),
             headers,
         }
     };
@@ -1292,24 +1305,13 @@ pub fn encode_run(
     records: &[NewRecord],
     out: &mut BytesMut,
 ) -> Result<(), RecordsError> {
-    let options = match frame {
-        Some(frame) => frame.options(base_offset)?,
-        None => BatchOptions {
-            base_offset,
-            compression: Compression::None,
-            timestamp_type: TimestampType::CreateTime,
-            ..BatchOptions::default()
-        },
-    };
-    match frame.and_then(|f| f.crc) {
-        Some(crc) => encode_batch_with_crc(&options, records, crc, out),
-        None => encode_batch(&options, records, out),
-    }
+    encode_run_of(base_offset, frame, records, out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafka_records::encode_batch;
     use proptest::prelude::*;
 
     fn with_offset(mut message: IggyMessage, offset: u64) -> IggyMessage {
@@ -2101,5 +2103,198 @@ mod send_tests {
             send_body(vec![early, late], &s, &t, &p, || 1),
             Err(IggyError::InvalidMessageTimestampDelta(_))
         ));
+    }
+}
+
+impl AsRef<NewRecord> for MappedRecord {
+    fn as_ref(&self) -> &NewRecord {
+        &self.record
+    }
+}
+
+/// [`from_message`] for a message the caller is done with (a poll's answer): its payload
+/// moves into the record instead of being shared once more and dropped with the message.
+pub fn from_polled(mut message: IggyMessage) -> Result<MappedRecord, MappingError> {
+    let scanned = match &message.user_headers {
+        Some(wire) => scan_headers(wire),
+        None => Some(Scanned::default()),
+    };
+    match scanned {
+        Some(scanned) => {
+            let payload = std::mem::take(&mut message.payload);
+            from_scanned(&message, payload, scanned)
+        }
+        None => from_message_mapped(&message),
+    }
+}
+
+/// [`encode_run`] for records as they were read back: the run is encoded where the
+/// records lie, without moving each into a vector of its own first.
+pub fn encode_mapped_run(
+    base_offset: i64,
+    frame: Option<&BatchFrame>,
+    records: &[MappedRecord],
+    out: &mut BytesMut,
+) -> Result<(), RecordsError> {
+    encode_run_of(base_offset, frame, records, out)
+}
+
+fn encode_run_of<R: AsRef<NewRecord>>(
+    base_offset: i64,
+    frame: Option<&BatchFrame>,
+    records: &[R],
+    out: &mut BytesMut,
+) -> Result<(), RecordsError> {
+    let options = match frame {
+        Some(frame) => frame.options(base_offset)?,
+        None => BatchOptions {
+            base_offset,
+            compression: Compression::None,
+            timestamp_type: TimestampType::CreateTime,
+            ..BatchOptions::default()
+        },
+    };
+    encode_batch_of(&options, records, frame.and_then(|f| f.crc), out)
+}
+
+#[cfg(test)]
+mod fetch_tests {
+    use super::*;
+
+    fn polled(message: IggyMessage, offset: u64) -> IggyMessage {
+        // Through the wire form, as a poll would deliver it.
+        let mut message = IggyMessage::from_bytes(message.to_bytes()).unwrap();
+        message.header.offset = offset;
+        message
+    }
+
+    fn header(name: &str, value: &[u8]) -> Header {
+        Header::new(
+            Bytes::copy_from_slice(name.as_bytes()),
+            Some(Bytes::copy_from_slice(value)),
+        )
+    }
+
+    /// One producer batch of every shape the mapping writes: native with and without
+    /// key and headers, envelope (null value, empty header value), transactional.
+    fn batch() -> (BatchFrame, Vec<NewRecord>) {
+        let records = vec![
+            NewRecord {
+                timestamp: 1_700_000_000_000,
+                key: Some(Bytes::from_static(b"key")),
+                value: Some(Bytes::from(vec![7u8; 1000])),
+                headers: vec![header("a", b"1"), header("z", b"2")],
+            },
+            NewRecord {
+                timestamp: 1_699_999_999_990,
+                key: None,
+                value: Some(Bytes::from_static(b"v")),
+                headers: Vec::new(),
+            },
+            NewRecord {
+                timestamp: 1_700_000_000_005,
+                key: Some(Bytes::from_static(b"k")),
+                value: None,
+                headers: vec![header("h", b"")],
+            },
+            NewRecord {
+                timestamp: 1_700_000_000_006,
+                key: None,
+                value: Some(Bytes::from(vec![1u8; 100])),
+                headers: vec![header("kafka-ish", b"x")],
+            },
+        ];
+        let frame = BatchFrame {
+            attributes: ATTR_TRANSACTIONAL,
+            partition_leader_epoch: 3,
+            base_timestamp: 1_700_000_000_000,
+            producer_id: 77,
+            producer_epoch: 2,
+            base_sequence: 10,
+            record_count: 4,
+            crc: None,
+        };
+        (frame, records)
+    }
+
+    fn messages(frame: &BatchFrame, records: &[NewRecord]) -> Vec<IggyMessage> {
+        records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let first = (i == 0).then_some(frame);
+                let txn = TxnTag::of(frame, r);
+                let m = to_message_at(r, i as i32, first, txn.as_ref(), 1_000_000).unwrap();
+                polled(m, 100 + i as u64)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_consumed_message_reads_as_the_borrowed_one_does() {
+        let (frame, records) = batch();
+        let messages = messages(&frame, &records);
+        assert!(messages.iter().any(|m| {
+            let mapped = from_message(m).unwrap();
+            mapped.envelope
+        }));
+        for m in messages {
+            let borrowed = from_message(&m).unwrap();
+            assert_eq!(from_polled(m).unwrap(), borrowed);
+        }
+        // A native Iggy producer's message, and one with headers the scanner leaves to
+        // the map-based reader (an Int64 name), read the same both ways too.
+        let native = polled(
+            IggyMessage::builder()
+                .payload(Bytes::from_static(b"plain"))
+                .build()
+                .unwrap(),
+            5,
+        );
+        let mut map = BTreeMap::new();
+        map.insert(HeaderKey::from(7i64), HeaderValue::from(1i64));
+        let odd = polled(
+            IggyMessage::builder()
+                .payload(Bytes::from_static(b"odd"))
+                .user_headers(map)
+                .build()
+                .unwrap(),
+            6,
+        );
+        for m in [native, odd] {
+            let borrowed = from_message(&m).unwrap();
+            assert_eq!(from_polled(m).unwrap(), borrowed);
+        }
+    }
+
+    #[test]
+    fn a_run_encodes_where_it_lies_as_the_collected_records_do() {
+        let (frame, records) = batch();
+        let mapped: Vec<MappedRecord> = messages(&frame, &records)
+            .into_iter()
+            .map(|m| from_polled(m).unwrap())
+            .collect();
+        let plain: Vec<NewRecord> = mapped.iter().map(|m| m.record.clone()).collect();
+        assert_eq!(plain, records);
+        let partial = partial_frame(&mapped[1], Some(&frame), 3);
+        for (at, f, n) in [(0, Some(&frame), 4), (1, partial.as_ref(), 3), (2, None, 2)] {
+            let (mut collected, mut in_place) = (BytesMut::new(), BytesMut::new());
+            encode_run(
+                100 + at,
+                f,
+                &plain[at as usize..at as usize + n],
+                &mut collected,
+            )
+            .unwrap();
+            encode_mapped_run(
+                100 + at,
+                f,
+                &mapped[at as usize..at as usize + n],
+                &mut in_place,
+            )
+            .unwrap();
+            assert_eq!(collected, in_place);
+            assert!(collected.len() > 61);
+        }
     }
 }
