@@ -45,6 +45,11 @@
 mod config;
 mod shutdown;
 
+/// The process's allocator (cargo feature `jemalloc`, on by default).
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use clap::Parser;
 use config::{Backend, GatewayConfig, LogFormat};
 use iggy_kafka_bridge::IggyBridge;
