@@ -126,7 +126,7 @@ fn in_place(messages: Vec<IggyMessage>) -> Vec<Bytes> {
     for (at, n, frame) in runs(&records) {
         let mut batch = BytesMut::new();
         let base = i64::try_from(records[at].offset).unwrap();
-        mapping::encode_mapped_run(base, frame.as_ref(), &records[at..at + n], &mut batch).unwrap();
+        mapping::encode_run(base, frame.as_ref(), &records[at..at + n], &mut batch).unwrap();
         out.push(batch.freeze());
     }
     out

@@ -1299,10 +1299,12 @@ pub fn partial_frame(
 /// With the producer's frame (the run is the whole batch) the batch is rebuilt with its
 /// header fields and codec; otherwise (a message from a native producer, or a batch whose
 /// front was removed by Iggy retention) it is a plain uncompressed CreateTime batch.
-pub fn encode_run(
+/// The records may be lent by the values holding them (as [`MappedRecord`]s read back
+/// are), so a run is encoded where it lies, without moving each record out first.
+pub fn encode_run<R: AsRef<NewRecord>>(
     base_offset: i64,
     frame: Option<&BatchFrame>,
-    records: &[NewRecord],
+    records: &[R],
     out: &mut BytesMut,
 ) -> Result<(), RecordsError> {
     encode_run_of(base_offset, frame, records, out)
@@ -2128,17 +2130,6 @@ pub fn from_polled(mut message: IggyMessage) -> Result<MappedRecord, MappingErro
     }
 }
 
-/// [`encode_run`] for records as they were read back: the run is encoded where the
-/// records lie, without moving each into a vector of its own first.
-pub fn encode_mapped_run(
-    base_offset: i64,
-    frame: Option<&BatchFrame>,
-    records: &[MappedRecord],
-    out: &mut BytesMut,
-) -> Result<(), RecordsError> {
-    encode_run_of(base_offset, frame, records, out)
-}
-
 fn encode_run_of<R: AsRef<NewRecord>>(
     base_offset: i64,
     frame: Option<&BatchFrame>,
@@ -2286,7 +2277,7 @@ mod fetch_tests {
                 &mut collected,
             )
             .unwrap();
-            encode_mapped_run(
+            encode_run(
                 100 + at,
                 f,
                 &mapped[at as usize..at as usize + n],

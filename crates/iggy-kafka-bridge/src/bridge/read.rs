@@ -451,7 +451,7 @@ fn encode_run(
     run: &[MappedRecord],
 ) -> StoreResult<Bytes> {
     let mut out = BytesMut::new();
-    mapping::encode_mapped_run(base_offset, frame, run, &mut out).map_err(|e| {
+    mapping::encode_run(base_offset, frame, run, &mut out).map_err(|e| {
         StoreError::Internal(format!("re-encoding the batch at {base_offset}: {e}"))
     })?;
     Ok(out.freeze())
