@@ -45,7 +45,7 @@
 mod config;
 mod shutdown;
 
-/// The process's allocator (cargo feature `jemalloc`, on by default).
+/// The process's allocator with the cargo feature `jemalloc` (off by default).
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

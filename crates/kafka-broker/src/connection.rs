@@ -28,9 +28,8 @@
 //!
 //! Memory: the reader takes request memory from the broker's budget
 //! ([`RequestBudget`](crate::budget::RequestBudget)) as a frame's bytes arrive, one step
-//! ahead of them, never for the announced size at once (the read buffer is sized for
-//! the frame in one step, but only what the lease covers is read into it); the frame's
-//! lease travels with
+//! ahead of them, never for the announced size at once (the read buffer grows with the
+//! lease, not ahead of it); the frame's lease travels with
 //! it and is given back once the request has been handled. The processor starts no new
 //! request while the connection's queued responses are over their bound (see
 //! [`Outbox`]); the writer counts them off as they are written. Any violation, a
@@ -234,11 +233,10 @@ async fn read_frames<R: AsyncRead>(
                 }
             }
             room = held.held() - buf.len();
-            // The buffer is sized for the whole frame (at most MAX_STEP past what has
-            // arrived) once, not regrown at every lease step: each growth would move
-            // what was read into fresh memory. Reads stop at the lease, so the room past
-            // it is never written to.
-            buf.reserve(total.min(buf.len().saturating_add(MAX_STEP)) - buf.len());
+            // The buffer grows with the lease, never past it: capacity the allocator
+            // hands out may already be resident (reused pages), so reserving the
+            // announced size ahead would hold memory the budget does not count.
+            buf.reserve(room);
         }
         let mut limited = rd.as_mut().take(room as u64);
         let read = tokio::select! {
