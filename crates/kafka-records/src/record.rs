@@ -388,29 +388,22 @@ impl Walk {
 fn parse(data: &[u8], start: usize, control: bool) -> Result<Parsed> {
     let mut pos = start;
     let length = varint(data, &mut pos, "record length")?;
-    let body_len = usize::try_from(length).map_err(|_| RecordsError::InvalidLength {
+    let bad_length = || RecordsError::InvalidLength {
         what: "record length",
         found: i64::from(length),
         offset: start,
-    })?;
+    };
+    let body_len = usize::try_from(length).map_err(|_| bad_length())?;
     let body_start = pos;
     let end = body_start
         .checked_add(body_len)
         .filter(|&e| e <= data.len())
-        .ok_or(RecordsError::InvalidLength {
-            what: "record length",
-            found: i64::from(length),
-            offset: start,
-        })?;
+        .ok_or_else(bad_length)?;
     // Every read below stays inside the record.
     let body = &data[..end];
 
     let Some(&attributes) = body.get(pos) else {
-        return Err(RecordsError::InvalidLength {
-            what: "record length",
-            found: i64::from(length),
-            offset: start,
-        });
+        return Err(bad_length());
     };
     pos += 1;
     let timestamp_at = pos;
