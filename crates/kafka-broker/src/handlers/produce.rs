@@ -601,9 +601,13 @@ fn precheck(
             ),
         ));
     }
-    // attributes (offset 21): the low three bits are the codec.
-    let compressed = records.get(21..23).is_some_and(|a| a[1] & 0x07 != 0);
+    let compressed = names_a_codec(&records);
     Ok((records, compressed))
+}
+
+/// Whether the first batch's attributes (offset 21, the low three bits) name a codec.
+fn names_a_codec(records: &Bytes) -> bool {
+    records.get(21..23).is_some_and(|a| a[1] & 0x07 != 0)
 }
 
 /// Checks the jobs in order within one decompression budget.
@@ -752,7 +756,7 @@ fn validate(
 pub fn check_with_defaults(records: Bytes, now: i64) -> Result<ValidBatch, ErrorCode> {
     let limits = Limits::default();
     let config = TopicConfig::default();
-    let compressed = records.get(21..23).is_some_and(|a| a[1] & 0x07 != 0);
+    let compressed = names_a_codec(&records);
     let job = Job {
         records,
         max_message_bytes: config.max_message_bytes,
