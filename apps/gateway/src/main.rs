@@ -455,7 +455,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
     let _compaction = compacting.and_then(|bridge| {
         let leads: iggy_kafka_bridge::LeaderFn = match membership.clone() {
             Some(m) => Arc::new(move |topic: &str, partition: i32| {
-                m.holds_lease()
+                m.acts_as_owner()
                     && kafka_broker::cluster::leader(&m.view(), topic, partition) == Some(node_id)
             }),
             None => Arc::new(|_: &str, _: i32| true),

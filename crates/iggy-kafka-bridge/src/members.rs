@@ -50,8 +50,35 @@
 //! paused or cut off from acting on ownership it held before while the others, still
 //! unaware of its return, act on theirs.
 //!
-//! The view includes this gateway while it holds its lease. It is published (with a
-//! new `version`) only when the set of members or their epochs or listeners change.
+//! **Handing keys over to a gateway that joins.** Placement is a function of the view
+//! (rendezvous hashing, `kafka_broker::cluster`): when a gateway joins, the keys
+//! (partitions, coordinator shards) it now weighs most for move to it from gateways that
+//! are still running. Those stop acting on them when they read its first heartbeat; the
+//! joiner must not start before that, or two gateways would append to one partition or
+//! write one shard's states at once, each from its own memory (producer state,
+//! transaction index, coordinator state). Two rules make the order hold without any
+//! exchange:
+//!
+//! - *A view has a maximum age.* A gateway acts as an owner only while the last read of
+//!   the members log that reached its end *started* less than `view_max_age` ago. Any
+//!   record appended before that start is in its view; a gateway whose reads stall drops
+//!   out of its own view (owning nothing) until a read succeeds again. This does not end
+//!   its lease: the others still see it, so nobody else takes its keys meanwhile.
+//! - *A joiner waits.* A gateway includes itself in its own view only `view_max_age +
+//!   lease_margin` after its first heartbeat was acknowledged. By then every gateway
+//!   still acting as an owner has started a read after that heartbeat was appended, so
+//!   it has seen the joiner and given up the joiner's keys (`lease_margin` again covers
+//!   clock rates and the time an owner takes to act on a new view).
+//!
+//! The joiner's keys are served by nobody for that wait (a few heartbeat intervals;
+//! clients retry on `NOT_LEADER_OR_FOLLOWER` and `NOT_COORDINATOR`), as Kafka's
+//! partitions are while their leader moves. Requests an owner had already started
+//! before it saw the joiner (an append on its way to Iggy) are not fenced by this: they
+//! complete within that wait unless Iggy takes longer than it to answer.
+//!
+//! The view includes this gateway while it holds its lease, its view is fresh and its
+//! join wait is over. It is published (with a new `version`) only when the set of
+//! members or their epochs or listeners change.
 //!
 //! **Log size.** The topic is created with `retention` as Iggy's message expiry and
 //! `segment_bytes` as its segment size, so Iggy removes whole segments of old heartbeats
@@ -111,6 +138,12 @@ pub struct JoinSettings {
     /// at least `heartbeat_interval / 2` and under `session_timeout -
     /// heartbeat_interval`. [`JoinSettings::new`] uses one heartbeat interval.
     pub lease_margin: Duration,
+    /// The oldest a read of the members log that reached its end may have started for
+    /// this gateway to act as an owner (see the module docs); also how long, with
+    /// `lease_margin`, a joining gateway waits before it owns anything. At least half a
+    /// heartbeat interval and under the session timeout; [`JoinSettings::new`] uses two
+    /// heartbeat intervals.
+    pub view_max_age: Duration,
     /// Records larger than this are not written and are skipped when read.
     pub max_record_bytes: usize,
     /// Expiry of the members log's records (Iggy message expiry of the topic).
@@ -135,6 +168,7 @@ impl JoinSettings {
             heartbeat_interval,
             session_timeout,
             lease_margin: heartbeat_interval,
+            view_max_age: heartbeat_interval * 2,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             retention: DEFAULT_RETENTION,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
@@ -162,6 +196,14 @@ impl JoinSettings {
             return bad(format!(
                 "lease margin {:?} must be at least half a heartbeat interval and under the session timeout less one",
                 self.lease_margin
+            ));
+        }
+        if self.view_max_age < self.heartbeat_interval / 2
+            || self.view_max_age >= self.session_timeout
+        {
+            return bad(format!(
+                "view max age {:?} must be at least half a heartbeat interval and under the session timeout",
+                self.view_max_age
             ));
         }
         if self.retention < self.session_timeout * 10 {
@@ -417,6 +459,10 @@ struct Shared {
     state: Mutex<ViewState>,
     /// Send start of the last acknowledged heartbeat.
     last_ack_sent: Mutex<Option<Instant>>,
+    /// When the first heartbeat was acknowledged (the join wait counts from here).
+    joined: Mutex<Option<Instant>>,
+    /// Start of the last read of the members log that reached its end.
+    caught_up: Mutex<Option<Instant>>,
     fenced: AtomicBool,
     left: AtomicBool,
     /// The lease ran out once; never held again by this start.
@@ -572,6 +618,8 @@ impl IggyBridge {
             metrics,
             state: Mutex::new(state),
             last_ack_sent: Mutex::new(None),
+            joined: Mutex::new(None),
+            caught_up: Mutex::new(None),
             fenced: AtomicBool::new(false),
             left: AtomicBool::new(false),
             lapsed: AtomicBool::new(false),
@@ -584,7 +632,12 @@ impl IggyBridge {
         loop {
             attempts += 1;
             match heartbeat(&shared, &writer, &first).await {
-                Ok(()) => break,
+                Ok(()) => {
+                    if let Ok(mut joined) = shared.joined.lock() {
+                        *joined = Some(Instant::now());
+                    }
+                    break;
+                }
                 Err(e) if Instant::now() + shared.settings.heartbeat_interval < give_up => {
                     if attempts == 1 {
                         tracing::warn!(error = %e, "first heartbeat not acknowledged, trying again");
@@ -741,6 +794,7 @@ async fn tail_loop(shared: Arc<Shared>, client: IggyClient, mut next: u64) {
         return;
     };
     loop {
+        let started = Instant::now();
         let polled = call(
             &shared.metrics,
             shared.call_timeout,
@@ -761,6 +815,9 @@ async fn tail_loop(shared: Arc<Shared>, client: IggyClient, mut next: u64) {
             Ok(polled) => {
                 let now = Instant::now();
                 more = polled.messages.len() == PAGE as usize;
+                if !more && let Ok(mut caught_up) = shared.caught_up.lock() {
+                    *caught_up = Some(started);
+                }
                 if let Ok(mut state) = shared.state.lock() {
                     for m in &polled.messages {
                         next = m.header.offset + 1;
@@ -810,6 +867,20 @@ async fn tail_loop(shared: Arc<Shared>, client: IggyClient, mut next: u64) {
     }
 }
 
+/// Past its lease, whether a gateway may act as an owner (see the module docs): its join
+/// wait is over (`since_join`: time since its first heartbeat was acknowledged) and its
+/// view is fresh (`since_caught_up`: time since the start of its last read that reached
+/// the log's end).
+fn may_own(
+    settings: &JoinSettings,
+    since_join: Option<Duration>,
+    since_caught_up: Option<Duration>,
+) -> bool {
+    let wait = settings.view_max_age + settings.lease_margin;
+    since_join.is_some_and(|d| d >= wait)
+        && since_caught_up.is_some_and(|d| d < settings.view_max_age)
+}
+
 impl Shared {
     fn holds_lease(&self) -> bool {
         if self.fenced.load(Ordering::Acquire)
@@ -834,6 +905,17 @@ impl Shared {
         held
     }
 
+    /// Whether this gateway may act as an owner now: it holds its lease, its join wait is
+    /// over and its view is fresh (see the module docs).
+    fn acts_as_owner(&self) -> bool {
+        if !self.holds_lease() {
+            return false;
+        }
+        let since =
+            |at: &Mutex<Option<Instant>>| at.lock().ok().and_then(|t| *t).map(|t| t.elapsed());
+        may_own(&self.settings, since(&self.joined), since(&self.caught_up))
+    }
+
     fn leave_record(&self) -> MemberRecord {
         MemberRecord {
             node_id: self.me.node_id,
@@ -845,7 +927,7 @@ impl Shared {
 
     /// Expires members and publishes the view if it changed.
     fn publish(&self) {
-        let me = self.holds_lease().then_some(&self.me);
+        let me = self.acts_as_owner().then_some(&self.me);
         let members = match self.state.lock() {
             Ok(mut state) => {
                 state.expire(Instant::now(), self.settings.session_timeout);
@@ -913,6 +995,10 @@ impl Membership for IggyMembership {
 
     fn holds_lease(&self) -> bool {
         self.shared.holds_lease()
+    }
+
+    fn acts_as_owner(&self) -> bool {
+        self.shared.acts_as_owner()
     }
 }
 
@@ -1045,6 +1131,26 @@ mod tests {
     }
 
     #[test]
+    fn a_joiner_waits_and_a_stale_view_owns_nothing() {
+        let s = JoinSettings::new(
+            1,
+            Vec::new(),
+            vec![1, 2],
+            Duration::from_millis(500),
+            Duration::from_millis(5000),
+        );
+        let ms = |n: u64| Some(Duration::from_millis(n));
+        // The wait: two heartbeat intervals of view age plus the lease margin.
+        assert!(!may_own(&s, None, ms(0)));
+        assert!(!may_own(&s, ms(1499), ms(10)));
+        assert!(may_own(&s, ms(1500), ms(10)));
+        // A view whose last complete read started a view age ago or more.
+        assert!(may_own(&s, ms(60_000), ms(999)));
+        assert!(!may_own(&s, ms(60_000), ms(1000)));
+        assert!(!may_own(&s, ms(60_000), None));
+    }
+
+    #[test]
     fn settings_are_checked() {
         let ok = JoinSettings::new(
             1,
@@ -1078,6 +1184,16 @@ mod tests {
             .validate()
             .is_err()
         );
+        for age in [Duration::from_millis(499), Duration::from_secs(10)] {
+            assert!(
+                JoinSettings {
+                    view_max_age: age,
+                    ..ok.clone()
+                }
+                .validate()
+                .is_err()
+            );
+        }
         assert!(ok.window() >= 2 * 10 * 2);
     }
 

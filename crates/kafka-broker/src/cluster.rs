@@ -114,7 +114,8 @@ pub fn controller(view: &LiveView) -> Option<i32> {
 pub(crate) struct Route {
     pub(crate) view: Arc<LiveView>,
     pub(crate) me: i32,
-    /// Whether this gateway may act as an owner: it holds its lease and is in the view.
+    /// Whether this gateway may act as an owner: it holds its lease, nothing holds it
+    /// back ([`Membership::acts_as_owner`]) and it is in the view.
     pub(crate) owner: bool,
 }
 
@@ -123,7 +124,7 @@ impl Route {
     pub(crate) fn of(membership: &dyn Membership) -> Route {
         let view = membership.view();
         let me = membership.me().node_id;
-        let owner = membership.holds_lease() && view.contains(me);
+        let owner = membership.acts_as_owner() && view.contains(me);
         Route { view, me, owner }
     }
 

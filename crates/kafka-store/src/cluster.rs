@@ -87,6 +87,14 @@ pub trait Membership: Send + Sync + fmt::Debug + 'static {
     /// Whether this gateway still holds its lease: false once its last renewal is older
     /// than the session timeout less a safety margin; an owner stops acting as one then.
     fn holds_lease(&self) -> bool;
+
+    /// Whether this gateway may act as the owner of what the view places on it now: it
+    /// holds its lease and nothing else holds it back (a membership may also require a
+    /// recent enough view, or a wait after joining, so that a previous owner has stopped
+    /// first). Checked by every request that acts on ownership.
+    fn acts_as_owner(&self) -> bool {
+        self.holds_lease()
+    }
 }
 
 /// A gateway alone: itself, always alive, lease always held.
