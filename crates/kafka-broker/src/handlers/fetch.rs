@@ -361,27 +361,40 @@ async fn read_one(
     let Ok(info) = &t.info else {
         return out;
     };
+    if let Err(code) = &out.result {
+        tracing::debug!(topic = %info.name, partition = p.partition, offset = p.fetch_offset, code = %code, "fetch of a partition refused");
+    }
     let parts = &ctx.broker.txn_partitions;
     let hw = out.high_watermark;
-    out.last_stable_offset = if hw >= 0 {
-        parts.lso(&info.name, p.partition, hw)
-    } else {
-        hw
-    };
-    if isolation_level != 1 {
+    if isolation_level != 1 || hw < 0 || out.result.is_err() {
+        out.last_stable_offset = if hw >= 0 {
+            parts.lso(&info.name, p.partition, hw)
+        } else {
+            hw
+        };
         return out;
     }
-    let lso = out.last_stable_offset;
-    if let Ok(batches) = &mut out.result {
-        // Batches come in offset order: everything from the first at or past the LSO goes.
+    let mut batches = std::mem::replace(&mut out.result, Ok(Vec::new())).unwrap_or_default();
+    // Batches come in offset order: everything from the first at or past the LSO goes.
+    let stable = parts.stable_read(&info.name, p.partition, hw, p.fetch_offset, |lso| {
         let keep = batches
             .iter()
             .position(|b| header(b).is_none_or(|h| h.base_offset >= lso))
             .unwrap_or(batches.len());
         batches.truncate(keep);
-        if let Some(last) = batches.last().and_then(header) {
-            out.aborted =
-                parts.aborted(&info.name, p.partition, p.fetch_offset, last.next_offset());
+        batches.last().and_then(header).map(|h| h.next_offset())
+    });
+    match stable {
+        Some((lso, aborted)) => {
+            out.last_stable_offset = lso;
+            out.aborted = aborted;
+            out.result = Ok(batches);
+        }
+        // The partition moved while it was read: the index that said what is open and
+        // aborted is gone, so nothing is answered from it.
+        None => {
+            tracing::debug!(topic = %info.name, partition = p.partition, "read_committed fetch: the partition's index went while it was read");
+            out.result = Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
         }
     }
     out

@@ -115,11 +115,14 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffset
                         .await?;
                 }
                 // The offsets a read_committed consumer may see end at the LSO.
-                let stable = |hw: i64| {
+                // The index gone meanwhile (the partition moved): refused, as not led.
+                let stable = |hw: i64| -> Result<i64, ErrorCode> {
                     if committed {
-                        parts.lso(name, p.partition_index, hw)
+                        parts
+                            .lso_held(name, p.partition_index, hw)
+                            .ok_or(ErrorCode::NOT_LEADER_OR_FOLLOWER)
                     } else {
-                        hw
+                        Ok(hw)
                     }
                 };
                 let hit = |h: Option<TimestampHit>| h.map_or((-1, -1), |h| (h.timestamp, h.offset));
@@ -132,7 +135,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffset
                         .await
                         .map_err(err)?
                         .high_watermark;
-                    Ok(if found.1 >= stable(hw) {
+                    Ok(if found.1 >= stable(hw)? {
                         (-1, -1)
                     } else {
                         found
@@ -153,7 +156,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, req: ListOffsetsRequest) -> ListOffset
                                 .await
                                 .map_err(err)?
                                 .high_watermark,
-                        ),
+                        )?,
                     ),
                     -3 => {
                         visible(hit(scan(ctx, log, name, p.partition_index, None)

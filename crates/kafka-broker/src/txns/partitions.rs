@@ -538,7 +538,39 @@ impl TxnPartitions {
         .unwrap_or(high_watermark)
     }
 
+    /// The LSO and the aborted transactions for a `read_committed` read, from one look at
+    /// the index: `to` gets the LSO and returns the end of what the read returns (`None`:
+    /// nothing, so no aborted transactions). `None` when the index is not held any more
+    /// (the view changed since [`TxnPartitions::ensure_ready`]): the read must not be
+    /// answered as if nothing were open or aborted.
+    pub(crate) fn stable_read(
+        &self,
+        topic: &str,
+        partition: i32,
+        high_watermark: i64,
+        from: i64,
+        to: impl FnOnce(i64) -> Option<i64>,
+    ) -> Option<(i64, Vec<AbortedTxn>)> {
+        self.with_state(|s| {
+            let p = s.parts.get(&(topic.to_string(), partition))?;
+            let lso = p.lso(high_watermark);
+            let aborted = to(lso)
+                .map(|to| p.index.aborted(from, to))
+                .unwrap_or_default();
+            Some((lso, aborted))
+        })
+        .flatten()
+    }
+
+    /// The last stable offset as [`TxnPartitions::lso`], `None` when the index is not held
+    /// (see [`TxnPartitions::stable_read`]).
+    pub(crate) fn lso_held(&self, topic: &str, partition: i32, high_watermark: i64) -> Option<i64> {
+        self.stable_read(topic, partition, high_watermark, 0, |_| None)
+            .map(|(lso, _)| lso)
+    }
+
     /// Aborted transactions intersecting `[from, to)`.
+    #[cfg(test)]
     pub(crate) fn aborted(
         &self,
         topic: &str,

@@ -561,3 +561,36 @@ async fn a_fenced_producer_is_refused_before_its_coordinator_is_asked() {
     assert_eq!(p.error_code, ErrorCode::INVALID_PRODUCER_EPOCH.code());
     assert_eq!(hw(&b).await, end);
 }
+
+#[tokio::test]
+async fn a_read_committed_answer_needs_the_index_it_was_checked_against() {
+    let b = broker().await;
+    let parts = &b.txn_partitions;
+    plain_append(&b, 2).await;
+    parts.ensure_ready(&b, "t", 0).await.unwrap();
+    let first = txn_append(&b, PID, 0, 2).await.unwrap();
+    let high = hw(&b).await;
+    let (lso, aborted) = parts
+        .stable_read("t", 0, high, 0, Some)
+        .expect("the index is held");
+    assert_eq!((lso, aborted.len()), (first, 0));
+    assert_eq!(parts.lso_held("t", 0, high), Some(first));
+    // The view moves on while a read is under way (another request saw it first): the
+    // index goes, and the read gets no LSO rather than the high watermark.
+    let moved = Route {
+        view: Arc::new(kafka_store::cluster::LiveView {
+            members: Vec::new(),
+            version: 99,
+        }),
+        me: 1,
+        owner: false,
+    };
+    parts.with_state(|s| s.observe(&moved)).unwrap();
+    assert_eq!(parts.stable_read("t", 0, high, 0, Some), None);
+    assert_eq!(parts.lso_held("t", 0, high), None);
+    assert_eq!(
+        parts.lso("t", 0, high),
+        high,
+        "the unchecked LSO, for read_uncommitted"
+    );
+}
