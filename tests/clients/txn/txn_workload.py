@@ -188,7 +188,32 @@ def producer_thread(i):
 
 
 stop = threading.Event()
+give_up = threading.Event()
 live = {p: [] for p in range(PARTITIONS)}
+
+
+def dump_tail(p, start):
+    """Logs what a read_uncommitted consumer finds in partition `p` from `start`."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-dump",
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "isolation.level": "read_uncommitted"})
+    c.assign([TopicPartition(topic, p, start)])
+    seen = []
+    end = time.time() + 10
+    try:
+        while time.time() < end:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                seen.append(f"error {m.error()}")
+                continue
+            seen.append(f"{m.offset()}:{m.value().decode()}")
+    finally:
+        c.close()
+    step(f"partition {p} from {start} (read_uncommitted): {seen}")
 
 
 def live_reader():
@@ -198,9 +223,10 @@ def live_reader():
                   "reconnect.backoff.max.ms": 1000})
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     at_end = set()
+    last_error = {}
     quiet = None
     try:
-        while time.time() < deadline + 30:
+        while time.time() < deadline + 30 and not give_up.is_set():
             m = c.poll(0.2)
             if m is None:
                 if stop.is_set() and len(at_end) == PARTITIONS:
@@ -215,11 +241,26 @@ def live_reader():
                 elif m.error().fatal():
                     errors.append(f"live reader: {m.error()}")
                     return
+                else:
+                    last_error[m.partition()] = str(m.error())
                 continue
             at_end.discard(m.partition())
             live[m.partition()].append(m.value().decode())
         errors.append("live reader: did not reach the end of every partition")
     finally:
+        if give_up.is_set():
+            # Where the reader stands, for the log of a run that hangs.
+            for p in range(PARTITIONS):
+                tp = TopicPartition(topic, p)
+                try:
+                    pos = c.position([tp])[0].offset
+                    lo, hi = c.get_watermark_offsets(tp, timeout=5)
+                except KafkaException as e:
+                    pos, lo, hi = "?", "?", str(e)
+                step(f"live reader: partition {p}: at end {p in at_end}, position {pos}, "
+                     f"watermarks (read_committed) {lo}..{hi}, last error {last_error.get(p)}")
+                if p not in at_end and isinstance(pos, int) and pos >= 0:
+                    dump_tail(p, max(0, pos - 5))
         c.close()
 
 
@@ -234,6 +275,9 @@ for th in threads:
 stop.set()
 took = time.time() - started
 reader.join(60)
+if reader.is_alive():
+    give_up.set()
+    reader.join(20)
 if any(th.is_alive() for th in threads) or reader.is_alive():
     fail(f"workload still running after {RUN_TIMEOUT}s")
 if errors:

@@ -263,7 +263,17 @@ impl Drop for Gateway {
             let _ = child.kill();
             let _ = child.wait();
         }
-        let _ = fs::remove_dir_all(&self.dir);
+        if std::thread::panicking() {
+            // A failing test's gateway logs stay for a look.
+            let _ = writeln!(
+                std::io::stderr(),
+                "gateway {} log kept in {}",
+                self.addr,
+                self.dir.display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
         drop(self.iggy.take());
     }
 }
