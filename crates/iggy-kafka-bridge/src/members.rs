@@ -70,15 +70,19 @@
 //!   it has seen the joiner and given up the joiner's keys (`lease_margin` again covers
 //!   clock rates and the time an owner takes to act on a new view).
 //!
-//! The joiner's keys are served by nobody for that wait (a few heartbeat intervals;
-//! clients retry on `NOT_LEADER_OR_FOLLOWER` and `NOT_COORDINATOR`), as Kafka's
-//! partitions are while their leader moves. Requests an owner had already started
+//! The joiner is in every view meanwhile, its own included, so every gateway names the
+//! same leaders and coordinators (Metadata that named another gateway for a moment
+//! and then the joiner again, at the same leader epoch, can leave a librdkafka consumer
+//! fetching from a gateway that is not the leader). It answers `NOT_LEADER_OR_FOLLOWER`
+//! and `NOT_COORDINATOR` for its keys until the wait is over, as a Kafka partition does
+//! while its leader moves; clients retry. [`Membership::acts_as_owner`] tells the
+//! broker, and a new view version (same members) is published when it changes. Requests an owner had already started
 //! before it saw the joiner (an append on its way to Iggy) are not fenced by this: they
 //! complete within that wait unless Iggy takes longer than it to answer.
 //!
-//! The view includes this gateway while it holds its lease, its view is fresh and its
-//! join wait is over. It is published (with a new `version`) only when the set of
-//! members or their epochs or listeners change.
+//! The view includes this gateway while it holds its lease. It is published (with a new
+//! `version`) when the set of members or their epochs or listeners change, and when
+//! this gateway starts or stops acting as an owner.
 //!
 //! **Log size.** The topic is created with `retention` as Iggy's message expiry and
 //! `segment_bytes` as its segment size, so Iggy removes whole segments of old heartbeats
@@ -467,6 +471,9 @@ struct Shared {
     left: AtomicBool,
     /// The lease ran out once; never held again by this start.
     lapsed: AtomicBool,
+    /// Whether this gateway acted as an owner at the last publish: a change publishes a
+    /// new view version (same members), so followers of the view look again.
+    published_owner: AtomicBool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -623,6 +630,7 @@ impl IggyBridge {
             fenced: AtomicBool::new(false),
             left: AtomicBool::new(false),
             lapsed: AtomicBool::new(false),
+            published_owner: AtomicBool::new(false),
         });
         // The first heartbeat may be slow (a busy Iggy, a cold connection): each attempt
         // waits one heartbeat interval as usual, and join tries again until one session
@@ -927,7 +935,9 @@ impl Shared {
 
     /// Expires members and publishes the view if it changed.
     fn publish(&self) {
-        let me = self.acts_as_owner().then_some(&self.me);
+        let me = self.holds_lease().then_some(&self.me);
+        let owner = self.acts_as_owner();
+        let flipped = self.published_owner.swap(owner, Ordering::AcqRel) != owner;
         let members = match self.state.lock() {
             Ok(mut state) => {
                 state.expire(Instant::now(), self.settings.session_timeout);
@@ -936,7 +946,7 @@ impl Shared {
             Err(_) => return,
         };
         self.view.send_if_modified(|view| {
-            if view.members == members {
+            if view.members == members && !flipped {
                 return false;
             }
             *view = Arc::new(LiveView {
