@@ -58,13 +58,20 @@
 use crate::convert;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use iggy::prelude::{HeaderKey, HeaderKind, HeaderValue, IggyMessage, IggyTimestamp};
-use iggy_common::{IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE};
+use iggy_binary_protocol::WireEncode;
+use iggy_binary_protocol::batch::{
+    BATCH_HEADER_SIZE, BATCH_MESSAGE_HEADER_SIZE, BatchHeader, MAX_TIMESTAMP_DELTA_MICROS,
+    calculate_batch_checksum,
+};
+use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
+use iggy_common::{IggyError, IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE};
 use kafka_records::{
     Attributes, BatchOptions, Compression, Header, NewRecord, RecordsError, TimestampType,
-    encode_batch, encode_batch_with_crc,
+    encode_batch_of,
 };
 use std::collections::BTreeMap;
 use std::str::FromStr;
+use twox_hash::XxHash3_64;
 
 /// User header holding the framing.
 pub const RECORD_HEADER: &str = "kafka.record";
@@ -494,83 +501,13 @@ fn build_wire(
     native: bool,
     origin_micros: u64,
 ) -> Result<IggyMessage, MappingError> {
-    let (frame, frame_len) = frame(offset_delta, batch, native);
-    let frame = &frame[..frame_len];
-    let timestamp = record.timestamp.to_le_bytes();
-    let producer = txn.map(|t| t.producer_id.to_le_bytes());
-    let marker = txn.and_then(TxnTag::marker_name);
-    let key = record.key.as_deref().filter(|_| native);
-    let user: &[Header] = if native { &record.headers } else { &[] };
-    // Names beginning `kafka.` form one range in byte order and producer headers never
-    // use it (`is_native`), so the map's order is: producer headers below the range,
-    // the bridge's own (key < marker < record < timestamp < txn), the producer headers
-    // above it.
-    let below = user.partition_point(|h| h.key.as_ref() < RESERVED_PREFIX.as_bytes());
-    let size = user
-        .iter()
-        .map(|h| entry_len(&h.key, h.value.as_deref().unwrap_or_default()))
-        .sum::<usize>()
-        + key.map_or(0, |k| entry_len(KEY_HEADER.as_bytes(), k))
-        + entry_len(RECORD_HEADER.as_bytes(), frame)
-        + entry_len(TIMESTAMP_HEADER.as_bytes(), &timestamp)
-        + producer.map_or(0, |p| entry_len(TXN_HEADER.as_bytes(), &p))
-        + marker.map_or(0, |m| entry_len(MARKER_HEADER.as_bytes(), m.as_bytes()));
-    let user_headers_length = u32::try_from(size)
-        .ok()
-        .filter(|n| *n <= MAX_USER_HEADERS_SIZE)
-        .ok_or_else(|| {
-            MappingError::Unrepresentable(format!(
-                "{size} bytes of user headers (Iggy's cap is {MAX_USER_HEADERS_SIZE})"
-            ))
-        })?;
-    let mut headers = BytesMut::with_capacity(size);
-    let put_user = |out: &mut BytesMut, hs: &[Header]| {
-        for h in hs {
-            put_entry(
-                out,
-                &h.key,
-                KIND_RAW,
-                h.value.as_deref().unwrap_or_default(),
-            );
-        }
+    let parts = WireParts::of(record, offset_delta, batch, txn, native)?;
+    let mut headers = BytesMut::with_capacity(parts.headers_len as usize);
+    parts.put_headers(&mut headers);
+    let payload = match parts.envelope {
+        Some(envelope) => envelope,
+        None => record.value.clone().unwrap_or_default(),
     };
-    put_user(&mut headers, &user[..below]);
-    if let Some(k) = key {
-        put_entry(&mut headers, KEY_HEADER.as_bytes(), KIND_RAW, k);
-    }
-    if let Some(m) = marker {
-        put_entry(
-            &mut headers,
-            MARKER_HEADER.as_bytes(),
-            KIND_RAW,
-            m.as_bytes(),
-        );
-    }
-    put_entry(&mut headers, RECORD_HEADER.as_bytes(), KIND_RAW, frame);
-    put_entry(
-        &mut headers,
-        TIMESTAMP_HEADER.as_bytes(),
-        KIND_INT64,
-        &timestamp,
-    );
-    if let Some(p) = &producer {
-        put_entry(&mut headers, TXN_HEADER.as_bytes(), KIND_INT64, p);
-    }
-    put_user(&mut headers, &user[below..]);
-    let payload = if native {
-        record.value.clone().unwrap_or_default()
-    } else {
-        envelope(record)?
-    };
-    let payload_length = u32::try_from(payload.len())
-        .ok()
-        .filter(|n| (1..=MAX_PAYLOAD_SIZE).contains(n))
-        .ok_or_else(|| {
-            MappingError::Unrepresentable(format!(
-                "a payload of {} bytes (Iggy takes 1 to {MAX_PAYLOAD_SIZE})",
-                payload.len()
-            ))
-        })?;
     Ok(IggyMessage {
         header: IggyMessageHeader {
             checksum: 0,
@@ -578,13 +515,431 @@ fn build_wire(
             offset: 0,
             timestamp: 0,
             origin_timestamp: origin_micros,
-            user_headers_length,
-            payload_length,
+            user_headers_length: parts.headers_len,
+            payload_length: parts.payload_len,
             reserved: 0,
         },
         payload,
         user_headers: Some(headers.freeze()),
     })
+}
+
+/// One record as Iggy stores it, checked against Iggy's limits but not yet written:
+/// the `kafka.record` frame, the other user header fields, their total size and the
+/// payload. [`build_wire`] makes a message of it, [`put_message`] writes it straight
+/// into a send.
+struct WireParts<'a> {
+    frame: [u8; MAX_FRAME_LEN],
+    frame_len: usize,
+    timestamp: [u8; 8],
+    producer: Option<[u8; 8]>,
+    marker: Option<&'static str>,
+    key: Option<&'a [u8]>,
+    user: &'a [Header],
+    /// The producer headers that sort below the `kafka.` range.
+    below: usize,
+    headers_len: u32,
+    /// The envelope payload; `None` in native form, where the payload is the value.
+    envelope: Option<Bytes>,
+    value: &'a [u8],
+    payload_len: u32,
+}
+
+impl<'a> WireParts<'a> {
+    fn of(
+        record: &'a NewRecord,
+        offset_delta: i32,
+        batch: Option<&BatchFrame>,
+        txn: Option<&TxnTag>,
+        native: bool,
+    ) -> Result<Self, MappingError> {
+        let (frame, frame_len) = frame(offset_delta, batch, native);
+        let timestamp = record.timestamp.to_le_bytes();
+        let producer = txn.map(|t| t.producer_id.to_le_bytes());
+        let marker = txn.and_then(TxnTag::marker_name);
+        let key = record.key.as_deref().filter(|_| native);
+        let user: &[Header] = if native { &record.headers } else { &[] };
+        // Names beginning `kafka.` form one range in byte order and producer headers never
+        // use it (`is_native`), so the map's order is: producer headers below the range,
+        // the bridge's own (key < marker < record < timestamp < txn), the producer headers
+        // above it.
+        let below = user.partition_point(|h| h.key.as_ref() < RESERVED_PREFIX.as_bytes());
+        let size = user
+            .iter()
+            .map(|h| entry_len(&h.key, h.value.as_deref().unwrap_or_default()))
+            .sum::<usize>()
+            + key.map_or(0, |k| entry_len(KEY_HEADER.as_bytes(), k))
+            + entry_len(RECORD_HEADER.as_bytes(), &frame[..frame_len])
+            + entry_len(TIMESTAMP_HEADER.as_bytes(), &timestamp)
+            + producer.map_or(0, |p| entry_len(TXN_HEADER.as_bytes(), &p))
+            + marker.map_or(0, |m| entry_len(MARKER_HEADER.as_bytes(), m.as_bytes()));
+        let headers_len = u32::try_from(size)
+            .ok()
+            .filter(|n| *n <= MAX_USER_HEADERS_SIZE)
+            .ok_or_else(|| {
+                MappingError::Unrepresentable(format!(
+                    "{size} bytes of user headers (Iggy's cap is {MAX_USER_HEADERS_SIZE})"
+                ))
+            })?;
+        let (envelope, value) = if native {
+            (None, record.value.as_deref().unwrap_or_default())
+        } else {
+            (Some(envelope(record)?), &[][..])
+        };
+        let len = envelope.as_ref().map_or(value.len(), Bytes::len);
+        let payload_len = u32::try_from(len)
+            .ok()
+            .filter(|n| (1..=MAX_PAYLOAD_SIZE).contains(n))
+            .ok_or_else(|| {
+                MappingError::Unrepresentable(format!(
+                    "a payload of {len} bytes (Iggy takes 1 to {MAX_PAYLOAD_SIZE})"
+                ))
+            })?;
+        Ok(Self {
+            frame,
+            frame_len,
+            timestamp,
+            producer,
+            marker,
+            key,
+            user,
+            below,
+            headers_len,
+            envelope,
+            value,
+            payload_len,
+        })
+    }
+
+    fn payload(&self) -> &[u8] {
+        self.envelope.as_deref().unwrap_or(self.value)
+    }
+
+    /// Writes the user headers in Iggy's wire form (`headers_len` bytes).
+    fn put_headers(&self, out: &mut BytesMut) {
+        let put_user = |out: &mut BytesMut, hs: &[Header]| {
+            for h in hs {
+                put_entry(
+                    out,
+                    &h.key,
+                    KIND_RAW,
+                    h.value.as_deref().unwrap_or_default(),
+                );
+            }
+        };
+        put_user(out, &self.user[..self.below]);
+        if let Some(k) = self.key {
+            put_entry(out, KEY_HEADER.as_bytes(), KIND_RAW, k);
+        }
+        if let Some(m) = self.marker {
+            put_entry(out, MARKER_HEADER.as_bytes(), KIND_RAW, m.as_bytes());
+        }
+        put_entry(
+            out,
+            RECORD_HEADER.as_bytes(),
+            KIND_RAW,
+            &self.frame[..self.frame_len],
+        );
+        put_entry(
+            out,
+            TIMESTAMP_HEADER.as_bytes(),
+            KIND_INT64,
+            &self.timestamp,
+        );
+        if let Some(p) = &self.producer {
+            put_entry(out, TXN_HEADER.as_bytes(), KIND_INT64, p);
+        }
+        put_user(out, &self.user[self.below..]);
+    }
+}
+
+/// Where a message's fields sit in its header on Iggy's wire (all little-endian):
+/// checksum u64, id u128, offset delta u32, timestamp delta u32, user header length
+/// u32, payload length u32, reserved u64; the payload and the user headers follow.
+const AT_ID: usize = 8;
+const AT_OFFSET_DELTA: usize = 24;
+const AT_TIMESTAMP_DELTA: usize = 28;
+const AT_HEADERS_LEN: usize = 32;
+const AT_PAYLOAD_LEN: usize = 36;
+
+/// The messages of one append written as Iggy takes them in a send, one after the
+/// other in one buffer: the values and keys of the produced batch are copied once,
+/// straight to where the request carries them, with no message object, header buffer
+/// or reference count per record.
+///
+/// What depends on the send an append joins is left zero and filled in by
+/// [`send_body`]: each message's id, offset delta (its place in the send), timestamp
+/// delta (from the send's earliest origin) and checksum. The buffer starts with `room`
+/// bytes for the request's routing fields and batch header, so a send of one append is
+/// finished in place.
+#[derive(Debug)]
+pub struct WireMessages {
+    buf: BytesMut,
+    room: usize,
+    count: usize,
+    data_bytes: usize,
+    origin_micros: u64,
+}
+
+/// Bytes a message takes on Iggy's wire beyond its Kafka record's key and value, for
+/// sizing a send's buffer up front (it then never grows, so never moves): the message
+/// header, and the user headers the bridge adds (`kafka.record` with a first record's
+/// frame, `kafka.timestamp`, the name of `kafka.key`), rounded up.
+pub const MESSAGE_OVERHEAD: usize = 128;
+
+/// A position in a [`WireMessages`], to rewrite the message that starts there.
+#[derive(Debug, Clone, Copy)]
+pub struct WireMark {
+    len: usize,
+}
+
+impl WireMessages {
+    /// An empty set with `room` bytes in front (see [`send_room`]) and space for about
+    /// `capacity` bytes of messages; `origin_micros` is the origin timestamp of every
+    /// message in it.
+    pub fn new(room: usize, capacity: usize, origin_micros: u64) -> Self {
+        let mut buf = BytesMut::with_capacity(room.saturating_add(capacity));
+        buf.resize(room, 0);
+        Self {
+            buf,
+            room,
+            count: 0,
+            data_bytes: 0,
+            origin_micros,
+        }
+    }
+
+    /// Messages held.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Whether no message is held.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Payload and user header bytes held (what a send queue counts).
+    pub fn data_bytes(&self) -> usize {
+        self.data_bytes
+    }
+
+    /// Bytes of the messages as they travel (headers included).
+    pub fn wire_len(&self) -> usize {
+        self.buf.len() - self.room
+    }
+
+    /// Where the next message will start.
+    pub fn mark(&self) -> WireMark {
+        WireMark {
+            len: self.buf.len(),
+        }
+    }
+
+    /// Appends the message for one Kafka record: the same bytes the SDK sends for
+    /// [`to_message_at`]'s message (native form when possible, else the envelope).
+    /// On an error nothing is written.
+    pub fn push(
+        &mut self,
+        record: &NewRecord,
+        offset_delta: i32,
+        batch: Option<&BatchFrame>,
+        txn: Option<&TxnTag>,
+    ) -> Result<(), MappingError> {
+        let parts = if is_native(record) {
+            match WireParts::of(record, offset_delta, batch, txn, true) {
+                Ok(parts) => parts,
+                // As in `to_message_at`: headers over Iggy's total cap take the envelope.
+                Err(MappingError::Unrepresentable(_)) => {
+                    WireParts::of(record, offset_delta, batch, txn, false)?
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            WireParts::of(record, offset_delta, batch, txn, false)?
+        };
+        let payload = parts.payload();
+        self.buf
+            .reserve(BATCH_MESSAGE_HEADER_SIZE + payload.len() + parts.headers_len as usize);
+        self.buf.put_u64_le(0); // checksum
+        self.buf.put_u128_le(0); // id
+        self.buf.put_u32_le(0); // offset delta
+        self.buf.put_u32_le(0); // timestamp delta
+        self.buf.put_u32_le(parts.headers_len);
+        self.buf.put_u32_le(parts.payload_len);
+        self.buf.put_u64_le(0); // reserved
+        self.buf.put_slice(payload);
+        parts.put_headers(&mut self.buf);
+        self.count += 1;
+        self.data_bytes = self
+            .data_bytes
+            .saturating_add(payload.len() + parts.headers_len as usize);
+        Ok(())
+    }
+
+    /// Writes the message that starts at `mark` again, for `record` with these fields;
+    /// the messages after it stay as they are. On an error nothing changes.
+    pub fn rewrite(
+        &mut self,
+        mark: WireMark,
+        record: &NewRecord,
+        offset_delta: i32,
+        batch: Option<&BatchFrame>,
+        txn: Option<&TxnTag>,
+    ) -> Result<(), MappingError> {
+        let Some(old_len) = frame_len_at(&self.buf, mark.len) else {
+            return Err(MappingError::Unrepresentable(
+                "no message at the rewrite mark".into(),
+            ));
+        };
+        let mut again = WireMessages::new(0, old_len + CRC_LEN, self.origin_micros);
+        again.push(record, offset_delta, batch, txn)?;
+        let old_data = old_len - BATCH_MESSAGE_HEADER_SIZE;
+        if again.buf.len() == old_len {
+            self.buf[mark.len..mark.len + old_len].copy_from_slice(&again.buf);
+        } else {
+            let rest = self.buf.split_off(mark.len + old_len);
+            self.buf.truncate(mark.len);
+            self.buf.extend_from_slice(&again.buf);
+            self.buf.extend_from_slice(&rest);
+        }
+        self.data_bytes = self.data_bytes - old_data + again.data_bytes;
+        Ok(())
+    }
+}
+
+/// The length of the message whose header starts at `at`, when it is all there.
+fn frame_len_at(buf: &[u8], at: usize) -> Option<usize> {
+    let le = |from: usize| -> Option<usize> {
+        let b = buf.get(at + from..at + from + 4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    let len = BATCH_MESSAGE_HEADER_SIZE + le(AT_HEADERS_LEN)? + le(AT_PAYLOAD_LEN)?;
+    (at + len <= buf.len()).then_some(len)
+}
+
+/// Bytes in front of the messages in a send's request: the routing fields (their
+/// length, stream, topic, partitioning, message count) and the batch header.
+pub fn send_room(
+    stream: &WireIdentifier,
+    topic: &WireIdentifier,
+    partitioning: &WirePartitioning,
+) -> usize {
+    4 + stream.encoded_size()
+        + topic.encoded_size()
+        + partitioning.encoded_size()
+        + 4
+        + BATCH_HEADER_SIZE
+}
+
+/// A `SendMessages` request body and what the sender needs to know about it.
+#[derive(Debug)]
+pub struct SendBody {
+    /// The body, as the SDK's `SendMessagesEncoder` writes it.
+    pub body: Bytes,
+    /// The id of the first message.
+    pub first_id: u128,
+    /// Messages in the body.
+    pub count: usize,
+}
+
+/// The `SendMessages` request body of `appends`, in order (byte for byte what the SDK
+/// sends for the same messages, ids and origin timestamps; a test checks it). Each
+/// message gets the next of `next_id`, its place in the send and its timestamp delta,
+/// then its checksum; then the batch header and routing fields are written in front.
+/// A single append whose room fits is finished in its own buffer; several are copied
+/// into one.
+///
+/// Errors are the ones the SDK gives for the same send: no messages, a timestamp delta
+/// past its field, or a body past a request's size field.
+pub fn send_body(
+    appends: Vec<WireMessages>,
+    stream: &WireIdentifier,
+    topic: &WireIdentifier,
+    partitioning: &WirePartitioning,
+    mut next_id: impl FnMut() -> u128,
+) -> Result<SendBody, IggyError> {
+    let room = send_room(stream, topic, partitioning);
+    let count: usize = appends.iter().map(|a| a.count).sum();
+    if count == 0 {
+        return Err(IggyError::InvalidMessagesCount);
+    }
+    let message_count = u32::try_from(count).map_err(|_| IggyError::InvalidCommand)?;
+    let earliest = appends
+        .iter()
+        .filter(|a| a.count > 0)
+        .map(|a| a.origin_micros)
+        .min()
+        .unwrap_or(0);
+    // Per append: its message count and timestamp delta, in order.
+    let mut runs = Vec::with_capacity(appends.len());
+    for a in &appends {
+        let delta = a.origin_micros - earliest;
+        if delta > MAX_TIMESTAMP_DELTA_MICROS {
+            return Err(IggyError::InvalidMessageTimestampDelta(delta));
+        }
+        // Checked just above: the delta fits its u32 field.
+        runs.push((a.count, delta as u32));
+    }
+    let mut buf = match <[WireMessages; 1]>::try_from(appends) {
+        Ok([only]) if only.room == room => only.buf,
+        Ok([only]) => joined(room, std::slice::from_ref(&only)),
+        Err(appends) => joined(room, &appends),
+    };
+    let batch_size = buf.len() - room + BATCH_HEADER_SIZE;
+    let batch_length = u32::try_from(batch_size).map_err(|_| IggyError::InvalidCommand)?;
+    let blob_start = room;
+    let mut at = blob_start;
+    let mut index: u32 = 0;
+    let mut first_id = 0;
+    for (n, timestamp_delta) in runs {
+        for _ in 0..n {
+            // Every message was written whole by `push`, so its lengths are there.
+            let len = frame_len_at(&buf, at).ok_or(IggyError::InvalidCommand)?;
+            let id = next_id();
+            if index == 0 {
+                first_id = id;
+            }
+            let frame = &mut buf[at..at + len];
+            frame[AT_ID..AT_ID + 16].copy_from_slice(&id.to_le_bytes());
+            frame[AT_OFFSET_DELTA..AT_OFFSET_DELTA + 4].copy_from_slice(&index.to_le_bytes());
+            frame[AT_TIMESTAMP_DELTA..AT_TIMESTAMP_DELTA + 4]
+                .copy_from_slice(&timestamp_delta.to_le_bytes());
+            let checksum = XxHash3_64::oneshot(&frame[8..]);
+            frame[..8].copy_from_slice(&checksum.to_le_bytes());
+            at += len;
+            index += 1;
+        }
+    }
+    let mut header = BatchHeader::new(0, earliest, u64::from(batch_length), message_count);
+    header.batch_checksum = calculate_batch_checksum(&header, &buf[blob_start..]);
+    let header_start = room - BATCH_HEADER_SIZE;
+    header.encode_into(&mut buf[header_start..room]);
+    let mut routing = BytesMut::with_capacity(header_start);
+    let inner = header_start - 4;
+    // The routing fields are a few dozen bytes: identifiers are at most 255 long.
+    routing.put_u32_le(inner as u32);
+    stream.encode(&mut routing);
+    topic.encode(&mut routing);
+    partitioning.encode(&mut routing);
+    routing.put_u32_le(message_count);
+    buf[..header_start].copy_from_slice(&routing);
+    Ok(SendBody {
+        body: buf.freeze(),
+        first_id,
+        count,
+    })
+}
+
+/// The messages of `appends` copied after `room` zero bytes.
+fn joined(room: usize, appends: &[WireMessages]) -> BytesMut {
+    let total = appends.iter().map(WireMessages::wire_len).sum::<usize>();
+    let mut buf = BytesMut::with_capacity(room + total);
+    buf.resize(room, 0);
+    for a in appends {
+        buf.extend_from_slice(&a.buf[a.room..]);
+    }
+    buf
 }
 
 /// The message through the SDK's builder and a header map: the reference the direct
@@ -637,7 +992,8 @@ fn build(
 struct Scanned {
     timestamp: Option<i64>,
     txn: Option<i64>,
-    frame: Option<Bytes>,
+    /// Where the `kafka.record` value lies in the wire form (read in place, no slice).
+    frame: Option<(usize, usize)>,
     key: Option<Bytes>,
     headers: Vec<Header>,
 }
@@ -684,7 +1040,7 @@ fn scan_headers(wire: &Bytes) -> Option<Scanned> {
                     out.txn = Some(i64::from_le_bytes(v));
                 }
             }
-            n if n == RECORD_HEADER.as_bytes() => out.frame = Some(wire.slice(vs..ve)),
+            n if n == RECORD_HEADER.as_bytes() => out.frame = Some((vs, ve)),
             n if n == KEY_HEADER.as_bytes() => out.key = Some(wire.slice(vs..ve)),
             _ => out
                 .headers
@@ -701,24 +1057,34 @@ pub fn from_message(message: &IggyMessage) -> Result<MappedRecord, MappingError>
         None => Some(Scanned::default()),
     };
     match scanned {
-        Some(scanned) => from_scanned(message, scanned),
+        Some(scanned) => from_scanned(message, message.payload.clone(), scanned),
         None => from_message_mapped(message),
     }
 }
 
-fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, MappingError> {
+/// `payload` is the message's payload, handed over (a polled message is consumed, so
+/// its payload moves into the record instead of being shared once more).
+fn from_scanned(
+    message: &IggyMessage,
+    payload: Bytes,
+    s: Scanned,
+) -> Result<MappedRecord, MappingError> {
     let offset = message.header.offset;
     // Iggy timestamps are microseconds since the epoch.
     let timestamp = s
         .timestamp
         .unwrap_or_else(|| convert::kafka_i64(message.header.origin_timestamp / 1000));
-    let Some(frame) = s.frame else {
+    let frame = match (s.frame, &message.user_headers) {
+        (Some((start, end)), Some(wire)) => wire.get(start..end),
+        _ => None,
+    };
+    let Some(frame) = frame else {
         return Ok(MappedRecord {
             offset,
             record: NewRecord {
                 timestamp,
                 key: s.key,
-                value: Some(message.payload.clone()),
+                value: Some(payload),
                 headers: s.headers,
             },
             offset_delta: None,
@@ -727,16 +1093,18 @@ fn from_scanned(message: &IggyMessage, s: Scanned) -> Result<MappedRecord, Mappi
             txn: None,
         });
     };
-    let (offset_delta, batch, envelope) = parse_frame(&frame)?;
+    let (offset_delta, batch, envelope) = parse_frame(frame)?;
     let record = if envelope {
-        envelope_record(&message.payload, timestamp)?
+        envelope_record(&payload, timestamp)?
     } else {
         let mut headers = s.headers;
-        headers.retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
+        if !headers.is_empty() {
+            headers.retain(|h| !h.key.starts_with(RESERVED_PREFIX.as_bytes()));
+        }
         NewRecord {
             timestamp,
             key: s.key,
-            value: Some(message.payload.clone()),
+            value: Some(payload),
             headers,
         }
     };
@@ -931,30 +1299,21 @@ pub fn partial_frame(
 /// With the producer's frame (the run is the whole batch) the batch is rebuilt with its
 /// header fields and codec; otherwise (a message from a native producer, or a batch whose
 /// front was removed by Iggy retention) it is a plain uncompressed CreateTime batch.
-pub fn encode_run(
+/// The records may be lent by the values holding them (as [`MappedRecord`]s read back
+/// are), so a run is encoded where it lies, without moving each record out first.
+pub fn encode_run<R: AsRef<NewRecord>>(
     base_offset: i64,
     frame: Option<&BatchFrame>,
-    records: &[NewRecord],
+    records: &[R],
     out: &mut BytesMut,
 ) -> Result<(), RecordsError> {
-    let options = match frame {
-        Some(frame) => frame.options(base_offset)?,
-        None => BatchOptions {
-            base_offset,
-            compression: Compression::None,
-            timestamp_type: TimestampType::CreateTime,
-            ..BatchOptions::default()
-        },
-    };
-    match frame.and_then(|f| f.crc) {
-        Some(crc) => encode_batch_with_crc(&options, records, crc, out),
-        None => encode_batch(&options, records, out),
-    }
+    encode_run_of(base_offset, frame, records, out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafka_records::encode_batch;
     use proptest::prelude::*;
 
     fn with_offset(mut message: IggyMessage, offset: u64) -> IggyMessage {
@@ -1471,6 +1830,462 @@ mod tests {
         #[test]
         fn envelope_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = parse_envelope(&Bytes::from(bytes));
+        }
+    }
+}
+
+#[cfg(test)]
+mod send_tests {
+    use super::*;
+    use iggy_binary_protocol::batch::{decode_batch_slice, verify_and_recompute_batch_checksum};
+    use iggy_binary_protocol::requests::messages::send_messages::{
+        RawMessage, SendMessagesEncoder,
+    };
+
+    fn rec(key: Option<&[u8]>, value: Option<&[u8]>, headers: Vec<Header>) -> NewRecord {
+        NewRecord {
+            timestamp: 1_700_000_000_123,
+            key: key.map(Bytes::copy_from_slice),
+            value: value.map(Bytes::copy_from_slice),
+            headers,
+        }
+    }
+
+    fn h(name: &str, value: Option<&[u8]>) -> Header {
+        Header::new(
+            Bytes::copy_from_slice(name.as_bytes()),
+            value.map(Bytes::copy_from_slice),
+        )
+    }
+
+    /// An append: its origin timestamp, and per record the record, its offset delta,
+    /// its batch frame (first records only) and whether it carries its transaction.
+    type Append = (u64, Vec<(NewRecord, i32, Option<BatchFrame>, bool)>);
+
+    fn frame(crc: Option<u32>, attributes: i16) -> BatchFrame {
+        BatchFrame {
+            attributes,
+            partition_leader_epoch: 3,
+            base_timestamp: 1_700_000_000_000,
+            producer_id: 42,
+            producer_epoch: 1,
+            base_sequence: 9,
+            record_count: 4,
+            crc,
+        }
+    }
+
+    /// Records of every form: native with key and headers on both sides of the
+    /// `kafka.` range, envelope (null value, repeated header names, null header value,
+    /// an empty key), a big value, headers past Iggy's cap.
+    fn records() -> Vec<NewRecord> {
+        let big = vec![7u8; 5000];
+        let many: Vec<Header> = (0..500)
+            .map(|i| h(&format!("h{i:04}"), Some(&[1u8; 250])))
+            .collect();
+        vec![
+            rec(
+                Some(b"k"),
+                Some(b"value"),
+                vec![h("a", Some(b"1")), h("z", Some(b"2"))],
+            ),
+            rec(None, Some(b"v"), vec![]),
+            rec(Some(b"key"), None, vec![]),
+            rec(
+                Some(b""),
+                Some(b"x"),
+                vec![h("b", None), h("b", Some(b"y"))],
+            ),
+            rec(None, Some(&big), vec![]),
+            rec(None, Some(b"many"), many),
+        ]
+    }
+
+    /// The reference: the SDK's messages for the same records, through its encoder.
+    fn reference(appends: &[Append], first_id: u128) -> Vec<u8> {
+        let mut messages = Vec::new();
+        for (origin, records) in appends {
+            for (record, delta, frame, txn) in records {
+                let tag = if *txn {
+                    frame.as_ref().and_then(|f| TxnTag::of(f, record))
+                } else {
+                    None
+                };
+                messages.push(
+                    to_message_at(record, *delta, frame.as_ref(), tag.as_ref(), *origin).unwrap(),
+                );
+            }
+        }
+        let raw: Vec<RawMessage<'_>> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| RawMessage {
+                id: first_id + i as u128,
+                origin_timestamp: m.header.origin_timestamp,
+                headers: m.user_headers.as_deref(),
+                payload: &m.payload,
+            })
+            .collect();
+        let (s, t, p) = target();
+        let mut buf = BytesMut::new();
+        SendMessagesEncoder::encode(&mut buf, &s, &t, &p, &raw).unwrap();
+        buf.to_vec()
+    }
+
+    fn target() -> (WireIdentifier, WireIdentifier, WirePartitioning) {
+        (
+            WireIdentifier::named("kafka-stream").unwrap(),
+            WireIdentifier::named("orders").unwrap(),
+            WirePartitioning::PartitionId(3),
+        )
+    }
+
+    fn ours(appends: &[Append], first_id: u128, room: Option<usize>) -> SendBody {
+        let (s, t, p) = target();
+        let room = room.unwrap_or_else(|| send_room(&s, &t, &p));
+        let wire = appends
+            .iter()
+            .map(|(origin, records)| {
+                let mut w = WireMessages::new(room, 16, *origin);
+                for (record, delta, frame, txn) in records {
+                    let tag = if *txn {
+                        frame.as_ref().and_then(|f| TxnTag::of(f, record))
+                    } else {
+                        None
+                    };
+                    w.push(record, *delta, frame.as_ref(), tag.as_ref())
+                        .unwrap();
+                }
+                w
+            })
+            .collect();
+        let mut next = first_id;
+        send_body(wire, &s, &t, &p, || {
+            next += 1;
+            next - 1
+        })
+        .unwrap()
+    }
+
+    fn appends() -> Vec<Append> {
+        let records = records();
+        let first: Vec<_> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let f = (i == 0).then(|| frame(Some(0xdead_beef), 0));
+                (r.clone(), i as i32, f, false)
+            })
+            .collect();
+        let txn: Vec<_> = records
+            .iter()
+            .take(3)
+            .enumerate()
+            .map(|(i, r)| {
+                (
+                    r.clone(),
+                    i as i32,
+                    Some(frame(None, ATTR_TRANSACTIONAL)),
+                    true,
+                )
+            })
+            .collect();
+        vec![
+            (1_000_000, first),
+            (1_000_500, txn),
+            (
+                999_900,
+                records[..1]
+                    .iter()
+                    .map(|r| (r.clone(), 0, None, false))
+                    .collect(),
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_send_is_byte_for_byte_the_sdks() {
+        let appends = appends();
+        for n in 1..=appends.len() {
+            let group = &appends[..n];
+            let expected = reference(group, 77);
+            for room in [None, Some(0), Some(5)] {
+                let body = ours(group, 77, room);
+                assert_eq!(
+                    body.body.as_ref(),
+                    expected.as_slice(),
+                    "{n} appends, room {room:?}"
+                );
+                assert_eq!(body.first_id, 77);
+                assert_eq!(
+                    body.count,
+                    group.iter().map(|(_, r)| r.len()).sum::<usize>()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_send_passes_the_servers_checks() {
+        let body = ours(&appends(), 1, None);
+        let metadata = u32::from_le_bytes(body.body[..4].try_into().unwrap()) as usize;
+        let batch = decode_batch_slice(&body.body[4 + metadata..]).unwrap();
+        let checksum = verify_and_recompute_batch_checksum(&batch).unwrap();
+        assert_eq!(checksum, batch.header.batch_checksum);
+        // A flipped payload byte is caught.
+        let mut bad = body.body.to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        let checked = decode_batch_slice(&bad[4 + metadata..])
+            .and_then(|batch| verify_and_recompute_batch_checksum(&batch));
+        assert!(checked.is_err());
+    }
+
+    #[test]
+    fn data_bytes_count_payloads_and_user_headers() {
+        let mut w = WireMessages::new(0, 0, 1);
+        let mut expected = 0;
+        for r in records() {
+            let m = to_message_at(&r, 1, None, None, 1).unwrap();
+            expected += m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len);
+            w.push(&r, 1, None, None).unwrap();
+        }
+        assert_eq!(w.data_bytes(), expected);
+        assert_eq!(w.count(), records().len());
+    }
+
+    #[test]
+    fn a_rewritten_first_message_is_the_one_written_so() {
+        for crc in [None, Some(5)] {
+            let records = records();
+            let mut w = WireMessages::new(0, 0, 10);
+            let mark = w.mark();
+            w.push(&records[0], 0, Some(&frame(Some(1), 0)), None)
+                .unwrap();
+            for r in &records[1..] {
+                w.push(r, 1, None, None).unwrap();
+            }
+            w.rewrite(mark, &records[0], 0, Some(&frame(crc, 0)), None)
+                .unwrap();
+            let mut direct = WireMessages::new(0, 0, 10);
+            direct
+                .push(&records[0], 0, Some(&frame(crc, 0)), None)
+                .unwrap();
+            for r in &records[1..] {
+                direct.push(r, 1, None, None).unwrap();
+            }
+            assert_eq!(w.buf, direct.buf);
+            assert_eq!(w.data_bytes(), direct.data_bytes());
+            assert_eq!(w.count(), direct.count());
+        }
+    }
+
+    #[test]
+    fn unrepresentable_records_write_nothing_and_sends_refuse_nothing() {
+        let mut w = WireMessages::new(3, 0, 0);
+        let huge = rec(
+            None,
+            Some(&vec![0u8; MAX_PAYLOAD_SIZE as usize + 1]),
+            vec![],
+        );
+        assert!(w.push(&huge, 0, None, None).is_err());
+        assert!(w.is_empty());
+        assert_eq!(w.wire_len(), 0);
+        let (s, t, p) = target();
+        assert!(matches!(
+            send_body(vec![w], &s, &t, &p, || 1),
+            Err(IggyError::InvalidMessagesCount)
+        ));
+        let late = WireMessages::new(0, 0, MAX_TIMESTAMP_DELTA_MICROS + 2);
+        let mut early = WireMessages::new(0, 0, 1);
+        early.push(&records()[1], 0, None, None).unwrap();
+        let mut late = late;
+        late.push(&records()[1], 0, None, None).unwrap();
+        assert!(matches!(
+            send_body(vec![early, late], &s, &t, &p, || 1),
+            Err(IggyError::InvalidMessageTimestampDelta(_))
+        ));
+    }
+}
+
+impl AsRef<NewRecord> for MappedRecord {
+    fn as_ref(&self) -> &NewRecord {
+        &self.record
+    }
+}
+
+/// [`from_message`] for a message the caller is done with (a poll's answer): its payload
+/// moves into the record instead of being shared once more and dropped with the message.
+pub fn from_polled(mut message: IggyMessage) -> Result<MappedRecord, MappingError> {
+    let scanned = match &message.user_headers {
+        Some(wire) => scan_headers(wire),
+        None => Some(Scanned::default()),
+    };
+    match scanned {
+        Some(scanned) => {
+            let payload = std::mem::take(&mut message.payload);
+            from_scanned(&message, payload, scanned)
+        }
+        None => from_message_mapped(&message),
+    }
+}
+
+fn encode_run_of<R: AsRef<NewRecord>>(
+    base_offset: i64,
+    frame: Option<&BatchFrame>,
+    records: &[R],
+    out: &mut BytesMut,
+) -> Result<(), RecordsError> {
+    let options = match frame {
+        Some(frame) => frame.options(base_offset)?,
+        None => BatchOptions {
+            base_offset,
+            compression: Compression::None,
+            timestamp_type: TimestampType::CreateTime,
+            ..BatchOptions::default()
+        },
+    };
+    encode_batch_of(&options, records, frame.and_then(|f| f.crc), out)
+}
+
+#[cfg(test)]
+mod fetch_tests {
+    use super::*;
+
+    fn polled(message: IggyMessage, offset: u64) -> IggyMessage {
+        // Through the wire form, as a poll would deliver it.
+        let mut message = IggyMessage::from_bytes(message.to_bytes()).unwrap();
+        message.header.offset = offset;
+        message
+    }
+
+    fn header(name: &str, value: &[u8]) -> Header {
+        Header::new(
+            Bytes::copy_from_slice(name.as_bytes()),
+            Some(Bytes::copy_from_slice(value)),
+        )
+    }
+
+    /// One producer batch of every shape the mapping writes: native with and without
+    /// key and headers, envelope (null value, empty header value), transactional.
+    fn batch() -> (BatchFrame, Vec<NewRecord>) {
+        let records = vec![
+            NewRecord {
+                timestamp: 1_700_000_000_000,
+                key: Some(Bytes::from_static(b"key")),
+                value: Some(Bytes::from(vec![7u8; 1000])),
+                headers: vec![header("a", b"1"), header("z", b"2")],
+            },
+            NewRecord {
+                timestamp: 1_699_999_999_990,
+                key: None,
+                value: Some(Bytes::from_static(b"v")),
+                headers: Vec::new(),
+            },
+            NewRecord {
+                timestamp: 1_700_000_000_005,
+                key: Some(Bytes::from_static(b"k")),
+                value: None,
+                headers: vec![header("h", b"")],
+            },
+            NewRecord {
+                timestamp: 1_700_000_000_006,
+                key: None,
+                value: Some(Bytes::from(vec![1u8; 100])),
+                headers: vec![header("kafka-ish", b"x")],
+            },
+        ];
+        let frame = BatchFrame {
+            attributes: ATTR_TRANSACTIONAL,
+            partition_leader_epoch: 3,
+            base_timestamp: 1_700_000_000_000,
+            producer_id: 77,
+            producer_epoch: 2,
+            base_sequence: 10,
+            record_count: 4,
+            crc: None,
+        };
+        (frame, records)
+    }
+
+    fn messages(frame: &BatchFrame, records: &[NewRecord]) -> Vec<IggyMessage> {
+        records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let first = (i == 0).then_some(frame);
+                let txn = TxnTag::of(frame, r);
+                let m = to_message_at(r, i as i32, first, txn.as_ref(), 1_000_000).unwrap();
+                polled(m, 100 + i as u64)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_consumed_message_reads_as_the_borrowed_one_does() {
+        let (frame, records) = batch();
+        let messages = messages(&frame, &records);
+        assert!(messages.iter().any(|m| {
+            let mapped = from_message(m).unwrap();
+            mapped.envelope
+        }));
+        for m in messages {
+            let borrowed = from_message(&m).unwrap();
+            assert_eq!(from_polled(m).unwrap(), borrowed);
+        }
+        // A native Iggy producer's message, and one with headers the scanner leaves to
+        // the map-based reader (an Int64 name), read the same both ways too.
+        let native = polled(
+            IggyMessage::builder()
+                .payload(Bytes::from_static(b"plain"))
+                .build()
+                .unwrap(),
+            5,
+        );
+        let mut map = BTreeMap::new();
+        map.insert(HeaderKey::from(7i64), HeaderValue::from(1i64));
+        let odd = polled(
+            IggyMessage::builder()
+                .payload(Bytes::from_static(b"odd"))
+                .user_headers(map)
+                .build()
+                .unwrap(),
+            6,
+        );
+        for m in [native, odd] {
+            let borrowed = from_message(&m).unwrap();
+            assert_eq!(from_polled(m).unwrap(), borrowed);
+        }
+    }
+
+    #[test]
+    fn a_run_encodes_where_it_lies_as_the_collected_records_do() {
+        let (frame, records) = batch();
+        let mapped: Vec<MappedRecord> = messages(&frame, &records)
+            .into_iter()
+            .map(|m| from_polled(m).unwrap())
+            .collect();
+        let plain: Vec<NewRecord> = mapped.iter().map(|m| m.record.clone()).collect();
+        assert_eq!(plain, records);
+        let partial = partial_frame(&mapped[1], Some(&frame), 3);
+        for (at, f, n) in [(0, Some(&frame), 4), (1, partial.as_ref(), 3), (2, None, 2)] {
+            let (mut collected, mut in_place) = (BytesMut::new(), BytesMut::new());
+            encode_run(
+                100 + at,
+                f,
+                &plain[at as usize..at as usize + n],
+                &mut collected,
+            )
+            .unwrap();
+            encode_run(
+                100 + at,
+                f,
+                &mapped[at as usize..at as usize + n],
+                &mut in_place,
+            )
+            .unwrap();
+            assert_eq!(collected, in_place);
+            assert!(collected.len() > 61);
         }
     }
 }

@@ -74,6 +74,12 @@ pub struct NewRecord {
     pub headers: Vec<Header>,
 }
 
+impl AsRef<NewRecord> for NewRecord {
+    fn as_ref(&self) -> &NewRecord {
+        self
+    }
+}
+
 impl From<Record> for NewRecord {
     fn from(record: Record) -> Self {
         Self {
@@ -170,19 +176,26 @@ fn put_record(
     Ok(())
 }
 
-/// Writes the records; `out` is first grown once to their exact size.
-fn put_records(out: &mut BytesMut, records: &[NewRecord], base_timestamp: i64) -> Result<()> {
+/// Writes `zeros` zero bytes (room for a header written later) and the records; `out`
+/// is first grown once to their exact size.
+fn put_records<R: AsRef<NewRecord>>(
+    out: &mut BytesMut,
+    records: &[R],
+    base_timestamp: i64,
+    zeros: usize,
+) -> Result<()> {
     let mut bodies = Vec::with_capacity(records.len());
     let mut total = 0usize;
     for (i, record) in records.iter().enumerate() {
         // The record count was checked to fit i32, so every index does too.
-        let body = body_len(record, i as i32, base_timestamp)?;
+        let body = body_len(record.as_ref(), i as i32, base_timestamp)?;
         total = total.saturating_add(varint_len(len_i32("record", body)?) + body);
         bodies.push(body);
     }
-    out.reserve(total);
+    out.reserve(total.saturating_add(zeros));
+    out.put_bytes(0, zeros);
     for (i, (record, body)) in records.iter().zip(bodies).enumerate() {
-        put_record(out, record, i as i32, base_timestamp, body)?;
+        put_record(out, record.as_ref(), i as i32, base_timestamp, body)?;
     }
     Ok(())
 }
@@ -235,9 +248,23 @@ pub fn encode_batch_with_section(
     }
 }
 
-fn encode_checked(
+/// [`encode_batch`] (or, with `crc`, [`encode_batch_with_crc`]) for records held inside
+/// other values: anything that lends a [`NewRecord`], so a caller that keeps its records
+/// wrapped with bookkeeping of its own need not move them into a vector first.
+///
+/// On error, `out` is left as it was.
+pub fn encode_batch_of<R: AsRef<NewRecord>>(
     options: &BatchOptions,
-    records: &[NewRecord],
+    records: &[R],
+    crc: Option<u32>,
+    out: &mut BytesMut,
+) -> Result<()> {
+    encode_checked(options, records, crc, out)
+}
+
+fn encode_checked<R: AsRef<NewRecord>>(
+    options: &BatchOptions,
+    records: &[R],
     crc: Option<u32>,
     out: &mut BytesMut,
 ) -> Result<()> {
@@ -249,9 +276,9 @@ fn encode_checked(
     result
 }
 
-fn encode_into(
+fn encode_into<R: AsRef<NewRecord>>(
     options: &BatchOptions,
-    records: &[NewRecord],
+    records: &[R],
     known_crc: Option<u32>,
     out: &mut BytesMut,
     start: usize,
@@ -260,20 +287,20 @@ fn encode_into(
     let count = len_i32("record count", records.len())?;
     let base_timestamp = options
         .base_timestamp
-        .or(records.first().map(|r| r.timestamp))
+        .or(records.first().map(|r| r.as_ref().timestamp))
         .unwrap_or(NO_TIMESTAMP);
     let max_timestamp = records
         .iter()
-        .map(|r| r.timestamp)
+        .map(|r| r.as_ref().timestamp)
         .max()
         .unwrap_or(NO_TIMESTAMP);
 
-    out.put_bytes(0, BATCH_HEADER_LEN);
     match options.compression {
-        Compression::None => put_records(out, records, base_timestamp)?,
+        Compression::None => put_records(out, records, base_timestamp, BATCH_HEADER_LEN)?,
         codec => {
+            out.put_bytes(0, BATCH_HEADER_LEN);
             let mut plain = BytesMut::new();
-            put_records(&mut plain, records, base_timestamp)?;
+            put_records(&mut plain, records, base_timestamp, 0)?;
             codec::compress(codec, &plain, out)?;
             if let Some(keep) = keep_section {
                 *keep = Some(plain.freeze());
@@ -623,5 +650,48 @@ mod tests {
         let mut out = BytesMut::new();
         encode_batch(&options, &[NewRecord::default()], &mut out).unwrap();
         assert_eq!(exact_crc(&out.freeze()), None);
+    }
+
+    /// Records inside other values encode as the same records in a vector would, with
+    /// or without a given CRC.
+    #[test]
+    fn wrapped_records_encode_as_plain_ones() {
+        struct Wrapped(u64, NewRecord);
+        impl AsRef<NewRecord> for Wrapped {
+            fn as_ref(&self) -> &NewRecord {
+                &self.1
+            }
+        }
+        let records: Vec<NewRecord> = (0..5i64)
+            .map(|i| NewRecord {
+                timestamp: 1_000 + i * 7 - 20 * (i % 2),
+                key: (i % 2 == 0).then(|| Bytes::from(vec![b'k'; i as usize])),
+                value: (i != 3).then(|| Bytes::from(vec![b'v'; 100 * i as usize])),
+                headers: vec![Header::new(Bytes::from_static(b"h"), None)],
+            })
+            .collect();
+        let wrapped: Vec<Wrapped> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Wrapped(i as u64, r.clone()))
+            .collect();
+        assert_eq!(wrapped[4].0, 4);
+        for compression in [Compression::None, Compression::Gzip] {
+            let options = BatchOptions {
+                base_offset: 42,
+                compression,
+                ..BatchOptions::default()
+            };
+            let (mut plain, mut of) = (BytesMut::from(&b"x"[..]), BytesMut::from(&b"x"[..]));
+            encode_batch(&options, &records, &mut plain).unwrap();
+            encode_batch_of(&options, &wrapped, None, &mut of).unwrap();
+            assert_eq!(plain, of);
+            let crc = u32::from_be_bytes(plain[18..22].try_into().unwrap());
+            let (mut with, mut of) = (BytesMut::new(), BytesMut::new());
+            encode_batch_with_crc(&options, &records, crc ^ 1, &mut with).unwrap();
+            encode_batch_of(&options, &wrapped, Some(crc ^ 1), &mut of).unwrap();
+            assert_eq!(with, of);
+            assert_eq!(&with[17..21], &(crc ^ 1).to_be_bytes());
+        }
     }
 }

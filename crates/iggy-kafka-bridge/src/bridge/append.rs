@@ -17,16 +17,17 @@
 //! and record count) join the held batch or are answered from the last batches that
 //! landed ([`Landed`]), so they are not written twice.
 
+use super::session::send_messages_raw;
 use super::topics::Resolved;
 use super::{IggyBridge, named, poisoned};
 use crate::config::IggyTopicRef;
 use crate::convert;
 use crate::errors::Op;
-use crate::mapping::{self, BatchFrame};
+use crate::mapping::{self, BatchFrame, WireMessages};
 use crate::partition::PartitionId;
-use bytes::Bytes;
-use iggy::prelude::{Consumer, Identifier, PollingStrategy};
-use iggy::prelude::{IggyMessage, MessageClient, Partitioning};
+use iggy::prelude::{Consumer, Identifier, MessageClient, PollingStrategy};
+use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
+use iggy_common::wire_conversions::identifier_to_wire;
 use kafka_records::{ExactReencoding, NewRecord};
 use kafka_store::{AppendOutcome, PendingAppend, StoreError, StoreResult, ValidBatch};
 use std::collections::{HashMap, VecDeque};
@@ -187,7 +188,7 @@ type Answer = tokio::sync::oneshot::Sender<StoreResult<Sent>>;
 
 /// One append's messages and where to tell it its base offset.
 struct Waiting {
-    messages: Vec<IggyMessage>,
+    messages: WireMessages,
     bytes: usize,
     key: Option<BatchKey>,
     done: Answer,
@@ -257,15 +258,12 @@ impl IggyBridge {
         r: &Arc<Resolved>,
         topic: &str,
         partition: PartitionId,
-        messages: Vec<IggyMessage>,
+        messages: WireMessages,
         key: Option<BatchKey>,
     ) -> StoreResult<Queued> {
         let config = &self.inner.config;
         let queue = self.send_queue(&r.target, partition)?;
-        let bytes = messages
-            .iter()
-            .map(|m| m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len))
-            .sum();
+        let bytes = messages.data_bytes();
         let (done, answer) = tokio::sync::oneshot::channel();
         let lead = {
             let mut q = queue.lock().map_err(poisoned)?;
@@ -350,46 +348,82 @@ impl IggyBridge {
                 max,
             });
         }
-        let mut messages: Vec<IggyMessage> = Vec::new();
         let origin = iggy::prelude::IggyTimestamp::now().as_micros();
+        // Room in front for the request's routing fields and batch header, so a send of
+        // this append alone is finished in place.
+        let room = match (
+            WireIdentifier::named(r.target.stream.as_str()),
+            WireIdentifier::named(r.target.topic.as_str()),
+        ) {
+            (Ok(s), Ok(t)) => mapping::send_room(&s, &t, &WirePartitioning::PartitionId(p.iggy())),
+            _ => 0,
+        };
+        // What the messages take: the batches' bytes (values, keys, producer headers)
+        // and the wire's own per message. A record takes at least 7 bytes of its batch,
+        // so the estimate stays within a multiple of the batches' size.
+        let capacity = batches
+            .iter()
+            .map(|b| {
+                let records = usize::try_from(b.batch().header().record_count)
+                    .unwrap_or(0)
+                    .min(b.len() / 7);
+                b.len()
+                    .saturating_add(records.saturating_mul(mapping::MESSAGE_OVERHEAD))
+            })
+            .fold(0usize, usize::saturating_add);
+        let mut messages = WireMessages::new(room, capacity, origin);
         for valid in &batches {
             // Checked whole by the broker, records already decompressed: mapped as they are.
             let batch = valid.batch();
-            let frame = mapping::frame_of(batch.header());
+            let plain = mapping::frame_of(batch.header());
+            // The first message is written as if the batch re-encodes exactly (reads then
+            // reuse its CRC), the usual case, and written again when that turns out
+            // otherwise.
+            let hoped = BatchFrame {
+                crc: Some(batch.header().crc),
+                ..plain
+            };
             let records = valid.records();
             let mut exact = ExactReencoding::new(batch);
-            let head = messages.len();
-            let mut first_record = None;
+            let mut first = None;
             for (i, record) in records.enumerate() {
                 let record = record.map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
                 exact.record(&record);
                 let delta = i32::try_from(i)
                     .map_err(|_| StoreError::CorruptBatch("too many records".into()))?;
-                let first = (i == 0).then_some(&frame);
                 let record = NewRecord::from(record);
-                let txn = mapping::TxnTag::of(&frame, &record);
-                let message = mapping::to_message_at(&record, delta, first, txn.as_ref(), origin)
-                    .map_err(|e| StoreError::LimitReached(e.to_string()))?;
-                messages.push(message);
+                let txn = mapping::TxnTag::of(&plain, &record);
+                let mark = messages.mark();
+                let mut written = None;
                 if i == 0 {
-                    first_record = Some(record);
+                    // A record that fits only without the CRC is written without it.
+                    written = match messages.push(&record, delta, Some(&hoped), txn.as_ref()) {
+                        Ok(()) => hoped.crc,
+                        Err(_) => None,
+                    };
+                }
+                if i != 0 || written.is_none() {
+                    let frame = (i == 0).then_some(&plain);
+                    messages
+                        .push(&record, delta, frame, txn.as_ref())
+                        .map_err(|e| StoreError::LimitReached(e.to_string()))?;
+                }
+                if i == 0 {
+                    first = Some((mark, record, written));
                 }
             }
-            // When the batch re-encodes exactly, reads reuse its CRC: the first message,
-            // which carries the frame, is written again with it.
-            if let (Some(crc), Some(record), Some(message)) =
-                (exact.crc(), first_record, messages.get_mut(head))
-            {
-                let frame = BatchFrame {
-                    crc: Some(crc),
-                    ..frame
-                };
-                let txn = mapping::TxnTag::of(&frame, &record);
-                *message = mapping::to_message_at(&record, 0, Some(&frame), txn.as_ref(), origin)
-                    .map_err(|e| StoreError::LimitReached(e.to_string()))?;
+            if let Some((mark, record, written)) = first {
+                let crc = exact.crc();
+                if crc != written {
+                    let frame = BatchFrame { crc, ..plain };
+                    let txn = mapping::TxnTag::of(&frame, &record);
+                    messages
+                        .rewrite(mark, &record, 0, Some(&frame), txn.as_ref())
+                        .map_err(|e| StoreError::LimitReached(e.to_string()))?;
+                }
             }
         }
-        let count = convert::kafka_count(messages.len());
+        let count = convert::kafka_count(messages.count());
         if messages.is_empty() {
             let fresh = self.require(topic, p).await?;
             let w = self.watermarks_of(&fresh, p)?;
@@ -456,28 +490,30 @@ impl IggyBridge {
             };
             let counts: Vec<i64> = group
                 .iter()
-                .map(|w| convert::kafka_count(w.messages.len()))
+                .map(|w| convert::kafka_count(w.messages.count()))
                 .collect();
             let bytes: usize = group.iter().map(|w| w.bytes).sum();
+            let count: usize = group.iter().map(|w| w.messages.count()).sum();
             let mut answers = Vec::with_capacity(group.len());
-            let mut messages = Vec::with_capacity(group.iter().map(|w| w.messages.len()).sum());
+            let mut appends = Vec::with_capacity(group.len());
             for w in group {
-                messages.extend(w.messages);
+                appends.push(w.messages);
                 answers.push((w.key, w.done));
             }
-            // Ids the bridge can look for when it must find out whether the send landed.
-            for m in &mut messages {
-                m.header.id = self.next_message_id();
-            }
-            let first_id = messages.first().map_or(0, |m| m.header.id);
-            let result = match self.send_group(r, topic, partition, &mut messages).await {
+            // Ids the bridge can look for when it must find out whether the send landed:
+            // one block per send, `first` and the `count - 1` after it.
+            let first = self.reserve_message_ids(count);
+            let first_id = self.message_id(first);
+            let result = match self
+                .send_group(r, topic, partition, appends, count, first)
+                .await
+            {
                 Err(StoreError::Timeout(why)) => {
-                    self.settle_unknown(r, topic, partition, first_id, messages.len(), &why)
+                    self.settle_unknown(r, topic, partition, first_id, count, &why)
                         .await
                 }
                 other => other,
             };
-            drop(messages);
             let Ok(mut q) = queue.lock() else { return };
             q.bytes = q.bytes.saturating_sub(bytes);
             q.appends = q.appends.saturating_sub(answers.len());
@@ -511,10 +547,16 @@ impl IggyBridge {
         }
     }
 
-    /// A fresh id for a message the bridge sends: unique within this bridge's run and,
-    /// with a random start, across runs.
-    fn next_message_id(&self) -> u128 {
-        let n = self.inner.message_ids.fetch_add(1, Ordering::Relaxed);
+    /// Reserves `count` fresh message ids for one send; the first's number (see
+    /// [`IggyBridge::message_id`]).
+    fn reserve_message_ids(&self, count: usize) -> u64 {
+        let n = u64::try_from(count).unwrap_or(u64::MAX);
+        self.inner.message_ids.fetch_add(n, Ordering::Relaxed)
+    }
+
+    /// The id of a message the bridge sends, from its reserved number: unique within
+    /// this bridge's run and, with a random start, across runs.
+    fn message_id(&self, n: u64) -> u128 {
         (u128::from(self.inner.id_prefix) << 64) | u128::from(n)
     }
 
@@ -595,13 +637,16 @@ impl IggyBridge {
         }
     }
 
-    /// One Iggy send of `messages`; the base offset of the first.
+    /// One Iggy send of `appends` (`count` messages, ids numbered from `first_id`); the
+    /// base offset of the first.
     async fn send_group(
         &self,
         r: &Arc<Resolved>,
         topic: &str,
         partition: PartitionId,
-        messages: &mut [IggyMessage],
+        appends: Vec<WireMessages>,
+        count: usize,
+        first_id: u64,
     ) -> StoreResult<Sent> {
         let (s, t) = (
             named(&r.target.stream, topic)?,
@@ -614,19 +659,19 @@ impl IggyBridge {
             .await
             .map_err(|_| StoreError::Unavailable("bridge closed".into()))?;
         let session = self.session_for(&r.target, partition);
-        let sent = self
-            .call(
-                Op::Write,
-                topic,
-                partition.kafka(),
-                session.send_messages(
-                    &s,
-                    &t,
-                    &Partitioning::partition_id(partition.iggy()),
-                    messages,
-                ),
-            )
-            .await;
+        let mut next = first_id;
+        let send = async {
+            let stream = identifier_to_wire(&s)?;
+            let topic = identifier_to_wire(&t)?;
+            let partitioning = WirePartitioning::PartitionId(partition.iggy());
+            let body = mapping::send_body(appends, &stream, &topic, &partitioning, || {
+                let id = self.message_id(next);
+                next = next.wrapping_add(1);
+                id
+            })?;
+            send_messages_raw(session, body.body).await
+        };
+        let sent = self.call(Op::Write, topic, partition.kafka(), send).await;
         let response = match sent {
             Ok(response) => response,
             Err(e) => {
@@ -655,7 +700,7 @@ impl IggyBridge {
             None => {
                 let fresh = self.require(topic, partition).await?;
                 let w = self.watermarks_of(&fresh, partition)?;
-                let count = convert::kafka_count(messages.len());
+                let count = convert::kafka_count(count);
                 Ok(Sent {
                     base_offset: w.high_watermark - count,
                     log_start_offset: w.log_start_offset,
@@ -677,7 +722,7 @@ mod tests {
             let (done, answer) = tokio::sync::oneshot::channel();
             answers.push(answer);
             q.waiting.push_back(Waiting {
-                messages: Vec::new(),
+                messages: WireMessages::new(0, 0, 0),
                 bytes,
                 key: None,
                 done,

@@ -15,7 +15,6 @@ use crate::mapping::{self, BatchFrame, MappedRecord};
 use crate::partition::PartitionId;
 use bytes::{Bytes, BytesMut};
 use iggy::prelude::{Consumer, Identifier, MessageClient, PolledMessages, PollingStrategy};
-use kafka_records::NewRecord;
 use kafka_store::{ReadOutcome, StoreError, StoreResult, Watermarks};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -105,14 +104,16 @@ impl IggyBridge {
                 .store((old * 3 + each) / 4, Ordering::Relaxed);
         }
         // Sized once: a filtered iterator would grow the vector step by step, moving
-        // the records each time.
+        // the records each time. The messages are consumed: their payloads move into
+        // the records.
         let mut records = Vec::with_capacity(polled.messages.len());
-        for m in polled.messages.iter().filter(|m| m.header.offset >= offset) {
-            records.push(mapping::from_message(m).map_err(|e| {
-                StoreError::Internal(format!(
-                    "{name}/{partition} offset {}: {e}",
-                    m.header.offset
-                ))
+        for m in polled.messages.into_iter() {
+            let at = m.header.offset;
+            if at < offset {
+                continue;
+            }
+            records.push(mapping::from_polled(m).map_err(|e| {
+                StoreError::Internal(format!("{name}/{partition} offset {at}: {e}"))
             })?);
         }
         Ok((records, polled.current_offset))
@@ -300,8 +301,10 @@ impl IggyBridge {
         }
         let mut size = 0usize;
         let mut next = buf.back().map_or(start, |m| m.offset + 1);
+        // Each run is found and encoded where it lies in `buf`, then dropped from it; a
+        // run that does not fit stays at the front for the next read.
         loop {
-            let Some(first) = buf.pop_front() else {
+            let Some(first) = buf.front() else {
                 if next >= end {
                     break;
                 }
@@ -331,66 +334,80 @@ impl IggyBridge {
             if let Some(f) = &frame
                 && !out.batches.is_empty()
                 && usize::try_from(f.record_count).map_or(true, |n| {
-                    n.saturating_mul(mapped_size(&first)) > max_bytes.saturating_sub(size)
+                    n.saturating_mul(mapped_size(first)) > max_bytes.saturating_sub(size)
                 })
             {
-                buf.push_front(first);
                 break;
             }
             let mut last_offset = first.offset;
-            let mut members = vec![first];
+            // The run is `spilled` followed by `buf[..n]`. It moves to `spilled` only
+            // when it reaches the end of `buf` and more must be polled: then `buf` can
+            // take over the poll's vector instead of every polled record moving into it.
+            let mut spilled: Vec<MappedRecord> = Vec::new();
+            let mut n = 1usize;
             if !native {
                 loop {
-                    if buf.is_empty() && next < end {
+                    if n == buf.len() && next < end {
                         // The rest of this batch, when its frame tells how much that is.
                         let want = frame
                             .as_ref()
                             .and_then(|f| usize::try_from(f.record_count).ok())
-                            .and_then(|n| n.checked_sub(members.len()))
-                            .and_then(|n| u32::try_from(n).ok())
-                            .filter(|n| *n > 0)
-                            .map_or(chunk, |n| n.min(chunk));
+                            .and_then(|count| count.checked_sub(spilled.len() + n))
+                            .and_then(|count| u32::try_from(count).ok())
+                            .filter(|count| *count > 0)
+                            .map_or(chunk, |count| count.min(chunk));
                         let more = self
                             .poll_next(&r, topic, p, next, want, &mut running)
                             .await?;
                         let Some(last) = more.last() else { break };
                         next = last.offset + 1;
+                        spilled.extend(buf.drain(..));
+                        n = 0;
                         append_records(&mut buf, more, 0);
                     }
-                    match buf.front() {
+                    match buf.get(n) {
                         Some(m) if m.offset == last_offset + 1 && belongs(m) => {
-                            if let Some(m) = buf.pop_front() {
-                                last_offset = m.offset;
-                                members.push(m);
-                            }
+                            last_offset = m.offset;
+                            n += 1;
                         }
                         _ => break,
                     }
                 }
             }
+            let count = spilled.len() + n;
+            if !spilled.is_empty() {
+                spilled.extend(buf.drain(..n));
+            }
+            // The run's first record.
+            let Some(head) = spilled.first().or(buf.front()) else {
+                break;
+            };
             // Without the whole batch (a read that starts inside it), transactional
             // records still go out as their producer's transactional batch.
             let whole = frame
-                .filter(|f| usize::try_from(f.record_count).ok() == Some(members.len()))
-                .or_else(|| mapping::partial_frame(&members[0], frame.as_ref(), members.len()));
-            let mut run = Run {
-                base: convert::kafka_i64(members[0].offset),
-                frame: whole,
-                records: members
-                    .iter_mut()
-                    .map(|m| std::mem::take(&mut m.record))
-                    .collect(),
+                .filter(|f| usize::try_from(f.record_count).ok() == Some(count))
+                .or_else(|| mapping::partial_frame(head, frame.as_ref(), count));
+            let base_offset = convert::kafka_i64(head.offset);
+            let run = if !spilled.is_empty() {
+                &spilled[..]
+            } else if buf.as_slices().0.len() >= n {
+                &buf.as_slices().0[..n]
+            } else {
+                // A run across the deque's wrap point is made contiguous first (rare:
+                // the deque wraps only where records were appended after some were
+                // dropped).
+                &buf.make_contiguous()[..n]
             };
-            let bytes = run.encode()?;
+            let bytes = encode_run(base_offset, whole.as_ref(), run)?;
             if !out.batches.is_empty() && size + bytes.len() > max_bytes {
-                // Keep the run for the next read of this partition.
-                for (m, record) in members.iter_mut().zip(run.records.drain(..)) {
-                    m.record = record;
-                }
-                for m in members.into_iter().rev() {
+                // The run stays for the next read of this partition.
+                for m in spilled.into_iter().rev() {
                     buf.push_front(m);
                 }
                 break;
+            }
+            if spilled.is_empty() {
+                buf.drain(..n);
             }
             size += bytes.len();
             out.batches.push(bytes);
@@ -426,19 +443,16 @@ enum Fast {
     Miss,
 }
 
-/// One run of consecutive records read back as one Kafka batch.
-struct Run {
-    base: i64,
-    frame: Option<BatchFrame>,
-    records: Vec<NewRecord>,
-}
-
-impl Run {
-    fn encode(&self) -> StoreResult<Bytes> {
-        let mut out = BytesMut::new();
-        mapping::encode_run(self.base, self.frame.as_ref(), &self.records, &mut out).map_err(
-            |e| StoreError::Internal(format!("re-encoding the batch at {}: {e}", self.base)),
-        )?;
-        Ok(out.freeze())
-    }
+/// One run of consecutive records read back, encoded as one Kafka batch at
+/// `base_offset`, in a buffer sized once for it.
+fn encode_run(
+    base_offset: i64,
+    frame: Option<&BatchFrame>,
+    run: &[MappedRecord],
+) -> StoreResult<Bytes> {
+    let mut out = BytesMut::new();
+    mapping::encode_run(base_offset, frame, run, &mut out).map_err(|e| {
+        StoreError::Internal(format!("re-encoding the batch at {base_offset}: {e}"))
+    })?;
+    Ok(out.freeze())
 }

@@ -13,7 +13,11 @@ use crate::config::{BridgeConfig, IggyTopicRef};
 use crate::connection::Watchers;
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
 use crate::partition::PartitionId;
-use iggy::prelude::{Client, IggyClient, IggyError, SystemClient};
+use bytes::Bytes;
+use iggy::prelude::{Client, ClientWrapper, IggyClient, IggyError, SystemClient};
+use iggy_binary_protocol::codes::SEND_MESSAGES_CODE;
+use iggy_common::locking::IggyRwLockFn;
+use iggy_common::{BinaryTransport, ClientState, SendMessagesResponse, decode_send_confirmations};
 use kafka_store::{StoreError, StoreResult};
 use std::sync::atomic::Ordering;
 
@@ -89,6 +93,38 @@ fn lost_write(e: &IggyError, op: Op, config: &BridgeConfig) -> bool {
             IggyError::CannotEstablishConnection | IggyError::NotConnected
         )
         && config.addresses().len() > 1
+}
+
+/// Sends a `SendMessages` request body written by the bridge
+/// ([`crate::mapping::send_body`]) over `session`, as the SDK's `send_messages` sends
+/// the one it encodes: refused unless the session is signed in, the same request code
+/// and transport path (lockstep, its replays and reconnects), the confirmations read
+/// the same lenient way (a committed write whose answer cannot be read confirms
+/// nothing rather than failing).
+pub(super) async fn send_messages_raw(
+    session: &IggyClient,
+    body: Bytes,
+) -> Result<SendMessagesResponse, IggyError> {
+    let transport = session.client();
+    let transport = transport.read().await;
+    // Sessions are always TCP (`crate::connection::open_session`).
+    let ClientWrapper::Tcp(tcp) = &*transport else {
+        return Err(IggyError::InvalidCommand);
+    };
+    match tcp.get_state().await {
+        ClientState::Authenticated => {}
+        ClientState::Shutdown => return Err(IggyError::ClientShutdown),
+        ClientState::Connected => return Err(IggyError::Unauthenticated),
+        ClientState::Disconnected | ClientState::Connecting | ClientState::Authenticating => {
+            return Err(IggyError::Disconnected);
+        }
+    }
+    let response = tcp.send_raw_with_response(SEND_MESSAGES_CODE, body).await?;
+    Ok(
+        decode_send_confirmations(&response).unwrap_or_else(|_| SendMessagesResponse {
+            confirmations: Vec::new(),
+        }),
+    )
 }
 
 pub(super) async fn open_session(

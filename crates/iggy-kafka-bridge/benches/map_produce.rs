@@ -1,0 +1,146 @@
+//! The bridge's produce mapping for one ~1 MiB Kafka batch, of 1 KiB and of 100-byte
+//! records: from the decoded batch to the `SendMessages` request body Iggy receives,
+//! beside a memcpy of the batch's bytes in the same run (the floor: the body holds
+//! every value once).
+//!
+//! `wire`: the records written straight into the send's buffer (`WireMessages`,
+//! `send_body`), as the append path does. `messages`: the former way, one `IggyMessage`
+//! per record (`to_message_at`), encoded by the SDK's `SendMessagesEncoder`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use bytes::{Bytes, BytesMut};
+use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use iggy_binary_protocol::requests::messages::send_messages::{RawMessage, SendMessagesEncoder};
+use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
+use iggy_kafka_bridge::mapping::{self, BatchFrame, TxnTag, WireMessages};
+use kafka_records::{
+    BatchOptions, DecodeLimits, ExactReencoding, NewRecord, RecordBatch, encode_batch,
+};
+
+const BATCH_BYTES: usize = 1 << 20;
+
+fn batch(value_len: usize) -> Bytes {
+    let records: Vec<NewRecord> = (0..BATCH_BYTES / (value_len + 8))
+        .map(|i| NewRecord {
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: None,
+            value: Some(Bytes::from(vec![(i % 251) as u8; value_len])),
+            headers: Vec::new(),
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    encode_batch(&BatchOptions::default(), &records, &mut out).unwrap();
+    out.freeze()
+}
+
+fn target() -> (WireIdentifier, WireIdentifier, WirePartitioning) {
+    (
+        WireIdentifier::named("kafka").unwrap(),
+        WireIdentifier::named("bench-topic").unwrap(),
+        WirePartitioning::PartitionId(1),
+    )
+}
+
+/// What the append path does with one batch, then the send of it alone.
+fn wire(batch: &RecordBatch) -> Bytes {
+    let (s, t, p) = target();
+    let capacity =
+        batch.encoded_len() + batch.header().record_count as usize * mapping::MESSAGE_OVERHEAD;
+    let mut w = WireMessages::new(mapping::send_room(&s, &t, &p), capacity, 1);
+    let plain = mapping::frame_of(batch.header());
+    let hoped = BatchFrame {
+        crc: Some(batch.header().crc),
+        ..plain
+    };
+    let mut exact = ExactReencoding::new(batch);
+    for (i, record) in batch.records().unwrap().enumerate() {
+        let record = record.unwrap();
+        exact.record(&record);
+        let record = NewRecord::from(record);
+        let txn = TxnTag::of(&plain, &record);
+        let frame = (i == 0).then_some(&hoped);
+        w.push(&record, i as i32, frame, txn.as_ref()).unwrap();
+    }
+    assert_eq!(exact.crc(), hoped.crc);
+    let mut id = 0u128;
+    mapping::send_body(vec![w], &s, &t, &p, || {
+        id += 1;
+        id
+    })
+    .unwrap()
+    .body
+}
+
+/// The former way: a message per record, the first built again with the CRC, then
+/// the SDK's encoder.
+fn messages(batch: &RecordBatch) -> Bytes {
+    let plain = mapping::frame_of(batch.header());
+    let mut exact = ExactReencoding::new(batch);
+    let mut messages = Vec::new();
+    let mut first = None;
+    for (i, record) in batch.records().unwrap().enumerate() {
+        let record = record.unwrap();
+        exact.record(&record);
+        let record = NewRecord::from(record);
+        let txn = TxnTag::of(&plain, &record);
+        let frame = (i == 0).then_some(&plain);
+        messages.push(mapping::to_message_at(&record, i as i32, frame, txn.as_ref(), 1).unwrap());
+        if i == 0 {
+            first = Some(record);
+        }
+    }
+    let frame = BatchFrame {
+        crc: exact.crc(),
+        ..plain
+    };
+    let record = first.unwrap();
+    let txn = TxnTag::of(&frame, &record);
+    messages[0] = mapping::to_message_at(&record, 0, Some(&frame), txn.as_ref(), 1).unwrap();
+    let raw: Vec<RawMessage<'_>> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| RawMessage {
+            id: i as u128 + 1,
+            origin_timestamp: m.header.origin_timestamp,
+            headers: m.user_headers.as_deref(),
+            payload: &m.payload,
+        })
+        .collect();
+    let (s, t, p) = target();
+    let size = SendMessagesEncoder::encoded_size(&s, &t, &p, &raw);
+    let mut buf = BytesMut::with_capacity(size);
+    SendMessagesEncoder::encode(&mut buf, &s, &t, &p, &raw).unwrap();
+    buf.freeze()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("map_produce_1MiB");
+    for value_len in [1024usize, 100] {
+        let bytes = batch(value_len);
+        let decoded = RecordBatch::decode(&bytes, &DecodeLimits::default()).unwrap();
+        assert_eq!(
+            wire(&decoded),
+            messages(&decoded),
+            "the two ways send the same body"
+        );
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        let mut dst = vec![0u8; bytes.len()];
+        group.bench_with_input(BenchmarkId::new("memcpy", value_len), &bytes, |b, bytes| {
+            b.iter(|| {
+                dst.copy_from_slice(black_box(bytes));
+                black_box(&dst);
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("wire", value_len), &decoded, |b, d| {
+            b.iter(|| wire(black_box(d)))
+        });
+        group.bench_with_input(BenchmarkId::new("messages", value_len), &decoded, |b, d| {
+            b.iter(|| messages(black_box(d)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
