@@ -71,7 +71,10 @@ pub fn restart(trio: &mut Trio, node_id: i32, extra: &[(&str, &str)]) {
     );
     let listed: Vec<SocketAddr> = trio.gateways.iter().map(|g| g.addr).collect();
     let addr = listed[i];
-    let cluster = cluster_env(&trio.iggy, node_id, &brokers_list(&listed));
+    let mut cluster = cluster_env(&trio.iggy, node_id, &brokers_list(&listed));
+    if let Some(http) = trio.http.get(i) {
+        cluster.push(("IGGY_KAFKA_METRICS_ADDR", http.to_string()));
+    }
     let bind = addr.to_string();
     let mut env: Vec<(&str, &str)> = cluster.iter().map(|(k, v)| (*k, v.as_str())).collect();
     env.push(("IGGY_KAFKA_BIND_ADDR", &bind));

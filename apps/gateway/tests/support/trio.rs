@@ -7,7 +7,8 @@
 //! address the list names and a PLAINTEXT address to probe (a SASL trio adds a PLAINTEXT
 //! listener for that). Both return once every gateway accepts on every address; then
 //! [`Trio::wait_live`] waits until each lists all three in Metadata, so a client's first
-//! Metadata answer already spreads the partitions over the three.
+//! Metadata answer already spreads the partitions over the three, and until each is
+//! ready (`/ready`: past its join wait, it serves what it is named for).
 //!
 //! The Iggy server outlives the gateways: they are stopped first when the trio drops.
 //! [`call`] and [`metadata`] are single raw Kafka requests for probes and assertions.
@@ -170,6 +171,8 @@ pub struct Trio {
     pub gateways: Vec<Gateway>,
     /// Each gateway's PLAINTEXT probe address.
     pub probes: Vec<SocketAddr>,
+    /// Each gateway's HTTP endpoint (`/ready`).
+    pub http: Vec<SocketAddr>,
     pub iggy: IggyServer,
 }
 
@@ -186,9 +189,14 @@ impl Trio {
         let listed: Vec<SocketAddr> = nodes.iter().map(|n| n.listed).collect();
         let brokers = brokers_list(&listed);
         let mut gateways = Vec::with_capacity(nodes.len());
+        let http: Vec<SocketAddr> = nodes
+            .iter()
+            .map(|_| SocketAddr::from(([127, 0, 0, 1], test_support::free_port())))
+            .collect();
         for (i, node) in nodes.iter().enumerate() {
             let node_id = i32::try_from(i).unwrap() + 1;
-            let cluster = cluster_env(&iggy, node_id, &brokers);
+            let mut cluster = cluster_env(&iggy, node_id, &brokers);
+            cluster.push(("IGGY_KAFKA_METRICS_ADDR", http[i].to_string()));
             let mut env: Vec<(&str, &str)> = cluster
                 .iter()
                 .chain(&node.env)
@@ -208,6 +216,7 @@ impl Trio {
         Trio {
             gateways,
             probes: nodes.iter().map(|n| n.probe).collect(),
+            http,
             iggy,
         }
     }
@@ -225,7 +234,12 @@ impl Trio {
                 .map(|p| try_metadata(*p, "trio-live-probe").map(|m| broker_ids(&m)))
                 .map(|r| r.map_err(|e| e.to_string()))
                 .collect::<Vec<_>>();
-            if last.iter().all(|r| r.as_ref().is_ok_and(|ids| *ids == all)) {
+            if last.iter().all(|r| r.as_ref().is_ok_and(|ids| *ids == all))
+                && self
+                    .http
+                    .iter()
+                    .all(|a| http_status(*a, "/ready") == Some(200))
+            {
                 return start.elapsed();
             }
             let exited = self.gateways.iter_mut().any(|g| !g.is_running());
@@ -241,8 +255,30 @@ impl Trio {
         }
     }
 
+    /// Whether gateway `node_id`'s `/ready` answers 200 (past its join wait).
+    pub fn ready(&self, node_id: i32) -> bool {
+        usize::try_from(node_id - 1)
+            .ok()
+            .and_then(|i| self.http.get(i))
+            .is_some_and(|a| http_status(*a, "/ready") == Some(200))
+    }
+
     /// The gateways, for `run_against_all`.
     pub fn refs(&self) -> Vec<&Gateway> {
         self.gateways.iter().collect()
     }
+}
+
+/// The status of one HTTP GET, `None` when the endpoint does not answer.
+pub fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    raw.split(' ').nth(1)?.parse().ok()
 }

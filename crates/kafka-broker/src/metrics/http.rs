@@ -593,6 +593,12 @@ async fn readiness(endpoint: &Endpoint) -> (bool, String) {
             "not ready: the Kafka listener is not accepting".into(),
         );
     }
+    if !endpoint.broker.membership.acts_as_owner() {
+        return (
+            false,
+            "not ready: not acting as an owner (joining, its view of the other gateways is stale, or its lease is gone)".into(),
+        );
+    }
     match ping(&endpoint.broker).await {
         Ok(()) => (true, "ready".into()),
         Err(why) => (false, format!("not ready: {why}")),
