@@ -916,9 +916,11 @@ impl Shared {
     /// Whether this gateway may act as an owner now: it holds its lease, its join wait is
     /// over and its view is fresh (see the module docs).
     fn acts_as_owner(&self) -> bool {
-        if !self.holds_lease() {
-            return false;
-        }
+        self.holds_lease() && self.settled()
+    }
+
+    /// Past its join wait, with a fresh view ([`may_own`] on this gateway's clocks).
+    fn settled(&self) -> bool {
         let since =
             |at: &Mutex<Option<Instant>>| at.lock().ok().and_then(|t| *t).map(|t| t.elapsed());
         may_own(&self.settings, since(&self.joined), since(&self.caught_up))
@@ -935,8 +937,9 @@ impl Shared {
 
     /// Expires members and publishes the view if it changed.
     fn publish(&self) {
-        let me = self.holds_lease().then_some(&self.me);
-        let owner = self.acts_as_owner();
+        let lease = self.holds_lease();
+        let me = lease.then_some(&self.me);
+        let owner = lease && self.settled();
         let flipped = self.published_owner.swap(owner, Ordering::AcqRel) != owner;
         let members = match self.state.lock() {
             Ok(mut state) => {

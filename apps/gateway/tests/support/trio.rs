@@ -255,14 +255,6 @@ impl Trio {
         }
     }
 
-    /// Whether gateway `node_id`'s `/ready` answers 200 (past its join wait).
-    pub fn ready(&self, node_id: i32) -> bool {
-        usize::try_from(node_id - 1)
-            .ok()
-            .and_then(|i| self.http.get(i))
-            .is_some_and(|a| http_status(*a, "/ready") == Some(200))
-    }
-
     /// The gateways, for `run_against_all`.
     pub fn refs(&self) -> Vec<&Gateway> {
         self.gateways.iter().collect()
