@@ -500,9 +500,11 @@ async fn process(
             correlation_id = request.correlation_id,
         );
         let before = (session.client_id.clone(), session.principal.clone());
-        let step = dispatch::start(&broker, &mut session, request)
-            .instrument(span.clone())
-            .await;
+        // Boxed: awaited inline, the largest handler's state would be part of every
+        // connection's task, idle or not (about 20 KiB per connection).
+        let step =
+            Box::pin(dispatch::start(&broker, &mut session, request).instrument(span.clone()))
+                .await;
         if !Arc::ptr_eq(&before.0, &session.client_id) {
             conn.record("client_id", tracing::field::display(&*session.client_id));
         }
