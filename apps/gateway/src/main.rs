@@ -45,8 +45,9 @@
 mod config;
 mod shutdown;
 
-/// The process's allocator with the cargo feature `jemalloc` (off by default).
-#[cfg(feature = "jemalloc")]
+/// The process's allocator with the cargo feature `jemalloc` (on by default; not on MSVC
+/// targets, where jemalloc does not build).
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
