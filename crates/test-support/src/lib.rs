@@ -67,11 +67,30 @@ pub fn iggy_server_bin(what: &str) -> Option<PathBuf> {
 }
 
 /// A loopback port that was free a moment ago, and that no earlier call in this process
-/// returned (the system may hand the same ephemeral port out again as soon as it is
-/// released, and a gateway given two equal ports refuses to start).
+/// returned (a gateway given two equal ports refuses to start).
+///
+/// Taken below the system's ephemeral range (`ip_local_port_range`) when there is room:
+/// a port from that range can be handed to any outgoing connection between this check and
+/// the server's bind (an Iggy server once failed to start that way), a port below it only
+/// to a process that asks for it by number.
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(below) = ephemeral_start().filter(|&lo| lo > LOW_PORTS_FROM + 1000) {
+        let span = u64::from(below - LOW_PORTS_FROM);
+        let mut x = seed();
+        for _ in 0..1000 {
+            // xorshift64: spread the picks of concurrent test processes.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let port = LOW_PORTS_FROM + (x % span) as u16;
+            if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                given.push(port);
+                return port;
+            }
+        }
+    }
     for _ in 0..1000 {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -83,6 +102,31 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no loopback port that was not already given out")
+}
+
+/// Lowest port [`free_port`] picks outside the ephemeral range.
+const LOW_PORTS_FROM: u16 = 20_000;
+
+/// First port of the ephemeral range, where Linux tells it.
+fn ephemeral_start() -> Option<u16> {
+    fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A different starting point per process and call.
+fn seed() -> u64 {
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let x = nanos
+        ^ (u64::from(std::process::id()) << 32)
+        ^ u64::from(CALLS.fetch_add(1, Ordering::Relaxed)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x | 1
 }
 
 /// A string no other call in this run, and no other run, returns: the process id, the
