@@ -100,7 +100,8 @@ fn call(s: &mut TcpStream, request: &[u8]) -> Vec<u8> {
     read_frame(s, 64 << 20).expect("no response")
 }
 
-fn assert_healthy(gw: &mut Gateway, probe: &support::attack::ProbeReport, what: &str) {
+/// Checks the gateway's health after an attack; returns its peak RSS in KiB.
+fn assert_healthy(gw: &mut Gateway, probe: &support::attack::ProbeReport, what: &str) -> u64 {
     assert!(gw.is_running(), "gateway died: {what}\n{}", gw.output(40));
     let peak = peak_rss_kib(gw.pid()).unwrap();
     let bound = support::attack::peak_rss_bound_kib(gw, RSS_BOUND_KIB);
@@ -112,6 +113,7 @@ fn assert_healthy(gw: &mut Gateway, probe: &support::attack::ProbeReport, what: 
         probe.max,
         probe.quantile(0.99)
     );
+    peak
 }
 
 #[test]
@@ -199,10 +201,9 @@ fn inventing_client_ids_in_bulk_keeps_quota_state_bounded() {
     let answered: usize = threads.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(answered, 40_000);
     let report = probe.finish();
-    assert_healthy(&mut gw, &report, "40 000 invented client ids");
+    let peak = assert_healthy(&mut gw, &report, "40 000 invented client ids");
     if !gw.is_external() {
         // A gateway serving other load as well (the soak run) grows for other reasons.
-        let peak = peak_rss_kib(gw.pid()).unwrap();
         let growth = peak.saturating_sub(before);
         eprintln!("40 000 invented client ids: {before} KiB before, peak {growth} KiB above it");
         assert!(

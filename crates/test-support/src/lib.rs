@@ -107,14 +107,17 @@ pub fn free_port() -> u16 {
 /// Lowest port [`free_port`] picks outside the ephemeral range.
 const LOW_PORTS_FROM: u16 = 20_000;
 
-/// First port of the ephemeral range, where Linux tells it.
+/// First port of the ephemeral range, where Linux tells it (read once per process).
 fn ephemeral_start() -> Option<u16> {
-    fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    static START: std::sync::OnceLock<Option<u16>> = std::sync::OnceLock::new();
+    *START.get_or_init(|| {
+        fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })
 }
 
 /// A different starting point per process and call.
