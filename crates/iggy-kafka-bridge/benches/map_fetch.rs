@@ -7,6 +7,12 @@
 //! - `in_place`: each message consumed (payload moved), each batch encoded from the
 //!   records where they lie.
 //!
+//! From the poll's answer as Iggy sends it (the same messages in batches of 1,000):
+//!
+//! - `sdk_answer`: the SDK's decode (`PolledMessages::from_bytes`), then `in_place`.
+//! - `direct_answer`: the answer read straight into records
+//!   ([`iggy_kafka_bridge::polled::decode_poll`]), then encoded as `in_place` does.
+//!
 //! The batches are as librdkafka produces them (1,000 records each at most, no key, no
 //! headers), so the stored frame carries the producer's CRC and the encode reuses it.
 //! Cloning the messages (two shared `Bytes` per message, as the SDK's decode makes) is
@@ -16,9 +22,10 @@
 
 use bytes::{Bytes, BytesMut};
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
-use iggy::prelude::IggyMessage;
+use iggy::prelude::{IggyMessage, PolledMessages};
 use iggy_common::IggyMessageHeader;
 use iggy_kafka_bridge::mapping::{self, BatchFrame, MappedRecord};
+use iggy_kafka_bridge::polled;
 use kafka_records::NewRecord;
 
 const POLL_BYTES: usize = 1 << 20;
@@ -122,8 +129,21 @@ fn in_place(messages: Vec<IggyMessage>) -> Vec<Bytes> {
         .into_iter()
         .map(|m| mapping::from_polled(m).unwrap())
         .collect();
+    encoded(&records)
+}
+
+fn sdk_answer(answer: &Bytes) -> Vec<Bytes> {
+    in_place(PolledMessages::from_bytes(answer.clone()).unwrap().messages)
+}
+
+fn direct_answer(answer: &Bytes) -> Vec<Bytes> {
+    encoded(&polled::decode_poll(answer.clone(), 0).unwrap().records)
+}
+
+/// Each producer batch of `records` encoded where the records lie.
+fn encoded(records: &[MappedRecord]) -> Vec<Bytes> {
     let mut out = Vec::new();
-    for (at, n, frame) in runs(&records) {
+    for (at, n, frame) in runs(records) {
         let mut batch = BytesMut::new();
         let base = i64::try_from(records[at].offset).unwrap();
         mapping::encode_run(base, frame.as_ref(), &records[at..at + n], &mut batch).unwrap();
@@ -154,6 +174,20 @@ fn bench(c: &mut Criterion) {
             BenchmarkId::new("in_place", value_len),
             &messages,
             |b, m| b.iter(|| black_box(in_place(shared(m)))),
+        );
+        let batches: Vec<&[IggyMessage]> = messages.chunks(BATCH_RECORDS).collect();
+        let answer = polled::write_poll_answer(messages.len() as u64, &batches);
+        assert_eq!(sdk_answer(&answer), direct_answer(&answer));
+        assert_eq!(sdk_answer(&answer), collected(&messages));
+        group.bench_with_input(
+            BenchmarkId::new("sdk_answer", value_len),
+            &answer,
+            |b, a| b.iter(|| black_box(sdk_answer(a))),
+        );
+        group.bench_with_input(
+            BenchmarkId::new("direct_answer", value_len),
+            &answer,
+            |b, a| b.iter(|| black_box(direct_answer(a))),
         );
     }
     group.finish();

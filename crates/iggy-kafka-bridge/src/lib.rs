@@ -73,6 +73,7 @@ mod meta;
 mod metrics;
 mod partition;
 pub mod permissions;
+pub mod polled;
 
 pub use acls::IggyAclStore;
 pub use bridge::{IggyBridge, LeaderFn};

@@ -989,21 +989,23 @@ fn build(
 /// What a single pass over a message's user headers found; `None` from
 /// [`scan_headers`] sends the message to the map-based reader instead.
 #[derive(Default)]
-struct Scanned {
+pub(crate) struct Scanned {
     timestamp: Option<i64>,
     txn: Option<i64>,
     /// Where the `kafka.record` value lies in the wire form (read in place, no slice).
-    frame: Option<(usize, usize)>,
+    pub(crate) frame: Option<(usize, usize)>,
     key: Option<Bytes>,
     headers: Vec<Header>,
 }
 
-/// Reads user headers straight from their wire form, as zero-copy slices. Handles the
-/// common shape only: String-kind names, strictly increasing (the order of the SDK's
-/// map), a well-formed Int64 timestamp. Anything else is `None`.
-fn scan_headers(wire: &Bytes) -> Option<Scanned> {
+/// Reads user headers straight from their wire form, `buf[start..end]`, as zero-copy
+/// slices of `buf` (positions in [`Scanned`] are `buf`'s). Handles the common shape
+/// only: String-kind names, strictly increasing (the order of the SDK's map), a
+/// well-formed Int64 timestamp. Anything else is `None`.
+pub(crate) fn scan_headers(buf: &Bytes, start: usize, end: usize) -> Option<Scanned> {
+    let wire = buf.get(..end)?;
     let mut out = Scanned::default();
-    let mut pos = 0usize;
+    let mut pos = start;
     let mut previous: Option<(usize, usize)> = None;
     let field = |pos: &mut usize| -> Option<(u8, usize, usize)> {
         let kind = *wire.get(*pos)?;
@@ -1041,10 +1043,10 @@ fn scan_headers(wire: &Bytes) -> Option<Scanned> {
                 }
             }
             n if n == RECORD_HEADER.as_bytes() => out.frame = Some((vs, ve)),
-            n if n == KEY_HEADER.as_bytes() => out.key = Some(wire.slice(vs..ve)),
+            n if n == KEY_HEADER.as_bytes() => out.key = Some(buf.slice(vs..ve)),
             _ => out
                 .headers
-                .push(Header::new(wire.slice(ns..ne), Some(wire.slice(vs..ve)))),
+                .push(Header::new(buf.slice(ns..ne), Some(buf.slice(vs..ve)))),
         }
     }
     Some(out)
@@ -1053,31 +1055,45 @@ fn scan_headers(wire: &Bytes) -> Option<Scanned> {
 /// Reads a Kafka record back from an Iggy message (written by the bridge or not).
 pub fn from_message(message: &IggyMessage) -> Result<MappedRecord, MappingError> {
     let scanned = match &message.user_headers {
-        Some(wire) => scan_headers(wire),
+        Some(wire) => scan_headers(wire, 0, wire.len()),
         None => Some(Scanned::default()),
     };
     match scanned {
-        Some(scanned) => from_scanned(message, message.payload.clone(), scanned),
+        Some(scanned) => {
+            let frame = frame_in(message.user_headers.as_ref(), &scanned);
+            from_scanned(
+                message.header.offset,
+                message.header.origin_timestamp,
+                frame,
+                message.payload.clone(),
+                scanned,
+            )
+        }
         None => from_message_mapped(message),
     }
 }
 
-/// `payload` is the message's payload, handed over (a polled message is consumed, so
-/// its payload moves into the record instead of being shared once more).
-fn from_scanned(
-    message: &IggyMessage,
+/// Where [`Scanned::frame`] lies in `buf` (the buffer it was scanned from).
+fn frame_in<'a>(buf: Option<&'a Bytes>, s: &Scanned) -> Option<&'a [u8]> {
+    let (start, end) = s.frame?;
+    buf?.get(start..end)
+}
+
+/// A record from a scanned message: Iggy `offset` and `origin_timestamp`, the
+/// `kafka.record` value if there is one, the payload (handed over: a polled message is
+/// consumed, so its payload moves into the record instead of being shared once more).
+#[inline]
+pub(crate) fn from_scanned(
+    offset: u64,
+    origin_timestamp: u64,
+    frame: Option<&[u8]>,
     payload: Bytes,
     s: Scanned,
 ) -> Result<MappedRecord, MappingError> {
-    let offset = message.header.offset;
     // Iggy timestamps are microseconds since the epoch.
     let timestamp = s
         .timestamp
-        .unwrap_or_else(|| convert::kafka_i64(message.header.origin_timestamp / 1000));
-    let frame = match (s.frame, &message.user_headers) {
-        (Some((start, end)), Some(wire)) => wire.get(start..end),
-        _ => None,
-    };
+        .unwrap_or_else(|| convert::kafka_i64(origin_timestamp / 1000));
     let Some(frame) = frame else {
         return Ok(MappedRecord {
             offset,
@@ -1149,7 +1165,7 @@ fn parse_frame(frame: &[u8]) -> Result<(i32, Option<BatchFrame>, bool), MappingE
 }
 
 /// [`from_message`] through the SDK's header map: for headers of any shape.
-fn from_message_mapped(message: &IggyMessage) -> Result<MappedRecord, MappingError> {
+pub(crate) fn from_message_mapped(message: &IggyMessage) -> Result<MappedRecord, MappingError> {
     let offset = message.header.offset;
     let headers = message
         .user_headers_map()
@@ -1783,7 +1799,7 @@ mod tests {
             let message = to_message(&record, delta, frame.as_ref()).unwrap();
             let message = with_offset(IggyMessage::from_bytes(message.to_bytes()).unwrap(), 3);
             let wire = message.user_headers.clone().unwrap();
-            prop_assert!(scan_headers(&wire).is_some(), "the bridge's own headers take the direct path");
+            prop_assert!(scan_headers(&wire, 0, wire.len()).is_some(), "the bridge's own headers take the direct path");
             let direct = from_message(&message).unwrap();
             prop_assert_eq!(&direct, &from_message_mapped(&message).unwrap());
             prop_assert_eq!(direct.record, record);
@@ -1816,8 +1832,16 @@ mod tests {
         }
 
         #[test]
-        fn header_scanner_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
-            let _ = scan_headers(&Bytes::from(bytes));
+        fn header_scanner_never_panics(
+            bytes in proptest::collection::vec(any::<u8>(), 0..96),
+            start in any::<prop::sample::Index>(),
+            end in any::<prop::sample::Index>(),
+        ) {
+            let len = bytes.len();
+            let bytes = Bytes::from(bytes);
+            let _ = scan_headers(&bytes, 0, len);
+            // Any range, even one past the buffer or reversed.
+            let _ = scan_headers(&bytes, start.index(len + 8), end.index(len + 8));
         }
 
         #[test]
@@ -2118,13 +2142,20 @@ impl AsRef<NewRecord> for MappedRecord {
 /// moves into the record instead of being shared once more and dropped with the message.
 pub fn from_polled(mut message: IggyMessage) -> Result<MappedRecord, MappingError> {
     let scanned = match &message.user_headers {
-        Some(wire) => scan_headers(wire),
+        Some(wire) => scan_headers(wire, 0, wire.len()),
         None => Some(Scanned::default()),
     };
     match scanned {
         Some(scanned) => {
             let payload = std::mem::take(&mut message.payload);
-            from_scanned(&message, payload, scanned)
+            let frame = frame_in(message.user_headers.as_ref(), &scanned);
+            from_scanned(
+                message.header.offset,
+                message.header.origin_timestamp,
+                frame,
+                payload,
+                scanned,
+            )
         }
         None => from_message_mapped(&message),
     }

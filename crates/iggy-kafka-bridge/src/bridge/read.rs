@@ -7,14 +7,16 @@
 //! message takes; what a read polled but did not return goes to `read_ahead`.
 
 use super::read_ahead::{PendingPoll, append_records, mapped_size};
+use super::session::poll_messages_raw;
 use super::topics::Resolved;
 use super::{IggyBridge, named};
 use crate::convert;
-use crate::errors::Op;
+use crate::errors::{Op, map_iggy_error};
 use crate::mapping::{self, BatchFrame, MappedRecord};
 use crate::partition::PartitionId;
+use crate::polled;
 use bytes::{Bytes, BytesMut};
-use iggy::prelude::{Consumer, Identifier, MessageClient, PolledMessages, PollingStrategy};
+use iggy::prelude::{Identifier, PolledMessages};
 use kafka_store::{ReadOutcome, StoreError, StoreResult, Watermarks};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -22,8 +24,11 @@ use std::sync::atomic::Ordering;
 
 impl IggyBridge {
     /// Up to `count` (at least one) messages of one Iggy partition from Iggy offset
-    /// `offset`, read without a stored consumer offset. `name` and `kafka_partition`
-    /// name the read in errors.
+    /// `offset`, read without a stored consumer offset, as the SDK's messages (for the
+    /// compaction's reads, which need their ids). `name` and `kafka_partition` name the
+    /// read in errors. The SDK's decode reserves room for as many messages as the
+    /// answer claims, so an answer claiming more than it can hold is refused first
+    /// ([`polled::claims_more_than_it_holds`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn poll_from(
         &self,
@@ -35,23 +40,29 @@ impl IggyBridge {
         name: &str,
         kafka_partition: i32,
     ) -> StoreResult<PolledMessages> {
-        let consumer =
-            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
-        self.call(
-            Op::Read,
-            name,
-            kafka_partition,
-            self.any_session().poll_messages(
-                stream,
-                topic,
-                Some(iggy_partition),
-                &consumer,
-                &PollingStrategy::offset(offset),
-                count.max(1),
-                false,
-            ),
-        )
-        .await
+        let answer = self
+            .call(
+                Op::Read,
+                name,
+                kafka_partition,
+                poll_messages_raw(
+                    self.any_session(),
+                    stream,
+                    topic,
+                    iggy_partition,
+                    offset,
+                    count,
+                ),
+            )
+            .await?;
+        if polled::claims_more_than_it_holds(&answer) {
+            return Err(StoreError::Internal(format!(
+                "{name}/{kafka_partition}: a poll answer of {} bytes claims more messages than it holds",
+                answer.len()
+            )));
+        }
+        PolledMessages::from_bytes(answer)
+            .map_err(|e| map_iggy_error(&e, Op::Read, name, kafka_partition))
     }
 
     pub(super) async fn poll(
@@ -79,44 +90,25 @@ impl IggyBridge {
             named(&r.target.stream, name)?,
             named(&r.target.topic, name)?,
         );
-        let polled = self
-            .poll_from(
-                &s,
-                &t,
-                partition.iggy(),
-                offset,
-                count,
+        let answer = self
+            .call(
+                Op::Read,
                 name,
                 partition.kafka(),
+                poll_messages_raw(self.any_session(), &s, &t, partition.iggy(), offset, count),
             )
             .await?;
-        if !polled.messages.is_empty() {
-            let bytes: usize = polled
-                .messages
-                .iter()
-                .map(|m| m.payload.len() + m.user_headers.as_ref().map_or(0, Bytes::len))
-                .sum();
-            // Record overhead in a Kafka batch is about 10 bytes plus the headers' names.
-            let each = (bytes / polled.messages.len()).saturating_add(16).max(16);
+        let polled = polled::decode_poll(answer, offset)
+            .map_err(|e| StoreError::Internal(format!("{name}/{partition}: {e}")))?;
+        // Record overhead in a Kafka batch is about 10 bytes plus the headers' names.
+        if let Some(each) = polled.data_bytes.checked_div(polled.messages) {
+            let each = each.saturating_add(16).max(16);
             let old = self.inner.message_bytes.load(Ordering::Relaxed);
             self.inner
                 .message_bytes
                 .store((old * 3 + each) / 4, Ordering::Relaxed);
         }
-        // Sized once: a filtered iterator would grow the vector step by step, moving
-        // the records each time. The messages are consumed: their payloads move into
-        // the records.
-        let mut records = Vec::with_capacity(polled.messages.len());
-        for m in polled.messages.into_iter() {
-            let at = m.header.offset;
-            if at < offset {
-                continue;
-            }
-            records.push(mapping::from_polled(m).map_err(|e| {
-                StoreError::Internal(format!("{name}/{partition} offset {at}: {e}"))
-            })?);
-        }
-        Ok((records, polled.current_offset))
+        Ok((polled.records, polled.current_offset))
     }
 
     /// How many messages to ask Iggy for to fill about `max_bytes` (at most
