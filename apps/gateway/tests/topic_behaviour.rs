@@ -72,7 +72,7 @@ fn fetched_codecs(gw: &Gateway, topic: &str) -> Vec<Compression> {
     };
     let p = &r.responses[0].partitions[0];
     assert_eq!(p.error_code, 0, "Fetch {topic}: {p:?}");
-    let records = p.records.clone().unwrap_or_default();
+    let records = p.records.as_ref().map(|r| r.to_bytes()).unwrap_or_default();
     let seq = decode_batches(&records, &DecodeLimits::default()).unwrap();
     seq.batches.iter().map(|b| b.compression()).collect()
 }

@@ -8,6 +8,10 @@
 //!   it is in a running gateway; the baseline copies into kept buffers the same way.
 //! - `fetch-assemble`: the embedded store's read of the batch and the Fetch response
 //!   encoded around it (the segments a connection writes).
+//! - `fetch-assemble-16KiB-batches`: the same ~1 MiB stored as 64 batches of ~16 KiB
+//!   (a Java producer's default `batch.size`), read and encoded as one partition's
+//!   records; `joined` copies the batches into one buffer first, as the Fetch handler
+//!   did before a response's records could be several segments.
 //!
 //! Throughput is per batch byte.
 //!
@@ -22,10 +26,10 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use kafka_broker::check_with_defaults;
 use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
 use kafka_broker::store::{LogStore, NewTopic, TopicConfig};
-use kafka_protocol::ResponseBody;
 use kafka_protocol::messages::fetch_response::{
     FetchResponse, FetchableTopicResponse, PartitionData,
 };
+use kafka_protocol::{RecordSet, ResponseBody};
 use kafka_records::{BatchOptions, NewRecord, encode_batch};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -39,8 +43,13 @@ const TOPIC: &str = "bench";
 /// One uncompressed batch of about [`BATCH_BYTES`] of records with a 16-byte key and a
 /// `value_len`-byte value, timestamped around [`NOW`].
 fn batch(value_len: usize) -> Bytes {
+    batch_of(value_len, BATCH_BYTES)
+}
+
+/// [`batch`] of about `bytes` bytes.
+fn batch_of(value_len: usize, bytes: usize) -> Bytes {
     let per_record = value_len + 16 + 12;
-    let count = BATCH_BYTES / per_record;
+    let count = (bytes / per_record).max(1);
     let records: Vec<NewRecord> = (0..count)
         .map(|i| {
             let mut value = vec![0u8; value_len];
@@ -140,24 +149,7 @@ fn fetch(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("gateway", name), &bytes, |b, _| {
             b.iter(|| {
                 let read = rt.block_on(s.read(TOPIC, 0, 0, BATCH_BYTES)).unwrap();
-                let mut records = read.batches.into_iter();
-                let records = records.next();
-                let body = ResponseBody::Fetch(FetchResponse {
-                    responses: vec![FetchableTopicResponse {
-                        topic: TOPIC.into(),
-                        partitions: vec![PartitionData {
-                            partition_index: 0,
-                            high_watermark: read.watermarks.high_watermark,
-                            last_stable_offset: read.watermarks.high_watermark,
-                            log_start_offset: read.watermarks.log_start_offset,
-                            records,
-                            ..PartitionData::default()
-                        }],
-                        ..FetchableTopicResponse::default()
-                    }],
-                    ..FetchResponse::default()
-                });
-                black_box(kafka_protocol::encode_response(7, 12, &body).unwrap())
+                black_box(assemble(read, false))
             });
         });
         group.bench_with_input(BenchmarkId::new("memcpy", name), &bytes, |b, bytes| {
@@ -167,5 +159,73 @@ fn fetch(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, produce, fetch);
+/// The Fetch response for one partition's read, as segments; `joined` copies its
+/// batches into one buffer first.
+fn assemble(read: kafka_broker::store::ReadOutcome, joined: bool) -> Vec<Bytes> {
+    let records = if joined {
+        let mut one = BytesMut::with_capacity(read.len());
+        for b in &read.batches {
+            one.extend_from_slice(b);
+        }
+        RecordSet::from(one.freeze())
+    } else {
+        read.batches.into_iter().collect()
+    };
+    let body = ResponseBody::Fetch(FetchResponse {
+        responses: vec![FetchableTopicResponse {
+            topic: TOPIC.into(),
+            partitions: vec![PartitionData {
+                partition_index: 0,
+                high_watermark: read.watermarks.high_watermark,
+                last_stable_offset: read.watermarks.high_watermark,
+                log_start_offset: read.watermarks.log_start_offset,
+                records: Some(records),
+                ..PartitionData::default()
+            }],
+            ..FetchableTopicResponse::default()
+        }],
+        ..FetchResponse::default()
+    });
+    kafka_protocol::encode_response(7, 12, &body)
+        .unwrap()
+        .segments
+}
+
+fn fetch_small_batches(c: &mut Criterion) {
+    let rt = runtime();
+    let mut group = c.benchmark_group("fetch-assemble-16KiB-batches");
+    for (name, value_len) in [("1KiB", 1024), ("100B", 100)] {
+        let s = store(&rt);
+        let mut all = BytesMut::new();
+        for _ in 0..BATCH_BYTES / (16 << 10) {
+            let bytes = batch_of(value_len, 16 << 10);
+            all.extend_from_slice(&bytes);
+            let batch = check_with_defaults(bytes, NOW).unwrap();
+            rt.block_on(s.append(TOPIC, 0, vec![batch], NOW)).unwrap();
+        }
+        let all = all.freeze();
+        let read = rt.block_on(s.read(TOPIC, 0, 0, BATCH_BYTES)).unwrap();
+        assert_eq!(read.len(), all.len());
+        assert_eq!(
+            assemble(read.clone(), true).concat(),
+            assemble(read, false).concat()
+        );
+        group.throughput(Throughput::Bytes(all.len() as u64));
+        for joined in [false, true] {
+            let id = if joined { "joined" } else { "gateway" };
+            group.bench_function(BenchmarkId::new(id, name), |b| {
+                b.iter(|| {
+                    let read = rt.block_on(s.read(TOPIC, 0, 0, BATCH_BYTES)).unwrap();
+                    black_box(assemble(read, joined))
+                });
+            });
+        }
+        group.bench_with_input(BenchmarkId::new("memcpy", name), &all, |b, bytes| {
+            b.iter(|| black_box(BytesMut::from(&bytes[..])));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, produce, fetch, fetch_small_batches);
 criterion_main!(benches);

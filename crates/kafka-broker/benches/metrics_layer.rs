@@ -87,7 +87,7 @@ fn fetch_response(partitions: i32, records: &Bytes) -> ResponseBody {
             partitions: (0..partitions)
                 .map(|partition_index| PartitionData {
                     partition_index,
-                    records: Some(records.clone()),
+                    records: Some(records.clone().into()),
                     ..Default::default()
                 })
                 .collect(),

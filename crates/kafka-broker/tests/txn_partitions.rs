@@ -23,7 +23,7 @@ use kafka_protocol::messages::produce_request::{
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest,
 };
-use kafka_protocol::{ApiKey, ErrorCode, ResponseBody};
+use kafka_protocol::{ApiKey, ErrorCode, RecordSet, ResponseBody};
 use kafka_records::{BATCH_HEADER_LEN, BatchHeader, BatchOptions, NewRecord, encode_batch};
 use std::sync::Arc;
 use std::time::Duration;
@@ -218,7 +218,10 @@ impl Client {
             p.last_stable_offset,
             aborted,
             committed_values(
-                p.records.clone().unwrap_or_default(),
+                p.records
+                    .as_ref()
+                    .map(RecordSet::to_bytes)
+                    .unwrap_or_default(),
                 p.aborted_transactions.is_some().then(|| aborted_set(p)),
             ),
         )
@@ -488,7 +491,13 @@ async fn end_txn_markers_close_the_transaction_and_wake_a_waiting_fetch() {
             panic!("not a fetch response")
         };
         let p = &r.responses[0].partitions[0];
-        let values = committed_values(p.records.clone().unwrap_or_default(), Some(aborted_set(p)));
+        let values = committed_values(
+            p.records
+                .as_ref()
+                .map(RecordSet::to_bytes)
+                .unwrap_or_default(),
+            Some(aborted_set(p)),
+        );
         (p.last_stable_offset, values, started.elapsed())
     });
     tokio::time::sleep(Duration::from_millis(200)).await;

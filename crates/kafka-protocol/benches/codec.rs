@@ -99,7 +99,7 @@ fn fetch_response(records: &Bytes) -> ResponseBody {
     let mut p = fetch_response::PartitionData::default();
     p.high_watermark = 2_000_000;
     p.aborted_transactions = Some(Vec::new());
-    p.records = Some(records.clone());
+    p.records = Some(records.clone().into());
     let mut t = fetch_response::FetchableTopicResponse::default();
     t.topic = "orders".into();
     t.partitions = vec![p];

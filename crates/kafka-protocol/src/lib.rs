@@ -51,7 +51,7 @@ pub use error::ProtocolError;
 pub use error_code::ErrorCode;
 pub use generated::{ApiKey, RequestBody, ResponseBody};
 pub use limits::DecodeLimits;
-pub use types::{RawTaggedField, Uuid, VersionRange};
+pub use types::{RawTaggedField, RecordSet, Uuid, VersionRange};
 pub use wire::{Decode, Encode, Encoder, Message, Request};
 
 /// Re-exported so users can build string fields without naming the dependency.

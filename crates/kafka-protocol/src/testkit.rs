@@ -66,6 +66,20 @@ impl Gen {
         Bytes::from((0..n).map(|_| self.next() as u8).collect::<Vec<u8>>())
     }
 
+    /// Random bytes in one to three segments, so encoding a split value is exercised.
+    pub(crate) fn record_set(&mut self) -> crate::types::RecordSet {
+        let all = self.bytes();
+        let mut out = crate::types::RecordSet::new();
+        let mut at = 0;
+        for _ in 0..self.below(3) {
+            let cut = at + self.below((all.len() - at + 1) as u64) as usize;
+            out.push(all.slice(at..cut));
+            at = cut;
+        }
+        out.push(all.slice(at..));
+        out
+    }
+
     pub(crate) fn vec<T>(&mut self, mut f: impl FnMut(&mut Gen) -> T) -> Vec<T> {
         self.depth += 1;
         let max = if self.depth > 3 { 1 } else { 3 };

@@ -564,3 +564,50 @@ mod error_codes {
         }
     }
 }
+
+#[test]
+fn fetch_records_in_segments_encode_as_the_joined_bytes() {
+    use crate::RecordSet;
+    use crate::messages::fetch_response::{FetchResponse, FetchableTopicResponse, PartitionData};
+    let big = Bytes::from(vec![7u8; 5000]);
+    let small = Bytes::from_static(b"small batch bytes");
+    let parts = [
+        big.clone(),
+        small.clone(),
+        Bytes::new(),
+        big.clone(),
+        small.clone(),
+    ];
+    let joined: Bytes = parts.concat().into();
+    let response = |records: RecordSet| {
+        ResponseBody::Fetch(FetchResponse {
+            responses: vec![FetchableTopicResponse {
+                topic: ByteString::from_static("t"),
+                partitions: vec![PartitionData {
+                    records: Some(records),
+                    ..PartitionData::default()
+                }],
+                ..FetchableTopicResponse::default()
+            }],
+            ..FetchResponse::default()
+        })
+    };
+    let segmented: RecordSet = parts.iter().cloned().collect();
+    assert_eq!(segmented.segments().len(), 4, "the empty part is not kept");
+    assert_eq!(segmented.len(), joined.len());
+    assert_eq!(segmented.to_bytes(), joined);
+    assert_eq!(segmented, RecordSet::from(joined.clone()));
+    for version in [4, 11, 12, 16] {
+        let a = encode_response(9, version, &response(segmented.clone())).expect("encodes");
+        let b = encode_response(9, version, &response(RecordSet::from(joined.clone())))
+            .expect("encodes");
+        assert_eq!(a.segments.concat(), b.segments.concat(), "v{version}");
+        // The large batches are referenced, not copied.
+        let shared = a
+            .segments
+            .iter()
+            .filter(|s| s.as_ptr() == big.as_ptr() && s.len() == big.len())
+            .count();
+        assert_eq!(shared, 2, "v{version}");
+    }
+}

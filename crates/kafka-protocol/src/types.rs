@@ -84,3 +84,98 @@ impl VersionRange {
         v >= self.min && v <= self.max
     }
 }
+
+/// The record batches of a response's `records` field (Fetch): byte segments written
+/// back to back as one value, so batches kept apart (each stored or encoded on its own)
+/// go out with a vectored write instead of being joined into one buffer first. A
+/// decoded value is one segment. Equality compares the bytes, not how they are split.
+#[derive(Clone, Default)]
+pub struct RecordSet {
+    segments: Vec<Bytes>,
+    len: usize,
+}
+
+impl RecordSet {
+    /// No bytes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a segment (empty ones are not kept).
+    pub fn push(&mut self, segment: Bytes) {
+        if !segment.is_empty() {
+            self.len += segment.len();
+            self.segments.push(segment);
+        }
+    }
+
+    /// Total bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The segments, in order; none is empty.
+    pub fn segments(&self) -> &[Bytes] {
+        &self.segments
+    }
+
+    /// The bytes as one buffer: shared when there is one segment, copied otherwise.
+    pub fn to_bytes(&self) -> Bytes {
+        match self.segments.as_slice() {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            many => {
+                let mut out = Vec::with_capacity(self.len);
+                for s in many {
+                    out.extend_from_slice(s);
+                }
+                Bytes::from(out)
+            }
+        }
+    }
+
+    /// The bytes in order, segment by segment.
+    pub fn iter(&self) -> impl Iterator<Item = u8> + '_ {
+        self.segments.iter().flat_map(|s| s.iter().copied())
+    }
+}
+
+impl From<Bytes> for RecordSet {
+    fn from(b: Bytes) -> Self {
+        let mut out = RecordSet::new();
+        out.push(b);
+        out
+    }
+}
+
+impl FromIterator<Bytes> for RecordSet {
+    fn from_iter<I: IntoIterator<Item = Bytes>>(iter: I) -> Self {
+        let mut out = RecordSet::new();
+        for b in iter {
+            out.push(b);
+        }
+        out
+    }
+}
+
+impl PartialEq for RecordSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for RecordSet {}
+
+impl fmt::Debug for RecordSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordSet")
+            .field("len", &self.len)
+            .field("segments", &self.segments.len())
+            .finish()
+    }
+}

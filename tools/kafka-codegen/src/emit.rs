@@ -218,7 +218,7 @@ fn prim_min_len(ty: &Ty, compact: bool) -> usize {
                 2
             }
         }
-        Ty::Bytes | Ty::Records | Ty::Array(_) | Ty::Struct(_) => {
+        Ty::Bytes | Ty::Records | Ty::RecordSet | Ty::Array(_) | Ty::Struct(_) => {
             if compact {
                 1
             } else {
@@ -299,6 +299,7 @@ fn base_ty(ty: &Ty) -> String {
         Ty::Float64 => "f64".into(),
         Ty::String => "ByteString".into(),
         Ty::Bytes | Ty::Records => "Bytes".into(),
+        Ty::RecordSet => "RecordSet".into(),
         Ty::Uuid => "Uuid".into(),
         Ty::Array(t) => format!("Vec<{}>", base_ty(t)),
         Ty::Struct(n) => n.clone(),
@@ -355,6 +356,7 @@ fn base_default(ty: &Ty, d: Option<&str>) -> Result<String, CodegenError> {
             _ => "ByteString::new()".into(),
         },
         Ty::Bytes | Ty::Records => "Bytes::new()".into(),
+        Ty::RecordSet => "RecordSet::new()".into(),
         Ty::Uuid => "Uuid::ZERO".into(),
         Ty::Array(_) => "Vec::new()".into(),
         Ty::Struct(n) => format!("{n}::default()"),
@@ -377,7 +379,7 @@ fn is_default_expr(f: &Field, x: &str) -> Result<String, CodegenError> {
 fn default_expr(f: &Field) -> Result<String, CodegenError> {
     let d = f.default.as_deref();
     if f.nullable.is_some() {
-        if d == Some("null") || matches!(f.ty, Ty::Records) {
+        if d == Some("null") || matches!(f.ty, Ty::Records | Ty::RecordSet) {
             return Ok("None".into());
         }
         return Ok(format!("Some({})", base_default(&f.ty, d)?));
@@ -426,6 +428,12 @@ fn decode_expr(ty: &Ty, nullable: Option<&str>, compact: &str, path: &str) -> St
         (Ty::Bytes | Ty::Records, Some(n)) => {
             format!("rd::nullable_bytes(i, cx, {compact}, {n}, {p})")
         }
+        (Ty::RecordSet, None) => {
+            format!("rd::bytes(i, cx, {compact}, {p}).map(RecordSet::from)")
+        }
+        (Ty::RecordSet, Some(n)) => format!(
+            "rd::nullable_bytes(i, cx, {compact}, {n}, {p}).map(|b| b.map(RecordSet::from))"
+        ),
         (Ty::Array(elem), n) => {
             // The element's exact minimum at the message's version.
             let min = match elem.as_ref() {
@@ -478,6 +486,10 @@ fn encode_stmt(ty: &Ty, nullable: Option<&str>, compact: &str, path: &str, x: &s
         (Ty::Bytes | Ty::Records, Some(n)) => {
             format!("e.put_nullable_bytes({x}.as_ref(), {compact}, {n}, {p})?;")
         }
+        (Ty::RecordSet, None) => format!("e.put_record_set(&{x}, {compact}, {p})?;"),
+        (Ty::RecordSet, Some(n)) => {
+            format!("e.put_nullable_record_set({x}.as_ref(), {compact}, {n}, {p})?;")
+        }
         (Ty::Array(elem), n) => {
             let inner = encode_stmt(elem, None, compact, path, "(*it)");
             match n {
@@ -509,6 +521,7 @@ fn arb_expr(ty: &Ty, nullable: Option<&str>) -> String {
         Ty::Uuid => "g.uuid()".into(),
         Ty::String => "g.string()".into(),
         Ty::Bytes | Ty::Records => "g.bytes()".into(),
+        Ty::RecordSet => "g.record_set()".into(),
         Ty::Array(elem) => format!("g.vec(|g| {})", arb_expr(elem, None)),
         Ty::Struct(s) => format!("{s}::arbitrary(g, v)"),
     };

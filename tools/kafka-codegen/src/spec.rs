@@ -58,6 +58,9 @@ pub enum Ty {
     String,
     Bytes,
     Records,
+    /// `records` in a response: written from segments (`RecordSet`), so record batches
+    /// kept apart are not joined to be sent.
+    RecordSet,
     Uuid,
     Array(Box<Ty>),
     Struct(String),
@@ -207,6 +210,16 @@ fn parse_field(v: &Value) -> Result<Field, CodegenError> {
     })
 }
 
+/// A response's `records` fields become [`Ty::RecordSet`].
+fn segmented_records(fields: &mut [Field]) {
+    for f in fields {
+        if f.ty == Ty::Records {
+            f.ty = Ty::RecordSet;
+        }
+        segmented_records(&mut f.fields);
+    }
+}
+
 pub fn parse_spec(src: &str) -> Result<Spec, CodegenError> {
     let v: Value = serde_json::from_str(&strip_comments(src))
         .map_err(|e| CodegenError::Spec(format!("invalid JSON: {e}")))?;
@@ -235,6 +248,13 @@ pub fn parse_spec(src: &str) -> Result<Spec, CodegenError> {
                 name: sname.to_string(),
                 fields,
             });
+        }
+    }
+    let (mut fields, mut common_structs) = (fields, common_structs);
+    if kind == "response" {
+        segmented_records(&mut fields);
+        for s in &mut common_structs {
+            segmented_records(&mut s.fields);
         }
     }
     Ok(Spec {

@@ -41,7 +41,7 @@ use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
     PartitionData,
 };
-use kafka_protocol::{ErrorCode, Uuid};
+use kafka_protocol::{ErrorCode, RecordSet, Uuid};
 use kafka_records::{BATCH_HEADER_LEN, BatchHeader};
 use kafka_store::txn_index::AbortedTxn;
 use std::collections::{BTreeSet, HashMap};
@@ -250,7 +250,7 @@ async fn read_all(
                         .collect()
                 }),
                 preferred_read_replica: -1,
-                records: Some(Bytes::new()),
+                records: Some(RecordSet::new()),
                 ..PartitionData::default()
             };
             let result = read.result.and_then(|mut batches| {
@@ -270,7 +270,7 @@ async fn read_all(
             match result {
                 Ok(batches) => {
                     total += batches.iter().map(Bytes::len).sum::<usize>();
-                    data.records = Some(join(batches));
+                    data.records = Some(batches.into_iter().collect());
                 }
                 Err(code) => {
                     errors = true;
@@ -483,21 +483,6 @@ async fn read_log(
 fn is_zstd(batch: &Bytes) -> bool {
     // attributes: int16 at byte 21, codec in the low three bits.
     batch.get(22).is_some_and(|a| a & 0x07 == 4)
-}
-
-/// One batch is passed through as is; several are joined into one buffer.
-fn join(mut batches: Vec<Bytes>) -> Bytes {
-    match batches.len() {
-        0 => Bytes::new(),
-        1 => batches.pop().unwrap_or_default(),
-        _ => {
-            let mut v = Vec::with_capacity(batches.iter().map(Bytes::len).sum());
-            for b in &batches {
-                v.extend_from_slice(b);
-            }
-            Bytes::from(v)
-        }
-    }
 }
 
 /// Merges repeated topics into their first entry and repeated partitions into their first

@@ -378,10 +378,15 @@ impl Layer for MetricsLayer {
             ResponseBody::Fetch(resp) => {
                 for topic in &resp.responses {
                     for p in &topic.partitions {
-                        if let Some(records) = p.records.as_deref()
+                        if let Some(records) = p.records.as_ref()
                             && !records.is_empty()
                         {
-                            let (n, bytes) = partitions::batch_totals(records);
+                            // The gateway's segments are whole batches each.
+                            let (n, bytes) = records
+                                .segments()
+                                .iter()
+                                .map(|s| partitions::batch_totals(s))
+                                .fold((0, 0), |(n, b), (sn, sb)| (n + sn, b + sb));
                             m.partitions.fetched(
                                 topic_ref(&topic.topic, topic.topic_id),
                                 p.partition_index,

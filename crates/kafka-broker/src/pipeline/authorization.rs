@@ -48,10 +48,9 @@ use crate::pipeline::{Layer, Request, RequestInfo, Verdict};
 use crate::session::Session;
 use crate::store::LogStore;
 use async_trait::async_trait;
-use bytes::Bytes;
 use bytestring::ByteString;
 use kafka_protocol::messages::*;
-use kafka_protocol::{ErrorCode, RequestBody, ResponseBody, Uuid};
+use kafka_protocol::{ErrorCode, RecordSet, RequestBody, ResponseBody, Uuid};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -531,7 +530,7 @@ pub(crate) fn take_refused(body: &mut RequestBody, version: i16, denied: &Denied
                     high_watermark: -1,
                     last_stable_offset: -1,
                     log_start_offset: -1,
-                    records: Some(Bytes::new()),
+                    records: Some(RecordSet::new()),
                     ..Default::default()
                 }),
                 ..Default::default()

@@ -14,6 +14,7 @@ use crate::server::Stores;
 use crate::session::{AuthState, Listener, Principal, SecurityProtocol};
 use crate::store::memory::{MemoryStore, MemoryStoreConfig};
 use crate::store::{CommittedOffset, LogStore, NewTopic, OffsetStore, TopicConfig};
+use bytes::Bytes;
 use kafka_authz::store::{MemoryAclStore, parse_bindings};
 use kafka_protocol::api::{decode_response, encode_request};
 use kafka_protocol::messages::request_header::RequestHeader;

@@ -455,7 +455,7 @@ mod tests {
         let mut body: ResponseBody = FetchResponse {
             responses: vec![FetchableTopicResponse {
                 partitions: vec![PartitionData {
-                    records: Some(bytes::Bytes::from(vec![0u8; 50_000])),
+                    records: Some(bytes::Bytes::from(vec![0u8; 50_000]).into()),
                     ..PartitionData::default()
                 }],
                 ..FetchableTopicResponse::default()

@@ -406,7 +406,7 @@ async fn fetch(b: &Broker, offset: i64, isolation: i8) -> (i64, Option<Vec<(i64,
     let p = r.responses.remove(0).partitions.remove(0);
     assert_eq!(p.error_code, 0);
     let mut bases = Vec::new();
-    let mut records = p.records.unwrap_or_default();
+    let mut records = p.records.map(|r| r.to_bytes()).unwrap_or_default();
     while records.len() >= BATCH_HEADER_LEN {
         let h = BatchHeader::parse(&records[..BATCH_HEADER_LEN]).unwrap();
         bases.push(h.base_offset);

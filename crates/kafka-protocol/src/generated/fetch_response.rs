@@ -1176,7 +1176,7 @@ pub struct PartitionData {
     /// `PreferredReadReplica`: Versions 11+.
     pub preferred_read_replica: i32,
     /// `Records`: Versions 0+, nullable from 0.
-    pub records: Option<Bytes>,
+    pub records: Option<RecordSet>,
     /// Tagged fields this version does not know, kept as raw bytes.
     pub unknown_tagged_fields: Vec<RawTaggedField>,
 }
@@ -1302,7 +1302,8 @@ impl PartitionData {
         }
         rd::set(
             &mut this.records,
-            rd::nullable_bytes(i, cx, flexible, true, "PartitionData.records")?,
+            rd::nullable_bytes(i, cx, flexible, true, "PartitionData.records")
+                .map(|b| b.map(RecordSet::from))?,
         );
         if flexible {
             let n = rd::tag_section(i, cx, "PartitionData._tagged")?;
@@ -1394,7 +1395,7 @@ impl Encode for PartitionData {
         if v >= 11 {
             e.put_i32(self.preferred_read_replica);
         }
-        e.put_nullable_bytes(
+        e.put_nullable_record_set(
             self.records.as_ref(),
             flexible,
             true,
@@ -1462,7 +1463,7 @@ impl crate::testkit::Arbitrary for PartitionData {
         this.records = if true && g.bool() {
             None
         } else {
-            Some(g.bytes())
+            Some(g.record_set())
         };
         if v >= 12 {
             this.unknown_tagged_fields = g.unknown_tags(&[0, 1, 2]);

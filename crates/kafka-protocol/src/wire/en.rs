@@ -6,7 +6,7 @@
 //! payload, so the output is a list of [`Bytes`] segments for a vectored write.
 
 use crate::error::ProtocolError;
-use crate::types::{RawTaggedField, Uuid};
+use crate::types::{RawTaggedField, RecordSet, Uuid};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// Writes values into a list of byte segments.
@@ -265,6 +265,36 @@ impl Encoder {
     ) -> Result<(), ProtocolError> {
         match b {
             Some(b) => self.put_bytes(b, compact, field),
+            None if nullable => self.put_len(None, compact, true, field),
+            None => Err(ProtocolError::UnexpectedNull { field }),
+        }
+    }
+
+    /// A response's record batches: one length for all segments, then each segment
+    /// (referenced or copied as [`Self::put_payload`] decides).
+    pub fn put_record_set(
+        &mut self,
+        r: &RecordSet,
+        compact: bool,
+        field: &'static str,
+    ) -> Result<(), ProtocolError> {
+        self.put_len(Some(r.len()), compact, true, field)?;
+        for s in r.segments() {
+            self.put_payload(s);
+        }
+        Ok(())
+    }
+
+    /// Record batches that may be null where `nullable` allows it.
+    pub fn put_nullable_record_set(
+        &mut self,
+        r: Option<&RecordSet>,
+        compact: bool,
+        nullable: bool,
+        field: &'static str,
+    ) -> Result<(), ProtocolError> {
+        match r {
+            Some(r) => self.put_record_set(r, compact, field),
             None if nullable => self.put_len(None, compact, true, field),
             None => Err(ProtocolError::UnexpectedNull { field }),
         }

@@ -87,7 +87,7 @@ pub mod prelude {
     pub use super::rd::{self, Res};
     pub use super::{Cx, Decode, Encode, Encoder, Message, R, Request, TaggedWriter};
     pub use crate::error::ProtocolError;
-    pub use crate::types::{RawTaggedField, Uuid, VersionRange};
+    pub use crate::types::{RawTaggedField, RecordSet, Uuid, VersionRange};
     pub use bytes::Bytes;
     pub use bytestring::ByteString;
 }
