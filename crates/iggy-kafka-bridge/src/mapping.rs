@@ -2180,7 +2180,7 @@ fn encode_run_of<R: AsRef<NewRecord>>(
 }
 
 #[cfg(test)]
-mod fetch_tests {
+pub(crate) mod fetch_tests {
     use super::*;
 
     fn polled(message: IggyMessage, offset: u64) -> IggyMessage {
@@ -2199,7 +2199,7 @@ mod fetch_tests {
 
     /// One producer batch of every shape the mapping writes: native with and without
     /// key and headers, envelope (null value, empty header value), transactional.
-    fn batch() -> (BatchFrame, Vec<NewRecord>) {
+    pub(crate) fn batch() -> (BatchFrame, Vec<NewRecord>) {
         let records = vec![
             NewRecord {
                 timestamp: 1_700_000_000_000,

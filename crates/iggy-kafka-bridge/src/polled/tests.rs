@@ -1,53 +1,16 @@
 use super::*;
-use crate::mapping::{BatchFrame, TxnTag, from_polled, to_message_at};
+use crate::mapping::{TxnTag, from_polled, to_message_at};
 use bytes::BytesMut;
 use iggy::prelude::{HeaderKey, HeaderValue, PolledMessages};
-use kafka_records::{Header, NewRecord};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
-fn header(name: &str, value: &[u8]) -> Header {
-    Header::new(
-        Bytes::copy_from_slice(name.as_bytes()),
-        Some(Bytes::copy_from_slice(value)),
-    )
-}
-
-/// Messages of every shape a poll can hold: the mapping's native form with and without
-/// key and headers, its envelope form (null value), a transactional batch, a native
-/// Iggy producer's message without headers, and one whose headers only the SDK's map
-/// reads (an Int64 name).
+/// Messages of every shape a poll can hold: the mapping's test batch (native form with
+/// and without key and headers, envelope form, transactional), a native Iggy producer's
+/// message without headers, and one whose headers only the SDK's map reads (an Int64
+/// name).
 fn messages() -> Vec<IggyMessage> {
-    let records = [
-        NewRecord {
-            timestamp: 1_700_000_000_000,
-            key: Some(Bytes::from_static(b"key")),
-            value: Some(Bytes::from(vec![7u8; 1000])),
-            headers: vec![header("a", b"1"), header("z", b"2")],
-        },
-        NewRecord {
-            timestamp: 1_699_999_999_990,
-            key: None,
-            value: Some(Bytes::from_static(b"v")),
-            headers: Vec::new(),
-        },
-        NewRecord {
-            timestamp: 1_700_000_000_005,
-            key: Some(Bytes::from_static(b"k")),
-            value: None,
-            headers: vec![header("kafka-ish", b"")],
-        },
-    ];
-    let frame = BatchFrame {
-        attributes: 0x10,
-        partition_leader_epoch: 3,
-        base_timestamp: 1_700_000_000_000,
-        producer_id: 77,
-        producer_epoch: 2,
-        base_sequence: 10,
-        record_count: records.len() as i32,
-        crc: None,
-    };
+    let (frame, records) = crate::mapping::fetch_tests::batch();
     let mut out: Vec<IggyMessage> = records
         .iter()
         .enumerate()
@@ -127,7 +90,7 @@ fn fixture() -> (Vec<IggyMessage>, Bytes) {
 #[test]
 fn an_answer_reads_as_the_sdk_and_the_mapping_read_it() {
     let (messages, bytes) = fixture();
-    for from in [0, 100, 101, 102, 104, 105] {
+    for from in [0, 100, 101, 102, 104, 105, 106] {
         let ours = decode_poll(bytes.clone(), from).unwrap();
         let (current, theirs) = through_the_sdk(bytes.clone(), from).unwrap();
         assert_eq!(ours.current_offset, current);
@@ -135,7 +98,7 @@ fn an_answer_reads_as_the_sdk_and_the_mapping_read_it() {
         assert_eq!(ours.records, theirs, "from {from}");
         assert_eq!(
             ours.records.len(),
-            105usize.saturating_sub(from.max(100) as usize)
+            106usize.saturating_sub(from.max(100) as usize)
         );
         assert_eq!(ours.messages, messages.len());
         let data: usize = messages
@@ -147,9 +110,9 @@ fn an_answer_reads_as_the_sdk_and_the_mapping_read_it() {
     // Offsets and timestamps come from each batch's bases plus the frame's deltas.
     let all = decode_poll(bytes, 0).unwrap().records;
     let offsets: Vec<u64> = all.iter().map(|r| r.offset).collect();
-    assert_eq!(offsets, [100, 101, 102, 103, 104]);
+    assert_eq!(offsets, [100, 101, 102, 103, 104, 105]);
     // The native message has no kafka.timestamp: its origin timestamp (µs) in ms.
-    assert_eq!(all[3].record.timestamp, 4);
+    assert_eq!(all[4].record.timestamp, 4);
     assert!(all.iter().any(|r| r.envelope));
     assert!(all[0].txn.is_some() && all[0].batch.is_some());
 }
@@ -194,7 +157,7 @@ fn a_claimed_count_sizes_nothing_the_answer_cannot_hold() {
     m[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
     let room = (bytes.len() - POLL_PREFIX_LEN) / BATCH_MESSAGE_HEADER_SIZE;
     let polled = decode_poll(m.freeze(), 0).unwrap();
-    assert_eq!(polled.records.len(), 5);
+    assert_eq!(polled.records.len(), 6);
     assert!(polled.records.capacity() <= room);
 }
 
