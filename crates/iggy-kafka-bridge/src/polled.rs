@@ -76,11 +76,13 @@ pub fn decode_poll(answer: Bytes, from: u64) -> Result<Polled, MappingError> {
             let frame = BatchMessageHeader::decode(&answer[cursor..batch_end])
                 .map_err(|e| bad(&format!("message frame at {cursor}: {e}")))?;
             let payload_start = cursor + BATCH_MESSAGE_HEADER_SIZE;
-            let payload_end = payload_start + frame.payload_length as usize;
-            let headers_end = payload_end + frame.user_headers_length as usize;
-            if headers_end > batch_end {
+            let ends = payload_start
+                .checked_add(frame.payload_length as usize)
+                .and_then(|p| Some((p, p.checked_add(frame.user_headers_length as usize)?)))
+                .filter(|(_, h)| *h <= batch_end);
+            let Some((payload_end, headers_end)) = ends else {
                 return Err(bad(&format!("message at {cursor} runs past its batch")));
-            }
+            };
             cursor = headers_end;
             out.messages += 1;
             out.data_bytes += headers_end - payload_start;
