@@ -42,6 +42,7 @@
 
 use crate::config::BridgeConfig;
 use crate::errors::BridgeError;
+use bytes::Bytes;
 use iggy::binary::BinaryTransport;
 use iggy::prelude::{
     AutoLogin, Client, ClientWrapper, IggyClient, IggyDuration, IggyError, TcpClient,
@@ -54,6 +55,30 @@ use rustls_pki_types::pem::PemObject;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+
+/// One request over `session`'s transport, refused as the SDK refuses it unless the
+/// session is signed in.
+pub(crate) async fn signed_in_request(
+    session: &IggyClient,
+    code: u32,
+    body: Bytes,
+) -> Result<Bytes, IggyError> {
+    let transport = session.client();
+    let transport = transport.read().await;
+    // Sessions are always TCP (`crate::connection::open_session`).
+    let ClientWrapper::Tcp(tcp) = &*transport else {
+        return Err(IggyError::InvalidCommand);
+    };
+    match tcp.get_state().await {
+        ClientState::Authenticated => {}
+        ClientState::Shutdown => return Err(IggyError::ClientShutdown),
+        ClientState::Connected => return Err(IggyError::Unauthenticated),
+        ClientState::Disconnected | ClientState::Connecting | ClientState::Authenticating => {
+            return Err(IggyError::Disconnected);
+        }
+    }
+    tcp.send_raw_with_response(code, body).await
+}
 
 /// Longest wait for the diagnostic handshake of [`tls_failure`] (at most `call_timeout`).
 const TLS_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

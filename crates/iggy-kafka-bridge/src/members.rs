@@ -91,10 +91,11 @@
 use crate::IggyBridge;
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
 use crate::metrics::IggyMetrics;
+use crate::polled;
 use bytes::Bytes;
 use iggy::prelude::{
-    Consumer, Identifier, IggyByteSize, IggyClient, IggyDuration, IggyError, IggyExpiry,
-    IggyMessage, MessageClient, Partitioning, PollingStrategy, TopicClient, TopicCreateOptions,
+    Identifier, IggyByteSize, IggyClient, IggyDuration, IggyError, IggyExpiry, IggyMessage,
+    MessageClient, Partitioning, PollingStrategy, TopicClient, TopicCreateOptions,
 };
 use kafka_store::cluster::{LiveView, Member, MemberListener, Membership};
 use kafka_store::{StoreError, StoreResult};
@@ -559,21 +560,17 @@ impl IggyBridge {
             named(&stream).map_err(setup)?,
             named(MEMBERS_TOPIC).map_err(setup)?,
         );
-        let consumer = Consumer::new(
-            Identifier::numeric(0).map_err(|e| setup(StoreError::Internal(e.to_string())))?,
-        );
         let recent = call(
             &metrics,
             call_timeout,
             Op::Read,
-            reader.poll_messages(
+            polled::poll_checked(
+                &reader,
                 &s,
                 &t,
-                Some(0),
-                &consumer,
+                0,
                 &PollingStrategy::last(),
                 settings.window(),
-                false,
             ),
         )
         .await
@@ -794,10 +791,6 @@ async fn tail_loop(shared: Arc<Shared>, client: IggyClient, mut next: u64) {
     let mut unknown = RateLimited::default();
     let mut unreadable = RateLimited::default();
     let mut failures = RateLimited::default();
-    let consumer = match Identifier::numeric(0) {
-        Ok(id) => Consumer::new(id),
-        Err(_) => return,
-    };
     let (Ok(s), Ok(t)) = (named(&shared.stream), named(MEMBERS_TOPIC)) else {
         return;
     };
@@ -807,15 +800,7 @@ async fn tail_loop(shared: Arc<Shared>, client: IggyClient, mut next: u64) {
             &shared.metrics,
             shared.call_timeout,
             Op::Read,
-            client.poll_messages(
-                &s,
-                &t,
-                Some(0),
-                &consumer,
-                &PollingStrategy::offset(next),
-                PAGE,
-                false,
-            ),
+            polled::poll_checked(&client, &s, &t, 0, &PollingStrategy::offset(next), PAGE),
         )
         .await;
         let mut more = false;

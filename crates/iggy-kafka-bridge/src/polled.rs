@@ -16,13 +16,22 @@
 //! malformed answer is an error, never a panic or a read past its end, and the message
 //! count it claims sizes nothing.
 
+use crate::connection::signed_in_request;
 use crate::mapping::{self, MappedRecord, MappingError};
 use bytes::{BufMut, Bytes, BytesMut};
-use iggy::prelude::IggyMessage;
+use iggy::prelude::{
+    Consumer, Identifier, IggyClient, IggyError, IggyMessage, PolledMessages, PollingStrategy,
+};
+use iggy_binary_protocol::WireEncode;
 use iggy_binary_protocol::batch::{
     BATCH_HEADER_SIZE, BATCH_MESSAGE_HEADER_SIZE, BatchHeader, BatchMessageHeader,
 };
+use iggy_binary_protocol::codes::POLL_MESSAGES_CODE;
+use iggy_binary_protocol::requests::messages::PollMessagesRequest;
 use iggy_common::IggyMessageHeader;
+use iggy_common::wire_conversions::{
+    consumer_to_wire, identifier_to_wire, polling_strategy_to_wire,
+};
 
 /// Bytes before the first batch of a poll's answer.
 pub const POLL_PREFIX_LEN: usize = 16;
@@ -129,6 +138,49 @@ pub fn decode_poll(answer: Bytes, from: u64) -> Result<Polled, MappingError> {
         position = batch_end;
     }
     Ok(out)
+}
+
+/// Polls up to `count` (at least one) messages of one partition without a stored
+/// consumer offset, as the SDK's `poll_messages` asks for them (consumer 0, no
+/// auto-commit, same request, sign-in check and transport), and returns Iggy's answer
+/// undecoded, for [`decode_poll`] or [`poll_checked`].
+pub(crate) async fn poll_answer(
+    session: &IggyClient,
+    stream: &Identifier,
+    topic: &Identifier,
+    partition: u32,
+    strategy: &PollingStrategy,
+    count: u32,
+) -> Result<Bytes, IggyError> {
+    let request = PollMessagesRequest {
+        consumer: consumer_to_wire(&Consumer::new(Identifier::numeric(0)?))?,
+        stream_id: identifier_to_wire(stream)?,
+        topic_id: identifier_to_wire(topic)?,
+        partition_id: Some(partition),
+        strategy: polling_strategy_to_wire(strategy),
+        count: count.max(1),
+        auto_commit: false,
+    };
+    signed_in_request(session, POLL_MESSAGES_CODE, request.to_bytes()).await
+}
+
+/// [`poll_answer`] decoded by the SDK into its messages, for readers that need them as
+/// such (their ids, their raw payloads). The SDK's decode reserves room for the message
+/// count an answer claims before reading it, so an answer claiming more than it can
+/// hold ([`claims_more_than_it_holds`]) is refused first, as `InvalidMessagesCount`.
+pub(crate) async fn poll_checked(
+    session: &IggyClient,
+    stream: &Identifier,
+    topic: &Identifier,
+    partition: u32,
+    strategy: &PollingStrategy,
+    count: u32,
+) -> Result<PolledMessages, IggyError> {
+    let answer = poll_answer(session, stream, topic, partition, strategy, count).await?;
+    if claims_more_than_it_holds(&answer) {
+        return Err(IggyError::InvalidMessagesCount);
+    }
+    PolledMessages::from_bytes(answer)
 }
 
 /// Whether a poll answer claims more messages than its bytes can hold (each takes at

@@ -25,7 +25,8 @@ use crate::convert;
 use crate::errors::Op;
 use crate::mapping::{self, BatchFrame, WireMessages};
 use crate::partition::PartitionId;
-use iggy::prelude::{Consumer, Identifier, MessageClient, PollingStrategy};
+use crate::polled;
+use iggy::prelude::PollingStrategy;
 use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
 use iggy_common::wire_conversions::identifier_to_wire;
 use kafka_records::{ExactReencoding, NewRecord};
@@ -587,8 +588,6 @@ impl IggyBridge {
             named(&r.target.stream, topic)?,
             named(&r.target.topic, topic)?,
         );
-        let consumer =
-            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
         loop {
             let session = self.session_for(&r.target, partition);
             let polled = self
@@ -596,14 +595,13 @@ impl IggyBridge {
                     Op::Read,
                     topic,
                     partition.kafka(),
-                    session.poll_messages(
+                    polled::poll_checked(
+                        session,
                         &s,
                         &t,
-                        Some(partition.iggy()),
-                        &consumer,
+                        partition.iggy(),
                         &PollingStrategy::last(),
                         window,
-                        false,
                     ),
                 )
                 .await;

@@ -7,16 +7,15 @@
 //! message takes; what a read polled but did not return goes to `read_ahead`.
 
 use super::read_ahead::{PendingPoll, append_records, mapped_size};
-use super::session::poll_messages_raw;
 use super::topics::Resolved;
 use super::{IggyBridge, named};
 use crate::convert;
-use crate::errors::{Op, map_iggy_error};
+use crate::errors::Op;
 use crate::mapping::{self, BatchFrame, MappedRecord};
 use crate::partition::PartitionId;
 use crate::polled;
 use bytes::{Bytes, BytesMut};
-use iggy::prelude::{Identifier, PolledMessages};
+use iggy::prelude::{Identifier, PolledMessages, PollingStrategy};
 use kafka_store::{ReadOutcome, StoreError, StoreResult, Watermarks};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -25,10 +24,8 @@ use std::sync::atomic::Ordering;
 impl IggyBridge {
     /// Up to `count` (at least one) messages of one Iggy partition from Iggy offset
     /// `offset`, read without a stored consumer offset, as the SDK's messages (for the
-    /// compaction's reads, which need their ids). `name` and `kafka_partition` name the
-    /// read in errors. The SDK's decode reserves room for as many messages as the
-    /// answer claims, so an answer claiming more than it can hold is refused first
-    /// ([`polled::claims_more_than_it_holds`]).
+    /// compaction's reads, which need their ids; [`polled::poll_checked`]). `name` and
+    /// `kafka_partition` name the read in errors.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn poll_from(
         &self,
@@ -40,29 +37,20 @@ impl IggyBridge {
         name: &str,
         kafka_partition: i32,
     ) -> StoreResult<PolledMessages> {
-        let answer = self
-            .call(
-                Op::Read,
-                name,
-                kafka_partition,
-                poll_messages_raw(
-                    self.any_session(),
-                    stream,
-                    topic,
-                    iggy_partition,
-                    offset,
-                    count,
-                ),
-            )
-            .await?;
-        if polled::claims_more_than_it_holds(&answer) {
-            return Err(StoreError::Internal(format!(
-                "{name}/{kafka_partition}: a poll answer of {} bytes claims more messages than it holds",
-                answer.len()
-            )));
-        }
-        PolledMessages::from_bytes(answer)
-            .map_err(|e| map_iggy_error(&e, Op::Read, name, kafka_partition))
+        self.call(
+            Op::Read,
+            name,
+            kafka_partition,
+            polled::poll_checked(
+                self.any_session(),
+                stream,
+                topic,
+                iggy_partition,
+                &PollingStrategy::offset(offset),
+                count,
+            ),
+        )
+        .await
     }
 
     pub(super) async fn poll(
@@ -95,7 +83,14 @@ impl IggyBridge {
                 Op::Read,
                 name,
                 partition.kafka(),
-                poll_messages_raw(self.any_session(), &s, &t, partition.iggy(), offset, count),
+                polled::poll_answer(
+                    self.any_session(),
+                    &s,
+                    &t,
+                    partition.iggy(),
+                    &PollingStrategy::offset(offset),
+                    count,
+                ),
             )
             .await?;
         let polled = polled::decode_poll(answer, offset)

@@ -11,21 +11,13 @@
 use super::IggyBridge;
 use crate::config::{BridgeConfig, IggyTopicRef};
 use crate::connection::Watchers;
+use crate::connection::signed_in_request;
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
 use crate::partition::PartitionId;
 use bytes::Bytes;
-use iggy::prelude::{
-    Client, ClientWrapper, Consumer, Identifier, IggyClient, IggyError, PollingStrategy,
-    SystemClient,
-};
-use iggy_binary_protocol::WireEncode;
-use iggy_binary_protocol::codes::{POLL_MESSAGES_CODE, SEND_MESSAGES_CODE};
-use iggy_binary_protocol::requests::messages::PollMessagesRequest;
-use iggy_common::locking::IggyRwLockFn;
-use iggy_common::wire_conversions::{
-    consumer_to_wire, identifier_to_wire, polling_strategy_to_wire,
-};
-use iggy_common::{BinaryTransport, ClientState, SendMessagesResponse, decode_send_confirmations};
+use iggy::prelude::{Client, IggyClient, IggyError, SystemClient};
+use iggy_binary_protocol::codes::SEND_MESSAGES_CODE;
+use iggy_common::{SendMessagesResponse, decode_send_confirmations};
 use kafka_store::{StoreError, StoreResult};
 use std::sync::atomic::Ordering;
 
@@ -119,54 +111,6 @@ pub(super) async fn send_messages_raw(
             confirmations: Vec::new(),
         }),
     )
-}
-
-/// Polls up to `count` messages of one partition from `offset` without a stored
-/// consumer offset, as the SDK's `poll_messages` asks for them (consumer 0, no
-/// auto-commit, same request and transport path), and returns Iggy's answer undecoded
-/// for [`crate::polled::decode_poll`].
-pub(super) async fn poll_messages_raw(
-    session: &IggyClient,
-    stream: &Identifier,
-    topic: &Identifier,
-    partition: u32,
-    offset: u64,
-    count: u32,
-) -> Result<Bytes, IggyError> {
-    let request = PollMessagesRequest {
-        consumer: consumer_to_wire(&Consumer::new(Identifier::numeric(0)?))?,
-        stream_id: identifier_to_wire(stream)?,
-        topic_id: identifier_to_wire(topic)?,
-        partition_id: Some(partition),
-        strategy: polling_strategy_to_wire(&PollingStrategy::offset(offset)),
-        count: count.max(1),
-        auto_commit: false,
-    };
-    signed_in_request(session, POLL_MESSAGES_CODE, request.to_bytes()).await
-}
-
-/// One request over `session`'s transport, refused as the SDK refuses it unless the
-/// session is signed in.
-async fn signed_in_request(
-    session: &IggyClient,
-    code: u32,
-    body: Bytes,
-) -> Result<Bytes, IggyError> {
-    let transport = session.client();
-    let transport = transport.read().await;
-    // Sessions are always TCP (`crate::connection::open_session`).
-    let ClientWrapper::Tcp(tcp) = &*transport else {
-        return Err(IggyError::InvalidCommand);
-    };
-    match tcp.get_state().await {
-        ClientState::Authenticated => {}
-        ClientState::Shutdown => return Err(IggyError::ClientShutdown),
-        ClientState::Connected => return Err(IggyError::Unauthenticated),
-        ClientState::Disconnected | ClientState::Connecting | ClientState::Authenticating => {
-            return Err(IggyError::Disconnected);
-        }
-    }
-    tcp.send_raw_with_response(code, body).await
 }
 
 pub(super) async fn open_session(

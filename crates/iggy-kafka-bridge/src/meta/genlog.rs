@@ -6,10 +6,11 @@
 use super::{call, named, poisoned};
 use crate::errors::Op;
 use crate::metrics::IggyMetrics;
+use crate::polled;
 use bytes::Bytes;
 use iggy::prelude::{
-    Consumer, Identifier, IggyClient, IggyMessage, MessageClient, Partitioning, PollingStrategy,
-    TopicClient, TopicCreateOptions,
+    IggyClient, IggyMessage, MessageClient, Partitioning, PollingStrategy, TopicClient,
+    TopicCreateOptions,
 };
 use kafka_store::{StoreError, StoreResult};
 use serde::{Deserialize, Serialize};
@@ -301,21 +302,18 @@ impl Ctx {
         offset: u64,
     ) -> StoreResult<Vec<IggyMessage>> {
         let (s, t) = (named(&self.stream)?, named(topic)?);
-        let consumer =
-            Consumer::new(Identifier::numeric(0).map_err(|e| StoreError::Internal(e.to_string()))?);
         Ok(call(
             &self.metrics,
             self.call_timeout,
             Op::Read,
             topic,
-            client.poll_messages(
+            polled::poll_checked(
+                client,
                 &s,
                 &t,
-                Some(0),
-                &consumer,
+                0,
                 &PollingStrategy::offset(offset),
                 META_PAGE,
-                false,
             ),
         )
         .await?
