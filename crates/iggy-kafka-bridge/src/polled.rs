@@ -15,6 +15,11 @@
 //! bases plus each frame's deltas. Every length is checked against the answer: a
 //! malformed answer is an error, never a panic or a read past its end, and the message
 //! count it claims sizes nothing.
+//!
+//! Every poll the bridge makes is sent by `poll_answer`. Readers that need the SDK's
+//! messages (their ids, raw payloads) use `poll_checked`, which refuses an answer
+//! claiming more messages than it can hold before the SDK's decode reserves room for
+//! them.
 
 use crate::connection::signed_in_request;
 use crate::mapping::{self, MappedRecord, MappingError};
