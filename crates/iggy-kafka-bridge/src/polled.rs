@@ -67,12 +67,11 @@ pub fn decode_poll(answer: Bytes, from: u64) -> Result<Polled, MappingError> {
             .try_into()
             .map_err(|_| bad("current offset"))?,
     );
-    let claimed = u32::from_le_bytes(prefix[12..16].try_into().map_err(|_| bad("count"))?);
+    let (claimed, room) = claimed_and_room(&answer).ok_or_else(|| bad("count"))?;
     // The claimed count sizes the vector only as far as the answer can hold messages.
-    let room = (answer.len() - POLL_PREFIX_LEN) / BATCH_MESSAGE_HEADER_SIZE;
     let mut out = Polled {
         current_offset,
-        records: Vec::with_capacity((claimed as usize).min(room)),
+        records: Vec::with_capacity(claimed.min(room)),
         messages: 0,
         data_bytes: 0,
     };
@@ -192,11 +191,18 @@ pub(crate) async fn poll_checked(
 /// least a message frame header) or is shorter than its prefix: such an answer is not
 /// handed to a decode that reserves room for the claimed count.
 pub fn claims_more_than_it_holds(answer: &[u8]) -> bool {
-    let Some(count) = answer.get(12..POLL_PREFIX_LEN) else {
-        return true;
-    };
+    claimed_and_room(answer).is_none_or(|(claimed, room)| claimed > room)
+}
+
+/// The message count an answer claims, and the most messages its bytes can hold (each
+/// takes at least a message frame header); `None` when it is shorter than its prefix.
+fn claimed_and_room(answer: &[u8]) -> Option<(usize, usize)> {
+    let count = answer.get(12..POLL_PREFIX_LEN)?;
     let claimed = u32::from_le_bytes([count[0], count[1], count[2], count[3]]) as usize;
-    claimed > (answer.len() - POLL_PREFIX_LEN) / BATCH_MESSAGE_HEADER_SIZE
+    Some((
+        claimed,
+        (answer.len() - POLL_PREFIX_LEN) / BATCH_MESSAGE_HEADER_SIZE,
+    ))
 }
 
 /// Writes a poll answer as Iggy does, one batch per slice of `batches`: each message's

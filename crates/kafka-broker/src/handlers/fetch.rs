@@ -269,8 +269,9 @@ async fn read_all(
             });
             match result {
                 Ok(batches) => {
-                    total += batches.iter().map(Bytes::len).sum::<usize>();
-                    data.records = Some(batches.into_iter().collect());
+                    let records: RecordSet = batches.into_iter().collect();
+                    total += records.len();
+                    data.records = Some(records);
                 }
                 Err(code) => {
                     errors = true;
