@@ -97,7 +97,7 @@ fn runs(records: &[MappedRecord]) -> Vec<(usize, usize, Option<BatchFrame>)> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < records.len() {
-        let frame = records[i].batch;
+        let frame = records[i].batch.as_deref().copied();
         let n = frame.map_or(1, |f| usize::try_from(f.record_count).unwrap());
         out.push((i, n, frame));
         i += n;

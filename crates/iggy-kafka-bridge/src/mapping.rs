@@ -257,8 +257,9 @@ pub struct MappedRecord {
     pub record: NewRecord,
     /// Offset delta inside its batch; `None` for a message from a native Iggy producer.
     pub offset_delta: Option<i32>,
-    /// Batch header fields, on the first record of a batch only.
-    pub batch: Option<BatchFrame>,
+    /// Batch header fields, on the first record of a batch only (boxed: records are
+    /// moved and held in bulk on reads, and most carry none).
+    pub batch: Option<Box<BatchFrame>>,
     /// Whether the message was stored in envelope form.
     pub envelope: bool,
     /// The producer id of its transaction (`kafka.txn`), on every record of a
@@ -1128,7 +1129,7 @@ pub(crate) fn from_scanned(
         offset,
         record,
         offset_delta: Some(offset_delta),
-        batch,
+        batch: batch.map(Box::new),
         envelope,
         txn: s.txn,
     })
@@ -1208,7 +1209,7 @@ pub(crate) fn from_message_mapped(message: &IggyMessage) -> Result<MappedRecord,
         offset,
         record,
         offset_delta: Some(offset_delta),
-        batch,
+        batch: batch.map(Box::new),
         envelope,
         txn,
     })
@@ -1272,7 +1273,7 @@ pub fn partial_frame(
     let record_count = i32::try_from(count).ok()?;
     let own = m
         .batch
-        .as_ref()
+        .as_deref()
         .or(batch.filter(|b| Some(b.producer_id) == m.txn));
     match own {
         Some(f) if f.is_transactional() => {
@@ -1429,14 +1430,14 @@ mod tests {
             crc: None,
         };
         let back = roundtrip(&rec(None, Some(b"v"), vec![]), 0, Some(&frame));
-        assert_eq!(back.batch, Some(frame));
+        assert_eq!(back.batch.as_deref(), Some(&frame));
         assert_eq!(back.offset_delta, Some(0));
         let with_crc = BatchFrame {
             crc: Some(0xdead_beef),
             ..frame
         };
         let back = roundtrip(&rec(None, Some(b"v"), vec![]), 0, Some(&with_crc));
-        assert_eq!(back.batch, Some(with_crc));
+        assert_eq!(back.batch.as_deref(), Some(&with_crc));
     }
 
     /// A batch encoded with `options`, mapped to messages as an append does, read back
@@ -1467,7 +1468,7 @@ mod tests {
         }
         let mut out = BytesMut::new();
         let records: Vec<NewRecord> = back.iter().map(|m| m.record.clone()).collect();
-        encode_run(100, back[0].batch.as_ref(), &records, &mut out).unwrap();
+        encode_run(100, back[0].batch.as_deref(), &records, &mut out).unwrap();
         (messages, out.freeze())
     }
 

@@ -986,7 +986,7 @@ impl IggyBridge {
                 // Transactional records and markers keep their producer and bits.
                 let single = mapping::partial_frame(&mapped, seen.as_ref(), 1);
                 if mapped.batch.is_some() {
-                    seen = mapped.batch;
+                    seen = mapped.batch.as_deref().copied();
                 }
                 let record = std::mem::take(&mut mapped.record);
                 let mut bytes = BytesMut::new();

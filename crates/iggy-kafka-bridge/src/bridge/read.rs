@@ -137,7 +137,7 @@ impl IggyBridge {
         if offset < cached.log_start_offset {
             return Ok(Fast::Miss);
         }
-        if let Some(taken) = self.take_ahead(&r.target, p, start, max_bytes).await {
+        if let Some(taken) = self.take_ahead(&r.target, p, start).await {
             let w = Watermarks {
                 log_start_offset: cached.log_start_offset,
                 high_watermark: convert::kafka_i64(taken.high_watermark),
@@ -287,6 +287,8 @@ impl IggyBridge {
             }
         }
         let mut size = 0usize;
+        // The offset after the last record returned.
+        let mut returned_end = 0u64;
         let mut next = buf.back().map_or(start, |m| m.offset + 1);
         // Each run is found and encoded where it lies in `buf`, then dropped from it; a
         // run that does not fit stays at the front for the next read.
@@ -307,7 +309,11 @@ impl IggyBridge {
             let base = first.offset_delta.map_or(first.offset, |d| {
                 first.offset.saturating_sub(u64::from(d.unsigned_abs()))
             });
-            let frame = first.batch.filter(|_| first.offset_delta == Some(0));
+            let frame = first
+                .batch
+                .as_deref()
+                .copied()
+                .filter(|_| first.offset_delta == Some(0));
             let belongs = |m: &MappedRecord| {
                 m.offset_delta.is_some()
                     && m.batch.is_none()
@@ -397,11 +403,18 @@ impl IggyBridge {
                 buf.drain(..n);
             }
             size += bytes.len();
+            returned_end = last_offset.saturating_add(1);
             out.batches.push(bytes);
             if size >= max_bytes {
                 break;
             }
         }
+        // Polls after the first may bring records written since the watermarks were
+        // read: the high watermark covers what is returned (Iggy holds it).
+        out.watermarks.high_watermark = out
+            .watermarks
+            .high_watermark
+            .max(convert::kafka_i64(returned_end));
         self.keep_ahead(&r, topic, p, buf, next, end, max_bytes, running);
         Ok(out)
     }

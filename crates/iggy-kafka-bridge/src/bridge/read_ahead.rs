@@ -102,7 +102,6 @@ impl IggyBridge {
         let ahead = Ahead {
             start: buf.front().map_or(next, |m| m.offset),
             records: buf,
-            held,
             high_watermark: end,
             at: std::time::Instant::now(),
             reserved,
@@ -118,15 +117,14 @@ impl IggyBridge {
 
     /// The records kept by [`Self::keep_ahead`] when they start at `start` and are
     /// younger than `metadata_max_age`, with the high watermark last seen. The poll
-    /// started for the records after them is waited for only when the kept ones are
-    /// fewer than `want` bytes and it has not finished; otherwise it comes back still
-    /// running, for the read to keep.
+    /// started for the records after them comes back as it is (finished or still
+    /// running), for the read to take its answer over once it has used the kept ones; it
+    /// is waited for here only when nothing was kept.
     pub(super) async fn take_ahead(
         &self,
         target: &IggyTopicRef,
         partition: PartitionId,
         start: u64,
-        want: usize,
     ) -> Option<Taken> {
         let ahead = {
             let mut slots = self.inner.ahead.lock().ok()?;
@@ -151,7 +149,10 @@ impl IggyBridge {
         let mut running = None;
         if let Some((from, handle)) = ahead.pending {
             let expected = records.back().map_or(start, |m| m.offset + 1);
-            if from == expected && !handle.is_finished() && ahead.held >= want {
+            // With records kept, the poll goes to the read as it is (finished or not):
+            // the read takes its answer over when it gets to it, instead of every polled
+            // record moving behind the kept ones here.
+            if from == expected && !records.is_empty() {
                 running = Some((from, handle));
             } else if let Ok(Ok(Ok((more, current)))) =
                 tokio::time::timeout(self.inner.config.call_timeout, handle).await
@@ -218,8 +219,6 @@ pub(super) struct Ahead {
     /// Offset of the first record (or of the pending poll when there is none).
     start: u64,
     records: VecDeque<MappedRecord>,
-    /// Bytes of `records` ([`mapped_size`]).
-    held: usize,
     /// The partition's high watermark when the records were kept.
     high_watermark: u64,
     at: std::time::Instant,
@@ -241,10 +240,6 @@ impl PendingPoll {
         poll: impl Future<Output = StoreResult<(Vec<MappedRecord>, u64)>> + Send + 'static,
     ) -> PendingPoll {
         PendingPoll(tokio::spawn(poll))
-    }
-
-    fn is_finished(&self) -> bool {
-        self.0.is_finished()
     }
 }
 
@@ -272,16 +267,20 @@ pub(super) struct Taken {
     pub(super) pending: Option<(u64, PendingPoll)>,
 }
 
-/// Appends the records of `more` from offset `from` on to `records`, moving each record
-/// once: an empty deque takes over the vector's buffer, a non-empty one grows once.
+/// Appends the records of `more` from offset `from` on to `records` (a poll's records go
+/// up in offset, so those before `from` are its front): an empty deque takes over the
+/// vector's buffer, a non-empty one grows once and each record moves once.
 pub(super) fn append_records(
     records: &mut VecDeque<MappedRecord>,
-    mut more: Vec<MappedRecord>,
+    more: Vec<MappedRecord>,
     from: u64,
 ) {
-    more.retain(|m| m.offset >= from);
+    let mut more = VecDeque::from(more);
+    while more.front().is_some_and(|m| m.offset < from) {
+        more.pop_front();
+    }
     if records.is_empty() {
-        *records = VecDeque::from(more);
+        *records = more;
     } else {
         records.reserve(more.len());
         records.extend(more);
