@@ -12,6 +12,9 @@
 //! - `sdk_answer`: the SDK's decode (`PolledMessages::from_bytes`), then `in_place`.
 //! - `direct_answer`: the answer read straight into records
 //!   ([`iggy_kafka_bridge::polled::decode_poll`]), then encoded as `in_place` does.
+//! - `whole_answer`: the answer read as a read takes it
+//!   ([`iggy_kafka_bridge::polled::decode_poll_items`]): each producer batch it holds
+//!   whole written straight from it into its Kafka batch.
 //!
 //! The batches are as librdkafka produces them (1,000 records each at most, no key, no
 //! headers), so the stored frame carries the producer's CRC and the encode reuses it.
@@ -140,6 +143,18 @@ fn direct_answer(answer: &Bytes) -> Vec<Bytes> {
     encoded(&polled::decode_poll(answer.clone(), 0).unwrap().records)
 }
 
+fn whole_answer(answer: &Bytes) -> Vec<Bytes> {
+    polled::decode_poll_items(answer.clone(), 0)
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|item| match item {
+            polled::Item::Batch(b) => b.bytes,
+            polled::Item::Record(_) => panic!("every batch is whole in the answer"),
+        })
+        .collect()
+}
+
 /// Each producer batch of `records` encoded where the records lie.
 fn encoded(records: &[MappedRecord]) -> Vec<Bytes> {
     let mut out = Vec::new();
@@ -188,6 +203,12 @@ fn bench(c: &mut Criterion) {
             BenchmarkId::new("direct_answer", value_len),
             &answer,
             |b, a| b.iter(|| black_box(direct_answer(a))),
+        );
+        assert_eq!(whole_answer(&answer), direct_answer(&answer));
+        group.bench_with_input(
+            BenchmarkId::new("whole_answer", value_len),
+            &answer,
+            |b, a| b.iter(|| black_box(whole_answer(a))),
         );
     }
     group.finish();

@@ -1008,18 +1008,9 @@ pub(crate) fn scan_headers(buf: &Bytes, start: usize, end: usize) -> Option<Scan
     let mut out = Scanned::default();
     let mut pos = start;
     let mut previous: Option<(usize, usize)> = None;
-    let field = |pos: &mut usize| -> Option<(u8, usize, usize)> {
-        let kind = *wire.get(*pos)?;
-        let len = wire.get(*pos + 1..*pos + 5)?;
-        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
-        let start = *pos + 5;
-        let end = start.checked_add(len).filter(|e| *e <= wire.len())?;
-        *pos = end;
-        Some((kind, start, end))
-    };
     while pos < wire.len() {
-        let (name_kind, ns, ne) = field(&mut pos)?;
-        let (value_kind, vs, ve) = field(&mut pos)?;
+        let (name_kind, ns, ne) = header_field(wire, &mut pos)?;
+        let (value_kind, vs, ve) = header_field(wire, &mut pos)?;
         if name_kind != KIND_STRING || ns == ne {
             return None;
         }
@@ -1051,6 +1042,112 @@ pub(crate) fn scan_headers(buf: &Bytes, start: usize, end: usize) -> Option<Scan
         }
     }
     Some(out)
+}
+
+/// One field of a user header in wire form at `*pos` (kind `u8`, length `u32` LE, the
+/// bytes): its kind and where its bytes lie; `*pos` moves past it. `None` when it runs
+/// past `wire`.
+fn header_field(wire: &[u8], pos: &mut usize) -> Option<(u8, usize, usize)> {
+    let kind = *wire.get(*pos)?;
+    let len = wire.get(*pos + 1..*pos + 5)?;
+    let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    let start = *pos + 5;
+    let end = start.checked_add(len).filter(|e| *e <= wire.len())?;
+    *pos = end;
+    Some((kind, start, end))
+}
+
+/// What [`plain_headers`] found: the record's timestamp and where its key and
+/// `kafka.record` value lie (positions are the scanned buffer's).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlainHeaders {
+    pub(crate) timestamp: Option<i64>,
+    pub(crate) key: Option<(usize, usize)>,
+    frame: Option<(usize, usize)>,
+}
+
+impl PlainHeaders {
+    /// The `kafka.record` value read from `buf`: offset delta, batch fields (first
+    /// record only) and envelope flag; `None` without one, or malformed.
+    pub(crate) fn frame(&self, buf: &[u8]) -> Option<(i32, Option<BatchFrame>, bool)> {
+        let (start, end) = self.frame?;
+        parse_frame(buf.get(start..end)?).ok()
+    }
+}
+
+/// [`scan_headers`] without taking anything out of `buf`: checks that the user headers
+/// `buf[start..end]` have the shape [`scan_headers`] reads (and `kafka.timestamp` and
+/// `kafka.txn`, when there, are 8-byte Int64 values) and finds the bridge's own. The
+/// producer's headers are then walked in place with [`ProducerHeaders`]. `None` where
+/// [`scan_headers`] gives `None`, and for the odd timestamp or transaction header it
+/// passes over.
+pub(crate) fn plain_headers(buf: &[u8], start: usize, end: usize) -> Option<PlainHeaders> {
+    let wire = buf.get(..end)?;
+    let mut out = PlainHeaders {
+        timestamp: None,
+        key: None,
+        frame: None,
+    };
+    let mut pos = start;
+    let mut previous: Option<&[u8]> = None;
+    let int64 = |kind: u8, value: &[u8]| -> Option<i64> {
+        let v: [u8; 8] = value.try_into().ok().filter(|_| kind == KIND_INT64)?;
+        Some(i64::from_le_bytes(v))
+    };
+    while pos < wire.len() {
+        let (name_kind, ns, ne) = header_field(wire, &mut pos)?;
+        let (value_kind, vs, ve) = header_field(wire, &mut pos)?;
+        let name = &wire[ns..ne];
+        if name_kind != KIND_STRING || name.is_empty() || previous.is_some_and(|p| p >= name) {
+            return None;
+        }
+        previous = Some(name);
+        match name {
+            n if n == TIMESTAMP_HEADER.as_bytes() => {
+                out.timestamp = Some(int64(value_kind, &wire[vs..ve])?);
+            }
+            n if n == TXN_HEADER.as_bytes() => {
+                int64(value_kind, &wire[vs..ve])?;
+            }
+            n if n == RECORD_HEADER.as_bytes() => out.frame = Some((vs, ve)),
+            n if n == KEY_HEADER.as_bytes() => out.key = Some((vs, ve)),
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// The producer's headers of a record in native form, in place: every user header from
+/// `start` on whose name is not the bridge's (`kafka.` names), as name and value, in
+/// wire order. For headers [`plain_headers`] has checked; it stops at the first field
+/// that runs past `wire`.
+#[derive(Debug, Clone)]
+pub(crate) struct ProducerHeaders<'a> {
+    wire: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> ProducerHeaders<'a> {
+    pub(crate) fn new(wire: &'a [u8], start: usize) -> Self {
+        Self { wire, pos: start }
+    }
+}
+
+impl<'a> Iterator for ProducerHeaders<'a> {
+    type Item = (&'a [u8], Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let wire = self.wire;
+        while self.pos < wire.len() {
+            let (_, ns, ne) = header_field(wire, &mut self.pos)?;
+            let (_, vs, ve) = header_field(wire, &mut self.pos)?;
+            let name = &wire[ns..ne];
+            if !name.starts_with(RESERVED_PREFIX.as_bytes()) {
+                return Some((name, Some(&wire[vs..ve])));
+            }
+        }
+        None
+    }
 }
 
 /// Reads a Kafka record back from an Iggy message (written by the bridge or not).

@@ -22,6 +22,7 @@
 //! them.
 
 use crate::connection::signed_in_request;
+use crate::convert;
 use crate::mapping::{self, MappedRecord, MappingError};
 use bytes::{BufMut, Bytes, BytesMut};
 use iggy::prelude::{
@@ -37,6 +38,7 @@ use iggy_common::IggyMessageHeader;
 use iggy_common::wire_conversions::{
     consumer_to_wire, identifier_to_wire, polling_strategy_to_wire,
 };
+use kafka_records::BatchWriter;
 
 /// Bytes before the first batch of a poll's answer.
 pub const POLL_PREFIX_LEN: usize = 16;
@@ -58,6 +60,142 @@ pub struct Polled {
 /// Reads a `PollMessages` answer. Messages before `from` (an answer may start earlier
 /// than the offset asked for) are counted but not returned.
 pub fn decode_poll(answer: Bytes, from: u64) -> Result<Polled, MappingError> {
+    let mut records = Vec::new();
+    let walked = walk(&answer, from, &mut records, |m| record_at(&answer, &m))?;
+    Ok(Polled {
+        current_offset: walked.current_offset,
+        records,
+        messages: walked.messages,
+        data_bytes: walked.data_bytes,
+    })
+}
+
+/// What a read takes from a poll: a record, or a producer's whole batch already
+/// written as its Kafka batch.
+#[derive(Debug)]
+pub enum Item {
+    /// A record, for the read to put into a batch.
+    Record(MappedRecord),
+    /// A producer batch that the answer held whole.
+    Batch(WholeBatch),
+}
+
+/// A producer batch read back whole from one poll answer and written as the Kafka batch
+/// a read returns for it (the bytes [`mapping::encode_run`] gives for its records).
+#[derive(Debug, Clone)]
+pub struct WholeBatch {
+    /// Offset of its first record.
+    pub base_offset: u64,
+    /// Offset of its last record.
+    pub last_offset: u64,
+    /// The Kafka batch, at `base_offset`.
+    pub bytes: Bytes,
+}
+
+impl Item {
+    /// Offset of the (first) record.
+    pub fn offset(&self) -> u64 {
+        match self {
+            Item::Record(m) => m.offset,
+            Item::Batch(b) => b.base_offset,
+        }
+    }
+
+    /// Offset of the last record.
+    pub fn last_offset(&self) -> u64 {
+        match self {
+            Item::Record(m) => m.offset,
+            Item::Batch(b) => b.last_offset,
+        }
+    }
+}
+
+/// A decoded poll as a read takes it ([`decode_poll_items`]).
+#[derive(Debug, Default)]
+pub struct PolledItems {
+    /// Iggy's current offset of the partition as the poll saw it.
+    pub current_offset: u64,
+    /// The records and whole batches at or after the offset asked for, in offset order.
+    pub items: Vec<Item>,
+    /// Messages in the answer (including any before the offset asked for).
+    pub messages: usize,
+    /// Payload and user-header bytes of those messages.
+    pub data_bytes: usize,
+}
+
+/// [`decode_poll`] for a read: a producer batch whose records the answer holds whole
+/// (from its first, stored in native form, uncompressed, not a control batch) is
+/// written straight from the answer into its Kafka batch, without a [`MappedRecord`]
+/// per record; every other message is a record, as [`decode_poll`] reads it. The batch
+/// is byte for byte what the read would encode from those records.
+///
+/// An answer that ends inside such a batch, after other items, ends before it instead:
+/// the next poll, from the offset after the last item, gets it whole.
+pub fn decode_poll_items(answer: Bytes, from: u64) -> Result<PolledItems, MappingError> {
+    let mut messages = Vec::new();
+    let walked = walk(&answer, from, &mut messages, Ok)?;
+    let mut items = Vec::new();
+    let mut scratch = BytesMut::new();
+    let mut i = 0;
+    while let Some(m) = messages.get(i) {
+        let record = record_at(&answer, m)?;
+        let head = record.offset_delta == Some(0)
+            && !record.envelope
+            && record
+                .batch
+                .as_deref()
+                .is_some_and(|f| f.attributes & 0x07 == 0 && !f.is_control());
+        if head {
+            match whole_batch(&answer, &messages[i..], &mut scratch) {
+                Whole::Written(batch, used) => {
+                    items.push(Item::Batch(batch));
+                    i += used;
+                    continue;
+                }
+                Whole::Cut if !items.is_empty() => break,
+                Whole::Cut | Whole::No => {}
+            }
+        }
+        items.push(Item::Record(record));
+        i += 1;
+    }
+    Ok(PolledItems {
+        current_offset: walked.current_offset,
+        items,
+        messages: walked.messages,
+        data_bytes: walked.data_bytes,
+    })
+}
+
+/// Where one message lies in an answer.
+#[derive(Debug, Clone, Copy)]
+struct Message {
+    /// Its 48-byte frame header.
+    frame_at: usize,
+    offset: u64,
+    origin: u64,
+    /// Its batch's base timestamp (the SDK's `timestamp` of the message).
+    timestamp: u64,
+    payload_start: usize,
+    payload_end: usize,
+    headers_end: usize,
+}
+
+struct Walked {
+    current_offset: u64,
+    messages: usize,
+    data_bytes: usize,
+}
+
+/// Walks an answer's messages, checking every length, and puts what `read` makes of
+/// each message at or after `from` into `out` (first grown by as many messages as the
+/// answer can hold, at most its claimed count).
+fn walk<T>(
+    answer: &Bytes,
+    from: u64,
+    out: &mut Vec<T>,
+    mut read: impl FnMut(Message) -> Result<T, MappingError>,
+) -> Result<Walked, MappingError> {
     let bad = |what: &str| MappingError::BadFrame(format!("poll answer: {what}"));
     let prefix = answer
         .get(..POLL_PREFIX_LEN)
@@ -67,11 +205,11 @@ pub fn decode_poll(answer: Bytes, from: u64) -> Result<Polled, MappingError> {
             .try_into()
             .map_err(|_| bad("current offset"))?,
     );
-    let (claimed, room) = claimed_and_room(&answer).ok_or_else(|| bad("count"))?;
-    // The claimed count sizes the vector only as far as the answer can hold messages.
-    let mut out = Polled {
+    let (claimed, fits) = claimed_and_room(answer).ok_or_else(|| bad("count"))?;
+    // The claimed count sizes the output only as far as the answer can hold messages.
+    out.reserve(claimed.min(fits));
+    let mut walked = Walked {
         current_offset,
-        records: Vec::with_capacity(claimed.min(room)),
         messages: 0,
         data_bytes: 0,
     };
@@ -86,8 +224,8 @@ pub fn decode_poll(answer: Bytes, from: u64) -> Result<Polled, MappingError> {
             .ok_or_else(|| bad(&format!("batch at {position} runs past the answer")))?;
         let mut cursor = position + BATCH_HEADER_SIZE;
         while cursor < batch_end {
-            let frame = BatchMessageHeader::decode(&answer[cursor..batch_end])
-                .map_err(|e| bad(&format!("message frame at {cursor}: {e}")))?;
+            let frame = MessageFrame::at(&answer[cursor..batch_end])
+                .ok_or_else(|| bad(&format!("message frame at {cursor}")))?;
             let payload_start = cursor + BATCH_MESSAGE_HEADER_SIZE;
             let ends = payload_start
                 .checked_add(frame.payload_length as usize)
@@ -96,52 +234,187 @@ pub fn decode_poll(answer: Bytes, from: u64) -> Result<Polled, MappingError> {
             let Some((payload_end, headers_end)) = ends else {
                 return Err(bad(&format!("message at {cursor} runs past its batch")));
             };
+            let frame_at = cursor;
             cursor = headers_end;
-            out.messages += 1;
-            out.data_bytes += headers_end - payload_start;
+            walked.messages += 1;
+            walked.data_bytes += headers_end - payload_start;
             let offset = batch
                 .base_offset
                 .wrapping_add(u64::from(frame.offset_delta));
             if offset < from {
                 continue;
             }
-            let origin = batch
-                .origin_timestamp
-                .wrapping_add(u64::from(frame.timestamp_delta));
-            let payload = answer.slice(payload_start..payload_end);
-            let record = if frame.user_headers_length == 0 {
-                mapping::from_scanned(offset, origin, None, payload, Default::default())
-            } else {
-                match mapping::scan_headers(&answer, payload_end, headers_end) {
-                    Some(scanned) => {
-                        let frame = scanned.frame.and_then(|(s, e)| answer.get(s..e));
-                        mapping::from_scanned(offset, origin, frame, payload, scanned)
-                    }
-                    // Headers of another shape: through the SDK's header map.
-                    None => mapping::from_message_mapped(&IggyMessage {
-                        header: IggyMessageHeader {
-                            checksum: frame.checksum,
-                            id: frame.id,
-                            offset,
-                            timestamp: batch.base_timestamp,
-                            origin_timestamp: origin,
-                            user_headers_length: frame.user_headers_length,
-                            payload_length: frame.payload_length,
-                            reserved: 0,
-                        },
-                        payload,
-                        user_headers: Some(answer.slice(payload_end..headers_end)),
-                    }),
-                }
-            };
-            match record {
-                Ok(record) => out.records.push(record),
-                Err(e) => return Err(MappingError::BadFrame(format!("offset {offset}: {e}"))),
-            }
+            out.push(read(Message {
+                frame_at,
+                offset,
+                origin: batch
+                    .origin_timestamp
+                    .wrapping_add(u64::from(frame.timestamp_delta)),
+                timestamp: batch.base_timestamp,
+                payload_start,
+                payload_end,
+                headers_end,
+            })?);
         }
         position = batch_end;
     }
-    Ok(out)
+    Ok(walked)
+}
+
+/// What the walk reads of a message's 48-byte frame header (checksum `u64`, id `u128`,
+/// offset delta, timestamp delta, user-headers length and payload length `u32`, reserved
+/// `u64`, little-endian): the SDK's `BatchMessageHeader::decode` without the checksum and
+/// id, which only the map-based reader needs.
+struct MessageFrame {
+    offset_delta: u32,
+    timestamp_delta: u32,
+    user_headers_length: u32,
+    payload_length: u32,
+}
+
+impl MessageFrame {
+    /// The frame at the start of `bytes`; `None` when `bytes` is shorter than a frame
+    /// header or its reserved bytes are not zero (the SDK's decode refuses those too).
+    fn at(bytes: &[u8]) -> Option<MessageFrame> {
+        let h: &[u8; BATCH_MESSAGE_HEADER_SIZE] =
+            bytes.get(..BATCH_MESSAGE_HEADER_SIZE)?.try_into().ok()?;
+        let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        (h[40..48] == [0u8; 8]).then(|| MessageFrame {
+            offset_delta: u32_at(24),
+            timestamp_delta: u32_at(28),
+            user_headers_length: u32_at(32),
+            payload_length: u32_at(36),
+        })
+    }
+}
+
+/// The record of one message.
+fn record_at(answer: &Bytes, m: &Message) -> Result<MappedRecord, MappingError> {
+    let payload = answer.slice(m.payload_start..m.payload_end);
+    let record = if m.headers_end == m.payload_end {
+        mapping::from_scanned(m.offset, m.origin, None, payload, Default::default())
+    } else {
+        match mapping::scan_headers(answer, m.payload_end, m.headers_end) {
+            Some(scanned) => {
+                let frame = scanned.frame.and_then(|(s, e)| answer.get(s..e));
+                mapping::from_scanned(m.offset, m.origin, frame, payload, scanned)
+            }
+            // Headers of another shape: through the SDK's header map.
+            None => {
+                let frame = BatchMessageHeader::decode(&answer[m.frame_at..m.headers_end])
+                    .map_err(|e| MappingError::BadFrame(format!("message frame: {e}")))?;
+                mapping::from_message_mapped(&IggyMessage {
+                    header: IggyMessageHeader {
+                        checksum: frame.checksum,
+                        id: frame.id,
+                        offset: m.offset,
+                        timestamp: m.timestamp,
+                        origin_timestamp: m.origin,
+                        user_headers_length: frame.user_headers_length,
+                        payload_length: frame.payload_length,
+                        reserved: 0,
+                    },
+                    payload,
+                    user_headers: Some(answer.slice(m.payload_end..m.headers_end)),
+                })
+            }
+        }
+    };
+    record.map_err(|e| MappingError::BadFrame(format!("offset {}: {e}", m.offset)))
+}
+
+/// What [`whole_batch`] made of the messages from a batch's first.
+enum Whole {
+    /// The batch, and how many messages it took.
+    Written(WholeBatch, usize),
+    /// The answer ends before the batch does.
+    Cut,
+    /// Not a batch this path writes (see [`decode_poll_items`]), or not whole in that
+    /// form: its messages are read as records.
+    No,
+}
+
+/// The producer batch that starts at `messages[0]`, written as its Kafka batch (see
+/// [`Whole`]). `scratch` is reused between batches for the bytes.
+fn whole_batch(answer: &Bytes, messages: &[Message], scratch: &mut BytesMut) -> Whole {
+    let Some(count) = messages.first().and_then(|head| head_count(answer, head)) else {
+        return Whole::No;
+    };
+    if count > messages.len() {
+        return Whole::Cut;
+    }
+    match write_whole(answer, &messages[..count], scratch) {
+        Some(batch) => Whole::Written(batch, count),
+        None => Whole::No,
+    }
+}
+
+/// The record count of the batch `head` starts, when it is one this path writes.
+fn head_count(answer: &Bytes, head: &Message) -> Option<usize> {
+    let headers = mapping::plain_headers(answer, head.payload_end, head.headers_end)?;
+    let (delta, frame, envelope) = headers.frame(answer)?;
+    let frame = frame?;
+    if delta != 0 || envelope || frame.attributes & 0x07 != 0 || frame.is_control() {
+        return None;
+    }
+    usize::try_from(frame.record_count).ok().filter(|n| *n >= 1)
+}
+
+/// The batch of `run` (its messages from its first, all there) written as its Kafka
+/// batch; `None` when one of them is not in the form this path writes.
+fn write_whole(answer: &Bytes, run: &[Message], scratch: &mut BytesMut) -> Option<WholeBatch> {
+    scratch.clear();
+    let head = run.first()?;
+    let first = mapping::plain_headers(answer, head.payload_end, head.headers_end)?;
+    let (_, frame, _) = first.frame(answer)?;
+    let frame = frame?;
+    let base_offset = i64::try_from(head.offset).ok()?;
+    let options = frame.options(base_offset).ok()?;
+    let size: usize = run
+        .iter()
+        .map(|m| m.headers_end - m.payload_start + 16)
+        .sum();
+    scratch.reserve(kafka_records::BATCH_HEADER_LEN + size);
+    let mut writer = BatchWriter::new(&options, scratch).ok()?;
+    for (i, m) in run.iter().enumerate() {
+        let headers = if i == 0 {
+            first
+        } else {
+            let headers = mapping::plain_headers(answer, m.payload_end, m.headers_end)?;
+            match headers.frame(answer)? {
+                (d, None, false) if usize::try_from(d).ok() == Some(i) => {}
+                _ => return None,
+            }
+            headers
+        };
+        if m.offset != head.offset.checked_add(i as u64)? {
+            return None;
+        }
+        let timestamp = headers
+            .timestamp
+            .unwrap_or_else(|| convert::kafka_i64(m.origin / 1000));
+        let key = headers.key.and_then(|(s, e)| answer.get(s..e));
+        let value = answer.get(m.payload_start..m.payload_end);
+        let wire = answer.get(..m.headers_end)?;
+        writer
+            .record(
+                timestamp,
+                key,
+                value,
+                mapping::ProducerHeaders::new(wire, m.payload_end),
+            )
+            .ok()?;
+    }
+    if writer.finish(frame.crc).is_err() {
+        scratch.clear();
+        return None;
+    }
+    let bytes = scratch.split().freeze();
+    Some(WholeBatch {
+        base_offset: head.offset,
+        last_offset: run.last()?.offset,
+        bytes,
+    })
 }
 
 /// Polls up to `count` (at least one) messages of one partition without a stored

@@ -308,6 +308,28 @@ fn encode_into<R: AsRef<NewRecord>>(
         }
     }
 
+    put_header(
+        options,
+        count,
+        base_timestamp,
+        max_timestamp,
+        known_crc,
+        out,
+        start,
+    )
+}
+
+/// Writes the 61-byte header of the batch that starts at `out[start]` (its records
+/// follow it up to the end of `out`) and its CRC-32C (`known_crc`, or computed).
+fn put_header(
+    options: &BatchOptions,
+    count: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    known_crc: Option<u32>,
+    out: &mut BytesMut,
+    start: usize,
+) -> Result<()> {
     let batch_length = len_i32("batch", out.len() - start - LOG_OVERHEAD)?;
     let mut attributes = i16::from(options.compression.id());
     if options.timestamp_type == TimestampType::LogAppendTime {
@@ -338,9 +360,150 @@ fn encode_into<R: AsRef<NewRecord>>(
         h.put_i32(count);
     }
     out[start..start + BATCH_HEADER_LEN].copy_from_slice(&header);
-    let crc = known_crc.unwrap_or_else(|| crc32c::crc32c(&out[start + 21..]));
+    let crc = known_crc.unwrap_or_else(|| crate::batch::crc32c(&out[start + 21..]));
     out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
     Ok(())
+}
+
+/// Writes one uncompressed batch record by record from the records' parts, for records
+/// not held as [`NewRecord`]s (read straight out of another wire form): the bytes are
+/// the ones [`encode_batch_of`] writes for the same records and options. The batch
+/// starts at the end of `out`; the caller reserves room for it.
+///
+/// After an error, `out` is cut back to where the batch started and [`Self::finish`]
+/// fails.
+#[derive(Debug)]
+pub struct BatchWriter<'a> {
+    out: &'a mut BytesMut,
+    start: usize,
+    options: BatchOptions,
+    base_timestamp: Option<i64>,
+    max_timestamp: i64,
+    count: i32,
+    failed: bool,
+}
+
+impl<'a> BatchWriter<'a> {
+    /// Starts a batch with `options` (whose codec must be none) at the end of `out`.
+    pub fn new(options: &BatchOptions, out: &'a mut BytesMut) -> Result<Self> {
+        if options.compression != Compression::None {
+            return Err(RecordsError::Unwritable(
+                "a batch written record by record is uncompressed",
+            ));
+        }
+        let start = out.len();
+        out.put_bytes(0, BATCH_HEADER_LEN);
+        Ok(Self {
+            out,
+            start,
+            options: *options,
+            base_timestamp: options.base_timestamp,
+            max_timestamp: NO_TIMESTAMP,
+            count: 0,
+            failed: false,
+        })
+    }
+
+    /// Appends the next record (its offset delta is its place in the batch). `headers`
+    /// is walked twice: to size the record, then to write it.
+    pub fn record<'h, H>(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: H,
+    ) -> Result<()>
+    where
+        H: Iterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone,
+    {
+        let written = self.put(timestamp, key, value, headers);
+        if written.is_err() {
+            self.out.truncate(self.start);
+            self.failed = true;
+        }
+        written
+    }
+
+    fn put<'h, H>(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: H,
+    ) -> Result<()>
+    where
+        H: Iterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone,
+    {
+        if self.failed {
+            return Err(RecordsError::Unwritable("the batch failed earlier"));
+        }
+        let offset_delta = self.count;
+        let count = len_i32("record count", (offset_delta as usize).saturating_add(1))?;
+        let base = *self.base_timestamp.get_or_insert(timestamp);
+        let delta = timestamp.wrapping_sub(base);
+        let (mut header_count, mut header_bytes) = (0usize, 0usize);
+        for (name, value) in headers.clone() {
+            header_count += 1;
+            header_bytes = header_bytes
+                .saturating_add(nullable_size("header key", Some(name.len()))?)
+                .saturating_add(nullable_size("header value", value.map(<[u8]>::len))?);
+        }
+        let body = fields_len(
+            delta,
+            offset_delta,
+            key.map(<[u8]>::len),
+            value.map(<[u8]>::len),
+            header_count,
+            header_bytes,
+        )?;
+        let out = &mut *self.out;
+        put_varint(out, len_i32("record", body)?);
+        out.put_i8(0);
+        put_varlong(out, delta);
+        put_varint(out, offset_delta);
+        put_nullable(out, key);
+        put_nullable(out, value);
+        // The count was checked to fit i32 by `fields_len`.
+        put_varint(out, header_count as i32);
+        for (name, value) in headers {
+            put_nullable(out, Some(name));
+            put_nullable(out, value);
+        }
+        self.count = count;
+        self.max_timestamp = if offset_delta == 0 {
+            timestamp
+        } else {
+            self.max_timestamp.max(timestamp)
+        };
+        Ok(())
+    }
+
+    /// Records written so far.
+    pub fn count(&self) -> i32 {
+        self.count
+    }
+
+    /// Writes the batch header: `known_crc` as its CRC-32C (see
+    /// [`encode_batch_with_crc`] for when that is right), or the one computed.
+    pub fn finish(self, known_crc: Option<u32>) -> Result<()> {
+        if self.failed {
+            return Err(RecordsError::Unwritable("the batch failed earlier"));
+        }
+        let base_timestamp = self.base_timestamp.unwrap_or(NO_TIMESTAMP);
+        let written = put_header(
+            &self.options,
+            self.count,
+            base_timestamp,
+            self.max_timestamp,
+            known_crc,
+            self.out,
+            self.start,
+        );
+        if written.is_err() {
+            self.out.truncate(self.start);
+        }
+        written
+    }
 }
 
 /// Whether a producer's batch, decoded and encoded again by [`encode_batch`] from its
@@ -451,6 +614,35 @@ mod tests {
         assert_eq!(batch.header().record_count, 0);
         assert_eq!(batch.header().max_timestamp, NO_TIMESTAMP);
         assert_eq!(batch.records().unwrap().count(), 0);
+    }
+
+    #[test]
+    fn batch_writer_refuses_a_codec_and_stops_after_a_failure() {
+        let mut out = BytesMut::from(&b"keep"[..]);
+        let gzip = BatchOptions {
+            compression: Compression::Gzip,
+            ..BatchOptions::default()
+        };
+        assert!(matches!(
+            BatchWriter::new(&gzip, &mut out),
+            Err(RecordsError::Unwritable(_))
+        ));
+        assert_eq!(&out[..], b"keep");
+        let mut writer = BatchWriter::new(&BatchOptions::default(), &mut out).unwrap();
+        writer
+            .record(1, None, Some(b"v"), std::iter::empty())
+            .unwrap();
+        // A key past i32 cannot be written: the batch is cut back. (Zeroed memory the
+        // size check never touches.)
+        let huge = vec![0u8; i32::MAX as usize + 1];
+        assert!(
+            writer
+                .record(2, Some(&huge), None, std::iter::empty())
+                .is_err()
+        );
+        assert!(writer.record(3, None, None, std::iter::empty()).is_err());
+        assert!(writer.finish(None).is_err());
+        assert_eq!(&out[..], b"keep");
     }
 
     #[test]

@@ -233,6 +233,11 @@ pub enum RecordsError {
         /// Its size.
         found: usize,
     },
+
+    /// A [`crate::BatchWriter`] was used in a way it cannot write: a codec, or a record
+    /// after an earlier one failed.
+    #[error("batch writer: {0}")]
+    Unwritable(&'static str),
 }
 
 impl RecordsError {
@@ -260,7 +265,7 @@ impl RecordsError {
             Self::DecompressedTooLarge { .. } | Self::TooManyRecords { .. } => {
                 ErrorCode::MESSAGE_TOO_LARGE
             }
-            Self::Compression { .. } | Self::EncodeOverflow { .. } => {
+            Self::Compression { .. } | Self::EncodeOverflow { .. } | Self::Unwritable(_) => {
                 ErrorCode::UNKNOWN_SERVER_ERROR
             }
         }

@@ -57,8 +57,8 @@ pub use batch::{
 };
 pub use codec::Compression;
 pub use encode::{
-    BatchOptions, ExactReencoding, NewRecord, encode_batch, encode_batch_of, encode_batch_with_crc,
-    encode_batch_with_section,
+    BatchOptions, BatchWriter, ExactReencoding, NewRecord, encode_batch, encode_batch_of,
+    encode_batch_with_crc, encode_batch_with_section,
 };
 pub use error::RecordsError;
 pub use record::{

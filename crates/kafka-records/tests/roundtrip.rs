@@ -5,8 +5,8 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_records::{
-    BatchOptions, Compression, DecodeLimits, ExactReencoding, Header, NewRecord, RecordBatch,
-    TimestampType, decode_batches, encode_batch, encode_batch_with_crc,
+    BatchOptions, BatchWriter, Compression, DecodeLimits, ExactReencoding, Header, NewRecord,
+    RecordBatch, TimestampType, decode_batches, encode_batch, encode_batch_with_crc,
 };
 use proptest::prelude::*;
 
@@ -181,6 +181,27 @@ proptest! {
         prop_assert_eq!(seq.batches.len(), whole);
         let consumed = if whole == 0 { 0 } else { ends[whole - 1] };
         prop_assert_eq!(seq.truncated_tail, at - consumed);
+    }
+
+    #[test]
+    fn batches_written_record_by_record_are_the_encoded_ones(
+        options in options(),
+        base_timestamp in prop::option::of(timestamp()),
+        records in prop::collection::vec(record(), 0..40),
+        prefix in prop::collection::vec(any::<u8>(), 0..8),
+    ) {
+        let options = BatchOptions { compression: Compression::None, base_timestamp, ..options };
+        let mut expected = BytesMut::from(&prefix[..]);
+        encode_batch(&options, &records, &mut expected).unwrap();
+        let mut out = BytesMut::from(&prefix[..]);
+        let mut writer = BatchWriter::new(&options, &mut out).unwrap();
+        for r in &records {
+            let headers = r.headers.iter().map(|h| (&h.key[..], h.value.as_deref()));
+            writer.record(r.timestamp, r.key.as_deref(), r.value.as_deref(), headers).unwrap();
+        }
+        prop_assert_eq!(writer.count() as usize, records.len());
+        writer.finish(None).unwrap();
+        prop_assert_eq!(&out[..], &expected[..]);
     }
 
     #[test]

@@ -6,16 +6,17 @@
 //! Polls are sized from the Fetch's byte limit with a running estimate of the bytes one
 //! message takes; what a read polled but did not return goes to `read_ahead`.
 
-use super::read_ahead::{PendingPoll, append_records, mapped_size};
+use super::read_ahead::{PendingPoll, append_items, mapped_size};
 use super::topics::Resolved;
 use super::{IggyBridge, named};
 use crate::convert;
 use crate::errors::Op;
 use crate::mapping::{self, BatchFrame, MappedRecord};
 use crate::partition::PartitionId;
-use crate::polled;
+use crate::polled::{self, Item};
 use bytes::{Bytes, BytesMut};
 use iggy::prelude::{Identifier, PolledMessages, PollingStrategy};
+use kafka_records::NewRecord;
 use kafka_store::{ReadOutcome, StoreError, StoreResult, Watermarks};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -53,6 +54,8 @@ impl IggyBridge {
         .await
     }
 
+    /// Polls up to `count` messages from `offset`, as records (for scans and a read's
+    /// head).
     pub(super) async fn poll(
         &self,
         r: &Resolved,
@@ -61,11 +64,19 @@ impl IggyBridge {
         offset: u64,
         count: u32,
     ) -> StoreResult<Vec<MappedRecord>> {
-        Ok(self.poll_at(r, name, partition, offset, count).await?.0)
+        let answer = self
+            .poll_answer_at(r, name, partition, offset, count)
+            .await?;
+        let polled = polled::decode_poll(answer, offset)
+            .map_err(|e| StoreError::Internal(format!("{name}/{partition}: {e}")))?;
+        self.count_message_bytes(polled.messages, polled.data_bytes);
+        Ok(polled.records)
     }
 
-    /// Polls up to `count` messages from `offset`; also returns Iggy's current offset of
-    /// the partition (the offset of its last message) as the poll saw it.
+    /// Polls up to `count` messages from `offset` as a read takes them (whole producer
+    /// batches already written, [`polled::decode_poll_items`]); also returns Iggy's
+    /// current offset of the partition (the offset of its last message) as the poll saw
+    /// it.
     pub(super) async fn poll_at(
         &self,
         r: &Resolved,
@@ -73,37 +84,55 @@ impl IggyBridge {
         partition: PartitionId,
         offset: u64,
         count: u32,
-    ) -> StoreResult<(Vec<MappedRecord>, u64)> {
+    ) -> StoreResult<(Vec<Item>, u64)> {
+        let answer = self
+            .poll_answer_at(r, name, partition, offset, count)
+            .await?;
+        let polled = polled::decode_poll_items(answer, offset)
+            .map_err(|e| StoreError::Internal(format!("{name}/{partition}: {e}")))?;
+        self.count_message_bytes(polled.messages, polled.data_bytes);
+        Ok((polled.items, polled.current_offset))
+    }
+
+    /// Iggy's answer to a poll of up to `count` messages from `offset`.
+    async fn poll_answer_at(
+        &self,
+        r: &Resolved,
+        name: &str,
+        partition: PartitionId,
+        offset: u64,
+        count: u32,
+    ) -> StoreResult<Bytes> {
         let (s, t) = (
             named(&r.target.stream, name)?,
             named(&r.target.topic, name)?,
         );
-        let answer = self
-            .call(
-                Op::Read,
-                name,
-                partition.kafka(),
-                polled::poll_answer(
-                    self.any_session(),
-                    &s,
-                    &t,
-                    partition.iggy(),
-                    &PollingStrategy::offset(offset),
-                    count,
-                ),
-            )
-            .await?;
-        let polled = polled::decode_poll(answer, offset)
-            .map_err(|e| StoreError::Internal(format!("{name}/{partition}: {e}")))?;
+        self.call(
+            Op::Read,
+            name,
+            partition.kafka(),
+            polled::poll_answer(
+                self.any_session(),
+                &s,
+                &t,
+                partition.iggy(),
+                &PollingStrategy::offset(offset),
+                count,
+            ),
+        )
+        .await
+    }
+
+    /// Updates the running estimate of the bytes one message takes with a poll's.
+    fn count_message_bytes(&self, messages: usize, data_bytes: usize) {
         // Record overhead in a Kafka batch is about 10 bytes plus the headers' names.
-        if let Some(each) = polled.data_bytes.checked_div(polled.messages) {
+        if let Some(each) = data_bytes.checked_div(messages) {
             let each = each.saturating_add(16).max(16);
             let old = self.inner.message_bytes.load(Ordering::Relaxed);
             self.inner
                 .message_bytes
                 .store((old * 3 + each) / 4, Ordering::Relaxed);
         }
-        Ok((polled.records, polled.current_offset))
     }
 
     /// How many messages to ask Iggy for to fill about `max_bytes` (at most
@@ -162,10 +191,10 @@ impl IggyBridge {
             }
             return Ok(Fast::Miss);
         };
-        if head.offset != start {
+        if head.offset() != start {
             return Ok(Fast::Miss);
         }
-        let last = first.last().map_or(start, |m| m.offset);
+        let last = first.last().map_or(start, Item::last_offset);
         let high_watermark = convert::kafka_i64(current.max(last).saturating_add(1));
         let w = Watermarks {
             log_start_offset: cached.log_start_offset,
@@ -251,7 +280,7 @@ impl IggyBridge {
                     });
                 }
                 let start = u64::try_from(offset).map_err(|_| out_of_range(offset, &w))?;
-                let first = self.poll(&r, topic, p, start, chunk).await?;
+                let (first, _) = self.poll_at(&r, topic, p, start, chunk).await?;
                 (r, w, VecDeque::from(first), None)
             }
         };
@@ -262,9 +291,9 @@ impl IggyBridge {
         // Both ways here checked the offset against the log start, which is not negative.
         let start = u64::try_from(offset).map_err(|_| out_of_range(offset, &w))?;
         let end = convert::iggy_offset(w.high_watermark)?;
-        let mut buf: VecDeque<MappedRecord> = first;
+        let mut buf: VecDeque<Item> = first;
         // A read starts with the batch holding the offset, as in Kafka.
-        if let Some(first) = buf.front()
+        if let Some(Item::Record(first)) = buf.front()
             && let Some(delta) = first.offset_delta
             && delta > 0
         {
@@ -282,29 +311,49 @@ impl IggyBridge {
                 let head_len = convert::poll_count(first.offset - base);
                 let head = self.poll(&r, topic, p, base, head_len).await?;
                 for m in head.into_iter().rev().filter(|m| m.offset < start) {
-                    buf.push_front(m);
+                    buf.push_front(Item::Record(m));
                 }
             }
         }
         let mut size = 0usize;
         // The offset after the last record returned.
         let mut returned_end = 0u64;
-        let mut next = buf.back().map_or(start, |m| m.offset + 1);
-        // Each run is found and encoded where it lies in `buf`, then dropped from it; a
-        // run that does not fit stays at the front for the next read.
+        let mut next = buf.back().map_or(start, |m| m.last_offset() + 1);
+        // A whole batch goes out as it was written from the poll. Otherwise each run is
+        // found where it lies in `buf`, encoded and dropped from it; a run that does not
+        // fit stays at the front for the next read.
         loop {
-            let Some(first) = buf.front() else {
-                if next >= end {
-                    break;
+            let first = match buf.front() {
+                Some(Item::Record(first)) => first,
+                Some(Item::Batch(whole)) => {
+                    let len = whole.bytes.len();
+                    if !out.batches.is_empty() && size + len > max_bytes {
+                        break;
+                    }
+                    let Some(Item::Batch(whole)) = buf.pop_front() else {
+                        break;
+                    };
+                    size += len;
+                    returned_end = whole.last_offset.saturating_add(1);
+                    out.batches.push(whole.bytes);
+                    if size >= max_bytes {
+                        break;
+                    }
+                    continue;
                 }
-                let want = self.poll_count(max_bytes.saturating_sub(size));
-                let more = self
-                    .poll_next(&r, topic, p, next, want, &mut running)
-                    .await?;
-                let Some(last) = more.last() else { break };
-                next = last.offset + 1;
-                append_records(&mut buf, more, 0);
-                continue;
+                None => {
+                    if next >= end {
+                        break;
+                    }
+                    let want = self.poll_count(max_bytes.saturating_sub(size));
+                    let more = self
+                        .poll_next(&r, topic, p, next, want, &mut running)
+                        .await?;
+                    let Some(last) = more.last() else { break };
+                    next = last.last_offset() + 1;
+                    append_items(&mut buf, more, 0);
+                    continue;
+                }
             };
             let base = first.offset_delta.map_or(first.offset, |d| {
                 first.offset.saturating_sub(u64::from(d.unsigned_abs()))
@@ -314,12 +363,15 @@ impl IggyBridge {
                 .as_deref()
                 .copied()
                 .filter(|_| first.offset_delta == Some(0));
-            let belongs = |m: &MappedRecord| {
-                m.offset_delta.is_some()
-                    && m.batch.is_none()
-                    && m.offset_delta
-                        .map(|d| m.offset.saturating_sub(u64::from(d.unsigned_abs())))
-                        == Some(base)
+            let belongs = |m: &Item| match m {
+                Item::Record(m) => {
+                    m.offset_delta.is_some()
+                        && m.batch.is_none()
+                        && m.offset_delta
+                            .map(|d| m.offset.saturating_sub(u64::from(d.unsigned_abs())))
+                            == Some(base)
+                }
+                Item::Batch(_) => false,
             };
             let native = first.offset_delta.is_none();
             // A batch that will not fit is not read further: its head stays for the
@@ -335,8 +387,8 @@ impl IggyBridge {
             let mut last_offset = first.offset;
             // The run is `spilled` followed by `buf[..n]`. It moves to `spilled` only
             // when it reaches the end of `buf` and more must be polled: then `buf` can
-            // take over the poll's vector instead of every polled record moving into it.
-            let mut spilled: Vec<MappedRecord> = Vec::new();
+            // take over the poll's vector instead of every polled item moving into it.
+            let mut spilled: Vec<Item> = Vec::new();
             let mut n = 1usize;
             if !native {
                 loop {
@@ -353,14 +405,14 @@ impl IggyBridge {
                             .poll_next(&r, topic, p, next, want, &mut running)
                             .await?;
                         let Some(last) = more.last() else { break };
-                        next = last.offset + 1;
+                        next = last.last_offset() + 1;
                         spilled.extend(buf.drain(..));
                         n = 0;
-                        append_records(&mut buf, more, 0);
+                        append_items(&mut buf, more, 0);
                     }
                     match buf.get(n) {
-                        Some(m) if m.offset == last_offset + 1 && belongs(m) => {
-                            last_offset = m.offset;
+                        Some(m) if m.offset() == last_offset + 1 && belongs(m) => {
+                            last_offset = m.offset();
                             n += 1;
                         }
                         _ => break,
@@ -368,11 +420,16 @@ impl IggyBridge {
                 }
             }
             let count = spilled.len() + n;
-            if !spilled.is_empty() {
-                spilled.extend(buf.drain(..n));
-            }
-            // The run's first record.
-            let Some(head) = spilled.first().or(buf.front()) else {
+            // The run's records (all of them records: `belongs` takes no whole batch).
+            let run: Vec<&MappedRecord> = spilled
+                .iter()
+                .chain(buf.range(..n))
+                .filter_map(|m| match m {
+                    Item::Record(m) => Some(m),
+                    Item::Batch(_) => None,
+                })
+                .collect();
+            let Some(head) = run.first() else {
                 break;
             };
             // Without the whole batch (a read that starts inside it), transactional
@@ -381,17 +438,8 @@ impl IggyBridge {
                 .filter(|f| usize::try_from(f.record_count).ok() == Some(count))
                 .or_else(|| mapping::partial_frame(head, frame.as_ref(), count));
             let base_offset = convert::kafka_i64(head.offset);
-            let run = if !spilled.is_empty() {
-                &spilled[..]
-            } else if buf.as_slices().0.len() >= n {
-                &buf.as_slices().0[..n]
-            } else {
-                // A run across the deque's wrap point is made contiguous first (rare:
-                // the deque wraps only where records were appended after some were
-                // dropped).
-                &buf.make_contiguous()[..n]
-            };
-            let bytes = encode_run(base_offset, whole.as_ref(), run)?;
+            let bytes = encode_run(base_offset, whole.as_ref(), &run)?;
+            drop(run);
             if !out.batches.is_empty() && size + bytes.len() > max_bytes {
                 // The run stays for the next read of this partition.
                 for m in spilled.into_iter().rev() {
@@ -399,9 +447,7 @@ impl IggyBridge {
                 }
                 break;
             }
-            if spilled.is_empty() {
-                buf.drain(..n);
-            }
+            buf.drain(..n);
             size += bytes.len();
             returned_end = last_offset.saturating_add(1);
             out.batches.push(bytes);
@@ -436,7 +482,7 @@ enum Fast {
     Hit(
         Arc<Resolved>,
         Watermarks,
-        VecDeque<MappedRecord>,
+        VecDeque<Item>,
         Option<(u64, PendingPoll)>,
     ),
     AtEnd(Watermarks),
@@ -445,10 +491,10 @@ enum Fast {
 
 /// One run of consecutive records read back, encoded as one Kafka batch at
 /// `base_offset`, in a buffer sized once for it.
-fn encode_run(
+fn encode_run<R: AsRef<NewRecord>>(
     base_offset: i64,
     frame: Option<&BatchFrame>,
-    run: &[MappedRecord],
+    run: &[R],
 ) -> StoreResult<Bytes> {
     let mut out = BytesMut::new();
     mapping::encode_run(base_offset, frame, run, &mut out).map_err(|e| {

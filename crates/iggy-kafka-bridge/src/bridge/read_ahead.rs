@@ -12,6 +12,7 @@ use super::topics::Resolved;
 use crate::config::IggyTopicRef;
 use crate::mapping::MappedRecord;
 use crate::partition::PartitionId;
+use crate::polled::Item;
 use bytes::Bytes;
 use kafka_store::StoreResult;
 use std::collections::VecDeque;
@@ -39,7 +40,7 @@ impl IggyBridge {
         r: &Arc<Resolved>,
         topic: &str,
         partition: PartitionId,
-        buf: VecDeque<MappedRecord>,
+        buf: VecDeque<Item>,
         next: u64,
         end: u64,
         max_bytes: usize,
@@ -51,7 +52,7 @@ impl IggyBridge {
         }
         // A poll for other records than the next ones is not needed: aborted as it drops.
         let running = running.filter(|(from, _)| *from == next);
-        let held: usize = buf.iter().map(mapped_size).sum();
+        let held: usize = buf.iter().map(item_size).sum();
         // Several reads ahead: fewer, larger polls, and the one for the reads after next
         // overlaps the next.
         let depth = max_bytes.saturating_mul(READ_AHEAD_READS);
@@ -100,7 +101,7 @@ impl IggyBridge {
             })
         });
         let ahead = Ahead {
-            start: buf.front().map_or(next, |m| m.offset),
+            start: buf.front().map_or(next, Item::offset),
             records: buf,
             high_watermark: end,
             at: std::time::Instant::now(),
@@ -148,7 +149,7 @@ impl IggyBridge {
         let mut high_watermark = ahead.high_watermark;
         let mut running = None;
         if let Some((from, handle)) = ahead.pending {
-            let expected = records.back().map_or(start, |m| m.offset + 1);
+            let expected = records.back().map_or(start, |m| m.last_offset() + 1);
             // With records kept, the poll goes to the read as it is (finished or not):
             // the read takes its answer over when it gets to it, instead of every polled
             // record moving behind the kept ones here.
@@ -161,13 +162,13 @@ impl IggyBridge {
                 if !more.is_empty() {
                     high_watermark = high_watermark.max(current.saturating_add(1));
                 }
-                append_records(&mut records, more, expected);
+                append_items(&mut records, more, expected);
             }
         }
-        if records.front().map(|m| m.offset) != Some(start) {
+        if records.front().map(Item::offset) != Some(start) {
             return None;
         }
-        let last = records.back().map_or(start, |m| m.offset);
+        let last = records.back().map_or(start, Item::last_offset);
         Some(Taken {
             records,
             high_watermark: high_watermark.max(last.saturating_add(1)),
@@ -186,16 +187,16 @@ impl IggyBridge {
         next: u64,
         count: u32,
         running: &mut Option<(u64, PendingPoll)>,
-    ) -> StoreResult<Vec<MappedRecord>> {
+    ) -> StoreResult<Vec<Item>> {
         if let Some((from, handle)) = running.take()
             && from == next
             && let Ok(Ok(Ok((more, _)))) =
                 tokio::time::timeout(self.inner.config.call_timeout, handle).await
-            && more.first().is_none_or(|m| m.offset >= next)
+            && more.first().is_none_or(|m| m.offset() >= next)
         {
             return Ok(more);
         }
-        self.poll(r, topic, partition, next, count).await
+        Ok(self.poll_at(r, topic, partition, next, count).await?.0)
     }
 
     /// Drops what was polled ahead for the partitions of a deleted topic.
@@ -218,7 +219,7 @@ impl IggyBridge {
 pub(super) struct Ahead {
     /// Offset of the first record (or of the pending poll when there is none).
     start: u64,
-    records: VecDeque<MappedRecord>,
+    records: VecDeque<Item>,
     /// The partition's high watermark when the records were kept.
     high_watermark: u64,
     at: std::time::Instant,
@@ -233,18 +234,18 @@ pub(super) struct Ahead {
 /// will read do not pile up outside the `read_ahead_bytes` count. Aborting is safe: the
 /// SDK does the connection's I/O in a task of its own, which finishes the exchange and
 /// drops the answer.
-pub(super) struct PendingPoll(tokio::task::JoinHandle<StoreResult<(Vec<MappedRecord>, u64)>>);
+pub(super) struct PendingPoll(tokio::task::JoinHandle<StoreResult<(Vec<Item>, u64)>>);
 
 impl PendingPoll {
     fn spawn(
-        poll: impl Future<Output = StoreResult<(Vec<MappedRecord>, u64)>> + Send + 'static,
+        poll: impl Future<Output = StoreResult<(Vec<Item>, u64)>> + Send + 'static,
     ) -> PendingPoll {
         PendingPoll(tokio::spawn(poll))
     }
 }
 
 impl Future for PendingPoll {
-    type Output = Result<StoreResult<(Vec<MappedRecord>, u64)>, tokio::task::JoinError>;
+    type Output = Result<StoreResult<(Vec<Item>, u64)>, tokio::task::JoinError>;
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
@@ -262,28 +263,33 @@ impl Drop for PendingPoll {
 
 /// What [`IggyBridge::take_ahead`] hands a read.
 pub(super) struct Taken {
-    pub(super) records: VecDeque<MappedRecord>,
+    pub(super) records: VecDeque<Item>,
     pub(super) high_watermark: u64,
     pub(super) pending: Option<(u64, PendingPoll)>,
 }
 
-/// Appends the records of `more` from offset `from` on to `records` (a poll's records go
-/// up in offset, so those before `from` are its front): an empty deque takes over the
-/// vector's buffer, a non-empty one grows once and each record moves once.
-pub(super) fn append_records(
-    records: &mut VecDeque<MappedRecord>,
-    more: Vec<MappedRecord>,
-    from: u64,
-) {
+/// Appends the items of `more` from offset `from` on (a whole batch that holds `from`
+/// stays whole) to `items` (a poll's items go up in offset, so those before `from` are
+/// its front): an empty deque takes over the vector's buffer, a non-empty one grows
+/// once and each item moves once.
+pub(super) fn append_items(items: &mut VecDeque<Item>, more: Vec<Item>, from: u64) {
     let mut more = VecDeque::from(more);
-    while more.front().is_some_and(|m| m.offset < from) {
+    while more.front().is_some_and(|m| m.last_offset() < from) {
         more.pop_front();
     }
-    if records.is_empty() {
-        *records = more;
+    if items.is_empty() {
+        *items = more;
     } else {
-        records.reserve(more.len());
-        records.extend(more);
+        items.reserve(more.len());
+        items.extend(more);
+    }
+}
+
+/// About the bytes one item takes in memory and in a Kafka batch.
+pub(super) fn item_size(item: &Item) -> usize {
+    match item {
+        Item::Record(m) => mapped_size(m),
+        Item::Batch(b) => b.bytes.len(),
     }
 }
 
@@ -302,26 +308,45 @@ pub(super) fn mapped_size(m: &MappedRecord) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::polled::WholeBatch;
     use kafka_records::NewRecord;
 
     #[test]
-    fn appended_records_start_where_asked_and_keep_their_order() {
-        let at = |offset: u64| MappedRecord {
-            offset,
-            record: NewRecord::default(),
-            offset_delta: None,
-            batch: None,
-            envelope: false,
-            txn: None,
+    fn appended_items_start_where_asked_and_keep_their_order() {
+        let at = |offset: u64| {
+            Item::Record(MappedRecord {
+                offset,
+                record: NewRecord::default(),
+                offset_delta: None,
+                batch: None,
+                envelope: false,
+                txn: None,
+            })
         };
-        let offsets = |d: &VecDeque<MappedRecord>| d.iter().map(|m| m.offset).collect::<Vec<_>>();
-        let mut records = VecDeque::from(vec![at(1), at(2)]);
-        append_records(&mut records, vec![at(2), at(3), at(4)], 3);
-        assert_eq!(offsets(&records), [1, 2, 3, 4]);
+        let whole = |base_offset: u64, last_offset: u64| {
+            Item::Batch(WholeBatch {
+                base_offset,
+                last_offset,
+                bytes: Bytes::from_static(b"batch"),
+            })
+        };
+        let offsets = |d: &VecDeque<Item>| {
+            d.iter()
+                .map(|m| (m.offset(), m.last_offset()))
+                .collect::<Vec<_>>()
+        };
+        let mut items = VecDeque::from(vec![at(1), at(2)]);
+        append_items(&mut items, vec![at(2), at(3), at(4)], 3);
+        assert_eq!(offsets(&items), [(1, 1), (2, 2), (3, 3), (4, 4)]);
         let mut empty = VecDeque::new();
-        append_records(&mut empty, vec![at(5), at(6), at(7)], 6);
-        assert_eq!(offsets(&empty), [6, 7]);
-        append_records(&mut empty, Vec::new(), 0);
-        assert_eq!(offsets(&empty), [6, 7]);
+        append_items(&mut empty, vec![at(5), at(6), at(7)], 6);
+        assert_eq!(offsets(&empty), [(6, 6), (7, 7)]);
+        append_items(&mut empty, Vec::new(), 0);
+        assert_eq!(offsets(&empty), [(6, 6), (7, 7)]);
+        // A whole batch holding `from` stays whole; one before it goes.
+        let mut items = VecDeque::new();
+        append_items(&mut items, vec![whole(10, 19), whole(20, 29), at(30)], 21);
+        assert_eq!(offsets(&items), [(20, 29), (30, 30)]);
+        assert_eq!(item_size(&items[0]), 5);
     }
 }

@@ -2,6 +2,7 @@ use super::*;
 use crate::mapping::{TxnTag, from_polled, to_message_at};
 use bytes::BytesMut;
 use iggy::prelude::{HeaderKey, HeaderValue, PolledMessages};
+use kafka_records::NewRecord;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -213,4 +214,265 @@ proptest! {
             prop_assert_eq!(ours.records, theirs);
         }
     }
+}
+
+/// What a read makes of `records` (a poll's records, in order) as it encodes them: one
+/// Kafka batch for a producer batch whose records are all there from its first, per
+/// record otherwise. Paired with the offsets each item covers.
+fn encoded_by_records(records: &[MappedRecord]) -> Vec<(u64, u64, Option<Bytes>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(m) = records.get(i) {
+        let whole = m.batch.as_deref().filter(|_| m.offset_delta == Some(0));
+        let n = whole.and_then(|f| usize::try_from(f.record_count).ok());
+        let run = n
+            .filter(|n| *n >= 1 && i + n <= records.len())
+            .map(|n| &records[i..i + n])
+            .filter(|run| {
+                run.iter().enumerate().all(|(k, r)| {
+                    r.offset == m.offset + k as u64
+                        && r.offset_delta == Some(k as i32)
+                        && (k == 0 || r.batch.is_none())
+                })
+            });
+        match run {
+            Some(run) => {
+                let mut bytes = BytesMut::new();
+                mapping::encode_run(m.offset as i64, whole, run, &mut bytes).unwrap();
+                out.push((
+                    m.offset,
+                    m.offset + run.len() as u64 - 1,
+                    Some(bytes.freeze()),
+                ));
+                i += run.len();
+            }
+            None => {
+                out.push((m.offset, m.offset, None));
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Checks `decode_poll_items` against `decode_poll`: the same records (up to a batch
+/// the answer ends inside, after other items), and every whole batch the bytes the
+/// read would encode from its records. Returns how many items were whole batches.
+fn check_items(answer: &Bytes, from: u64) -> Result<usize, TestCaseError> {
+    let records = decode_poll(answer.clone(), from).unwrap();
+    let items = decode_poll_items(answer.clone(), from).unwrap();
+    prop_assert_eq!(items.current_offset, records.current_offset);
+    prop_assert_eq!(items.messages, records.messages);
+    prop_assert_eq!(items.data_bytes, records.data_bytes);
+    let by_offset: BTreeMap<u64, &MappedRecord> =
+        records.records.iter().map(|m| (m.offset, m)).collect();
+    let covered: Vec<u64> = items
+        .items
+        .iter()
+        .flat_map(|i| i.offset()..=i.last_offset())
+        .collect();
+    let all: Vec<u64> = records.records.iter().map(|m| m.offset).collect();
+    prop_assert_eq!(&covered[..], &all[..covered.len()]);
+    if covered.len() < all.len() {
+        // Cut before a batch the answer ends inside.
+        prop_assert!(!items.items.is_empty());
+        let next = &records.records[covered.len()];
+        let frame = next
+            .batch
+            .as_deref()
+            .filter(|_| next.offset_delta == Some(0));
+        prop_assert!(frame.is_some_and(|f| f.attributes & 0x07 == 0 && !next.envelope));
+        let count = frame.map_or(0, |f| f.record_count as usize);
+        prop_assert!(count > all.len() - covered.len());
+    }
+    let mut wholes = 0;
+    for item in &items.items {
+        match item {
+            Item::Record(m) => prop_assert_eq!(Some(&m), by_offset.get(&m.offset)),
+            Item::Batch(b) => {
+                wholes += 1;
+                let run: Vec<MappedRecord> = records
+                    .records
+                    .iter()
+                    .filter(|m| (b.base_offset..=b.last_offset).contains(&m.offset))
+                    .cloned()
+                    .collect();
+                let expected = encoded_by_records(&run);
+                prop_assert_eq!(expected.len(), 1, "not one batch by records");
+                prop_assert_eq!(expected[0].2.as_ref(), Some(&b.bytes));
+            }
+        }
+    }
+    Ok(wholes)
+}
+
+fn producer_record() -> impl Strategy<Value = NewRecord> {
+    let name = prop::sample::select(vec!["a", "b", "trace-id", "x-y", "zz"]);
+    (
+        1_699_000_000_000i64..1_701_000_000_000,
+        prop::option::weighted(0.5, prop::collection::vec(any::<u8>(), 1..12)),
+        prop::option::weighted(0.95, prop::collection::vec(any::<u8>(), 0..200)),
+        prop::collection::btree_map(name, prop::collection::vec(any::<u8>(), 1..8), 0..3),
+    )
+        .prop_map(|(timestamp, key, value, headers)| NewRecord {
+            timestamp,
+            key: key.map(Bytes::from),
+            value: value.map(Bytes::from),
+            headers: headers
+                .into_iter()
+                .map(|(k, v)| {
+                    kafka_records::Header::new(
+                        Bytes::from_static(k.as_bytes()),
+                        Some(Bytes::from(v)),
+                    )
+                })
+                .collect(),
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Producer batches of every kind (plain, transactional, compressed, with and
+    /// without a known CRC; records in native and in envelope form), laid out over
+    /// Iggy batches at random and read from any offset: the read's items are
+    /// `decode_poll`'s records, and every whole batch is what the read would encode.
+    #[test]
+    fn whole_batches_are_what_their_records_encode_to(
+        batches in prop::collection::vec(
+            (
+                prop::collection::vec(producer_record(), 1..12),
+                prop::sample::select(vec![0i16, 0x10, 0x01, 0x08]),
+                prop::option::of(any::<u32>()),
+                any::<i64>(),
+            ),
+            1..5,
+        ),
+        splits in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
+        from in any::<prop::sample::Index>(),
+        keep in any::<prop::sample::Index>(),
+    ) {
+        let mut messages = Vec::new();
+        for (records, attributes, crc, producer_id) in &batches {
+            let frame = mapping::BatchFrame {
+                attributes: *attributes,
+                partition_leader_epoch: 3,
+                base_timestamp: records[0].timestamp - 5,
+                producer_id: (*producer_id).max(0),
+                producer_epoch: 1,
+                base_sequence: 9,
+                record_count: records.len() as i32,
+                crc: *crc,
+            };
+            for (i, r) in records.iter().enumerate() {
+                let first = (i == 0).then_some(&frame);
+                let txn = TxnTag::of(&frame, r);
+                messages.push(to_message_at(r, i as i32, first, txn.as_ref(), 1_000_000).unwrap());
+            }
+        }
+        let mut cuts: Vec<usize> = splits.iter().map(|s| s.index(messages.len())).collect();
+        cuts.push(0);
+        cuts.push(messages.len());
+        cuts.sort_unstable();
+        cuts.dedup();
+        let placed: Vec<Vec<(u64, u64, &IggyMessage)>> = cuts
+            .windows(2)
+            .map(|w| {
+                (w[0]..w[1])
+                    .map(|i| (500 + i as u64, 7_000_000 + i as u64, &messages[i]))
+                    .collect()
+            })
+            .collect();
+        let bytes = answer(500 + messages.len() as u64, &placed);
+        // Read from the start, every uncompressed batch of records in native form is
+        // written whole.
+        let eligible = batches
+            .iter()
+            .filter(|(records, attributes, _, _)| {
+                attributes & 0x07 == 0 && records.iter().all(mapping::is_native)
+            })
+            .count();
+        prop_assert_eq!(check_items(&bytes, 0)?, eligible);
+        check_items(&bytes, 500 + from.index(messages.len()) as u64)?;
+        // An answer that ends anywhere.
+        let kept = keep.index(messages.len()) + 1;
+        let placed: Vec<Vec<(u64, u64, &IggyMessage)>> = vec![
+            (0..kept).map(|i| (500 + i as u64, 7_000_000, &messages[i])).collect(),
+        ];
+        let cut = answer(500 + messages.len() as u64, &placed);
+        check_items(&cut, 0)?;
+        // Cut inside an uncompressed batch of native records that is not the first:
+        // the items end before it.
+        let mut start = 0;
+        for (records, attributes, _, _) in &batches {
+            let end = start + records.len();
+            if start < kept && kept < end {
+                // Only the batch's first record is in the answer to tell.
+                let eligible = attributes & 0x07 == 0 && mapping::is_native(&records[0]);
+                let items = decode_poll_items(cut.clone(), 0).unwrap().items;
+                let last = items.last().map(|i| i.last_offset());
+                if eligible && start > 0 {
+                    prop_assert_eq!(last, Some(500 + start as u64 - 1));
+                } else {
+                    prop_assert_eq!(last, Some(500 + kept as u64 - 1));
+                }
+            }
+            start = end;
+        }
+    }
+}
+
+#[test]
+fn a_plain_batch_read_whole_is_written_once_and_decodes() {
+    let records: Vec<NewRecord> = (0..5)
+        .map(|i| NewRecord {
+            timestamp: 1_700_000_000_000 + i,
+            key: (i % 2 == 0).then(|| Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(vec![i as u8; 100])),
+            headers: vec![kafka_records::Header::new(
+                Bytes::from_static(b"h"),
+                Some(Bytes::from_static(b"v")),
+            )],
+        })
+        .collect();
+    let frame = mapping::BatchFrame {
+        attributes: 0,
+        partition_leader_epoch: -1,
+        base_timestamp: 1_700_000_000_000,
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
+        record_count: 5,
+        crc: None,
+    };
+    let messages: Vec<IggyMessage> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| to_message_at(r, i as i32, (i == 0).then_some(&frame), None, 1).unwrap())
+        .collect();
+    let placed = vec![
+        messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (40 + i as u64, 9, m))
+            .collect::<Vec<_>>(),
+    ];
+    let bytes = answer(44, &placed);
+    let items = decode_poll_items(bytes.clone(), 0).unwrap().items;
+    let [Item::Batch(b)] = &items[..] else {
+        panic!("one whole batch: {items:?}");
+    };
+    assert_eq!((b.base_offset, b.last_offset), (40, 44));
+    let batch = kafka_records::RecordBatch::decode(&b.bytes, &Default::default()).unwrap();
+    assert_eq!(batch.header().base_offset, 40);
+    let back: Vec<NewRecord> = batch
+        .records()
+        .unwrap()
+        .map(|r| NewRecord::from(r.unwrap()))
+        .collect();
+    assert_eq!(back, records);
+    // From inside the batch the answer no longer holds it whole: records.
+    let items = decode_poll_items(bytes, 42).unwrap().items;
+    assert_eq!(items.len(), 3);
+    assert!(items.iter().all(|i| matches!(i, Item::Record(_))));
 }
