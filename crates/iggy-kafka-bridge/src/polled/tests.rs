@@ -181,8 +181,9 @@ fn an_answer_claiming_more_than_it_holds_is_seen() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// Any damage to an answer (bytes changed, cut short) gives an error or the
-    /// records the SDK and the mapping would give; never a panic. The message count
+    /// Any damage to an answer (bytes changed, cut short; of the mixed fixture or of a
+    /// plain batch the read writes whole) gives an error or the records the SDK and the
+    /// mapping would give, and the read's items the same records; never a panic. The message count
     /// only sizes: the SDK's decode reserves what it claims (a damaged count aborts the
     /// process on a failed allocation), so it is compared with the count kept, and the
     /// decode here reads the same records whatever the count says.
@@ -191,8 +192,10 @@ proptest! {
         flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
         cut in any::<prop::sample::Index>(),
         from in 99u64..106,
+        plain in any::<bool>(),
     ) {
-        let (_, bytes) = fixture();
+        let bytes = if plain { plain_fixture().1 } else { fixture().1 };
+        let from = if plain { from - 60 } else { from };
         let mut m = BytesMut::from(&bytes[..]);
         for (at, byte) in flips {
             let at = at.index(m.len());
@@ -200,7 +203,7 @@ proptest! {
         }
         let len = cut.index(m.len() + 1);
         let damaged = m.clone().freeze().slice(..len);
-        let ours = decode_poll(damaged, from);
+        let ours = decode_poll(damaged.clone(), from);
         m[12..16].copy_from_slice(&bytes[12..16]);
         let counted = m.freeze().slice(..len);
         let ours_counted = decode_poll(counted.clone(), from);
@@ -208,6 +211,27 @@ proptest! {
             (Ok(a), Ok(b)) => prop_assert_eq!(&a.records, &b.records),
             (Err(_), Err(_)) => {}
             _ => prop_assert!(len < POLL_PREFIX_LEN, "the count changed the outcome"),
+        }
+        // Read as a read takes it: no panic either, and the same records as far as the
+        // items go.
+        let _ = decode_poll_items(damaged, from);
+        match (decode_poll_items(counted.clone(), from), &ours_counted) {
+            (Ok(items), Ok(records)) => {
+                let covered: Vec<u64> = items
+                    .items
+                    .iter()
+                    .flat_map(|i| i.offset()..=i.last_offset())
+                    .collect();
+                let all: Vec<u64> = records.records.iter().map(|m| m.offset).collect();
+                prop_assert!(all.starts_with(&covered));
+            }
+            (Err(_), Err(_)) => {}
+            (items, records) => prop_assert!(
+                false,
+                "items {:?} but records {:?}",
+                items.as_ref().err(),
+                records.as_ref().err()
+            ),
         }
         if let (Ok(ours), Ok((current, theirs))) = (ours_counted, through_the_sdk(counted, from)) {
             prop_assert_eq!(ours.current_offset, current);
@@ -422,8 +446,9 @@ proptest! {
     }
 }
 
-#[test]
-fn a_plain_batch_read_whole_is_written_once_and_decodes() {
+/// An answer holding one plain producer batch of five records in native form (key on
+/// every other record, one header each) at offsets 40-44, and the records.
+fn plain_fixture() -> (Vec<NewRecord>, Bytes) {
     let records: Vec<NewRecord> = (0..5)
         .map(|i| NewRecord {
             timestamp: 1_700_000_000_000 + i,
@@ -458,6 +483,12 @@ fn a_plain_batch_read_whole_is_written_once_and_decodes() {
             .collect::<Vec<_>>(),
     ];
     let bytes = answer(44, &placed);
+    (records, bytes)
+}
+
+#[test]
+fn a_plain_batch_read_whole_is_written_once_and_decodes() {
+    let (records, bytes) = plain_fixture();
     let items = decode_poll_items(bytes.clone(), 0).unwrap().items;
     let [Item::Batch(b)] = &items[..] else {
         panic!("one whole batch: {items:?}");
