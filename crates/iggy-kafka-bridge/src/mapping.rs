@@ -1064,6 +1064,8 @@ pub(crate) struct PlainHeaders {
     pub(crate) timestamp: Option<i64>,
     pub(crate) key: Option<(usize, usize)>,
     frame: Option<(usize, usize)>,
+    /// Where the first of the producer's headers starts, if there is one.
+    pub(crate) producer_from: Option<usize>,
 }
 
 impl PlainHeaders {
@@ -1087,6 +1089,7 @@ pub(crate) fn plain_headers(buf: &[u8], start: usize, end: usize) -> Option<Plai
         timestamp: None,
         key: None,
         frame: None,
+        producer_from: None,
     };
     let mut pos = start;
     let mut previous: Option<&[u8]> = None;
@@ -1095,6 +1098,7 @@ pub(crate) fn plain_headers(buf: &[u8], start: usize, end: usize) -> Option<Plai
         Some(i64::from_le_bytes(v))
     };
     while pos < wire.len() {
+        let at = pos;
         let (name_kind, ns, ne) = header_field(wire, &mut pos)?;
         let (value_kind, vs, ve) = header_field(wire, &mut pos)?;
         let name = &wire[ns..ne];
@@ -1111,7 +1115,10 @@ pub(crate) fn plain_headers(buf: &[u8], start: usize, end: usize) -> Option<Plai
             }
             n if n == RECORD_HEADER.as_bytes() => out.frame = Some((vs, ve)),
             n if n == KEY_HEADER.as_bytes() => out.key = Some((vs, ve)),
-            _ => {}
+            n if n.starts_with(RESERVED_PREFIX.as_bytes()) => {}
+            _ => {
+                out.producer_from.get_or_insert(at);
+            }
         }
     }
     Some(out)

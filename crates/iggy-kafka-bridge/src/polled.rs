@@ -395,13 +395,15 @@ fn write_whole(answer: &Bytes, run: &[Message], scratch: &mut BytesMut) -> Optio
             .unwrap_or_else(|| convert::kafka_i64(m.origin / 1000));
         let key = headers.key.and_then(|(s, e)| answer.get(s..e));
         let value = answer.get(m.payload_start..m.payload_end);
+        // The producer's headers, walked from the first (none: from the end).
         let wire = answer.get(..m.headers_end)?;
+        let from = headers.producer_from.unwrap_or(m.headers_end);
         writer
             .record(
                 timestamp,
                 key,
                 value,
-                mapping::ProducerHeaders::new(wire, m.payload_end),
+                mapping::ProducerHeaders::new(wire, from),
             )
             .ok()?;
     }
