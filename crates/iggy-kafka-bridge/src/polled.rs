@@ -16,6 +16,11 @@
 //! malformed answer is an error, never a panic or a read past its end, and the message
 //! count it claims sizes nothing.
 //!
+//! A Fetch read takes its polls through [`decode_poll_items`]: a producer batch the
+//! answer holds whole goes from the answer straight into the Kafka batch the read
+//! returns ([`WholeBatch`]), with no record per message; the rest are records as
+//! [`decode_poll`] reads them.
+//!
 //! Every poll the bridge makes is sent by `poll_answer`. Readers that need the SDK's
 //! messages (their ids, raw payloads) use `poll_checked`, which refuses an answer
 //! claiming more messages than it can hold before the SDK's decode reserves room for
@@ -422,7 +427,7 @@ fn write_whole(answer: &Bytes, run: &[Message], scratch: &mut BytesMut) -> Optio
 /// Polls up to `count` (at least one) messages of one partition without a stored
 /// consumer offset, as the SDK's `poll_messages` asks for them (consumer 0, no
 /// auto-commit, same request, sign-in check and transport), and returns Iggy's answer
-/// undecoded, for [`decode_poll`] or [`poll_checked`].
+/// undecoded, for [`decode_poll`], [`decode_poll_items`] or [`poll_checked`].
 pub(crate) async fn poll_answer(
     session: &IggyClient,
     stream: &Identifier,
