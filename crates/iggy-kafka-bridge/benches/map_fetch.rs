@@ -146,7 +146,7 @@ fn direct_answer(answer: &Bytes) -> Vec<Bytes> {
 fn whole_answer(answer: &Bytes) -> Vec<Bytes> {
     polled::decode_poll_items(answer.clone(), 0)
         .unwrap()
-        .items
+        .records
         .into_iter()
         .map(|item| match item {
             polled::Item::Batch(b) => b.bytes,

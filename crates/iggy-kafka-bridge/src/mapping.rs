@@ -1627,11 +1627,7 @@ mod tests {
         assert_eq!(header.producer_epoch, 3);
         assert_eq!(header.base_sequence, 17);
         assert_eq!(header.base_offset, 100);
-        let back: Vec<NewRecord> = batch
-            .records()
-            .unwrap()
-            .map(|r| NewRecord::from(r.unwrap()))
-            .collect();
+        let back = fetch_tests::records_of(&batch);
         assert_eq!(back, records);
     }
 
@@ -1666,11 +1662,7 @@ mod tests {
             assert!(header.attributes.is_control());
             assert_eq!(header.base_sequence, -1);
             assert_eq!(header.producer_epoch, 3);
-            let back: Vec<NewRecord> = batch
-                .records()
-                .unwrap()
-                .map(|r| NewRecord::from(r.unwrap()))
-                .collect();
+            let back = fetch_tests::records_of(&batch);
             assert_eq!(back, vec![marker]);
         }
     }
@@ -2287,6 +2279,15 @@ fn encode_run_of<R: AsRef<NewRecord>>(
 #[cfg(test)]
 pub(crate) mod fetch_tests {
     use super::*;
+
+    /// The records of a decoded Kafka batch.
+    pub(crate) fn records_of(batch: &kafka_records::RecordBatch) -> Vec<NewRecord> {
+        batch
+            .records()
+            .unwrap()
+            .map(|r| NewRecord::from(r.unwrap()))
+            .collect()
+    }
 
     fn polled(message: IggyMessage, offset: u64) -> IggyMessage {
         // Through the wire form, as a poll would deliver it.

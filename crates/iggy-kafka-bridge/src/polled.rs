@@ -28,7 +28,7 @@
 
 use crate::connection::signed_in_request;
 use crate::convert;
-use crate::mapping::{self, MappedRecord, MappingError};
+use crate::mapping::{self, BatchFrame, MappedRecord, MappingError};
 use bytes::{BufMut, Bytes, BytesMut};
 use iggy::prelude::{
     Consumer, Identifier, IggyClient, IggyError, IggyMessage, PolledMessages, PollingStrategy,
@@ -48,14 +48,15 @@ use kafka_records::BatchWriter;
 /// Bytes before the first batch of a poll's answer.
 pub const POLL_PREFIX_LEN: usize = 16;
 
-/// A decoded poll.
+/// A decoded poll: its records ([`decode_poll`]), or its records and whole batches
+/// ([`decode_poll_items`]).
 #[derive(Debug, Default)]
-pub struct Polled {
+pub struct Polled<T = MappedRecord> {
     /// Iggy's current offset of the partition (that of its last message) as the poll saw
     /// it.
     pub current_offset: u64,
-    /// The records at or after the offset asked for, in offset order.
-    pub records: Vec<MappedRecord>,
+    /// What the answer holds at or after the offset asked for, in offset order.
+    pub records: Vec<T>,
     /// Messages in the answer (including any before the offset asked for).
     pub messages: usize,
     /// Payload and user-header bytes of those messages.
@@ -65,14 +66,7 @@ pub struct Polled {
 /// Reads a `PollMessages` answer. Messages before `from` (an answer may start earlier
 /// than the offset asked for) are counted but not returned.
 pub fn decode_poll(answer: Bytes, from: u64) -> Result<Polled, MappingError> {
-    let mut records = Vec::new();
-    let walked = walk(&answer, from, &mut records, |m| record_at(&answer, &m))?;
-    Ok(Polled {
-        current_offset: walked.current_offset,
-        records,
-        messages: walked.messages,
-        data_bytes: walked.data_bytes,
-    })
+    walk(&answer, from, |m| record_at(&answer, &m))
 }
 
 /// What a read takes from a poll: a record, or a producer's whole batch already
@@ -115,19 +109,6 @@ impl Item {
     }
 }
 
-/// A decoded poll as a read takes it ([`decode_poll_items`]).
-#[derive(Debug, Default)]
-pub struct PolledItems {
-    /// Iggy's current offset of the partition as the poll saw it.
-    pub current_offset: u64,
-    /// The records and whole batches at or after the offset asked for, in offset order.
-    pub items: Vec<Item>,
-    /// Messages in the answer (including any before the offset asked for).
-    pub messages: usize,
-    /// Payload and user-header bytes of those messages.
-    pub data_bytes: usize,
-}
-
 /// [`decode_poll`] for a read: a producer batch whose records the answer holds whole
 /// (from its first, stored in native form, uncompressed, not a control batch) is
 /// written straight from the answer into its Kafka batch, without a [`MappedRecord`]
@@ -136,9 +117,9 @@ pub struct PolledItems {
 ///
 /// An answer that ends inside such a batch, after other items, ends before it instead:
 /// the next poll, from the offset after the last item, gets it whole.
-pub fn decode_poll_items(answer: Bytes, from: u64) -> Result<PolledItems, MappingError> {
-    let mut messages = Vec::new();
-    let walked = walk(&answer, from, &mut messages, Ok)?;
+pub fn decode_poll_items(answer: Bytes, from: u64) -> Result<Polled<Item>, MappingError> {
+    let walked = walk(&answer, from, Ok)?;
+    let messages = walked.records;
     let mut items = Vec::new();
     let mut scratch = BytesMut::new();
     let mut i = 0;
@@ -164,9 +145,9 @@ pub fn decode_poll_items(answer: Bytes, from: u64) -> Result<PolledItems, Mappin
         items.push(Item::Record(record));
         i += 1;
     }
-    Ok(PolledItems {
+    Ok(Polled {
         current_offset: walked.current_offset,
-        items,
+        records: items,
         messages: walked.messages,
         data_bytes: walked.data_bytes,
     })
@@ -186,21 +167,14 @@ struct Message {
     headers_end: usize,
 }
 
-struct Walked {
-    current_offset: u64,
-    messages: usize,
-    data_bytes: usize,
-}
-
-/// Walks an answer's messages, checking every length, and puts what `read` makes of
-/// each message at or after `from` into `out` (first grown by as many messages as the
-/// answer can hold, at most its claimed count).
+/// Walks an answer's messages, checking every length, and keeps what `read` makes of
+/// each message at or after `from` (sized for as many messages as the answer can hold,
+/// at most its claimed count).
 fn walk<T>(
     answer: &Bytes,
     from: u64,
-    out: &mut Vec<T>,
     mut read: impl FnMut(Message) -> Result<T, MappingError>,
-) -> Result<Walked, MappingError> {
+) -> Result<Polled<T>, MappingError> {
     let bad = |what: &str| MappingError::BadFrame(format!("poll answer: {what}"));
     let prefix = answer
         .get(..POLL_PREFIX_LEN)
@@ -212,9 +186,9 @@ fn walk<T>(
     );
     let (claimed, fits) = claimed_and_room(answer).ok_or_else(|| bad("count"))?;
     // The claimed count sizes the output only as far as the answer can hold messages.
-    out.reserve(claimed.min(fits));
-    let mut walked = Walked {
+    let mut walked = Polled {
         current_offset,
+        records: Vec::with_capacity(claimed.min(fits)),
         messages: 0,
         data_bytes: 0,
     };
@@ -249,7 +223,7 @@ fn walk<T>(
             if offset < from {
                 continue;
             }
-            out.push(read(Message {
+            walked.records.push(read(Message {
                 frame_at,
                 offset,
                 origin: batch
@@ -342,37 +316,45 @@ enum Whole {
 /// The producer batch that starts at `messages[0]`, written as its Kafka batch (see
 /// [`Whole`]). `scratch` is reused between batches for the bytes.
 fn whole_batch(answer: &Bytes, messages: &[Message], scratch: &mut BytesMut) -> Whole {
-    let Some(count) = messages.first().and_then(|head| head_count(answer, head)) else {
+    let Some((first, frame)) = messages.first().and_then(|head| batch_head(answer, head)) else {
         return Whole::No;
     };
-    if count > messages.len() {
+    let Some(count) = usize::try_from(frame.record_count).ok().filter(|n| *n >= 1) else {
+        return Whole::No;
+    };
+    let Some(run) = messages.get(..count) else {
         return Whole::Cut;
-    }
-    match write_whole(answer, &messages[..count], scratch) {
+    };
+    match write_whole(answer, run, first, &frame, scratch) {
         Some(batch) => Whole::Written(batch, count),
         None => Whole::No,
     }
 }
 
-/// The record count of the batch `head` starts, when it is one this path writes.
-fn head_count(answer: &Bytes, head: &Message) -> Option<usize> {
+/// The headers and batch frame of `head` when it starts a batch this path writes.
+fn batch_head(answer: &Bytes, head: &Message) -> Option<(mapping::PlainHeaders, BatchFrame)> {
     let headers = mapping::plain_headers(answer, head.payload_end, head.headers_end)?;
     let (delta, frame, envelope) = headers.frame(answer)?;
     let frame = frame?;
     if delta != 0 || envelope || frame.attributes & 0x07 != 0 || frame.is_control() {
         return None;
     }
-    usize::try_from(frame.record_count).ok().filter(|n| *n >= 1)
+    Some((headers, frame))
 }
 
-/// The batch of `run` (its messages from its first, all there) written as its Kafka
-/// batch; `None` when one of them is not in the form this path writes.
-fn write_whole(answer: &Bytes, run: &[Message], scratch: &mut BytesMut) -> Option<WholeBatch> {
+/// The batch of `run` (its messages from its first, all there; `first` and `frame` are
+/// the first's headers and batch frame) written as its Kafka batch; `None` when one of
+/// them is not in the form this path writes.
+fn write_whole(
+    answer: &Bytes,
+    run: &[Message],
+    first: mapping::PlainHeaders,
+    frame: &BatchFrame,
+    scratch: &mut BytesMut,
+) -> Option<WholeBatch> {
+    // A batch given up half-written left its bytes here.
     scratch.clear();
     let head = run.first()?;
-    let first = mapping::plain_headers(answer, head.payload_end, head.headers_end)?;
-    let (_, frame, _) = first.frame(answer)?;
-    let frame = frame?;
     let base_offset = i64::try_from(head.offset).ok()?;
     let options = frame.options(base_offset).ok()?;
     let size: usize = run
@@ -412,10 +394,7 @@ fn write_whole(answer: &Bytes, run: &[Message], scratch: &mut BytesMut) -> Optio
             )
             .ok()?;
     }
-    if writer.finish(frame.crc).is_err() {
-        scratch.clear();
-        return None;
-    }
+    writer.finish(frame.crc).ok()?;
     let bytes = scratch.split().freeze();
     Some(WholeBatch {
         base_offset: head.offset,

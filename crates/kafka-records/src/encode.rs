@@ -117,24 +117,34 @@ pub(crate) fn put_nullable(out: &mut impl BufMut, field: Option<&[u8]>) {
     }
 }
 
-/// The size of a record's body (everything after its length varint).
-fn body_len(record: &NewRecord, offset_delta: i32, base_timestamp: i64) -> Result<usize> {
-    let mut headers = 0usize;
-    for h in &record.headers {
-        headers += nullable_size("header key", Some(h.key.len()))?;
-        headers += nullable_size("header value", h.value.as_ref().map(Bytes::len))?;
-    }
-    fields_len(
-        record.timestamp.wrapping_sub(base_timestamp),
-        offset_delta,
-        record.key.as_ref().map(Bytes::len),
-        record.value.as_ref().map(Bytes::len),
-        record.headers.len(),
-        headers,
-    )
+/// A record's headers as names and values.
+fn header_parts(record: &NewRecord) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> + Clone {
+    record
+        .headers
+        .iter()
+        .map(|h| (&h.key[..], h.value.as_deref()))
 }
 
-/// The size of a record body, as [`put_record`] writes it, from its deltas, the lengths
+/// The size of a record's body (everything after its length varint) and its header count,
+/// from its deltas, the lengths of its key and value (`None` for null) and its headers.
+fn parts_len<'h>(
+    timestamp_delta: i64,
+    offset_delta: i32,
+    key: Option<usize>,
+    value: Option<usize>,
+    headers: impl Iterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+) -> Result<(usize, usize)> {
+    let (mut count, mut bytes) = (0usize, 0usize);
+    for (name, value) in headers {
+        count += 1;
+        bytes += nullable_size("header key", Some(name.len()))?;
+        bytes += nullable_size("header value", value.map(<[u8]>::len))?;
+    }
+    let body = fields_len(timestamp_delta, offset_delta, key, value, count, bytes)?;
+    Ok((body, count))
+}
+
+/// The size of a record body, as [`put_parts`] writes it, from its deltas, the lengths
 /// of its key and value (`None` for null), its header count and the bytes its headers
 /// take after that count.
 pub(crate) fn fields_len(
@@ -153,27 +163,30 @@ pub(crate) fn fields_len(
         + headers)
 }
 
-fn put_record(
+/// Writes one record from its parts: `body` and `header_count` as [`parts_len`] gave
+/// them (both were checked to fit i32 there).
+#[allow(clippy::too_many_arguments)]
+fn put_parts<'h>(
     out: &mut impl BufMut,
-    record: &NewRecord,
-    offset_delta: i32,
-    base_timestamp: i64,
     body: usize,
-) -> Result<()> {
-    let timestamp_delta = record.timestamp.wrapping_sub(base_timestamp);
-    put_varint(out, len_i32("record", body)?);
+    timestamp_delta: i64,
+    offset_delta: i32,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    header_count: usize,
+    headers: impl Iterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+) {
+    put_varint(out, body as i32);
     out.put_i8(0);
     put_varlong(out, timestamp_delta);
     put_varint(out, offset_delta);
-    put_nullable(out, record.key.as_deref());
-    put_nullable(out, record.value.as_deref());
-    // The count was checked to fit i32 when the body was sized.
-    put_varint(out, record.headers.len() as i32);
-    for header in &record.headers {
-        put_nullable(out, Some(&header.key));
-        put_nullable(out, header.value.as_deref());
+    put_nullable(out, key);
+    put_nullable(out, value);
+    put_varint(out, header_count as i32);
+    for (name, value) in headers {
+        put_nullable(out, Some(name));
+        put_nullable(out, value);
     }
-    Ok(())
 }
 
 /// Writes `zeros` zero bytes (room for a header written later) and the records; `out`
@@ -187,15 +200,32 @@ fn put_records<R: AsRef<NewRecord>>(
     let mut bodies = Vec::with_capacity(records.len());
     let mut total = 0usize;
     for (i, record) in records.iter().enumerate() {
+        let r = record.as_ref();
         // The record count was checked to fit i32, so every index does too.
-        let body = body_len(record.as_ref(), i as i32, base_timestamp)?;
+        let (body, _) = parts_len(
+            r.timestamp.wrapping_sub(base_timestamp),
+            i as i32,
+            r.key.as_ref().map(Bytes::len),
+            r.value.as_ref().map(Bytes::len),
+            header_parts(r),
+        )?;
         total = total.saturating_add(varint_len(len_i32("record", body)?) + body);
         bodies.push(body);
     }
     out.reserve(total.saturating_add(zeros));
     out.put_bytes(0, zeros);
     for (i, (record, body)) in records.iter().zip(bodies).enumerate() {
-        put_record(out, record.as_ref(), i as i32, base_timestamp, body)?;
+        let r = record.as_ref();
+        put_parts(
+            out,
+            body,
+            r.timestamp.wrapping_sub(base_timestamp),
+            i as i32,
+            r.key.as_deref(),
+            r.value.as_deref(),
+            r.headers.len(),
+            header_parts(r),
+        );
     }
     Ok(())
 }
@@ -416,59 +446,44 @@ impl<'a> BatchWriter<'a> {
     where
         H: Iterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone,
     {
-        let written = self.put(timestamp, key, value, headers);
-        if written.is_err() {
-            self.out.truncate(self.start);
-            self.failed = true;
-        }
-        written
-    }
-
-    fn put<'h, H>(
-        &mut self,
-        timestamp: i64,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: H,
-    ) -> Result<()>
-    where
-        H: Iterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone,
-    {
         if self.failed {
             return Err(RecordsError::Unwritable("the batch failed earlier"));
         }
         let offset_delta = self.count;
-        let count = len_i32("record count", (offset_delta as usize).saturating_add(1))?;
-        let base = *self.base_timestamp.get_or_insert(timestamp);
+        let base = self.base_timestamp.unwrap_or(timestamp);
         let delta = timestamp.wrapping_sub(base);
-        let (mut header_count, mut header_bytes) = (0usize, 0usize);
-        for (name, value) in headers.clone() {
-            header_count += 1;
-            header_bytes = header_bytes
-                .saturating_add(nullable_size("header key", Some(name.len()))?)
-                .saturating_add(nullable_size("header value", value.map(<[u8]>::len))?);
-        }
-        let body = fields_len(
+        // Everything that can fail is checked before anything is written.
+        let sized =
+            len_i32("record count", (offset_delta as usize).saturating_add(1)).and_then(|count| {
+                let (body, headers) = parts_len(
+                    delta,
+                    offset_delta,
+                    key.map(<[u8]>::len),
+                    value.map(<[u8]>::len),
+                    headers.clone(),
+                )?;
+                len_i32("record", body)?;
+                Ok((count, body, headers))
+            });
+        let (count, body, header_count) = match sized {
+            Ok(sized) => sized,
+            Err(e) => {
+                self.out.truncate(self.start);
+                self.failed = true;
+                return Err(e);
+            }
+        };
+        put_parts(
+            self.out,
+            body,
             delta,
             offset_delta,
-            key.map(<[u8]>::len),
-            value.map(<[u8]>::len),
+            key,
+            value,
             header_count,
-            header_bytes,
-        )?;
-        let out = &mut *self.out;
-        put_varint(out, len_i32("record", body)?);
-        out.put_i8(0);
-        put_varlong(out, delta);
-        put_varint(out, offset_delta);
-        put_nullable(out, key);
-        put_nullable(out, value);
-        // The count was checked to fit i32 by `fields_len`.
-        put_varint(out, header_count as i32);
-        for (name, value) in headers {
-            put_nullable(out, Some(name));
-            put_nullable(out, value);
-        }
+            headers,
+        );
+        self.base_timestamp = Some(base);
         self.count = count;
         self.max_timestamp = if offset_delta == 0 {
             timestamp

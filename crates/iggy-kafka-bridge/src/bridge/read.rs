@@ -11,9 +11,9 @@ use super::topics::Resolved;
 use super::{IggyBridge, named};
 use crate::convert;
 use crate::errors::Op;
-use crate::mapping::{self, BatchFrame, MappedRecord};
+use crate::mapping::{self, BatchFrame, MappedRecord, MappingError};
 use crate::partition::PartitionId;
-use crate::polled::{self, Item};
+use crate::polled::{self, Item, Polled};
 use bytes::{Bytes, BytesMut};
 use iggy::prelude::{Identifier, PolledMessages, PollingStrategy};
 use kafka_records::NewRecord;
@@ -64,12 +64,9 @@ impl IggyBridge {
         offset: u64,
         count: u32,
     ) -> StoreResult<Vec<MappedRecord>> {
-        let answer = self
-            .poll_answer_at(r, name, partition, offset, count)
+        let polled = self
+            .poll_decoded(r, name, partition, offset, count, polled::decode_poll)
             .await?;
-        let polled = polled::decode_poll(answer, offset)
-            .map_err(|e| StoreError::Internal(format!("{name}/{partition}: {e}")))?;
-        self.count_message_bytes(polled.messages, polled.data_bytes);
         Ok(polled.records)
     }
 
@@ -85,42 +82,46 @@ impl IggyBridge {
         offset: u64,
         count: u32,
     ) -> StoreResult<(Vec<Item>, u64)> {
-        let answer = self
-            .poll_answer_at(r, name, partition, offset, count)
+        let polled = self
+            .poll_decoded(r, name, partition, offset, count, polled::decode_poll_items)
             .await?;
-        let polled = polled::decode_poll_items(answer, offset)
-            .map_err(|e| StoreError::Internal(format!("{name}/{partition}: {e}")))?;
-        self.count_message_bytes(polled.messages, polled.data_bytes);
-        Ok((polled.items, polled.current_offset))
+        Ok((polled.records, polled.current_offset))
     }
 
-    /// Iggy's answer to a poll of up to `count` messages from `offset`.
-    async fn poll_answer_at(
+    /// Iggy's answer to a poll of up to `count` messages from `offset`, read by
+    /// `decode`; the poll's bytes per message go into the running estimate.
+    async fn poll_decoded<T>(
         &self,
         r: &Resolved,
         name: &str,
         partition: PartitionId,
         offset: u64,
         count: u32,
-    ) -> StoreResult<Bytes> {
+        decode: fn(Bytes, u64) -> Result<Polled<T>, MappingError>,
+    ) -> StoreResult<Polled<T>> {
         let (s, t) = (
             named(&r.target.stream, name)?,
             named(&r.target.topic, name)?,
         );
-        self.call(
-            Op::Read,
-            name,
-            partition.kafka(),
-            polled::poll_answer(
-                self.any_session(),
-                &s,
-                &t,
-                partition.iggy(),
-                &PollingStrategy::offset(offset),
-                count,
-            ),
-        )
-        .await
+        let answer = self
+            .call(
+                Op::Read,
+                name,
+                partition.kafka(),
+                polled::poll_answer(
+                    self.any_session(),
+                    &s,
+                    &t,
+                    partition.iggy(),
+                    &PollingStrategy::offset(offset),
+                    count,
+                ),
+            )
+            .await?;
+        let polled = decode(answer, offset)
+            .map_err(|e| StoreError::Internal(format!("{name}/{partition}: {e}")))?;
+        self.count_message_bytes(polled.messages, polled.data_bytes);
+        Ok(polled)
     }
 
     /// Updates the running estimate of the bytes one message takes with a poll's.

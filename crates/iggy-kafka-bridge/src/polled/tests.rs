@@ -217,13 +217,7 @@ proptest! {
         let _ = decode_poll_items(damaged, from);
         match (decode_poll_items(counted.clone(), from), &ours_counted) {
             (Ok(items), Ok(records)) => {
-                let covered: Vec<u64> = items
-                    .items
-                    .iter()
-                    .flat_map(|i| i.offset()..=i.last_offset())
-                    .collect();
-                let all: Vec<u64> = records.records.iter().map(|m| m.offset).collect();
-                prop_assert!(all.starts_with(&covered));
+                prop_assert!(offsets(&records.records).starts_with(&covered(&items.records)));
             }
             (Err(_), Err(_)) => {}
             (items, records) => prop_assert!(
@@ -238,6 +232,19 @@ proptest! {
             prop_assert_eq!(ours.records, theirs);
         }
     }
+}
+
+/// The offsets of `records`.
+fn offsets(records: &[MappedRecord]) -> Vec<u64> {
+    records.iter().map(|m| m.offset).collect()
+}
+
+/// The offsets `items` cover.
+fn covered(items: &[Item]) -> Vec<u64> {
+    items
+        .iter()
+        .flat_map(|i| i.offset()..=i.last_offset())
+        .collect()
 }
 
 /// What a read makes of `records` (a poll's records, in order) as it encodes them: one
@@ -290,16 +297,12 @@ fn check_items(answer: &Bytes, from: u64) -> Result<usize, TestCaseError> {
     prop_assert_eq!(items.data_bytes, records.data_bytes);
     let by_offset: BTreeMap<u64, &MappedRecord> =
         records.records.iter().map(|m| (m.offset, m)).collect();
-    let covered: Vec<u64> = items
-        .items
-        .iter()
-        .flat_map(|i| i.offset()..=i.last_offset())
-        .collect();
-    let all: Vec<u64> = records.records.iter().map(|m| m.offset).collect();
+    let covered = covered(&items.records);
+    let all = offsets(&records.records);
     prop_assert_eq!(&covered[..], &all[..covered.len()]);
     if covered.len() < all.len() {
         // Cut before a batch the answer ends inside.
-        prop_assert!(!items.items.is_empty());
+        prop_assert!(!items.records.is_empty());
         let next = &records.records[covered.len()];
         let frame = next
             .batch
@@ -310,7 +313,7 @@ fn check_items(answer: &Bytes, from: u64) -> Result<usize, TestCaseError> {
         prop_assert!(count > all.len() - covered.len());
     }
     let mut wholes = 0;
-    for item in &items.items {
+    for item in &items.records {
         match item {
             Item::Record(m) => prop_assert_eq!(Some(&m), by_offset.get(&m.offset)),
             Item::Batch(b) => {
@@ -433,7 +436,7 @@ proptest! {
             if start < kept && kept < end {
                 // Only the batch's first record is in the answer to tell.
                 let eligible = attributes & 0x07 == 0 && mapping::is_native(&records[0]);
-                let items = decode_poll_items(cut.clone(), 0).unwrap().items;
+                let items = decode_poll_items(cut.clone(), 0).unwrap().records;
                 let last = items.last().map(|i| i.last_offset());
                 if eligible && start > 0 {
                     prop_assert_eq!(last, Some(500 + start as u64 - 1));
@@ -489,21 +492,17 @@ fn plain_fixture() -> (Vec<NewRecord>, Bytes) {
 #[test]
 fn a_plain_batch_read_whole_is_written_once_and_decodes() {
     let (records, bytes) = plain_fixture();
-    let items = decode_poll_items(bytes.clone(), 0).unwrap().items;
+    let items = decode_poll_items(bytes.clone(), 0).unwrap().records;
     let [Item::Batch(b)] = &items[..] else {
         panic!("one whole batch: {items:?}");
     };
     assert_eq!((b.base_offset, b.last_offset), (40, 44));
     let batch = kafka_records::RecordBatch::decode(&b.bytes, &Default::default()).unwrap();
     assert_eq!(batch.header().base_offset, 40);
-    let back: Vec<NewRecord> = batch
-        .records()
-        .unwrap()
-        .map(|r| NewRecord::from(r.unwrap()))
-        .collect();
+    let back = crate::mapping::fetch_tests::records_of(&batch);
     assert_eq!(back, records);
     // From inside the batch the answer no longer holds it whole: records.
-    let items = decode_poll_items(bytes, 42).unwrap().items;
+    let items = decode_poll_items(bytes, 42).unwrap().records;
     assert_eq!(items.len(), 3);
     assert!(items.iter().all(|i| matches!(i, Item::Record(_))));
 }
