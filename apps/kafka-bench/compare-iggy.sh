@@ -19,6 +19,11 @@
 # (an earlier build of the gateway) runs every gateway case (bridged, and embedded with MEM=1)
 # with that binary too, on a fresh Iggy server of its own, right after the same case with
 # target/release's gateway, and adds a table of the gateway's CPU per GB, before and after.
+# RELAY=1 also runs the native SDK's produce + consume of each case through
+# `kafka-bench relay` (a process that only moves bytes) on the same Iggy server, topic
+# `rel`, sampling the relay's CPU: the floor of any process in the gateway's place, in the
+# same minutes as the gateway's runs (the relay's cost per byte rises as the pace falls,
+# so compare the two only within one run).
 # The tables are printed at the end and kept in OUTDIR/summary.md.
 set -euo pipefail
 
@@ -28,6 +33,7 @@ DUR="${DUR:-8}"
 CASES="${CASES:-1024:1:1 1024:8:1 100:1:1 100:8:1}"
 LAT="${LAT:-1}"
 MEM="${MEM:-1}"
+RELAY="${RELAY:-0}"
 RATE="${RATE:-2000}"
 BASE_GATEWAY="${BASE_GATEWAY:-}"
 IGGY_BIN="${IGGY_SERVER_BIN:?set IGGY_SERVER_BIN to an iggy-server binary}"
@@ -41,7 +47,7 @@ for f in "$BENCH" "$GATEWAY" "$IGGY_BIN" "$ROOT/.clients/librdkafka216/librdkafk
   [[ -e "$f" ]] || { echo "missing $f" >&2; exit 1; }
 done
 
-IPID="" GPID="" IADDR="" GADDR="" IDIR=""
+IPID="" GPID="" RPID="" IADDR="" GADDR="" RADDR="" IDIR=""
 stop_pid() { # SIGTERM, wait up to 10 s, then SIGKILL; only pids this script started
   local pid=$1
   [[ -z "$pid" ]] && return 0
@@ -52,6 +58,7 @@ stop_pid() { # SIGTERM, wait up to 10 s, then SIGKILL; only pids this script sta
 }
 cleanup() {
   stop_pid "$GPID"; GPID=""
+  stop_pid "$RPID"; RPID=""
   stop_pid "$IPID"; IPID=""
   [[ -n "$IDIR" ]] && rm -rf "$IDIR/data"
   IDIR=""
@@ -157,6 +164,30 @@ memory_case() {
   stop_pid "$GPID"; GPID=""
 }
 
+# relay_case: the native SDK's produce + consume through a relay to the current Iggy
+# server, the relay's CPU sampled as the broker's
+relay_case() {
+  "$BENCH" relay --upstream "$IADDR" --listen 127.0.0.1:0 --timeout 600 \
+    --json "$OUT/$tag-relay.json" >"$OUT/$tag-relay.stdout" 2>"$OUT/$tag-relay.stderr" &
+  RPID=$!
+  RADDR=""
+  for _ in $(seq 100); do
+    RADDR=$(awk '/listening on/{sub(",", "", $5); print $5; exit}' "$OUT/$tag-relay.stderr")
+    [[ -n "$RADDR" ]] && break
+    kill -0 "$RPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  [[ -n "$RADDR" ]] || { cat "$OUT/$tag-relay.stderr" >&2; echo "relay did not start" >&2; exit 1; }
+  run "$tag-rel-produce" "$BENCH" iggy-produce --iggy-addr "$RADDR" --username $USER_NAME \
+    --password $PASSWORD --topic rel --partitions "$parts" --producers "$prods" \
+    --record-size "$rs" --duration "$DUR" --batch-size 1000000 --gateway-pid "$RPID" \
+    --timeout 120 --json "$OUT/$tag-rel-produce.json"
+  run "$tag-rel-consume" "$BENCH" iggy-consume --iggy-addr "$RADDR" --username $USER_NAME \
+    --password $PASSWORD --topic rel --consumers "$prods" --poll-count "$poll" \
+    --gateway-pid "$RPID" --timeout 120 --json "$OUT/$tag-rel-consume.json"
+  stop_pid "$RPID"; RPID=""
+}
+
 for c in $CASES; do
   IFS=: read -r rs parts prods <<<"$c"
   tag="r${rs}-p${parts}-n${prods}"
@@ -171,6 +202,7 @@ for c in $CASES; do
   run "$tag-nat-consume" "$BENCH" iggy-consume --iggy-addr "$IADDR" --username $USER_NAME \
     --password $PASSWORD --topic nat --consumers "$prods" --poll-count "$poll" \
     --gateway-pid "$IPID" --timeout 120 --json "$OUT/$tag-nat-consume.json"
+  [[ $RELAY == 1 ]] && relay_case
   cleanup
   if [[ -n $BASE_GATEWAY ]]; then
     start_iggy "$tag-base"
@@ -274,6 +306,23 @@ if glob.glob(out + "/r*-gwb-produce.json"):
         cells.append(f"{mbs(load(f'{t}-gwb-produce')):.1f} -> {mbs(load(f'{t}-gw-produce')):.1f}")
         for mode in ("produce", "consume"):
             cells.append(f"{f(ratio_total('gwb', mode))} -> {f(ratio_total('gw', mode))}")
+        print(f"| {rs} B | {ps} | {ns} | " + " | ".join(cells) + " |")
+if glob.glob(out + "/r*-rel-produce.json"):
+    print()
+    print("CPU seconds per GB of record bytes: the gateway (bridged, with librdkafka) against a relay "
+          "that only moves bytes between the native SDK and the same Iggy server, same run:")
+    print()
+    print("| record | partitions | producers | produce: gateway / relay | consume: gateway / relay | produce MB/s: gateway / relay | consume MB/s: gateway / relay |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for t in tags:
+        rs, ps, ns = [x[1:] for x in t.split("-")]
+        cells = []
+        for mode in ("produce", "consume"):
+            g, r = load(f"{t}-gw-{mode}"), load(f"{t}-rel-{mode}")
+            cells.append(f"{per_gb(broker_cpu(g), g)} / {per_gb(broker_cpu(r), r)}")
+        for mode in ("produce", "consume"):
+            g, r = load(f"{t}-gw-{mode}"), load(f"{t}-rel-{mode}")
+            cells.append(f"{mbs(g):.1f} / {mbs(r):.1f}")
         print(f"| {rs} B | {ps} | {ns} | " + " | ".join(cells) + " |")
 print()
 for name in ("lat-gw-linger0", "lat-gw-linger5", "lat-nat"):

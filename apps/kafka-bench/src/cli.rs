@@ -23,6 +23,9 @@ pub enum Command {
     /// Authentications per second: N workers opening short connections that each do
     /// ApiVersions, SaslHandshake and a whole SASL exchange, then close.
     Auth(AuthArgs),
+    /// A TCP relay that only moves bytes between its clients and an upstream server:
+    /// the CPU floor of any process in the gateway's place.
+    Relay(RelayArgs),
     /// Native baseline: produce the same records with the Iggy SDK.
     #[cfg(feature = "iggy-native")]
     IggyProduce(crate::iggy_native::IggyProduceArgs),
@@ -366,6 +369,32 @@ pub struct IdleArgs {
     /// Broker process to sample.
     #[arg(long)]
     pub gateway_pid: Option<u32>,
+    /// Write the result as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RelayArgs {
+    /// Address to accept connections on, HOST:PORT (`:0` picks a free port; the chosen
+    /// address is printed to stderr).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// Server every accepted connection is relayed to, HOST:PORT.
+    #[arg(long)]
+    pub upstream: String,
+    /// Seconds to relay before stopping (default: until SIGINT/SIGTERM or `--timeout`).
+    #[arg(long)]
+    pub duration: Option<u64>,
+    /// Hard limit on the whole run in seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Bytes read from a socket at a time, per direction of a connection.
+    #[arg(long, default_value_t = 256 * 1024)]
+    pub buffer: usize,
+    /// Connections relayed at once; more are closed at once and counted as refused.
+    #[arg(long, default_value_t = 64)]
+    pub max_connections: usize,
     /// Write the result as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

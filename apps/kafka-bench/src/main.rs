@@ -13,6 +13,8 @@
 //! - `auth`: N workers opening short connections that each authenticate (SASL PLAIN,
 //!   SCRAM-SHA-256 or SCRAM-SHA-512, over TCP or TLS) and close; authentications per
 //!   second and latency percentiles. Its own minimal client, no librdkafka.
+//! - `relay`: a TCP relay that only moves bytes between its clients and an upstream
+//!   server; its own CPU per GB is the floor for any process in the gateway's place.
 //! - `iggy-produce` / `iggy-consume` (cargo feature `iggy-native`): the same work through
 //!   the Iggy SDK, as a native baseline for the gateway.
 //!
@@ -46,6 +48,7 @@ mod payload;
 mod procstat;
 #[cfg(feature = "librdkafka")]
 mod produce;
+mod relay;
 mod report;
 mod sasl_client;
 
@@ -77,6 +80,7 @@ fn main() {
             ),
             cli::Command::IdleConnections(args) => idle::run(args).await,
             cli::Command::Auth(args) => auth::run(args).await,
+            cli::Command::Relay(args) => relay::run(args).await,
             #[cfg(feature = "iggy-native")]
             cli::Command::IggyProduce(args) => iggy_native::produce(args).await,
             #[cfg(feature = "iggy-native")]
