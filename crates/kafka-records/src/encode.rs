@@ -15,7 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::batch::{Attributes, BATCH_HEADER_LEN, LOG_OVERHEAD, TimestampType};
 use crate::codec::{self, Compression};
-use crate::record::{Header, Record};
+use crate::record::{Header, Record, RecordRef, shortest_headers_len};
 use crate::varint::{put_varint, put_varlong, varint_len, varlong_len};
 use crate::{RecordsError, Result};
 
@@ -546,6 +546,20 @@ pub struct ExactReencoding {
     exact: bool,
 }
 
+/// What [`ExactReencoding`] reads of one record; `headers` gives the headers' shortest
+/// length, computed only when the other fields leave the batch exact.
+struct Taken<H> {
+    timestamp: i64,
+    offset_delta: i32,
+    timestamp_delta: i64,
+    attributes: i8,
+    control: bool,
+    key: Option<usize>,
+    value: Option<usize>,
+    header_count: usize,
+    headers: H,
+}
+
 impl ExactReencoding {
     /// Starts the check with the header of `batch`.
     pub fn new(batch: &crate::RecordBatch) -> Self {
@@ -569,40 +583,56 @@ impl ExactReencoding {
 
     /// Takes the next record of the batch.
     pub fn record(&mut self, record: &Record) {
-        if !self.exact {
-            return;
+        if self.exact {
+            self.take(Taken {
+                timestamp: record.timestamp,
+                offset_delta: record.offset_delta,
+                timestamp_delta: record.timestamp_delta,
+                attributes: record.attributes,
+                control: record.control.is_some(),
+                key: record.key.as_ref().map(Bytes::len),
+                value: record.value.as_ref().map(Bytes::len),
+                header_count: record.headers.len(),
+                headers: || record.headers.shortest_len(),
+            });
         }
+    }
+
+    /// Takes the next record of the batch, read in place: the same check as
+    /// [`ExactReencoding::record`].
+    pub fn record_ref(&mut self, record: &RecordRef<'_>) {
+        if self.exact {
+            self.take(Taken {
+                timestamp: record.timestamp,
+                offset_delta: record.offset_delta,
+                timestamp_delta: record.timestamp_delta,
+                attributes: record.attributes,
+                control: record.control.is_some(),
+                key: record.key.map(<[u8]>::len),
+                value: record.value.map(<[u8]>::len),
+                header_count: record.header_count,
+                headers: || shortest_headers_len(record.raw_headers, record.header_count),
+            });
+        }
+    }
+
+    fn take(&mut self, r: Taken<impl FnOnce() -> Option<usize>>) {
         let index = self.records;
         self.records = self.records.saturating_add(1);
-        let delta = record.timestamp.wrapping_sub(self.base_timestamp);
-        if record.attributes != 0
-            || record.offset_delta != index
-            || delta != record.timestamp_delta
-            || record.control.is_some()
-        {
+        let delta = r.timestamp.wrapping_sub(self.base_timestamp);
+        if r.attributes != 0 || r.offset_delta != index || delta != r.timestamp_delta || r.control {
             self.exact = false;
             return;
         }
-        let len = record.headers.shortest_len().and_then(|headers| {
-            let body = fields_len(
-                delta,
-                index,
-                record.key.as_ref().map(Bytes::len),
-                record.value.as_ref().map(Bytes::len),
-                record.headers.len(),
-                headers,
-            )
-            .ok()?;
+        let len = (r.headers)().and_then(|headers| {
+            let body = fields_len(delta, index, r.key, r.value, r.header_count, headers).ok()?;
             Some(varint_len(len_i32("record", body).ok()?) + body)
         });
         match len {
             Some(len) => self.size = self.size.saturating_add(len),
             None => self.exact = false,
         }
-        self.largest = Some(
-            self.largest
-                .map_or(record.timestamp, |t| t.max(record.timestamp)),
-        );
+        self.largest = Some(self.largest.map_or(r.timestamp, |t| t.max(r.timestamp)));
     }
 
     /// The batch's CRC when every record was taken and the batch re-encodes exactly.
@@ -705,6 +735,13 @@ mod tests {
         for record in batch.records().unwrap() {
             exact.record(&record.unwrap());
         }
+        // Records read in place give the same answer.
+        let section = batch.records_section().unwrap();
+        let mut in_place = ExactReencoding::new(&batch);
+        for record in batch.record_refs_in(&section) {
+            in_place.record_ref(&record.unwrap());
+        }
+        assert_eq!(exact.crc(), in_place.crc());
         exact.crc()
     }
 

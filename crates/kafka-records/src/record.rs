@@ -95,22 +95,27 @@ impl Headers {
     /// The bytes these headers take with every length in its shortest varint form, read
     /// from their lengths alone; `None` only if the validated bytes were not.
     pub(crate) fn shortest_len(&self) -> Option<usize> {
-        let raw = &self.raw[..];
-        let mut pos = 0usize;
-        let mut total = 0usize;
-        for _ in 0..self.count {
-            let key = read_varint(raw, &mut pos).ok()?;
-            let key_len = usize::try_from(key).ok()?;
-            pos = pos.checked_add(key_len)?;
-            let value = read_varint(raw, &mut pos).ok()?;
-            let value_len = usize::try_from(value).unwrap_or(0);
-            pos = pos.checked_add(value_len)?;
-            total = total
-                .checked_add(varint_len(key) + key_len)?
-                .checked_add(varint_len(value) + value_len)?;
-        }
-        (pos <= raw.len()).then_some(total)
+        shortest_headers_len(&self.raw, self.count)
     }
+}
+
+/// The bytes `count` headers written in `raw` take with every length in its shortest
+/// varint form, read from their lengths alone; `None` if `raw` does not hold them.
+pub(crate) fn shortest_headers_len(raw: &[u8], count: usize) -> Option<usize> {
+    let mut pos = 0usize;
+    let mut total = 0usize;
+    for _ in 0..count {
+        let key = read_varint(raw, &mut pos).ok()?;
+        let key_len = usize::try_from(key).ok()?;
+        pos = pos.checked_add(key_len)?;
+        let value = read_varint(raw, &mut pos).ok()?;
+        let value_len = usize::try_from(value).unwrap_or(0);
+        pos = pos.checked_add(value_len)?;
+        total = total
+            .checked_add(varint_len(key) + key_len)?
+            .checked_add(varint_len(value) + value_len)?;
+    }
+    (pos <= raw.len()).then_some(total)
 }
 
 impl std::fmt::Debug for Headers {
@@ -287,6 +292,8 @@ pub struct RecordRef<'a> {
     pub value: Option<&'a [u8]>,
     /// Number of headers (each was read and bounds-checked).
     pub header_count: usize,
+    /// The `header_count` headers as they are on the wire.
+    pub raw_headers: &'a [u8],
     /// The parsed key, when the batch is a control batch.
     pub control: Option<ControlRecord>,
 }
@@ -627,6 +634,7 @@ impl<'a> Iterator for RecordRefs<'a> {
             key: p.key.map(|(s, e)| &data[s..e]),
             value: p.value.map(|(s, e)| &data[s..e]),
             header_count: p.header_count,
+            raw_headers: &data[p.headers_start..p.end],
             control: p.control,
         }))
     }

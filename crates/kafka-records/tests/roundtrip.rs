@@ -228,6 +228,12 @@ proptest! {
         }
         let crc = exact.crc();
         prop_assert_eq!(crc, Some(batch.header().crc));
+        let section = batch.records_section().unwrap();
+        let mut in_place = ExactReencoding::new(&batch);
+        for record in batch.record_refs_in(&section) {
+            in_place.record_ref(&record.unwrap());
+        }
+        prop_assert_eq!(in_place.crc(), crc);
         let options = BatchOptions { base_timestamp: Some(batch.header().base_timestamp), ..options };
         let mut again = BytesMut::new();
         encode_batch_with_crc(&options, &decoded, crc.unwrap(), &mut again).unwrap();
