@@ -3,9 +3,12 @@
 //! beside a memcpy of the batch's bytes in the same run (the floor: the body holds
 //! every value once).
 //!
-//! `wire`: the records written straight into the send's buffer (`WireMessages`,
-//! `send_body`), as the append path does. `messages`: the former way, one `IggyMessage`
-//! per record (`to_message_at`), encoded by the SDK's `SendMessagesEncoder`.
+//! `wire`: the records written straight from the batch's records section into the
+//! send's buffer (`WireMessages::push_batch`, `send_body`), as the append path does.
+//! `wire_by_records`: the same buffer written record by record, each decoded to a
+//! `NewRecord` first (`push_batch_by_records`, the append path before). `messages`: the
+//! way before that, one `IggyMessage` per record (`to_message_at`), encoded by the
+//! SDK's `SendMessagesEncoder`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -42,27 +45,18 @@ fn target() -> (WireIdentifier, WireIdentifier, WirePartitioning) {
     )
 }
 
-/// What the append path does with one batch, then the send of it alone.
-fn wire(batch: &RecordBatch) -> Bytes {
+/// One batch into a send's messages, then the send of it alone: `in_place` as the
+/// append path does (`push_batch`), else record by record (`push_batch_by_records`).
+fn wire(batch: &RecordBatch, section: &Bytes, in_place: bool) -> Bytes {
     let (s, t, p) = target();
     let capacity =
         batch.encoded_len() + batch.header().record_count as usize * mapping::MESSAGE_OVERHEAD;
     let mut w = WireMessages::new(mapping::send_room(&s, &t, &p), capacity, 1);
-    let plain = mapping::frame_of(batch.header());
-    let hoped = BatchFrame {
-        crc: Some(batch.header().crc),
-        ..plain
-    };
-    let mut exact = ExactReencoding::new(batch);
-    for (i, record) in batch.records().unwrap().enumerate() {
-        let record = record.unwrap();
-        exact.record(&record);
-        let record = NewRecord::from(record);
-        let txn = TxnTag::of(&plain, &record);
-        let frame = (i == 0).then_some(&hoped);
-        w.push(&record, i as i32, frame, txn.as_ref()).unwrap();
+    if in_place {
+        w.push_batch(batch, section).unwrap();
+    } else {
+        w.push_batch_by_records(batch, section).unwrap();
     }
-    assert_eq!(exact.crc(), hoped.crc);
     let mut id = 0u128;
     mapping::send_body(vec![w], &s, &t, &p, || {
         id += 1;
@@ -119,10 +113,17 @@ fn bench(c: &mut Criterion) {
     for value_len in [1024usize, 100] {
         let bytes = batch(value_len);
         let decoded = RecordBatch::decode(&bytes, &DecodeLimits::default()).unwrap();
+        let section = decoded.records_section().unwrap();
+        let sent = messages(&decoded);
         assert_eq!(
-            wire(&decoded),
-            messages(&decoded),
-            "the two ways send the same body"
+            wire(&decoded, &section, true),
+            sent,
+            "the ways send the same body"
+        );
+        assert_eq!(
+            wire(&decoded, &section, false),
+            sent,
+            "the ways send the same body"
         );
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         let mut dst = vec![0u8; bytes.len()];
@@ -133,8 +134,13 @@ fn bench(c: &mut Criterion) {
             })
         });
         group.bench_with_input(BenchmarkId::new("wire", value_len), &decoded, |b, d| {
-            b.iter(|| wire(black_box(d)))
+            b.iter(|| wire(black_box(d), &section, true))
         });
+        group.bench_with_input(
+            BenchmarkId::new("wire_by_records", value_len),
+            &decoded,
+            |b, d| b.iter(|| wire(black_box(d), &section, false)),
+        );
         group.bench_with_input(BenchmarkId::new("messages", value_len), &decoded, |b, d| {
             b.iter(|| messages(black_box(d)))
         });

@@ -66,8 +66,8 @@ use iggy_binary_protocol::batch::{
 use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
 use iggy_common::{IggyError, IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE};
 use kafka_records::{
-    Attributes, BatchOptions, Compression, Header, NewRecord, RecordsError, TimestampType,
-    encode_batch_of,
+    Attributes, BatchOptions, Compression, ExactReencoding, Header, NewRecord, RecordBatch,
+    RecordRef, RecordsError, TimestampType, encode_batch_of,
 };
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -115,6 +115,9 @@ pub enum MappingError {
     /// Iggy refused to build the message (payload or headers over its limits).
     #[error("message not representable in iggy: {0}")]
     Unrepresentable(String),
+    /// A batch's records section is malformed (a checked batch never is).
+    #[error("bad records: {0}")]
+    Records(String),
 }
 
 /// The producer's batch header fields, kept on the first record of each batch.
@@ -806,6 +809,194 @@ impl WireMessages {
         }
         self.data_bytes = self.data_bytes - old_data + again.data_bytes;
         Ok(())
+    }
+}
+
+/// Bytes of the user headers the bridge writes after a native record's key: the
+/// `kafka.record` entry (its frame at most [`MAX_FRAME_LEN`]), `kafka.timestamp` and
+/// `kafka.txn`.
+const TAIL_MAX: usize = 10
+    + RECORD_HEADER.len()
+    + MAX_FRAME_LEN
+    + 10
+    + TIMESTAMP_HEADER.len()
+    + 8
+    + 10
+    + TXN_HEADER.len()
+    + 8;
+
+/// Bytes of a `kafka.key` entry at most (a native key is at most 255 bytes).
+const KEY_ENTRY_MAX: usize = 10 + KEY_HEADER.len() + MAX_HEADER_FIELD;
+
+/// The value of a record that maps to a native message with no producer headers, the
+/// form [`WireMessages::push_batch`] writes without a [`NewRecord`]: a value Iggy takes
+/// as a payload, a null or native key, no headers. `None` for every other record.
+fn plain_native_value<'a>(r: &RecordRef<'a>) -> Option<&'a [u8]> {
+    let value = r
+        .value
+        .filter(|v| !v.is_empty() && u32::try_from(v.len()).is_ok_and(|n| n <= MAX_PAYLOAD_SIZE))?;
+    (r.header_count == 0 && r.key.is_none_or(fits)).then_some(value)
+}
+
+/// One header entry written at the front of `out`, which has room for it; what is left.
+fn write_entry<'a>(mut out: &'a mut [u8], name: &[u8], kind: u8, value: &[u8]) -> &'a mut [u8] {
+    out.put_u8(KIND_STRING);
+    out.put_u32_le(name.len() as u32);
+    out.put_slice(name);
+    out.put_u8(kind);
+    out.put_u32_le(value.len() as u32);
+    out.put_slice(value);
+    out
+}
+
+impl WireMessages {
+    /// Appends the messages of one batch, whose records (decompressed) are `section`:
+    /// the bytes of [`WireMessages::push_batch_by_records`]. Records with no headers, a
+    /// value and a null or short key (most of them) are written straight from the
+    /// section; from the first other record on, the batch goes on record by record. On
+    /// an error the messages may hold part of the batch.
+    pub fn push_batch(&mut self, batch: &RecordBatch, section: &Bytes) -> Result<(), MappingError> {
+        self.map_batch(batch, section, true)
+    }
+
+    /// Appends the messages of one batch record by record, each made a [`NewRecord`]
+    /// and pushed ([`WireMessages::push`]): the first with the batch's frame, written as
+    /// if the batch re-encodes exactly (its CRC kept) and written again when that turns
+    /// out otherwise. The reference [`WireMessages::push_batch`] is checked against.
+    pub fn push_batch_by_records(
+        &mut self,
+        batch: &RecordBatch,
+        section: &Bytes,
+    ) -> Result<(), MappingError> {
+        self.map_batch(batch, section, false)
+    }
+
+    fn map_batch(
+        &mut self,
+        batch: &RecordBatch,
+        section: &Bytes,
+        in_place: bool,
+    ) -> Result<(), MappingError> {
+        let bad = |e: RecordsError| MappingError::Records(e.to_string());
+        let delta_of = |i: usize| {
+            i32::try_from(i).map_err(|_| MappingError::Unrepresentable("too many records".into()))
+        };
+        let plain = frame_of(batch.header());
+        let hoped = BatchFrame {
+            crc: Some(batch.header().crc),
+            ..plain
+        };
+        let mut exact = ExactReencoding::new(batch);
+        // The first message: where it starts, its record, the CRC written in it.
+        let mut first: Option<(WireMark, NewRecord, Option<u32>)> = None;
+        let mut done = 0usize;
+        let mut rest = true;
+        if in_place && !plain.is_control() {
+            let txn = plain.is_transactional().then_some(plain.producer_id);
+            'walk: {
+                for r in batch.record_refs_in(section) {
+                    let r = r.map_err(bad)?;
+                    let Some(value) = plain_native_value(&r) else {
+                        break 'walk;
+                    };
+                    exact.record_ref(&r);
+                    let mark = self.mark();
+                    if done == 0 {
+                        let (frame, len) = frame(0, Some(&hoped), true);
+                        self.put_plain(r.key, value, r.timestamp, &frame[..len], txn);
+                        let record = NewRecord {
+                            timestamp: r.timestamp,
+                            key: r.key.map(|k| section.slice_ref(k)),
+                            value: Some(section.slice_ref(value)),
+                            headers: Vec::new(),
+                        };
+                        first = Some((mark, record, hoped.crc));
+                    } else {
+                        let [d0, d1, d2, d3] = delta_of(done)?.to_be_bytes();
+                        let frame = [FORMAT_VERSION, 0, d0, d1, d2, d3];
+                        self.put_plain(r.key, value, r.timestamp, &frame, txn);
+                    }
+                    done += 1;
+                }
+                rest = false;
+            }
+        }
+        if rest {
+            for (i, record) in batch.records_in(section.clone()).enumerate().skip(done) {
+                let record = record.map_err(bad)?;
+                exact.record(&record);
+                let delta = delta_of(i)?;
+                let record = NewRecord::from(record);
+                let txn = TxnTag::of(&plain, &record);
+                if i == 0 {
+                    let mark = self.mark();
+                    // A record that fits only without the CRC is written without it.
+                    let written = match self.push(&record, delta, Some(&hoped), txn.as_ref()) {
+                        Ok(()) => hoped.crc,
+                        Err(_) => None,
+                    };
+                    if written.is_none() {
+                        self.push(&record, delta, Some(&plain), txn.as_ref())?;
+                    }
+                    first = Some((mark, record, written));
+                } else {
+                    self.push(&record, delta, None, txn.as_ref())?;
+                }
+            }
+        }
+        if let Some((mark, record, written)) = first {
+            let crc = exact.crc();
+            if crc != written {
+                let frame = BatchFrame { crc, ..plain };
+                let txn = TxnTag::of(&frame, &record);
+                self.rewrite(mark, &record, 0, Some(&frame), txn.as_ref())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends a native message with no producer headers: what [`WireMessages::push`]
+    /// writes for such a record, in three copies (message header, value, user headers).
+    /// `key` is at most 255 bytes and `frame` at most [`MAX_FRAME_LEN`]
+    /// ([`plain_native_value`]).
+    fn put_plain(
+        &mut self,
+        key: Option<&[u8]>,
+        value: &[u8],
+        timestamp: i64,
+        frame: &[u8],
+        txn: Option<i64>,
+    ) {
+        let mut after = [0u8; KEY_ENTRY_MAX + TAIL_MAX];
+        let mut out = &mut after[..];
+        if let Some(k) = key {
+            out = write_entry(out, KEY_HEADER.as_bytes(), KIND_RAW, k);
+        }
+        out = write_entry(out, RECORD_HEADER.as_bytes(), KIND_RAW, frame);
+        out = write_entry(
+            out,
+            TIMESTAMP_HEADER.as_bytes(),
+            KIND_INT64,
+            &timestamp.to_le_bytes(),
+        );
+        if let Some(p) = txn {
+            out = write_entry(out, TXN_HEADER.as_bytes(), KIND_INT64, &p.to_le_bytes());
+        }
+        let left = out.len();
+        let headers_len = after.len() - left;
+        let mut head = [0u8; BATCH_MESSAGE_HEADER_SIZE];
+        // Both lengths were bounded above (a few hundred bytes; a payload Iggy takes).
+        head[AT_HEADERS_LEN..AT_HEADERS_LEN + 4]
+            .copy_from_slice(&(headers_len as u32).to_le_bytes());
+        head[AT_PAYLOAD_LEN..AT_PAYLOAD_LEN + 4]
+            .copy_from_slice(&(value.len() as u32).to_le_bytes());
+        self.buf
+            .reserve(BATCH_MESSAGE_HEADER_SIZE + value.len() + headers_len);
+        self.buf.put_slice(&head);
+        self.buf.put_slice(value);
+        self.buf.put_slice(&after[..headers_len]);
+        self.count += 1;
+        self.data_bytes = self.data_bytes.saturating_add(value.len() + headers_len);
     }
 }
 
@@ -2423,6 +2614,169 @@ pub(crate) mod fetch_tests {
             .unwrap();
             assert_eq!(collected, in_place);
             assert!(collected.len() > 61);
+        }
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+    use kafka_records::{ControlRecord, ControlRecordType, DecodeLimits, encode_batch};
+    use proptest::prelude::*;
+
+    fn bytes(len: std::ops::Range<usize>) -> impl Strategy<Value = Bytes> {
+        proptest::collection::vec(any::<u8>(), len).prop_map(Bytes::from)
+    }
+
+    /// Mostly records `push_batch` writes in place (keys around the 255-byte edge,
+    /// empty and null values among them), some with headers.
+    fn arb_record() -> impl Strategy<Value = NewRecord> {
+        let timestamp = prop_oneof![
+            8 => 1_700_000_000_000i64..1_700_000_100_000,
+            1 => Just(-1i64),
+            1 => any::<i64>(),
+        ];
+        let key = prop_oneof![
+            4 => Just(None),
+            4 => bytes(1..20).prop_map(Some),
+            1 => bytes(250..260).prop_map(Some),
+            1 => Just(Some(Bytes::new())),
+        ];
+        let value = prop_oneof![
+            8 => bytes(1..64).prop_map(Some),
+            1 => Just(Some(Bytes::new())),
+            1 => Just(None),
+        ];
+        let header = ("[a-z.]{0,10}", proptest::option::of(bytes(0..8)))
+            .prop_map(|(k, v)| Header::new(Bytes::from(k), v));
+        let headers = prop_oneof![
+            6 => Just(Vec::new()),
+            1 => proptest::collection::vec(header, 1..4),
+        ];
+        (timestamp, key, value, headers).prop_map(|(timestamp, key, value, headers)| NewRecord {
+            timestamp,
+            key,
+            value,
+            headers,
+        })
+    }
+
+    fn marker(commit: bool) -> NewRecord {
+        let kind = if commit {
+            ControlRecordType::Commit
+        } else {
+            ControlRecordType::Abort
+        };
+        let key = ControlRecord { version: 0, kind }.to_key();
+        NewRecord {
+            timestamp: 1_700_000_000_000,
+            key: Some(Bytes::copy_from_slice(&key)),
+            value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 5])),
+            headers: Vec::new(),
+        }
+    }
+
+    fn arb_batch() -> impl Strategy<Value = Bytes> {
+        let compression = prop_oneof![Just(Compression::None), Just(Compression::Lz4)];
+        let timestamp_type = prop_oneof![
+            Just(TimestampType::CreateTime),
+            Just(TimestampType::LogAppendTime)
+        ];
+        let records = prop_oneof![
+            8 => proptest::collection::vec(arb_record(), 1..12),
+            1 => any::<bool>().prop_map(|c| vec![marker(c)]),
+        ];
+        (compression, timestamp_type, any::<bool>(), records).prop_map(
+            |(compression, timestamp_type, transactional, records)| {
+                let control = records[0].key.as_ref().is_some_and(|k| k.len() == 4)
+                    && records.len() == 1
+                    && records[0].value.as_deref() == Some(&[0, 0, 0, 0, 0, 5][..]);
+                let options = BatchOptions {
+                    compression,
+                    timestamp_type,
+                    transactional: transactional || control,
+                    control,
+                    producer_id: 77,
+                    producer_epoch: 2,
+                    base_sequence: 5,
+                    ..BatchOptions::default()
+                };
+                let mut out = BytesMut::new();
+                encode_batch(&options, &records, &mut out).unwrap();
+                out.freeze()
+            },
+        )
+    }
+
+    fn mapped(
+        batches: &[Bytes],
+        in_place: bool,
+    ) -> (Result<(), MappingError>, Vec<u8>, usize, usize) {
+        let mut w = WireMessages::new(16, 0, 9);
+        let mut result = Ok(());
+        for bytes in batches {
+            let batch = RecordBatch::decode(bytes, &DecodeLimits::default()).unwrap();
+            let section = batch.records_section().unwrap();
+            result = if in_place {
+                w.push_batch(&batch, &section)
+            } else {
+                w.push_batch_by_records(&batch, &section)
+            };
+            if result.is_err() {
+                break;
+            }
+        }
+        (result, w.buf.to_vec(), w.count, w.data_bytes)
+    }
+
+    proptest! {
+        #[test]
+        fn in_place_writes_what_record_by_record_writes(
+            batches in proptest::collection::vec(arb_batch(), 1..4),
+        ) {
+            prop_assert_eq!(mapped(&batches, true), mapped(&batches, false));
+        }
+    }
+
+    /// A plain batch of the usual shape, exact and inexact: both ways agree, and the
+    /// first message carries the producer's CRC only when the batch re-encodes exactly.
+    #[test]
+    fn the_crc_is_kept_only_for_exact_batches() {
+        let records: Vec<NewRecord> = (0..5)
+            .map(|i| NewRecord {
+                timestamp: 1_700_000_000_000 + i,
+                key: (i % 2 == 0).then(|| Bytes::from(vec![b'k'; 3])),
+                value: Some(Bytes::from(vec![b'v'; 10])),
+                headers: Vec::new(),
+            })
+            .collect();
+        for compression in [Compression::None, Compression::Lz4] {
+            let mut out = BytesMut::new();
+            let options = BatchOptions {
+                compression,
+                ..BatchOptions::default()
+            };
+            encode_batch(&options, &records, &mut out).unwrap();
+            let bytes = out.freeze();
+            let crc = RecordBatch::decode(&bytes, &DecodeLimits::default())
+                .unwrap()
+                .header()
+                .crc;
+            let (result, buf, count, _) = mapped(std::slice::from_ref(&bytes), true);
+            assert!(result.is_ok());
+            assert_eq!(count, 5);
+            assert_eq!((result, buf.clone(), count), {
+                let (r, b, c, _) = mapped(std::slice::from_ref(&bytes), false);
+                (r, b, c)
+            });
+            let le = |at: usize| u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+            let start = 16 + BATCH_MESSAGE_HEADER_SIZE + le(16 + AT_PAYLOAD_LEN);
+            let scanned = plain_headers(&buf, start, start + le(16 + AT_HEADERS_LEN)).unwrap();
+            let (delta, frame, _) = scanned.frame(&buf).unwrap();
+            assert_eq!(delta, 0);
+            let frame = frame.unwrap();
+            let expect = (compression == Compression::None).then_some(crc);
+            assert_eq!(frame.crc, expect);
         }
     }
 }

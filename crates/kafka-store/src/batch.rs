@@ -193,6 +193,12 @@ impl ValidBatch {
         self.batch.records_in(self.section.clone())
     }
 
+    /// The uncompressed records section the records are read from (for
+    /// [`RecordBatch::records_in`] and [`RecordBatch::record_refs_in`]).
+    pub fn section(&self) -> &Bytes {
+        &self.section
+    }
+
     /// Bytes of the uncompressed records section (what a compressed batch inflated to).
     pub fn records_len(&self) -> usize {
         self.section.len()

@@ -23,13 +23,12 @@ use super::{IggyBridge, named, poisoned};
 use crate::config::IggyTopicRef;
 use crate::convert;
 use crate::errors::Op;
-use crate::mapping::{self, BatchFrame, WireMessages};
+use crate::mapping::{self, MappingError, WireMessages};
 use crate::partition::PartitionId;
 use crate::polled;
 use iggy::prelude::PollingStrategy;
 use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
 use iggy_common::wire_conversions::identifier_to_wire;
-use kafka_records::{ExactReencoding, NewRecord};
 use kafka_store::{AppendOutcome, PendingAppend, StoreError, StoreResult, ValidBatch};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -375,54 +374,12 @@ impl IggyBridge {
         let mut messages = WireMessages::new(room, capacity, origin);
         for valid in &batches {
             // Checked whole by the broker, records already decompressed: mapped as they are.
-            let batch = valid.batch();
-            let plain = mapping::frame_of(batch.header());
-            // The first message is written as if the batch re-encodes exactly (reads then
-            // reuse its CRC), the usual case, and written again when that turns out
-            // otherwise.
-            let hoped = BatchFrame {
-                crc: Some(batch.header().crc),
-                ..plain
-            };
-            let records = valid.records();
-            let mut exact = ExactReencoding::new(batch);
-            let mut first = None;
-            for (i, record) in records.enumerate() {
-                let record = record.map_err(|e| StoreError::CorruptBatch(e.to_string()))?;
-                exact.record(&record);
-                let delta = i32::try_from(i)
-                    .map_err(|_| StoreError::CorruptBatch("too many records".into()))?;
-                let record = NewRecord::from(record);
-                let txn = mapping::TxnTag::of(&plain, &record);
-                let mark = messages.mark();
-                let mut written = None;
-                if i == 0 {
-                    // A record that fits only without the CRC is written without it.
-                    written = match messages.push(&record, delta, Some(&hoped), txn.as_ref()) {
-                        Ok(()) => hoped.crc,
-                        Err(_) => None,
-                    };
-                }
-                if i != 0 || written.is_none() {
-                    let frame = (i == 0).then_some(&plain);
-                    messages
-                        .push(&record, delta, frame, txn.as_ref())
-                        .map_err(|e| StoreError::LimitReached(e.to_string()))?;
-                }
-                if i == 0 {
-                    first = Some((mark, record, written));
-                }
-            }
-            if let Some((mark, record, written)) = first {
-                let crc = exact.crc();
-                if crc != written {
-                    let frame = BatchFrame { crc, ..plain };
-                    let txn = mapping::TxnTag::of(&frame, &record);
-                    messages
-                        .rewrite(mark, &record, 0, Some(&frame), txn.as_ref())
-                        .map_err(|e| StoreError::LimitReached(e.to_string()))?;
-                }
-            }
+            messages
+                .push_batch(valid.batch(), valid.section())
+                .map_err(|e| match e {
+                    MappingError::Records(e) => StoreError::CorruptBatch(e),
+                    e => StoreError::LimitReached(e.to_string()),
+                })?;
         }
         let count = convert::kafka_count(messages.count());
         if messages.is_empty() {
