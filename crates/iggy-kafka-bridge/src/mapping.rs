@@ -452,7 +452,7 @@ const KIND_STRING: u8 = 2;
 const KIND_INT64: u8 = 7;
 
 /// One user header entry: String key, `kind` value.
-fn put_entry(out: &mut BytesMut, name: &[u8], kind: u8, value: &[u8]) {
+fn put_entry(out: &mut impl BufMut, name: &[u8], kind: u8, value: &[u8]) {
     out.put_u8(KIND_STRING);
     out.put_u32_le(name.len() as u32);
     out.put_slice(name);
@@ -840,12 +840,7 @@ fn plain_native_value<'a>(r: &RecordRef<'a>) -> Option<&'a [u8]> {
 
 /// One header entry written at the front of `out`, which has room for it; what is left.
 fn write_entry<'a>(mut out: &'a mut [u8], name: &[u8], kind: u8, value: &[u8]) -> &'a mut [u8] {
-    out.put_u8(KIND_STRING);
-    out.put_u32_le(name.len() as u32);
-    out.put_slice(name);
-    out.put_u8(kind);
-    out.put_u32_le(value.len() as u32);
-    out.put_slice(value);
+    put_entry(&mut out, name, kind, value);
     out
 }
 
