@@ -215,6 +215,13 @@ impl IggyBridge {
         self.inner.metrics.compaction.reclaimed()
     }
 
+    /// Messages Iggy has answered the polls of reads and scans with since the bridge
+    /// started (`kafka_gateway_iggy_polled_messages_total`): a message polled twice
+    /// counts twice.
+    pub fn polled_messages(&self) -> u64 {
+        self.inner.metrics.polled_messages()
+    }
+
     /// The SCRAM credentials kept in this bridge's meta stream (log `scram`), as the
     /// broker's credential store.
     pub fn scram_store(&self) -> Arc<crate::credentials::IggyScramStore> {

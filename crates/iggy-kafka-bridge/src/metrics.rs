@@ -39,6 +39,10 @@ pub(crate) struct IggyMetrics {
     requests: Family<OpLabel, Counter>,
     errors: Family<OpLabel, Counter>,
     latency: Family<OpLabel, Histogram>,
+    /// Messages in Iggy's answers to the polls of reads and scans.
+    polled_messages: Counter,
+    /// Their payload and user-header bytes.
+    polled_bytes: Counter,
     /// The compaction cleaner's figures.
     pub(crate) compaction: CompactionMetrics,
 }
@@ -122,6 +126,8 @@ impl Default for IggyMetrics {
             latency: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.00005, 2.0, 19))
             }),
+            polled_messages: Counter::default(),
+            polled_bytes: Counter::default(),
             compaction: CompactionMetrics::default(),
         }
     }
@@ -146,7 +152,30 @@ impl IggyMetrics {
             Unit::Seconds,
             self.latency.clone(),
         );
+        reg.register(
+            "polled_messages",
+            "Messages in Iggy's answers to the polls of Fetch reads and offset scans \
+             (a message polled twice counts twice)",
+            self.polled_messages.clone(),
+        );
+        reg.register_with_unit(
+            "polled",
+            "Payload and user-header bytes of those messages",
+            Unit::Bytes,
+            self.polled_bytes.clone(),
+        );
         self.compaction.register(reg);
+    }
+
+    /// Counts one poll answer of a read or scan.
+    pub(crate) fn record_poll(&self, messages: usize, bytes: usize) {
+        self.polled_messages.inc_by(messages as u64);
+        self.polled_bytes.inc_by(bytes as u64);
+    }
+
+    /// Messages polled so far (see [`IggyMetrics::record_poll`]).
+    pub(crate) fn polled_messages(&self) -> u64 {
+        self.polled_messages.get()
     }
 
     /// Runs one round trip and records it.
@@ -197,6 +226,24 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }
         assert!(!text.contains("request_errors_total{op=\"read\"}"));
+    }
+
+    #[test]
+    fn polled_messages_and_bytes_are_exported() {
+        let m = IggyMetrics::default();
+        let mut reg = Registry::default();
+        m.register(&mut reg);
+        m.record_poll(3, 300);
+        m.record_poll(2, 20);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+        for line in [
+            "kafka_gateway_iggy_polled_messages_total 5",
+            "kafka_gateway_iggy_polled_bytes_total 320",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        assert_eq!(m.polled_messages(), 5);
     }
 
     #[test]

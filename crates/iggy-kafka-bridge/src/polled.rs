@@ -91,6 +91,16 @@ pub struct WholeBatch {
     pub bytes: Bytes,
 }
 
+impl WholeBatch {
+    /// How many records it holds (offsets are consecutive within it).
+    pub fn record_count(&self) -> Option<u32> {
+        self.last_offset
+            .checked_sub(self.base_offset)
+            .and_then(|d| d.checked_add(1))
+            .and_then(|n| u32::try_from(n).ok())
+    }
+}
+
 impl Item {
     /// Offset of the (first) record.
     pub fn offset(&self) -> u64 {

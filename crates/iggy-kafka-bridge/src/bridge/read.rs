@@ -4,7 +4,9 @@
 //! batches within the byte limit, and scans of a whole partition.
 //!
 //! Polls are sized from the Fetch's byte limit with a running estimate of the bytes one
-//! message takes; what a read polled but did not return goes to `read_ahead`.
+//! message takes, rounded to whole producer batches of the size the read last saw
+//! ([`aligned_count`]) so that answers do not end inside a batch; what a read polled
+//! but did not return goes to `read_ahead`.
 
 use super::read_ahead::{PendingPoll, append_items, mapped_size};
 use super::topics::Resolved;
@@ -121,6 +123,9 @@ impl IggyBridge {
         let polled = decode(answer, offset)
             .map_err(|e| StoreError::Internal(format!("{name}/{partition}: {e}")))?;
         self.count_message_bytes(polled.messages, polled.data_bytes);
+        self.inner
+            .metrics
+            .record_poll(polled.messages, polled.data_bytes);
         Ok(polled)
     }
 
@@ -143,6 +148,16 @@ impl IggyBridge {
         let max_bytes = max_bytes.min(self.inner.config.poll_max_bytes);
         let n = (max_bytes / each).saturating_add(1);
         convert::poll_count(n).clamp(1, self.inner.config.poll_batch_messages)
+    }
+
+    /// [`Self::poll_count`] for a poll from the first record of a producer batch, when
+    /// the read's last whole batch had `batch_records` records: see [`aligned_count`].
+    /// A batch larger than the count is asked for whole only as far as the estimate
+    /// puts it within `poll_max_bytes` (and `poll_batch_messages`).
+    pub(super) fn poll_count_after(&self, max_bytes: usize, batch_records: Option<u32>) -> u32 {
+        let count = self.poll_count(max_bytes);
+        let largest = self.poll_count(self.inner.config.poll_max_bytes);
+        aligned_count(count, batch_records, largest)
     }
 
     /// One poll at `offset` with the cached description. A hit is a poll that starts
@@ -317,6 +332,9 @@ impl IggyBridge {
             }
         }
         let mut size = 0usize;
+        // The record count of the last whole batch returned: the next polls ask for
+        // whole batches of that size.
+        let mut batch_records: Option<u32> = None;
         // The offset after the last record returned.
         let mut returned_end = 0u64;
         let mut next = buf.back().map_or(start, |m| m.last_offset() + 1);
@@ -336,6 +354,7 @@ impl IggyBridge {
                     };
                     size += len;
                     returned_end = whole.last_offset.saturating_add(1);
+                    batch_records = whole.record_count().or(batch_records);
                     out.batches.push(whole.bytes);
                     if size >= max_bytes {
                         break;
@@ -346,7 +365,10 @@ impl IggyBridge {
                     if next >= end {
                         break;
                     }
-                    let want = self.poll_count(max_bytes.saturating_sub(size));
+                    let want = self.poll_count_after(
+                        max_bytes.saturating_sub(size),
+                        last_batch_records(&buf).or(batch_records),
+                    );
                     let more = self
                         .poll_next(&r, topic, p, next, want, &mut running)
                         .await?;
@@ -462,9 +484,44 @@ impl IggyBridge {
             .watermarks
             .high_watermark
             .max(convert::kafka_i64(returned_end));
-        self.keep_ahead(&r, topic, p, buf, next, end, max_bytes, running);
+        let batch_records = last_batch_records(&buf).or(batch_records);
+        self.keep_ahead(
+            &r,
+            topic,
+            p,
+            buf,
+            next,
+            end,
+            max_bytes,
+            batch_records,
+            running,
+        );
         Ok(out)
     }
+}
+
+/// How many messages to poll from the first record of a producer batch: `count`
+/// rounded down to a whole number of batches of `batch_records` records (the last
+/// whole batch read; a producer under steady load writes batches of one size), or up
+/// to one such batch, at most `largest` messages. An answer that ends inside a batch
+/// leaves it for the next poll, which gets its messages from Iggy a second time
+/// ([`polled::decode_poll_items`]); with batches of the size assumed it ends after the
+/// last one. Without a batch size, or with batches of another size, it is `count`'s
+/// answer as before, rounded down by less than one batch.
+pub(super) fn aligned_count(count: u32, batch_records: Option<u32>, largest: u32) -> u32 {
+    match batch_records.filter(|n| *n > 0) {
+        Some(n) if n <= count => count - count % n,
+        Some(n) if n <= largest => n,
+        _ => count,
+    }
+}
+
+/// The record count of the last whole batch in `items`.
+fn last_batch_records(items: &VecDeque<Item>) -> Option<u32> {
+    items.iter().rev().find_map(|m| match m {
+        Item::Batch(b) => b.record_count(),
+        Item::Record(_) => None,
+    })
 }
 
 /// The answer to a read at `offset` outside the log.
@@ -502,4 +559,37 @@ fn encode_run<R: AsRef<NewRecord>>(
         StoreError::Internal(format!("re-encoding the batch at {base_offset}: {e}"))
     })?;
     Ok(out.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_counts_are_whole_batches_of_the_size_last_seen() {
+        // No batch seen, or a batch size of 0: the estimate as it is.
+        assert_eq!(aligned_count(1030, None, 10_000), 1030);
+        assert_eq!(aligned_count(1030, Some(0), 10_000), 1030);
+        // Rounded down to whole batches, never to none.
+        assert_eq!(aligned_count(1030, Some(200), 10_000), 1000);
+        assert_eq!(aligned_count(1000, Some(200), 10_000), 1000);
+        assert_eq!(aligned_count(250, Some(200), 10_000), 200);
+        assert_eq!(aligned_count(1, Some(1), 10_000), 1);
+        // A batch larger than the estimate is asked for whole when a poll may take it.
+        assert_eq!(aligned_count(300, Some(9_200), 10_000), 9_200);
+        assert_eq!(aligned_count(300, Some(10_000), 10_000), 10_000);
+        assert_eq!(aligned_count(300, Some(10_001), 10_000), 300);
+        // Every count asked for is at least one and at most the larger of the estimate
+        // and `largest`.
+        for count in 1..300u32 {
+            for n in 0..300u32 {
+                let c = aligned_count(count, Some(n), 150);
+                assert!(c >= 1 && c <= count.max(150), "{count} {n} -> {c}");
+                if n > 0 && n <= count {
+                    assert_eq!(c % n, 0, "{count} {n} -> {c}");
+                    assert!(count - c < n, "{count} {n} -> {c}");
+                }
+            }
+        }
+    }
 }

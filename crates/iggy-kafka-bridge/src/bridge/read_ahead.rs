@@ -30,8 +30,10 @@ impl IggyBridge {
     /// the next read of the partition, and when the partition holds more than that
     /// (`next < end`, the high watermark) starts polling the next [`READ_AHEAD_READS`]
     /// reads' worth in one call, so the next Fetches find their records here instead of
-    /// waiting for Iggy. A poll still running from an earlier read (`running`, for the
-    /// records from `next`) is kept instead of starting another. Bounded by
+    /// waiting for Iggy; with `batch_records` (the record count of the read's last whole
+    /// batch) it asks for whole batches of that size ([`super::read::aligned_count`]). A
+    /// poll still running from an earlier read (`running`, for the records from `next`)
+    /// is kept instead of starting another. Bounded by
     /// `read_ahead_bytes` over all partitions (without room for another poll, `buf` is
     /// still kept); nothing is kept when that is 0.
     #[allow(clippy::too_many_arguments)]
@@ -44,6 +46,7 @@ impl IggyBridge {
         next: u64,
         end: u64,
         max_bytes: usize,
+        batch_records: Option<u32>,
         running: Option<(u64, PendingPoll)>,
     ) {
         let limit = self.inner.config.read_ahead_bytes;
@@ -91,7 +94,7 @@ impl IggyBridge {
             running.unwrap_or_else(|| {
                 let this = self.clone();
                 let (r, topic) = (r.clone(), topic.to_owned());
-                let count = self.poll_count(depth);
+                let count = self.poll_count_after(depth, batch_records);
                 (
                     next,
                     PendingPoll::spawn(async move {
