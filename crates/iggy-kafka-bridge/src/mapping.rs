@@ -61,7 +61,6 @@ use iggy::prelude::{HeaderKey, HeaderKind, HeaderValue, IggyMessage, IggyTimesta
 use iggy_binary_protocol::WireEncode;
 use iggy_binary_protocol::batch::{
     BATCH_HEADER_SIZE, BATCH_MESSAGE_HEADER_SIZE, BatchHeader, MAX_TIMESTAMP_DELTA_MICROS,
-    calculate_batch_checksum,
 };
 use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
 use iggy_common::{IggyError, IggyMessageHeader, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE};
@@ -70,6 +69,7 @@ use kafka_records::{
     RecordRef, RecordsError, TimestampType, encode_batch_of,
 };
 use std::collections::BTreeMap;
+use std::hash::Hasher;
 use std::str::FromStr;
 use twox_hash::XxHash3_64;
 
@@ -1079,6 +1079,21 @@ pub fn send_body(
     let mut at = blob_start;
     let mut index: u32 = 0;
     let mut first_id = 0;
+    let mut header = BatchHeader::new(0, earliest, u64::from(batch_length), message_count);
+    // The batch checksum (the SDK's `calculate_batch_checksum`: the header's fields, then
+    // each message's checksum in order), taken as the messages' checksums are made
+    // instead of in a second walk over the messages.
+    let mut batch_checksum = XxHash3_64::new();
+    for field in [
+        header.partition_id,
+        header.base_offset,
+        header.base_timestamp,
+        header.origin_timestamp,
+        header.batch_length,
+    ] {
+        batch_checksum.write(&field.to_le_bytes());
+    }
+    batch_checksum.write(&header.message_count.to_le_bytes());
     for (n, timestamp_delta) in runs {
         for _ in 0..n {
             // Every message was written whole by `push`, so its lengths are there.
@@ -1092,14 +1107,14 @@ pub fn send_body(
             frame[AT_OFFSET_DELTA..AT_OFFSET_DELTA + 4].copy_from_slice(&index.to_le_bytes());
             frame[AT_TIMESTAMP_DELTA..AT_TIMESTAMP_DELTA + 4]
                 .copy_from_slice(&timestamp_delta.to_le_bytes());
-            let checksum = XxHash3_64::oneshot(&frame[8..]);
-            frame[..8].copy_from_slice(&checksum.to_le_bytes());
+            let checksum = XxHash3_64::oneshot(&frame[8..]).to_le_bytes();
+            frame[..8].copy_from_slice(&checksum);
+            batch_checksum.write(&checksum);
             at += len;
             index += 1;
         }
     }
-    let mut header = BatchHeader::new(0, earliest, u64::from(batch_length), message_count);
-    header.batch_checksum = calculate_batch_checksum(&header, &buf[blob_start..]);
+    header.batch_checksum = batch_checksum.finish();
     let header_start = room - BATCH_HEADER_SIZE;
     header.encode_into(&mut buf[header_start..room]);
     let mut routing = BytesMut::with_capacity(header_start);
