@@ -61,6 +61,57 @@ pub struct Polled<T = MappedRecord> {
     pub messages: usize,
     /// Payload and user-header bytes of those messages.
     pub data_bytes: usize,
+    /// The first messages of a producer batch the answer ended inside, after the
+    /// records ([`decode_poll_items_with`]).
+    pub partial: Option<Partial>,
+}
+
+/// The first messages of a producer batch that a read's poll answer ended inside,
+/// after other items, kept where they lie in that answer. The next poll, from
+/// [`Partial::end`], asks Iggy only for the rest, and [`decode_poll_items_with`]
+/// finishes the batch from both answers. Not used (the read went elsewhere, or its
+/// read-ahead was dropped), nothing is lost: the read's items end before the batch, so
+/// a poll from its first record gets it whole.
+#[derive(Debug, Clone)]
+pub struct Partial {
+    /// The answer the messages lie in (kept whole: it is one allocation).
+    answer: Bytes,
+    /// The messages, from the batch's first; never empty.
+    messages: Vec<Message>,
+    /// Offset of the batch's first record.
+    head: u64,
+    /// The batch's record count, more than `messages` holds.
+    count: usize,
+}
+
+impl Partial {
+    /// Offset of the batch's first record: where the read's items end.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// Offset after the last message held: where the next poll starts.
+    pub fn end(&self) -> u64 {
+        self.head.saturating_add(self.messages.len() as u64)
+    }
+
+    /// Messages of the batch still to poll.
+    pub fn missing(&self) -> usize {
+        self.count.saturating_sub(self.messages.len())
+    }
+
+    /// Bytes it keeps in memory: the whole answer the messages lie in.
+    pub fn retained_bytes(&self) -> usize {
+        self.answer.len()
+    }
+
+    /// Payload and user-header bytes of the messages it holds.
+    pub fn data_bytes(&self) -> usize {
+        self.messages
+            .iter()
+            .map(|m| m.headers_end - m.payload_start)
+            .sum()
+    }
 }
 
 /// Reads a `PollMessages` answer. Messages before `from` (an answer may start earlier
@@ -126,13 +177,43 @@ impl Item {
 /// is byte for byte what the read would encode from those records.
 ///
 /// An answer that ends inside such a batch, after other items, ends before it instead:
-/// the next poll, from the offset after the last item, gets it whole.
+/// the next poll, from the offset after the last item, gets it whole. The batch's
+/// messages in this answer come back as [`Polled::partial`], for
+/// [`decode_poll_items_with`] to finish from the next answer.
 pub fn decode_poll_items(answer: Bytes, from: u64) -> Result<Polled<Item>, MappingError> {
+    decode_poll_items_with(answer, from, None)
+}
+
+/// [`decode_poll_items`] of an answer polled from `from`, after `partial` (a batch the
+/// answer before ended inside) when `from` is its [`Partial::end`]: the items start
+/// with that batch, written whole from both answers, or, when this answer does not
+/// finish it in that form, with its messages as records. A `partial` that does not end
+/// at `from` is not used.
+pub fn decode_poll_items_with(
+    answer: Bytes,
+    from: u64,
+    partial: Option<Partial>,
+) -> Result<Polled<Item>, MappingError> {
     let walked = walk(&answer, from, Ok)?;
     let messages = walked.records;
     let mut items = Vec::new();
     let mut scratch = BytesMut::new();
     let mut i = 0;
+    if let Some(p) = partial.filter(|p| p.end() == from) {
+        let rest = messages.get(..p.missing());
+        match rest.and_then(|rest| finish(&p, &answer, rest, &mut scratch)) {
+            Some(batch) => {
+                items.push(Item::Batch(batch));
+                i = p.missing();
+            }
+            None => {
+                for m in &p.messages {
+                    items.push(Item::Record(record_at(&p.answer, m)?));
+                }
+            }
+        }
+    }
+    let mut partial = None;
     while let Some(m) = messages.get(i) {
         let record = record_at(&answer, m)?;
         let head = record.offset_delta == Some(0)
@@ -148,8 +229,16 @@ pub fn decode_poll_items(answer: Bytes, from: u64) -> Result<Polled<Item>, Mappi
                     i += used;
                     continue;
                 }
-                Whole::Cut if !items.is_empty() => break,
-                Whole::Cut | Whole::No => {}
+                Whole::Cut(count) if !items.is_empty() => {
+                    partial = Some(Partial {
+                        answer: answer.clone(),
+                        messages: messages[i..].to_vec(),
+                        head: m.offset,
+                        count,
+                    });
+                    break;
+                }
+                Whole::Cut(_) | Whole::No => {}
             }
         }
         items.push(Item::Record(record));
@@ -160,7 +249,26 @@ pub fn decode_poll_items(answer: Bytes, from: u64) -> Result<Polled<Item>, Mappi
         records: items,
         messages: walked.messages,
         data_bytes: walked.data_bytes,
+        partial,
     })
+}
+
+/// The batch `p` holds the first messages of, finished with `rest` (the messages after
+/// them, from the next answer) and written whole; `None` when they are not that
+/// batch's rest in the form [`write_whole`] writes.
+fn finish(
+    p: &Partial,
+    answer: &Bytes,
+    rest: &[Message],
+    scratch: &mut BytesMut,
+) -> Option<WholeBatch> {
+    let (first, frame) = batch_head(&p.answer, p.messages.first()?)?;
+    write_whole(
+        &[(&p.answer, &p.messages), (answer, rest)],
+        first,
+        &frame,
+        scratch,
+    )
 }
 
 /// Where one message lies in an answer.
@@ -201,6 +309,7 @@ fn walk<T>(
         records: Vec::with_capacity(claimed.min(fits)),
         messages: 0,
         data_bytes: 0,
+        partial: None,
     };
     let mut position = POLL_PREFIX_LEN;
     while position < answer.len() {
@@ -316,8 +425,8 @@ fn record_at(answer: &Bytes, m: &Message) -> Result<MappedRecord, MappingError> 
 enum Whole {
     /// The batch, and how many messages it took.
     Written(WholeBatch, usize),
-    /// The answer ends before the batch does.
-    Cut,
+    /// The answer ends before the batch does; its record count.
+    Cut(usize),
     /// Not a batch this path writes (see [`decode_poll_items`]), or not whole in that
     /// form: its messages are read as records.
     No,
@@ -333,9 +442,9 @@ fn whole_batch(answer: &Bytes, messages: &[Message], scratch: &mut BytesMut) -> 
         return Whole::No;
     };
     let Some(run) = messages.get(..count) else {
-        return Whole::Cut;
+        return Whole::Cut(count);
     };
-    match write_whole(answer, run, first, &frame, scratch) {
+    match write_whole(&[(answer, run)], first, &frame, scratch) {
         Some(batch) => Whole::Written(batch, count),
         None => Whole::No,
     }
@@ -352,28 +461,32 @@ fn batch_head(answer: &Bytes, head: &Message) -> Option<(mapping::PlainHeaders, 
     Some((headers, frame))
 }
 
-/// The batch of `run` (its messages from its first, all there; `first` and `frame` are
-/// the first's headers and batch frame) written as its Kafka batch; `None` when one of
-/// them is not in the form this path writes.
+/// The batch of `runs` (its messages from its first, all there, in one answer or two:
+/// each run with the answer it lies in; `first` and `frame` are the first's headers and
+/// batch frame) written as its Kafka batch; `None` when one of them is not in the form
+/// this path writes.
 fn write_whole(
-    answer: &Bytes,
-    run: &[Message],
+    runs: &[(&Bytes, &[Message])],
     first: mapping::PlainHeaders,
     frame: &BatchFrame,
     scratch: &mut BytesMut,
 ) -> Option<WholeBatch> {
     // A batch given up half-written left its bytes here.
     scratch.clear();
-    let head = run.first()?;
+    let head = *runs.first()?.1.first()?;
     let base_offset = i64::try_from(head.offset).ok()?;
     let options = frame.options(base_offset).ok()?;
-    let size: usize = run
-        .iter()
-        .map(|m| m.headers_end - m.payload_start + 16)
+    let messages = || {
+        runs.iter()
+            .flat_map(|(answer, run)| run.iter().map(move |m| (*answer, m)))
+    };
+    let size: usize = messages()
+        .map(|(_, m)| m.headers_end - m.payload_start + 16)
         .sum();
     scratch.reserve(kafka_records::BATCH_HEADER_LEN + size);
     let mut writer = BatchWriter::new(&options, scratch).ok()?;
-    for (i, m) in run.iter().enumerate() {
+    let mut last = head.offset;
+    for (i, (answer, m)) in messages().enumerate() {
         let headers = if i == 0 {
             first
         } else {
@@ -403,12 +516,13 @@ fn write_whole(
                 mapping::ProducerHeaders::new(wire, from),
             )
             .ok()?;
+        last = m.offset;
     }
     writer.finish(frame.crc).ok()?;
     let bytes = scratch.split().freeze();
     Some(WholeBatch {
         base_offset: head.offset,
-        last_offset: run.last()?.offset,
+        last_offset: last,
         bytes,
     })
 }

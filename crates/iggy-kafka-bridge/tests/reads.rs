@@ -1,6 +1,7 @@
 //! What a consumer's reads ask of Iggy: a partition read from start to end, one Fetch's
-//! worth at a time, has each message polled once when its producer batches are of one
-//! size. Skipped (with a printed notice) without `IGGY_SERVER_BIN`.
+//! worth at a time, returns every record once and has each message polled once (about
+//! once when its producer batches vary in size). Skipped (with a printed notice)
+//! without `IGGY_SERVER_BIN`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -78,6 +79,7 @@ async fn reads_of_batches_of_one_size_poll_each_message_once() {
     let before = bridge.polled_messages();
     assert_eq!(read_all(&bridge, &topic, total, 256 * 1024).await, total);
     let polled = bridge.polled_messages() - before;
+    println!("{polled} messages polled for {total}");
     // The first read's poll is sized before any batch was seen and may end inside one;
     // after it every poll asks for whole batches.
     assert!(
@@ -97,8 +99,8 @@ async fn reads_of_batches_of_varying_sizes_return_every_record_once() {
     let bridge = support::bridge(&server).await;
     let topic = format!("reads-vary-{}", support::run_id());
     create(&bridge, &topic, 1).await;
-    // Batch sizes that the poll counts assumed from the one before never fit: each
-    // answer may end inside a batch, which the next poll then gets whole.
+    // Batch sizes that the poll counts assumed from the one before never fit: answers
+    // end inside batches, which the next polls finish.
     let mut next = 0usize;
     for (i, records) in [7usize, 300, 1, 450, 299, 301, 2, 600, 13, 300, 300, 77]
         .into_iter()
@@ -115,6 +117,15 @@ async fn reads_of_batches_of_varying_sizes_return_every_record_once() {
     }
     let total = next as i64;
     for max_bytes in [1, 64 * 1024, 256 * 1024, 4 << 20] {
+        let before = bridge.polled_messages();
         assert_eq!(read_all(&bridge, &topic, total, max_bytes).await, total);
+        let polled = bridge.polled_messages() - before;
+        println!("max_bytes {max_bytes}: {polled} messages polled for {total}");
+        // A batch an answer ends inside is finished from the next answer, not polled
+        // again; what may be polled twice is bounded by two of the largest batches.
+        assert!(
+            polled >= total as u64 && polled <= total as u64 + 1200,
+            "max_bytes {max_bytes}: {polled} messages polled for {total}"
+        );
     }
 }

@@ -15,7 +15,7 @@ use crate::convert;
 use crate::errors::Op;
 use crate::mapping::{self, BatchFrame, MappedRecord, MappingError};
 use crate::partition::PartitionId;
-use crate::polled::{self, Item, Polled};
+use crate::polled::{self, Item, Partial, Polled};
 use bytes::{Bytes, BytesMut};
 use iggy::prelude::{Identifier, PolledMessages, PollingStrategy};
 use kafka_records::NewRecord;
@@ -73,9 +73,10 @@ impl IggyBridge {
     }
 
     /// Polls up to `count` messages from `offset` as a read takes them (whole producer
-    /// batches already written, [`polled::decode_poll_items`]); also returns Iggy's
-    /// current offset of the partition (the offset of its last message) as the poll saw
-    /// it.
+    /// batches already written, [`polled::decode_poll_items_with`]). With `partial`, the
+    /// first messages of the batch at `offset` that the poll before ended inside, only
+    /// the messages after them are asked for (at least the batch's rest, at most
+    /// `poll_batch_messages`), and the items start with that batch.
     pub(super) async fn poll_at(
         &self,
         r: &Resolved,
@@ -83,11 +84,31 @@ impl IggyBridge {
         partition: PartitionId,
         offset: u64,
         count: u32,
-    ) -> StoreResult<(Vec<Item>, u64)> {
+        partial: Option<Partial>,
+    ) -> StoreResult<ItemsPolled> {
+        let partial = partial.filter(|p| p.head() == offset);
+        let (from, count) = match &partial {
+            Some(p) => {
+                let held = convert::poll_count(usize::try_from(p.end() - p.head()).unwrap_or(0));
+                let missing = convert::poll_count(p.missing());
+                let count = count
+                    .saturating_sub(held)
+                    .max(missing)
+                    .clamp(1, self.inner.config.poll_batch_messages);
+                (p.end(), count)
+            }
+            None => (offset, count),
+        };
         let polled = self
-            .poll_decoded(r, name, partition, offset, count, polled::decode_poll_items)
+            .poll_decoded(r, name, partition, from, count, move |answer, from| {
+                polled::decode_poll_items_with(answer, from, partial)
+            })
             .await?;
-        Ok((polled.records, polled.current_offset))
+        Ok(ItemsPolled {
+            items: polled.records,
+            current: polled.current_offset,
+            partial: polled.partial,
+        })
     }
 
     /// Iggy's answer to a poll of up to `count` messages from `offset`, read by
@@ -99,7 +120,7 @@ impl IggyBridge {
         partition: PartitionId,
         offset: u64,
         count: u32,
-        decode: fn(Bytes, u64) -> Result<Polled<T>, MappingError>,
+        decode: impl FnOnce(Bytes, u64) -> Result<Polled<T>, MappingError>,
     ) -> StoreResult<Polled<T>> {
         let (s, t) = (
             named(&r.target.stream, name)?,
@@ -187,9 +208,13 @@ impl IggyBridge {
                 log_start_offset: cached.log_start_offset,
                 high_watermark: convert::kafka_i64(taken.high_watermark),
             };
-            return Ok(Fast::Hit(r, w, taken.records, taken.pending));
+            return Ok(Fast::Hit(r, w, taken.records, taken.pending, taken.partial));
         }
-        let (first, current) = match self.poll_at(&r, topic, p, start, count).await {
+        let ItemsPolled {
+            items: first,
+            current,
+            partial,
+        } = match self.poll_at(&r, topic, p, start, count, None).await {
             Ok(polled) => polled,
             Err(e) => {
                 self.forget(topic);
@@ -216,7 +241,7 @@ impl IggyBridge {
             log_start_offset: cached.log_start_offset,
             high_watermark,
         };
-        Ok(Fast::Hit(r, w, first.into(), None))
+        Ok(Fast::Hit(r, w, first.into(), None, partial))
     }
 
     /// Scans the partition from its log start; `visit` returns `true` to stop.
@@ -275,31 +300,32 @@ impl IggyBridge {
         // re-encodes for one partition is bounded by `poll_max_bytes` all the same.
         let max_bytes = max_bytes.min(self.inner.config.poll_max_bytes);
         let chunk = self.poll_count(max_bytes);
-        let (r, w, first, mut running) = match self.read_fast(topic, p, offset, max_bytes).await? {
-            Fast::Hit(r, w, first, running) => (r, w, first, running),
-            Fast::AtEnd(w) => {
-                return Ok(ReadOutcome {
-                    watermarks: w,
-                    batches: Vec::new(),
-                });
-            }
-            Fast::Miss => {
-                let r = self.require(topic, p).await?;
-                let w = self.watermarks_of(&r, p)?;
-                if offset < w.log_start_offset || offset > w.high_watermark {
-                    return Err(out_of_range(offset, &w));
-                }
-                if offset == w.high_watermark {
+        let (r, w, first, mut running, mut partial) =
+            match self.read_fast(topic, p, offset, max_bytes).await? {
+                Fast::Hit(r, w, first, running, partial) => (r, w, first, running, partial),
+                Fast::AtEnd(w) => {
                     return Ok(ReadOutcome {
                         watermarks: w,
                         batches: Vec::new(),
                     });
                 }
-                let start = u64::try_from(offset).map_err(|_| out_of_range(offset, &w))?;
-                let (first, _) = self.poll_at(&r, topic, p, start, chunk).await?;
-                (r, w, VecDeque::from(first), None)
-            }
-        };
+                Fast::Miss => {
+                    let r = self.require(topic, p).await?;
+                    let w = self.watermarks_of(&r, p)?;
+                    if offset < w.log_start_offset || offset > w.high_watermark {
+                        return Err(out_of_range(offset, &w));
+                    }
+                    if offset == w.high_watermark {
+                        return Ok(ReadOutcome {
+                            watermarks: w,
+                            batches: Vec::new(),
+                        });
+                    }
+                    let start = u64::try_from(offset).map_err(|_| out_of_range(offset, &w))?;
+                    let polled = self.poll_at(&r, topic, p, start, chunk, None).await?;
+                    (r, w, VecDeque::from(polled.items), None, polled.partial)
+                }
+            };
         let mut out = ReadOutcome {
             watermarks: w,
             batches: Vec::new(),
@@ -370,11 +396,12 @@ impl IggyBridge {
                         last_batch_records(&buf).or(batch_records),
                     );
                     let more = self
-                        .poll_next(&r, topic, p, next, want, &mut running)
+                        .poll_next(&r, topic, p, next, want, &mut running, partial.take())
                         .await?;
-                    let Some(last) = more.last() else { break };
+                    partial = more.partial;
+                    let Some(last) = more.items.last() else { break };
                     next = last.last_offset() + 1;
-                    append_items(&mut buf, more, 0);
+                    append_items(&mut buf, more.items, 0);
                     continue;
                 }
             };
@@ -425,13 +452,14 @@ impl IggyBridge {
                             .filter(|count| *count > 0)
                             .map_or(chunk, |count| count.min(chunk));
                         let more = self
-                            .poll_next(&r, topic, p, next, want, &mut running)
+                            .poll_next(&r, topic, p, next, want, &mut running, partial.take())
                             .await?;
-                        let Some(last) = more.last() else { break };
+                        partial = more.partial;
+                        let Some(last) = more.items.last() else { break };
                         next = last.last_offset() + 1;
                         spilled.extend(buf.drain(..));
                         n = 0;
-                        append_items(&mut buf, more, 0);
+                        append_items(&mut buf, more.items, 0);
                     }
                     match buf.get(n) {
                         Some(m) if m.offset() == last_offset + 1 && belongs(m) => {
@@ -485,17 +513,15 @@ impl IggyBridge {
             .high_watermark
             .max(convert::kafka_i64(returned_end));
         let batch_records = last_batch_records(&buf).or(batch_records);
-        self.keep_ahead(
-            &r,
-            topic,
-            p,
-            buf,
+        let left = LeftOff {
             next,
             end,
             max_bytes,
             batch_records,
             running,
-        );
+            partial,
+        };
+        self.keep_ahead(&r, topic, p, buf, left);
         Ok(out)
     }
 }
@@ -533,15 +559,46 @@ fn out_of_range(offset: i64, w: &Watermarks) -> StoreError {
     }
 }
 
+/// A read's poll (see [`IggyBridge::poll_at`]).
+#[derive(Debug)]
+pub(super) struct ItemsPolled {
+    /// The items from the offset polled.
+    pub(super) items: Vec<Item>,
+    /// Iggy's current offset of the partition (that of its last message) as the poll
+    /// saw it.
+    pub(super) current: u64,
+    /// The first messages of a batch the answer ended inside, after the items: for the
+    /// next poll, from the offset after the items.
+    pub(super) partial: Option<Partial>,
+}
+
+/// Where a read left off, for [`IggyBridge::keep_ahead`].
+pub(super) struct LeftOff {
+    /// The offset after the records kept.
+    pub(super) next: u64,
+    /// The high watermark the read saw.
+    pub(super) end: u64,
+    /// The read's byte limit.
+    pub(super) max_bytes: usize,
+    /// The record count of the read's last whole batch.
+    pub(super) batch_records: Option<u32>,
+    /// A read-ahead poll from `next`, still running.
+    pub(super) running: Option<(u64, PendingPoll)>,
+    /// The first messages of the batch at `next` that a poll ended inside.
+    pub(super) partial: Option<Partial>,
+}
+
 /// What [`IggyBridge::read_fast`] found.
 enum Fast {
-    /// The topic, the watermarks, the records from the offset read, and a read-ahead
-    /// poll still running for the records after them.
+    /// The topic, the watermarks, the records from the offset read, a read-ahead poll
+    /// still running for the records after them, and the first messages of a batch a
+    /// poll ended inside after them.
     Hit(
         Arc<Resolved>,
         Watermarks,
         VecDeque<Item>,
         Option<(u64, PendingPoll)>,
+        Option<Partial>,
     ),
     AtEnd(Watermarks),
     Miss,

@@ -8,11 +8,12 @@
 //! `read_ahead_bytes` or `metadata_max_age` of 0 turns read-ahead off.
 
 use super::IggyBridge;
+use super::read::{ItemsPolled, LeftOff};
 use super::topics::Resolved;
 use crate::config::IggyTopicRef;
 use crate::mapping::MappedRecord;
 use crate::partition::PartitionId;
-use crate::polled::Item;
+use crate::polled::{Item, Partial};
 use bytes::Bytes;
 use kafka_store::StoreResult;
 use std::collections::VecDeque;
@@ -31,35 +32,45 @@ impl IggyBridge {
     /// (`next < end`, the high watermark) starts polling the next [`READ_AHEAD_READS`]
     /// reads' worth in one call, so the next Fetches find their records here instead of
     /// waiting for Iggy; with `batch_records` (the record count of the read's last whole
-    /// batch) it asks for whole batches of that size ([`super::read::aligned_count`]). A
-    /// poll still running from an earlier read (`running`, for the records from `next`)
-    /// is kept instead of starting another. Bounded by
-    /// `read_ahead_bytes` over all partitions (without room for another poll, `buf` is
-    /// still kept); nothing is kept when that is 0.
-    #[allow(clippy::too_many_arguments)]
+    /// batch) it asks for whole batches of that size ([`super::read::aligned_count`]),
+    /// and with `partial` (the first messages of the batch at `next`, from the read's
+    /// last poll) only for what comes after them. A poll still running from an earlier
+    /// read (`running`, for the records from `next`) is kept instead of starting
+    /// another. Bounded by `read_ahead_bytes` over all partitions (without room for
+    /// another poll, `buf` is still kept); nothing is kept when that is 0.
     pub(super) fn keep_ahead(
         &self,
         r: &Arc<Resolved>,
         topic: &str,
         partition: PartitionId,
         buf: VecDeque<Item>,
-        next: u64,
-        end: u64,
-        max_bytes: usize,
-        batch_records: Option<u32>,
-        running: Option<(u64, PendingPoll)>,
+        left: LeftOff,
     ) {
+        let LeftOff {
+            next,
+            end,
+            max_bytes,
+            batch_records,
+            running,
+            partial,
+        } = left;
         let limit = self.inner.config.read_ahead_bytes;
         if limit == 0 || self.inner.config.metadata_max_age.is_zero() {
             return;
         }
         // A poll for other records than the next ones is not needed: aborted as it drops.
         let running = running.filter(|(from, _)| *from == next);
-        let held: usize = buf.iter().map(item_size).sum();
+        // A batch's first messages are only of use to a poll from its first record.
+        let partial = partial.filter(|p| running.is_none() && p.head() == next);
+        // What the next reads will find, and what keeping it holds in memory (a partial
+        // keeps the whole answer it lies in).
+        let buffered: usize = buf.iter().map(item_size).sum();
+        let ahead = buffered + partial.as_ref().map_or(0, Partial::data_bytes);
+        let held = buffered + partial.as_ref().map_or(0, Partial::retained_bytes);
         // Several reads ahead: fewer, larger polls, and the one for the reads after next
         // overlaps the next.
         let depth = max_bytes.saturating_mul(READ_AHEAD_READS);
-        let more = running.is_some() || (next < end && held < depth);
+        let more = running.is_some() || (next < end && ahead < depth);
         let reserve = |bytes: usize| {
             let total = self.inner.ahead_bytes.fetch_add(bytes, Ordering::Relaxed);
             let fits = total.saturating_add(bytes) <= limit;
@@ -90,15 +101,19 @@ impl IggyBridge {
                 .fetch_sub(reserved, Ordering::Relaxed);
             return;
         }
+        // The partial goes into the poll started here, or stays with the records.
+        let mut partial = partial;
         let pending = more.then(|| {
             running.unwrap_or_else(|| {
                 let this = self.clone();
                 let (r, topic) = (r.clone(), topic.to_owned());
                 let count = self.poll_count_after(depth, batch_records);
+                let partial = partial.take();
                 (
                     next,
                     PendingPoll::spawn(async move {
-                        this.poll_at(&r, &topic, partition, next, count).await
+                        this.poll_at(&r, &topic, partition, next, count, partial)
+                            .await
                     }),
                 )
             })
@@ -110,6 +125,7 @@ impl IggyBridge {
             at: std::time::Instant::now(),
             reserved,
             pending,
+            partial,
         };
         if let Some(old) = slots.insert(key, ahead) {
             // The replaced slot's poll, if any, is aborted as it drops.
@@ -151,6 +167,7 @@ impl IggyBridge {
         let mut records = ahead.records;
         let mut high_watermark = ahead.high_watermark;
         let mut running = None;
+        let mut partial = ahead.partial;
         if let Some((from, handle)) = ahead.pending {
             let expected = records.back().map_or(start, |m| m.last_offset() + 1);
             // With records kept, the poll goes to the read as it is (finished or not):
@@ -158,14 +175,15 @@ impl IggyBridge {
             // record moving behind the kept ones here.
             if from == expected && !records.is_empty() {
                 running = Some((from, handle));
-            } else if let Ok(Ok(Ok((more, current)))) =
+            } else if let Ok(Ok(Ok(more))) =
                 tokio::time::timeout(self.inner.config.call_timeout, handle).await
                 && from == expected
             {
-                if !more.is_empty() {
-                    high_watermark = high_watermark.max(current.saturating_add(1));
+                if !more.items.is_empty() {
+                    high_watermark = high_watermark.max(more.current.saturating_add(1));
                 }
-                append_items(&mut records, more, expected);
+                append_items(&mut records, more.items, expected);
+                partial = more.partial;
             }
         }
         if records.front().map(Item::offset) != Some(start) {
@@ -176,11 +194,13 @@ impl IggyBridge {
             records,
             high_watermark: high_watermark.max(last.saturating_add(1)),
             pending: running,
+            partial,
         })
     }
 
     /// The records from `next`: the answer of `running` when it polls from there (it is
-    /// consumed either way), else a new poll of `count`.
+    /// consumed either way), else a new poll of `count` (after `partial`, the first
+    /// messages of the batch at `next`, when there are some).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn poll_next(
         &self,
@@ -190,16 +210,18 @@ impl IggyBridge {
         next: u64,
         count: u32,
         running: &mut Option<(u64, PendingPoll)>,
-    ) -> StoreResult<Vec<Item>> {
+        partial: Option<Partial>,
+    ) -> StoreResult<ItemsPolled> {
         if let Some((from, handle)) = running.take()
             && from == next
-            && let Ok(Ok(Ok((more, _)))) =
+            && let Ok(Ok(Ok(more))) =
                 tokio::time::timeout(self.inner.config.call_timeout, handle).await
-            && more.first().is_none_or(|m| m.offset() >= next)
+            && more.items.first().is_none_or(|m| m.offset() >= next)
         {
             return Ok(more);
         }
-        Ok(self.poll_at(r, topic, partition, next, count).await?.0)
+        self.poll_at(r, topic, partition, next, count, partial)
+            .await
     }
 
     /// Drops what was polled ahead for the partitions of a deleted topic.
@@ -230,6 +252,8 @@ pub(super) struct Ahead {
     reserved: usize,
     /// A poll of the records after `records`: from which offset, and its task.
     pending: Option<(u64, PendingPoll)>,
+    /// Without `pending`: the first messages of the batch after `records`.
+    partial: Option<Partial>,
 }
 
 /// A read-ahead poll running as its own task. Dropped unread (its slot replaced by
@@ -237,18 +261,16 @@ pub(super) struct Ahead {
 /// will read do not pile up outside the `read_ahead_bytes` count. Aborting is safe: the
 /// SDK does the connection's I/O in a task of its own, which finishes the exchange and
 /// drops the answer.
-pub(super) struct PendingPoll(tokio::task::JoinHandle<StoreResult<(Vec<Item>, u64)>>);
+pub(super) struct PendingPoll(tokio::task::JoinHandle<StoreResult<ItemsPolled>>);
 
 impl PendingPoll {
-    fn spawn(
-        poll: impl Future<Output = StoreResult<(Vec<Item>, u64)>> + Send + 'static,
-    ) -> PendingPoll {
+    fn spawn(poll: impl Future<Output = StoreResult<ItemsPolled>> + Send + 'static) -> PendingPoll {
         PendingPoll(tokio::spawn(poll))
     }
 }
 
 impl Future for PendingPoll {
-    type Output = Result<StoreResult<(Vec<Item>, u64)>, tokio::task::JoinError>;
+    type Output = Result<StoreResult<ItemsPolled>, tokio::task::JoinError>;
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
@@ -269,6 +291,8 @@ pub(super) struct Taken {
     pub(super) records: VecDeque<Item>,
     pub(super) high_watermark: u64,
     pub(super) pending: Option<(u64, PendingPoll)>,
+    /// The first messages of the batch after `records`, from a finished poll.
+    pub(super) partial: Option<Partial>,
 }
 
 /// Appends the items of `more` from offset `from` on (a whole batch that holds `from`

@@ -357,6 +357,42 @@ fn producer_record() -> impl Strategy<Value = NewRecord> {
         })
 }
 
+/// A producer batch as the property tests make them: its records, batch attributes,
+/// the producer's CRC when known, and its producer id.
+type ProducerBatch = (Vec<NewRecord>, i16, Option<u32>, i64);
+
+fn producer_batch() -> impl Strategy<Value = ProducerBatch> {
+    (
+        prop::collection::vec(producer_record(), 1..12),
+        prop::sample::select(vec![0i16, 0x10, 0x01, 0x08]),
+        prop::option::of(any::<u32>()),
+        any::<i64>(),
+    )
+}
+
+/// The messages the bridge stores for `batches`, in order.
+fn producer_log(batches: &[ProducerBatch]) -> Vec<IggyMessage> {
+    let mut messages = Vec::new();
+    for (records, attributes, crc, producer_id) in batches {
+        let frame = mapping::BatchFrame {
+            attributes: *attributes,
+            partition_leader_epoch: 3,
+            base_timestamp: records[0].timestamp - 5,
+            producer_id: (*producer_id).max(0),
+            producer_epoch: 1,
+            base_sequence: 9,
+            record_count: records.len() as i32,
+            crc: *crc,
+        };
+        for (i, r) in records.iter().enumerate() {
+            let first = (i == 0).then_some(&frame);
+            let txn = TxnTag::of(&frame, r);
+            messages.push(to_message_at(r, i as i32, first, txn.as_ref(), 1_000_000).unwrap());
+        }
+    }
+    messages
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -366,37 +402,12 @@ proptest! {
     /// `decode_poll`'s records, and every whole batch is what the read would encode.
     #[test]
     fn whole_batches_are_what_their_records_encode_to(
-        batches in prop::collection::vec(
-            (
-                prop::collection::vec(producer_record(), 1..12),
-                prop::sample::select(vec![0i16, 0x10, 0x01, 0x08]),
-                prop::option::of(any::<u32>()),
-                any::<i64>(),
-            ),
-            1..5,
-        ),
+        batches in prop::collection::vec(producer_batch(), 1..5),
         splits in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
         from in any::<prop::sample::Index>(),
         keep in any::<prop::sample::Index>(),
     ) {
-        let mut messages = Vec::new();
-        for (records, attributes, crc, producer_id) in &batches {
-            let frame = mapping::BatchFrame {
-                attributes: *attributes,
-                partition_leader_epoch: 3,
-                base_timestamp: records[0].timestamp - 5,
-                producer_id: (*producer_id).max(0),
-                producer_epoch: 1,
-                base_sequence: 9,
-                record_count: records.len() as i32,
-                crc: *crc,
-            };
-            for (i, r) in records.iter().enumerate() {
-                let first = (i == 0).then_some(&frame);
-                let txn = TxnTag::of(&frame, r);
-                messages.push(to_message_at(r, i as i32, first, txn.as_ref(), 1_000_000).unwrap());
-            }
-        }
+        let messages = producer_log(&batches);
         let mut cuts: Vec<usize> = splits.iter().map(|s| s.index(messages.len())).collect();
         cuts.push(0);
         cuts.push(messages.len());
@@ -505,4 +516,148 @@ fn a_plain_batch_read_whole_is_written_once_and_decodes() {
     let items = decode_poll_items(bytes, 42).unwrap().records;
     assert_eq!(items.len(), 3);
     assert!(items.iter().all(|i| matches!(i, Item::Record(_))));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A partition read from start to end by polls of any counts, each from where the
+    /// items before it end and given the first messages of a batch the answer before
+    /// ended inside: every message is polled once, the items cover every offset once
+    /// in order, each record is `decode_poll`'s and each whole batch (from one answer or
+    /// two) what the read would encode from its records.
+    #[test]
+    fn a_batch_an_answer_ends_inside_is_finished_from_the_next(
+        batches in prop::collection::vec(producer_batch(), 1..6),
+        counts in prop::collection::vec(1usize..20, 1..12),
+        split in any::<prop::sample::Index>(),
+    ) {
+        let messages = producer_log(&batches);
+        let end = 500 + messages.len() as u64;
+        let placed = |from: u64, to: u64| -> Vec<(u64, u64, &IggyMessage)> {
+            (from..to)
+                .map(|o| (o, 7_000_000 + o, &messages[(o - 500) as usize]))
+                .collect()
+        };
+        let all = answer(end, &[placed(500, end)]);
+        let reference = decode_poll(all, 0).unwrap().records;
+        let by_offset: BTreeMap<u64, &MappedRecord> =
+            reference.iter().map(|m| (m.offset, m)).collect();
+        // The batches the read writes whole: first offset -> last offset.
+        let mut whole_from = BTreeMap::new();
+        let mut start = 500u64;
+        for (records, attributes, _, _) in &batches {
+            let last = start + records.len() as u64 - 1;
+            if attributes & 0x07 == 0 && records.iter().all(mapping::is_native) {
+                whole_from.insert(start, last);
+            }
+            start = last + 1;
+        }
+        let mut next = 500u64;
+        let mut partial: Option<Partial> = None;
+        let mut polled = 0usize;
+        let mut items = Vec::new();
+        for count in counts.iter().cycle().take(10_000) {
+            if next >= end {
+                break;
+            }
+            let from = partial
+                .as_ref()
+                .filter(|p| p.head() == next)
+                .map_or(next, Partial::end);
+            let to = (from + *count as u64).min(end);
+            // The answer as one Iggy batch or two.
+            let at = from + split.index((to - from) as usize + 1) as u64;
+            let bytes = answer(end, &[placed(from, at), placed(at, to)]);
+            // A partial of a batch the read writes whole, all of whose rest the answer
+            // holds, is finished whole.
+            let finishes = partial.as_ref().filter(|p| p.head() == next).and_then(|p| {
+                let head = whole_from.get(&p.head())?;
+                (p.missing() as u64 <= to - from).then_some(*head)
+            });
+            let got = decode_poll_items_with(bytes, from, partial.take()).unwrap();
+            if let Some(last_offset) = finishes {
+                prop_assert!(
+                    matches!(got.records.first(), Some(Item::Batch(b)) if b.base_offset == next
+                        && b.last_offset == last_offset),
+                    "the batch at {} not finished whole", next
+                );
+            }
+            polled += got.messages;
+            let last = got.records.last().map(Item::last_offset);
+            prop_assert!(last.is_some(), "no items from {}", from);
+            next = last.unwrap_or(next) + 1;
+            if let Some(p) = &got.partial {
+                prop_assert_eq!(p.head(), next);
+                prop_assert!(p.end() <= to && p.missing() > 0);
+            }
+            partial = got.partial;
+            items.extend(got.records);
+        }
+        prop_assert_eq!(polled, messages.len());
+        prop_assert_eq!(covered(&items), (500..end).collect::<Vec<_>>());
+        for item in &items {
+            match item {
+                Item::Record(m) => prop_assert_eq!(Some(&m), by_offset.get(&m.offset)),
+                Item::Batch(b) => {
+                    let run: Vec<MappedRecord> = reference
+                        .iter()
+                        .filter(|m| (b.base_offset..=b.last_offset).contains(&m.offset))
+                        .cloned()
+                        .collect();
+                    let expected = encoded_by_records(&run);
+                    prop_assert_eq!(expected.len(), 1, "not one batch by records");
+                    prop_assert_eq!(expected[0].2.as_ref(), Some(&b.bytes));
+                }
+            }
+        }
+    }
+}
+
+/// A partial whose batch the next answer does not continue in the form it was
+/// written in (another message where its second record should be) gives its
+/// messages as records, and the answer's own items after them.
+#[test]
+fn a_partial_the_next_answer_does_not_finish_is_read_as_records() {
+    let (records, _) = plain_fixture();
+    let batches: Vec<ProducerBatch> = vec![
+        (records[..2].to_vec(), 0, None, 1),
+        (records.clone(), 0, None, 1),
+    ];
+    let messages = producer_log(&batches);
+    let placed = |range: std::ops::Range<usize>| -> Vec<(u64, u64, &IggyMessage)> {
+        range
+            .map(|i| (500 + i as u64, 7_000_000, &messages[i]))
+            .collect()
+    };
+    // The first answer holds the two-record batch and the other's first two records.
+    let first = decode_poll_items(answer(507, &[placed(0..4)]), 500).unwrap();
+    assert_eq!(covered(&first.records), [500, 501]);
+    let partial = first.partial.unwrap();
+    assert_eq!(
+        (partial.head(), partial.end(), partial.missing()),
+        (502, 504, 3)
+    );
+    // The next answer from 504 holds another two-record batch where the third record
+    // should be, and the head of a third.
+    let odd: Vec<(u64, u64, &IggyMessage)> = [0, 1, 0]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (504 + i as u64, 7_000_000, &messages[*m]))
+        .collect();
+    let got = decode_poll_items_with(answer(507, &[odd]), 504, Some(partial.clone())).unwrap();
+    assert!(
+        matches!(&got.records[..], [Item::Record(a), Item::Record(b), Item::Batch(c)]
+        if (a.offset, b.offset, c.base_offset, c.last_offset) == (502, 503, 504, 505))
+    );
+    assert_eq!(got.partial.map(|p| (p.head(), p.end())), Some((506, 507)));
+    // A partial that does not end where the answer starts is not used.
+    let rest = answer(507, &[placed(4..7)]);
+    let unused = decode_poll_items_with(rest.clone(), 505, Some(partial.clone())).unwrap();
+    assert_eq!(covered(&unused.records), [505, 506]);
+    // The right rest finishes it whole.
+    let done = decode_poll_items_with(rest, 504, Some(partial)).unwrap();
+    assert!(
+        matches!(&done.records[..], [Item::Batch(b)] if (b.base_offset, b.last_offset) == (502, 506))
+    );
 }
