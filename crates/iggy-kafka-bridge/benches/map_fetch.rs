@@ -15,6 +15,11 @@
 //! - `whole_answer`: the answer read as a read takes it
 //!   ([`iggy_kafka_bridge::polled::decode_poll_items`]): each producer batch it holds
 //!   whole written straight from it into its Kafka batch.
+//! - `two_answers`: the same messages in two answers, the first ending in the middle of
+//!   a producer batch: the first read as `whole_answer` does, keeping that batch's first
+//!   messages ([`iggy_kafka_bridge::polled::Partial`]), the second finishing it
+//!   ([`iggy_kafka_bridge::polled::decode_poll_items_with`]), as a read and its next
+//!   poll do.
 //!
 //! The batches are as librdkafka produces them (1,000 records each at most, no key, no
 //! headers), so the stored frame carries the producer's CRC and the encode reuses it.
@@ -144,13 +149,25 @@ fn direct_answer(answer: &Bytes) -> Vec<Bytes> {
 }
 
 fn whole_answer(answer: &Bytes) -> Vec<Bytes> {
-    polled::decode_poll_items(answer.clone(), 0)
-        .unwrap()
-        .records
+    batches_of(polled::decode_poll_items(answer.clone(), 0).unwrap().records)
+}
+
+fn two_answers((first, second): &(Bytes, Bytes)) -> Vec<Bytes> {
+    let head = polled::decode_poll_items(first.clone(), 0).unwrap();
+    let partial = head.partial.expect("the first answer ends inside a batch");
+    let from = partial.end();
+    let rest = polled::decode_poll_items_with(second.clone(), from, Some(partial)).unwrap();
+    let mut out = batches_of(head.records);
+    out.extend(batches_of(rest.records));
+    out
+}
+
+fn batches_of(items: Vec<polled::Item>) -> Vec<Bytes> {
+    items
         .into_iter()
         .map(|item| match item {
             polled::Item::Batch(b) => b.bytes,
-            polled::Item::Record(_) => panic!("every batch is whole in the answer"),
+            polled::Item::Record(_) => panic!("every batch is whole in the answers"),
         })
         .collect()
 }
@@ -209,6 +226,22 @@ fn bench(c: &mut Criterion) {
             BenchmarkId::new("whole_answer", value_len),
             &answer,
             |b, a| b.iter(|| black_box(whole_answer(a))),
+        );
+        // Cut in the middle of the batch after the first half of the messages (after
+        // the first batch at least).
+        let start = (messages.len() / 2 / BATCH_RECORDS).max(1) * BATCH_RECORDS;
+        let cut = start + BATCH_RECORDS.min(messages.len() - start) / 2;
+        let (a, b) = messages.split_at(cut);
+        let current = messages.len() as u64;
+        let answers = (
+            polled::write_poll_answer(current, &a.chunks(BATCH_RECORDS).collect::<Vec<_>>()),
+            polled::write_poll_answer(current, &b.chunks(BATCH_RECORDS).collect::<Vec<_>>()),
+        );
+        assert_eq!(two_answers(&answers), whole_answer(&answer));
+        group.bench_with_input(
+            BenchmarkId::new("two_answers", value_len),
+            &answers,
+            |b, a| b.iter(|| black_box(two_answers(a))),
         );
     }
     group.finish();

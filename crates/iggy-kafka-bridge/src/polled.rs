@@ -19,7 +19,10 @@
 //! A Fetch read takes its polls through [`decode_poll_items`]: a producer batch the
 //! answer holds whole goes from the answer straight into the Kafka batch the read
 //! returns ([`WholeBatch`]), with no record per message; the rest are records as
-//! [`decode_poll`] reads them.
+//! [`decode_poll`] reads them. The first messages of a batch the answer ends inside are
+//! kept ([`Partial`]), and [`decode_poll_items_with`] finishes the batch from the next
+//! answer, which the read polls from the message after them: Iggy sends each message
+//! once.
 //!
 //! Every poll the bridge makes is sent by `poll_answer`. Readers that need the SDK's
 //! messages (their ids, raw payloads) use `poll_checked`, which refuses an answer
