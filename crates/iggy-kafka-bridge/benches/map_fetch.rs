@@ -149,7 +149,11 @@ fn direct_answer(answer: &Bytes) -> Vec<Bytes> {
 }
 
 fn whole_answer(answer: &Bytes) -> Vec<Bytes> {
-    batches_of(polled::decode_poll_items(answer.clone(), 0).unwrap().records)
+    batches_of(
+        polled::decode_poll_items(answer.clone(), 0)
+            .unwrap()
+            .records,
+    )
 }
 
 fn two_answers((first, second): &(Bytes, Bytes)) -> Vec<Bytes> {

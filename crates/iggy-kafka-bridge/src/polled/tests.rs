@@ -314,23 +314,38 @@ fn check_items(answer: &Bytes, from: u64) -> Result<usize, TestCaseError> {
     }
     let mut wholes = 0;
     for item in &items.records {
-        match item {
-            Item::Record(m) => prop_assert_eq!(Some(&m), by_offset.get(&m.offset)),
-            Item::Batch(b) => {
-                wholes += 1;
-                let run: Vec<MappedRecord> = records
-                    .records
-                    .iter()
-                    .filter(|m| (b.base_offset..=b.last_offset).contains(&m.offset))
-                    .cloned()
-                    .collect();
-                let expected = encoded_by_records(&run);
-                prop_assert_eq!(expected.len(), 1, "not one batch by records");
-                prop_assert_eq!(expected[0].2.as_ref(), Some(&b.bytes));
-            }
+        if check_item(item, &records.records, &by_offset)? {
+            wholes += 1;
         }
     }
     Ok(wholes)
+}
+
+/// Checks one item against `records` (`decode_poll`'s, by offset in `by_offset`): a
+/// record is the one at its offset, a whole batch the bytes the read would encode from
+/// its records. Returns whether it was a whole batch.
+fn check_item(
+    item: &Item,
+    records: &[MappedRecord],
+    by_offset: &BTreeMap<u64, &MappedRecord>,
+) -> Result<bool, TestCaseError> {
+    match item {
+        Item::Record(m) => {
+            prop_assert_eq!(Some(&m), by_offset.get(&m.offset));
+            Ok(false)
+        }
+        Item::Batch(b) => {
+            let run: Vec<MappedRecord> = records
+                .iter()
+                .filter(|m| (b.base_offset..=b.last_offset).contains(&m.offset))
+                .cloned()
+                .collect();
+            let expected = encoded_by_records(&run);
+            prop_assert_eq!(expected.len(), 1, "not one batch by records");
+            prop_assert_eq!(expected[0].2.as_ref(), Some(&b.bytes));
+            Ok(true)
+        }
+    }
 }
 
 fn producer_record() -> impl Strategy<Value = NewRecord> {
@@ -597,19 +612,7 @@ proptest! {
         prop_assert_eq!(polled, messages.len());
         prop_assert_eq!(covered(&items), (500..end).collect::<Vec<_>>());
         for item in &items {
-            match item {
-                Item::Record(m) => prop_assert_eq!(Some(&m), by_offset.get(&m.offset)),
-                Item::Batch(b) => {
-                    let run: Vec<MappedRecord> = reference
-                        .iter()
-                        .filter(|m| (b.base_offset..=b.last_offset).contains(&m.offset))
-                        .cloned()
-                        .collect();
-                    let expected = encoded_by_records(&run);
-                    prop_assert_eq!(expected.len(), 1, "not one batch by records");
-                    prop_assert_eq!(expected[0].2.as_ref(), Some(&b.bytes));
-                }
-            }
+            check_item(item, &reference, &by_offset)?;
         }
     }
 }
