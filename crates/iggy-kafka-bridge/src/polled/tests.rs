@@ -618,25 +618,11 @@ proptest! {
 }
 
 /// A partial whose batch the next answer does not continue in the form it was
-/// written in (another message where its second record should be) gives its
-/// messages as records, and the answer's own items after them.
+/// written in (another message where its third record should be) gives its messages
+/// as records, and the answer's own items after them.
 #[test]
 fn a_partial_the_next_answer_does_not_finish_is_read_as_records() {
-    let (records, _) = plain_fixture();
-    let batches: Vec<ProducerBatch> = vec![
-        (records[..2].to_vec(), 0, None, 1),
-        (records.clone(), 0, None, 1),
-    ];
-    let messages = producer_log(&batches);
-    let placed = |range: std::ops::Range<usize>| -> Vec<(u64, u64, &IggyMessage)> {
-        range
-            .map(|i| (500 + i as u64, 7_000_000, &messages[i]))
-            .collect()
-    };
-    // The first answer holds the two-record batch and the other's first two records.
-    let first = decode_poll_items(answer(507, &[placed(0..4)]), 500).unwrap();
-    assert_eq!(covered(&first.records), [500, 501]);
-    let partial = first.partial.unwrap();
+    let (partial, rest, messages) = partial_and_rest();
     assert_eq!(
         (partial.head(), partial.end(), partial.missing()),
         (502, 504, 3)
@@ -655,7 +641,6 @@ fn a_partial_the_next_answer_does_not_finish_is_read_as_records() {
     );
     assert_eq!(got.partial.map(|p| (p.head(), p.end())), Some((506, 507)));
     // A partial that does not end where the answer starts is not used.
-    let rest = answer(507, &[placed(4..7)]);
     let unused = decode_poll_items_with(rest.clone(), 505, Some(partial.clone())).unwrap();
     assert_eq!(covered(&unused.records), [505, 506]);
     // The right rest finishes it whole.
@@ -663,4 +648,50 @@ fn a_partial_the_next_answer_does_not_finish_is_read_as_records() {
     assert!(
         matches!(&done.records[..], [Item::Batch(b)] if (b.base_offset, b.last_offset) == (502, 506))
     );
+}
+
+/// A two-record batch and a five-record one at 500-506: the partial a first answer
+/// ending after the second's first two records leaves, the answer with the rest
+/// (504-506), and the log's messages.
+fn partial_and_rest() -> (Partial, Bytes, Vec<IggyMessage>) {
+    let (records, _) = plain_fixture();
+    let batches: Vec<ProducerBatch> =
+        vec![(records[..2].to_vec(), 0, None, 1), (records, 0, None, 1)];
+    let messages = producer_log(&batches);
+    let placed = |range: std::ops::Range<usize>| -> Vec<(u64, u64, &IggyMessage)> {
+        range
+            .map(|i| (500 + i as u64, 7_000_000, &messages[i]))
+            .collect()
+    };
+    let first = decode_poll_items(answer(507, &[placed(0..4)]), 500).unwrap();
+    assert_eq!(covered(&first.records), [500, 501]);
+    let rest = answer(507, &[placed(4..7)]);
+    (first.partial.unwrap(), rest, messages)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A damaged answer after a partial (bytes changed, cut short) gives an error or
+    /// items from the partial's first record on, each offset once and in order; never
+    /// a panic.
+    #[test]
+    fn damaged_answers_after_a_partial_never_panic(
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let (partial, rest, _) = partial_and_rest();
+        let mut m = BytesMut::from(&rest[..]);
+        for (at, byte) in flips {
+            let at = at.index(m.len());
+            m[at] = byte;
+        }
+        let len = cut.index(m.len() + 1);
+        let damaged = m.freeze().slice(..len);
+        if let Ok(got) = decode_poll_items_with(damaged, 504, Some(partial)) {
+            let offsets = covered(&got.records);
+            prop_assert_eq!(offsets.first().copied(), Some(502));
+            prop_assert!(offsets.windows(2).all(|w| w[1] == w[0] + 1), "{:?}", offsets);
+        }
+    }
 }
