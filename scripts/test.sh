@@ -86,6 +86,13 @@ section "real Kafka clients (scripts/install-clients.sh)"
 bash scripts/install-clients.sh
 
 # ---- 3. format, lint, build -------------------------------------------------------------
+# A clean CI build gains nothing from incremental compilation and its cache takes gigabytes.
+if [[ "${CI:-}" == true ]]; then
+  export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+fi
+disk() { echo "disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free; target/ $(du -sh target 2>/dev/null | cut -f1)"; }
+disk
+
 section "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
@@ -97,6 +104,7 @@ cargo clippy -p kafka-bench --features librdkafka --all-targets -- -D warnings
 
 section "cargo build --workspace --all-targets"
 cargo build --workspace --all-targets
+disk
 
 # ---- 4. tests ------------------------------------------------------------------------------
 section "cargo test --workspace --no-fail-fast (KAFKA_CLIENTS_REQUIRED=1 KAFKA_FIXTURES_REQUIRED=1)"
@@ -105,6 +113,7 @@ cargo test --workspace --no-fail-fast
 
 section "kafka-bench smoke test against the gateway (cargo test -p kafka-bench --features librdkafka)"
 cargo test -p kafka-bench --features librdkafka --no-fail-fast
+disk
 
 # ---- 5. cargo deny -------------------------------------------------------------------------
 if [[ "${SKIP_CARGO_DENY:-}" == 1 ]]; then
