@@ -713,6 +713,11 @@ impl WireMessages {
         }
     }
 
+    /// The origin timestamp of every message held (microseconds).
+    pub fn origin_micros(&self) -> u64 {
+        self.origin_micros
+    }
+
     /// Messages held.
     pub fn count(&self) -> usize {
         self.count
@@ -1019,6 +1024,12 @@ pub fn send_room(
         + BATCH_HEADER_SIZE
 }
 
+/// The most bytes [`send_room`] asks for with a partition id: both identifiers named
+/// with the longest names Iggy takes. Messages mapped before their stream and topic are
+/// known get this much room, and the send starts inside it (no copy).
+pub const MAX_SEND_ROOM: usize =
+    4 + 2 * (2 + iggy_binary_protocol::MAX_WIRE_NAME_LENGTH) + (2 + 4) + 4 + BATCH_HEADER_SIZE;
+
 /// A `SendMessages` request body and what the sender needs to know about it.
 #[derive(Debug)]
 pub struct SendBody {
@@ -1034,8 +1045,8 @@ pub struct SendBody {
 /// sends for the same messages, ids and origin timestamps; a test checks it). Each
 /// message gets the next of `next_id`, its place in the send and its timestamp delta,
 /// then its checksum; then the batch header and routing fields are written in front.
-/// A single append whose room fits is finished in its own buffer; several are copied
-/// into one.
+/// A single append with at least the room needed is finished in its own buffer (the
+/// body starts where the room it needs does); several are copied into one.
 ///
 /// Errors are the ones the SDK gives for the same send: no messages, a timestamp delta
 /// past its field, or a body past a request's size field.
@@ -1069,7 +1080,11 @@ pub fn send_body(
         runs.push((a.count, delta as u32));
     }
     let mut buf = match <[WireMessages; 1]>::try_from(appends) {
-        Ok([only]) if only.room == room => only.buf,
+        Ok([only]) if only.room >= room => {
+            let mut buf = only.buf;
+            buf.advance(only.room - room);
+            buf
+        }
         Ok([only]) => joined(room, std::slice::from_ref(&only)),
         Err(appends) => joined(room, &appends),
     };
@@ -2331,7 +2346,9 @@ mod send_tests {
         for n in 1..=appends.len() {
             let group = &appends[..n];
             let expected = reference(group, 77);
-            for room in [None, Some(0), Some(5)] {
+            // The exact room, too little (the messages are copied), more (the body
+            // starts inside it): the same bytes.
+            for room in [None, Some(0), Some(5), Some(MAX_SEND_ROOM)] {
                 let body = ours(group, 77, room);
                 assert_eq!(
                     body.body.as_ref(),
@@ -2345,6 +2362,17 @@ mod send_tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_most_room_is_that_of_the_longest_names() {
+        let longest = "n".repeat(iggy_binary_protocol::MAX_WIRE_NAME_LENGTH);
+        let named = WireIdentifier::named(longest.as_str()).unwrap();
+        let room = send_room(&named, &named, &WirePartitioning::PartitionId(u32::MAX));
+        assert_eq!(MAX_SEND_ROOM, room);
+        let (s, t, p) = target();
+        assert!(send_room(&s, &t, &p) < MAX_SEND_ROOM);
+        assert!(WireIdentifier::named(format!("{longest}n")).is_err());
     }
 
     #[test]

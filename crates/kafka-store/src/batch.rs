@@ -7,7 +7,8 @@
 //! [`ValidBatch`]: the batch bytes, their parsed header, and the records section already
 //! decompressed. Stores take `ValidBatch`es, so none checks or decompresses again: the
 //! embedded store uses the header as is, the Iggy bridge maps the records from the kept
-//! section.
+//! section. A store may do that work on the thread that checked the batch
+//! ([`crate::LogStore::prepare`]) and carry the result with it ([`Prepared`]).
 //!
 //! Only [`check_batches`] makes a `ValidBatch` from outside bytes ([`ValidBatch::with_leader_epoch`]
 //! and [`ValidBatch::restamped`] derive one from another, [`ValidBatch::encode`] builds the
@@ -21,6 +22,8 @@ use kafka_records::{
     RecordRef, Records, RecordsError, TimestampType, decode_batches, encode_batch_with_section,
     set_partition_leader_epoch,
 };
+use std::any::Any;
+use std::sync::Arc;
 
 /// A record batch that passed every check of [`check_batches`].
 #[derive(Debug, Clone)]
@@ -28,6 +31,31 @@ pub struct ValidBatch {
     batch: RecordBatch,
     section: Bytes,
     summary: RecordsSummary,
+    prepared: Option<Prepared>,
+}
+
+/// What a store made of a checked batch ahead of its append ([`crate::LogStore::prepare`]),
+/// carried with the batch to the store's `append` or `submit`. Only the store that made it
+/// knows its type; clones of the batch share it.
+#[derive(Clone)]
+pub struct Prepared(Arc<dyn Any + Send + Sync>);
+
+impl Prepared {
+    /// Wraps a store's own value.
+    pub fn new<T: Any + Send + Sync>(value: T) -> Self {
+        Prepared(Arc::new(value))
+    }
+
+    /// The value, when it is a `T`.
+    pub fn downcast_ref<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Prepared(..)")
+    }
 }
 
 /// What the check's walk over a batch's records saw, for the per-record rules a topic
@@ -154,7 +182,21 @@ impl ValidBatch {
             batch,
             section,
             summary,
+            prepared: None,
         })
+    }
+
+    /// What the store prepared from this batch ([`crate::LogStore::prepare`]), if anything.
+    pub fn prepared(&self) -> Option<&Prepared> {
+        self.prepared.as_ref()
+    }
+
+    /// The batch carrying `prepared` (in place of anything prepared before). Batches
+    /// derived from it ([`ValidBatch::with_leader_epoch`], [`ValidBatch::restamped`]) carry
+    /// nothing, as their bytes may differ.
+    pub fn with_prepared(mut self, prepared: Prepared) -> ValidBatch {
+        self.prepared = Some(prepared);
+        self
     }
 
     /// What the check saw of the records (null keys, timestamp range).
@@ -224,6 +266,7 @@ impl ValidBatch {
             batch,
             section: self.section,
             summary: self.summary,
+            prepared: None,
         })
     }
 }
@@ -306,6 +349,7 @@ impl ValidBatch {
             batch,
             section,
             summary,
+            prepared: None,
         })
     }
 }

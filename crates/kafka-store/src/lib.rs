@@ -25,7 +25,7 @@ pub mod suite;
 pub mod topic_config;
 pub mod txn_index;
 
-pub use batch::{RecordsSummary, ValidBatch, ValidBatches, check_batches};
+pub use batch::{Prepared, RecordsSummary, ValidBatch, ValidBatches, check_batches};
 pub use topic_config::{
     CleanupPolicy, CompressionType, ConfigError, MessageTimestampType, TopicConfig,
 };
@@ -250,6 +250,18 @@ pub trait LogStore: Send + Sync + 'static {
         batches: Vec<ValidBatch>,
         now_ms: i64,
     ) -> StoreResult<AppendOutcome>;
+
+    /// Work on a checked batch of `topic`'s `partition` that can be done before its
+    /// append, on the thread that checked it (the broker's validation threads for large
+    /// or compressed requests, where the records are still in the cache), kept with the
+    /// batch ([`ValidBatch::with_prepared`]) for [`LogStore::append`] or
+    /// [`LogStore::submit`] to use. An append must have the same outcome with or without
+    /// it (a clone of the batch, a batch prepared by another store, a failed
+    /// preparation). The default prepares nothing.
+    fn prepare(&self, topic: &str, partition: i32, batch: &ValidBatch) -> Option<Prepared> {
+        let _ = (topic, partition, batch);
+        None
+    }
 
     /// Starts an append (same arguments and checks as [`LogStore::append`]) and returns
     /// once the batches hold their place in the partition's order: any append or submit

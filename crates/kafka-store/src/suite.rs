@@ -330,6 +330,7 @@ pub async fn run_all(h: &Harness) -> Result<Vec<String>, String> {
         append_assigns_consecutive_offsets,
         read_back_byte_exact,
         read_back_valid_from_any_encoding,
+        prepared_appends_read_back,
         watermarks_and_read_bounds,
         read_honours_max_bytes,
         message_too_large,
@@ -383,6 +384,7 @@ macro_rules! store_suite {
             append_assigns_consecutive_offsets,
             read_back_byte_exact,
             read_back_valid_from_any_encoding,
+            prepared_appends_read_back,
             watermarks_and_read_bounds,
             read_honours_max_bytes,
             message_too_large,
@@ -1103,6 +1105,95 @@ pub async fn read_back_byte_exact(h: &Harness) -> CheckResult {
             .collect();
         ensure_eq!(decoded, expected, "records of batch {i}");
     }
+    Ok(())
+}
+
+/// Batches the store prepared ahead of their appends ([`LogStore::prepare`], as the
+/// broker does on its validation threads) read back as the same batches as unprepared
+/// ones: records with and without keys and headers, a compressed batch, a clone of a
+/// prepared batch appended a second time, and a batch prepared for another partition.
+pub async fn prepared_appends_read_back(h: &Harness) -> CheckResult {
+    let name = h.create("prepared", 2, keep_forever()).await?;
+    let ts = now_ms() - 5_000;
+    let plain: Vec<NewRecord> = (0..50)
+        .map(|i| record(ts + i, None, Some(&format!("value-{i}"))))
+        .collect();
+    let mixed = vec![
+        record(ts, Some("key-1"), Some("keyed")),
+        NewRecord {
+            timestamp: ts + 1,
+            key: None,
+            value: Some(Bytes::from_static(b"with a header")),
+            headers: vec![Header::new(
+                Bytes::from_static(b"h"),
+                Some(Bytes::from_static(b"v")),
+            )],
+        },
+        record(ts + 2, Some("tombstone"), None),
+        record(ts + 3, Some(""), Some("")),
+    ];
+    let gzip = encode_with(
+        &BatchOptions {
+            base_offset: PRODUCER_BASE_OFFSET,
+            compression: Compression::Gzip,
+            ..BatchOptions::default()
+        },
+        &plain,
+    )?;
+    let sent = [encode(&plain)?, encode(&mixed)?, gzip];
+    let mut appended: Vec<(Bytes, Vec<NewRecord>)> = Vec::new();
+    for (bytes, records) in sent.iter().zip([&plain, &mixed, &plain]) {
+        let batch = valid(vec![bytes.clone()])?.remove(0);
+        let batch = match h.log.prepare(&name, 0, &batch) {
+            Some(prepared) => batch.with_prepared(prepared),
+            None => batch,
+        };
+        let again = batch.clone();
+        h.log
+            .append(&name, 0, vec![batch], now_ms())
+            .await
+            .ctx("append a prepared batch")?;
+        h.log
+            .append(&name, 0, vec![again], now_ms())
+            .await
+            .ctx("append a clone of a prepared batch")?;
+        appended.push((bytes.clone(), records.clone()));
+        appended.push((bytes.clone(), records.clone()));
+    }
+    // Prepared for partition 1, appended to partition 0: the partition is the append's.
+    let batch = valid(vec![sent[1].clone()])?.remove(0);
+    let batch = match h.log.prepare(&name, 1, &batch) {
+        Some(prepared) => batch.with_prepared(prepared),
+        None => batch,
+    };
+    h.log
+        .append(&name, 0, vec![batch], now_ms())
+        .await
+        .ctx("append a batch prepared for another partition")?;
+    appended.push((sent[1].clone(), mixed.clone()));
+    let got = read_all(h, &name, 0).await?;
+    ensure_eq!(got.len(), appended.len(), "batches read back");
+    let mut base = 0i64;
+    for (i, ((sent, records), got)) in appended.iter().zip(&got).enumerate() {
+        ensure_eq!(header(got)?.base_offset, base, "base offset of batch {i}");
+        ensure!(
+            got.len() == sent.len() && got[8..] == sent[8..],
+            "batch {i} must come back byte for byte after the base offset"
+        );
+        let expected: Vec<Rec> = records
+            .iter()
+            .enumerate()
+            .map(|(j, r)| (base + j as i64, r.timestamp, r.key.clone(), r.value.clone()))
+            .collect();
+        ensure_eq!(records_of(got)?, expected, "records of batch {i}");
+        base += records.len() as i64;
+    }
+    let other = h
+        .log
+        .watermarks(&name, 1)
+        .await
+        .ctx("watermarks of partition 1")?;
+    ensure_eq!(other.high_watermark, 0, "records in partition 1");
     Ok(())
 }
 

@@ -29,7 +29,7 @@ use crate::polled;
 use iggy::prelude::PollingStrategy;
 use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
 use iggy_common::wire_conversions::identifier_to_wire;
-use kafka_store::{AppendOutcome, PendingAppend, StoreError, StoreResult, ValidBatch};
+use kafka_store::{AppendOutcome, PendingAppend, Prepared, StoreError, StoreResult, ValidBatch};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,6 +38,22 @@ use std::sync::{Arc, Mutex};
 /// retry of a batch in flight at a time, so more come from several connections or a
 /// misbehaving client.
 const MAX_JOINED: usize = 16;
+
+/// A batch's messages mapped ahead of its append ([`IggyBridge::prepare_messages`]),
+/// taken by the first append that uses them.
+struct PreparedMessages(Mutex<Option<WireMessages>>);
+
+/// Bytes the messages of `batch` take, about: the batch's bytes (values, keys, producer
+/// headers) and the wire's own per message. A record takes at least 7 bytes of its
+/// batch, so the estimate stays within a multiple of the batch's size.
+fn capacity_of(batch: &ValidBatch) -> usize {
+    let records = usize::try_from(batch.batch().header().record_count)
+        .unwrap_or(0)
+        .min(batch.len() / 7);
+    batch
+        .len()
+        .saturating_add(records.saturating_mul(mapping::MESSAGE_OVERHEAD))
+}
 
 /// Messages beyond a send's own that [`IggyBridge::settle_unknown`] looks through for
 /// it: room for what other writers (native Iggy producers) added after it.
@@ -322,6 +338,31 @@ impl IggyBridge {
         Ok(Queued::Waits(answer))
     }
 
+    /// The messages of one batch, mapped ahead of its append on the thread that
+    /// checked it ([`kafka_store::LogStore::prepare`]): the same messages
+    /// [`WireMessages::push_batch`] writes at the append, with the most room a send
+    /// can need in front ([`mapping::MAX_SEND_ROOM`]) and the time of the mapping as
+    /// their origin timestamp. `None` when the batch does not map; the append maps it
+    /// again and reports why.
+    pub(crate) fn prepare_messages(batch: &ValidBatch) -> Option<Prepared> {
+        let origin = iggy::prelude::IggyTimestamp::now().as_micros();
+        let mut messages = WireMessages::new(mapping::MAX_SEND_ROOM, capacity_of(batch), origin);
+        messages.push_batch(batch.batch(), batch.section()).ok()?;
+        Some(Prepared::new(PreparedMessages(Mutex::new(Some(messages)))))
+    }
+
+    /// The prepared messages of an append of one batch, taken (a clone of the batch
+    /// that reaches an append later finds none and maps its records itself).
+    fn take_prepared(batches: &[ValidBatch]) -> Option<WireMessages> {
+        let [only] = batches else { return None };
+        only.prepared()?
+            .downcast_ref::<PreparedMessages>()?
+            .0
+            .lock()
+            .ok()?
+            .take()
+    }
+
     /// Maps `batches` to Iggy messages and queues them for the partition (the order
     /// point of [`kafka_store::LogStore::submit`]); the future resolves once Iggy
     /// confirms them.
@@ -358,29 +399,27 @@ impl IggyBridge {
             (Ok(s), Ok(t)) => mapping::send_room(&s, &t, &WirePartitioning::PartitionId(p.iggy())),
             _ => 0,
         };
-        // What the messages take: the batches' bytes (values, keys, producer headers)
-        // and the wire's own per message. A record takes at least 7 bytes of its batch,
-        // so the estimate stays within a multiple of the batches' size.
-        let capacity = batches
-            .iter()
-            .map(|b| {
-                let records = usize::try_from(b.batch().header().record_count)
-                    .unwrap_or(0)
-                    .min(b.len() / 7);
-                b.len()
-                    .saturating_add(records.saturating_mul(mapping::MESSAGE_OVERHEAD))
-            })
-            .fold(0usize, usize::saturating_add);
-        let mut messages = WireMessages::new(room, capacity, origin);
-        for valid in &batches {
-            // Checked whole by the broker, records already decompressed: mapped as they are.
-            messages
-                .push_batch(valid.batch(), valid.section())
-                .map_err(|e| match e {
-                    MappingError::Records(e) => StoreError::CorruptBatch(e),
-                    e => StoreError::LimitReached(e.to_string()),
-                })?;
-        }
+        let messages = match Self::take_prepared(&batches) {
+            Some(messages) => messages,
+            None => {
+                let capacity = batches
+                    .iter()
+                    .map(capacity_of)
+                    .fold(0usize, usize::saturating_add);
+                let mut messages = WireMessages::new(room, capacity, origin);
+                for valid in &batches {
+                    // Checked whole by the broker, records already decompressed: mapped
+                    // as they are.
+                    messages
+                        .push_batch(valid.batch(), valid.section())
+                        .map_err(|e| match e {
+                            MappingError::Records(e) => StoreError::CorruptBatch(e),
+                            e => StoreError::LimitReached(e.to_string()),
+                        })?;
+                }
+                messages
+            }
+        };
         let count = convert::kafka_count(messages.count());
         if messages.is_empty() {
             let fresh = self.require(topic, p).await?;
@@ -702,6 +741,60 @@ mod tests {
             ]
         );
         assert!(q.waiting.is_empty());
+    }
+
+    /// The body of a send of `messages` alone, ids from 1.
+    fn body_of(messages: WireMessages) -> bytes::Bytes {
+        let target = (
+            WireIdentifier::named("kafka").unwrap(),
+            WireIdentifier::named("prepared-topic").unwrap(),
+            WirePartitioning::PartitionId(1),
+        );
+        let mut id = 0u128;
+        mapping::send_body(vec![messages], &target.0, &target.1, &target.2, || {
+            id += 1;
+            id
+        })
+        .unwrap()
+        .body
+    }
+
+    #[test]
+    fn prepared_messages_are_the_appends_own_and_taken_once() {
+        use kafka_records::{BatchOptions, Header, NewRecord, encode_batch};
+        let records: Vec<NewRecord> = (0..40)
+            .map(|i| NewRecord {
+                timestamp: 1_700_000_000_000 + i,
+                key: (i % 3 == 0).then(|| bytes::Bytes::from(format!("key-{i}"))),
+                value: Some(bytes::Bytes::from(vec![i as u8; 100])),
+                // From the 30th record on, headers: the rest goes record by record.
+                headers: if i >= 30 {
+                    vec![Header::new(bytes::Bytes::from_static(b"h"), None)]
+                } else {
+                    vec![]
+                },
+            })
+            .collect();
+        let mut out = bytes::BytesMut::new();
+        encode_batch(&BatchOptions::default(), &records, &mut out).unwrap();
+        let batch = kafka_store::suite::valid(vec![out.freeze()])
+            .unwrap()
+            .remove(0);
+        let prepared = IggyBridge::prepare_messages(&batch).unwrap();
+        let batch = batch.with_prepared(prepared);
+        let clone = batch.clone();
+        let taken = IggyBridge::take_prepared(std::slice::from_ref(&batch)).unwrap();
+        // What the append would have written itself, at the same origin.
+        let mut own = WireMessages::new(0, 0, taken.origin_micros());
+        own.push_batch(batch.batch(), batch.section()).unwrap();
+        assert_eq!(taken.count(), 40);
+        assert_eq!(taken.data_bytes(), own.data_bytes());
+        assert_eq!(body_of(taken), body_of(own));
+        // Taken once: the clone, and an append of two batches, map their records.
+        assert!(IggyBridge::take_prepared(std::slice::from_ref(&clone)).is_none());
+        let fresh = IggyBridge::prepare_messages(&batch).unwrap();
+        let batch = batch.with_prepared(fresh);
+        assert!(IggyBridge::take_prepared(&[batch.clone(), batch]).is_none());
     }
 
     fn key(producer_id: i64, epoch: i16, base_sequence: i32) -> BatchKey {

@@ -20,8 +20,8 @@ use bytes::Bytes;
 use iggy::prelude::{IggyError, MaxTopicSize, PartitionClient, TopicClient, TopicCreateOptions};
 use kafka_store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, PendingOffsets,
-    ReadOutcome, StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch,
-    Watermarks,
+    Prepared, ReadOutcome, StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo,
+    ValidBatch, Watermarks,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -277,6 +277,11 @@ impl LogStore for IggyBridge {
         _now_ms: i64,
     ) -> StoreResult<PendingAppend> {
         self.start_append(topic, partition, batches).await
+    }
+
+    /// Maps the batch to Iggy messages (see `IggyBridge::prepare_messages`).
+    fn prepare(&self, _topic: &str, _partition: i32, batch: &ValidBatch) -> Option<Prepared> {
+        Self::prepare_messages(batch)
     }
 
     async fn read(

@@ -74,8 +74,8 @@ use crate::broker::now_ms;
 use crate::config::Limits;
 use crate::producers::{BatchId, Verdict};
 use crate::store::{
-    AppendOutcome, CompressionType, MessageTimestampType, PendingAppend, TopicConfig, TopicInfo,
-    ValidBatch, check_batches,
+    AppendOutcome, CompressionType, LogStore, MessageTimestampType, PendingAppend, TopicConfig,
+    TopicInfo, ValidBatch, check_batches,
 };
 use crate::txns::TxnRouter;
 use crate::txns::partitions::Guard;
@@ -89,6 +89,7 @@ use kafka_protocol::{ErrorCode, Uuid};
 use kafka_records::{Compression, DecodeLimits, TimestampType};
 use kafka_store::txn_index::BatchSummary;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::debug;
 
@@ -375,13 +376,14 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
     let results = if jobs.is_empty() {
         Vec::new()
     } else if heavy {
+        let store = Arc::clone(&ctx.broker.stores.log);
         ctx.broker
             .cpu
-            .run(move || validate_all(jobs, checks, budget))
+            .run(move || validate_all(jobs, checks, budget, store.as_ref()))
             .await
             .unwrap_or_default()
     } else {
-        validate_all(jobs, checks, budget)
+        validate_all(jobs, checks, budget, ctx.broker.stores.log.as_ref())
     };
     let mut results = results.into_iter();
     let mut idempotent = false;
@@ -610,11 +612,14 @@ fn names_a_codec(records: &Bytes) -> bool {
     records.get(21..23).is_some_and(|a| a[1] & 0x07 != 0)
 }
 
-/// Checks the jobs in order within one decompression budget.
+/// Checks the jobs in order within one decompression budget, and has `store` prepare
+/// each batch that passes ([`LogStore::prepare`]) while its records are fresh in this
+/// thread's cache.
 fn validate_all(
     jobs: Vec<Job>,
     checks: Checks,
     mut budget: usize,
+    store: &dyn LogStore,
 ) -> Vec<Result<(ValidBatch, BatchId), Failure>> {
     let mut refused_for_budget = 0usize;
     let out = jobs
@@ -624,7 +629,13 @@ fn validate_all(
             if job.compressed && budget == 0 && r.is_err() {
                 refused_for_budget += 1;
             }
-            r
+            r.map(|(batch, id)| {
+                let (topic, partition) = &job.place;
+                match store.prepare(topic, *partition, &batch) {
+                    Some(prepared) => (batch.with_prepared(prepared), id),
+                    None => (batch, id),
+                }
+            })
         })
         .collect();
     if refused_for_budget > 0 {
