@@ -10,6 +10,9 @@
 //!   below (measured +39 MiB; with the bridge's queue bounds set out of reach,
 //!   `ATTACK_BRIDGE_UNBOUNDED=1`, +155 MiB, and the test fails). Duplicates are allowed
 //!   here, as with Kafka without idempotence; every record must still be there.
+//! - The same flood of 100-byte records: the mapped Iggy messages are about 2.2 times the
+//!   records there, and a request holds them from its check (where they are mapped) to
+//!   its append; the same bound holds.
 //!
 //! The producers are confluent-kafka (librdkafka) from `.clients/`, run as a script
 //! written by the test, which also reads the topic back and counts. Skipped (with a
@@ -221,14 +224,26 @@ fn iggy_frozen_under_idempotent_producers_memory_bounded_and_each_record_once() 
 
 #[test]
 fn iggy_frozen_under_a_retrying_flood_memory_bounded() {
-    let name = "iggy_frozen_under_a_retrying_flood";
     // Without idempotence and with up to 1000 requests in flight per connection: every
     // request that times out is sent again, so without the bridge's bounds each retry
     // round would queue the same data once more for Iggy.
+    retrying_flood("iggy_frozen_under_a_retrying_flood", "3000", "4000");
+}
+
+#[test]
+fn iggy_frozen_under_a_retrying_flood_of_small_records_memory_bounded() {
+    // 100-byte records: each request's mapped messages (made on the thread that checks
+    // it) are over twice its records.
+    retrying_flood("iggy_frozen_under_a_small_record_flood", "20000", "100");
+}
+
+/// Two non-idempotent producers of `rate` records a second of `size` bytes each, Iggy
+/// frozen in the middle: the gateway's memory stays within the bound.
+fn retrying_flood(name: &str, rate: &str, size: &str) {
     let producers = [
         ("PRODUCERS", "2"),
-        ("RATE", "3000"),
-        ("SIZE", "4000"),
+        ("RATE", rate),
+        ("SIZE", size),
         ("IDEMPOTENT", "0"),
     ];
     let bounds: Vec<(&str, &str)> = if std::env::var_os("ATTACK_BRIDGE_UNBOUNDED").is_some() {

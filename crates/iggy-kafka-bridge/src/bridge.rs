@@ -91,6 +91,9 @@ struct Inner {
     ahead_bytes: AtomicUsize,
     /// Payload bytes held by all send queues, bounded by `send_buffer_bytes`.
     send_bytes: AtomicUsize,
+    /// Bytes of messages mapped ahead of their appends and not yet taken by one
+    /// (`IggyBridge::prepare_messages`), bounded by `send_buffer_bytes` too.
+    prepared_bytes: Arc<AtomicUsize>,
     /// Idempotent producers remembered over all partitions, bounded by
     /// `dedup_producers`.
     dedup_producers: AtomicUsize,
@@ -191,6 +194,7 @@ impl IggyBridge {
                 ahead: Mutex::new(HashMap::new()),
                 ahead_bytes: AtomicUsize::new(0),
                 send_bytes: AtomicUsize::new(0),
+                prepared_bytes: Arc::new(AtomicUsize::new(0)),
                 dedup_producers: AtomicUsize::new(0),
                 id_prefix: random_u64(),
                 message_ids: AtomicU64::new(0),

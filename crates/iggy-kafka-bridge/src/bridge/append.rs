@@ -40,8 +40,37 @@ use std::sync::{Arc, Mutex};
 const MAX_JOINED: usize = 16;
 
 /// A batch's messages mapped ahead of its append ([`IggyBridge::prepare_messages`]),
-/// taken by the first append that uses them.
-struct PreparedMessages(Mutex<Option<WireMessages>>);
+/// taken by the first append that uses them, with their hold on the bridge's budget for
+/// such messages.
+struct PreparedMessages(Mutex<Option<(WireMessages, PreparedHold)>>);
+
+/// Bytes reserved in the bridge's budget for messages mapped ahead of their appends,
+/// given back when dropped (the messages taken by their append, or the batch dropped).
+struct PreparedHold {
+    held: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl PreparedHold {
+    /// Reserves `bytes` within `limit`; `None` when they do not fit.
+    fn reserve(held: &Arc<AtomicUsize>, bytes: usize, limit: usize) -> Option<PreparedHold> {
+        let before = held.fetch_add(bytes, Ordering::Relaxed);
+        if before.saturating_add(bytes) > limit {
+            held.fetch_sub(bytes, Ordering::Relaxed);
+            return None;
+        }
+        Some(PreparedHold {
+            held: Arc::clone(held),
+            bytes,
+        })
+    }
+}
+
+impl Drop for PreparedHold {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
 
 /// Bytes the messages of `batch` take, about: the batch's bytes (values, keys, producer
 /// headers) and the wire's own per message. A record takes at least 7 bytes of its
@@ -53,6 +82,18 @@ fn capacity_of(batch: &ValidBatch) -> usize {
     batch
         .len()
         .saturating_add(records.saturating_mul(mapping::MESSAGE_OVERHEAD))
+}
+
+/// [`IggyBridge::prepare_messages`] with the budget `held` of at most `limit` bytes.
+fn prepare_within(held: &Arc<AtomicUsize>, limit: usize, batch: &ValidBatch) -> Option<Prepared> {
+    let capacity = capacity_of(batch);
+    let hold = PreparedHold::reserve(held, capacity.saturating_add(mapping::MAX_SEND_ROOM), limit)?;
+    let origin = iggy::prelude::IggyTimestamp::now().as_micros();
+    let mut messages = WireMessages::new(mapping::MAX_SEND_ROOM, capacity, origin);
+    messages.push_batch(batch.batch(), batch.section()).ok()?;
+    Some(Prepared::new(PreparedMessages(Mutex::new(Some((
+        messages, hold,
+    ))))))
 }
 
 /// Messages beyond a send's own that [`IggyBridge::settle_unknown`] looks through for
@@ -342,25 +383,31 @@ impl IggyBridge {
     /// checked it ([`kafka_store::LogStore::prepare`]): the same messages
     /// [`WireMessages::push_batch`] writes at the append, with the most room a send
     /// can need in front ([`mapping::MAX_SEND_ROOM`]) and the time of the mapping as
-    /// their origin timestamp. `None` when the batch does not map; the append maps it
-    /// again and reports why.
-    pub(crate) fn prepare_messages(batch: &ValidBatch) -> Option<Prepared> {
-        let origin = iggy::prelude::IggyTimestamp::now().as_micros();
-        let mut messages = WireMessages::new(mapping::MAX_SEND_ROOM, capacity_of(batch), origin);
-        messages.push_batch(batch.batch(), batch.section()).ok()?;
-        Some(Prepared::new(PreparedMessages(Mutex::new(Some(messages)))))
+    /// their origin timestamp. Messages mapped ahead and not yet taken by their appends
+    /// take at most `send_buffer_bytes` (their buffers' capacity) over the bridge;
+    /// past it, and when the batch does not map, `None`: the append maps the records
+    /// itself (and reports why they do not map).
+    pub(crate) fn prepare_messages(&self, batch: &ValidBatch) -> Option<Prepared> {
+        prepare_within(
+            &self.inner.prepared_bytes,
+            self.inner.config.send_buffer_bytes,
+            batch,
+        )
     }
 
     /// The prepared messages of an append of one batch, taken (a clone of the batch
-    /// that reaches an append later finds none and maps its records itself).
+    /// that reaches an append later finds none and maps its records itself); their
+    /// bytes leave the budget of messages mapped ahead, for the send queue's.
     fn take_prepared(batches: &[ValidBatch]) -> Option<WireMessages> {
         let [only] = batches else { return None };
-        only.prepared()?
+        let (messages, _hold) = only
+            .prepared()?
             .downcast_ref::<PreparedMessages>()?
             .0
             .lock()
             .ok()?
-            .take()
+            .take()?;
+        Some(messages)
     }
 
     /// Maps `batches` to Iggy messages and queues them for the partition (the order
@@ -780,10 +827,18 @@ mod tests {
         let batch = kafka_store::suite::valid(vec![out.freeze()])
             .unwrap()
             .remove(0);
-        let prepared = IggyBridge::prepare_messages(&batch).unwrap();
+        let held = Arc::new(AtomicUsize::new(0));
+        let prepared = prepare_within(&held, usize::MAX, &batch).unwrap();
+        let reserved = held.load(Ordering::Relaxed);
+        assert_eq!(reserved, capacity_of(&batch) + mapping::MAX_SEND_ROOM);
+        // The budget holds one such batch, not two.
+        assert!(prepare_within(&held, reserved * 3 / 2, &batch).is_none());
+        assert_eq!(held.load(Ordering::Relaxed), reserved);
         let batch = batch.with_prepared(prepared);
         let clone = batch.clone();
         let taken = IggyBridge::take_prepared(std::slice::from_ref(&batch)).unwrap();
+        // Taken: out of the budget.
+        assert_eq!(held.load(Ordering::Relaxed), 0);
         // What the append would have written itself, at the same origin.
         let mut own = WireMessages::new(0, 0, taken.origin_micros());
         own.push_batch(batch.batch(), batch.section()).unwrap();
@@ -792,9 +847,14 @@ mod tests {
         assert_eq!(body_of(taken), body_of(own));
         // Taken once: the clone, and an append of two batches, map their records.
         assert!(IggyBridge::take_prepared(std::slice::from_ref(&clone)).is_none());
-        let fresh = IggyBridge::prepare_messages(&batch).unwrap();
+        let fresh = prepare_within(&held, usize::MAX, &batch).unwrap();
         let batch = batch.with_prepared(fresh);
-        assert!(IggyBridge::take_prepared(&[batch.clone(), batch]).is_none());
+        assert!(IggyBridge::take_prepared(&[batch.clone(), batch.clone()]).is_none());
+        // Never taken: given back when the last copy of the batch goes.
+        assert_eq!(held.load(Ordering::Relaxed), reserved);
+        drop(clone);
+        drop(batch);
+        assert_eq!(held.load(Ordering::Relaxed), 0);
     }
 
     fn key(producer_id: i64, epoch: i16, base_sequence: i32) -> BatchKey {

@@ -281,7 +281,7 @@ impl LogStore for IggyBridge {
 
     /// Maps the batch to Iggy messages (see `IggyBridge::prepare_messages`).
     fn prepare(&self, _topic: &str, _partition: i32, batch: &ValidBatch) -> Option<Prepared> {
-        Self::prepare_messages(batch)
+        self.prepare_messages(batch)
     }
 
     async fn read(
