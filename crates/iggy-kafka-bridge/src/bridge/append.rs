@@ -436,19 +436,21 @@ impl IggyBridge {
                 max,
             });
         }
-        let origin = iggy::prelude::IggyTimestamp::now().as_micros();
-        // Room in front for the request's routing fields and batch header, so a send of
-        // this append alone is finished in place.
-        let room = match (
-            WireIdentifier::named(r.target.stream.as_str()),
-            WireIdentifier::named(r.target.topic.as_str()),
-        ) {
-            (Ok(s), Ok(t)) => mapping::send_room(&s, &t, &WirePartitioning::PartitionId(p.iggy())),
-            _ => 0,
-        };
         let messages = match Self::take_prepared(&batches) {
             Some(messages) => messages,
             None => {
+                let origin = iggy::prelude::IggyTimestamp::now().as_micros();
+                // Room in front for the request's routing fields and batch header, so a
+                // send of this append alone is finished in place.
+                let room = match (
+                    WireIdentifier::named(r.target.stream.as_str()),
+                    WireIdentifier::named(r.target.topic.as_str()),
+                ) {
+                    (Ok(s), Ok(t)) => {
+                        mapping::send_room(&s, &t, &WirePartitioning::PartitionId(p.iggy()))
+                    }
+                    _ => 0,
+                };
                 let capacity = batches
                     .iter()
                     .map(capacity_of)

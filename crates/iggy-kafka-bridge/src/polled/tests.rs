@@ -178,6 +178,17 @@ fn an_answer_claiming_more_than_it_holds_is_seen() {
     assert!(claims_more_than_it_holds(&m));
 }
 
+/// A copy of `bytes` with each of `flips` written (its byte at its index, taken within
+/// the length).
+fn flipped(bytes: &[u8], flips: Vec<(prop::sample::Index, u8)>) -> BytesMut {
+    let mut m = BytesMut::from(bytes);
+    for (at, byte) in flips {
+        let at = at.index(m.len());
+        m[at] = byte;
+    }
+    m
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -196,11 +207,7 @@ proptest! {
     ) {
         let bytes = if plain { plain_fixture().1 } else { fixture().1 };
         let from = if plain { from - 60 } else { from };
-        let mut m = BytesMut::from(&bytes[..]);
-        for (at, byte) in flips {
-            let at = at.index(m.len());
-            m[at] = byte;
-        }
+        let mut m = flipped(&bytes, flips);
         let len = cut.index(m.len() + 1);
         let damaged = m.clone().freeze().slice(..len);
         let ours = decode_poll(damaged.clone(), from);
@@ -681,11 +688,7 @@ proptest! {
         cut in any::<prop::sample::Index>(),
     ) {
         let (partial, rest, _) = partial_and_rest();
-        let mut m = BytesMut::from(&rest[..]);
-        for (at, byte) in flips {
-            let at = at.index(m.len());
-            m[at] = byte;
-        }
+        let m = flipped(&rest, flips);
         let len = cut.index(m.len() + 1);
         let damaged = m.freeze().slice(..len);
         if let Ok(got) = decode_poll_items_with(damaged, 504, Some(partial)) {
