@@ -3,8 +3,11 @@
 //! beside a memcpy of the batch's bytes in the same run (the floor: the body holds
 //! every value once).
 //!
-//! `wire`: the records written straight from the batch's records section into the
-//! send's buffer (`WireMessages::push_batch`, `send_body`), as the append path does.
+//! `wire_sealed`: the records written straight from the batch's records section into
+//! the send's buffer, each message's id and checksum written as it is
+//! (`WireMessages::sealed`, `push_batch`, `send_body`), as the append path does.
+//! `wire`: the same with the ids and checksums written by `send_body`, the append path
+//! before.
 //! `wire_by_records`: the same buffer written record by record, each decoded to a
 //! `NewRecord` first (`push_batch_by_records`, the append path before). `messages`: the
 //! way before that, one `IggyMessage` per record (`to_message_at`), encoded by the
@@ -45,13 +48,19 @@ fn target() -> (WireIdentifier, WireIdentifier, WirePartitioning) {
     )
 }
 
-/// One batch into a send's messages, then the send of it alone: `in_place` as the
-/// append path does (`push_batch`), else record by record (`push_batch_by_records`).
-fn wire(batch: &RecordBatch, section: &Bytes, in_place: bool) -> Bytes {
+/// One batch into a send's messages, then the send of it alone: `in_place` writes
+/// it whole (`push_batch`), else record by record (`push_batch_by_records`); `sealed`
+/// finishes each message as it is written, with ids from 1.
+fn wire(batch: &RecordBatch, section: &Bytes, in_place: bool, sealed: bool) -> Bytes {
     let (s, t, p) = target();
-    let capacity =
-        batch.encoded_len() + batch.header().record_count as usize * mapping::MESSAGE_OVERHEAD;
-    let mut w = WireMessages::new(mapping::send_room(&s, &t, &p), capacity, 1);
+    let records = batch.header().record_count as usize;
+    let capacity = batch.encoded_len() + records * mapping::MESSAGE_OVERHEAD;
+    let room = mapping::send_room(&s, &t, &p);
+    let mut w = if sealed {
+        WireMessages::sealed(room, capacity, 1, 1, records)
+    } else {
+        WireMessages::new(room, capacity, 1)
+    };
     if in_place {
         w.push_batch(batch, section).unwrap();
     } else {
@@ -115,16 +124,13 @@ fn bench(c: &mut Criterion) {
         let decoded = RecordBatch::decode(&bytes, &DecodeLimits::default()).unwrap();
         let section = decoded.records_section().unwrap();
         let sent = messages(&decoded);
-        assert_eq!(
-            wire(&decoded, &section, true),
-            sent,
-            "the ways send the same body"
-        );
-        assert_eq!(
-            wire(&decoded, &section, false),
-            sent,
-            "the ways send the same body"
-        );
+        for (in_place, sealed) in [(true, true), (true, false), (false, false)] {
+            assert_eq!(
+                wire(&decoded, &section, in_place, sealed),
+                sent,
+                "the ways send the same body"
+            );
+        }
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         let mut dst = vec![0u8; bytes.len()];
         group.bench_with_input(BenchmarkId::new("memcpy", value_len), &bytes, |b, bytes| {
@@ -133,13 +139,18 @@ fn bench(c: &mut Criterion) {
                 black_box(&dst);
             })
         });
+        group.bench_with_input(
+            BenchmarkId::new("wire_sealed", value_len),
+            &decoded,
+            |b, d| b.iter(|| wire(black_box(d), &section, true, true)),
+        );
         group.bench_with_input(BenchmarkId::new("wire", value_len), &decoded, |b, d| {
-            b.iter(|| wire(black_box(d), &section, true))
+            b.iter(|| wire(black_box(d), &section, true, false))
         });
         group.bench_with_input(
             BenchmarkId::new("wire_by_records", value_len),
             &decoded,
-            |b, d| b.iter(|| wire(black_box(d), &section, false)),
+            |b, d| b.iter(|| wire(black_box(d), &section, false, false)),
         );
         group.bench_with_input(BenchmarkId::new("messages", value_len), &decoded, |b, d| {
             b.iter(|| messages(black_box(d)))

@@ -671,11 +671,13 @@ const AT_PAYLOAD_LEN: usize = 36;
 /// straight to where the request carries them, with no message object, header buffer
 /// or reference count per record.
 ///
-/// What depends on the send an append joins is left zero and filled in by
-/// [`send_body`]: each message's id, offset delta (its place in the send), timestamp
-/// delta (from the send's earliest origin) and checksum. The buffer starts with `room`
-/// bytes for the request's routing fields and batch header, so a send of one append is
-/// finished in place.
+/// What depends on the send an append joins is its messages' ids, offset deltas (their
+/// place in the send), timestamp deltas (from the send's earliest origin) and checksums.
+/// [`WireMessages::new`] leaves them zero for [`send_body`] to fill in;
+/// [`WireMessages::sealed`] writes them as each message is written, as they are when the
+/// append leads its send, and [`send_body`] then takes them as they are. The buffer
+/// starts with `room` bytes for the request's routing fields and batch header, so a send
+/// of one append is finished in place.
 #[derive(Debug)]
 pub struct WireMessages {
     buf: BytesMut,
@@ -683,6 +685,26 @@ pub struct WireMessages {
     count: usize,
     data_bytes: usize,
     origin_micros: u64,
+    seal: Option<Seal>,
+}
+
+/// The ids and checksums of messages finished as they were written
+/// ([`WireMessages::sealed`]).
+#[derive(Debug)]
+struct Seal {
+    /// The first message's id.
+    first_id: u128,
+    /// Ids reserved: messages past them are not finished.
+    ids: usize,
+    /// Each finished message's checksum, in order.
+    checksums: Vec<u64>,
+}
+
+/// The id `n` after `first` among the ids a send numbers: the low 64 bits count (and
+/// wrap), the high 64 bits stay.
+fn nth_id(first: u128, n: usize) -> u128 {
+    let low = (first as u64).wrapping_add(n as u64);
+    (first & !u128::from(u64::MAX)) | u128::from(low)
 }
 
 /// Bytes a message takes on Iggy's wire beyond its Kafka record's key and value, for
@@ -695,6 +717,7 @@ pub const MESSAGE_OVERHEAD: usize = 128;
 #[derive(Debug, Clone, Copy)]
 pub struct WireMark {
     len: usize,
+    index: usize,
 }
 
 impl WireMessages {
@@ -710,6 +733,71 @@ impl WireMessages {
             count: 0,
             data_bytes: 0,
             origin_micros,
+            seal: None,
+        }
+    }
+
+    /// [`WireMessages::new`], with each message finished as it is written, as when these
+    /// messages lead their send: the `n`th gets id `first_id` + `n` (see [`send_body`]'s
+    /// ids), offset delta `n`, timestamp delta 0 and its checksum, computed while its
+    /// bytes are still in the cache instead of when the send is made. `ids` ids are
+    /// reserved for them: if more messages are written, the send finishes all of them as
+    /// it does [`WireMessages::new`]'s.
+    pub fn sealed(
+        room: usize,
+        capacity: usize,
+        origin_micros: u64,
+        first_id: u128,
+        ids: usize,
+    ) -> Self {
+        let mut messages = Self::new(room, capacity, origin_micros);
+        messages.seal = Some(Seal {
+            first_id,
+            ids,
+            checksums: Vec::with_capacity(ids),
+        });
+        messages
+    }
+
+    /// The first message's id when every message is finished ([`WireMessages::sealed`]).
+    pub fn sealed_first_id(&self) -> Option<u128> {
+        self.finished().map(|s| s.first_id)
+    }
+
+    /// The seal, when it finished every message held.
+    fn finished(&self) -> Option<&Seal> {
+        self.seal
+            .as_ref()
+            .filter(|s| s.checksums.len() == self.count)
+    }
+
+    /// The id and offset delta of the next message: its own when it will be finished,
+    /// else zero for the send to fill in.
+    fn next_fields(&self) -> (u128, u32) {
+        match &self.seal {
+            Some(s) if self.count < s.ids => (
+                nth_id(s.first_id, self.count),
+                u32::try_from(self.count).unwrap_or(u32::MAX),
+            ),
+            _ => (0, 0),
+        }
+    }
+
+    /// Finishes the `index`th message, just written at `start..end`: its checksum, over
+    /// its header after the checksum, its payload and user headers. A message past the
+    /// reserved ids ends the sealing.
+    fn seal_at(&mut self, start: usize, end: usize, index: usize) {
+        let Some(seal) = &mut self.seal else { return };
+        if index >= seal.ids {
+            self.seal = None;
+            return;
+        }
+        let checksum = XxHash3_64::oneshot(&self.buf[start + 8..end]);
+        self.buf[start..start + 8].copy_from_slice(&checksum.to_le_bytes());
+        if index == seal.checksums.len() {
+            seal.checksums.push(checksum);
+        } else if let Some(c) = seal.checksums.get_mut(index) {
+            *c = checksum;
         }
     }
 
@@ -742,6 +830,7 @@ impl WireMessages {
     pub fn mark(&self) -> WireMark {
         WireMark {
             len: self.buf.len(),
+            index: self.count,
         }
     }
 
@@ -770,15 +859,18 @@ impl WireMessages {
         let payload = parts.payload();
         self.buf
             .reserve(BATCH_MESSAGE_HEADER_SIZE + payload.len() + parts.headers_len as usize);
+        let (id, offset_delta) = self.next_fields();
+        let start = self.buf.len();
         self.buf.put_u64_le(0); // checksum
-        self.buf.put_u128_le(0); // id
-        self.buf.put_u32_le(0); // offset delta
+        self.buf.put_u128_le(id);
+        self.buf.put_u32_le(offset_delta);
         self.buf.put_u32_le(0); // timestamp delta
         self.buf.put_u32_le(parts.headers_len);
         self.buf.put_u32_le(parts.payload_len);
         self.buf.put_u64_le(0); // reserved
         self.buf.put_slice(payload);
         parts.put_headers(&mut self.buf);
+        self.seal_at(start, self.buf.len(), self.count);
         self.count += 1;
         self.data_bytes = self
             .data_bytes
@@ -804,7 +896,8 @@ impl WireMessages {
         let mut again = WireMessages::new(0, old_len + CRC_LEN, self.origin_micros);
         again.push(record, offset_delta, batch, txn)?;
         let old_data = old_len - BATCH_MESSAGE_HEADER_SIZE;
-        if again.buf.len() == old_len {
+        let new_len = again.buf.len();
+        if new_len == old_len {
             self.buf[mark.len..mark.len + old_len].copy_from_slice(&again.buf);
         } else {
             let rest = self.buf.split_off(mark.len + old_len);
@@ -813,6 +906,20 @@ impl WireMessages {
             self.buf.extend_from_slice(&rest);
         }
         self.data_bytes = self.data_bytes - old_data + again.data_bytes;
+        if self.seal.is_some() {
+            // Finished again, with its own id and place.
+            let (id, index) = (
+                self.seal
+                    .as_ref()
+                    .map_or(0, |s| nth_id(s.first_id, mark.index)),
+                mark.index,
+            );
+            let message = &mut self.buf[mark.len..mark.len + new_len];
+            message[AT_ID..AT_ID + 16].copy_from_slice(&id.to_le_bytes());
+            message[AT_OFFSET_DELTA..AT_OFFSET_DELTA + 4]
+                .copy_from_slice(&u32::try_from(index).unwrap_or(u32::MAX).to_le_bytes());
+            self.seal_at(mark.len, mark.len + new_len, index);
+        }
         Ok(())
     }
 }
@@ -985,6 +1092,9 @@ impl WireMessages {
         let left = out.len();
         let headers_len = after.len() - left;
         let mut head = [0u8; BATCH_MESSAGE_HEADER_SIZE];
+        let (id, offset_delta) = self.next_fields();
+        head[AT_ID..AT_ID + 16].copy_from_slice(&id.to_le_bytes());
+        head[AT_OFFSET_DELTA..AT_OFFSET_DELTA + 4].copy_from_slice(&offset_delta.to_le_bytes());
         // Both lengths were bounded above (a few hundred bytes; a payload Iggy takes).
         head[AT_HEADERS_LEN..AT_HEADERS_LEN + 4]
             .copy_from_slice(&(headers_len as u32).to_le_bytes());
@@ -992,9 +1102,11 @@ impl WireMessages {
             .copy_from_slice(&(value.len() as u32).to_le_bytes());
         self.buf
             .reserve(BATCH_MESSAGE_HEADER_SIZE + value.len() + headers_len);
+        let start = self.buf.len();
         self.buf.put_slice(&head);
         self.buf.put_slice(value);
         self.buf.put_slice(&after[..headers_len]);
+        self.seal_at(start, self.buf.len(), self.count);
         self.count += 1;
         self.data_bytes = self.data_bytes.saturating_add(value.len() + headers_len);
     }
@@ -1045,13 +1157,16 @@ pub struct SendBody {
 /// sends for the same messages, ids and origin timestamps; a test checks it). Each
 /// message gets the next of `next_id`, its place in the send and its timestamp delta,
 /// then its checksum; then the batch header and routing fields are written in front.
+/// The first append's messages are taken as they are when they were finished as they
+/// were written ([`WireMessages::sealed`]) and it has the send's earliest origin: they
+/// keep their ids, and `next_id` numbers the messages after them.
 /// A single append with at least the room needed is finished in its own buffer (the
 /// body starts where the room it needs does); several are copied into one.
 ///
 /// Errors are the ones the SDK gives for the same send: no messages, a timestamp delta
 /// past its field, or a body past a request's size field.
 pub fn send_body(
-    appends: Vec<WireMessages>,
+    mut appends: Vec<WireMessages>,
     stream: &WireIdentifier,
     topic: &WireIdentifier,
     partitioning: &WirePartitioning,
@@ -1079,6 +1194,15 @@ pub fn send_body(
         // Checked just above: the delta fits its u32 field.
         runs.push((a.count, delta as u32));
     }
+    // The first append's messages, when they are finished as this send needs them: their
+    // count, bytes, first id and checksums.
+    let lead = match appends.first_mut() {
+        Some(a) if a.count > 0 && a.origin_micros == earliest && a.finished().is_some() => {
+            let (count, len) = (a.count, a.wire_len());
+            a.seal.take().map(|s| (count, len, s.first_id, s.checksums))
+        }
+        _ => None,
+    };
     let mut buf = match <[WireMessages; 1]>::try_from(appends) {
         Ok([only]) if only.room >= room => {
             let mut buf = only.buf;
@@ -1109,6 +1233,17 @@ pub fn send_body(
         batch_checksum.write(&field.to_le_bytes());
     }
     batch_checksum.write(&header.message_count.to_le_bytes());
+    let mut runs = runs.into_iter();
+    if let Some((n, len, id, checksums)) = lead {
+        runs.next();
+        first_id = id;
+        for checksum in checksums {
+            batch_checksum.write(&checksum.to_le_bytes());
+        }
+        at += len;
+        // At most `message_count`, a u32.
+        index = n as u32;
+    }
     for (n, timestamp_delta) in runs {
         for _ in 0..n {
             // Every message was written whole by `push`, so its lengths are there.
@@ -2389,6 +2524,136 @@ mod send_tests {
         let checked = decode_batch_slice(&bad[4 + metadata..])
             .and_then(|batch| verify_and_recompute_batch_checksum(&batch));
         assert!(checked.is_err());
+    }
+
+    /// The messages of `append`, sealed with ids from `first` (`ids` of them reserved)
+    /// or left for the send when `first` is `None`.
+    fn written(append: &Append, room: usize, first: Option<(u128, usize)>) -> WireMessages {
+        let (origin, records) = append;
+        let mut w = match first {
+            Some((id, ids)) => WireMessages::sealed(room, 16, *origin, id, ids),
+            None => WireMessages::new(room, 16, *origin),
+        };
+        for (record, delta, frame, txn) in records {
+            let tag = if *txn {
+                frame.as_ref().and_then(|f| TxnTag::of(f, record))
+            } else {
+                None
+            };
+            w.push(record, *delta, frame.as_ref(), tag.as_ref())
+                .unwrap();
+        }
+        w
+    }
+
+    /// The body of a send of `wire`, `next_id` handing out `ids` in turn.
+    fn body(wire: Vec<WireMessages>, ids: &[u128]) -> (SendBody, usize) {
+        let (s, t, p) = target();
+        let mut given = 0;
+        let body = send_body(wire, &s, &t, &p, || {
+            given += 1;
+            ids[given - 1]
+        })
+        .unwrap();
+        (body, given)
+    }
+
+    #[test]
+    fn sealed_messages_make_the_bytes_the_send_would_make() {
+        let (s, t, p) = target();
+        let room = send_room(&s, &t, &p);
+        let appends = appends();
+        let (a, b, early) = (&appends[0], &appends[1], &appends[2]);
+        let (na, nb) = (a.1.len(), b.1.len());
+        let high = 0xabcd_u128 << 64;
+        let from = |first: u128, n: usize| (0..n).map(|i| nth_id(first, i)).collect::<Vec<_>>();
+
+        // Alone: its own ids, none asked of the send; the same bytes.
+        let first = high | 7;
+        let (sealed, asked) = body(vec![written(a, room, Some((first, na)))], &[]);
+        let (plain, _) = body(vec![written(a, room, None)], &from(first, na));
+        assert_eq!(asked, 0);
+        assert_eq!(sealed.body, plain.body);
+        assert_eq!(sealed.first_id, first);
+
+        // Its ids wrap in the low 64 bits, as the send's own numbering does.
+        let first = high | u128::from(u64::MAX - 1);
+        assert_eq!(nth_id(first, 3), high | 1);
+        let (sealed, _) = body(vec![written(a, room, Some((first, na)))], &[]);
+        let (plain, _) = body(vec![written(a, room, None)], &from(first, na));
+        assert_eq!(sealed.body, plain.body);
+
+        // Leading a send: kept; the next append is numbered by the send, in its place.
+        let (lead, other) = (high | 100, high | 900);
+        let (sealed, asked) = body(
+            vec![
+                written(a, room, Some((lead, na))),
+                written(b, room, Some((high | 500, nb))),
+            ],
+            &from(other, nb),
+        );
+        let mut ids = from(lead, na);
+        ids.extend(from(other, nb));
+        let (plain, _) = body(vec![written(a, room, None), written(b, room, None)], &ids);
+        assert_eq!(asked, nb);
+        assert_eq!(sealed.body, plain.body);
+        assert_eq!(sealed.first_id, lead);
+
+        // Not the send's earliest origin, or more messages than ids: numbered by the send.
+        for (wire, n) in [
+            (
+                vec![
+                    written(a, room, Some((lead, na))),
+                    written(early, room, None),
+                ],
+                na + early.1.len(),
+            ),
+            (vec![written(a, room, Some((lead, na - 1)))], na),
+        ] {
+            let plain_wire = if n == na {
+                vec![written(a, room, None)]
+            } else {
+                vec![written(a, room, None), written(early, room, None)]
+            };
+            let (sealed, asked) = body(wire, &from(other, n));
+            let (plain, _) = body(plain_wire, &from(other, n));
+            assert_eq!(asked, n);
+            assert_eq!(sealed.body, plain.body);
+            assert_eq!(sealed.first_id, other);
+        }
+    }
+
+    #[test]
+    fn a_sealed_send_passes_the_servers_checks_and_a_rewrite_is_sealed_again() {
+        let (s, t, p) = target();
+        let room = send_room(&s, &t, &p);
+        let records = records();
+        for crc in [None, Some(5)] {
+            let mut w = WireMessages::sealed(room, 0, 10, 40, records.len());
+            let mut direct = WireMessages::new(room, 0, 10);
+            let mark = w.mark();
+            w.push(&records[0], 0, Some(&frame(Some(1), 0)), None)
+                .unwrap();
+            direct
+                .push(&records[0], 0, Some(&frame(crc, 0)), None)
+                .unwrap();
+            for r in &records[1..] {
+                w.push(r, 1, None, None).unwrap();
+                direct.push(r, 1, None, None).unwrap();
+            }
+            w.rewrite(mark, &records[0], 0, Some(&frame(crc, 0)), None)
+                .unwrap();
+            assert_eq!(w.sealed_first_id(), Some(40));
+            let (sealed, asked) = body(vec![w], &[]);
+            let ids: Vec<u128> = (40..40 + records.len() as u128).collect();
+            let (plain, _) = body(vec![direct], &ids);
+            assert_eq!(asked, 0);
+            assert_eq!(sealed.body, plain.body);
+            let metadata = u32::from_le_bytes(sealed.body[..4].try_into().unwrap()) as usize;
+            let batch = decode_batch_slice(&sealed.body[4 + metadata..]).unwrap();
+            let checksum = verify_and_recompute_batch_checksum(&batch).unwrap();
+            assert_eq!(checksum, batch.header.batch_checksum);
+        }
     }
 
     #[test]

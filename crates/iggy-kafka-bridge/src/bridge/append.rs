@@ -22,7 +22,7 @@ use super::topics::Resolved;
 use super::{IggyBridge, named, poisoned};
 use crate::config::IggyTopicRef;
 use crate::convert;
-use crate::errors::Op;
+use crate::errors::{Op, map_iggy_error};
 use crate::mapping::{self, MappingError, WireMessages};
 use crate::partition::PartitionId;
 use crate::polled;
@@ -84,12 +84,27 @@ fn capacity_of(batch: &ValidBatch) -> usize {
         .saturating_add(records.saturating_mul(mapping::MESSAGE_OVERHEAD))
 }
 
-/// [`IggyBridge::prepare_messages`] with the budget `held` of at most `limit` bytes.
-fn prepare_within(held: &Arc<AtomicUsize>, limit: usize, batch: &ValidBatch) -> Option<Prepared> {
+/// Messages the records of `batches` map to: one per record.
+fn records_of(batches: &[ValidBatch]) -> usize {
+    batches
+        .iter()
+        .map(|b| usize::try_from(b.batch().header().record_count).unwrap_or(0))
+        .fold(0, usize::saturating_add)
+}
+
+/// [`IggyBridge::prepare_messages`] with the budget `held` of at most `limit` bytes;
+/// `ids(n)` reserves `n` message ids and gives the first.
+fn prepare_within(
+    held: &Arc<AtomicUsize>,
+    limit: usize,
+    batch: &ValidBatch,
+    ids: impl FnOnce(usize) -> u128,
+) -> Option<Prepared> {
     let capacity = capacity_of(batch);
     let hold = PreparedHold::reserve(held, capacity.saturating_add(mapping::MAX_SEND_ROOM), limit)?;
     let origin = iggy::prelude::IggyTimestamp::now().as_micros();
-    let mut messages = WireMessages::new(mapping::MAX_SEND_ROOM, capacity, origin);
+    let n = records_of(std::slice::from_ref(batch));
+    let mut messages = WireMessages::sealed(mapping::MAX_SEND_ROOM, capacity, origin, ids(n), n);
     messages.push_batch(batch.batch(), batch.section()).ok()?;
     Some(Prepared::new(PreparedMessages(Mutex::new(Some((
         messages, hold,
@@ -383,7 +398,8 @@ impl IggyBridge {
     /// checked it ([`kafka_store::LogStore::prepare`]): the same messages
     /// [`WireMessages::push_batch`] writes at the append, with the most room a send
     /// can need in front ([`mapping::MAX_SEND_ROOM`]) and the time of the mapping as
-    /// their origin timestamp. Messages mapped ahead and not yet taken by their appends
+    /// their origin timestamp, each finished as it is written (its id and checksum;
+    /// [`WireMessages::sealed`]) while its bytes are in this core's cache. Messages mapped ahead and not yet taken by their appends
     /// take at most `send_buffer_bytes` (their buffers' capacity) over the bridge;
     /// past it, and when the batch does not map, `None`: the append maps the records
     /// itself (and reports why they do not map).
@@ -392,6 +408,7 @@ impl IggyBridge {
             &self.inner.prepared_bytes,
             self.inner.config.send_buffer_bytes,
             batch,
+            |n| self.message_id(self.reserve_message_ids(n)),
         )
     }
 
@@ -455,7 +472,9 @@ impl IggyBridge {
                     .iter()
                     .map(capacity_of)
                     .fold(0usize, usize::saturating_add);
-                let mut messages = WireMessages::new(room, capacity, origin);
+                let n = records_of(&batches);
+                let first_id = self.message_id(self.reserve_message_ids(n));
+                let mut messages = WireMessages::sealed(room, capacity, origin, first_id, n);
                 for valid in &batches {
                     // Checked whole by the broker, records already decompressed: mapped
                     // as they are.
@@ -546,19 +565,20 @@ impl IggyBridge {
                 appends.push(w.messages);
                 answers.push((w.key, w.done));
             }
-            // Ids the bridge can look for when it must find out whether the send landed:
-            // one block per send, `first` and the `count - 1` after it.
-            let first = self.reserve_message_ids(count);
-            let first_id = self.message_id(first);
-            let result = match self
-                .send_group(r, topic, partition, appends, count, first)
-                .await
-            {
-                Err(StoreError::Timeout(why)) => {
-                    self.settle_unknown(r, topic, partition, first_id, count, &why)
-                        .await
+            let result = match self.body_of(r, topic, partition, appends) {
+                Err(e) => Err(e),
+                Ok(body) => {
+                    // The id the bridge looks for when it must find out whether the send
+                    // landed.
+                    let first_id = body.first_id;
+                    match self.send_group(r, topic, partition, body.body, count).await {
+                        Err(StoreError::Timeout(why)) => {
+                            self.settle_unknown(r, topic, partition, first_id, count, &why)
+                                .await
+                        }
+                        other => other,
+                    }
                 }
-                other => other,
             };
             let Ok(mut q) = queue.lock() else { return };
             q.bytes = q.bytes.saturating_sub(bytes);
@@ -680,21 +700,43 @@ impl IggyBridge {
         }
     }
 
-    /// One Iggy send of `appends` (`count` messages, ids numbered from `first_id`); the
-    /// base offset of the first.
-    async fn send_group(
+    /// The request body of one send of `appends` to the partition: messages not
+    /// finished as they were written get ids from one block reserved for the send.
+    fn body_of(
         &self,
         r: &Arc<Resolved>,
         topic: &str,
         partition: PartitionId,
         appends: Vec<WireMessages>,
+    ) -> StoreResult<mapping::SendBody> {
+        let wire =
+            |e: iggy::prelude::IggyError| map_iggy_error(&e, Op::Write, topic, partition.kafka());
+        let stream = identifier_to_wire(&named(&r.target.stream, topic)?).map_err(wire)?;
+        let topic_id = identifier_to_wire(&named(&r.target.topic, topic)?).map_err(wire)?;
+        let partitioning = WirePartitioning::PartitionId(partition.iggy());
+        let unfinished: usize = appends
+            .iter()
+            .filter(|a| a.sealed_first_id().is_none())
+            .map(WireMessages::count)
+            .sum();
+        let mut next = self.reserve_message_ids(unfinished.max(1));
+        mapping::send_body(appends, &stream, &topic_id, &partitioning, || {
+            let id = self.message_id(next);
+            next = next.wrapping_add(1);
+            id
+        })
+        .map_err(wire)
+    }
+
+    /// One Iggy send of `body` (`count` messages); the base offset of the first.
+    async fn send_group(
+        &self,
+        r: &Arc<Resolved>,
+        topic: &str,
+        partition: PartitionId,
+        body: bytes::Bytes,
         count: usize,
-        first_id: u64,
     ) -> StoreResult<Sent> {
-        let (s, t) = (
-            named(&r.target.stream, topic)?,
-            named(&r.target.topic, topic)?,
-        );
         let _permit = self
             .inner
             .sends
@@ -702,18 +744,7 @@ impl IggyBridge {
             .await
             .map_err(|_| StoreError::Unavailable("bridge closed".into()))?;
         let session = self.session_for(&r.target, partition);
-        let mut next = first_id;
-        let send = async {
-            let stream = identifier_to_wire(&s)?;
-            let topic = identifier_to_wire(&t)?;
-            let partitioning = WirePartitioning::PartitionId(partition.iggy());
-            let body = mapping::send_body(appends, &stream, &topic, &partitioning, || {
-                let id = self.message_id(next);
-                next = next.wrapping_add(1);
-                id
-            })?;
-            send_messages_raw(session, body.body).await
-        };
+        let send = send_messages_raw(session, body);
         let sent = self.call(Op::Write, topic, partition.kafka(), send).await;
         let response = match sent {
             Ok(response) => response,
@@ -830,11 +861,11 @@ mod tests {
             .unwrap()
             .remove(0);
         let held = Arc::new(AtomicUsize::new(0));
-        let prepared = prepare_within(&held, usize::MAX, &batch).unwrap();
+        let prepared = prepare_within(&held, usize::MAX, &batch, |_| 1).unwrap();
         let reserved = held.load(Ordering::Relaxed);
         assert_eq!(reserved, capacity_of(&batch) + mapping::MAX_SEND_ROOM);
         // The budget holds one such batch, not two.
-        assert!(prepare_within(&held, reserved * 3 / 2, &batch).is_none());
+        assert!(prepare_within(&held, reserved * 3 / 2, &batch, |_| 1).is_none());
         assert_eq!(held.load(Ordering::Relaxed), reserved);
         let batch = batch.with_prepared(prepared);
         let clone = batch.clone();
@@ -849,7 +880,7 @@ mod tests {
         assert_eq!(body_of(taken), body_of(own));
         // Taken once: the clone, and an append of two batches, map their records.
         assert!(IggyBridge::take_prepared(std::slice::from_ref(&clone)).is_none());
-        let fresh = prepare_within(&held, usize::MAX, &batch).unwrap();
+        let fresh = prepare_within(&held, usize::MAX, &batch, |_| 1).unwrap();
         let batch = batch.with_prepared(fresh);
         assert!(IggyBridge::take_prepared(&[batch.clone(), batch.clone()]).is_none());
         // Never taken: given back when the last copy of the batch goes.
