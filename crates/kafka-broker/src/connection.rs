@@ -147,11 +147,17 @@ pub(crate) async fn serve<S>(
 /// Bytes a connection reads before the size of the next frame is known (they hold no
 /// lease: at most this much per connection is outside the budget).
 const BOUNDARY_STEP: usize = 4 * 1024;
-/// Smallest and largest amount a frame's lease runs ahead of the bytes received: it
-/// doubles with what has arrived, so a large frame that is really sent needs few grants
-/// while one that stops holds at most what it sent plus one step.
+/// Smallest and largest amount a frame's lease runs ahead of the bytes received: it is
+/// [`GROWTH`] - 1 times what has arrived, so a large frame that is really sent needs few
+/// grants (and few moves of its buffer, which grows with the lease) while one that stops
+/// holds at most [`GROWTH`] times what it sent, or what it sent plus one largest step.
 const MIN_STEP: usize = 4 * 1024;
 const MAX_STEP: usize = 8 * 1024 * 1024;
+/// How many times what has arrived a frame's lease may hold. Each grant moves the
+/// buffer (a reallocation that copies what arrived), so the frame's bytes are copied
+/// about 1 / (`GROWTH` - 1) times over on top of their read: once over with doubling,
+/// a seventh with 8.
+const GROWTH: usize = 8;
 
 async fn read_frames<R: AsyncRead>(
     rd: R,
@@ -229,7 +235,10 @@ async fn read_frames<R: AsyncRead>(
             }
             if held.held() <= buf.len() {
                 // Take the next step from the budget before reading it.
-                let step = buf.len().clamp(MIN_STEP, MAX_STEP);
+                let step = buf
+                    .len()
+                    .saturating_mul(GROWTH - 1)
+                    .clamp(MIN_STEP, MAX_STEP);
                 if !grow(held, total.min(buf.len() + step), deadline, &mut stop).await {
                     return;
                 }

@@ -189,6 +189,27 @@ async fn announced_sizes_hold_only_a_step_and_others_are_served() {
 }
 
 #[tokio::test]
+async fn a_frame_that_stops_holds_a_bounded_multiple_of_what_it_sent() {
+    let gw = start(limits(3 * MIB + 64 * 1024 + 8)).await;
+    // The first 64 KiB of a 1 MiB frame, then nothing: its lease ran ahead of what
+    // arrived (few grants and buffer moves for a frame that is really sent), but by at
+    // most seven times what arrived (a 4 KiB step at first), never to the announced size.
+    let sent = 64 * 1024;
+    let mut s = TcpStream::connect(gw.kafka).await.unwrap();
+    let frame = api_versions(1, MIB - 20);
+    s.write_all(&frame[..sent]).await.unwrap();
+    settle().await;
+    let held = metric(&gw, "kafka_gateway_request_memory_in_use_bytes").await;
+    assert!(
+        held >= sent as f64 && held <= (8 * sent + 4 * 1024) as f64,
+        "64 KiB of a 1 MiB frame hold {held} bytes"
+    );
+    // The rest comes: answered.
+    s.write_all(&frame[sent..]).await.unwrap();
+    assert_eq!(answer(&mut s).await, Some(1));
+}
+
+#[tokio::test]
 async fn small_requests_are_answered_while_large_ones_hold_the_pool() {
     let gw = start(limits(MIB + 64 * 1024 + 8)).await;
     // One connection takes almost the whole pool with the start of a large frame and
