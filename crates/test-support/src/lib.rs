@@ -242,6 +242,7 @@ impl IggyServer {
             paused: false,
         };
         server.spawn();
+        server.wait_ready();
         server
     }
 
@@ -300,7 +301,6 @@ impl IggyServer {
             });
         self.child = Some(child);
         self.paused = false;
-        self.wait_ready();
     }
 
     fn exited(&mut self) -> Option<ExitStatus> {
@@ -310,28 +310,37 @@ impl IggyServer {
     }
 
     fn wait_ready(&mut self) {
+        if let Err(why) = self.ready() {
+            panic!("{why}");
+        }
+    }
+
+    /// Waits until the process listens; why not, with the end of its log, when it exits
+    /// first or does not listen within [`IGGY_STARTUP_TIMEOUT`].
+    fn ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + IGGY_STARTUP_TIMEOUT;
         loop {
             if let Some(status) = self.exited() {
-                panic!(
+                return Err(format!(
                     "{IGGY_SERVER_BIN}={} exited ({status}) before listening on {}; \
                      end of its log:\n{}",
                     self.bin.display(),
                     self.address,
                     self.log_tail()
-                );
+                ));
             }
             if TcpStream::connect(&self.address).is_ok() {
-                return;
+                return Ok(());
             }
-            assert!(
-                Instant::now() < deadline,
-                "{IGGY_SERVER_BIN}={} did not listen on {} within {IGGY_STARTUP_TIMEOUT:?}; \
-                 end of its log:\n{}",
-                self.bin.display(),
-                self.address,
-                self.log_tail()
-            );
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{IGGY_SERVER_BIN}={} did not listen on {} within {IGGY_STARTUP_TIMEOUT:?}; \
+                     end of its log:\n{}",
+                    self.bin.display(),
+                    self.address,
+                    self.log_tail()
+                ));
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -372,6 +381,20 @@ impl IggyServer {
     pub fn restart(&mut self) {
         self.stop();
         self.spawn();
+        self.wait_ready();
+    }
+
+    /// [`IggyServer::restart`], with why the server did not come back (it exited, or did
+    /// not listen in time: the end of its log) instead of a panic; the process is
+    /// stopped then.
+    pub fn try_restart(&mut self) -> Result<(), String> {
+        self.stop();
+        self.spawn();
+        let ready = self.ready();
+        if ready.is_err() {
+            self.stop();
+        }
+        ready
     }
 
     /// Freezes the process (SIGSTOP): connections stay open, nothing is answered, as
