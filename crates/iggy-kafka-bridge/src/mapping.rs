@@ -950,12 +950,6 @@ fn plain_native_value<'a>(r: &RecordRef<'a>) -> Option<&'a [u8]> {
     (r.header_count == 0 && r.key.is_none_or(fits)).then_some(value)
 }
 
-/// One header entry written at the front of `out`, which has room for it; what is left.
-fn write_entry<'a>(mut out: &'a mut [u8], name: &[u8], kind: u8, value: &[u8]) -> &'a mut [u8] {
-    put_entry(&mut out, name, kind, value);
-    out
-}
-
 impl WireMessages {
     /// Appends the messages of one batch, whose records (decompressed) are `section`:
     /// the bytes of [`WireMessages::push_batch_by_records`]. Records with no headers, a
@@ -1074,38 +1068,44 @@ impl WireMessages {
         frame: &[u8],
         txn: Option<i64>,
     ) {
-        let mut after = [0u8; KEY_ENTRY_MAX + TAIL_MAX];
-        let mut out = &mut after[..];
+        // Written in place: the message header with its user headers' length left
+        // zero, the value, the entries, then that length.
+        let (id, offset_delta) = self.next_fields();
+        self.buf
+            .reserve(BATCH_MESSAGE_HEADER_SIZE + value.len() + KEY_ENTRY_MAX + TAIL_MAX);
+        let start = self.buf.len();
+        self.buf.put_u64_le(0); // checksum
+        self.buf.put_u128_le(id);
+        self.buf.put_u32_le(offset_delta);
+        self.buf.put_u32_le(0); // timestamp delta
+        self.buf.put_u32_le(0); // user headers' length, below
+        // Bounded by the caller: a payload Iggy takes.
+        self.buf.put_u32_le(value.len() as u32);
+        self.buf.put_u64_le(0); // reserved
+        self.buf.put_slice(value);
+        let headers_at = self.buf.len();
         if let Some(k) = key {
-            out = write_entry(out, KEY_HEADER.as_bytes(), KIND_RAW, k);
+            put_entry(&mut self.buf, KEY_HEADER.as_bytes(), KIND_RAW, k);
         }
-        out = write_entry(out, RECORD_HEADER.as_bytes(), KIND_RAW, frame);
-        out = write_entry(
-            out,
+        put_entry(&mut self.buf, RECORD_HEADER.as_bytes(), KIND_RAW, frame);
+        put_entry(
+            &mut self.buf,
             TIMESTAMP_HEADER.as_bytes(),
             KIND_INT64,
             &timestamp.to_le_bytes(),
         );
         if let Some(p) = txn {
-            out = write_entry(out, TXN_HEADER.as_bytes(), KIND_INT64, &p.to_le_bytes());
+            put_entry(
+                &mut self.buf,
+                TXN_HEADER.as_bytes(),
+                KIND_INT64,
+                &p.to_le_bytes(),
+            );
         }
-        let left = out.len();
-        let headers_len = after.len() - left;
-        let mut head = [0u8; BATCH_MESSAGE_HEADER_SIZE];
-        let (id, offset_delta) = self.next_fields();
-        head[AT_ID..AT_ID + 16].copy_from_slice(&id.to_le_bytes());
-        head[AT_OFFSET_DELTA..AT_OFFSET_DELTA + 4].copy_from_slice(&offset_delta.to_le_bytes());
-        // Both lengths were bounded above (a few hundred bytes; a payload Iggy takes).
-        head[AT_HEADERS_LEN..AT_HEADERS_LEN + 4]
+        let headers_len = self.buf.len() - headers_at;
+        // A few hundred bytes: the key is a short one, the rest bounded.
+        self.buf[start + AT_HEADERS_LEN..start + AT_HEADERS_LEN + 4]
             .copy_from_slice(&(headers_len as u32).to_le_bytes());
-        head[AT_PAYLOAD_LEN..AT_PAYLOAD_LEN + 4]
-            .copy_from_slice(&(value.len() as u32).to_le_bytes());
-        self.buf
-            .reserve(BATCH_MESSAGE_HEADER_SIZE + value.len() + headers_len);
-        let start = self.buf.len();
-        self.buf.put_slice(&head);
-        self.buf.put_slice(value);
-        self.buf.put_slice(&after[..headers_len]);
         self.seal_at(start, self.buf.len(), self.count);
         self.count += 1;
         self.data_bytes = self.data_bytes.saturating_add(value.len() + headers_len);
