@@ -906,14 +906,10 @@ impl WireMessages {
             self.buf.extend_from_slice(&rest);
         }
         self.data_bytes = self.data_bytes - old_data + again.data_bytes;
-        if self.seal.is_some() {
+        if let Some(first_id) = self.seal.as_ref().map(|s| s.first_id) {
             // Finished again, with its own id and place.
-            let (id, index) = (
-                self.seal
-                    .as_ref()
-                    .map_or(0, |s| nth_id(s.first_id, mark.index)),
-                mark.index,
-            );
+            let index = mark.index;
+            let id = nth_id(first_id, index);
             let message = &mut self.buf[mark.len..mark.len + new_len];
             message[AT_ID..AT_ID + 16].copy_from_slice(&id.to_le_bytes());
             message[AT_OFFSET_DELTA..AT_OFFSET_DELTA + 4]
@@ -2415,22 +2411,7 @@ mod send_tests {
     fn ours(appends: &[Append], first_id: u128, room: Option<usize>) -> SendBody {
         let (s, t, p) = target();
         let room = room.unwrap_or_else(|| send_room(&s, &t, &p));
-        let wire = appends
-            .iter()
-            .map(|(origin, records)| {
-                let mut w = WireMessages::new(room, 16, *origin);
-                for (record, delta, frame, txn) in records {
-                    let tag = if *txn {
-                        frame.as_ref().and_then(|f| TxnTag::of(f, record))
-                    } else {
-                        None
-                    };
-                    w.push(record, *delta, frame.as_ref(), tag.as_ref())
-                        .unwrap();
-                }
-                w
-            })
-            .collect();
+        let wire = appends.iter().map(|a| written(a, room, None)).collect();
         let mut next = first_id;
         send_body(wire, &s, &t, &p, || {
             next += 1;
