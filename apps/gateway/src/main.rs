@@ -237,11 +237,12 @@ fn init_tracing(format: LogFormat) {
 }
 
 fn run(config: GatewayConfig) -> Result<(), Fatal> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("gateway")
-        .build()
-        .map_err(Fatal::Runtime)?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all().thread_name("gateway");
+    if let Some(workers) = config.worker_threads {
+        builder.worker_threads(workers);
+    }
+    let runtime = builder.build().map_err(Fatal::Runtime)?;
     let result = runtime.block_on(serve(config));
     // Connections were drained (or abandoned) by the broker already; anything still
     // running now is not worth delaying the exit for.
@@ -395,6 +396,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
         advertised = %advertised,
         node_id = broker.node_id,
         cluster_id = %broker.cluster_id,
+        worker_threads = tokio::runtime::Handle::current().metrics().num_workers(),
         "gateway ready"
     );
     let mut lines = Vec::with_capacity(sockets.len());

@@ -347,6 +347,43 @@ fn listens_on_a_picked_port_and_stops_on_sigterm() {
     );
 }
 
+/// The ready line states the worker count the runtime really has.
+fn ready_workers(env: &[(&str, &str)]) -> usize {
+    let mut all = vec![("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")];
+    all.extend_from_slice(env);
+    let mut gw = Running::start(&[], &all);
+    gw.listen_line();
+    gw.signal("TERM");
+    let (status, stderr) = gw.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let ready = stderr
+        .lines()
+        .find(|l| l.contains("gateway ready"))
+        .unwrap_or_else(|| panic!("no ready line: {stderr}"));
+    let (_, rest) = ready
+        .split_once("worker_threads=")
+        .unwrap_or_else(|| panic!("no worker count: {ready}"));
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap()
+}
+
+#[test]
+fn worker_threads_are_one_per_core_unless_set() {
+    let cores = thread::available_parallelism().unwrap().get();
+    assert_eq!(ready_workers(&[]), cores);
+    assert_eq!(ready_workers(&[("IGGY_KAFKA_WORKER_THREADS", "1")]), 1);
+    assert_eq!(ready_workers(&[("IGGY_KAFKA_WORKER_THREADS", "3")]), 3);
+}
+
+#[test]
+fn too_many_worker_threads_is_a_configuration_error() {
+    assert_config_error(
+        &[],
+        &[("IGGY_KAFKA_WORKER_THREADS", "100000")],
+        &["IGGY_KAFKA_WORKER_THREADS", "1024"],
+    );
+}
+
 #[test]
 fn stops_on_sigint() {
     let mut gw = Running::start(&[], &[("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")]);

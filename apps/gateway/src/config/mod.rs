@@ -30,6 +30,7 @@
 //! | [`memory`] | `memory_*` | the gateway: the embedded store's config has no checks of its own |
 //! | [`bridge`] | `bridge_enabled`, `iggy_*`, `topic_map_path` | [`BridgeConfig::validate`](iggy_kafka_bridge::BridgeConfig::validate) |
 //! | [`logging`] | `log_format` | the gateway |
+//! | [`runtime`] | `worker_threads` | the gateway |
 //! | [`quotas`] | `quota_*` | [`BrokerConfig::check`] |
 //! | [`transactions`] | `transaction_*` | [`BrokerConfig::check`] ([`TransactionSettings::check`](kafka_broker::TransactionSettings::check)) |
 //! | [`security`] | `listeners`, `advertised_listeners`, `listener_security_protocol_map`, `sasl_*`, `tls_*`, `super_users`, `max_concurrent_authentications` | the gateway (listeners, files, bounds) |
@@ -51,6 +52,7 @@ mod listener;
 mod logging;
 mod memory;
 mod quotas;
+mod runtime;
 mod security;
 #[cfg(test)]
 mod tests;
@@ -131,6 +133,8 @@ pub struct GatewayConfig {
     pub cluster: ClusterSettings,
     /// How log lines are written.
     pub log_format: LogFormat,
+    /// Worker threads of the async runtime; `None` is one per core.
+    pub worker_threads: Option<usize>,
     /// The file that was read, if any.
     pub config_file: Option<PathBuf>,
     /// Settings that were given but have no effect, one message each, to be logged as
@@ -227,6 +231,7 @@ pub fn keys() -> &'static [&'static str] {
             values::fields::<memory::Raw>(),
             values::fields::<bridge::Raw>(),
             values::fields::<logging::Raw>(),
+            values::fields::<runtime::Raw>(),
             values::fields::<quotas::Raw>(),
             values::fields::<security::Raw>(),
             values::fields::<authorization::Raw>(),
@@ -377,6 +382,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
     let memory: memory::Raw = extract(figment, names)?;
     let bridge: bridge::Raw = extract(figment, names)?;
     let logging: logging::Raw = extract(figment, names)?;
+    let runtime: runtime::Raw = extract(figment, names)?;
     let quotas: quotas::Raw = extract(figment, names)?;
     let security: security::Raw = extract(figment, names)?;
     let authorization: authorization::Raw = extract(figment, names)?;
@@ -409,6 +415,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
         })?;
     }
     let log_format = logging.validate(names)?;
+    let worker_threads = runtime.validate(names)?;
     let single = security::Single {
         bind: listener.bind_addr,
         advertised_host: broker.advertised_host.clone(),
@@ -484,6 +491,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
         acls,
         cluster,
         log_format,
+        worker_threads,
         config_file: names.file.map(Path::to_path_buf),
         warnings,
     })
