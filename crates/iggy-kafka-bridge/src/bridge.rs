@@ -92,7 +92,7 @@ struct Inner {
     /// Payload bytes held by all send queues, bounded by `send_buffer_bytes`.
     send_bytes: AtomicUsize,
     /// Bytes of messages mapped ahead of their appends and not yet taken by one
-    /// (`IggyBridge::prepare_messages`), bounded by `send_buffer_bytes` too.
+    /// (`IggyBridge::mapping_sink`), bounded by `send_buffer_bytes` too.
     prepared_bytes: Arc<AtomicUsize>,
     /// Idempotent producers remembered over all partitions, bounded by
     /// `dedup_producers`.

@@ -939,6 +939,154 @@ const KEY_ENTRY_MAX: usize = 10 + KEY_HEADER.len() + MAX_HEADER_FIELD;
 /// The value of a record that maps to a native message with no producer headers, the
 /// form [`WireMessages::push_batch`] writes without a [`NewRecord`]: a value Iggy takes
 /// as a payload, a null or native key, no headers. `None` for every other record.
+fn bad_records(e: RecordsError) -> MappingError {
+    MappingError::Records(e.to_string())
+}
+
+fn delta_of(i: usize) -> Result<i32, MappingError> {
+    i32::try_from(i).map_err(|_| MappingError::Unrepresentable("too many records".into()))
+}
+
+/// One batch's mapping in progress ([`WireMessages::push_batch`]), fed its records in
+/// order: each record with no producer headers is written in place as it comes
+/// ([`WireMessages::put_plain`]), the first with the batch's frame written as if the
+/// batch re-encodes exactly (its CRC kept). At the first record that cannot be written
+/// so (or for a control batch, or when not asked to write in place) the rest are left
+/// to [`BatchMapping::finish`], which maps them record by record from the section;
+/// it also writes the first message again when the batch turns out not to re-encode
+/// exactly.
+pub(crate) struct BatchMapping {
+    plain: BatchFrame,
+    hoped: BatchFrame,
+    txn: Option<i64>,
+    exact: ExactReencoding,
+    /// The first message: where it starts, its record, the CRC written in it.
+    first: Option<(WireMark, NewRecord, Option<u32>)>,
+    /// Records written in place so far.
+    done: usize,
+    /// Whether records are still written in place as they come.
+    in_place: bool,
+    /// Why writing in place stopped with an error, reported by `finish`.
+    error: Option<MappingError>,
+}
+
+impl BatchMapping {
+    /// The mapping of `batch`, its records written in place as they come when
+    /// `in_place` (and the batch is not a control batch).
+    pub(crate) fn new(batch: &RecordBatch, in_place: bool) -> Self {
+        let plain = frame_of(batch.header());
+        BatchMapping {
+            plain,
+            hoped: BatchFrame {
+                crc: Some(batch.header().crc),
+                ..plain
+            },
+            txn: plain.is_transactional().then_some(plain.producer_id),
+            exact: ExactReencoding::new(batch),
+            first: None,
+            done: 0,
+            in_place: in_place && !plain.is_control(),
+            error: None,
+        }
+    }
+
+    /// Takes the batch's next record (read from `section`); whether records are still
+    /// written as they come (once not, the rest are for [`BatchMapping::finish`]).
+    pub(crate) fn record(
+        &mut self,
+        messages: &mut WireMessages,
+        section: &Bytes,
+        r: &RecordRef<'_>,
+    ) -> bool {
+        if !self.in_place {
+            return false;
+        }
+        let Some(value) = plain_native_value(r) else {
+            self.in_place = false;
+            return false;
+        };
+        self.exact.record_ref(r);
+        if self.done == 0 {
+            let mark = messages.mark();
+            let (frame, len) = frame(0, Some(&self.hoped), true);
+            messages.put_plain(r.key, value, r.timestamp, &frame[..len], self.txn);
+            let record = NewRecord {
+                timestamp: r.timestamp,
+                key: r.key.map(|k| section.slice_ref(k)),
+                value: Some(section.slice_ref(value)),
+                headers: Vec::new(),
+            };
+            self.first = Some((mark, record, self.hoped.crc));
+        } else {
+            let delta = match delta_of(self.done) {
+                Ok(d) => d,
+                Err(e) => {
+                    self.error = Some(e);
+                    self.in_place = false;
+                    return false;
+                }
+            };
+            let [d0, d1, d2, d3] = delta.to_be_bytes();
+            let frame = [FORMAT_VERSION, 0, d0, d1, d2, d3];
+            messages.put_plain(r.key, value, r.timestamp, &frame, self.txn);
+        }
+        self.done += 1;
+        true
+    }
+
+    /// Maps the records not written as they came (all of them when none were, or
+    /// none when every one was), then settles the first message's frame.
+    pub(crate) fn finish(
+        mut self,
+        messages: &mut WireMessages,
+        batch: &RecordBatch,
+        section: &Bytes,
+    ) -> Result<(), MappingError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let plain = self.plain;
+        let hoped = self.hoped;
+        let mut first = self.first.take();
+        if !self.in_place {
+            for (i, record) in batch
+                .records_in(section.clone())
+                .enumerate()
+                .skip(self.done)
+            {
+                let record = record.map_err(bad_records)?;
+                self.exact.record(&record);
+                let delta = delta_of(i)?;
+                let record = NewRecord::from(record);
+                let txn = TxnTag::of(&plain, &record);
+                if i == 0 {
+                    let mark = messages.mark();
+                    // A record that fits only without the CRC is written without it.
+                    let written = match messages.push(&record, delta, Some(&hoped), txn.as_ref()) {
+                        Ok(()) => hoped.crc,
+                        Err(_) => None,
+                    };
+                    if written.is_none() {
+                        messages.push(&record, delta, Some(&plain), txn.as_ref())?;
+                    }
+                    first = Some((mark, record, written));
+                } else {
+                    messages.push(&record, delta, None, txn.as_ref())?;
+                }
+            }
+        }
+        if let Some((mark, record, written)) = first {
+            let crc = self.exact.crc();
+            if crc != written {
+                let frame = BatchFrame { crc, ..plain };
+                let txn = TxnTag::of(&frame, &record);
+                messages.rewrite(mark, &record, 0, Some(&frame), txn.as_ref())?;
+            }
+        }
+        Ok(())
+    }
+}
+
 fn plain_native_value<'a>(r: &RecordRef<'a>) -> Option<&'a [u8]> {
     let value = r
         .value
@@ -974,82 +1122,16 @@ impl WireMessages {
         section: &Bytes,
         in_place: bool,
     ) -> Result<(), MappingError> {
-        let bad = |e: RecordsError| MappingError::Records(e.to_string());
-        let delta_of = |i: usize| {
-            i32::try_from(i).map_err(|_| MappingError::Unrepresentable("too many records".into()))
-        };
-        let plain = frame_of(batch.header());
-        let hoped = BatchFrame {
-            crc: Some(batch.header().crc),
-            ..plain
-        };
-        let mut exact = ExactReencoding::new(batch);
-        // The first message: where it starts, its record, the CRC written in it.
-        let mut first: Option<(WireMark, NewRecord, Option<u32>)> = None;
-        let mut done = 0usize;
-        let mut rest = true;
-        if in_place && !plain.is_control() {
-            let txn = plain.is_transactional().then_some(plain.producer_id);
-            'walk: {
-                for r in batch.record_refs_in(section) {
-                    let r = r.map_err(bad)?;
-                    let Some(value) = plain_native_value(&r) else {
-                        break 'walk;
-                    };
-                    exact.record_ref(&r);
-                    let mark = self.mark();
-                    if done == 0 {
-                        let (frame, len) = frame(0, Some(&hoped), true);
-                        self.put_plain(r.key, value, r.timestamp, &frame[..len], txn);
-                        let record = NewRecord {
-                            timestamp: r.timestamp,
-                            key: r.key.map(|k| section.slice_ref(k)),
-                            value: Some(section.slice_ref(value)),
-                            headers: Vec::new(),
-                        };
-                        first = Some((mark, record, hoped.crc));
-                    } else {
-                        let [d0, d1, d2, d3] = delta_of(done)?.to_be_bytes();
-                        let frame = [FORMAT_VERSION, 0, d0, d1, d2, d3];
-                        self.put_plain(r.key, value, r.timestamp, &frame, txn);
-                    }
-                    done += 1;
-                }
-                rest = false;
-            }
-        }
-        if rest {
-            for (i, record) in batch.records_in(section.clone()).enumerate().skip(done) {
-                let record = record.map_err(bad)?;
-                exact.record(&record);
-                let delta = delta_of(i)?;
-                let record = NewRecord::from(record);
-                let txn = TxnTag::of(&plain, &record);
-                if i == 0 {
-                    let mark = self.mark();
-                    // A record that fits only without the CRC is written without it.
-                    let written = match self.push(&record, delta, Some(&hoped), txn.as_ref()) {
-                        Ok(()) => hoped.crc,
-                        Err(_) => None,
-                    };
-                    if written.is_none() {
-                        self.push(&record, delta, Some(&plain), txn.as_ref())?;
-                    }
-                    first = Some((mark, record, written));
-                } else {
-                    self.push(&record, delta, None, txn.as_ref())?;
+        let mut mapping = BatchMapping::new(batch, in_place);
+        if mapping.in_place {
+            for r in batch.record_refs_in(section) {
+                let r = r.map_err(bad_records)?;
+                if !mapping.record(self, section, &r) {
+                    break;
                 }
             }
         }
-        if let Some((mark, record, written)) = first {
-            let crc = exact.crc();
-            if crc != written {
-                let frame = BatchFrame { crc, ..plain };
-                let txn = TxnTag::of(&frame, &record);
-                self.rewrite(mark, &record, 0, Some(&frame), txn.as_ref())?;
-            }
-        }
-        Ok(())
+        mapping.finish(self, batch, section)
     }
 
     /// Appends a native message with no producer headers: what [`WireMessages::push`]

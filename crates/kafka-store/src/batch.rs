@@ -58,6 +58,24 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
+/// Takes a batch's records one by one as [`check_batches_with`] reads them, so a store can
+/// do its work on each record ([`crate::LogStore::preparer`]) in the same pass as the
+/// check, while the record is in the cache, instead of reading the records a second time.
+/// The records it is given are well-formed and in offset-delta order; the batch may still
+/// fail a check after them (its count, its last offset delta), and then the sink is
+/// dropped unfinished.
+pub trait RecordSink: Send {
+    /// The next record of the batch (the first has offset delta 0, and so on).
+    fn record(&mut self, record: &RecordRef<'_>);
+
+    /// The whole batch passed the check: what goes with it ([`ValidBatch::with_prepared`]).
+    fn finish(self: Box<Self>) -> Option<Prepared>;
+}
+
+/// Makes the sink for one batch, given its decoded batch and uncompressed records
+/// section before its records are read; `None` leaves the batch unprepared.
+pub type SinkFor<'a> = dyn FnMut(&RecordBatch, &Bytes) -> Option<Box<dyn RecordSink>> + 'a;
+
 /// What the check's walk over a batch's records saw, for the per-record rules a topic
 /// applies (keyless records on a compacted topic, timestamps out of bounds): when the
 /// summary shows no record can break them, the records need not be read again.
@@ -119,10 +137,20 @@ pub struct ValidBatches {
 /// Checks every whole batch of `records`: see the module documentation. The first
 /// failing batch fails the call.
 pub fn check_batches(records: &Bytes, limits: &DecodeLimits) -> Result<ValidBatches, RecordsError> {
+    check_batches_with(records, limits, &mut |_, _| None)
+}
+
+/// [`check_batches`], handing each batch's records to the sink `sink_for` makes for it
+/// (if any) during the check's own walk, and the finished sink's result to the batch.
+pub fn check_batches_with(
+    records: &Bytes,
+    limits: &DecodeLimits,
+    sink_for: &mut SinkFor<'_>,
+) -> Result<ValidBatches, RecordsError> {
     let seq = decode_batches(records, limits)?;
     let mut batches = Vec::with_capacity(seq.batches.len());
     for batch in seq.batches {
-        batches.push(ValidBatch::check(batch)?);
+        batches.push(ValidBatch::check(batch, sink_for)?);
     }
     Ok(ValidBatches {
         batches,
@@ -144,9 +172,11 @@ impl ValidBatch {
         }
     }
 
-    /// Decompresses and walks the records of a CRC-verified batch.
-    fn check(batch: RecordBatch) -> Result<ValidBatch, RecordsError> {
+    /// Decompresses and walks the records of a CRC-verified batch, handing them to the
+    /// sink `sink_for` makes for it.
+    fn check(batch: RecordBatch, sink_for: &mut SinkFor<'_>) -> Result<ValidBatch, RecordsError> {
         let section = batch.records_section()?;
+        let mut sink = sink_for(&batch, &section);
         let header = batch.header();
         let mut count = 0i64;
         let mut summary = RecordsSummary::EMPTY;
@@ -161,6 +191,9 @@ impl ValidBatch {
                     index: count,
                     offset_delta: record.offset_delta,
                 });
+            }
+            if let Some(sink) = sink.as_mut() {
+                sink.record(&record);
             }
             count += 1;
         }
@@ -182,7 +215,7 @@ impl ValidBatch {
             batch,
             section,
             summary,
-            prepared: None,
+            prepared: sink.and_then(RecordSink::finish),
         })
     }
 

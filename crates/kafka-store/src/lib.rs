@@ -25,7 +25,10 @@ pub mod suite;
 pub mod topic_config;
 pub mod txn_index;
 
-pub use batch::{Prepared, RecordsSummary, ValidBatch, ValidBatches, check_batches};
+pub use batch::{
+    Prepared, RecordSink, RecordsSummary, SinkFor, ValidBatch, ValidBatches, check_batches,
+    check_batches_with,
+};
 pub use topic_config::{
     CleanupPolicy, CompressionType, ConfigError, MessageTimestampType, TopicConfig,
 };
@@ -33,6 +36,7 @@ pub use topic_config::{
 use async_trait::async_trait;
 use bytes::Bytes;
 use kafka_protocol::ErrorCode;
+use kafka_records::RecordBatch;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -258,8 +262,28 @@ pub trait LogStore: Send + Sync + 'static {
     /// [`LogStore::submit`] to use. An append must have the same outcome with or without
     /// it (a clone of the batch, a batch prepared by another store, a failed
     /// preparation). The default prepares nothing.
+    /// The default feeds the batch's records to [`LogStore::preparer`]'s sink.
     fn prepare(&self, topic: &str, partition: i32, batch: &ValidBatch) -> Option<Prepared> {
-        let _ = (topic, partition, batch);
+        let mut sink = self.preparer(topic, partition, batch.batch(), batch.section())?;
+        for record in batch.batch().record_refs_in(batch.section()) {
+            sink.record(&record.ok()?);
+        }
+        sink.finish()
+    }
+
+    /// The per-record form of [`LogStore::prepare`], for a batch being checked: a sink
+    /// that takes the batch's records during the check's own walk
+    /// ([`check_batches_with`]), so the records are read once for both. `batch` and
+    /// `section` are the decoded batch and its uncompressed records, before they are
+    /// read; the batch's own checks are not all done yet. The default prepares nothing.
+    fn preparer(
+        &self,
+        topic: &str,
+        partition: i32,
+        batch: &RecordBatch,
+        section: &Bytes,
+    ) -> Option<Box<dyn RecordSink>> {
+        let _ = (topic, partition, batch, section);
         None
     }
 

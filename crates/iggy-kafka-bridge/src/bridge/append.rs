@@ -23,13 +23,17 @@ use super::{IggyBridge, named, poisoned};
 use crate::config::IggyTopicRef;
 use crate::convert;
 use crate::errors::{Op, map_iggy_error};
-use crate::mapping::{self, MappingError, WireMessages};
+use crate::mapping::{self, BatchMapping, MappingError, WireMessages};
 use crate::partition::PartitionId;
 use crate::polled;
+use bytes::Bytes;
 use iggy::prelude::PollingStrategy;
 use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
 use iggy_common::wire_conversions::identifier_to_wire;
-use kafka_store::{AppendOutcome, PendingAppend, Prepared, StoreError, StoreResult, ValidBatch};
+use kafka_records::{RecordBatch, RecordRef};
+use kafka_store::{
+    AppendOutcome, PendingAppend, Prepared, RecordSink, StoreError, StoreResult, ValidBatch,
+};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,7 +43,7 @@ use std::sync::{Arc, Mutex};
 /// misbehaving client.
 const MAX_JOINED: usize = 16;
 
-/// A batch's messages mapped ahead of its append ([`IggyBridge::prepare_messages`]),
+/// A batch's messages mapped ahead of its append ([`IggyBridge::mapping_sink`]),
 /// taken by the first append that uses them, with their hold on the bridge's budget for
 /// such messages.
 struct PreparedMessages(Mutex<Option<(WireMessages, PreparedHold)>>);
@@ -72,15 +76,21 @@ impl Drop for PreparedHold {
     }
 }
 
-/// Bytes the messages of `batch` take, about: the batch's bytes (values, keys, producer
-/// headers) and the wire's own per message. A record takes at least 7 bytes of its
-/// batch, so the estimate stays within a multiple of the batch's size.
-fn capacity_of(batch: &ValidBatch) -> usize {
-    let records = usize::try_from(batch.batch().header().record_count)
+/// The fewest bytes a record takes in a records section: its length, attributes,
+/// timestamp and offset deltas, key and value lengths and header count, one byte each.
+const MIN_RECORD_BYTES: usize = 7;
+
+/// Bytes the messages of `batch` (its records section `section_len` bytes) take, about:
+/// the batch's bytes (values, keys, producer headers) and the wire's own per message. A
+/// record takes at least [`MIN_RECORD_BYTES`] of its section, so the estimate stays
+/// within a multiple of the batch's size.
+fn capacity_of(batch: &RecordBatch, section_len: usize) -> usize {
+    let records = usize::try_from(batch.header().record_count)
         .unwrap_or(0)
-        .min(batch.len() / 7);
+        .min(section_len / MIN_RECORD_BYTES);
     batch
-        .len()
+        .encoded_len()
+        .max(section_len)
         .saturating_add(records.saturating_mul(mapping::MESSAGE_OVERHEAD))
 }
 
@@ -92,23 +102,62 @@ fn records_of(batches: &[ValidBatch]) -> usize {
         .fold(0, usize::saturating_add)
 }
 
-/// [`IggyBridge::prepare_messages`] with the budget `held` of at most `limit` bytes;
-/// `ids(n)` reserves `n` message ids and gives the first.
-fn prepare_within(
+/// The bridge's [`RecordSink`]: one batch's messages, mapped as the check reads its
+/// records ([`IggyBridge::preparer`]), with their hold on the budget for such messages.
+struct MappingSink {
+    messages: WireMessages,
+    mapping: BatchMapping,
+    batch: RecordBatch,
+    section: Bytes,
+    hold: PreparedHold,
+}
+
+impl RecordSink for MappingSink {
+    fn record(&mut self, record: &RecordRef<'_>) {
+        self.mapping
+            .record(&mut self.messages, &self.section, record);
+    }
+
+    fn finish(self: Box<Self>) -> Option<Prepared> {
+        let MappingSink {
+            mut messages,
+            mapping,
+            batch,
+            section,
+            hold,
+        } = *self;
+        mapping.finish(&mut messages, &batch, &section).ok()?;
+        Some(Prepared::new(PreparedMessages(Mutex::new(Some((
+            messages, hold,
+        ))))))
+    }
+}
+
+/// [`IggyBridge::preparer`] with the budget `held` of at most `limit` bytes; `ids(n)`
+/// reserves `n` message ids and gives the first. The batch's records are not checked
+/// yet, so the ids reserved (one per record) are bounded by what its section can hold,
+/// not only by its `recordCount`.
+fn sink_within(
     held: &Arc<AtomicUsize>,
     limit: usize,
-    batch: &ValidBatch,
+    batch: &RecordBatch,
+    section: &Bytes,
     ids: impl FnOnce(usize) -> u128,
-) -> Option<Prepared> {
-    let capacity = capacity_of(batch);
+) -> Option<MappingSink> {
+    let capacity = capacity_of(batch, section.len());
     let hold = PreparedHold::reserve(held, capacity.saturating_add(mapping::MAX_SEND_ROOM), limit)?;
     let origin = iggy::prelude::IggyTimestamp::now().as_micros();
-    let n = records_of(std::slice::from_ref(batch));
-    let mut messages = WireMessages::sealed(mapping::MAX_SEND_ROOM, capacity, origin, ids(n), n);
-    messages.push_batch(batch.batch(), batch.section()).ok()?;
-    Some(Prepared::new(PreparedMessages(Mutex::new(Some((
-        messages, hold,
-    ))))))
+    let n = usize::try_from(batch.header().record_count)
+        .unwrap_or(0)
+        .min(section.len() / MIN_RECORD_BYTES);
+    let messages = WireMessages::sealed(mapping::MAX_SEND_ROOM, capacity, origin, ids(n), n);
+    Some(MappingSink {
+        messages,
+        mapping: BatchMapping::new(batch, true),
+        batch: batch.clone(),
+        section: section.clone(),
+        hold,
+    })
 }
 
 /// Messages beyond a send's own that [`IggyBridge::settle_unknown`] looks through for
@@ -394,22 +443,29 @@ impl IggyBridge {
         Ok(Queued::Waits(answer))
     }
 
-    /// The messages of one batch, mapped ahead of its append on the thread that
-    /// checked it ([`kafka_store::LogStore::prepare`]): the same messages
-    /// [`WireMessages::push_batch`] writes at the append, with the most room a send
-    /// can need in front ([`mapping::MAX_SEND_ROOM`]) and the time of the mapping as
-    /// their origin timestamp, each finished as it is written (its id and checksum;
-    /// [`WireMessages::sealed`]) while its bytes are in this core's cache. Messages mapped ahead and not yet taken by their appends
-    /// take at most `send_buffer_bytes` (their buffers' capacity) over the bridge;
-    /// past it, and when the batch does not map, `None`: the append maps the records
+    /// The messages of one batch, mapped ahead of its append as the broker's check reads
+    /// its records, on the thread that checks it ([`kafka_store::LogStore::preparer`]):
+    /// the same messages [`WireMessages::push_batch`] writes at the append, with the most
+    /// room a send can need in front ([`mapping::MAX_SEND_ROOM`]) and the time of the
+    /// mapping as their origin timestamp, each finished as it is written (its id and
+    /// checksum; [`WireMessages::sealed`]) while its bytes are in this core's cache.
+    /// Messages mapped ahead and not yet taken by their appends take at most
+    /// `send_buffer_bytes` (their buffers' capacity) over the bridge; past it `None`, and
+    /// when the batch does not map the sink gives nothing: the append maps the records
     /// itself (and reports why they do not map).
-    pub(crate) fn prepare_messages(&self, batch: &ValidBatch) -> Option<Prepared> {
-        prepare_within(
+    pub(crate) fn mapping_sink(
+        &self,
+        batch: &RecordBatch,
+        section: &Bytes,
+    ) -> Option<Box<dyn RecordSink>> {
+        let sink = sink_within(
             &self.inner.prepared_bytes,
             self.inner.config.send_buffer_bytes,
             batch,
+            section,
             |n| self.message_id(self.reserve_message_ids(n)),
-        )
+        )?;
+        Some(Box::new(sink))
     }
 
     /// The prepared messages of an append of one batch, taken (a clone of the batch
@@ -470,7 +526,7 @@ impl IggyBridge {
                 };
                 let capacity = batches
                     .iter()
-                    .map(capacity_of)
+                    .map(|b| capacity_of(b.batch(), b.section().len()))
                     .fold(0usize, usize::saturating_add);
                 let n = records_of(&batches);
                 let first_id = self.message_id(self.reserve_message_ids(n));
@@ -788,6 +844,21 @@ impl IggyBridge {
 mod tests {
     use super::*;
 
+    /// The prepared messages of a checked batch, its records fed to the sink one by one.
+    fn prepare_within(
+        held: &Arc<AtomicUsize>,
+        limit: usize,
+        batch: &ValidBatch,
+        ids: impl FnOnce(usize) -> u128,
+    ) -> Option<Prepared> {
+        let sink = sink_within(held, limit, batch.batch(), batch.section(), ids)?;
+        let mut sink: Box<dyn RecordSink> = Box::new(sink);
+        for r in batch.batch().record_refs_in(batch.section()) {
+            sink.record(&r.unwrap());
+        }
+        sink.finish()
+    }
+
     #[test]
     fn a_send_groups_waiting_appends_up_to_the_limit() {
         let mut q = SendQueue::default();
@@ -839,6 +910,78 @@ mod tests {
         .body
     }
 
+    /// A batch of `n` records of 100 bytes, headers from the `headed`th record on.
+    fn batch_bytes(n: i64, headed: i64) -> bytes::Bytes {
+        use kafka_records::{BatchOptions, Header, NewRecord, encode_batch};
+        let records: Vec<NewRecord> = (0..n)
+            .map(|i| NewRecord {
+                timestamp: 1_700_000_000_000 + i,
+                key: (i % 3 == 0).then(|| bytes::Bytes::from(format!("key-{i}"))),
+                value: Some(bytes::Bytes::from(vec![i as u8; 100])),
+                headers: if i >= headed {
+                    vec![Header::new(bytes::Bytes::from_static(b"h"), None)]
+                } else {
+                    vec![]
+                },
+            })
+            .collect();
+        let mut out = bytes::BytesMut::new();
+        encode_batch(&BatchOptions::default(), &records, &mut out).unwrap();
+        out.freeze()
+    }
+
+    #[test]
+    fn the_checks_walk_maps_the_same_messages_as_the_append() {
+        let limits = kafka_records::DecodeLimits::default();
+        // All in place; in place then record by record; record by record from the first.
+        for headed in [100, 30, 0] {
+            let bytes = batch_bytes(40, headed);
+            let held = Arc::new(AtomicUsize::new(0));
+            let mut made = 0;
+            let mut sink_for = |b: &RecordBatch, s: &Bytes| {
+                made += 1;
+                let sink = sink_within(&held, usize::MAX, b, s, |_| 1)?;
+                Some(Box::new(sink) as Box<dyn RecordSink>)
+            };
+            let mut checked =
+                kafka_store::check_batches_with(&bytes, &limits, &mut sink_for).unwrap();
+            assert_eq!(made, 1);
+            let batch = checked.batches.remove(0);
+            let taken = IggyBridge::take_prepared(std::slice::from_ref(&batch)).unwrap();
+            let mut own = WireMessages::new(0, 0, taken.origin_micros());
+            own.push_batch(batch.batch(), batch.section()).unwrap();
+            assert_eq!(taken.count(), 40, "headers from {headed}");
+            assert_eq!(body_of(taken), body_of(own), "headers from {headed}");
+            assert_eq!(held.load(Ordering::Relaxed), 0);
+        }
+    }
+
+    #[test]
+    fn a_batch_failing_its_check_after_its_records_gives_back_its_hold() {
+        // recordCount says 41 but the batch holds 40: every record is well-formed and
+        // fed to the sink, then the count fails the check.
+        let mut bytes = batch_bytes(40, 100).to_vec();
+        bytes[57..61].copy_from_slice(&41i32.to_be_bytes());
+        let crc = kafka_records::crc32c(&bytes[21..]);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        let held = Arc::new(AtomicUsize::new(0));
+        let mut fed = 0usize;
+        let mut sink_for = |b: &RecordBatch, s: &Bytes| {
+            let sink = sink_within(&held, usize::MAX, b, s, |n| {
+                fed = n;
+                1
+            })?;
+            Some(Box::new(sink) as Box<dyn RecordSink>)
+        };
+        let limits = kafka_records::DecodeLimits::default();
+        let err =
+            kafka_store::check_batches_with(&bytes::Bytes::from(bytes), &limits, &mut sink_for)
+                .unwrap_err();
+        assert!(err.to_string().contains("record"), "{err}");
+        assert_eq!(fed, 41);
+        assert_eq!(held.load(Ordering::Relaxed), 0);
+    }
+
     #[test]
     fn prepared_messages_are_the_appends_own_and_taken_once() {
         use kafka_records::{BatchOptions, Header, NewRecord, encode_batch};
@@ -863,7 +1006,10 @@ mod tests {
         let held = Arc::new(AtomicUsize::new(0));
         let prepared = prepare_within(&held, usize::MAX, &batch, |_| 1).unwrap();
         let reserved = held.load(Ordering::Relaxed);
-        assert_eq!(reserved, capacity_of(&batch) + mapping::MAX_SEND_ROOM);
+        assert_eq!(
+            reserved,
+            capacity_of(batch.batch(), batch.section().len()) + mapping::MAX_SEND_ROOM
+        );
         // The budget holds one such batch, not two.
         assert!(prepare_within(&held, reserved * 3 / 2, &batch, |_| 1).is_none());
         assert_eq!(held.load(Ordering::Relaxed), reserved);

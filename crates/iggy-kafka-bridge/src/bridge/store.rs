@@ -18,9 +18,10 @@ use crate::partition::{self, PartitionId};
 use async_trait::async_trait;
 use bytes::Bytes;
 use iggy::prelude::{IggyError, MaxTopicSize, PartitionClient, TopicClient, TopicCreateOptions};
+use kafka_records::RecordBatch;
 use kafka_store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, PendingOffsets,
-    Prepared, ReadOutcome, StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo,
+    ReadOutcome, RecordSink, StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo,
     ValidBatch, Watermarks,
 };
 use std::sync::Arc;
@@ -279,9 +280,16 @@ impl LogStore for IggyBridge {
         self.start_append(topic, partition, batches).await
     }
 
-    /// Maps the batch to Iggy messages (see `IggyBridge::prepare_messages`).
-    fn prepare(&self, _topic: &str, _partition: i32, batch: &ValidBatch) -> Option<Prepared> {
-        self.prepare_messages(batch)
+    /// Maps the batch to Iggy messages as its records are read (see
+    /// `IggyBridge::mapping_sink`).
+    fn preparer(
+        &self,
+        _topic: &str,
+        _partition: i32,
+        batch: &RecordBatch,
+        section: &Bytes,
+    ) -> Option<Box<dyn RecordSink>> {
+        self.mapping_sink(batch, section)
     }
 
     async fn read(

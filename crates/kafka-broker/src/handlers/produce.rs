@@ -74,8 +74,8 @@ use crate::broker::now_ms;
 use crate::config::Limits;
 use crate::producers::{BatchId, Verdict};
 use crate::store::{
-    AppendOutcome, CompressionType, LogStore, MessageTimestampType, PendingAppend, TopicConfig,
-    TopicInfo, ValidBatch, check_batches,
+    AppendOutcome, CompressionType, LogStore, MessageTimestampType, PendingAppend, SinkFor,
+    TopicConfig, TopicInfo, ValidBatch, check_batches_with,
 };
 use crate::txns::TxnRouter;
 use crate::txns::partitions::Guard;
@@ -86,7 +86,7 @@ use kafka_protocol::messages::produce_response::{
     ProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::{ErrorCode, Uuid};
-use kafka_records::{Compression, DecodeLimits, TimestampType};
+use kafka_records::{Compression, DecodeLimits, RecordBatch, TimestampType};
 use kafka_store::txn_index::BatchSummary;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -613,8 +613,8 @@ fn names_a_codec(records: &Bytes) -> bool {
 }
 
 /// Checks the jobs in order within one decompression budget, and has `store` prepare
-/// each batch that passes ([`LogStore::prepare`]) while its records are fresh in this
-/// thread's cache.
+/// each batch during the check's walk over its records ([`LogStore::preparer`]), while
+/// they are fresh in this thread's cache.
 fn validate_all(
     jobs: Vec<Job>,
     checks: Checks,
@@ -625,12 +625,40 @@ fn validate_all(
     let out = jobs
         .into_iter()
         .map(|job| {
-            let r = validate(&job, &checks, &mut budget);
+            let (topic, partition) = &job.place;
+            // The store prepares the batch in the check's own walk over its records when
+            // the batch reaches the store as checked: within max.message.bytes, and
+            // neither a control batch nor one that validation rewrites (the topic's codec
+            // or timestamp type, a leader epoch other than 0), as a rewritten batch
+            // carries nothing prepared. Those are prepared once rewritten, in a walk of
+            // their own.
+            let max = usize::try_from(job.max_message_bytes).unwrap_or(0);
+            let mut asked = false;
+            let mut sink_for = |batch: &RecordBatch, section: &Bytes| {
+                let kept = batch.encoded_len() <= max
+                    && batch.header().partition_leader_epoch == 0
+                    && !batch.is_control()
+                    && !job.rules.log_append_time
+                    && batch.timestamp_type() == TimestampType::CreateTime
+                    && job
+                        .rules
+                        .compression
+                        .is_none_or(|c| c == batch.compression());
+                asked |= kept;
+                if kept {
+                    store.preparer(topic, *partition, batch, section)
+                } else {
+                    None
+                }
+            };
+            let r = validate(&job, &checks, &mut budget, &mut sink_for);
             if job.compressed && budget == 0 && r.is_err() {
                 refused_for_budget += 1;
             }
             r.map(|(batch, id)| {
-                let (topic, partition) = &job.place;
+                if asked || batch.prepared().is_some() {
+                    return (batch, id);
+                }
                 match store.prepare(topic, *partition, &batch) {
                     Some(prepared) => (batch.with_prepared(prepared), id),
                     None => (batch, id),
@@ -647,13 +675,14 @@ fn validate_all(
     out
 }
 
-/// Checks one partition's batch ([`check_batches`]: CRC, records, counts; once, for the
+/// Checks one partition's batch ([`check_batches_with`]: CRC, records, counts; once, for the
 /// whole way to the store) and the gateway's own rules, and returns it stamped with
 /// leader epoch 0, ready to append, with its producer identity.
 fn validate(
     job: &Job,
     checks: &Checks,
     budget: &mut usize,
+    sink_for: &mut SinkFor<'_>,
 ) -> Result<(ValidBatch, BatchId), Failure> {
     let mut limits = checks.limits;
     if job.compressed {
@@ -665,7 +694,7 @@ fn validate(
         }
         limits.max_decompressed_bytes = limits.max_decompressed_bytes.min(*budget);
     }
-    let checked = match check_batches(&job.records, &limits) {
+    let checked = match check_batches_with(&job.records, &limits, sink_for) {
         Ok(c) => c,
         Err(e) => {
             if job.compressed {
@@ -784,7 +813,7 @@ pub fn check_with_defaults(records: Bytes, now: i64) -> Result<ValidBatch, Error
         now,
     };
     let mut budget = limits.max_decompressed_request_bytes;
-    validate(&job, &checks, &mut budget)
+    validate(&job, &checks, &mut budget, &mut |_, _| None)
         .map(|(batch, _)| batch)
         .map_err(|f| f.code)
 }
