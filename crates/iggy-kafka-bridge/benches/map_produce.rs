@@ -12,6 +12,12 @@
 //! `NewRecord` first (`push_batch_by_records`, the append path before). `messages`: the
 //! way before that, one `IggyMessage` per record (`to_message_at`), encoded by the
 //! SDK's `SendMessagesEncoder`.
+//!
+//! `check_and_map_1MiB`: the broker's check of the produced batch with the mapping to
+//! sealed messages, as a bridged produce does them on one thread. `check_then_map`:
+//! `check_batches`, then `push_batch` reading the records a second time (the path
+//! before). `check_mapping`: `check_batches_with`, each record mapped as the check
+//! reads it (`BatchMapping` in a `RecordSink`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,10 +25,11 @@ use bytes::{Bytes, BytesMut};
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use iggy_binary_protocol::requests::messages::send_messages::{RawMessage, SendMessagesEncoder};
 use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
-use iggy_kafka_bridge::mapping::{self, BatchFrame, TxnTag, WireMessages};
+use iggy_kafka_bridge::mapping::{self, BatchFrame, BatchMapping, TxnTag, WireMessages};
 use kafka_records::{
     BatchOptions, DecodeLimits, ExactReencoding, NewRecord, RecordBatch, encode_batch,
 };
+use kafka_store::{Prepared, RecordSink, ValidBatch, check_batches, check_batches_with};
 
 const BATCH_BYTES: usize = 1 << 20;
 
@@ -159,5 +166,107 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// The mapping of one batch as the check reads it.
+struct Sink {
+    messages: WireMessages,
+    mapping: BatchMapping,
+    batch: RecordBatch,
+    section: Bytes,
+}
+
+impl RecordSink for Sink {
+    fn record(&mut self, record: &kafka_records::RecordRef<'_>) {
+        self.mapping
+            .record(&mut self.messages, &self.section, record);
+    }
+
+    fn finish(self: Box<Self>) -> Option<Prepared> {
+        let Sink {
+            mut messages,
+            mapping,
+            batch,
+            section,
+        } = *self;
+        mapping.finish(&mut messages, &batch, &section).ok()?;
+        Some(Prepared::new(std::sync::Mutex::new(Some(messages))))
+    }
+}
+
+/// Messages for the records of `batch`, as the bridge makes them ahead of a send.
+fn sealed_for(batch: &RecordBatch) -> WireMessages {
+    let records = batch.header().record_count as usize;
+    let capacity = batch.encoded_len() + records * mapping::MESSAGE_OVERHEAD;
+    WireMessages::sealed(mapping::MAX_SEND_ROOM, capacity, 1, 1, records)
+}
+
+fn check_then_map(bytes: &Bytes) -> (ValidBatch, WireMessages) {
+    let batch = check_batches(bytes, &DecodeLimits::default())
+        .unwrap()
+        .batches
+        .remove(0);
+    let mut messages = sealed_for(batch.batch());
+    messages.push_batch(batch.batch(), batch.section()).unwrap();
+    (batch, messages)
+}
+
+fn check_mapping(bytes: &Bytes) -> ValidBatch {
+    let mut sink_for = |batch: &RecordBatch, section: &Bytes| {
+        Some(Box::new(Sink {
+            messages: sealed_for(batch),
+            mapping: BatchMapping::new(batch, true),
+            batch: batch.clone(),
+            section: section.clone(),
+        }) as Box<dyn RecordSink>)
+    };
+    check_batches_with(bytes, &DecodeLimits::default(), &mut sink_for)
+        .unwrap()
+        .batches
+        .remove(0)
+}
+
+fn bench_check(c: &mut Criterion) {
+    let mut group = c.benchmark_group("check_and_map_1MiB");
+    for value_len in [1024usize, 100] {
+        let bytes = batch(value_len);
+        let (_, before) = check_then_map(&bytes);
+        let fused = check_mapping(&bytes);
+        let fused = fused
+            .prepared()
+            .and_then(|p| p.downcast_ref::<std::sync::Mutex<Option<WireMessages>>>())
+            .and_then(|m| m.lock().unwrap().take())
+            .unwrap();
+        let (s, t, p) = target();
+        let body = |w: WireMessages| {
+            mapping::send_body(vec![w], &s, &t, &p, || unreachable!("sealed"))
+                .unwrap()
+                .body
+        };
+        assert_eq!(
+            body(fused),
+            body(before),
+            "both ways make the same messages"
+        );
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        let mut dst = vec![0u8; bytes.len()];
+        group.bench_with_input(BenchmarkId::new("memcpy", value_len), &bytes, |b, bytes| {
+            b.iter(|| {
+                dst.copy_from_slice(black_box(bytes));
+                black_box(&dst);
+            })
+        });
+        group.bench_with_input(
+            BenchmarkId::new("check_then_map", value_len),
+            &bytes,
+            |b, bytes| b.iter(|| check_then_map(black_box(bytes))),
+        );
+        group.bench_with_input(
+            BenchmarkId::new("check_mapping", value_len),
+            &bytes,
+            |b, bytes| b.iter(|| check_mapping(black_box(bytes))),
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_check);
 criterion_main!(benches);

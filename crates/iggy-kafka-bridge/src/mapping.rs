@@ -955,7 +955,8 @@ fn delta_of(i: usize) -> Result<i32, MappingError> {
 /// to [`BatchMapping::finish`], which maps them record by record from the section;
 /// it also writes the first message again when the batch turns out not to re-encode
 /// exactly.
-pub(crate) struct BatchMapping {
+#[derive(Debug)]
+pub struct BatchMapping {
     plain: BatchFrame,
     hoped: BatchFrame,
     txn: Option<i64>,
@@ -973,7 +974,7 @@ pub(crate) struct BatchMapping {
 impl BatchMapping {
     /// The mapping of `batch`, its records written in place as they come when
     /// `in_place` (and the batch is not a control batch).
-    pub(crate) fn new(batch: &RecordBatch, in_place: bool) -> Self {
+    pub fn new(batch: &RecordBatch, in_place: bool) -> Self {
         let plain = frame_of(batch.header());
         BatchMapping {
             plain,
@@ -992,7 +993,7 @@ impl BatchMapping {
 
     /// Takes the batch's next record (read from `section`); whether records are still
     /// written as they come (once not, the rest are for [`BatchMapping::finish`]).
-    pub(crate) fn record(
+    pub fn record(
         &mut self,
         messages: &mut WireMessages,
         section: &Bytes,
@@ -1036,7 +1037,7 @@ impl BatchMapping {
 
     /// Maps the records not written as they came (all of them when none were, or
     /// none when every one was), then settles the first message's frame.
-    pub(crate) fn finish(
+    pub fn finish(
         mut self,
         messages: &mut WireMessages,
         batch: &RecordBatch,
