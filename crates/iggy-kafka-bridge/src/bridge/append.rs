@@ -984,23 +984,8 @@ mod tests {
 
     #[test]
     fn prepared_messages_are_the_appends_own_and_taken_once() {
-        use kafka_records::{BatchOptions, Header, NewRecord, encode_batch};
-        let records: Vec<NewRecord> = (0..40)
-            .map(|i| NewRecord {
-                timestamp: 1_700_000_000_000 + i,
-                key: (i % 3 == 0).then(|| bytes::Bytes::from(format!("key-{i}"))),
-                value: Some(bytes::Bytes::from(vec![i as u8; 100])),
-                // From the 30th record on, headers: the rest goes record by record.
-                headers: if i >= 30 {
-                    vec![Header::new(bytes::Bytes::from_static(b"h"), None)]
-                } else {
-                    vec![]
-                },
-            })
-            .collect();
-        let mut out = bytes::BytesMut::new();
-        encode_batch(&BatchOptions::default(), &records, &mut out).unwrap();
-        let batch = kafka_store::suite::valid(vec![out.freeze()])
+        // From the 30th record on, headers: the rest goes record by record.
+        let batch = kafka_store::suite::valid(vec![batch_bytes(40, 30)])
             .unwrap()
             .remove(0);
         let held = Arc::new(AtomicUsize::new(0));
