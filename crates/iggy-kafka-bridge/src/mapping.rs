@@ -991,6 +991,15 @@ impl BatchMapping {
         }
     }
 
+    /// The same mapping with `epoch` as the batch's partition leader epoch in the first
+    /// message's frame (the epoch the batch is stored with, when it is stamped after
+    /// its records were mapped; the batch's CRC does not cover it).
+    pub fn with_leader_epoch(mut self, epoch: i32) -> Self {
+        self.plain.partition_leader_epoch = epoch;
+        self.hoped.partition_leader_epoch = epoch;
+        self
+    }
+
     /// Takes the batch's next record (read from `section`); whether records are still
     /// written as they come (once not, the rest are for [`BatchMapping::finish`]).
     pub fn record(

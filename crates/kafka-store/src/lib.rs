@@ -264,7 +264,8 @@ pub trait LogStore: Send + Sync + 'static {
     /// preparation). The default prepares nothing.
     /// The default feeds the batch's records to [`LogStore::preparer`]'s sink.
     fn prepare(&self, topic: &str, partition: i32, batch: &ValidBatch) -> Option<Prepared> {
-        let mut sink = self.preparer(topic, partition, batch.batch(), batch.section())?;
+        let epoch = batch.header().partition_leader_epoch;
+        let mut sink = self.preparer(topic, partition, batch.batch(), batch.section(), epoch)?;
         for record in batch.batch().record_refs_in(batch.section()) {
             sink.record(&record.ok()?);
         }
@@ -275,15 +276,20 @@ pub trait LogStore: Send + Sync + 'static {
     /// that takes the batch's records during the check's own walk
     /// ([`check_batches_with`]), so the records are read once for both. `batch` and
     /// `section` are the decoded batch and its uncompressed records, before they are
-    /// read; the batch's own checks are not all done yet. The default prepares nothing.
+    /// read; the batch's own checks are not all done yet. `leader_epoch` is the
+    /// partition leader epoch the batch is appended with, which may differ from the one
+    /// `batch` carries: the broker stamps its own ([`ValidBatch::with_leader_epoch`]) and
+    /// keeps what the sink prepared on the stamped batch, so a preparation that records
+    /// the epoch must record this one. The default prepares nothing.
     fn preparer(
         &self,
         topic: &str,
         partition: i32,
         batch: &RecordBatch,
         section: &Bytes,
+        leader_epoch: i32,
     ) -> Option<Box<dyn RecordSink>> {
-        let _ = (topic, partition, batch, section);
+        let _ = (topic, partition, batch, section, leader_epoch);
         None
     }
 

@@ -133,14 +133,15 @@ impl RecordSink for MappingSink {
     }
 }
 
-/// [`IggyBridge::preparer`] with the budget `held` of at most `limit` bytes; `ids(n)`
-/// reserves `n` message ids and gives the first. The batch's records are not checked
-/// yet, so the ids reserved (one per record) are bounded by what its section can hold,
-/// not only by its `recordCount`.
+/// [`IggyBridge::preparer`] with the budget `held` of at most `limit` bytes, for `batch`
+/// appended with `leader_epoch`; `ids(n)` reserves `n` message ids and gives the first.
+/// The batch's records are not checked yet, so the ids reserved (one per record) are
+/// bounded by what its section can hold, not only by its `recordCount`.
 fn sink_within(
     held: &Arc<AtomicUsize>,
     limit: usize,
     batch: &RecordBatch,
+    leader_epoch: i32,
     section: &Bytes,
     ids: impl FnOnce(usize) -> u128,
 ) -> Option<MappingSink> {
@@ -153,7 +154,7 @@ fn sink_within(
     let messages = WireMessages::sealed(mapping::MAX_SEND_ROOM, capacity, origin, ids(n), n);
     Some(MappingSink {
         messages,
-        mapping: BatchMapping::new(batch, true),
+        mapping: BatchMapping::new(batch, true).with_leader_epoch(leader_epoch),
         batch: batch.clone(),
         section: section.clone(),
         hold,
@@ -452,16 +453,19 @@ impl IggyBridge {
     /// Messages mapped ahead and not yet taken by their appends take at most
     /// `send_buffer_bytes` (their buffers' capacity) over the bridge; past it `None`, and
     /// when the batch does not map the sink gives nothing: the append maps the records
-    /// itself (and reports why they do not map).
+    /// itself (and reports why they do not map). The first message's frame carries
+    /// `leader_epoch`, the epoch the batch is appended with.
     pub(crate) fn mapping_sink(
         &self,
         batch: &RecordBatch,
         section: &Bytes,
+        leader_epoch: i32,
     ) -> Option<Box<dyn RecordSink>> {
         let sink = sink_within(
             &self.inner.prepared_bytes,
             self.inner.config.send_buffer_bytes,
             batch,
+            leader_epoch,
             section,
             |n| self.message_id(self.reserve_message_ids(n)),
         )?;
@@ -851,7 +855,8 @@ mod tests {
         batch: &ValidBatch,
         ids: impl FnOnce(usize) -> u128,
     ) -> Option<Prepared> {
-        let sink = sink_within(held, limit, batch.batch(), batch.section(), ids)?;
+        let epoch = batch.header().partition_leader_epoch;
+        let sink = sink_within(held, limit, batch.batch(), epoch, batch.section(), ids)?;
         let mut sink: Box<dyn RecordSink> = Box::new(sink);
         for r in batch.batch().record_refs_in(batch.section()) {
             sink.record(&r.unwrap());
@@ -933,14 +938,19 @@ mod tests {
     #[test]
     fn the_checks_walk_maps_the_same_messages_as_the_append() {
         let limits = kafka_records::DecodeLimits::default();
-        // All in place; in place then record by record; record by record from the first.
-        for headed in [100, 30, 0] {
-            let bytes = batch_bytes(40, headed);
+        // All in place; in place then record by record; record by record from the first;
+        // each as sent (leader epoch 0, as librdkafka sends) and with the epoch the
+        // broker stamps over another (-1, as the Java producer sends; 7).
+        for (headed, sent_epoch) in [(100, 0), (30, 0), (0, 0), (100, -1), (30, -1), (0, 7)] {
+            let mut bytes = batch_bytes(40, headed).to_vec();
+            bytes[12..16].copy_from_slice(&i32::to_be_bytes(sent_epoch));
+            let bytes = Bytes::from(bytes);
             let held = Arc::new(AtomicUsize::new(0));
             let mut made = 0;
             let mut sink_for = |b: &RecordBatch, s: &Bytes| {
                 made += 1;
-                let sink = sink_within(&held, usize::MAX, b, s, |_| 1)?;
+                assert_eq!(b.header().partition_leader_epoch, sent_epoch);
+                let sink = sink_within(&held, usize::MAX, b, 0, s, |_| 1)?;
                 Some(Box::new(sink) as Box<dyn RecordSink>)
             };
             let mut checked =
@@ -948,10 +958,13 @@ mod tests {
             assert_eq!(made, 1);
             let batch = checked.batches.remove(0);
             let taken = IggyBridge::take_prepared(std::slice::from_ref(&batch)).unwrap();
+            // What the append would map from the batch as stored, stamped with epoch 0.
+            let stamped = batch.with_leader_epoch(0).unwrap();
             let mut own = WireMessages::new(0, 0, taken.origin_micros());
-            own.push_batch(batch.batch(), batch.section()).unwrap();
-            assert_eq!(taken.count(), 40, "headers from {headed}");
-            assert_eq!(body_of(taken), body_of(own), "headers from {headed}");
+            own.push_batch(stamped.batch(), stamped.section()).unwrap();
+            let case = format!("headers from {headed}, epoch {sent_epoch}");
+            assert_eq!(taken.count(), 40, "{case}");
+            assert_eq!(body_of(taken), body_of(own), "{case}");
             assert_eq!(held.load(Ordering::Relaxed), 0);
         }
     }
@@ -967,7 +980,7 @@ mod tests {
         let held = Arc::new(AtomicUsize::new(0));
         let mut fed = 0usize;
         let mut sink_for = |b: &RecordBatch, s: &Bytes| {
-            let sink = sink_within(&held, usize::MAX, b, s, |n| {
+            let sink = sink_within(&held, usize::MAX, b, 0, s, |n| {
                 fed = n;
                 1
             })?;

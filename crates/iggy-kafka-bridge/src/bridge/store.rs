@@ -288,8 +288,9 @@ impl LogStore for IggyBridge {
         _partition: i32,
         batch: &RecordBatch,
         section: &Bytes,
+        leader_epoch: i32,
     ) -> Option<Box<dyn RecordSink>> {
-        self.mapping_sink(batch, section)
+        self.mapping_sink(batch, section, leader_epoch)
     }
 
     async fn read(

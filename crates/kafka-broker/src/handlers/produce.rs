@@ -627,16 +627,16 @@ fn validate_all(
         .map(|job| {
             let (topic, partition) = &job.place;
             // The store prepares the batch in the check's own walk over its records when
-            // the batch reaches the store as checked: within max.message.bytes, and
-            // neither a control batch nor one that validation rewrites (the topic's codec
-            // or timestamp type, a leader epoch other than 0), as a rewritten batch
-            // carries nothing prepared. Those are prepared once rewritten, in a walk of
-            // their own.
+            // the batch reaches the store with the records as checked: within
+            // max.message.bytes, and neither a control batch nor one whose records
+            // validation rewrites (the topic's codec or timestamp type), as a rewritten
+            // batch carries nothing prepared. Those are prepared once rewritten, in a walk
+            // of their own. The leader epoch is stamped after the walk without touching
+            // the records (the Java producer sends -1): the sink is told the stamped one.
             let max = usize::try_from(job.max_message_bytes).unwrap_or(0);
             let mut asked = false;
             let mut sink_for = |batch: &RecordBatch, section: &Bytes| {
                 let kept = batch.encoded_len() <= max
-                    && batch.header().partition_leader_epoch == 0
                     && !batch.is_control()
                     && !job.rules.log_append_time
                     && batch.timestamp_type() == TimestampType::CreateTime
@@ -646,7 +646,7 @@ fn validate_all(
                         .is_none_or(|c| c == batch.compression());
                 asked |= kept;
                 if kept {
-                    store.preparer(topic, *partition, batch, section)
+                    store.preparer(topic, *partition, batch, section, STORED_LEADER_EPOCH)
                 } else {
                     None
                 }
@@ -773,10 +773,17 @@ fn validate(
     }
     let h = *batch.header();
     // Stored batches carry leader epoch 0. Most producers already send 0 (librdkafka
-    // does); only the others' batches are copied to be stamped.
+    // does); only the others' batches are copied to be stamped. What the store prepared
+    // in the check's walk was made for the stamped batch (see `validate_all`), so it
+    // goes with it: the stamp leaves the records as they were.
+    let prepared = batch.prepared().cloned();
     let batch = batch
-        .with_leader_epoch(0)
+        .with_leader_epoch(STORED_LEADER_EPOCH)
         .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
+    let batch = match prepared {
+        Some(p) if batch.prepared().is_none() => batch.with_prepared(p),
+        _ => batch,
+    };
     Ok((
         batch,
         BatchId {
@@ -830,6 +837,10 @@ fn codec_name(codec: Option<Compression>) -> &'static str {
         Some(_) => "another codec",
     }
 }
+
+/// The partition leader epoch of every stored batch: the gateway is each partition's
+/// only leader, and its epoch never changes.
+const STORED_LEADER_EPOCH: i32 = 0;
 
 /// Per-record messages given in `record_errors`; later failing records are listed by
 /// index only, so the answer stays smaller than the batch that caused it.

@@ -453,3 +453,290 @@ async fn a_producer_may_not_set_log_append_time() {
     );
     assert_eq!(plain(b), sent);
 }
+
+/// What a [`Preparing`] store saw of one batch's preparation: the leader epoch the batch
+/// carried when its sink was made, the one the sink was told it is stored with, and
+/// whether it came in the check's walk (`false`: [`LogStore::prepare`] afterwards).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SinkMade {
+    sent_epoch: i32,
+    told_epoch: i32,
+    in_walk: bool,
+}
+
+/// What a [`Preparing`] sink made of a batch: its records counted, and the epoch it was
+/// told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counted {
+    records: usize,
+    told_epoch: i32,
+}
+
+/// The embedded store with a preparation that counts the records its sink is given,
+/// and records what reached each append.
+struct Preparing {
+    inner: MemoryStore,
+    in_prepare: std::sync::atomic::AtomicBool,
+    sinks: std::sync::Mutex<Vec<SinkMade>>,
+    /// Per appended batch: what it carried prepared, and its leader epoch as stored.
+    appended: std::sync::Mutex<Vec<(Option<Counted>, i32)>>,
+}
+
+struct Counter(Counted);
+
+impl crate::store::RecordSink for Counter {
+    fn record(&mut self, _: &kafka_records::RecordRef<'_>) {
+        self.0.records += 1;
+    }
+    fn finish(self: Box<Self>) -> Option<crate::store::Prepared> {
+        Some(crate::store::Prepared::new(self.0))
+    }
+}
+
+#[async_trait::async_trait]
+impl LogStore for Preparing {
+    fn name(&self) -> &'static str {
+        "preparing"
+    }
+    async fn create_topic(
+        &self,
+        topic: NewTopic,
+        validate_only: bool,
+    ) -> crate::store::StoreResult<crate::store::TopicInfo> {
+        self.inner.create_topic(topic, validate_only).await
+    }
+    async fn delete_topic(&self, name: &str) -> crate::store::StoreResult<()> {
+        self.inner.delete_topic(name).await
+    }
+    async fn topic(
+        &self,
+        name: &str,
+    ) -> crate::store::StoreResult<Option<crate::store::TopicInfo>> {
+        self.inner.topic(name).await
+    }
+    async fn topic_by_id(
+        &self,
+        id: u128,
+    ) -> crate::store::StoreResult<Option<crate::store::TopicInfo>> {
+        self.inner.topic_by_id(id).await
+    }
+    async fn topics(&self) -> crate::store::StoreResult<Vec<crate::store::TopicInfo>> {
+        self.inner.topics().await
+    }
+    async fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        v: bool,
+    ) -> crate::store::StoreResult<()> {
+        self.inner.create_partitions(name, total, v).await
+    }
+    async fn set_topic_config(
+        &self,
+        name: &str,
+        config: TopicConfig,
+    ) -> crate::store::StoreResult<()> {
+        self.inner.set_topic_config(name, config).await
+    }
+    fn prepare(
+        &self,
+        topic: &str,
+        partition: i32,
+        batch: &crate::store::ValidBatch,
+    ) -> Option<crate::store::Prepared> {
+        use std::sync::atomic::Ordering;
+        self.in_prepare.store(true, Ordering::SeqCst);
+        let epoch = batch.header().partition_leader_epoch;
+        let mut sink = self.preparer(topic, partition, batch.batch(), batch.section(), epoch)?;
+        for record in batch.batch().record_refs_in(batch.section()) {
+            sink.record(&record.ok()?);
+        }
+        self.in_prepare.store(false, Ordering::SeqCst);
+        sink.finish()
+    }
+    fn preparer(
+        &self,
+        _topic: &str,
+        _partition: i32,
+        batch: &RecordBatch,
+        _section: &Bytes,
+        leader_epoch: i32,
+    ) -> Option<Box<dyn crate::store::RecordSink>> {
+        self.sinks.lock().unwrap().push(SinkMade {
+            sent_epoch: batch.header().partition_leader_epoch,
+            told_epoch: leader_epoch,
+            in_walk: !self.in_prepare.load(std::sync::atomic::Ordering::SeqCst),
+        });
+        Some(Box::new(Counter(Counted {
+            records: 0,
+            told_epoch: leader_epoch,
+        })))
+    }
+    async fn append(
+        &self,
+        t: &str,
+        p: i32,
+        b: Vec<crate::store::ValidBatch>,
+        now: i64,
+    ) -> crate::store::StoreResult<crate::store::AppendOutcome> {
+        self.appended.lock().unwrap().extend(b.iter().map(|v| {
+            let prepared = v
+                .prepared()
+                .and_then(|p| p.downcast_ref::<Counted>())
+                .copied();
+            (prepared, v.header().partition_leader_epoch)
+        }));
+        self.inner.append(t, p, b, now).await
+    }
+    async fn read(
+        &self,
+        t: &str,
+        p: i32,
+        o: i64,
+        max: usize,
+    ) -> crate::store::StoreResult<crate::store::ReadOutcome> {
+        self.inner.read(t, p, o, max).await
+    }
+    async fn watermarks(
+        &self,
+        t: &str,
+        p: i32,
+    ) -> crate::store::StoreResult<crate::store::Watermarks> {
+        self.inner.watermarks(t, p).await
+    }
+    async fn offset_for_timestamp(
+        &self,
+        t: &str,
+        p: i32,
+        ts: i64,
+    ) -> crate::store::StoreResult<Option<crate::store::TimestampHit>> {
+        self.inner.offset_for_timestamp(t, p, ts).await
+    }
+    async fn max_timestamp(
+        &self,
+        t: &str,
+        p: i32,
+    ) -> crate::store::StoreResult<Option<crate::store::TimestampHit>> {
+        self.inner.max_timestamp(t, p).await
+    }
+    async fn delete_records(&self, t: &str, p: i32, before: i64) -> crate::store::StoreResult<i64> {
+        self.inner.delete_records(t, p, before).await
+    }
+    fn watch(&self, t: &str, p: i32) -> Option<tokio::sync::watch::Receiver<i64>> {
+        self.inner.watch(t, p)
+    }
+    async fn is_transactional(&self, t: &str) -> crate::store::StoreResult<bool> {
+        self.inner.is_transactional(t).await
+    }
+    async fn mark_transactional(&self, t: &str) -> crate::store::StoreResult<()> {
+        self.inner.mark_transactional(t).await
+    }
+}
+
+#[tokio::test]
+async fn the_store_prepares_a_batch_in_the_checks_walk_for_the_epoch_it_is_stored_with() {
+    let store = Arc::new(Preparing {
+        inner: MemoryStore::new(MemoryStoreConfig::default()),
+        in_prepare: false.into(),
+        sinks: Default::default(),
+        appended: Default::default(),
+    });
+    let defaults = TopicConfig::default();
+    for (name, settings) in [
+        ("plain", &[][..]),
+        ("gzip", &[("compression.type", "gzip")][..]),
+        ("small", &[("max.message.bytes", "2000")][..]),
+    ] {
+        let mut config = defaults.clone();
+        for (k, v) in settings {
+            config.set(&defaults, k, Some(v)).unwrap();
+        }
+        let topic = NewTopic {
+            name: name.into(),
+            partitions: 1,
+            config,
+        };
+        store.create_topic(topic, false).await.unwrap();
+    }
+    let offsets = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
+    let broker = Broker::new(
+        BrokerConfig::default(),
+        Stores {
+            log: store.clone(),
+            offsets,
+        },
+        crate::pipeline::Pipeline::new(vec![]),
+    );
+    let sent = records(20, now_ms(), 100);
+    let with_epoch = |epoch: i32| {
+        batch(
+            &BatchOptions {
+                partition_leader_epoch: epoch,
+                ..BatchOptions::default()
+            },
+            &sent,
+        )
+    };
+    let walk = |sent_epoch| SinkMade {
+        sent_epoch,
+        told_epoch: 0,
+        in_walk: true,
+    };
+    let prepared = Some(Counted {
+        records: 20,
+        told_epoch: 0,
+    });
+    // librdkafka sends leader epoch 0, the Java producer -1: both batches are prepared
+    // in the check's walk, for epoch 0, and reach the append with it.
+    for (i, epoch) in [0, -1, 5].into_iter().enumerate() {
+        let r = produce(&broker, "plain", with_epoch(epoch)).await;
+        assert_eq!(
+            (r.error_code, r.base_offset),
+            (0, 20 * i as i64),
+            "epoch {epoch}"
+        );
+        let sinks = std::mem::take(&mut *store.sinks.lock().unwrap());
+        assert_eq!(sinks, vec![walk(epoch)], "epoch {epoch}");
+        let appended = std::mem::take(&mut *store.appended.lock().unwrap());
+        assert_eq!(appended, vec![(prepared, 0)], "epoch {epoch}");
+    }
+    for b in stored(&broker, "plain").await {
+        assert_eq!(b.header().partition_leader_epoch, 0);
+        assert_eq!(plain(&b), sent);
+    }
+    // A topic that recompresses: no sink in the walk; the stored batch is prepared after.
+    let r = produce(&broker, "gzip", with_epoch(-1)).await;
+    assert_eq!(r.error_code, 0);
+    let sinks = std::mem::take(&mut *store.sinks.lock().unwrap());
+    assert_eq!(
+        sinks,
+        vec![SinkMade {
+            in_walk: false,
+            ..walk(0)
+        }]
+    );
+    assert_eq!(
+        std::mem::take(&mut *store.appended.lock().unwrap()),
+        vec![(prepared, 0)]
+    );
+    // Past max.message.bytes, and a control batch: refused before any preparation.
+    let r = produce(&broker, "small", with_epoch(-1)).await;
+    assert_eq!(r.error_code, ErrorCode::MESSAGE_TOO_LARGE.code());
+    let control = batch(
+        &BatchOptions {
+            control: true,
+            partition_leader_epoch: 0,
+            ..BatchOptions::default()
+        },
+        &[NewRecord {
+            timestamp: now_ms(),
+            key: Some(Bytes::from_static(&[0, 0, 0, 0])),
+            value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+            headers: Vec::new(),
+        }],
+    );
+    let r = produce(&broker, "plain", control).await;
+    assert_eq!(r.error_code, ErrorCode::INVALID_RECORD.code());
+    assert!(store.sinks.lock().unwrap().is_empty());
+    assert!(store.appended.lock().unwrap().is_empty());
+}
