@@ -17,7 +17,10 @@
 //! sealed messages, as a bridged produce does them on one thread. `check_then_map`:
 //! `check_batches`, then `push_batch` reading the records a second time (the path
 //! before). `check_mapping`: `check_batches_with`, each record mapped as the check
-//! reads it (`BatchMapping` in a `RecordSink`).
+//! reads it (`BatchMapping` in a `RecordSink`). The batches carry leader epoch -1, as
+//! the Java producer sends them; `stamped_check_then_map` and `stamped_check_mapping`
+//! add what the broker does with such a batch, stamping epoch 0 on a copy of it
+//! (`ValidBatch::with_leader_epoch`), before the mapping and after the fused walk.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -218,11 +221,41 @@ fn check_then_map(bytes: &Bytes) -> (ValidBatch, WireMessages) {
     (batch, messages)
 }
 
+/// The broker's path for a batch whose leader epoch it stamps, before the mapping was
+/// told the stamped epoch: the check, the stamp, then the mapping's own walk.
+fn stamped_check_then_map(bytes: &Bytes) -> (ValidBatch, WireMessages) {
+    let batch = check_batches(bytes, &DecodeLimits::default())
+        .unwrap()
+        .batches
+        .remove(0)
+        .with_leader_epoch(0)
+        .unwrap();
+    let mut messages = sealed_for(batch.batch());
+    messages.push_batch(batch.batch(), batch.section()).unwrap();
+    (batch, messages)
+}
+
+/// The same with the mapping in the check's walk, told the epoch 0 stamped after it;
+/// the stamped batch keeps what was prepared, as the broker's does.
+fn stamped_check_mapping(bytes: &Bytes) -> ValidBatch {
+    let fused = check_mapping_for(bytes, Some(0));
+    let prepared = fused.prepared().cloned().unwrap();
+    fused.with_leader_epoch(0).unwrap().with_prepared(prepared)
+}
+
 fn check_mapping(bytes: &Bytes) -> ValidBatch {
+    check_mapping_for(bytes, None)
+}
+
+fn check_mapping_for(bytes: &Bytes, stamp: Option<i32>) -> ValidBatch {
     let mut sink_for = |batch: &RecordBatch, section: &Bytes| {
+        let mapping = BatchMapping::new(batch, true);
         Some(Box::new(Sink {
             messages: sealed_for(batch),
-            mapping: BatchMapping::new(batch, true),
+            mapping: match stamp {
+                Some(epoch) => mapping.with_leader_epoch(epoch),
+                None => mapping,
+            },
             batch: batch.clone(),
             section: section.clone(),
         }) as Box<dyn RecordSink>)
@@ -265,6 +298,24 @@ fn bench_check(c: &mut Criterion) {
             BenchmarkId::new("check_mapping", value_len),
             &bytes,
             |b, bytes| b.iter(|| check_mapping(black_box(bytes))),
+        );
+        let (_, before) = stamped_check_then_map(&bytes);
+        let fused = stamped_check_mapping(&bytes);
+        let fused = fused
+            .prepared()
+            .and_then(|p| p.downcast_ref::<std::sync::Mutex<Option<WireMessages>>>())
+            .and_then(|m| m.lock().unwrap().take())
+            .unwrap();
+        assert_eq!(body(fused), body(before), "stamped both ways");
+        group.bench_with_input(
+            BenchmarkId::new("stamped_check_then_map", value_len),
+            &bytes,
+            |b, bytes| b.iter(|| stamped_check_then_map(black_box(bytes))),
+        );
+        group.bench_with_input(
+            BenchmarkId::new("stamped_check_mapping", value_len),
+            &bytes,
+            |b, bytes| b.iter(|| stamped_check_mapping(black_box(bytes))),
         );
     }
     group.finish();
