@@ -19,7 +19,7 @@
 //! before). `check_mapping`: `check_batches_with`, each record mapped as the check
 //! reads it (`BatchMapping` in a `RecordSink`). The batches carry leader epoch -1, as
 //! the Java producer sends them; `stamped_check_then_map` and `stamped_check_mapping`
-//! add what the broker does with such a batch, stamping epoch 0 on a copy of it
+//! add what the broker does with such a batch, stamping epoch 0 in its header
 //! (`ValidBatch::with_leader_epoch`), before the mapping and after the fused walk.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -228,8 +228,7 @@ fn stamped_check_then_map(bytes: &Bytes) -> (ValidBatch, WireMessages) {
         .unwrap()
         .batches
         .remove(0)
-        .with_leader_epoch(0)
-        .unwrap();
+        .with_leader_epoch(0);
     let mut messages = sealed_for(batch.batch());
     messages.push_batch(batch.batch(), batch.section()).unwrap();
     (batch, messages)
@@ -240,7 +239,7 @@ fn stamped_check_then_map(bytes: &Bytes) -> (ValidBatch, WireMessages) {
 fn stamped_check_mapping(bytes: &Bytes) -> ValidBatch {
     let fused = check_mapping_for(bytes, Some(0));
     let prepared = fused.prepared().cloned().unwrap();
-    fused.with_leader_epoch(0).unwrap().with_prepared(prepared)
+    fused.with_leader_epoch(0).with_prepared(prepared)
 }
 
 fn check_mapping(bytes: &Bytes) -> ValidBatch {

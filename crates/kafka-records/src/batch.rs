@@ -350,9 +350,21 @@ impl RecordBatch {
     }
 
     /// The whole encoded batch, header included: forward it unchanged, or copy it and
-    /// rewrite with [`set_base_offset`] and [`set_log_append_time`].
+    /// rewrite with [`set_base_offset`] and [`set_log_append_time`]. After
+    /// [`RecordBatch::with_header_leader_epoch`] its `partitionLeaderEpoch` is the one
+    /// decoded, not the header's.
     pub fn as_bytes(&self) -> &Bytes {
         &self.bytes
+    }
+
+    /// The same batch with `epoch` as `partitionLeaderEpoch` in [`RecordBatch::header`]
+    /// only: the bytes are not copied to carry it, so [`RecordBatch::as_bytes`] keeps
+    /// the epoch decoded. The CRC does not cover the field, so the bytes stay a valid
+    /// batch either way; whoever copies them out writes the header's epoch into the
+    /// copy ([`set_partition_leader_epoch`]).
+    pub fn with_header_leader_epoch(mut self, epoch: i32) -> Self {
+        self.header.partition_leader_epoch = epoch;
+        self
     }
 
     /// Bytes the batch takes on the wire.

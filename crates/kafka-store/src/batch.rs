@@ -20,10 +20,12 @@ use bytes::{Bytes, BytesMut};
 use kafka_records::{
     BATCH_HEADER_LEN, BatchHeader, BatchOptions, Compression, DecodeLimits, NewRecord, RecordBatch,
     RecordRef, Records, RecordsError, TimestampType, decode_batches, encode_batch_with_section,
-    set_partition_leader_epoch,
 };
 use std::any::Any;
 use std::sync::Arc;
+
+/// Where `partitionLeaderEpoch` lies in an encoded batch.
+const LEADER_EPOCH_RANGE: std::ops::Range<usize> = 12..16;
 
 /// A record batch that passed every check of [`check_batches`].
 #[derive(Debug, Clone)]
@@ -247,9 +249,23 @@ impl ValidBatch {
         &self.batch
     }
 
-    /// The whole encoded batch, as produced (apart from [`ValidBatch::with_leader_epoch`]).
+    /// The whole encoded batch, as produced: its partition leader epoch is the one the
+    /// producer sent even after [`ValidBatch::with_leader_epoch`]. A store that keeps
+    /// or forwards the bytes takes them from [`ValidBatch::to_bytes_mut`].
     pub fn as_bytes(&self) -> &Bytes {
         self.batch.as_bytes()
+    }
+
+    /// A copy of the whole encoded batch with the header's partition leader epoch
+    /// written in it (the one [`ValidBatch::with_leader_epoch`] set), writable for the
+    /// store's own fields (`baseOffset`).
+    pub fn to_bytes_mut(&self) -> BytesMut {
+        let mut bytes = BytesMut::from(&self.as_bytes()[..]);
+        let epoch = self.header().partition_leader_epoch;
+        if let Some(field) = bytes.get_mut(LEADER_EPOCH_RANGE) {
+            field.copy_from_slice(&epoch.to_be_bytes());
+        }
+        bytes
     }
 
     /// Bytes the batch takes on the wire.
@@ -279,28 +295,21 @@ impl ValidBatch {
         self.section.len()
     }
 
-    /// The batch with its partition leader epoch set to `epoch`: the same batch when it
-    /// already carries it, else a copy with the field rewritten (it is outside the CRC).
-    pub fn with_leader_epoch(self, epoch: i32) -> Result<ValidBatch, RecordsError> {
+    /// The batch with its partition leader epoch set to `epoch` in its header
+    /// ([`ValidBatch::header`], [`RecordBatch::header`]). The bytes are not copied to
+    /// carry it (the field is outside the CRC): [`ValidBatch::as_bytes`] keeps the epoch
+    /// produced, and [`ValidBatch::to_bytes_mut`] copies the batch with the header's.
+    /// Nothing prepared is kept ([`ValidBatch::with_prepared`]).
+    pub fn with_leader_epoch(self, epoch: i32) -> ValidBatch {
         if self.header().partition_leader_epoch == epoch {
-            return Ok(self);
+            return self;
         }
-        let mut bytes = BytesMut::from(&self.as_bytes()[..]);
-        set_partition_leader_epoch(&mut bytes, epoch)?;
-        let bytes = bytes.freeze();
-        // The header is read again from the new bytes; nothing else changed, so the CRC
-        // is not recomputed and the kept section still belongs to it.
-        let limits = DecodeLimits {
-            max_decompressed_bytes: usize::MAX,
-            max_records_per_batch: usize::MAX,
-        };
-        let batch = RecordBatch::decode_verified(&bytes, &limits)?;
-        Ok(ValidBatch {
-            batch,
+        ValidBatch {
+            batch: self.batch.with_header_leader_epoch(epoch),
             section: self.section,
             summary: self.summary,
             prepared: None,
-        })
+        }
     }
 }
 
@@ -547,20 +556,29 @@ mod tests {
         let v = check_batches(&Bytes::from(b), &DecodeLimits::default()).unwrap();
         let batch = v.batches.into_iter().next().unwrap();
         assert_eq!(batch.header().partition_leader_epoch, 7);
-        let stamped = batch.with_leader_epoch(0).unwrap();
+        let sent = batch.as_bytes().clone();
+        let stamped = batch.with_leader_epoch(0);
         assert_eq!(stamped.header().partition_leader_epoch, 0);
+        assert_eq!(stamped.batch().header().partition_leader_epoch, 0);
         assert_eq!(stamped.records().count(), 2);
-        // Still a valid batch: the CRC does not cover the epoch.
-        let again = check_batches(stamped.as_bytes(), &DecodeLimits::default()).unwrap();
+        // The bytes as produced are not copied for the stamp; the copy out carries it
+        // and nothing else changes.
+        assert_eq!(stamped.as_bytes(), &sent);
+        assert_eq!(stamped.as_bytes().as_ptr(), sent.as_ptr());
+        let copied = stamped.to_bytes_mut().freeze();
+        assert_eq!(copied[12..16], 0i32.to_be_bytes());
+        assert_eq!(copied[..12], sent[..12]);
+        assert_eq!(copied[16..], sent[16..]);
+        // Still a valid batch: the CRC does not cover the epoch. It reads back with the
+        // stamped header, and stamping it again changes nothing.
+        let again = check_batches(&copied, &DecodeLimits::default()).unwrap();
         assert_eq!(again.batches.len(), 1);
-        let same = again
-            .batches
-            .into_iter()
-            .next()
-            .unwrap()
-            .with_leader_epoch(0)
-            .unwrap();
-        assert_eq!(same.as_bytes(), stamped.as_bytes());
+        let same = again.batches.into_iter().next().unwrap();
+        assert_eq!(same.header(), stamped.header());
+        let same = same.with_leader_epoch(0);
+        assert_eq!(same.to_bytes_mut(), copied);
+        // A batch already at the epoch is the same batch.
+        assert_eq!(same.as_bytes().as_ptr(), copied.as_ptr());
     }
 
     fn idempotent(n: usize, compression: Compression) -> ValidBatch {

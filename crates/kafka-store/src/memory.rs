@@ -626,9 +626,10 @@ impl MemoryStore {
             });
         }
         // The one copy: it detaches the batch from the request buffer it was sliced from
-        // (which would otherwise stay alive as long as the batch) and makes it writable.
+        // (which would otherwise stay alive as long as the batch), makes it writable and
+        // carries the leader epoch the broker stamped.
         Ok(Prepared {
-            buf: BytesMut::from(&batch.as_bytes()[..]),
+            buf: batch.to_bytes_mut(),
             header: *batch.header(),
         })
     }

@@ -331,6 +331,7 @@ pub async fn run_all(h: &Harness) -> Result<Vec<String>, String> {
         read_back_byte_exact,
         read_back_valid_from_any_encoding,
         prepared_appends_read_back,
+        stamped_leader_epoch_is_stored,
         watermarks_and_read_bounds,
         read_honours_max_bytes,
         message_too_large,
@@ -385,6 +386,7 @@ macro_rules! store_suite {
             read_back_byte_exact,
             read_back_valid_from_any_encoding,
             prepared_appends_read_back,
+            stamped_leader_epoch_is_stored,
             watermarks_and_read_bounds,
             read_honours_max_bytes,
             message_too_large,
@@ -1194,6 +1196,86 @@ pub async fn prepared_appends_read_back(h: &Harness) -> CheckResult {
         .await
         .ctx("watermarks of partition 1")?;
     ensure_eq!(other.high_watermark, 0, "records in partition 1");
+    Ok(())
+}
+
+/// A batch sent with another partition leader epoch (the Java producer sends -1) and
+/// stamped with the broker's ([`ValidBatch::with_leader_epoch`], which writes it in the
+/// header only) reads back with the stamped epoch and otherwise byte for byte: appended
+/// as it is, prepared after the stamp ([`LogStore::prepare`]), and prepared in the
+/// check's walk for the stamped epoch ([`LogStore::preparer`]), as the broker does.
+pub async fn stamped_leader_epoch_is_stored(h: &Harness) -> CheckResult {
+    let name = h.create("stamped-epoch", 1, keep_forever()).await?;
+    let ts = now_ms() - 5_000;
+    let records: Vec<NewRecord> = (0..20)
+        .map(|i| record(ts + i, (i % 3 == 0).then_some("k"), Some(&format!("v-{i}"))))
+        .collect();
+    let mut sent = Vec::new();
+    for epoch in [-1, 7, 0] {
+        sent.push(encode_with(
+            &BatchOptions {
+                base_offset: PRODUCER_BASE_OFFSET,
+                partition_leader_epoch: epoch,
+                ..BatchOptions::default()
+            },
+            &records,
+        )?);
+    }
+    let limits = DecodeLimits::default();
+    for bytes in &sent {
+        // As it is.
+        let batch = valid(vec![bytes.clone()])?.remove(0).with_leader_epoch(0);
+        // Prepared after the stamp.
+        let prepared = valid(vec![bytes.clone()])?.remove(0).with_leader_epoch(0);
+        let prepared = match h.log.prepare(&name, 0, &prepared) {
+            Some(p) => prepared.with_prepared(p),
+            None => prepared,
+        };
+        // Prepared in the check's walk, told the epoch stamped after it.
+        let mut sink_for =
+            |b: &RecordBatch, section: &Bytes| h.log.preparer(&name, 0, b, section, 0);
+        let walked = crate::check_batches_with(bytes, &limits, &mut sink_for)
+            .map_err(|e| format!("check: {e}"))?
+            .batches
+            .remove(0);
+        let kept = walked.prepared().cloned();
+        let walked = walked.with_leader_epoch(0);
+        let walked = match kept {
+            Some(p) => walked.with_prepared(p),
+            None => walked,
+        };
+        for (how, batch) in [("as is", batch), ("prepared", prepared), ("walked", walked)] {
+            h.log
+                .append(&name, 0, vec![batch], now_ms())
+                .await
+                .ctx(&format!("append a stamped batch {how}"))?;
+        }
+    }
+    let got = read_all(h, &name, 0).await?;
+    ensure_eq!(got.len(), 9, "batches read back");
+    for (i, got) in got.iter().enumerate() {
+        let sent = &sent[i / 3];
+        let h = header(got)?;
+        ensure_eq!(h.base_offset, i as i64 * 20, "base offset of batch {i}");
+        ensure_eq!(h.partition_leader_epoch, 0, "leader epoch of batch {i}");
+        ensure!(
+            got.len() == sent.len() && got[16..] == sent[16..],
+            "batch {i} must come back byte for byte after the leader epoch"
+        );
+        let expected: Vec<Rec> = records
+            .iter()
+            .enumerate()
+            .map(|(j, r)| {
+                (
+                    h.base_offset + j as i64,
+                    r.timestamp,
+                    r.key.clone(),
+                    r.value.clone(),
+                )
+            })
+            .collect();
+        ensure_eq!(records_of(got)?, expected, "records of batch {i}");
+    }
     Ok(())
 }
 

@@ -959,7 +959,7 @@ mod tests {
             let batch = checked.batches.remove(0);
             let taken = IggyBridge::take_prepared(std::slice::from_ref(&batch)).unwrap();
             // What the append would map from the batch as stored, stamped with epoch 0.
-            let stamped = batch.with_leader_epoch(0).unwrap();
+            let stamped = batch.with_leader_epoch(0);
             let mut own = WireMessages::new(0, 0, taken.origin_micros());
             own.push_batch(stamped.batch(), stamped.section()).unwrap();
             let case = format!("headers from {headed}, epoch {sent_epoch}");

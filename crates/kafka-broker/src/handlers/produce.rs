@@ -773,13 +773,12 @@ fn validate(
     }
     let h = *batch.header();
     // Stored batches carry leader epoch 0. Most producers already send 0 (librdkafka
-    // does); only the others' batches are copied to be stamped. What the store prepared
-    // in the check's walk was made for the stamped batch (see `validate_all`), so it
-    // goes with it: the stamp leaves the records as they were.
+    // does; the Java producer sends -1); the others' batches get it in their header, and
+    // the store writes it where it copies the bytes (`ValidBatch::to_bytes_mut`). What
+    // the store prepared in the check's walk was made for the stamped batch (see
+    // `validate_all`), so it goes with it: the stamp leaves the records as they were.
     let prepared = batch.prepared().cloned();
-    let batch = batch
-        .with_leader_epoch(STORED_LEADER_EPOCH)
-        .map_err(|e| fail(e.kafka_error_code(), e.to_string()))?;
+    let batch = batch.with_leader_epoch(STORED_LEADER_EPOCH);
     let batch = match prepared {
         Some(p) if batch.prepared().is_none() => batch.with_prepared(p),
         _ => batch,
