@@ -18,9 +18,11 @@
 //! `check_batches`, then `push_batch` reading the records a second time (the path
 //! before). `check_mapping`: `check_batches_with`, each record mapped as the check
 //! reads it (`BatchMapping` in a `RecordSink`). The batches carry leader epoch -1, as
-//! the Java producer sends them; `stamped_check_then_map` and `stamped_check_mapping`
-//! add what the broker does with such a batch, stamping epoch 0 in its header
-//! (`ValidBatch::with_leader_epoch`), before the mapping and after the fused walk.
+//! the Java producer sends them. `stamped_check_then_map`: the broker's path for such a
+//! batch before, the check, a copy of the batch with epoch 0 written in it, then the
+//! mapping's own walk; `stamped_check_mapping`: the path now, the mapping in the check's
+//! walk told epoch 0, which is then stamped in the batch's header only
+//! (`ValidBatch::with_leader_epoch`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -221,17 +223,20 @@ fn check_then_map(bytes: &Bytes) -> (ValidBatch, WireMessages) {
     (batch, messages)
 }
 
-/// The broker's path for a batch whose leader epoch it stamps, before the mapping was
-/// told the stamped epoch: the check, the stamp, then the mapping's own walk.
-fn stamped_check_then_map(bytes: &Bytes) -> (ValidBatch, WireMessages) {
+/// The broker's path before for a batch whose leader epoch it stamps: the check, a copy
+/// of the batch with the epoch written in it (decoded again, its CRC not recomputed),
+/// then the mapping's own walk.
+fn stamped_check_then_map(bytes: &Bytes) -> (RecordBatch, WireMessages) {
     let batch = check_batches(bytes, &DecodeLimits::default())
         .unwrap()
         .batches
         .remove(0)
         .with_leader_epoch(0);
-    let mut messages = sealed_for(batch.batch());
-    messages.push_batch(batch.batch(), batch.section()).unwrap();
-    (batch, messages)
+    let copy = batch.to_bytes_mut().freeze();
+    let stamped = RecordBatch::decode_verified(&copy, &DecodeLimits::default()).unwrap();
+    let mut messages = sealed_for(&stamped);
+    messages.push_batch(&stamped, batch.section()).unwrap();
+    (stamped, messages)
 }
 
 /// The same with the mapping in the check's walk, told the epoch 0 stamped after it;
