@@ -20,12 +20,10 @@ use bytes::{Bytes, BytesMut};
 use kafka_records::{
     BATCH_HEADER_LEN, BatchHeader, BatchOptions, Compression, DecodeLimits, NewRecord, RecordBatch,
     RecordRef, Records, RecordsError, TimestampType, decode_batches, encode_batch_with_section,
+    set_partition_leader_epoch,
 };
 use std::any::Any;
 use std::sync::Arc;
-
-/// Where `partitionLeaderEpoch` lies in an encoded batch.
-const LEADER_EPOCH_RANGE: std::ops::Range<usize> = 12..16;
 
 /// A record batch that passed every check of [`check_batches`].
 #[derive(Debug, Clone)]
@@ -261,10 +259,8 @@ impl ValidBatch {
     /// store's own fields (`baseOffset`).
     pub fn to_bytes_mut(&self) -> BytesMut {
         let mut bytes = BytesMut::from(&self.as_bytes()[..]);
-        let epoch = self.header().partition_leader_epoch;
-        if let Some(field) = bytes.get_mut(LEADER_EPOCH_RANGE) {
-            field.copy_from_slice(&epoch.to_be_bytes());
-        }
+        // Cannot fail: a valid batch's frame is whole.
+        let _ = set_partition_leader_epoch(&mut bytes, self.header().partition_leader_epoch);
         bytes
     }
 
