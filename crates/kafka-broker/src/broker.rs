@@ -25,6 +25,8 @@ pub(crate) struct Broker {
     pub(crate) pipeline: Pipeline,
     /// Budget of request bytes buffered over all connections.
     pub(crate) request_memory: Arc<RequestBudget>,
+    /// Read buffers kept for large request frames.
+    pub(crate) frame_pool: Arc<crate::frame_pool::FramePool>,
     /// Encoded response bytes waiting for writers over all connections.
     pub(crate) response_memory: Arc<ResponseBudget>,
     /// Where CPU-heavy request work runs (decompression, timestamp scans).
@@ -129,6 +131,7 @@ impl Broker {
             crate::txns::partitions::TxnPartitionLimits::of(&config.transactions),
         ));
         let request_memory = Arc::new(RequestBudget::new(&config.limits));
+        let frame_pool = crate::frame_pool::FramePool::new(config.limits.frame_pool_bytes);
         let response_memory = Arc::new(ResponseBudget::new(&config.limits));
         Broker {
             config,
@@ -137,6 +140,7 @@ impl Broker {
             groups,
             pipeline,
             request_memory,
+            frame_pool,
             response_memory,
             cpu,
             quotas,

@@ -466,6 +466,10 @@ pub struct Limits {
     /// connection's worker (the hop to a thread costs more); compressed records and
     /// larger requests always go to the validation threads.
     pub inline_validation_bytes: usize,
+    /// Most bytes of read buffers kept idle for large request frames (64 KiB and up) to
+    /// be read into, instead of a new allocation each (whose pages the kernel may have to
+    /// fault in again). Resident, outside `max_buffered_request_bytes`; 0 keeps none.
+    pub frame_pool_bytes: usize,
     /// Most bytes the batches of one Produce may decompress to, together; partitions past
     /// it get `MESSAGE_TOO_LARGE` without being decompressed.
     pub max_decompressed_request_bytes: usize,
@@ -509,6 +513,7 @@ impl Default for Limits {
             max_concurrent_producer_recoveries: 8,
             validation_threads: 2,
             inline_validation_bytes: 64 * 1024,
+            frame_pool_bytes: 32 * 1024 * 1024,
             max_decompressed_request_bytes: 128 * 1024 * 1024,
             max_list_offsets_partitions: 20_000,
         }

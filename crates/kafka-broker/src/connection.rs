@@ -30,7 +30,10 @@
 //! ([`RequestBudget`](crate::budget::RequestBudget)) as a frame's bytes arrive, one step
 //! ahead of them, never for the announced size at once (the read buffer grows with the
 //! lease, not ahead of it); the frame's lease travels with
-//! it and is given back once the request has been handled. The processor starts no new
+//! it and is given back once the request has been handled. A frame of 64 KiB or more is
+//! read, once its lease covers it whole, into a buffer from the broker's frame pool
+//! ([`FramePool`](crate::frame_pool::FramePool)), which gets the buffer back when the
+//! request's last slice is dropped. The processor starts no new
 //! request while the connection's queued responses are over their bound (see
 //! [`Outbox`]); the writer counts them off as they are written. Any violation, a
 //! malformed frame, an unknown API or an unsupported version closes the connection with
@@ -55,6 +58,7 @@
 use crate::broker::Broker;
 use crate::budget::{Lease, Outbox};
 use crate::dispatch::{self, Outcome, Step};
+use crate::frame_pool::PooledBuf;
 use crate::handlers;
 use crate::session::{AuthState, Session};
 use bytes::{Bytes, BytesMut};
@@ -242,6 +246,38 @@ async fn read_frames<R: AsyncRead>(
                 if !grow(held, total.min(buf.len() + step), deadline, &mut stop).await {
                     return;
                 }
+                if held.held() == total && broker.frame_pool.pools(total) {
+                    // Covered whole: the rest is read into a pooled buffer (see
+                    // `frame_pool`), which takes what arrived so far.
+                    let mut pooled = broker.frame_pool.take(total);
+                    pooled.vec().extend_from_slice(&buf);
+                    buf = BytesMut::new();
+                    if !read_rest(
+                        rd.as_mut(),
+                        &mut pooled,
+                        total,
+                        deadline,
+                        timeouts.read,
+                        &mut stop,
+                    )
+                    .await
+                    {
+                        return;
+                    }
+                    let Some(held) = lease.take() else {
+                        return;
+                    };
+                    frame_deadline = None;
+                    let frame = pooled.freeze().slice(4..);
+                    if frames
+                        .send(Box::new((frame, held, std::time::Instant::now())))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    continue;
+                }
             }
             room = held.held() - buf.len();
             // The buffer grows with the lease, never past it: capacity the allocator
@@ -284,6 +320,45 @@ async fn read_frames<R: AsyncRead>(
 /// Grows `lease` to `target` bytes, waiting for room in the request budget until the
 /// frame's read deadline. `false` when the connection must close (deadline, shutdown, or
 /// more than the frame may ever hold).
+/// Reads into `pooled` until it holds `total` bytes (never more: the next frame's bytes
+/// stay in the socket), with the frame's deadline. False when the connection must close
+/// (the reason is logged).
+async fn read_rest<R: AsyncRead>(
+    mut rd: std::pin::Pin<&mut R>,
+    pooled: &mut PooledBuf,
+    total: usize,
+    deadline: Instant,
+    timeout: std::time::Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    while pooled.len() < total {
+        let mut limited = rd.as_mut().take((total - pooled.len()) as u64);
+        let read = tokio::select! {
+            r = tokio::time::timeout_at(deadline, limited.read_buf(pooled.vec())) => r,
+            _ = stop.wait_for(|s| *s) => {
+                debug!("shutdown: no more requests read from this connection");
+                return false;
+            }
+        };
+        match read {
+            Ok(Ok(0)) => {
+                info!(buffered = pooled.len(), "connection closed inside a frame");
+                return false;
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                debug!(error = %e, "read failed");
+                return false;
+            }
+            Err(_) => {
+                warn!(timeout = ?timeout, buffered = pooled.len(), "frame not completed within the read timeout, closing connection");
+                return false;
+            }
+        }
+    }
+    true
+}
+
 async fn grow(
     lease: &mut Lease,
     target: usize,

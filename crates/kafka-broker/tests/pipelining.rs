@@ -239,6 +239,11 @@ async fn serve(store: Arc<Held>) -> TcpStream {
 
 /// [`serve`], returning the address instead of a connection.
 async fn serve_at(store: Arc<Held>) -> std::net::SocketAddr {
+    serve_with(store, BrokerConfig::default()).await
+}
+
+/// [`serve_at`] with `config`.
+async fn serve_with(store: Arc<Held>, config: BrokerConfig) -> std::net::SocketAddr {
     store
         .create_topic(
             NewTopic {
@@ -258,7 +263,7 @@ async fn serve_at(store: Arc<Held>) -> std::net::SocketAddr {
     };
     tokio::spawn(kafka_broker::run(
         listener,
-        BrokerConfig::default(),
+        config,
         stores,
         std::future::pending(),
     ));
@@ -288,6 +293,11 @@ fn produce(correlation_id: i32, acks: i16, options: BatchOptions, records: usize
         .collect();
     let mut batch = BytesMut::new();
     encode_batch(&options, &records, &mut batch).unwrap();
+    produce_batch(correlation_id, acks, batch.freeze())
+}
+
+/// A Produce v9 request of `batch` to `t`/0.
+fn produce_batch(correlation_id: i32, acks: i16, batch: Bytes) -> Bytes {
     let body = ProduceRequest {
         acks,
         timeout_ms: 30_000,
@@ -295,7 +305,7 @@ fn produce(correlation_id: i32, acks: i16, options: BatchOptions, records: usize
             name: ByteString::from_static("t"),
             partition_data: vec![PartitionProduceData {
                 index: 0,
-                records: Some(batch.freeze()),
+                records: Some(batch),
                 ..Default::default()
             }],
             ..Default::default()
@@ -470,4 +480,86 @@ async fn the_same_idempotent_batch_on_two_connections_lands_once() {
         (3, 3),
         "landed once"
     );
+}
+
+/// A batch of `records` records of `size`-byte values, each byte derived from the
+/// request, the record and its place, so a byte from another request or another place
+/// shows.
+fn large_batch(id: i32, records: usize, size: usize) -> Bytes {
+    let records: Vec<NewRecord> = (0..records)
+        .map(|r| NewRecord {
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(Bytes::from(
+                (0..size)
+                    .map(|i| (i32::try_from(i * 31 + r * 7).unwrap() ^ id) as u8)
+                    .collect::<Vec<u8>>(),
+            )),
+            headers: vec![],
+        })
+        .collect();
+    let mut batch = BytesMut::new();
+    encode_batch(&BatchOptions::default(), &records, &mut batch).unwrap();
+    batch.freeze()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_requests_arrive_whole_with_and_without_pooled_read_buffers() {
+    // Requests of 64 KiB and more are read into the frame pool's buffers once their
+    // lease covers them (`frame_pool`); the buffers go back when the request is done and
+    // are lent again. Sent back to back (the next request's bytes wait in the socket
+    // while one is read) and in small pieces, over several rounds so that buffers are
+    // reused, every batch must be stored byte for byte, and the small requests between
+    // them too.
+    for pool in [32 * 1024 * 1024, 0] {
+        let mut config = BrokerConfig::default();
+        config.limits.frame_pool_bytes = pool;
+        let store = Arc::new(Held::new(Hold::For(Duration::from_millis(5))));
+        let mut socket = TcpStream::connect(serve_with(Arc::clone(&store), config).await)
+            .await
+            .unwrap();
+        let mut sent = Vec::new();
+        let mut id = 0;
+        for round in 0..3 {
+            let mut requests = BytesMut::new();
+            let mut ids = Vec::new();
+            for (records, size) in [(70, 1000), (9, 30_000), (1, 10), (300, 900), (2, 150_000)] {
+                id += 1;
+                let batch = large_batch(id, records, size);
+                requests.extend_from_slice(&produce_batch(id, -1, batch.clone()));
+                sent.push(batch);
+                ids.push(id);
+            }
+            if round == 1 {
+                // In pieces of a prime size, each written on its own.
+                for piece in requests.chunks(7_919) {
+                    socket.write_all(piece).await.unwrap();
+                    socket.flush().await.unwrap();
+                    tokio::task::yield_now().await;
+                }
+            } else {
+                socket.write_all(&requests).await.unwrap();
+            }
+            for id in ids {
+                let (answered, error, _) = produced(&response(&mut socket).await.unwrap());
+                assert_eq!((answered, error), (id, 0), "pool {pool}, round {round}");
+            }
+        }
+        let mut stored = Vec::new();
+        let mut offset = 0;
+        while stored.len() < sent.len() {
+            let read = store.inner.read("t", 0, offset, 1).await.unwrap();
+            let batch = read.batches[0].clone();
+            offset += i64::from(u32::from_be_bytes(batch[57..61].try_into().unwrap()));
+            stored.push(batch);
+        }
+        for (i, (stored, sent)) in stored.iter().zip(&sent).enumerate() {
+            // Base offset (0..8) and leader epoch (12..16) are the broker's.
+            assert_eq!(stored.len(), sent.len(), "pool {pool}, batch {i}");
+            assert!(
+                stored[8..12] == sent[8..12] && stored[16..] == sent[16..],
+                "pool {pool}, batch {i} differs"
+            );
+        }
+    }
 }

@@ -85,6 +85,8 @@ pub(super) struct Raw {
     #[serde(deserialize_with = "parsed")]
     inline_validation_bytes: usize,
     #[serde(deserialize_with = "parsed")]
+    frame_pool_bytes: usize,
+    #[serde(deserialize_with = "parsed")]
     max_decompressed_request_bytes: usize,
     #[serde(deserialize_with = "parsed")]
     max_list_offsets_partitions: usize,
@@ -125,6 +127,7 @@ impl Default for Raw {
             max_concurrent_producer_recoveries,
             validation_threads,
             inline_validation_bytes,
+            frame_pool_bytes,
             max_decompressed_request_bytes,
             max_list_offsets_partitions,
         } = Limits::default();
@@ -161,6 +164,7 @@ impl Default for Raw {
             max_concurrent_producer_recoveries,
             validation_threads,
             inline_validation_bytes,
+            frame_pool_bytes,
             max_decompressed_request_bytes,
             max_list_offsets_partitions,
         }
@@ -249,6 +253,7 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     ),
     ("limits.validation_threads", "validation_threads"),
     ("limits.inline_validation_bytes", "inline_validation_bytes"),
+    ("limits.frame_pool_bytes", "frame_pool_bytes"),
     (
         "limits.max_decompressed_request_bytes",
         "max_decompressed_request_bytes",
@@ -296,6 +301,7 @@ impl Raw {
             max_concurrent_producer_recoveries: self.max_concurrent_producer_recoveries,
             validation_threads: self.validation_threads,
             inline_validation_bytes: self.inline_validation_bytes,
+            frame_pool_bytes: self.frame_pool_bytes,
             max_decompressed_request_bytes: self.max_decompressed_request_bytes,
             max_list_offsets_partitions: self.max_list_offsets_partitions,
         };

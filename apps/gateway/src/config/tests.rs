@@ -650,6 +650,7 @@ fn produce_and_producer_settings_reach_the_broker() {
             ("IGGY_KAFKA_MAX_PRODUCER_STATES", "40"),
             ("IGGY_KAFKA_VALIDATION_THREADS", "3"),
             ("IGGY_KAFKA_INLINE_VALIDATION_BYTES", "500"),
+            ("IGGY_KAFKA_FRAME_POOL_BYTES", "0"),
             ("IGGY_KAFKA_MAX_DECOMPRESSED_REQUEST_BYTES", "6000"),
             ("IGGY_KAFKA_MAX_LIST_OFFSETS_PARTITIONS", "90"),
         ]),
@@ -665,6 +666,7 @@ fn produce_and_producer_settings_reach_the_broker() {
             l.max_producer_states,
             l.validation_threads,
             l.inline_validation_bytes,
+            l.frame_pool_bytes,
             l.max_decompressed_request_bytes,
             l.max_list_offsets_partitions,
         ),
@@ -676,6 +678,7 @@ fn produce_and_producer_settings_reach_the_broker() {
             40,
             3,
             500,
+            0,
             6000,
             90
         )
