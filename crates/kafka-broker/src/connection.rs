@@ -31,9 +31,10 @@
 //! ahead of them, never for the announced size at once (the read buffer grows with the
 //! lease, not ahead of it); the frame's lease travels with
 //! it and is given back once the request has been handled. A frame of 64 KiB or more is
-//! read, once its lease covers it whole, into a buffer from the broker's frame pool
-//! ([`FramePool`](crate::frame_pool::FramePool)), which gets the buffer back when the
-//! request's last slice is dropped. The processor starts no new
+//! read into a buffer from the broker's frame pool
+//! ([`FramePool`](crate::frame_pool::FramePool)): a kept one as soon as its size is known
+//! if one fits, else one once its lease covers it whole; the pool gets the buffer back
+//! when the request's last slice is dropped. The processor starts no new
 //! request while the connection's queued responses are over their bound (see
 //! [`Outbox`]); the writer counts them off as they are written. Any violation, a
 //! malformed frame, an unknown API or an unsupported version closes the connection with
@@ -239,22 +240,32 @@ async fn read_frames<R: AsyncRead>(
             }
             if held.held() <= buf.len() {
                 // Take the next step from the budget before reading it.
-                let step = buf
-                    .len()
-                    .saturating_mul(GROWTH - 1)
-                    .clamp(MIN_STEP, MAX_STEP);
-                if !grow(held, total.min(buf.len() + step), deadline, &mut stop).await {
+                if !grow(
+                    held,
+                    total.min(buf.len() + next_step(buf.len())),
+                    deadline,
+                    &mut stop,
+                )
+                .await
+                {
                     return;
                 }
-                if held.held() == total && broker.frame_pool.pools(total) {
-                    // Covered whole: the rest is read into a pooled buffer (see
-                    // `frame_pool`), which takes what arrived so far.
-                    let mut pooled = broker.frame_pool.take(total);
+                // A large frame goes on in a pooled buffer (see `frame_pool`): a kept one
+                // as soon as one fits, else a kept or new one once its lease covers it
+                // whole; the buffer takes what arrived so far.
+                let pool = &broker.frame_pool;
+                let pooled = match pool.pools(total) {
+                    true if held.held() >= total => Some(pool.take(total)),
+                    true => pool.take_early(total),
+                    false => None,
+                };
+                if let Some(mut pooled) = pooled {
                     pooled.vec().extend_from_slice(&buf);
                     buf = BytesMut::new();
-                    if !read_rest(
+                    if !read_pooled(
                         rd.as_mut(),
                         &mut pooled,
+                        held,
                         total,
                         deadline,
                         timeouts.read,
@@ -317,22 +328,38 @@ async fn read_frames<R: AsyncRead>(
     }
 }
 
-/// Grows `lease` to `target` bytes, waiting for room in the request budget until the
-/// frame's read deadline. `false` when the connection must close (deadline, shutdown, or
-/// more than the frame may ever hold).
-/// Reads into `pooled` until it holds `total` bytes (never more: the next frame's bytes
-/// stay in the socket), with the frame's deadline. False when the connection must close
-/// (the reason is logged).
-async fn read_rest<R: AsyncRead>(
+/// Reads the rest of a `total`-byte frame into `pooled` (never more: the next frame's
+/// bytes stay in the socket), growing `lease` ahead of the bytes as the connection's
+/// own buffer would (see [`next_step`]), with the frame's deadline. Once the lease
+/// covers the frame the buffer stops counting against the pool's bound. False when the
+/// connection must close (the reason is logged).
+async fn read_pooled<R: AsyncRead>(
     mut rd: std::pin::Pin<&mut R>,
     pooled: &mut PooledBuf,
+    lease: &mut Lease,
     total: usize,
     deadline: Instant,
     timeout: std::time::Duration,
     stop: &mut watch::Receiver<bool>,
 ) -> bool {
     while pooled.len() < total {
-        let mut limited = rd.as_mut().take((total - pooled.len()) as u64);
+        if lease.held() <= pooled.len()
+            && !grow(
+                lease,
+                total.min(pooled.len() + next_step(pooled.len())),
+                deadline,
+                stop,
+            )
+            .await
+        {
+            return false;
+        }
+        if lease.held() >= total {
+            pooled.covered();
+        }
+        // The lease never passes the frame, and the buffer holds at least the frame.
+        let room = lease.held().min(pooled.capacity()) - pooled.len();
+        let mut limited = rd.as_mut().take(room as u64);
         let read = tokio::select! {
             r = tokio::time::timeout_at(deadline, limited.read_buf(pooled.vec())) => r,
             _ = stop.wait_for(|s| *s) => {
@@ -356,9 +383,18 @@ async fn read_rest<R: AsyncRead>(
             }
         }
     }
+    pooled.covered();
     true
 }
 
+/// How far a frame's lease runs ahead of the `arrived` bytes at its next step.
+fn next_step(arrived: usize) -> usize {
+    arrived.saturating_mul(GROWTH - 1).clamp(MIN_STEP, MAX_STEP)
+}
+
+/// Grows `lease` to `target` bytes, waiting for room in the request budget until the
+/// frame's read deadline. `false` when the connection must close (deadline, shutdown, or
+/// more than the frame may ever hold).
 async fn grow(
     lease: &mut Lease,
     target: usize,

@@ -8,17 +8,24 @@
 //! a third of the bytes read landed on pages faulted in for the read, one fault per 4 KiB).
 //!
 //! The pool keeps the buffers frames give back, up to `limits.frame_pool_bytes` of them
-//! idle, and lends them to later frames of the same size class. A frame read into a lent
-//! buffer becomes [`Bytes`] whose owner ([`PooledFrame`]) gives the buffer back when the
-//! last slice of the frame is dropped, on whatever thread that happens.
+//! idle, and lends them to later frames: an idle buffer as soon as a frame's size is known
+//! ([`FramePool::take_early`]; the frame is then read into it as its bytes arrive, with
+//! no move of a growing buffer), else an idle or a new one once the frame's lease covers
+//! the whole frame ([`FramePool::take`]; what arrived so far is copied into it, as the
+//! growing buffer's last move would have). A frame read into a lent buffer becomes
+//! [`Bytes`] whose owner ([`PooledFrame`]) gives the buffer back when the last slice of the
+//! frame is dropped, on whatever thread that happens.
 //!
 //! Memory: idle buffers are resident and outside the request budget, at most
 //! `frame_pool_bytes` of them (0 keeps none, and every frame gets a buffer of its own as
-//! before). A buffer is lent only once the frame's lease covers the whole frame, and only
+//! before). A buffer lent before the frame's lease covers it still counts against that
+//! bound until it does, so what slow senders hold ahead of their leases is within the
+//! bound too, and such a buffer is never a new allocation (fresh memory ahead of a lease
+//! may be pages the allocator holds resident, outside any count). A buffer is lent only
 //! if its capacity is at most twice the frame (new buffers are the frame rounded up to
-//! its size class, under a quarter more), so a lent buffer holds at most the frame's size
-//! beyond its lease, as a doubling `Vec` would. Frames under [`POOLED_FRAME_MIN`] are not
-//! pooled.
+//! its size class, under a quarter more), so once covered it holds at most the frame's
+//! size beyond its lease, as a doubling `Vec` would. Frames under [`POOLED_FRAME_MIN`] are
+//! not pooled.
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -40,6 +47,24 @@ struct Idle {
     by_class: BTreeMap<usize, Vec<Vec<u8>>>,
     /// Sum of the idle buffers' capacities.
     bytes: usize,
+    /// Sum of the capacities of buffers lent to frames their lease does not cover yet.
+    early: usize,
+}
+
+impl Idle {
+    /// The smallest idle buffer of at least `len` and at most twice it, counted as lent
+    /// early or not.
+    fn pop_fit(&mut self, len: usize, early: bool) -> Option<Vec<u8>> {
+        let buf = self
+            .by_class
+            .range_mut(size_class(len)..=len.saturating_mul(2))
+            .find_map(|(_, buffers)| buffers.pop())?;
+        self.bytes -= buf.capacity();
+        if early {
+            self.early += buf.capacity();
+        }
+        Some(buf)
+    }
 }
 
 /// The capacity of the buffer lent for a frame of `len` bytes: `len` rounded up to an
@@ -64,47 +89,55 @@ impl FramePool {
         self.max_idle_bytes > 0 && len >= POOLED_FRAME_MIN && size_class(len) <= self.max_idle_bytes
     }
 
-    /// An empty buffer with room for `len` bytes: an idle one of its size class, or a new
-    /// one of that class's capacity. Its memory goes back to the pool when the returned
-    /// buffer (or the frame made of it) is dropped.
+    /// An empty buffer with room for `len` bytes, for a frame whose lease covers it
+    /// whole: an idle one (the smallest at least `len` and at most twice it), or a new one
+    /// of `len`'s size class. Its memory goes back to the pool when the returned buffer
+    /// (or the frame made of it) is dropped.
     pub(crate) fn take(self: &Arc<Self>, len: usize) -> PooledBuf {
-        let class = size_class(len);
-        let reused = {
-            let mut idle = self.lock();
-            // The smallest idle buffer that fits, if it is at most twice the frame.
-            let fit = idle
-                .by_class
-                .range_mut(class..=len.saturating_mul(2))
-                .find_map(|(_, buffers)| buffers.pop());
-            if let Some(b) = &fit {
-                idle.bytes -= b.capacity();
-            }
-            fit
-        };
+        let reused = self.lock().pop_fit(len, false);
         PooledBuf {
-            buf: reused.unwrap_or_else(|| Vec::with_capacity(class)),
+            buf: reused.unwrap_or_else(|| Vec::with_capacity(size_class(len))),
             pool: Arc::clone(self),
+            early: 0,
         }
     }
 
-    /// Bytes held by idle buffers.
-    #[cfg(test)]
-    pub(crate) fn idle_bytes(&self) -> usize {
-        self.lock().bytes
+    /// An idle buffer for a frame of `len` bytes whose lease does not cover it yet, if
+    /// one fits; never a new one (fresh memory ahead of the lease could be pages the
+    /// allocator already holds resident). Until [`PooledBuf::covered`], its capacity is
+    /// counted as if it were still idle, so idle and early-lent buffers together stay
+    /// within the pool's bound whatever slow senders hold.
+    pub(crate) fn take_early(self: &Arc<Self>, len: usize) -> Option<PooledBuf> {
+        let buf = self.lock().pop_fit(len, true)?;
+        Some(PooledBuf {
+            early: buf.capacity(),
+            buf,
+            pool: Arc::clone(self),
+        })
     }
 
-    fn give_back(&self, mut buf: Vec<u8>) {
+    /// Bytes held by idle buffers, and by buffers lent early.
+    #[cfg(test)]
+    pub(crate) fn idle_bytes(&self) -> (usize, usize) {
+        let idle = self.lock();
+        (idle.bytes, idle.early)
+    }
+
+    /// Files `buf` as idle if it fits the bound; `early` is what it was counted as lent
+    /// early.
+    fn give_back(&self, mut buf: Vec<u8>, early: usize) {
         let capacity = buf.capacity();
+        let mut idle = self.lock();
+        idle.early = idle.early.saturating_sub(early);
         // A buffer whose capacity is not its class's (never the case for what `take`
         // hands out, unless it grew) is dropped rather than filed under the wrong class.
-        if capacity == 0 || size_class(capacity) != capacity {
+        if capacity == 0
+            || size_class(capacity) != capacity
+            || idle.bytes + idle.early + capacity > self.max_idle_bytes
+        {
             return;
         }
         buf.clear();
-        let mut idle = self.lock();
-        if idle.bytes + capacity > self.max_idle_bytes {
-            return;
-        }
         idle.bytes += capacity;
         idle.by_class.entry(capacity).or_default().push(buf);
     }
@@ -121,9 +154,27 @@ impl FramePool {
 pub(crate) struct PooledBuf {
     buf: Vec<u8>,
     pool: Arc<FramePool>,
+    /// Bytes counted as lent before the frame's lease covered it (0 once covered, or
+    /// when lent to a covered frame).
+    early: usize,
 }
 
 impl PooledBuf {
+    /// The frame's lease now covers it whole: the buffer no longer counts against the
+    /// pool's bound.
+    pub(crate) fn covered(&mut self) {
+        let early = std::mem::take(&mut self.early);
+        if early > 0 {
+            let mut idle = self.pool.lock();
+            idle.early = idle.early.saturating_sub(early);
+        }
+    }
+
+    /// The buffer's capacity.
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// The buffer, to read into. Reads must stay within its capacity (a grown buffer is
     /// not kept when given back).
     pub(crate) fn vec(&mut self) -> &mut Vec<u8> {
@@ -143,7 +194,10 @@ impl PooledBuf {
 
 impl Drop for PooledBuf {
     fn drop(&mut self) {
-        self.pool.give_back(std::mem::take(&mut self.buf));
+        self.pool.give_back(
+            std::mem::take(&mut self.buf),
+            std::mem::take(&mut self.early),
+        );
     }
 }
 
@@ -195,14 +249,14 @@ mod tests {
         let frame = a.freeze();
         let slice = frame.slice(4..10);
         drop(frame);
-        assert_eq!(pool.idle_bytes(), 0, "a slice still holds the buffer");
+        assert_eq!(pool.idle_bytes(), (0, 0), "a slice still holds the buffer");
         assert_eq!(&slice[..], &[7; 6]);
         drop(slice);
-        assert_eq!(pool.idle_bytes(), size_class(100_000));
+        assert_eq!(pool.idle_bytes(), (size_class(100_000), 0));
         let mut b = pool.take(99_000);
         assert_eq!(b.vec().as_ptr(), ptr, "same class, same buffer");
         assert!(b.vec().is_empty());
-        assert_eq!(pool.idle_bytes(), 0);
+        assert_eq!(pool.idle_bytes(), (0, 0));
         let mut c = pool.take(300_000);
         assert_ne!(c.vec().as_ptr(), ptr, "another class, another buffer");
         assert!(c.vec().capacity() >= 300_000);
@@ -214,7 +268,7 @@ mod tests {
         let lent: Vec<_> = (0..4).map(|_| pool.take(100_000)).collect();
         drop(lent);
         // Three of 114_688 bytes would be over 300_000.
-        assert_eq!(pool.idle_bytes(), 2 * size_class(100_000));
+        assert_eq!(pool.idle_bytes(), (2 * size_class(100_000), 0));
         assert!(pool.pools(100_000));
         assert!(!pool.pools(POOLED_FRAME_MIN - 1));
         assert!(!pool.pools(400_000), "larger than the whole pool");
@@ -227,6 +281,38 @@ mod tests {
         let mut a = pool.take(100_000);
         a.vec().resize(500_000, 0);
         drop(a);
-        assert_eq!(pool.idle_bytes(), 0);
+        assert_eq!(pool.idle_bytes(), (0, 0));
+    }
+
+    #[test]
+    fn buffers_lent_early_count_against_the_bound_until_covered() {
+        let class = size_class(100_000);
+        let pool = FramePool::new(3 * class);
+        assert!(
+            pool.take_early(100_000).is_none(),
+            "never a new buffer early"
+        );
+        drop((pool.take(100_000), pool.take(100_000), pool.take(100_000)));
+        assert_eq!(pool.idle_bytes(), (3 * class, 0));
+        // Two slow senders hold two idle buffers early.
+        let slow_a = pool.take_early(100_000).unwrap();
+        let slow_b = pool.take_early(90_000).unwrap();
+        assert_eq!(pool.idle_bytes(), (class, 2 * class));
+        // A frame covered whole takes the last one and a new one; given back, only one
+        // fits beside the two still lent early.
+        drop((pool.take(100_000), pool.take(100_000)));
+        assert_eq!(pool.idle_bytes(), (class, 2 * class));
+        assert!(pool.take_early(300_000).is_none(), "no buffer of that size");
+        assert!(pool.take_early(50_000).is_none(), "over twice the frame");
+        // Covered: no longer counted, so a buffer given back now is kept.
+        let mut covered = slow_a;
+        covered.covered();
+        assert_eq!(pool.idle_bytes(), (class, class));
+        drop(pool.take(100_000));
+        assert_eq!(pool.idle_bytes(), (class, class), "taken and given back");
+        drop(covered);
+        assert_eq!(pool.idle_bytes(), (2 * class, class));
+        drop(slow_b);
+        assert_eq!(pool.idle_bytes(), (3 * class, 0));
     }
 }
