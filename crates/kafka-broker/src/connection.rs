@@ -225,15 +225,8 @@ async fn read_frames<R: AsyncRead>(
                     // The size was checked above and the frame is complete.
                     return;
                 };
-                let Some(held) = lease.take() else {
-                    return;
-                };
                 frame_deadline = None;
-                if frames
-                    .send(Box::new((frame, held, std::time::Instant::now())))
-                    .await
-                    .is_err()
-                {
+                if !hand_on(&frames, frame, &mut lease).await {
                     return;
                 }
                 continue;
@@ -275,16 +268,8 @@ async fn read_frames<R: AsyncRead>(
                     {
                         return;
                     }
-                    let Some(held) = lease.take() else {
-                        return;
-                    };
                     frame_deadline = None;
-                    let frame = pooled.freeze().slice(4..);
-                    if frames
-                        .send(Box::new((frame, held, std::time::Instant::now())))
-                        .await
-                        .is_err()
-                    {
+                    if !hand_on(&frames, pooled.freeze().slice(4..), &mut lease).await {
                         return;
                     }
                     continue;
@@ -385,6 +370,18 @@ async fn read_pooled<R: AsyncRead>(
     }
     pooled.covered();
     true
+}
+
+/// Hands a whole `frame` on to the processor with its lease (taken from `lease`). False
+/// when the processor is gone.
+async fn hand_on(frames: &mpsc::Sender<Frame>, frame: Bytes, lease: &mut Option<Lease>) -> bool {
+    let Some(held) = lease.take() else {
+        return false;
+    };
+    frames
+        .send(Box::new((frame, held, std::time::Instant::now())))
+        .await
+        .is_ok()
 }
 
 /// How far a frame's lease runs ahead of the `arrived` bytes at its next step.
