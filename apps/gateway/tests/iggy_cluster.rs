@@ -272,7 +272,9 @@ fn a_gateway_on_an_iggy_cluster_keeps_every_record_when_the_primary_is_killed() 
         ("IN_FLIGHT", IN_FLIGHT.to_string()),
     ];
     let mut script = BackgroundScript::start("failover_producer", SCRIPT, &env);
-    script.wait_for_line("PRODUCING", Duration::from_secs(200));
+    script.wait_for_line_or("PRODUCING", Duration::from_secs(200), || {
+        format!("{}\n{}", gateway.output(40), cluster.log_tails())
+    });
     std::thread::sleep(KILL_AFTER);
     let killed = primary(&cluster, None);
     cluster.nodes[killed].kill();

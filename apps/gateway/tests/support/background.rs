@@ -51,15 +51,31 @@ impl BackgroundScript {
     /// Waits until the script printed `line`; panics with its output when it exits
     /// first or `timeout` passes.
     pub fn wait_for_line(&mut self, line: &str, timeout: Duration) {
+        self.wait_for_line_or(line, timeout, String::new);
+    }
+
+    /// [`BackgroundScript::wait_for_line`], adding `context()` (logs of the servers
+    /// behind the script, say) to the panic message.
+    pub fn wait_for_line_or(
+        &mut self,
+        line: &str,
+        timeout: Duration,
+        context: impl Fn() -> String,
+    ) {
         let deadline = Instant::now() + timeout;
         while !self.log().contains(line) {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the script ended early ({status}):\n{}", self.log());
+                panic!(
+                    "the script ended early ({status}):\n{}\n{}",
+                    self.log(),
+                    context()
+                );
             }
             assert!(
                 Instant::now() < deadline,
-                "the script did not print {line:?} within {timeout:?}:\n{}",
-                self.log()
+                "the script did not print {line:?} within {timeout:?}:\n{}\n{}",
+                self.log(),
+                context()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
