@@ -272,6 +272,73 @@ fn trickle_senders_hold_only_what_they_sent() {
     assert_survived(&mut gw, prober, "40 trickle senders");
 }
 
+#[test]
+fn slow_senders_cannot_hold_kept_read_buffers_beyond_the_pool() {
+    // Requests of 64 KiB and more are read into buffers the gateway keeps (at most
+    // `frame_pool_bytes` idle), and a request takes an idle one as soon as its
+    // size is known, before its memory lease covers it. A hundred slow senders of 1 MiB
+    // requests would hold up to a hundred resident buffers ahead of their leases if those
+    // did not count against the pool's bound (16 MiB here), while eight fast senders keep
+    // giving new buffers back to the pool: over the peak RSS bound. Counted, they hold at
+    // most 16 MiB.
+    const POOL: f64 = 16.0 * 1024.0 * 1024.0;
+    let _turn = my_turn();
+    let metrics = free_addr();
+    let Some(mut gw) = Gateway::attack(
+        "attack_connections",
+        &[
+            ("IGGY_KAFKA_READ_TIMEOUT_SECS", "4"),
+            ("IGGY_KAFKA_FRAME_POOL_BYTES", "16777216"),
+            ("IGGY_KAFKA_METRICS_ADDR", &metrics.to_string()),
+        ],
+    ) else {
+        return;
+    };
+    let prober = Prober::start(gw.addr, Duration::from_millis(50));
+    let ahead = Sampler::start(metrics, "kafka_gateway_frame_pool_lent_ahead_bytes");
+    let idle = Sampler::start(metrics, "kafka_gateway_frame_pool_idle_bytes");
+    let addr = gw.addr;
+    let request = Arc::new(frame(18, 0, 1, b"pool", false, &vec![0u8; 1 << 20]));
+    let (_, handles) = attackers(108, Duration::from_secs(8), move |i, stop| {
+        while !stop.load(Ordering::Relaxed) {
+            let Some(mut s) = try_connect(addr) else {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            if i < 8 {
+                // Fast: the whole request at once, its answer, then the next connection.
+                if s.write_all(&request).is_ok() {
+                    let _ = read_frame(&mut s, 1 << 20);
+                }
+            } else {
+                // Slow: 8 KiB, then 4 KiB every 100 ms (closed at the read deadline).
+                trickle(&mut s, &request[..8192], 8192, Duration::ZERO, stop);
+                trickle(
+                    &mut s,
+                    &request[8192..],
+                    4096,
+                    Duration::from_millis(100),
+                    stop,
+                );
+            }
+        }
+    });
+    for h in handles {
+        h.join().unwrap();
+    }
+    let (ahead, idle) = (ahead.finish(), idle.finish());
+    eprintln!("most lent ahead {ahead} bytes, most idle {idle} bytes");
+    assert!(
+        ahead > 0.0 && ahead <= POOL && idle <= POOL,
+        "kept buffers: {ahead} bytes lent ahead of leases and {idle} idle at most, bound {POOL}"
+    );
+    assert_survived(
+        &mut gw,
+        prober,
+        "100 slow and 8 fast senders of 1 MiB requests",
+    );
+}
+
 /// Metadata v1 for `wide` (auto-created with 300 partitions: ~10 KiB answers).
 fn metadata_wide(corr: i32) -> Vec<u8> {
     let mut body = 1i32.to_be_bytes().to_vec();

@@ -116,9 +116,8 @@ impl FramePool {
         })
     }
 
-    /// Bytes held by idle buffers, and by buffers lent early.
-    #[cfg(test)]
-    pub(crate) fn idle_bytes(&self) -> (usize, usize) {
+    /// Bytes held by idle buffers, and by buffers lent ahead of their frame's lease.
+    pub(crate) fn bytes(&self) -> (usize, usize) {
         let idle = self.lock();
         (idle.bytes, idle.early)
     }
@@ -249,14 +248,14 @@ mod tests {
         let frame = a.freeze();
         let slice = frame.slice(4..10);
         drop(frame);
-        assert_eq!(pool.idle_bytes(), (0, 0), "a slice still holds the buffer");
+        assert_eq!(pool.bytes(), (0, 0), "a slice still holds the buffer");
         assert_eq!(&slice[..], &[7; 6]);
         drop(slice);
-        assert_eq!(pool.idle_bytes(), (size_class(100_000), 0));
+        assert_eq!(pool.bytes(), (size_class(100_000), 0));
         let mut b = pool.take(99_000);
         assert_eq!(b.vec().as_ptr(), ptr, "same class, same buffer");
         assert!(b.vec().is_empty());
-        assert_eq!(pool.idle_bytes(), (0, 0));
+        assert_eq!(pool.bytes(), (0, 0));
         let mut c = pool.take(300_000);
         assert_ne!(c.vec().as_ptr(), ptr, "another class, another buffer");
         assert!(c.vec().capacity() >= 300_000);
@@ -268,7 +267,7 @@ mod tests {
         let lent: Vec<_> = (0..4).map(|_| pool.take(100_000)).collect();
         drop(lent);
         // Three of 114_688 bytes would be over 300_000.
-        assert_eq!(pool.idle_bytes(), (2 * size_class(100_000), 0));
+        assert_eq!(pool.bytes(), (2 * size_class(100_000), 0));
         assert!(pool.pools(100_000));
         assert!(!pool.pools(POOLED_FRAME_MIN - 1));
         assert!(!pool.pools(400_000), "larger than the whole pool");
@@ -281,7 +280,7 @@ mod tests {
         let mut a = pool.take(100_000);
         a.vec().resize(500_000, 0);
         drop(a);
-        assert_eq!(pool.idle_bytes(), (0, 0));
+        assert_eq!(pool.bytes(), (0, 0));
     }
 
     #[test]
@@ -293,26 +292,26 @@ mod tests {
             "never a new buffer early"
         );
         drop((pool.take(100_000), pool.take(100_000), pool.take(100_000)));
-        assert_eq!(pool.idle_bytes(), (3 * class, 0));
+        assert_eq!(pool.bytes(), (3 * class, 0));
         // Two slow senders hold two idle buffers early.
         let slow_a = pool.take_early(100_000).unwrap();
         let slow_b = pool.take_early(90_000).unwrap();
-        assert_eq!(pool.idle_bytes(), (class, 2 * class));
+        assert_eq!(pool.bytes(), (class, 2 * class));
         // A frame covered whole takes the last one and a new one; given back, only one
         // fits beside the two still lent early.
         drop((pool.take(100_000), pool.take(100_000)));
-        assert_eq!(pool.idle_bytes(), (class, 2 * class));
+        assert_eq!(pool.bytes(), (class, 2 * class));
         assert!(pool.take_early(300_000).is_none(), "no buffer of that size");
         assert!(pool.take_early(50_000).is_none(), "over twice the frame");
         // Covered: no longer counted, so a buffer given back now is kept.
         let mut covered = slow_a;
         covered.covered();
-        assert_eq!(pool.idle_bytes(), (class, class));
+        assert_eq!(pool.bytes(), (class, class));
         drop(pool.take(100_000));
-        assert_eq!(pool.idle_bytes(), (class, class), "taken and given back");
+        assert_eq!(pool.bytes(), (class, class), "taken and given back");
         drop(covered);
-        assert_eq!(pool.idle_bytes(), (2 * class, class));
+        assert_eq!(pool.bytes(), (2 * class, class));
         drop(slow_b);
-        assert_eq!(pool.idle_bytes(), (3 * class, 0));
+        assert_eq!(pool.bytes(), (3 * class, 0));
     }
 }

@@ -81,6 +81,8 @@ pub(crate) struct ScrapeGauges {
     producers_recovered: Counter,
     memory_in_use: Gauge,
     memory_budget: Gauge,
+    frame_pool_idle: Gauge,
+    frame_pool_lent_ahead: Gauge,
     responses_queued: Gauge,
     store_up: Gauge,
     truncated: Gauge,
@@ -110,6 +112,8 @@ impl ScrapeGauges {
             producers_recovered: Counter::default(),
             memory_in_use: Gauge::default(),
             memory_budget: Gauge::default(),
+            frame_pool_idle: Gauge::default(),
+            frame_pool_lent_ahead: Gauge::default(),
             responses_queued: Gauge::default(),
             store_up: Gauge::default(),
             truncated: Gauge::default(),
@@ -199,6 +203,18 @@ impl ScrapeGauges {
             g.memory_budget.clone(),
         );
         reg.register_with_unit(
+            "frame_pool_idle",
+            "Idle read buffers kept for large requests (at most frame_pool_bytes with the lent-ahead ones)",
+            Unit::Bytes,
+            g.frame_pool_idle.clone(),
+        );
+        reg.register_with_unit(
+            "frame_pool_lent_ahead",
+            "Kept read buffers lent to requests their memory lease does not cover yet",
+            Unit::Bytes,
+            g.frame_pool_lent_ahead.clone(),
+        );
+        reg.register_with_unit(
             "response_memory_queued",
             "Encoded response bytes waiting to be written to clients",
             Unit::Bytes,
@@ -272,6 +288,11 @@ pub(crate) async fn refresh(metrics: &Metrics, broker: &Broker) {
         .set(i64::try_from(broker.request_memory.in_use()).unwrap_or(i64::MAX));
     g.responses_queued
         .set(i64::try_from(broker.response_memory.queued()).unwrap_or(i64::MAX));
+    let (idle, lent_ahead) = broker.frame_pool.bytes();
+    g.frame_pool_idle
+        .set(i64::try_from(idle).unwrap_or(i64::MAX));
+    g.frame_pool_lent_ahead
+        .set(i64::try_from(lent_ahead).unwrap_or(i64::MAX));
 
     if let Ok(stats) = broker.groups.with(|c, _| c.stats()).await {
         g.groups.clear();
