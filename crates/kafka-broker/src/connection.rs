@@ -62,7 +62,7 @@ use crate::dispatch::{self, Outcome, Step};
 use crate::frame_pool::PooledBuf;
 use crate::handlers;
 use crate::session::{AuthState, Session};
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use kafka_protocol::api::{HeaderPrefix, decode_memory_bound};
@@ -247,10 +247,12 @@ async fn read_frames<R: AsyncRead>(
                 // as soon as one fits, else a kept or new one once its lease covers it
                 // whole; the buffer takes what arrived so far.
                 let pool = &broker.frame_pool;
-                let pooled = match pool.pools(total) {
-                    true if held.held() >= total => Some(pool.take(total)),
-                    true => pool.take_early(total),
-                    false => None,
+                let pooled = if !pool.pools(total) {
+                    None
+                } else if held.held() >= total {
+                    Some(pool.take(total))
+                } else {
+                    pool.take_early(total)
                 };
                 if let Some(mut pooled) = pooled {
                     pooled.vec().extend_from_slice(&buf);
@@ -281,34 +283,71 @@ async fn read_frames<R: AsyncRead>(
             // announced size ahead would hold memory the budget does not count.
             buf.reserve(room);
         }
-        let mut limited = rd.as_mut().take(room as u64);
-        let read = tokio::select! {
-            r = tokio::time::timeout_at(deadline, limited.read_buf(&mut buf)) => r,
-            _ = stop.wait_for(|s| *s) => {
-                debug!("shutdown: no more requests read from this connection");
-                return;
+        let read_for = if at_boundary {
+            ReadFor::Idle(timeouts.idle)
+        } else {
+            ReadFor::Frame {
+                timeout: timeouts.read,
+                buffered: buf.len(),
             }
         };
-        match read {
-            Ok(Ok(0)) => {
-                if !at_boundary {
-                    info!(buffered = buf.len(), "connection closed inside a frame");
-                }
-                return;
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                debug!(error = %e, "read failed");
-                return;
-            }
-            Err(_) if at_boundary => {
-                info!(timeout = ?timeouts.idle, "idle timeout, closing connection");
-                return;
-            }
-            Err(_) => {
-                warn!(timeout = ?timeouts.read, buffered = buf.len(), "frame not completed within the read timeout, closing connection");
-                return;
-            }
+        if !read_some(rd.as_mut(), &mut buf, room, deadline, read_for, &mut stop).await {
+            return;
+        }
+    }
+}
+
+/// What a connection's read is waiting for, for the log line when it gives up.
+enum ReadFor {
+    /// The next frame's first bytes, within the idle timeout.
+    Idle(std::time::Duration),
+    /// The rest of a frame, within the read timeout; `buffered` of it arrived.
+    Frame {
+        timeout: std::time::Duration,
+        buffered: usize,
+    },
+}
+
+/// One read of at most `room` bytes into `buf`, with `deadline` and shutdown. False when
+/// the connection must close, with the reason logged: end of stream, a read error,
+/// shutdown, or the deadline.
+async fn read_some<R: AsyncRead, B: BufMut>(
+    rd: Pin<&mut R>,
+    buf: &mut B,
+    room: usize,
+    deadline: Instant,
+    read_for: ReadFor,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    let mut limited = rd.take(room as u64);
+    let outcome = tokio::select! {
+        r = tokio::time::timeout_at(deadline, limited.read_buf(buf)) => r,
+        _ = stop.wait_for(|s| *s) => {
+            debug!("shutdown: no more requests read from this connection");
+            return false;
+        }
+    };
+    match (outcome, read_for) {
+        (Ok(Ok(0)), ReadFor::Idle(_)) => false,
+        (Ok(Ok(0)), ReadFor::Frame { buffered, .. }) => {
+            info!(buffered, "connection closed inside a frame");
+            false
+        }
+        (Ok(Ok(_)), _) => true,
+        (Ok(Err(e)), _) => {
+            debug!(error = %e, "read failed");
+            false
+        }
+        (Err(_), ReadFor::Idle(timeout)) => {
+            info!(?timeout, "idle timeout, closing connection");
+            false
+        }
+        (Err(_), ReadFor::Frame { timeout, buffered }) => {
+            warn!(
+                ?timeout,
+                buffered, "frame not completed within the read timeout, closing connection"
+            );
+            false
         }
     }
 }
@@ -344,28 +383,12 @@ async fn read_pooled<R: AsyncRead>(
         }
         // The lease never passes the frame, and the buffer holds at least the frame.
         let room = lease.held().min(pooled.capacity()) - pooled.len();
-        let mut limited = rd.as_mut().take(room as u64);
-        let read = tokio::select! {
-            r = tokio::time::timeout_at(deadline, limited.read_buf(pooled.vec())) => r,
-            _ = stop.wait_for(|s| *s) => {
-                debug!("shutdown: no more requests read from this connection");
-                return false;
-            }
+        let read_for = ReadFor::Frame {
+            timeout,
+            buffered: pooled.len(),
         };
-        match read {
-            Ok(Ok(0)) => {
-                info!(buffered = pooled.len(), "connection closed inside a frame");
-                return false;
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                debug!(error = %e, "read failed");
-                return false;
-            }
-            Err(_) => {
-                warn!(timeout = ?timeout, buffered = pooled.len(), "frame not completed within the read timeout, closing connection");
-                return false;
-            }
+        if !read_some(rd.as_mut(), pooled.vec(), room, deadline, read_for, stop).await {
+            return false;
         }
     }
     pooled.covered();
