@@ -425,7 +425,7 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
             partitions.push((index, checked));
         }
         out.push(PerTopic {
-            name: topic.name,
+            name: bytestring::ByteString::from(&*topic.name),
             topic_id: topic.topic_id,
             partitions,
         });
