@@ -94,9 +94,6 @@ struct Inner {
     /// Bytes of messages mapped ahead of their appends and not yet taken by one
     /// (`IggyBridge::mapping_sink`), bounded by `send_buffer_bytes` too.
     prepared_bytes: Arc<AtomicUsize>,
-    /// The broker's pool of large buffers, once handed over
-    /// (`LogStore::use_buffer_pool`): send bodies are written into its buffers.
-    buffers: std::sync::OnceLock<Arc<kafka_store::buffer_pool::BufferPool>>,
     /// Idempotent producers remembered over all partitions, bounded by
     /// `dedup_producers`.
     dedup_producers: AtomicUsize,
@@ -198,7 +195,6 @@ impl IggyBridge {
                 ahead_bytes: AtomicUsize::new(0),
                 send_bytes: AtomicUsize::new(0),
                 prepared_bytes: Arc::new(AtomicUsize::new(0)),
-                buffers: std::sync::OnceLock::new(),
                 dedup_producers: AtomicUsize::new(0),
                 id_prefix: random_u64(),
                 message_ids: AtomicU64::new(0),

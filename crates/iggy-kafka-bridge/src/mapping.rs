@@ -68,11 +68,9 @@ use kafka_records::{
     Attributes, BatchOptions, Compression, ExactReencoding, Header, NewRecord, RecordBatch,
     RecordRef, RecordsError, TimestampType, encode_batch_of,
 };
-use kafka_store::buffer_pool::BufferPool;
 use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::str::FromStr;
-use std::sync::Arc;
 use twox_hash::XxHash3_64;
 
 /// User header holding the framing.
@@ -622,8 +620,8 @@ impl<'a> WireParts<'a> {
     }
 
     /// Writes the user headers in Iggy's wire form (`headers_len` bytes).
-    fn put_headers<B: BufMut>(&self, out: &mut B) {
-        fn put_user<B: BufMut>(out: &mut B, hs: &[Header]) {
+    fn put_headers(&self, out: &mut BytesMut) {
+        let put_user = |out: &mut BytesMut, hs: &[Header]| {
             for h in hs {
                 put_entry(
                     out,
@@ -632,7 +630,7 @@ impl<'a> WireParts<'a> {
                     h.value.as_deref().unwrap_or_default(),
                 );
             }
-        }
+        };
         put_user(out, &self.user[..self.below]);
         if let Some(k) = self.key {
             put_entry(out, KEY_HEADER.as_bytes(), KIND_RAW, k);
@@ -679,13 +677,10 @@ const AT_PAYLOAD_LEN: usize = 36;
 /// [`WireMessages::sealed`] writes them as each message is written, as they are when the
 /// append leads its send, and [`send_body`] then takes them as they are. The buffer
 /// starts with `room` bytes for the request's routing fields and batch header, so a send
-/// of one append is finished in place. Made with a [`BufferPool`]
-/// ([`WireMessages::new_in`]), the buffer comes from it and goes back to it: when the send
-/// made of it is dropped, or when the messages are dropped unsent.
+/// of one append is finished in place.
 #[derive(Debug)]
 pub struct WireMessages {
-    buf: Vec<u8>,
-    pool: Option<Arc<BufferPool>>,
+    buf: BytesMut,
     room: usize,
     count: usize,
     data_bytes: usize,
@@ -730,26 +725,10 @@ impl WireMessages {
     /// `capacity` bytes of messages; `origin_micros` is the origin timestamp of every
     /// message in it.
     pub fn new(room: usize, capacity: usize, origin_micros: u64) -> Self {
-        Self::new_in(None, room, capacity, origin_micros)
-    }
-
-    /// [`WireMessages::new`] with a buffer from `pool`, given back to it once the send
-    /// made of these messages (or the messages unsent) are dropped.
-    pub fn new_in(
-        pool: Option<&Arc<BufferPool>>,
-        room: usize,
-        capacity: usize,
-        origin_micros: u64,
-    ) -> Self {
-        let len = room.saturating_add(capacity);
-        let mut buf = match pool {
-            Some(pool) => pool.take_vec(len),
-            None => Vec::with_capacity(len),
-        };
+        let mut buf = BytesMut::with_capacity(room.saturating_add(capacity));
         buf.resize(room, 0);
         Self {
             buf,
-            pool: pool.cloned(),
             room,
             count: 0,
             data_bytes: 0,
@@ -771,19 +750,7 @@ impl WireMessages {
         first_id: u128,
         ids: usize,
     ) -> Self {
-        Self::sealed_in(None, room, capacity, origin_micros, first_id, ids)
-    }
-
-    /// [`WireMessages::sealed`] with a buffer from `pool` (see [`WireMessages::new_in`]).
-    pub fn sealed_in(
-        pool: Option<&Arc<BufferPool>>,
-        room: usize,
-        capacity: usize,
-        origin_micros: u64,
-        first_id: u128,
-        ids: usize,
-    ) -> Self {
-        let mut messages = Self::new_in(pool, room, capacity, origin_micros);
+        let mut messages = Self::new(room, capacity, origin_micros);
         messages.seal = Some(Seal {
             first_id,
             ids,
@@ -950,14 +917,6 @@ impl WireMessages {
             self.seal_at(mark.len, mark.len + new_len, index);
         }
         Ok(())
-    }
-}
-
-impl Drop for WireMessages {
-    fn drop(&mut self) {
-        if let Some(pool) = &self.pool {
-            pool.give(std::mem::take(&mut self.buf));
-        }
     }
 }
 
@@ -1332,15 +1291,15 @@ pub fn send_body(
         }
         _ => None,
     };
-    // The body is `full[skip..]`: a single append with more room than needed starts
-    // that much into its buffer.
-    let pool = appends.first().and_then(|a| a.pool.clone());
-    let (mut full, skip) = match <[WireMessages; 1]>::try_from(appends) {
-        Ok([mut only]) if only.room >= room => (std::mem::take(&mut only.buf), only.room - room),
-        Ok([only]) => (joined(pool.as_ref(), room, std::slice::from_ref(&only)), 0),
-        Err(appends) => (joined(pool.as_ref(), room, &appends), 0),
+    let mut buf = match <[WireMessages; 1]>::try_from(appends) {
+        Ok([only]) if only.room >= room => {
+            let mut buf = only.buf;
+            buf.advance(only.room - room);
+            buf
+        }
+        Ok([only]) => joined(room, std::slice::from_ref(&only)),
+        Err(appends) => joined(room, &appends),
     };
-    let buf = &mut full[skip..];
     let batch_size = buf.len() - room + BATCH_HEADER_SIZE;
     let batch_length = u32::try_from(batch_size).map_err(|_| IggyError::InvalidCommand)?;
     let blob_start = room;
@@ -1376,7 +1335,7 @@ pub fn send_body(
     for (n, timestamp_delta) in runs {
         for _ in 0..n {
             // Every message was written whole by `push`, so its lengths are there.
-            let len = frame_len_at(buf, at).ok_or(IggyError::InvalidCommand)?;
+            let len = frame_len_at(&buf, at).ok_or(IggyError::InvalidCommand)?;
             let id = next_id();
             if index == 0 {
                 first_id = id;
@@ -1405,24 +1364,17 @@ pub fn send_body(
     partitioning.encode(&mut routing);
     routing.put_u32_le(message_count);
     buf[..header_start].copy_from_slice(&routing);
-    let body = match pool {
-        Some(pool) => pool.adopt(full).freeze(),
-        None => Bytes::from(full),
-    };
     Ok(SendBody {
-        body: body.slice(skip..),
+        body: buf.freeze(),
         first_id,
         count,
     })
 }
 
-/// The messages of `appends` copied after `room` zero bytes, into a buffer from `pool`.
-fn joined(pool: Option<&Arc<BufferPool>>, room: usize, appends: &[WireMessages]) -> Vec<u8> {
+/// The messages of `appends` copied after `room` zero bytes.
+fn joined(room: usize, appends: &[WireMessages]) -> BytesMut {
     let total = appends.iter().map(WireMessages::wire_len).sum::<usize>();
-    let mut buf = match pool {
-        Some(pool) => pool.take_vec(room + total),
-        None => Vec::with_capacity(room + total),
-    };
+    let mut buf = BytesMut::with_capacity(room + total);
     buf.resize(room, 0);
     for a in appends {
         buf.extend_from_slice(&a.buf[a.room..]);
@@ -2621,70 +2573,6 @@ mod send_tests {
     }
 
     #[test]
-    fn a_send_in_pooled_buffers_is_the_same_send_and_gives_them_back() {
-        use kafka_store::buffer_pool::size_class;
-        let appends = appends();
-        let (s, t, p) = target();
-        let exact = send_room(&s, &t, &p);
-        // Room for every test record, so no buffer grows (a grown one is not kept).
-        let capacity = 1 << 20;
-        for n in 1..=appends.len() {
-            let group = &appends[..n];
-            for room in [0, exact, MAX_SEND_ROOM] {
-                let expected = ours(group, 77, Some(room));
-                let pool = BufferPool::new(64 << 20, 1);
-                let wire: Vec<WireMessages> = group
-                    .iter()
-                    .map(|(origin, records)| {
-                        pushed(
-                            WireMessages::new_in(Some(&pool), room, capacity, *origin),
-                            records,
-                        )
-                    })
-                    .collect();
-                assert_eq!(pool.bytes(), (0, 0), "every buffer is lent");
-                let class = size_class(room + capacity);
-                let mut next = 77;
-                let body = send_body(wire, &s, &t, &p, || {
-                    next += 1;
-                    next - 1
-                })
-                .unwrap();
-                assert_eq!(
-                    body.body.as_ref(),
-                    expected.body.as_ref(),
-                    "{n}, room {room}"
-                );
-                let in_place = n == 1 && room >= exact;
-                let idle_while_sent = if in_place { 0 } else { n * class };
-                assert_eq!(
-                    pool.bytes().0,
-                    idle_while_sent,
-                    "{n}, room {room}: joined appends give their buffers back at once"
-                );
-                let sent_class = if in_place {
-                    class
-                } else {
-                    size_class(exact + body.body.len() - exact)
-                };
-                let slice = body.body.slice(10..20);
-                drop(body);
-                assert_eq!(pool.bytes().0, idle_while_sent, "a slice holds the body");
-                drop(slice);
-                assert_eq!(
-                    pool.bytes().0,
-                    idle_while_sent + sent_class,
-                    "{n}, room {room}: the body's buffer is back"
-                );
-            }
-        }
-        // Messages dropped unsent give their buffer back too.
-        let pool = BufferPool::new(64 << 20, 1);
-        drop(WireMessages::new_in(Some(&pool), 0, capacity, 1));
-        assert_eq!(pool.bytes().0, size_class(capacity));
-    }
-
-    #[test]
     fn the_most_room_is_that_of_the_longest_names() {
         let longest = "n".repeat(iggy_binary_protocol::MAX_WIRE_NAME_LENGTH);
         let named = WireIdentifier::named(longest.as_str()).unwrap();
@@ -2715,18 +2603,10 @@ mod send_tests {
     /// or left for the send when `first` is `None`.
     fn written(append: &Append, room: usize, first: Option<(u128, usize)>) -> WireMessages {
         let (origin, records) = append;
-        let w = match first {
+        let mut w = match first {
             Some((id, ids)) => WireMessages::sealed(room, 16, *origin, id, ids),
             None => WireMessages::new(room, 16, *origin),
         };
-        pushed(w, records)
-    }
-
-    /// `w` with `records` pushed.
-    fn pushed(
-        mut w: WireMessages,
-        records: &[(NewRecord, i32, Option<BatchFrame>, bool)],
-    ) -> WireMessages {
         for (record, delta, frame, txn) in records {
             let tag = if *txn {
                 frame.as_ref().and_then(|f| TxnTag::of(f, record))

@@ -26,7 +26,7 @@ pub(crate) struct Broker {
     /// Budget of request bytes buffered over all connections.
     pub(crate) request_memory: Arc<RequestBudget>,
     /// Read buffers kept for large request frames.
-    pub(crate) frame_pool: Arc<kafka_store::buffer_pool::BufferPool>,
+    pub(crate) frame_pool: Arc<crate::frame_pool::FramePool>,
     /// Encoded response bytes waiting for writers over all connections.
     pub(crate) response_memory: Arc<ResponseBudget>,
     /// Where CPU-heavy request work runs (decompression, timestamp scans).
@@ -131,12 +131,7 @@ impl Broker {
             crate::txns::partitions::TxnPartitionLimits::of(&config.transactions),
         ));
         let request_memory = Arc::new(RequestBudget::new(&config.limits));
-        let frame_pool = kafka_store::buffer_pool::BufferPool::new(
-            config.limits.frame_pool_bytes,
-            crate::connection::POOLED_FRAME_MIN,
-        );
-        // The store's copies of large batches (the bridge's send bodies) share the bound.
-        stores.log.use_buffer_pool(Arc::clone(&frame_pool));
+        let frame_pool = crate::frame_pool::FramePool::new(config.limits.frame_pool_bytes);
         let response_memory = Arc::new(ResponseBudget::new(&config.limits));
         Broker {
             config,

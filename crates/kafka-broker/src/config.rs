@@ -468,9 +468,7 @@ pub struct Limits {
     pub inline_validation_bytes: usize,
     /// Most bytes of read buffers kept idle for large request frames (64 KiB and up) to
     /// be read into, instead of a new allocation each (whose pages the kernel may have to
-    /// fault in again). The store may write what it makes of such requests into buffers
-    /// of the same pool (the Iggy bridge's sends; `LogStore::use_buffer_pool`). Resident,
-    /// outside `max_buffered_request_bytes`; 0 keeps none.
+    /// fault in again). Resident, outside `max_buffered_request_bytes`; 0 keeps none.
     pub frame_pool_bytes: usize,
     /// Most bytes the batches of one Produce may decompress to, together; partitions past
     /// it get `MESSAGE_TOO_LARGE` without being decompressed.

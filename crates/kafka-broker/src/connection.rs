@@ -32,10 +32,10 @@
 //! lease, not ahead of it); the frame's lease travels with
 //! it and is given back once the request has been handled. A frame of 64 KiB or more is
 //! read into a buffer from the broker's frame pool
-//! ([`BufferPool`](kafka_store::buffer_pool::BufferPool), shared with the store): a kept
-//! one as soon as its size is known if one fits, else one once its lease covers it whole;
-//! the pool gets the buffer back when the request's last slice is dropped. The processor
-//! starts no new request while the connection's queued responses are over their bound (see
+//! ([`FramePool`](crate::frame_pool::FramePool)): a kept one as soon as its size is known
+//! if one fits, else one once its lease covers it whole; the pool gets the buffer back
+//! when the request's last slice is dropped. The processor starts no new
+//! request while the connection's queued responses are over their bound (see
 //! [`Outbox`]); the writer counts them off as they are written. Any violation, a
 //! malformed frame, an unknown API or an unsupported version closes the connection with
 //! a log line.
@@ -59,6 +59,7 @@
 use crate::broker::Broker;
 use crate::budget::{Lease, Outbox};
 use crate::dispatch::{self, Outcome, Step};
+use crate::frame_pool::PooledBuf;
 use crate::handlers;
 use crate::session::{AuthState, Session};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -67,7 +68,6 @@ use futures_util::stream::FuturesOrdered;
 use kafka_protocol::api::{HeaderPrefix, decode_memory_bound};
 use kafka_protocol::frame::{Framed, split_frame};
 use kafka_protocol::{ApiKey, DecodeLimits, EncodedFrame};
-use kafka_store::buffer_pool::PooledBuf;
 use std::future::Future;
 use std::io::IoSlice;
 use std::net::IpAddr;
@@ -79,9 +79,6 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument, Span, debug, info, info_span, warn};
-
-/// Smallest frame (size prefix included) read into a pooled buffer.
-pub(crate) const POOLED_FRAME_MIN: usize = 64 * 1024;
 
 /// A frame read whole, with the budget it holds and when it was complete. Boxed in the
 /// channel: tokio allocates a channel's slots 32 at a time when it is created, so the
@@ -246,9 +243,9 @@ async fn read_frames<R: AsyncRead>(
                 {
                     return;
                 }
-                // A large frame goes on in a pooled buffer (see `kafka_store::buffer_pool`):
-                // a kept one as soon as one fits, else a kept or new one once its lease
-                // covers it whole; the buffer takes what arrived so far.
+                // A large frame goes on in a pooled buffer (see `frame_pool`): a kept one
+                // as soon as one fits, else a kept or new one once its lease covers it
+                // whole; the buffer takes what arrived so far.
                 let pool = &broker.frame_pool;
                 let pooled = if !pool.pools(total) {
                     None

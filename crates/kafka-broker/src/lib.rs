@@ -29,6 +29,7 @@ pub mod config;
 mod connection;
 mod cpu;
 mod dispatch;
+mod frame_pool;
 mod groups;
 mod handlers;
 pub mod metrics;

@@ -17,7 +17,6 @@
 //! shared by all connections behind an `Arc`.
 
 mod batch;
-pub mod buffer_pool;
 pub mod cluster;
 pub mod compaction;
 pub mod memory;
@@ -292,14 +291,6 @@ pub trait LogStore: Send + Sync + 'static {
     ) -> Option<Box<dyn RecordSink>> {
         let _ = (topic, partition, batch, section, leader_epoch);
         None
-    }
-
-    /// Buffers the store may take for what it makes of large batches, and give back
-    /// (see [`buffer_pool`]): the broker hands its pool of read buffers over once, so a
-    /// buffer freed by a request can carry the store's copy of the next one, within one
-    /// bound. The default keeps none.
-    fn use_buffer_pool(&self, pool: std::sync::Arc<buffer_pool::BufferPool>) {
-        let _ = pool;
     }
 
     /// Starts an append (same arguments and checks as [`LogStore::append`]) and returns

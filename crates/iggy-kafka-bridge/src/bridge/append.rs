@@ -31,7 +31,6 @@ use iggy::prelude::PollingStrategy;
 use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
 use iggy_common::wire_conversions::identifier_to_wire;
 use kafka_records::{RecordBatch, RecordRef};
-use kafka_store::buffer_pool::BufferPool;
 use kafka_store::{
     AppendOutcome, PendingAppend, Prepared, RecordSink, StoreError, StoreResult, ValidBatch,
 };
@@ -135,12 +134,10 @@ impl RecordSink for MappingSink {
 }
 
 /// [`IggyBridge::preparer`] with the budget `held` of at most `limit` bytes, for `batch`
-/// appended with `leader_epoch`, into a buffer from `pool`; `ids(n)` reserves `n`
-/// message ids and gives the first.
+/// appended with `leader_epoch`; `ids(n)` reserves `n` message ids and gives the first.
 /// The batch's records are not checked yet, so the ids reserved (one per record) are
 /// bounded by what its section can hold, not only by its `recordCount`.
 fn sink_within(
-    pool: Option<&Arc<BufferPool>>,
     held: &Arc<AtomicUsize>,
     limit: usize,
     batch: &RecordBatch,
@@ -154,8 +151,7 @@ fn sink_within(
     let n = usize::try_from(batch.header().record_count)
         .unwrap_or(0)
         .min(section.len() / MIN_RECORD_BYTES);
-    let messages =
-        WireMessages::sealed_in(pool, mapping::MAX_SEND_ROOM, capacity, origin, ids(n), n);
+    let messages = WireMessages::sealed(mapping::MAX_SEND_ROOM, capacity, origin, ids(n), n);
     Some(MappingSink {
         messages,
         mapping: BatchMapping::new(batch, true).with_leader_epoch(leader_epoch),
@@ -466,7 +462,6 @@ impl IggyBridge {
         leader_epoch: i32,
     ) -> Option<Box<dyn RecordSink>> {
         let sink = sink_within(
-            self.inner.buffers.get(),
             &self.inner.prepared_bytes,
             self.inner.config.send_buffer_bytes,
             batch,
@@ -539,14 +534,7 @@ impl IggyBridge {
                     .fold(0usize, usize::saturating_add);
                 let n = records_of(&batches);
                 let first_id = self.message_id(self.reserve_message_ids(n));
-                let mut messages = WireMessages::sealed_in(
-                    self.inner.buffers.get(),
-                    room,
-                    capacity,
-                    origin,
-                    first_id,
-                    n,
-                );
+                let mut messages = WireMessages::sealed(room, capacity, origin, first_id, n);
                 for valid in &batches {
                     // Checked whole by the broker, records already decompressed: mapped
                     // as they are.
@@ -868,15 +856,7 @@ mod tests {
         ids: impl FnOnce(usize) -> u128,
     ) -> Option<Prepared> {
         let epoch = batch.header().partition_leader_epoch;
-        let sink = sink_within(
-            None,
-            held,
-            limit,
-            batch.batch(),
-            epoch,
-            batch.section(),
-            ids,
-        )?;
+        let sink = sink_within(held, limit, batch.batch(), epoch, batch.section(), ids)?;
         let mut sink: Box<dyn RecordSink> = Box::new(sink);
         for r in batch.batch().record_refs_in(batch.section()) {
             sink.record(&r.unwrap());
@@ -970,7 +950,7 @@ mod tests {
             let mut sink_for = |b: &RecordBatch, s: &Bytes| {
                 made += 1;
                 assert_eq!(b.header().partition_leader_epoch, sent_epoch);
-                let sink = sink_within(None, &held, usize::MAX, b, 0, s, |_| 1)?;
+                let sink = sink_within(&held, usize::MAX, b, 0, s, |_| 1)?;
                 Some(Box::new(sink) as Box<dyn RecordSink>)
             };
             let mut checked =
@@ -1000,7 +980,7 @@ mod tests {
         let held = Arc::new(AtomicUsize::new(0));
         let mut fed = 0usize;
         let mut sink_for = |b: &RecordBatch, s: &Bytes| {
-            let sink = sink_within(None, &held, usize::MAX, b, 0, s, |n| {
+            let sink = sink_within(&held, usize::MAX, b, 0, s, |n| {
                 fed = n;
                 1
             })?;

@@ -280,12 +280,6 @@ impl LogStore for IggyBridge {
         self.start_append(topic, partition, batches).await
     }
 
-    /// Send bodies are written into the pool's buffers from now on (the first pool
-    /// handed over is kept).
-    fn use_buffer_pool(&self, pool: Arc<kafka_store::buffer_pool::BufferPool>) {
-        let _ = self.inner.buffers.set(pool);
-    }
-
     /// Maps the batch to Iggy messages as its records are read (see
     /// `IggyBridge::mapping_sink`).
     fn preparer(

@@ -204,7 +204,7 @@ impl ScrapeGauges {
         );
         reg.register_with_unit(
             "frame_pool_idle",
-            "Idle buffers kept for large requests and the sends made of them (at most frame_pool_bytes with the lent-ahead ones)",
+            "Idle read buffers kept for large requests (at most frame_pool_bytes with the lent-ahead ones)",
             Unit::Bytes,
             g.frame_pool_idle.clone(),
         );

@@ -1,41 +1,43 @@
-//! Buffers kept for reuse: the read buffers of large request frames, and the bodies of
-//! the sends a store makes of them.
+//! Read buffers kept for large request frames.
 //!
 //! A large request (a Produce of a few hundred KiB or more) lives in its read buffer until
-//! it has been handled, and a store that sends its records on (the Iggy bridge) writes
-//! them into a body of about the same size. Allocating a new buffer for each makes the
-//! kernel hand out fresh pages whenever the allocator has given the pages of the
-//! previous ones back in the meantime, and jemalloc does so steadily when many
-//! connections send frames of varying sizes (eight producers on one partition: about a
-//! third of the bytes read landed on pages faulted in for the read, one fault per 4 KiB).
+//! it has been handled: its batches are slices of that buffer. Allocating a new buffer for
+//! each such frame makes the kernel hand out fresh pages whenever the allocator has given
+//! the pages of the previous ones back in the meantime, and jemalloc does so steadily when
+//! many connections send frames of varying sizes (eight producers on one partition: about
+//! a third of the bytes read landed on pages faulted in for the read, one fault per 4 KiB).
 //!
-//! The pool keeps the buffers given back, up to its bound of them idle, and lends them
-//! again: [`BufferPool::take`] lends an idle buffer that fits, or a new one;
-//! [`BufferPool::take_early`] lends only an idle one, for a frame whose bytes are still
-//! arriving (see below). A buffer becomes [`Bytes`] whose owner gives it back when the
-//! last slice is dropped, on whatever thread that happens ([`PooledBuf::freeze`]); a
-//! buffer used as a plain `Vec` comes back with [`BufferPool::give`].
+//! The pool keeps the buffers frames give back, up to `limits.frame_pool_bytes` of them
+//! idle, and lends them to later frames: an idle buffer as soon as a frame's size is known
+//! ([`FramePool::take_early`]; the frame is then read into it as its bytes arrive, with
+//! no move of a growing buffer), else an idle or a new one once the frame's lease covers
+//! the whole frame ([`FramePool::take`]; what arrived so far is copied into it, as the
+//! growing buffer's last move would have). A frame read into a lent buffer becomes
+//! [`Bytes`] whose owner ([`PooledFrame`]) gives the buffer back when the last slice of the
+//! frame is dropped, on whatever thread that happens.
 //!
-//! Memory: idle buffers are resident and outside any request budget, at most the pool's
-//! bound of them (0 keeps none, and every buffer is a new allocation). A buffer lent
-//! before the frame's lease covers it still counts against that bound until it does
-//! ([`PooledBuf::covered`]), so what slow senders hold ahead of their leases is within
-//! the bound too, and such a buffer is never a new allocation (fresh memory ahead of a
-//! lease may be pages the allocator holds resident, outside any count). A buffer is lent
-//! only if its capacity is at most twice what was asked (new buffers are the size asked
-//! rounded up to its size class, under a quarter more), so a lent buffer holds at most
-//! the asked size beyond it, as a doubling `Vec` would. Sizes under the pool's minimum
-//! are not pooled.
+//! Memory: idle buffers are resident and outside the request budget, at most
+//! `frame_pool_bytes` of them (0 keeps none, and every frame gets a buffer of its own as
+//! before). A buffer lent before the frame's lease covers it still counts against that
+//! bound until it does, so what slow senders hold ahead of their leases is within the
+//! bound too, and such a buffer is never a new allocation (fresh memory ahead of a lease
+//! may be pages the allocator holds resident, outside any count). A buffer is lent only
+//! if its capacity is at most twice the frame (new buffers are the frame rounded up to
+//! its size class, under a quarter more), so once covered it holds at most the frame's
+//! size beyond its lease, as a doubling `Vec` would. Frames under [`POOLED_FRAME_MIN`] are
+//! not pooled.
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-/// Buffers given back, by capacity.
+/// Smallest frame (size prefix included) read into a pooled buffer.
+pub(crate) const POOLED_FRAME_MIN: usize = 64 * 1024;
+
+/// Buffers given back by frames, by capacity.
 #[derive(Debug)]
-pub struct BufferPool {
+pub(crate) struct FramePool {
     max_idle_bytes: usize,
-    min_len: usize,
     idle: Mutex<Idle>,
 }
 
@@ -68,31 +70,30 @@ impl Idle {
 /// The capacity of the buffer lent for a frame of `len` bytes: `len` rounded up to an
 /// eighth of the power of two at or above it, so eight classes per doubling and at most
 /// a quarter more than `len`.
-pub fn size_class(len: usize) -> usize {
+pub(crate) fn size_class(len: usize) -> usize {
     let unit = (len.max(8).next_power_of_two() / 8).max(1);
     len.div_ceil(unit).saturating_mul(unit)
 }
 
-impl BufferPool {
-    /// A pool keeping at most `max_idle_bytes` of idle buffers, for sizes of at least
-    /// `min_len`.
-    pub fn new(max_idle_bytes: usize, min_len: usize) -> Arc<Self> {
-        Arc::new(BufferPool {
+impl FramePool {
+    /// A pool keeping at most `max_idle_bytes` of idle buffers.
+    pub(crate) fn new(max_idle_bytes: usize) -> Arc<Self> {
+        Arc::new(FramePool {
             max_idle_bytes,
-            min_len,
             idle: Mutex::new(Idle::default()),
         })
     }
 
-    /// Whether buffers for `len` bytes are pooled.
-    pub fn pools(&self, len: usize) -> bool {
-        self.max_idle_bytes > 0 && len >= self.min_len && size_class(len) <= self.max_idle_bytes
+    /// Whether frames of `len` bytes are read into pooled buffers.
+    pub(crate) fn pools(&self, len: usize) -> bool {
+        self.max_idle_bytes > 0 && len >= POOLED_FRAME_MIN && size_class(len) <= self.max_idle_bytes
     }
 
-    /// An empty buffer with room for `len` bytes: an idle one (the smallest at least `len`
-    /// and at most twice it), or a new one of `len`'s size class. Its memory goes back to
-    /// the pool when the returned buffer (or the `Bytes` made of it) is dropped.
-    pub fn take(self: &Arc<Self>, len: usize) -> PooledBuf {
+    /// An empty buffer with room for `len` bytes, for a frame whose lease covers it
+    /// whole: an idle one (the smallest at least `len` and at most twice it), or a new one
+    /// of `len`'s size class. Its memory goes back to the pool when the returned buffer
+    /// (or the frame made of it) is dropped.
+    pub(crate) fn take(self: &Arc<Self>, len: usize) -> PooledBuf {
         let reused = self.lock().pop_fit(len, false);
         PooledBuf {
             buf: reused.unwrap_or_else(|| Vec::with_capacity(size_class(len))),
@@ -106,7 +107,7 @@ impl BufferPool {
     /// allocator already holds resident). Until [`PooledBuf::covered`], its capacity is
     /// counted as if it were still idle, so idle and early-lent buffers together stay
     /// within the pool's bound whatever slow senders hold.
-    pub fn take_early(self: &Arc<Self>, len: usize) -> Option<PooledBuf> {
+    pub(crate) fn take_early(self: &Arc<Self>, len: usize) -> Option<PooledBuf> {
         let buf = self.lock().pop_fit(len, true)?;
         Some(PooledBuf {
             early: buf.capacity(),
@@ -116,34 +117,9 @@ impl BufferPool {
     }
 
     /// Bytes held by idle buffers, and by buffers lent ahead of their frame's lease.
-    pub fn bytes(&self) -> (usize, usize) {
+    pub(crate) fn bytes(&self) -> (usize, usize) {
         let idle = self.lock();
         (idle.bytes, idle.early)
-    }
-
-    /// An empty buffer with room for `len` bytes, as [`BufferPool::take`], to be used as
-    /// a plain `Vec` and given back with [`BufferPool::give`] (or adopted again with
-    /// [`BufferPool::adopt`]); when `len` is not pooled, a new `Vec` of that capacity.
-    pub fn take_vec(self: &Arc<Self>, len: usize) -> Vec<u8> {
-        if !self.pools(len) {
-            return Vec::with_capacity(len);
-        }
-        let mut lent = self.take(len);
-        std::mem::take(&mut lent.buf)
-    }
-
-    /// `buf` as a buffer of this pool: given back when dropped, like one it lent.
-    pub fn adopt(self: &Arc<Self>, buf: Vec<u8>) -> PooledBuf {
-        PooledBuf {
-            buf,
-            pool: Arc::clone(self),
-            early: 0,
-        }
-    }
-
-    /// Files `buf` as idle if it fits the bound (its contents are dropped).
-    pub fn give(&self, buf: Vec<u8>) {
-        self.give_back(buf, 0);
     }
 
     /// Files `buf` as idle if it fits the bound; `early` is what it was counted as lent
@@ -155,7 +131,6 @@ impl BufferPool {
         // A buffer whose capacity is not its class's (never the case for what `take`
         // hands out, unless it grew) is dropped rather than filed under the wrong class.
         if capacity == 0
-            || capacity < self.min_len
             || size_class(capacity) != capacity
             || idle.bytes + idle.early + capacity > self.max_idle_bytes
         {
@@ -173,11 +148,11 @@ impl BufferPool {
     }
 }
 
-/// A buffer lent by a [`BufferPool`], given back when dropped.
+/// A buffer lent by a [`FramePool`], given back when dropped.
 #[derive(Debug)]
-pub struct PooledBuf {
+pub(crate) struct PooledBuf {
     buf: Vec<u8>,
-    pool: Arc<BufferPool>,
+    pool: Arc<FramePool>,
     /// Bytes counted as lent before the frame's lease covered it (0 once covered, or
     /// when lent to a covered frame).
     early: usize,
@@ -186,7 +161,7 @@ pub struct PooledBuf {
 impl PooledBuf {
     /// The frame's lease now covers it whole: the buffer no longer counts against the
     /// pool's bound.
-    pub fn covered(&mut self) {
+    pub(crate) fn covered(&mut self) {
         let early = std::mem::take(&mut self.early);
         if early > 0 {
             let mut idle = self.pool.lock();
@@ -195,30 +170,24 @@ impl PooledBuf {
     }
 
     /// The buffer's capacity.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.buf.capacity()
     }
 
-    /// The buffer, to write into. Writes should stay within its capacity (a grown buffer
-    /// is not kept when given back).
-    pub fn vec(&mut self) -> &mut Vec<u8> {
+    /// The buffer, to read into. Reads must stay within its capacity (a grown buffer is
+    /// not kept when given back).
+    pub(crate) fn vec(&mut self) -> &mut Vec<u8> {
         &mut self.buf
     }
 
-    /// Bytes written.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.buf.len()
     }
 
-    /// Whether nothing was written.
-    pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
-    }
-
-    /// The bytes written, as `Bytes` that give the buffer back once every slice of them
-    /// is dropped.
-    pub fn freeze(self) -> Bytes {
-        Bytes::from_owner(Owner(self))
+    /// The bytes read, as `Bytes` that give the buffer back once every slice of them is
+    /// dropped.
+    pub(crate) fn freeze(self) -> Bytes {
+        Bytes::from_owner(PooledFrame(self))
     }
 }
 
@@ -231,11 +200,11 @@ impl Drop for PooledBuf {
     }
 }
 
-/// The owner of `Bytes` made of a pooled buffer.
+/// The owner of a frame read into a pooled buffer.
 #[derive(Debug)]
-struct Owner(PooledBuf);
+pub(crate) struct PooledFrame(PooledBuf);
 
-impl AsRef<[u8]> for Owner {
+impl AsRef<[u8]> for PooledFrame {
     fn as_ref(&self) -> &[u8] {
         &self.0.buf
     }
@@ -244,8 +213,6 @@ impl AsRef<[u8]> for Owner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MIN: usize = 64 * 1024;
 
     #[test]
     fn classes_round_up_by_at_most_a_quarter() {
@@ -274,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_dropped_frame_gives_its_buffer_to_the_next_frame_of_its_class() {
-        let pool = BufferPool::new(4 << 20, MIN);
+        let pool = FramePool::new(4 << 20);
         let mut a = pool.take(100_000);
         a.vec().extend_from_slice(&[7; 100_000]);
         let ptr = a.vec().as_ptr();
@@ -296,44 +263,20 @@ mod tests {
 
     #[test]
     fn idle_buffers_stay_within_the_bound() {
-        let pool = BufferPool::new(300_000, MIN);
+        let pool = FramePool::new(300_000);
         let lent: Vec<_> = (0..4).map(|_| pool.take(100_000)).collect();
         drop(lent);
         // Three of 114_688 bytes would be over 300_000.
         assert_eq!(pool.bytes(), (2 * size_class(100_000), 0));
         assert!(pool.pools(100_000));
-        assert!(!pool.pools(MIN - 1));
+        assert!(!pool.pools(POOLED_FRAME_MIN - 1));
         assert!(!pool.pools(400_000), "larger than the whole pool");
-        assert!(!BufferPool::new(0, MIN).pools(100_000));
-    }
-
-    #[test]
-    fn a_buffer_used_as_a_vec_comes_back_whole() {
-        let pool = BufferPool::new(4 << 20, MIN);
-        let mut v = pool.take_vec(200_000);
-        assert_eq!(v.capacity(), size_class(200_000));
-        v.extend_from_slice(&[1; 150_000]);
-        let ptr = v.as_ptr();
-        // Adopted, frozen and sliced: back once the last slice goes.
-        let body = pool.adopt(v).freeze().slice(100..);
-        assert_eq!(pool.bytes(), (0, 0));
-        drop(body);
-        assert_eq!(pool.bytes(), (size_class(200_000), 0));
-        let v = pool.take_vec(190_000);
-        assert_eq!(v.as_ptr(), ptr, "the same buffer, lent again");
-        assert!(v.is_empty());
-        pool.give(v);
-        assert_eq!(pool.bytes(), (size_class(200_000), 0));
-        // Under the pool's minimum: a plain buffer, not kept.
-        let small = pool.take_vec(1000);
-        assert_eq!(small.capacity(), 1000);
-        pool.give(small);
-        assert_eq!(pool.bytes(), (size_class(200_000), 0));
+        assert!(!FramePool::new(0).pools(100_000));
     }
 
     #[test]
     fn a_grown_buffer_is_not_kept() {
-        let pool = BufferPool::new(4 << 20, MIN);
+        let pool = FramePool::new(4 << 20);
         let mut a = pool.take(100_000);
         a.vec().resize(500_000, 0);
         drop(a);
@@ -343,7 +286,7 @@ mod tests {
     #[test]
     fn buffers_lent_early_count_against_the_bound_until_covered() {
         let class = size_class(100_000);
-        let pool = BufferPool::new(3 * class, MIN);
+        let pool = FramePool::new(3 * class);
         assert!(
             pool.take_early(100_000).is_none(),
             "never a new buffer early"
