@@ -339,6 +339,70 @@ fn slow_senders_cannot_hold_kept_read_buffers_beyond_the_pool() {
     );
 }
 
+#[test]
+fn read_buffers_kept_after_a_burst_are_freed_once_idle() {
+    // After a burst of large requests the gateway keeps their read buffers (up to
+    // `frame_pool_bytes`) for the next ones. A client that sends such a burst and stops
+    // must not leave that memory resident for good: buffers idle for
+    // `frame_pool_idle_ms` (1 s here) are freed, not before.
+    const MIB: f64 = 1024.0 * 1024.0;
+    let _turn = my_turn();
+    let metrics = free_addr();
+    let Some(mut gw) = Gateway::attack(
+        "attack_connections",
+        &[
+            ("IGGY_KAFKA_FRAME_POOL_IDLE_MS", "1000"),
+            ("IGGY_KAFKA_METRICS_ADDR", &metrics.to_string()),
+        ],
+    ) else {
+        return;
+    };
+    let addr = gw.addr;
+    let request = Arc::new(frame(18, 0, 1, b"pool", false, &vec![0u8; 1 << 20]));
+    // Eight connections at once, two requests each: several buffers in use together.
+    let burst: Vec<_> = (0..8)
+        .map(|_| {
+            let request = Arc::clone(&request);
+            std::thread::spawn(move || {
+                let mut s = connect(addr).unwrap();
+                for _ in 0..2 {
+                    s.write_all(&request).unwrap();
+                    read_frame(&mut s, 1 << 20).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in burst {
+        h.join().unwrap();
+    }
+    let answered = Instant::now();
+    let kept = gauge(metrics, "kafka_gateway_frame_pool_idle_bytes").unwrap();
+    assert!(kept >= MIB, "{kept} bytes kept after the burst");
+    let freed_after = loop {
+        let idle = gauge(metrics, "kafka_gateway_frame_pool_idle_bytes").unwrap();
+        if idle == 0.0 {
+            break answered.elapsed();
+        }
+        assert!(
+            answered.elapsed() < Duration::from_secs(10),
+            "{idle} bytes still kept 10 s after the burst"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("{kept} bytes kept after the burst, freed after {freed_after:?}");
+    assert!(
+        freed_after >= Duration::from_millis(500),
+        "freed {freed_after:?} after the burst, before their idle time"
+    );
+    // The pool still lends: a new request is answered and its buffer kept again.
+    let mut s = connect(addr).unwrap();
+    s.write_all(&request).unwrap();
+    read_frame(&mut s, 1 << 20).unwrap();
+    let again = gauge(metrics, "kafka_gateway_frame_pool_idle_bytes").unwrap();
+    assert!(again >= MIB, "{again} bytes kept after the next request");
+    assert!(gw.is_running(), "the gateway exited");
+}
+
 /// Metadata v1 for `wide` (auto-created with 300 partitions: ~10 KiB answers).
 fn metadata_wide(corr: i32) -> Vec<u8> {
     let mut body = 1i32.to_be_bytes().to_vec();

@@ -470,6 +470,10 @@ pub struct Limits {
     /// be read into, instead of a new allocation each (whose pages the kernel may have to
     /// fault in again). Resident, outside `max_buffered_request_bytes`; 0 keeps none.
     pub frame_pool_bytes: usize,
+    /// Kept read buffers left idle this long are freed (checked every half of it), so
+    /// the memory kept after a burst of large requests goes back once the burst is
+    /// over; zero keeps them until they are lent again.
+    pub frame_pool_idle: Duration,
     /// Most bytes the batches of one Produce may decompress to, together; partitions past
     /// it get `MESSAGE_TOO_LARGE` without being decompressed.
     pub max_decompressed_request_bytes: usize,
@@ -514,6 +518,7 @@ impl Default for Limits {
             validation_threads: 2,
             inline_validation_bytes: 64 * 1024,
             frame_pool_bytes: 32 * 1024 * 1024,
+            frame_pool_idle: Duration::from_secs(30),
             max_decompressed_request_bytes: 128 * 1024 * 1024,
             max_list_offsets_partitions: 20_000,
         }

@@ -25,11 +25,14 @@
 //! if its capacity is at most twice the frame (new buffers are the frame rounded up to
 //! its size class, under a quarter more), so once covered it holds at most the frame's
 //! size beyond its lease, as a doubling `Vec` would. Frames under [`POOLED_FRAME_MIN`] are
-//! not pooled.
+//! not pooled. Buffers left idle for `limits.frame_pool_idle` are freed
+//! ([`FramePool::release_idle`], called by the server on a timer), so the memory kept after
+//! a burst of large requests goes back to the allocator once the burst is over.
 
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// Smallest frame (size prefix included) read into a pooled buffer.
 pub(crate) const POOLED_FRAME_MIN: usize = 64 * 1024;
@@ -43,8 +46,10 @@ pub(crate) struct FramePool {
 
 #[derive(Debug, Default)]
 struct Idle {
-    /// Idle buffers by size class (their capacity), each empty.
-    by_class: BTreeMap<usize, Vec<Vec<u8>>>,
+    /// Idle buffers by size class (their capacity), each empty, with when it was given
+    /// back: the oldest first, lent from the back (the most recently used, likeliest to
+    /// be resident).
+    by_class: BTreeMap<usize, VecDeque<(Instant, Vec<u8>)>>,
     /// Sum of the idle buffers' capacities.
     bytes: usize,
     /// Sum of the capacities of buffers lent to frames their lease does not cover yet.
@@ -58,7 +63,8 @@ impl Idle {
         let buf = self
             .by_class
             .range_mut(size_class(len)..=len.saturating_mul(2))
-            .find_map(|(_, buffers)| buffers.pop())?;
+            .find_map(|(_, buffers)| buffers.pop_back())?
+            .1;
         self.bytes -= buf.capacity();
         if early {
             self.early += buf.capacity();
@@ -138,7 +144,31 @@ impl FramePool {
         }
         buf.clear();
         idle.bytes += capacity;
-        idle.by_class.entry(capacity).or_default().push(buf);
+        idle.by_class
+            .entry(capacity)
+            .or_default()
+            .push_back((Instant::now(), buf));
+    }
+
+    /// Frees the idle buffers given back before `before`; returns the bytes freed.
+    pub(crate) fn release_idle(&self, before: Instant) -> usize {
+        let mut freed = Vec::new();
+        {
+            let mut idle = self.lock();
+            let mut bytes = 0;
+            idle.by_class.retain(|_, buffers| {
+                while buffers.front().is_some_and(|(at, _)| *at < before) {
+                    if let Some((_, buf)) = buffers.pop_front() {
+                        bytes += buf.capacity();
+                        freed.push(buf);
+                    }
+                }
+                !buffers.is_empty()
+            });
+            idle.bytes -= bytes;
+        }
+        // Freed outside the lock.
+        freed.iter().map(Vec::capacity).sum()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {
@@ -313,5 +343,34 @@ mod tests {
         assert_eq!(pool.bytes(), (2 * class, class));
         drop(slow_b);
         assert_eq!(pool.bytes(), (3 * class, 0));
+    }
+
+    #[test]
+    fn buffers_idle_since_before_the_cutoff_are_freed() {
+        let (small, large) = (size_class(100_000), size_class(300_000));
+        let pool = FramePool::new(8 << 20);
+        drop((pool.take(100_000), pool.take(300_000)));
+        let cutoff = Instant::now();
+        drop(pool.take(100_000));
+        assert_eq!(pool.bytes().0, small + large, "one of each, reused");
+        // The buffer just given back was idle before `cutoff` too: it is the one taken
+        // and given back again, so it now counts from then.
+        assert_eq!(pool.release_idle(cutoff), large);
+        assert_eq!(pool.bytes(), (small, 0));
+        assert_eq!(pool.release_idle(cutoff), 0, "nothing idle that long");
+        // The oldest go first; a class with nothing left is removed.
+        drop((pool.take(100_000), pool.take(100_000)));
+        let later = Instant::now();
+        assert_eq!(pool.bytes().0, 2 * small);
+        assert_eq!(pool.release_idle(later), 2 * small);
+        assert_eq!(pool.bytes(), (0, 0));
+        assert!(pool.lock().by_class.is_empty());
+        // Buffers lent early are not idle: not freed, still counted until given back.
+        drop(pool.take(100_000));
+        let early = pool.take_early(100_000).unwrap();
+        assert_eq!(pool.release_idle(Instant::now()), 0);
+        assert_eq!(pool.bytes(), (0, small));
+        drop(early);
+        assert_eq!(pool.bytes(), (small, 0));
     }
 }

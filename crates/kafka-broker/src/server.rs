@@ -372,6 +372,11 @@ impl Server {
             broker.config.authorization.acl_refresh_interval,
             stop_rx.clone(),
         ));
+        let pool_release = tokio::spawn(release_idle_buffers(
+            Arc::clone(&broker.frame_pool),
+            broker.config.limits.frame_pool_idle,
+            stop_rx.clone(),
+        ));
         // Where the next accept looks first, so a flood on one listener does not starve
         // the others.
         let mut first = 0usize;
@@ -465,6 +470,7 @@ impl Server {
             connections.shutdown().await;
         }
         acl_refresh.abort();
+        pool_release.abort();
         if let Some(endpoint) = endpoint {
             endpoint.abort();
         }
@@ -508,6 +514,39 @@ async fn refresh_acls(acls: Arc<AclAuthorizer>, every: Duration, mut stop: watch
                     warn!(error = %e, failures, "cannot read the ACL bindings; decisions keep the last snapshot");
                 }
             }
+        }
+    }
+}
+
+/// Frees the frame pool's buffers left idle for `idle`, checking every half of it, until
+/// `stop` turns true; a zero `idle` keeps them.
+async fn release_idle_buffers(
+    pool: Arc<crate::frame_pool::FramePool>,
+    idle: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    if idle.is_zero() {
+        return;
+    }
+    let every = (idle / 2).max(Duration::from_millis(1));
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    return;
+                }
+                continue;
+            }
+        }
+        let Some(before) = std::time::Instant::now().checked_sub(idle) else {
+            continue;
+        };
+        let freed = pool.release_idle(before);
+        if freed > 0 {
+            debug!(freed, "freed read buffers left idle");
         }
     }
 }

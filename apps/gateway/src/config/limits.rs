@@ -87,6 +87,8 @@ pub(super) struct Raw {
     #[serde(deserialize_with = "parsed")]
     frame_pool_bytes: usize,
     #[serde(deserialize_with = "parsed")]
+    frame_pool_idle_ms: u64,
+    #[serde(deserialize_with = "parsed")]
     max_decompressed_request_bytes: usize,
     #[serde(deserialize_with = "parsed")]
     max_list_offsets_partitions: usize,
@@ -128,6 +130,7 @@ impl Default for Raw {
             validation_threads,
             inline_validation_bytes,
             frame_pool_bytes,
+            frame_pool_idle,
             max_decompressed_request_bytes,
             max_list_offsets_partitions,
         } = Limits::default();
@@ -165,6 +168,7 @@ impl Default for Raw {
             validation_threads,
             inline_validation_bytes,
             frame_pool_bytes,
+            frame_pool_idle_ms: duration_ms(frame_pool_idle),
             max_decompressed_request_bytes,
             max_list_offsets_partitions,
         }
@@ -254,6 +258,7 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
     ("limits.validation_threads", "validation_threads"),
     ("limits.inline_validation_bytes", "inline_validation_bytes"),
     ("limits.frame_pool_bytes", "frame_pool_bytes"),
+    ("limits.frame_pool_idle_ms", "frame_pool_idle_ms"),
     (
         "limits.max_decompressed_request_bytes",
         "max_decompressed_request_bytes",
@@ -302,6 +307,7 @@ impl Raw {
             validation_threads: self.validation_threads,
             inline_validation_bytes: self.inline_validation_bytes,
             frame_pool_bytes: self.frame_pool_bytes,
+            frame_pool_idle: Duration::from_millis(self.frame_pool_idle_ms),
             max_decompressed_request_bytes: self.max_decompressed_request_bytes,
             max_list_offsets_partitions: self.max_list_offsets_partitions,
         };

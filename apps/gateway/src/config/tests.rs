@@ -651,6 +651,7 @@ fn produce_and_producer_settings_reach_the_broker() {
             ("IGGY_KAFKA_VALIDATION_THREADS", "3"),
             ("IGGY_KAFKA_INLINE_VALIDATION_BYTES", "500"),
             ("IGGY_KAFKA_FRAME_POOL_BYTES", "0"),
+            ("IGGY_KAFKA_FRAME_POOL_IDLE_MS", "2500"),
             ("IGGY_KAFKA_MAX_DECOMPRESSED_REQUEST_BYTES", "6000"),
             ("IGGY_KAFKA_MAX_LIST_OFFSETS_PARTITIONS", "90"),
         ]),
@@ -667,6 +668,7 @@ fn produce_and_producer_settings_reach_the_broker() {
             l.validation_threads,
             l.inline_validation_bytes,
             l.frame_pool_bytes,
+            l.frame_pool_idle,
             l.max_decompressed_request_bytes,
             l.max_list_offsets_partitions,
         ),
@@ -679,6 +681,7 @@ fn produce_and_producer_settings_reach_the_broker() {
             3,
             500,
             0,
+            Duration::from_millis(2500),
             6000,
             90
         )
