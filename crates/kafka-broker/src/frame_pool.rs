@@ -153,22 +153,19 @@ impl FramePool {
     /// Frees the idle buffers given back before `before`; returns the bytes freed.
     pub(crate) fn release_idle(&self, before: Instant) -> usize {
         let mut freed = Vec::new();
-        {
-            let mut idle = self.lock();
-            let mut bytes = 0;
-            idle.by_class.retain(|_, buffers| {
-                while buffers.front().is_some_and(|(at, _)| *at < before) {
-                    if let Some((_, buf)) = buffers.pop_front() {
-                        bytes += buf.capacity();
-                        freed.push(buf);
-                    }
-                }
-                !buffers.is_empty()
-            });
-            idle.bytes -= bytes;
-        }
+        let mut idle = self.lock();
+        idle.by_class.retain(|_, buffers| {
+            while let Some((_, buf)) = buffers.pop_front_if(|(at, _)| *at < before) {
+                freed.push(buf);
+            }
+            !buffers.is_empty()
+        });
+        let bytes = freed.iter().map(Vec::capacity).sum();
+        idle.bytes -= bytes;
+        drop(idle);
         // Freed outside the lock.
-        freed.iter().map(Vec::capacity).sum()
+        drop(freed);
+        bytes
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {

@@ -483,22 +483,12 @@ impl Server {
 /// changes made elsewhere (another gateway sharing the store). A failed read keeps the
 /// last snapshot; failures are logged when they start, then at most once a minute, and
 /// the recovery once.
-async fn refresh_acls(acls: Arc<AclAuthorizer>, every: Duration, mut stop: watch::Receiver<bool>) {
+async fn refresh_acls(acls: Arc<AclAuthorizer>, every: Duration, stop: watch::Receiver<bool>) {
     const WARN_EVERY: Duration = Duration::from_secs(60);
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks = Ticks::new(every, stop);
     let mut last_warn: Option<std::time::Instant> = None;
     let mut failures = 0u64;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            changed = stop.changed() => {
-                if changed.is_err() || *stop.borrow() {
-                    return;
-                }
-                continue;
-            }
-        }
+    while ticks.next().await {
         match acls.reload().await {
             Ok(()) => {
                 if failures > 0 {
@@ -523,30 +513,48 @@ async fn refresh_acls(acls: Arc<AclAuthorizer>, every: Duration, mut stop: watch
 async fn release_idle_buffers(
     pool: Arc<crate::frame_pool::FramePool>,
     idle: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     if idle.is_zero() {
         return;
     }
-    let every = (idle / 2).max(Duration::from_millis(1));
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            changed = stop.changed() => {
-                if changed.is_err() || *stop.borrow() {
-                    return;
-                }
-                continue;
-            }
-        }
+    let mut ticks = Ticks::new((idle / 2).max(Duration::from_millis(1)), stop);
+    while ticks.next().await {
         let Some(before) = std::time::Instant::now().checked_sub(idle) else {
             continue;
         };
         let freed = pool.release_idle(before);
         if freed > 0 {
             debug!(freed, "freed read buffers left idle");
+        }
+    }
+}
+
+/// A timer for the server's periodic tasks: ticks every `every` (the first one `every`
+/// after it starts; late ticks are delayed, not bunched) until `stop` turns true.
+struct Ticks {
+    tick: tokio::time::Interval,
+    stop: watch::Receiver<bool>,
+}
+
+impl Ticks {
+    fn new(every: Duration, stop: watch::Receiver<bool>) -> Self {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Ticks { tick, stop }
+    }
+
+    /// Waits for the next tick: true then, false once stopped.
+    async fn next(&mut self) -> bool {
+        loop {
+            tokio::select! {
+                _ = self.tick.tick() => return true,
+                changed = self.stop.changed() => {
+                    if changed.is_err() || *self.stop.borrow() {
+                        return false;
+                    }
+                }
+            }
         }
     }
 }
