@@ -26,6 +26,9 @@ pub enum Command {
     /// A TCP relay that only moves bytes between its clients and an upstream server:
     /// the CPU floor of any process in the gateway's place.
     Relay(RelayArgs),
+    /// Produce with pre-encoded Produce requests over N raw connections, several in
+    /// flight on each: a producer that costs next to no CPU, so the broker sets the pace.
+    Blast(BlastArgs),
     /// Native baseline: produce the same records with the Iggy SDK.
     #[cfg(feature = "iggy-native")]
     IggyProduce(crate::iggy_native::IggyProduceArgs),
@@ -316,6 +319,36 @@ pub struct ProduceArgs {
     /// Records per transaction, per producer, with `--transactional`.
     #[arg(long, default_value_t = 1000)]
     pub txn_records: u64,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct BlastArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[arg(long)]
+    pub topic: String,
+    /// Partitions of the topic when it has to be created; each connection's requests go
+    /// round-robin over the partitions the topic actually has, starting at its own index.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: i32,
+    /// Connections, each a producer of its own (the broker sees N clients).
+    #[arg(long, default_value_t = 1)]
+    pub connections: usize,
+    /// Value size in bytes (records carry no key and no headers).
+    #[arg(long, default_value_t = 1024)]
+    pub record_size: usize,
+    /// Bytes of one request's record batch, about: as many records as fit (at least one).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub batch_size: usize,
+    /// Seconds to send for.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Produce requests in flight (sent, not yet answered) per connection; librdkafka's
+    /// `max.in.flight.requests.per.connection` defaults to 5.
+    #[arg(long, default_value_t = 5)]
+    pub max_in_flight: usize,
+    #[arg(long, value_enum, default_value = "all")]
+    pub acks: Acks,
 }
 
 #[derive(Debug, Args, Clone)]

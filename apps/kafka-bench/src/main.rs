@@ -13,6 +13,8 @@
 //! - `auth`: N workers opening short connections that each authenticate (SASL PLAIN,
 //!   SCRAM-SHA-256 or SCRAM-SHA-512, over TCP or TLS) and close; authentications per
 //!   second and latency percentiles. Its own minimal client, no librdkafka.
+//! - `blast`: produce with pre-encoded Produce requests over raw connections, several
+//!   in flight on each, so the client costs next to no CPU and the broker sets the pace.
 //! - `relay`: a TCP relay that only moves bytes between its clients and an upstream
 //!   server; its own CPU per GB is the floor for any process in the gateway's place.
 //! - `iggy-produce` / `iggy-consume` (cargo feature `iggy-native`): the same work through
@@ -38,6 +40,8 @@
 #![cfg_attr(not(feature = "librdkafka"), allow(dead_code))]
 
 mod auth;
+#[cfg(feature = "librdkafka")]
+mod blast;
 mod cli;
 #[cfg(feature = "librdkafka")]
 mod consume;
@@ -73,7 +77,7 @@ fn main() {
             #[cfg(feature = "librdkafka")]
             cli::Command::Consume(args) => consume::run(args).await,
             #[cfg(not(feature = "librdkafka"))]
-            cli::Command::Produce(_) | cli::Command::Consume(_) => Err(
+            cli::Command::Produce(_) | cli::Command::Consume(_) | cli::Command::Blast(_) => Err(
                 "this kafka-bench was built without librdkafka: build it with \
                  `cargo build -p kafka-bench --features librdkafka` (needs librdkafka-dev)"
                     .into(),
@@ -81,6 +85,8 @@ fn main() {
             cli::Command::IdleConnections(args) => idle::run(args).await,
             cli::Command::Auth(args) => auth::run(args).await,
             cli::Command::Relay(args) => relay::run(args).await,
+            #[cfg(feature = "librdkafka")]
+            cli::Command::Blast(args) => blast::run(args).await,
             #[cfg(feature = "iggy-native")]
             cli::Command::IggyProduce(args) => iggy_native::produce(args).await,
             #[cfg(feature = "iggy-native")]

@@ -63,7 +63,7 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
         return Err("--record-size above 100 MiB is not a useful benchmark".into());
     }
     let hard_deadline = Instant::now() + Duration::from_secs(args.common.timeout);
-    ensure_topic(&args).await?;
+    ensure_topic(&args.common, &args.topic, args.partitions).await?;
     let partitions = topic_partitions(&args.common, &args.topic, Duration::from_secs(10))
         .await?
         .len();
@@ -464,15 +464,14 @@ async fn producer_task(
     Ok(out)
 }
 
-/// Creates the topic with `--partitions` partitions unless it exists. A broker that
+/// Creates `topic` with `partitions` partitions unless it exists. A broker that
 /// refuses CreateTopics for another reason gets a warning: it may still auto-create.
-async fn ensure_topic(args: &ProduceArgs) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = args
-        .common
+pub async fn ensure_topic(common: &Common, topic: &str, partitions: i32) -> Result<(), String> {
+    let admin: AdminClient<DefaultClientContext> = common
         .client_config()
         .create()
         .map_err(|e| format!("admin client: {e}"))?;
-    let topic = NewTopic::new(&args.topic, args.partitions, TopicReplication::Fixed(1));
+    let topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     let options = AdminOptions::new()
         .request_timeout(Some(Duration::from_secs(10)))
         .operation_timeout(Some(Duration::from_secs(10)));
@@ -481,12 +480,7 @@ async fn ensure_topic(args: &ProduceArgs) -> Result<(), String> {
         admin.create_topics([&topic], &options),
     )
     .await
-    .map_err(|_| {
-        format!(
-            "CreateTopics at {}: no answer in 20 s",
-            args.common.bootstrap
-        )
-    })?;
+    .map_err(|_| format!("CreateTopics at {}: no answer in 20 s", common.bootstrap))?;
     match created {
         Ok(results) => {
             for r in results {

@@ -5,7 +5,8 @@
 //! `cargo build -p iggy-gateway-kafka` when it is not there yet) on `127.0.0.1:0`,
 //! produces a few thousand records for about two seconds, consumes the topic to its end
 //! and checks from the JSON results that every acknowledged record was read exactly once;
-//! then holds a few idle connections. A second gateway has a SASL_PLAINTEXT listener:
+//! then holds a few idle connections. `blast` writes its own pipelined Produce requests
+//! and a consumer reads back exactly what it counted. A second gateway has a SASL_PLAINTEXT listener:
 //! `auth` logs in with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (and is refused with a wrong
 //! password), and produce and consume run through librdkafka with PLAIN. No timing is
 //! asserted: the machine may be busy.
@@ -333,6 +334,69 @@ fn produce_then_consume_everything_through_librdkafka() {
     );
     assert_eq!(idle["established"], 20, "{idle:#}");
     assert_eq!(idle["alive_after_hold"], 20, "{idle:#}");
+}
+
+/// `blast`'s own Produce requests (pipelined, two partitions, two connections) are all
+/// answered without an error, and a librdkafka consumer then reads exactly the records
+/// `blast` counted as acknowledged: the tool's encoding is one a real client reads back.
+#[test]
+fn blast_requests_are_acknowledged_and_read_back() {
+    let Some(bin) = ready() else { return };
+    let gw = Gateway::start(&bin);
+    let addr = gw.addr.to_string();
+    let pid = gw.child.id().to_string();
+    let blasted = bench(
+        &[
+            "blast",
+            "--bootstrap",
+            &addr,
+            "--topic",
+            "blast",
+            "--partitions",
+            "2",
+            "--connections",
+            "2",
+            "--record-size",
+            "100",
+            "--batch-size",
+            "20000",
+            "--max-in-flight",
+            "3",
+            "--duration",
+            "1",
+            "--gateway-pid",
+            &pid,
+            "--timeout",
+            "90",
+        ],
+        &gw.dir.join("blast.json"),
+    );
+    assert_eq!(blasted["errors"], 0, "{blasted:#}");
+    assert_eq!(blasted["partitions"], 2, "{blasted:#}");
+    let per_request = blasted["records_per_request"].as_u64().unwrap();
+    let requests = blasted["requests"].as_u64().unwrap();
+    assert!(per_request > 100 && requests > 0, "{blasted:#}");
+    let acked = blasted["records"].as_u64().unwrap();
+    assert_eq!(acked, per_request * requests, "{blasted:#}");
+
+    let consumed = bench(
+        &[
+            "consume",
+            "--bootstrap",
+            &addr,
+            "--topic",
+            "blast",
+            "--consumers",
+            "1",
+            "--timeout",
+            "90",
+        ],
+        &gw.dir.join("consume.json"),
+    );
+    assert_eq!(consumed["expected"], acked, "{consumed:#}");
+    assert_eq!(consumed["records"], acked, "{consumed:#}");
+    assert_eq!(consumed["duplicates"], 0, "{consumed:#}");
+    assert_eq!(consumed["bytes"], acked * 100, "{consumed:#}");
 }
 
 /// Transactional producers commit every `--txn-records` records: every record is
