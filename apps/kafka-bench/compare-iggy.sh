@@ -24,6 +24,12 @@
 # `rel`, sampling the relay's CPU: the floor of any process in the gateway's place, in the
 # same minutes as the gateway's runs (the relay's cost per byte rises as the pace falls,
 # so compare the two only within one run).
+# BLAST=1 also produces through the gateway with `kafka-bench blast` (pre-encoded Produce
+# requests of about 1 MB, one connection per producer; topic `gwbl`, after the consume), a
+# client that costs next to no CPU: what the gateway and Iggy reach when librdkafka does
+# not take the cores, against the native SDK. Each connection keeps 12 / producers
+# requests in flight, at least 1 and at most 5, so what waits for one partition stays
+# within the bridge's send queue (16 MiB by default; past it appends are refused).
 # The tables are printed at the end and kept in OUTDIR/summary.md.
 set -euo pipefail
 
@@ -34,6 +40,7 @@ CASES="${CASES:-1024:1:1 1024:8:1 100:1:1 100:8:1}"
 LAT="${LAT:-1}"
 MEM="${MEM:-1}"
 RELAY="${RELAY:-0}"
+BLAST="${BLAST:-0}"
 RATE="${RATE:-2000}"
 BASE_GATEWAY="${BASE_GATEWAY:-}"
 IGGY_BIN="${IGGY_SERVER_BIN:?set IGGY_SERVER_BIN to an iggy-server binary}"
@@ -141,6 +148,13 @@ gateway_case() {
   run "$tag-$kind-consume" "$BENCH" consume --bootstrap "$GADDR" --topic "$kind" \
     --consumers "$prods" -X queued.min.messages=1000000 --gateway-pid "$GPID" --timeout 120 \
     --json "$OUT/$tag-$kind-consume.json"
+  if [[ $BLAST == 1 ]]; then
+    run "$tag-$kind-blast" "$BENCH" blast --bootstrap "$GADDR" --topic "${kind}bl" \
+      --partitions "$parts" --connections "$prods" --record-size "$rs" --duration "$DUR" \
+      --batch-size 1000000 --max-in-flight "$(( prods >= 12 ? 1 : (12 / prods > 5 ? 5 : 12 / prods) ))" \
+      --gateway-pid "$GPID" --timeout 120 \
+      --json "$OUT/$tag-$kind-blast.json"
+  fi
   stop_pid "$GPID"; GPID=""
 }
 
@@ -307,6 +321,26 @@ if glob.glob(out + "/r*-gwb-produce.json"):
         for mode in ("produce", "consume"):
             cells.append(f"{f(ratio_total('gwb', mode))} -> {f(ratio_total('gw', mode))}")
         print(f"| {rs} B | {ps} | {ns} | " + " | ".join(cells) + " |")
+if glob.glob(out + "/r*-gw-blast.json"):
+    print()
+    print("Produce with a client that costs next to no CPU (`kafka-bench blast`, one connection per "
+          "producer) against the native SDK, same run; CPU seconds per GB:")
+    print()
+    print("| record | partitions | producers | blast MB/s | native MB/s | ratio | blast: client / gateway / Iggy | native: client / Iggy | (gw+Iggy)/native Iggy |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for t in tags:
+        rs, ps, ns = [x[1:] for x in t.split("-")]
+        b, n = load(f"{t}-gw-blast"), load(f"{t}-nat-produce")
+        def gb(j):
+            return (j or {}).get("bytes", 0) / 1e9
+        total = "-"
+        if b and n and gb(b) and gb(n) and broker_cpu(b) is not None and f"{t}-nat-produce" in iggy:
+            nat = iggy[f"{t}-nat-produce"] / gb(n)
+            if nat:
+                total = f"{(broker_cpu(b) + iggy.get(f'{t}-gw-blast', 0)) / gb(b) / nat:.2f}"
+        print(f"| {rs} B | {ps} | {ns} | {mbs(b):.1f} | {mbs(n):.1f} | **{ratio(b, n)}** "
+              f"| {' / '.join(per_gb(x, b) for x in ((b or {}).get('client_cpu_secs'), broker_cpu(b), iggy.get(f'{t}-gw-blast')))} "
+              f"| {' / '.join(per_gb(x, n) for x in ((n or {}).get('client_cpu_secs'), iggy.get(f'{t}-nat-produce')))} | {total} |")
 if glob.glob(out + "/r*-rel-produce.json"):
     print()
     print("CPU seconds per GB of record bytes: the gateway (bridged, with librdkafka) against a relay "
