@@ -27,9 +27,8 @@
 # BLAST=1 also produces through the gateway with `kafka-bench blast` (pre-encoded Produce
 # requests of about 1 MB, one connection per producer; topic `gwbl`, after the consume), a
 # client that costs next to no CPU: what the gateway and Iggy reach when librdkafka does
-# not take the cores, against the native SDK. Each connection keeps 12 / producers
-# requests in flight, at least 1 and at most 5, so what waits for one partition stays
-# within the bridge's send queue (16 MiB by default; past it appends are refused).
+# not take the cores, against the native SDK. Each connection keeps 5 requests in flight
+# (librdkafka's limit for an idempotent producer); the native SDK's producers keep one.
 # The tables are printed at the end and kept in OUTDIR/summary.md.
 set -euo pipefail
 
@@ -151,7 +150,7 @@ gateway_case() {
   if [[ $BLAST == 1 ]]; then
     run "$tag-$kind-blast" "$BENCH" blast --bootstrap "$GADDR" --topic "${kind}bl" \
       --partitions "$parts" --connections "$prods" --record-size "$rs" --duration "$DUR" \
-      --batch-size 1000000 --max-in-flight "$(( prods >= 12 ? 1 : (12 / prods > 5 ? 5 : 12 / prods) ))" \
+      --batch-size 1000000 --max-in-flight 5 \
       --gateway-pid "$GPID" --timeout 120 \
       --json "$OUT/$tag-$kind-blast.json"
   fi

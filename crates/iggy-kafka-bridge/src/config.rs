@@ -81,12 +81,17 @@ pub struct BridgeConfig {
     pub poll_interval: Duration,
     /// Most payload bytes one partition's send queue holds: appends waiting, in flight
     /// or awaiting confirmation (an append larger than this is still taken when the
-    /// queue is empty). A full queue refuses further appends with a retriable error
-    /// (`LEADER_NOT_AVAILABLE`); nothing of a refused append is written.
+    /// queue is empty). An append that does not fit waits for room, in arrival order,
+    /// up to `send_queue_wait`; then it is refused with a retriable error
+    /// (`LEADER_NOT_AVAILABLE`) and nothing of it is written.
     pub send_queue_bytes: usize,
     /// Most appends one partition's send queue holds (waiting, in flight or awaiting
-    /// confirmation). Like `send_queue_bytes`, refused with a retriable error.
+    /// confirmation). Like `send_queue_bytes`: waited for, then refused.
     pub send_queue_appends: usize,
+    /// Longest an append waits for room in its partition's send queue before it is
+    /// refused (a caller's own deadline, such as a Produce request's timeout, may end
+    /// the wait sooner). Zero refuses at once.
+    pub send_queue_wait: Duration,
     /// Most payload bytes held for Iggy over all partitions together (waiting, in
     /// flight or awaiting confirmation), so many partitions cannot add up past it.
     pub send_buffer_bytes: usize,
@@ -163,6 +168,7 @@ impl std::fmt::Debug for BridgeConfig {
             .field("poll_interval", &self.poll_interval)
             .field("send_queue_bytes", &self.send_queue_bytes)
             .field("send_queue_appends", &self.send_queue_appends)
+            .field("send_queue_wait", &self.send_queue_wait)
             .field("send_buffer_bytes", &self.send_buffer_bytes)
             .field("poll_max_bytes", &self.poll_max_bytes)
             .field("dedup_producers", &self.dedup_producers)
@@ -205,6 +211,7 @@ impl Default for BridgeConfig {
             poll_interval: Duration::from_millis(100),
             send_queue_bytes: 16 << 20,
             send_queue_appends: 1024,
+            send_queue_wait: Duration::from_secs(5),
             send_buffer_bytes: 256 << 20,
             poll_max_bytes: 16 << 20,
             dedup_producers: 100_000,
@@ -308,6 +315,9 @@ impl BridgeConfig {
         if !(1..=1_000_000).contains(&self.send_queue_appends) {
             return bad("send_queue_appends must be within 1..=1000000");
         }
+        if self.send_queue_wait > MAX_SEND_QUEUE_WAIT {
+            return bad("send_queue_wait must be at most 10 minutes");
+        }
         if self.send_buffer_bytes < self.send_queue_bytes
             || self.send_buffer_bytes > MAX_QUEUE_BYTES
         {
@@ -392,6 +402,9 @@ impl BridgeConfig {
         self.addresses().into_iter().next().unwrap_or_default()
     }
 }
+
+/// Longest [`BridgeConfig::send_queue_wait`] accepted.
+const MAX_SEND_QUEUE_WAIT: Duration = Duration::from_secs(600);
 
 /// Shortest [`BridgeConfig::meta_refresh_interval`] accepted.
 const MIN_META_REFRESH: Duration = Duration::from_millis(10);
@@ -637,7 +650,7 @@ mod tests {
         let ok = BridgeConfig::new("iggy", "secret");
         ok.validate().unwrap();
         type Spoil = fn(&mut BridgeConfig);
-        let cases: [(&str, Spoil); 11] = [
+        let cases: [(&str, Spoil); 12] = [
             ("meta_refresh_interval", |c| {
                 c.meta_refresh_interval = Duration::from_millis(9)
             }),
@@ -650,6 +663,9 @@ mod tests {
             }),
             ("send_queue_bytes", |c| c.send_queue_bytes = 0),
             ("send_queue_appends", |c| c.send_queue_appends = 0),
+            ("send_queue_wait", |c| {
+                c.send_queue_wait = Duration::from_secs(601)
+            }),
             ("send_buffer_bytes", |c| {
                 c.send_buffer_bytes = c.send_queue_bytes - 1
             }),

@@ -1,4 +1,5 @@
-//! The bridge's bounds on a real Iggy server: send queues that refuse appends when full,
+//! The bridge's bounds on a real Iggy server: send queues that make appends wait for
+//! room, in order, and refuse them when the wait is over,
 //! idempotent retries that land once (also when Iggy stalls mid-send), and metadata logs
 //! that are snapshotted, including logs written before snapshots existed (a single
 //! `offsets` log, moved into the coordinator shard logs).
@@ -103,6 +104,7 @@ async fn a_full_send_queue_refuses_appends_and_a_stalled_send_lands_once() {
         &server,
         BridgeConfig {
             send_queue_appends: 3,
+            send_queue_wait: Duration::from_millis(500),
             call_timeout: Duration::from_secs(1),
             retry_interval: Duration::from_millis(200),
             sessions: 1,
@@ -117,16 +119,19 @@ async fn a_full_send_queue_refuses_appends_and_a_stalled_send_lands_once() {
     bridge.append(&topic, 0, batch(9, 0, 1), 0).await.unwrap();
 
     server.pause();
-    // The first goes out and stalls; two more wait behind it; the fourth is refused.
+    // The first goes out and stalls; two more wait behind it; the fourth waits for room
+    // for `send_queue_wait`, then is refused.
     let mut pending = Vec::new();
     for seq in 1..=3 {
         pending.push(bridge.submit(&topic, 0, batch(9, seq, 1), 0).await.unwrap());
     }
+    let started = std::time::Instant::now();
     match bridge.submit(&topic, 0, batch(9, 4, 1), 0).await {
         Err(StoreError::Unavailable(why)) => assert!(why.contains("send queue"), "{why}"),
         Err(other) => panic!("expected a full queue, got {other}"),
         Ok(_) => panic!("expected a full queue, got a queued append"),
     }
+    assert!(started.elapsed() >= Duration::from_millis(450));
     // The producer gives up waiting on the first (past the bridge's call timeout too)...
     let first = pending.remove(0);
     assert!(
@@ -155,6 +160,62 @@ async fn a_full_send_queue_refuses_appends_and_a_stalled_send_lands_once() {
     let late = bridge.append(&topic, 0, batch(9, 1, 1), 0).await.unwrap();
     assert_eq!(late.base_offset, 1);
     assert_eq!(high_watermark(&bridge, &topic).await, 4);
+    bridge.close().await;
+}
+
+/// An append that finds its partition's queue full waits for room instead of being
+/// refused, and lands after the appends queued before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_waits_for_room_in_a_full_send_queue_and_lands_in_order() {
+    let Some(bin) = support::server_bin("an_append_waits_for_room") else {
+        return;
+    };
+    let mut server = Server::start(&bin);
+    let bridge = connect(
+        &server,
+        BridgeConfig {
+            send_queue_appends: 1,
+            send_queue_wait: Duration::from_secs(30),
+            sessions: 1,
+            metadata_max_age: Duration::from_secs(60),
+            ..config(&server)
+        },
+    )
+    .await;
+    let topic = format!("wait-{}", support::run_id());
+    support::create(&bridge, &topic, 1).await;
+    bridge.append(&topic, 0, batch(-1, 0, 1), 0).await.unwrap();
+
+    server.pause();
+    // The first fills the queue (one append) and stalls in its send.
+    let first = bridge.submit(&topic, 0, batch(-1, 0, 2), 0).await.unwrap();
+    // The second waits for room: no answer, neither a refusal nor a place.
+    let second = tokio::spawn({
+        let (bridge, topic) = (bridge.clone(), topic.clone());
+        async move { bridge.submit(&topic, 0, batch(-1, 0, 3), 0).await }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        !second.is_finished(),
+        "the second append did not wait for room"
+    );
+    server.resume();
+    let first = tokio::time::timeout(Duration::from_secs(30), first)
+        .await
+        .expect("the first append is answered once Iggy is back")
+        .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(30), second)
+        .await
+        .expect("the second append gets its place")
+        .unwrap()
+        .expect("the second append is not refused");
+    let second = tokio::time::timeout(Duration::from_secs(30), second)
+        .await
+        .expect("the second append is answered")
+        .unwrap();
+    assert_eq!(first.base_offset, 1);
+    assert_eq!(second.base_offset, 3);
+    assert_eq!(high_watermark(&bridge, &topic).await, 6);
     bridge.close().await;
 }
 

@@ -47,6 +47,8 @@ pub(super) struct Raw {
     #[serde(deserialize_with = "parsed")]
     iggy_send_queue_appends: usize,
     #[serde(deserialize_with = "parsed")]
+    iggy_send_queue_wait_ms: u64,
+    #[serde(deserialize_with = "parsed")]
     iggy_send_buffer_bytes: usize,
     #[serde(deserialize_with = "parsed")]
     iggy_poll_max_bytes: usize,
@@ -92,6 +94,7 @@ impl Default for Raw {
             iggy_send_batch_bytes: bridge.send_batch_bytes,
             iggy_send_queue_bytes: bridge.send_queue_bytes,
             iggy_send_queue_appends: bridge.send_queue_appends,
+            iggy_send_queue_wait_ms: duration_ms(bridge.send_queue_wait),
             iggy_send_buffer_bytes: bridge.send_buffer_bytes,
             iggy_poll_max_bytes: bridge.poll_max_bytes,
             iggy_dedup_producers: bridge.dedup_producers,
@@ -110,7 +113,7 @@ impl Default for Raw {
 }
 
 /// The settings that only matter with the bridge on.
-const BRIDGE_ONLY: [&str; 26] = [
+const BRIDGE_ONLY: [&str; 27] = [
     "iggy_addr",
     "iggy_username",
     "iggy_password",
@@ -124,6 +127,7 @@ const BRIDGE_ONLY: [&str; 26] = [
     "iggy_send_batch_bytes",
     "iggy_send_queue_bytes",
     "iggy_send_queue_appends",
+    "iggy_send_queue_wait_ms",
     "iggy_send_buffer_bytes",
     "iggy_poll_max_bytes",
     "iggy_dedup_producers",
@@ -141,7 +145,7 @@ const BRIDGE_ONLY: [&str; 26] = [
 
 /// [`BridgeConfig`] fields as its validation messages begin with them, and the key each
 /// comes from. A message about any other field names `bridge_enabled`.
-const BRIDGE_FIELDS: [(&str, &str); 24] = [
+const BRIDGE_FIELDS: [(&str, &str); 25] = [
     ("address", "iggy_addr"),
     ("username", "iggy_username"),
     ("password", "iggy_password"),
@@ -153,6 +157,7 @@ const BRIDGE_FIELDS: [(&str, &str); 24] = [
     ("send_batch_bytes", "iggy_send_batch_bytes"),
     ("send_queue_bytes", "iggy_send_queue_bytes"),
     ("send_queue_appends", "iggy_send_queue_appends"),
+    ("send_queue_wait", "iggy_send_queue_wait_ms"),
     ("send_buffer_bytes", "iggy_send_buffer_bytes"),
     ("poll_max_bytes", "iggy_poll_max_bytes"),
     ("dedup_producers", "iggy_dedup_producers"),
@@ -215,6 +220,7 @@ impl Raw {
         bridge.send_batch_bytes = self.iggy_send_batch_bytes;
         bridge.send_queue_bytes = self.iggy_send_queue_bytes;
         bridge.send_queue_appends = self.iggy_send_queue_appends;
+        bridge.send_queue_wait = Duration::from_millis(self.iggy_send_queue_wait_ms);
         bridge.send_buffer_bytes = self.iggy_send_buffer_bytes;
         bridge.poll_max_bytes = self.iggy_poll_max_bytes;
         bridge.dedup_producers = self.iggy_dedup_producers;
@@ -337,6 +343,11 @@ mod tests {
                 "IGGY_KAFKA_IGGY_SEND_QUEUE_APPENDS",
                 "0",
                 "send_queue_appends",
+            ),
+            (
+                "IGGY_KAFKA_IGGY_SEND_QUEUE_WAIT_MS",
+                "600001",
+                "send_queue_wait",
             ),
             (
                 "IGGY_KAFKA_IGGY_SEND_BUFFER_BYTES",

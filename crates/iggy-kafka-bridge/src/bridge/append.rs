@@ -9,7 +9,11 @@
 //!
 //! What a queue holds is counted until Iggy confirms it or it is known not to have
 //! landed: `send_queue_appends` and `send_queue_bytes` per partition, `send_buffer_bytes`
-//! over all; an append past them is refused (`Unavailable`, nothing written). A send
+//! over all. An append that does not fit its partition's queue waits for room, in
+//! arrival order ([`Room`]), up to `send_queue_wait`, so a producer that outpaces Iggy is
+//! slowed down the way a Kafka broker slows it, instead of having its requests read,
+//! checked and mapped only to be refused and sent again; past the wait, or past
+//! `send_buffer_bytes`, it is refused (`Unavailable`, nothing written). A send
 //! whose outcome is unknown (a timeout, a connection lost after the request left) is
 //! never reported failed while it could still land: the task asks Iggy whether the
 //! send's first message id is there ([`IggyBridge::settle_unknown`]) and answers from
@@ -37,6 +41,7 @@ use kafka_store::{
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Retries of one held batch that may wait for it at once; a Kafka producer has one
 /// retry of a batch in flight at a time, so more come from several connections or a
@@ -267,8 +272,64 @@ impl Landed {
     }
 }
 
-#[derive(Default)]
+/// Admission to one partition's send queue, first come first served: an append takes
+/// one of `send_queue_appends` slots and as many of `send_queue_bytes` as its payload
+/// (all of them when it is larger: it then goes alone), and gives them back when Iggy
+/// has answered its send. Waiting appends queue in arrival order ([`Semaphore`] is
+/// fair), so a large append is not overtaken for ever by small ones, and an append
+/// whose caller gives up leaves the line.
+pub(super) struct Room {
+    appends: Arc<Semaphore>,
+    bytes: Arc<Semaphore>,
+    max_bytes: u32,
+}
+
+/// An append's place in its partition's queue, held until its send is answered.
+pub(super) struct Admitted {
+    _append: OwnedSemaphorePermit,
+    _bytes: OwnedSemaphorePermit,
+}
+
+impl Room {
+    pub(super) fn new(max_appends: usize, max_bytes: usize) -> Room {
+        let max_bytes = u32::try_from(max_bytes).unwrap_or(u32::MAX).max(1);
+        Room {
+            appends: Arc::new(Semaphore::new(max_appends.max(1))),
+            bytes: Arc::new(Semaphore::new(max_bytes as usize)),
+            max_bytes,
+        }
+    }
+
+    /// Waits for a slot and for `bytes` of room (all of the room when `bytes` is more).
+    async fn admit(&self, bytes: usize) -> Option<Admitted> {
+        let append = Arc::clone(&self.appends).acquire_owned().await.ok()?;
+        let wanted = u32::try_from(bytes).unwrap_or(u32::MAX).min(self.max_bytes);
+        let bytes = Arc::clone(&self.bytes)
+            .acquire_many_owned(wanted)
+            .await
+            .ok()?;
+        Some(Admitted {
+            _append: append,
+            _bytes: bytes,
+        })
+    }
+
+    /// A slot and `bytes` of room if they are free now and no append waits before.
+    fn try_admit(&self, bytes: usize) -> Option<Admitted> {
+        let append = Arc::clone(&self.appends).try_acquire_owned().ok()?;
+        let wanted = u32::try_from(bytes).unwrap_or(u32::MAX).min(self.max_bytes);
+        let bytes = Arc::clone(&self.bytes)
+            .try_acquire_many_owned(wanted)
+            .ok()?;
+        Some(Admitted {
+            _append: append,
+            _bytes: bytes,
+        })
+    }
+}
+
 pub(super) struct SendQueue {
+    room: Arc<Room>,
     waiting: VecDeque<Waiting>,
     sending: bool,
     /// Payload bytes held: waiting, in flight or awaiting confirmation.
@@ -281,6 +342,18 @@ pub(super) struct SendQueue {
 }
 
 impl SendQueue {
+    fn new(max_appends: usize, max_bytes: usize) -> SendQueue {
+        SendQueue {
+            room: Arc::new(Room::new(max_appends, max_bytes)),
+            waiting: VecDeque::new(),
+            sending: false,
+            bytes: 0,
+            appends: 0,
+            joined: HashMap::new(),
+            landed: Landed::default(),
+        }
+    }
+
     /// The appends for the next send, oldest first: as many as fit in `limit` payload
     /// bytes together, and always at least the oldest one, whatever its size.
     fn next_group(&mut self, limit: usize) -> Vec<Waiting> {
@@ -297,23 +370,26 @@ impl SendQueue {
         }
         group
     }
-
-    /// Whether an append of `bytes` fits beside what the queue holds: always when it
-    /// holds nothing, else within both per-partition bounds.
-    fn has_room(&self, bytes: usize, max_bytes: usize, max_appends: usize) -> bool {
-        self.appends == 0
-            || (self.appends < max_appends && self.bytes.saturating_add(bytes) <= max_bytes)
-    }
 }
 
 type Answer = tokio::sync::oneshot::Sender<StoreResult<Sent>>;
+type AnswerRx = tokio::sync::oneshot::Receiver<StoreResult<Sent>>;
 
-/// One append's messages and where to tell it its base offset.
+/// What one try at queueing an append came to.
+enum Placed {
+    /// Answered or queued: what `enqueue` returns.
+    Done(StoreResult<Queued>),
+    /// No room: why, should the wait for room end without it.
+    Full(String),
+}
+
+/// One append's messages, its place in the queue and where to tell it its base offset.
 struct Waiting {
     messages: WireMessages,
     bytes: usize,
     key: Option<BatchKey>,
     done: Answer,
+    admitted: Admitted,
 }
 
 /// What a group send gives one append.
@@ -326,7 +402,7 @@ struct Sent {
 /// How an append joins its partition's queue.
 enum Queued {
     /// Waits for the send that carries it (or carries the batch it retries).
-    Waits(tokio::sync::oneshot::Receiver<StoreResult<Sent>>),
+    Waits(AnswerRx),
     /// A retry of an idempotent batch that already landed, at this base offset.
     Landed(i64),
 }
@@ -364,18 +440,26 @@ impl IggyBridge {
         target: &IggyTopicRef,
         partition: PartitionId,
     ) -> StoreResult<SharedSendQueue> {
+        let config = &self.inner.config;
         let mut locks = self.inner.send_queues.lock().map_err(poisoned)?;
         Ok(locks
             .entry((target.clone(), partition))
-            .or_insert_with(|| Arc::new(Mutex::new(SendQueue::default())))
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(SendQueue::new(
+                    config.send_queue_appends,
+                    config.send_queue_bytes,
+                )))
+            })
             .clone())
     }
 
     /// Queues `messages` for the partition; they are sent after everything queued
     /// before them. A retry of an idempotent batch still held joins it instead, and a
     /// retry of one that landed is answered with its offset: neither is written again.
-    /// A queue at its bounds refuses the append (retriable; nothing written).
-    fn enqueue(
+    /// An append that does not fit the partition's queue waits for room
+    /// (`send_queue_wait` at most, in arrival order), then is refused (retriable;
+    /// nothing written).
+    async fn enqueue(
         &self,
         r: &Arc<Resolved>,
         topic: &str,
@@ -386,62 +470,110 @@ impl IggyBridge {
         let config = &self.inner.config;
         let queue = self.send_queue(&r.target, partition)?;
         let bytes = messages.data_bytes();
-        let (done, answer) = tokio::sync::oneshot::channel();
-        let lead = {
-            let mut q = queue.lock().map_err(poisoned)?;
-            if let Some(k) = key {
-                if let Some(joined) = q.joined.get_mut(&k) {
-                    // Retries whose requests timed out no longer listen.
-                    joined.retain(|j| !j.is_closed());
-                    if joined.len() >= MAX_JOINED {
-                        return Err(StoreError::Unavailable(format!(
-                            "{topic}/{partition}: {MAX_JOINED} retries already wait for \
-                             this batch"
-                        )));
-                    }
-                    joined.push(done);
-                    return Ok(Queued::Waits(answer));
-                }
-                if let Some(base) = q.landed.find(&k) {
-                    return Ok(Queued::Landed(base));
-                }
-            }
-            if !q.has_room(bytes, config.send_queue_bytes, config.send_queue_appends) {
-                return Err(StoreError::Unavailable(format!(
-                    "{topic}/{partition}: the send queue to Iggy is full ({} appends, {} \
-                     bytes; send_queue_appends {}, send_queue_bytes {})",
-                    q.appends, q.bytes, config.send_queue_appends, config.send_queue_bytes
-                )));
-            }
-            let held = self.inner.send_bytes.fetch_add(bytes, Ordering::Relaxed);
-            if held > 0 && held.saturating_add(bytes) > config.send_buffer_bytes {
-                self.inner.send_bytes.fetch_sub(bytes, Ordering::Relaxed);
-                return Err(StoreError::Unavailable(format!(
-                    "{topic}/{partition}: {held} bytes wait for Iggy already \
-                     (send_buffer_bytes {})",
-                    config.send_buffer_bytes
-                )));
-            }
-            q.bytes = q.bytes.saturating_add(bytes);
-            q.appends += 1;
-            if let Some(k) = key {
-                q.joined.insert(k, Vec::new());
-            }
-            q.waiting.push_back(Waiting {
-                messages,
-                bytes,
-                key,
-                done,
-            });
-            !std::mem::replace(&mut q.sending, true)
+        let room = {
+            let q = queue.lock().map_err(poisoned)?;
+            Arc::clone(&q.room)
         };
+        let (done, answer) = tokio::sync::oneshot::channel();
+        let mut append = Some((messages, done, answer));
+        let mut admitted = room.try_admit(bytes);
+        loop {
+            let full =
+                match self.place(r, topic, partition, &queue, key, &mut append, &mut admitted) {
+                    Placed::Done(queued) => return queued,
+                    Placed::Full(why) => why,
+                };
+            match tokio::time::timeout(config.send_queue_wait, room.admit(bytes)).await {
+                Ok(Some(a)) => admitted = Some(a),
+                Ok(None) | Err(_) => return Err(StoreError::Unavailable(full)),
+            }
+        }
+    }
+
+    /// One try at queueing `append` (taken when it is answered or queued): a retry of
+    /// a held or landed batch is answered at once, else the append is queued if it has
+    /// its place (`admitted`), else the queue is full (the message to refuse with).
+    #[allow(clippy::too_many_arguments)]
+    fn place(
+        &self,
+        r: &Arc<Resolved>,
+        topic: &str,
+        partition: PartitionId,
+        queue: &SharedSendQueue,
+        key: Option<BatchKey>,
+        append: &mut Option<(WireMessages, Answer, AnswerRx)>,
+        admitted: &mut Option<Admitted>,
+    ) -> Placed {
+        let config = &self.inner.config;
+        let mut q = match queue.lock().map_err(poisoned) {
+            Ok(q) => q,
+            Err(e) => return Placed::Done(Err(e)),
+        };
+        // Checked on every try: while an append waits for room, a retry of its batch may
+        // have been queued or landed.
+        if let Some(k) = key {
+            if let Some(joined) = q.joined.get_mut(&k) {
+                // Retries whose requests timed out no longer listen.
+                joined.retain(|j| !j.is_closed());
+                if joined.len() >= MAX_JOINED {
+                    return Placed::Done(Err(StoreError::Unavailable(format!(
+                        "{topic}/{partition}: {MAX_JOINED} retries already wait for this batch"
+                    ))));
+                }
+                let Some((_, done, answer)) = append.take() else {
+                    return Placed::Done(Err(StoreError::Internal("append placed twice".into())));
+                };
+                joined.push(done);
+                return Placed::Done(Ok(Queued::Waits(answer)));
+            }
+            if let Some(base) = q.landed.find(&k) {
+                return Placed::Done(Ok(Queued::Landed(base)));
+            }
+        }
+        let Some(place) = admitted.take() else {
+            return Placed::Full(format!(
+                "{topic}/{partition}: the send queue to Iggy is full ({} appends, {} bytes; \
+                 send_queue_appends {}, send_queue_bytes {}, waited {:?})",
+                q.appends,
+                q.bytes,
+                config.send_queue_appends,
+                config.send_queue_bytes,
+                config.send_queue_wait
+            ));
+        };
+        let Some((messages, done, answer)) = append.take() else {
+            return Placed::Done(Err(StoreError::Internal("append placed twice".into())));
+        };
+        let bytes = messages.data_bytes();
+        let held = self.inner.send_bytes.fetch_add(bytes, Ordering::Relaxed);
+        if held > 0 && held.saturating_add(bytes) > config.send_buffer_bytes {
+            self.inner.send_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            return Placed::Done(Err(StoreError::Unavailable(format!(
+                "{topic}/{partition}: {held} bytes wait for Iggy already (send_buffer_bytes {})",
+                config.send_buffer_bytes
+            ))));
+        }
+        q.bytes = q.bytes.saturating_add(bytes);
+        q.appends += 1;
+        if let Some(k) = key {
+            q.joined.insert(k, Vec::new());
+        }
+        q.waiting.push_back(Waiting {
+            messages,
+            bytes,
+            key,
+            done,
+            admitted: place,
+        });
+        let lead = !std::mem::replace(&mut q.sending, true);
+        drop(q);
         if lead {
             // A task of its own: the sends go on even if the caller is cancelled.
             let this = self.clone();
-            let (r, topic) = (r.clone(), topic.to_owned());
+            let (r, topic, queue) = (r.clone(), topic.to_owned(), Arc::clone(queue));
             tokio::spawn(async move { this.drain(&r, &topic, partition, &queue).await });
         }
-        Ok(Queued::Waits(answer))
+        Placed::Done(Ok(Queued::Waits(answer)))
     }
 
     /// The messages of one batch, mapped ahead of its append as the broker's check reads
@@ -558,7 +690,10 @@ impl IggyBridge {
                 log_start_offset: w.log_start_offset,
             }))));
         }
-        let answer = match self.enqueue(&r, topic, p, messages, BatchKey::of(&batches))? {
+        let queued = self
+            .enqueue(&r, topic, p, messages, BatchKey::of(&batches))
+            .await?;
+        let answer = match queued {
             Queued::Waits(answer) => answer,
             Queued::Landed(base_offset) => {
                 let w = self.watermarks_of(&r, p)?;
@@ -621,9 +756,12 @@ impl IggyBridge {
             let count: usize = group.iter().map(|w| w.messages.count()).sum();
             let mut answers = Vec::with_capacity(group.len());
             let mut appends = Vec::with_capacity(group.len());
+            // The group's places in the queue, given back once Iggy has answered.
+            let mut places = Vec::with_capacity(group.len());
             for w in group {
                 appends.push(w.messages);
                 answers.push((w.key, w.done));
+                places.push(w.admitted);
             }
             let result = match self.body_of(r, topic, partition, appends) {
                 Err(e) => Err(e),
@@ -641,6 +779,7 @@ impl IggyBridge {
                 }
             };
             let Ok(mut q) = queue.lock() else { return };
+            drop(places);
             q.bytes = q.bytes.saturating_sub(bytes);
             q.appends = q.appends.saturating_sub(answers.len());
             self.inner.send_bytes.fetch_sub(bytes, Ordering::Relaxed);
@@ -866,16 +1005,18 @@ mod tests {
 
     #[test]
     fn a_send_groups_waiting_appends_up_to_the_limit() {
-        let mut q = SendQueue::default();
+        let mut q = SendQueue::new(100, 1 << 20);
         let mut answers = Vec::new();
         for bytes in [400, 300, 300, 1, 5000, 200, 700, 100] {
             let (done, answer) = tokio::sync::oneshot::channel();
             answers.push(answer);
+            let admitted = q.room.try_admit(bytes).unwrap();
             q.waiting.push_back(Waiting {
                 messages: WireMessages::new(0, 0, 0),
                 bytes,
                 key: None,
                 done,
+                admitted,
             });
         }
         let mut sizes = Vec::new();
@@ -1087,15 +1228,50 @@ mod tests {
         assert!(landed.find(&key(1, 0, 19)).is_none());
     }
 
-    #[test]
-    fn a_queue_takes_one_append_of_any_size_then_keeps_its_bounds() {
-        let mut q = SendQueue::default();
-        assert!(q.has_room(10_000, 100, 2));
-        q.bytes = 60;
-        q.appends = 1;
-        assert!(q.has_room(40, 100, 2));
-        assert!(!q.has_room(41, 100, 2));
-        q.appends = 2;
-        assert!(!q.has_room(1, 100, 2));
+    #[tokio::test]
+    async fn a_queue_takes_one_append_of_any_size_then_keeps_its_bounds() {
+        let room = Room::new(2, 100);
+        // Larger than the queue: taken when it is empty, and then it goes alone.
+        let big = room.try_admit(10_000).unwrap();
+        assert!(room.try_admit(1).is_none());
+        drop(big);
+        let a = room.try_admit(60).unwrap();
+        assert!(room.try_admit(41).is_none());
+        let b = room.try_admit(40).unwrap();
+        // Two appends held: no slot for a third, however small.
+        assert!(room.try_admit(0).is_none());
+        drop((a, b));
+        assert!(room.try_admit(100).is_some());
+    }
+
+    #[tokio::test]
+    async fn appends_wait_for_room_in_arrival_order_and_may_give_up() {
+        use std::time::Duration;
+        let room = Arc::new(Room::new(10, 100));
+        let first = room.try_admit(80).unwrap();
+        // A large append waits; a small one that arrives after it waits behind it,
+        // although it would fit now.
+        let large = tokio::spawn({
+            let room = Arc::clone(&room);
+            async move { room.admit(100).await.map(|_| "large") }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(room.try_admit(10).is_none(), "overtook a waiting append");
+        let small = tokio::spawn({
+            let room = Arc::clone(&room);
+            async move { room.admit(10).await.map(|_| "small") }
+        });
+        // One that gives up leaves the line without taking anything.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), room.admit(5))
+                .await
+                .is_err()
+        );
+        assert!(!large.is_finished() && !small.is_finished());
+        drop(first);
+        assert_eq!(large.await.unwrap(), Some("large"));
+        assert_eq!(small.await.unwrap(), Some("small"));
+        // Everything given back.
+        assert!(room.try_admit(100).is_some());
     }
 }
