@@ -10,9 +10,17 @@
 //!
 //! The check and the append must be one step, or the same batch sent on two connections
 //! at once passes the check twice and lands twice. The produce handler therefore holds
-//! the partition's lock ([`Producers::lock`]) from the check until the append is recorded.
-//! The locks are a fixed set of stripes hashed by topic and partition, taken in index
-//! order, so a request naming many partitions cannot deadlock with another.
+//! the producer's lock on the partition ([`Producers::lock_producers`]) from the check
+//! until the append is recorded. A check reads only its own producer's state, so
+//! different producers' batches need not wait for each other: the partition's own lock
+//! ([`Producers::lock_shared`]) is held shared by their appends, and exclusively
+//! ([`Producers::lock`]) by whatever replaces or depends on the whole partition's state:
+//! a recovery, a transactional batch, a transaction marker. A recovery thus never runs
+//! while an append it could miss is in flight, and batches of different producers on one
+//! partition are appended concurrently (the store can then send them together). Both
+//! kinds of lock are fixed sets of stripes (by topic, partition and producer id; by topic
+//! and partition), taken producers' first, each kind in index order, so a request
+//! naming many partitions cannot deadlock with another.
 //!
 //! Producer ids are random 48-bit numbers below the gateway's instance id (the high 16
 //! bits, so gateways sharing a store never collide): a client cannot guess another
@@ -209,7 +217,11 @@ pub(crate) struct RecoveryStats {
 #[derive(Debug)]
 pub(crate) struct Producers {
     state: Mutex<State>,
-    stripes: Box<[tokio::sync::Mutex<()>]>,
+    /// Partition locks: shared by idempotent appends, exclusive for recoveries and
+    /// transactional work.
+    stripes: Box<[tokio::sync::RwLock<()>]>,
+    /// Producer-on-partition locks: a producer's check and record on a partition.
+    producer_stripes: Box<[tokio::sync::Mutex<()>]>,
     hasher: std::collections::hash_map::RandomState,
     /// The instance id, shifted into the high bits.
     base: i64,
@@ -227,7 +239,8 @@ impl Producers {
     pub(crate) fn new(instance_id: u16, expiration: Duration, max_entries: usize) -> Self {
         Producers {
             state: Mutex::new(State::default()),
-            stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| tokio::sync::RwLock::new(())).collect(),
+            producer_stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             hasher: std::collections::hash_map::RandomState::new(),
             base: i64::from(instance_id & 0x7fff) << ID_BITS,
             expiration_ms: i64::try_from(expiration.as_millis()).unwrap_or(i64::MAX),
@@ -288,18 +301,51 @@ impl Producers {
         (self.hasher.hash_one((topic, partition)) % STRIPES as u64) as usize
     }
 
-    /// Takes the given stripes' locks in index order (so two requests never wait on
-    /// each other in a cycle); the check and the append of those partitions happen
-    /// under them.
+    /// The lock stripe of a producer on a partition.
+    pub(crate) fn producer_stripe(&self, topic: &str, partition: i32, producer_id: i64) -> usize {
+        (self.hasher.hash_one((topic, partition, producer_id)) % STRIPES as u64) as usize
+    }
+
+    /// Takes the given partition stripes' locks exclusively, in index order (so two
+    /// requests never wait on each other in a cycle): no idempotent append of those
+    /// partitions is checked or in flight while they are held.
     pub(crate) async fn lock(
         &self,
-        mut stripes: Vec<usize>,
-    ) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
-        stripes.sort_unstable();
-        stripes.dedup();
+        stripes: Vec<usize>,
+    ) -> Vec<tokio::sync::RwLockWriteGuard<'_, ()>> {
         let mut guards = Vec::with_capacity(stripes.len());
-        for s in stripes {
+        for s in ordered(stripes) {
             if let Some(m) = self.stripes.get(s) {
+                guards.push(m.write().await);
+            }
+        }
+        guards
+    }
+
+    /// Takes the given partition stripes' locks shared, in index order: idempotent
+    /// appends of different producers hold them together.
+    pub(crate) async fn lock_shared(
+        &self,
+        stripes: Vec<usize>,
+    ) -> Vec<tokio::sync::RwLockReadGuard<'_, ()>> {
+        let mut guards = Vec::with_capacity(stripes.len());
+        for s in ordered(stripes) {
+            if let Some(m) = self.stripes.get(s) {
+                guards.push(m.read().await);
+            }
+        }
+        guards
+    }
+
+    /// Takes the given producer stripes' locks in index order; taken before any
+    /// partition lock.
+    pub(crate) async fn lock_producers(
+        &self,
+        stripes: Vec<usize>,
+    ) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
+        let mut guards = Vec::with_capacity(stripes.len());
+        for s in ordered(stripes) {
+            if let Some(m) = self.producer_stripes.get(s) {
                 guards.push(m.lock().await);
             }
         }
@@ -652,6 +698,13 @@ impl Producers {
     }
 }
 
+/// `stripes` sorted, each once.
+fn ordered(mut stripes: Vec<usize>) -> Vec<usize> {
+    stripes.sort_unstable();
+    stripes.dedup();
+    stripes
+}
+
 /// Makes room for one more entry in a table capped at `max`: drops the expired entries,
 /// then, if still full, the least recently used hundredth (so a full table pays one scan
 /// per hundredth of its size, not one per insert).
@@ -1001,8 +1054,34 @@ mod tests {
         let s = p.stripe("t", 0);
         let guards = p.lock(vec![s, s, p.stripe("t", 1)]).await;
         assert!(!guards.is_empty() && guards.len() <= 2);
-        assert!(p.stripes[s].try_lock().is_err());
+        assert!(p.stripes[s].try_read().is_err());
         drop(guards);
-        assert!(p.stripes[s].try_lock().is_ok());
+        assert!(p.stripes[s].try_write().is_ok());
+    }
+
+    #[tokio::test]
+    async fn appends_share_a_partition_and_a_recovery_waits_for_them() {
+        let p = producers();
+        let s = p.stripe("t", 0);
+        let (a, b) = (p.producer_stripe("t", 0, 1), p.producer_stripe("t", 0, 2));
+        let first = (
+            p.lock_producers(vec![a]).await,
+            p.lock_shared(vec![s]).await,
+        );
+        // Another producer of the same partition gets in beside it...
+        let second = tokio::time::timeout(Duration::from_secs(1), async {
+            (
+                p.lock_producers(vec![b]).await,
+                p.lock_shared(vec![s]).await,
+            )
+        })
+        .await;
+        assert!(second.is_ok() || a == b);
+        // ... the same producer does not ...
+        assert!(p.producer_stripes[a].try_lock().is_err());
+        // ... and neither does a recovery until both are done.
+        assert!(p.stripes[s].try_write().is_err());
+        drop((first, second));
+        assert!(p.stripes[s].try_write().is_ok());
     }
 }

@@ -1,8 +1,9 @@
 //! A connection's consecutive Produce requests overlap: each holds its place in its
 //! partitions (`LogStore::submit`) before the next is read, the store confirms them when
 //! it can, and the responses still go out in request order. Anything else waits for
-//! them, and an idempotent producer's requests do not overlap at all. The same idempotent
-//! batch sent on two connections at once lands once.
+//! them, and an idempotent producer's requests do not overlap at all, while different
+//! idempotent producers' requests to one partition do. The same idempotent batch sent on
+//! two connections at once lands once.
 //!
 //! The store here is the embedded one behind a wrapper whose confirmations are held back:
 //! until a number of appends have been submitted (a connection that handled its requests
@@ -480,6 +481,61 @@ async fn the_same_idempotent_batch_on_two_connections_lands_once() {
         (3, 3),
         "landed once"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_idempotent_producers_on_one_partition_overlap() {
+    // Each append is confirmed 300 ms after it took its place. Two producers' batches on
+    // one partition are checked against different producer states, so the second need
+    // not wait for the first to be confirmed: both are open in the store at once.
+    let store = Arc::new(Held::new(Hold::For(Duration::from_millis(300))));
+    let addr = serve_at(Arc::clone(&store)).await;
+    let options = |producer_id, base_sequence| BatchOptions {
+        producer_id,
+        producer_epoch: 0,
+        base_sequence,
+        ..Default::default()
+    };
+    let mut a = TcpStream::connect(addr).await.unwrap();
+    let mut b = TcpStream::connect(addr).await.unwrap();
+    // The partition's producer state is recovered with the first batch.
+    a.write_all(&produce(1, -1, options(7, 0), 2))
+        .await
+        .unwrap();
+    assert_eq!(produced(&response(&mut a).await.unwrap()), (1, 0, 0));
+    assert_eq!(store.most_open.load(Ordering::SeqCst), 1);
+    let (ra, rb) = tokio::join!(
+        async {
+            a.write_all(&produce(2, -1, options(7, 2), 2))
+                .await
+                .unwrap();
+            produced(&response(&mut a).await.unwrap())
+        },
+        async {
+            b.write_all(&produce(3, -1, options(8, 0), 3))
+                .await
+                .unwrap();
+            produced(&response(&mut b).await.unwrap())
+        }
+    );
+    assert_eq!((ra.1, rb.1), (0, 0), "both answered without error");
+    let mut offsets = [ra.2, rb.2];
+    offsets.sort_unstable();
+    assert!(offsets == [2, 4] || offsets == [2, 5], "{offsets:?}");
+    assert_eq!(store.most_open.load(Ordering::SeqCst), 2);
+    a.write_all(&list_latest(4)).await.unwrap();
+    assert_eq!(listed(&response(&mut a).await.unwrap()), (4, 7));
+    // Each is still a duplicate of itself: the retries land nothing.
+    a.write_all(&produce(5, -1, options(7, 2), 2))
+        .await
+        .unwrap();
+    assert_eq!(produced(&response(&mut a).await.unwrap()), (5, 0, ra.2));
+    b.write_all(&produce(6, -1, options(8, 0), 3))
+        .await
+        .unwrap();
+    assert_eq!(produced(&response(&mut b).await.unwrap()), (6, 0, rb.2));
+    a.write_all(&list_latest(7)).await.unwrap();
+    assert_eq!(listed(&response(&mut a).await.unwrap()), (7, 7));
 }
 
 /// A batch of `records` records of `size`-byte values, each byte derived from the

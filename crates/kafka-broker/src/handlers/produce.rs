@@ -949,27 +949,32 @@ fn check_records(batch: &ValidBatch, job: &Job, now: i64) -> Result<(), Failure>
 /// recorded under their partitions' producer locks, so they are confirmed before this
 /// returns.
 pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
-    let producers = &ctx.broker.producers;
-    let stripes: Vec<usize> = prepared
+    let idempotent: Vec<(&str, i32, i64, bool)> = prepared
         .topics
         .iter()
         .flat_map(|t| t.partitions.iter())
         .filter_map(|(index, checked)| match checked {
-            Ok(b) if b.id.idempotent() => Some(producers.stripe(&b.topic, *index)),
+            Ok(b) if b.id.idempotent() => {
+                Some((&*b.topic, *index, b.id.producer_id, b.txn.is_some()))
+            }
             _ => None,
         })
         .collect();
-    let guards = if stripes.is_empty() {
-        Some(Vec::new())
+    let guards = if idempotent.is_empty() {
+        Some(Locks::None)
     } else {
-        tokio::time::timeout(prepared.timeout, producers.lock(stripes))
+        tokio::time::timeout(prepared.timeout, lock_idempotent(ctx, &idempotent))
             .await
             .ok()
     };
-    let mut ready = if guards.as_ref().is_some_and(|g| !g.is_empty()) {
-        recover_all(ctx, &prepared).await
-    } else {
-        HashMap::new()
+    let mut ready = match &guards {
+        Some(Locks::Exclusive { .. }) => recover_all(ctx, &prepared).await,
+        // Every partition was found ready under the shared locks.
+        Some(Locks::Shared { .. }) => idempotent
+            .iter()
+            .map(|(topic, partition, ..)| (((*topic).to_owned(), *partition), Ok(())))
+            .collect(),
+        _ => HashMap::new(),
     };
     let mut topics = Vec::with_capacity(prepared.topics.len());
     for topic in prepared.topics {
@@ -1001,7 +1006,7 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
             partitions,
         });
     }
-    if guards.as_ref().is_some_and(|g| !g.is_empty()) {
+    if matches!(guards, Some(Locks::Exclusive { .. } | Locks::Shared { .. })) {
         // Confirm and record everything while the locks are held.
         topics = settle_all(ctx, topics, prepared.timeout).await;
     }
@@ -1010,6 +1015,63 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
         acks: prepared.acks,
         timeout: prepared.timeout,
         topics,
+    }
+}
+
+/// The locks a request's idempotent batches are checked, appended and recorded under.
+enum Locks<'a> {
+    /// No idempotent batch.
+    None,
+    /// The producers' locks, and their partitions' locks shared with other producers'
+    /// appends: every partition was ready (led here, producer state recovered) and no
+    /// batch is transactional.
+    Shared {
+        _own: Vec<tokio::sync::MutexGuard<'a, ()>>,
+        _partitions: Vec<tokio::sync::RwLockReadGuard<'a, ()>>,
+    },
+    /// The producers' locks and their partitions' locks alone, for a recovery or a
+    /// transactional batch.
+    Exclusive {
+        _own: Vec<tokio::sync::MutexGuard<'a, ()>>,
+        _partitions: Vec<tokio::sync::RwLockWriteGuard<'a, ()>>,
+    },
+}
+
+/// Takes the locks of `idempotent` (topic, partition, producer id, transactional): the
+/// producers' first, then their partitions' shared if that is enough, else exclusive.
+async fn lock_idempotent<'a>(ctx: &'a Ctx<'_>, idempotent: &[(&str, i32, i64, bool)]) -> Locks<'a> {
+    let producers = &ctx.broker.producers;
+    let partitions: Vec<usize> = idempotent
+        .iter()
+        .map(|(topic, partition, ..)| producers.stripe(topic, *partition))
+        .collect();
+    let own = producers
+        .lock_producers(
+            idempotent
+                .iter()
+                .map(|(topic, partition, id, _)| producers.producer_stripe(topic, *partition, *id))
+                .collect(),
+        )
+        .await;
+    if !idempotent.iter().any(|(.., txn)| *txn) {
+        let shared = producers.lock_shared(partitions.clone()).await;
+        let membership = ctx.broker.membership.as_ref();
+        let ready = idempotent.iter().all(|(topic, partition, ..)| {
+            matches!(
+                producers.readiness(membership, topic, *partition),
+                Ok(crate::producers::Readiness::Ready)
+            )
+        });
+        if ready {
+            return Locks::Shared {
+                _own: own,
+                _partitions: shared,
+            };
+        }
+    }
+    Locks::Exclusive {
+        _own: own,
+        _partitions: producers.lock(partitions).await,
     }
 }
 
