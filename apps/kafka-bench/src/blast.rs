@@ -102,12 +102,14 @@ pub async fn run(args: BlastArgs) -> Result<Report, String> {
     for id in 0..args.connections {
         let (requests, counters) = (requests.clone(), counters.clone());
         let (bootstrap, in_flight) = (args.common.bootstrap.clone(), args.max_in_flight);
+        let idempotent = args.idempotent;
         let record_bytes = u64::try_from(args.record_size).unwrap_or(u64::MAX);
         tasks.push(tokio::spawn(async move {
             let run = connection(
                 id,
                 &bootstrap,
                 &requests,
+                idempotent,
                 in_flight,
                 records,
                 record_bytes,
@@ -154,11 +156,12 @@ pub async fn run(args: BlastArgs) -> Result<Report, String> {
             "load".into(),
             format!(
                 "{} connections, {} B records, {records} records a request, {} in flight \
-                 each, acks={}",
+                 each, acks={}{}",
                 args.connections,
                 args.record_size,
                 args.max_in_flight,
-                args.acks.as_config()
+                args.acks.as_config(),
+                if args.idempotent { ", idempotent" } else { "" }
             ),
         ),
         ("elapsed".into(), format!("{:.2} s", elapsed.as_secs_f64())),
@@ -192,6 +195,7 @@ pub async fn run(args: BlastArgs) -> Result<Report, String> {
         "records_per_request": records,
         "max_in_flight": args.max_in_flight,
         "acks": args.acks.as_config(),
+        "idempotent": args.idempotent,
         "duration_requested_secs": args.duration,
         "elapsed_secs": elapsed.as_secs_f64(),
         "requests": sent,
@@ -229,6 +233,7 @@ async fn connection(
     id: usize,
     bootstrap: &str,
     requests: &[(i32, Vec<u8>)],
+    idempotent: bool,
     in_flight: usize,
     records: usize,
     record_bytes: u64,
@@ -239,6 +244,16 @@ async fn connection(
         .await
         .map_err(|e| format!("connection {id}: {bootstrap}: {e}"))?;
     let _ = stream.set_nodelay(true);
+    let mut stream = stream;
+    let producer = if idempotent {
+        Some(
+            init_producer_id(&mut stream)
+                .await
+                .map_err(|e| format!("connection {id}: InitProducerId: {e}"))?,
+        )
+    } else {
+        None
+    };
     let (mut rd, mut wr) = stream.into_split();
     let slots = Semaphore::new(in_flight);
     // What was sent, in order; at most `in_flight` entries wait, the semaphore's bound.
@@ -248,6 +263,8 @@ async fn connection(
     let writer = async {
         let mut requests: Vec<(i32, Vec<u8>)> = requests.to_vec();
         let mut correlation: i32 = 0;
+        // Next sequence per partition, for an idempotent producer.
+        let mut sequences = vec![0i32; requests.len()];
         let n = requests.len().max(1);
         let mut next = id % n;
         while Instant::now() < send_until {
@@ -257,6 +274,11 @@ async fn connection(
                 .map_err(|_| format!("connection {id}: closed"))?;
             permit.forget();
             let (partition, request) = &mut requests[next];
+            if let Some((producer_id, epoch)) = producer {
+                let sequence = &mut sequences[next];
+                stamp(request, producer_id, epoch, *sequence);
+                *sequence = sequence.wrapping_add(i32::try_from(records).unwrap_or(i32::MAX));
+            }
             next = (next + 1) % n;
             correlation = correlation.wrapping_add(1);
             request[CORRELATION_AT..CORRELATION_AT + 4].copy_from_slice(&correlation.to_be_bytes());
@@ -325,11 +347,69 @@ async fn connection(
     Ok(out)
 }
 
+/// Where the record batch starts in a request: after the size, the header (key,
+/// version, correlation id, client id), transactional id, acks, timeout, topic count,
+/// topic name, partition count, partition index and records length.
+fn batch_at(request: &[u8]) -> Option<usize> {
+    let client = 14 + CLIENT_ID.len();
+    let name_len = usize::from(u16::from_be_bytes([
+        *request.get(client + 12)?,
+        *request.get(client + 13)?,
+    ]));
+    Some(client + 14 + name_len + 12)
+}
+
+/// Writes `producer_id`, `epoch` and `sequence` into the request's batch and its CRC.
+fn stamp(request: &mut [u8], producer_id: i64, epoch: i16, sequence: i32) {
+    let Some(at) = batch_at(request) else { return };
+    let Some(batch) = request.get_mut(at..) else {
+        return;
+    };
+    if batch.len() < 61 {
+        return;
+    }
+    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    batch[51..53].copy_from_slice(&epoch.to_be_bytes());
+    batch[53..57].copy_from_slice(&sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// InitProducerId v0 with no transactional id: the producer id and epoch to write with.
+async fn init_producer_id(stream: &mut TcpStream) -> Result<(i64, i16), String> {
+    let client_len = i16::try_from(CLIENT_ID.len()).unwrap_or(0);
+    let mut r = Vec::new();
+    r.extend_from_slice(&0i32.to_be_bytes());
+    r.extend_from_slice(&22i16.to_be_bytes()); // InitProducerId
+    r.extend_from_slice(&0i16.to_be_bytes()); // v0
+    r.extend_from_slice(&(-7i32).to_be_bytes()); // correlation id
+    r.extend_from_slice(&client_len.to_be_bytes());
+    r.extend_from_slice(CLIENT_ID);
+    r.extend_from_slice(&(-1i16).to_be_bytes()); // no transactional id
+    r.extend_from_slice(&60_000i32.to_be_bytes()); // transaction timeout
+    let size = i32::try_from(r.len() - 4).unwrap_or(0);
+    r[..4].copy_from_slice(&size.to_be_bytes());
+    stream.write_all(&r).await.map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(ANSWER_LIMIT, read_answer(stream, &mut buf))
+        .await
+        .map_err(|_| "no answer".to_string())??;
+    let mut a = Reader(&buf);
+    if a.i32()? != -7 {
+        return Err("answer to another request".into());
+    }
+    let _throttle = a.i32()?;
+    let code = a.i16()?;
+    if code != 0 {
+        return Err(format!("error code {code}"));
+    }
+    let id = a.take(8)?;
+    let producer_id = i64::from_be_bytes([id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7]]);
+    Ok((producer_id, a.i16()?))
+}
+
 /// Reads one size-prefixed answer into `buf`.
-async fn read_answer(
-    rd: &mut tokio::net::tcp::OwnedReadHalf,
-    buf: &mut Vec<u8>,
-) -> Result<(), String> {
+async fn read_answer<R: AsyncReadExt + Unpin>(rd: &mut R, buf: &mut Vec<u8>) -> Result<(), String> {
     let mut size = [0u8; 4];
     rd.read_exact(&mut size)
         .await
@@ -511,8 +591,10 @@ mod tests {
         let crc = u32::from_be_bytes([b[17], b[18], b[19], b[20]]);
         assert_eq!(crc, crc32c::crc32c(&b[21..]));
         assert_eq!(i32::from_be_bytes([b[57], b[58], b[59], b[60]]), 3);
-        // Each record: length 1 byte, then 1 + 1 + 1 + 1 + 2 + 100 + 1 = 107 bytes.
-        assert_eq!(b.len(), 61 + 3 * 108);
+        // Each record: its length (107, two bytes zigzagged), then attributes,
+        // timestamp and offset deltas and key length (1 each), value length (2), the
+        // value (100) and the header count (1).
+        assert_eq!(b.len(), 61 + 3 * 109);
     }
 
     #[test]
@@ -539,8 +621,24 @@ mod tests {
     }
 
     #[test]
+    fn a_stamped_request_carries_the_producer_and_a_valid_checksum() {
+        let payloads = Payloads::new(10, 1);
+        let batch = record_batch(&payloads, 2, 0);
+        let (_, mut request) = produce_request("topic", 3, -1, &batch).unwrap();
+        let at = batch_at(&request).unwrap();
+        assert_eq!(&request[at..], &batch[..]);
+        stamp(&mut request, 42, 1, 7);
+        let b = &request[at..];
+        assert_eq!(i64::from_be_bytes(b[43..51].try_into().unwrap()), 42);
+        assert_eq!(i16::from_be_bytes(b[51..53].try_into().unwrap()), 1);
+        assert_eq!(i32::from_be_bytes(b[53..57].try_into().unwrap()), 7);
+        let crc = u32::from_be_bytes(b[17..21].try_into().unwrap());
+        assert_eq!(crc, crc32c::crc32c(&b[21..]));
+    }
+
+    #[test]
     fn a_batch_fills_about_the_batch_size() {
-        assert_eq!(records_per_batch(1024, 1_000_000), 963);
+        assert_eq!(records_per_batch(1024, 1_000_000), 961);
         assert_eq!(records_per_batch(1_000_000, 1000), 1);
     }
 }

@@ -349,6 +349,11 @@ pub struct BlastArgs {
     pub max_in_flight: usize,
     #[arg(long, value_enum, default_value = "all")]
     pub acks: Acks,
+    /// Each connection an idempotent producer: it gets a producer id (InitProducerId)
+    /// and each request's batch carries it with the next sequence (the batch's CRC
+    /// computed again for each request).
+    #[arg(long)]
+    pub idempotent: bool,
 }
 
 #[derive(Debug, Args, Clone)]
