@@ -397,6 +397,51 @@ fn blast_requests_are_acknowledged_and_read_back() {
     assert_eq!(consumed["records"], acked, "{consumed:#}");
     assert_eq!(consumed["duplicates"], 0, "{consumed:#}");
     assert_eq!(consumed["bytes"], acked * 100, "{consumed:#}");
+
+    // Idempotent: each connection's sequences follow on, so nothing is refused as out of
+    // order or taken for a duplicate.
+    let idempotent = bench(
+        &[
+            "blast",
+            "--bootstrap",
+            &addr,
+            "--topic",
+            "blast-idempotent",
+            "--partitions",
+            "2",
+            "--connections",
+            "3",
+            "--record-size",
+            "100",
+            "--batch-size",
+            "20000",
+            "--max-in-flight",
+            "5",
+            "--duration",
+            "1",
+            "--idempotent",
+            "--timeout",
+            "90",
+        ],
+        &gw.dir.join("blast-idempotent.json"),
+    );
+    assert_eq!(idempotent["errors"], 0, "{idempotent:#}");
+    let acked = idempotent["records"].as_u64().unwrap();
+    assert!(acked > 0, "{idempotent:#}");
+    let consumed = bench(
+        &[
+            "consume",
+            "--bootstrap",
+            &addr,
+            "--topic",
+            "blast-idempotent",
+            "--timeout",
+            "90",
+        ],
+        &gw.dir.join("consume-idempotent.json"),
+    );
+    assert_eq!(consumed["records"], acked, "{consumed:#}");
+    assert_eq!(consumed["duplicates"], 0, "{consumed:#}");
 }
 
 /// Transactional producers commit every `--txn-records` records: every record is
