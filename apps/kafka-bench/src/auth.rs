@@ -407,10 +407,10 @@ async fn call<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Big-endian reads off the front of a slice, each checked against its length.
-struct Reader<'a>(&'a [u8]);
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&[u8], String> {
         if self.0.len() < n {
             return Err("answer too short".into());
         }
@@ -419,17 +419,17 @@ impl Reader<'_> {
         Ok(head)
     }
 
-    fn i16(&mut self) -> Result<i16, String> {
+    pub(crate) fn i16(&mut self) -> Result<i16, String> {
         let b = self.take(2)?;
         Ok(i16::from_be_bytes([b[0], b[1]]))
     }
 
-    fn i32(&mut self) -> Result<i32, String> {
+    pub(crate) fn i32(&mut self) -> Result<i32, String> {
         let b = self.take(4)?;
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    fn i64(&mut self) -> Result<i64, String> {
+    pub(crate) fn i64(&mut self) -> Result<i64, String> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);

@@ -29,6 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, mpsc};
 
+use crate::auth::Reader;
 use crate::cli::{Acks, BlastArgs, SecurityProtocol};
 use crate::payload::Payloads;
 use crate::produce::{ensure_topic, topic_partitions};
@@ -403,8 +404,7 @@ async fn init_producer_id(stream: &mut TcpStream) -> Result<(i64, i16), String> 
     if code != 0 {
         return Err(format!("error code {code}"));
     }
-    let id = a.take(8)?;
-    let producer_id = i64::from_be_bytes([id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7]]);
+    let producer_id = a.i64()?;
     Ok((producer_id, a.i16()?))
 }
 
@@ -436,7 +436,7 @@ fn check_answer(answer: &[u8], correlation: i32, partition: i32) -> Result<(), S
         return Err("answer without exactly one topic".into());
     }
     let name = usize::try_from(r.i16()?).map_err(|_| "null topic name")?;
-    r.skip(name)?;
+    r.take(name)?;
     if r.i32()? != 1 {
         return Err("answer without exactly one partition".into());
     }
@@ -451,31 +451,6 @@ fn check_answer(answer: &[u8], correlation: i32, partition: i32) -> Result<(), S
         return Err(format!("partition {partition}: error code {code}"));
     }
     Ok(())
-}
-
-/// Big-endian reads from an answer, each checked against its end.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
-        if self.0.len() < n {
-            return Err("answer cut short".into());
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-    fn skip(&mut self, n: usize) -> Result<(), String> {
-        self.take(n).map(|_| ())
-    }
-    fn i16(&mut self) -> Result<i16, String> {
-        let b = self.take(2)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-    fn i32(&mut self) -> Result<i32, String> {
-        let b = self.take(4)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
 }
 
 /// Zigzag varint of `v`, as record fields are written.
