@@ -60,9 +60,12 @@
 //! batch handed to the store with `LogStore::submit`, in request order, which fixes
 //! its place) and [`complete`] (wait for the store, record idempotent producers' batches,
 //! build the response). For idempotent batches the check and the append are one step:
-//! [`submit`] holds the partitions' producer locks from the check until the append is
-//! confirmed and recorded, so the same batch sent on two connections lands once and the
-//! other is answered as its duplicate, with the same offset. Under that lock, an
+//! [`submit`] holds each producer's lock on its partitions from the check until the
+//! append is confirmed and recorded, so the same batch sent on two connections lands
+//! once and the other is answered as its duplicate, with the same offset. The
+//! partitions' own locks are held shared meanwhile, so other producers' batches on the
+//! same partitions are checked and appended alongside; a partition whose producer state
+//! must be recovered first, or a transactional batch, takes them exclusively. Under that lock, an
 //! idempotent batch's partition is first confirmed as led by this gateway in the current
 //! view (the view may have changed since [`prepare`]) and, the first time since this
 //! gateway began leading it, its producer state is rebuilt from the log
