@@ -171,15 +171,7 @@ pub async fn run(args: BlastArgs) -> Result<Report, String> {
         ("errors".into(), errors.to_string()),
         ("records/s".into(), format!("{rps:.0}")),
         ("MB/s (values)".into(), format!("{mbps:.2}")),
-        (
-            "answer latency p50/p99/max".into(),
-            format!(
-                "{:.2} / {:.2} / {:.2} ms",
-                lat.p50_us as f64 / 1e3,
-                lat.p99_us as f64 / 1e3,
-                lat.max_us as f64 / 1e3
-            ),
-        ),
+        lat.row("answer latency"),
     ];
     if let Some(e) = &first_error {
         rows.push(("first error".into(), e.clone()));

@@ -273,15 +273,7 @@ pub async fn produce(args: IggyProduceArgs) -> Result<Report, String> {
         ("errors".into(), errors.to_string()),
         ("records/s".into(), format!("{rps:.0}")),
         ("MB/s (values)".into(), format!("{mbps:.2}")),
-        (
-            "batch latency p50/p99/p999".into(),
-            format!(
-                "{:.2} / {:.2} / {:.2} ms",
-                lat.p50_us as f64 / 1e3,
-                lat.p99_us as f64 / 1e3,
-                lat.p999_us as f64 / 1e3
-            ),
-        ),
+        lat.row("batch latency"),
     ];
     if let Some(e) = &first_error {
         rows.push(("first error".into(), e.clone()));

@@ -180,16 +180,7 @@ pub async fn run(args: ProduceArgs) -> Result<Report, String> {
         ("errors".into(), errors.to_string()),
         ("records/s".into(), format!("{rps:.0}")),
         ("MB/s (values)".into(), format!("{mbps:.2}")),
-        (
-            "latency p50/p99/p999/max".into(),
-            format!(
-                "{:.2} / {:.2} / {:.2} / {:.2} ms",
-                lat.p50_us as f64 / 1e3,
-                lat.p99_us as f64 / 1e3,
-                lat.p999_us as f64 / 1e3,
-                lat.max_us as f64 / 1e3
-            ),
-        ),
+        lat.row("latency"),
     ];
     if args.transactional {
         rows.push(("transactions committed".into(), commits.to_string()));

@@ -112,6 +112,23 @@ impl Latency {
     }
 }
 
+impl Latency {
+    /// A table row `WHAT p50/p99/p999/max` with the four in milliseconds.
+    pub fn row(&self, what: &str) -> (String, String) {
+        let ms = |us: u64| us as f64 / 1e3;
+        (
+            format!("{what} p50/p99/p999/max"),
+            format!(
+                "{:.2} / {:.2} / {:.2} / {:.2} ms",
+                ms(self.p50_us),
+                ms(self.p99_us),
+                ms(self.p999_us),
+                ms(self.max_us)
+            ),
+        )
+    }
+}
+
 /// A histogram for latencies from 1 µs to 10 minutes at 3 significant digits.
 pub fn latency_histogram() -> Result<Histogram<u64>, String> {
     Histogram::new_with_bounds(1, 600_000_000, 3).map_err(|e| format!("histogram: {e}"))

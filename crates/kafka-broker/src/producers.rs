@@ -313,13 +313,7 @@ impl Producers {
         &self,
         stripes: Vec<usize>,
     ) -> Vec<tokio::sync::RwLockWriteGuard<'_, ()>> {
-        let mut guards = Vec::with_capacity(stripes.len());
-        for s in ordered(stripes) {
-            if let Some(m) = self.stripes.get(s) {
-                guards.push(m.write().await);
-            }
-        }
-        guards
+        in_order(&self.stripes, stripes, tokio::sync::RwLock::write).await
     }
 
     /// Takes the given partition stripes' locks shared, in index order: idempotent
@@ -328,13 +322,7 @@ impl Producers {
         &self,
         stripes: Vec<usize>,
     ) -> Vec<tokio::sync::RwLockReadGuard<'_, ()>> {
-        let mut guards = Vec::with_capacity(stripes.len());
-        for s in ordered(stripes) {
-            if let Some(m) = self.stripes.get(s) {
-                guards.push(m.read().await);
-            }
-        }
-        guards
+        in_order(&self.stripes, stripes, tokio::sync::RwLock::read).await
     }
 
     /// Takes the given producer stripes' locks in index order; taken before any
@@ -343,13 +331,7 @@ impl Producers {
         &self,
         stripes: Vec<usize>,
     ) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
-        let mut guards = Vec::with_capacity(stripes.len());
-        for s in ordered(stripes) {
-            if let Some(m) = self.producer_stripes.get(s) {
-                guards.push(m.lock().await);
-            }
-        }
-        guards
+        in_order(&self.producer_stripes, stripes, tokio::sync::Mutex::lock).await
     }
 
     /// Checks a batch against the producer's state.
@@ -698,11 +680,24 @@ impl Producers {
     }
 }
 
-/// `stripes` sorted, each once.
-fn ordered(mut stripes: Vec<usize>) -> Vec<usize> {
+/// Takes `locks[s]` with `take` for each of `stripes`, in index order and each once.
+async fn in_order<'a, L, G, F>(
+    locks: &'a [L],
+    mut stripes: Vec<usize>,
+    take: impl Fn(&'a L) -> F,
+) -> Vec<G>
+where
+    F: std::future::Future<Output = G>,
+{
     stripes.sort_unstable();
     stripes.dedup();
-    stripes
+    let mut guards = Vec::with_capacity(stripes.len());
+    for s in stripes {
+        if let Some(lock) = locks.get(s) {
+            guards.push(take(lock).await);
+        }
+    }
+    guards
 }
 
 /// Makes room for one more entry in a table capped at `max`: drops the expired entries,

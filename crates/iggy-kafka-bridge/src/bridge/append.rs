@@ -300,10 +300,15 @@ impl Room {
         }
     }
 
+    /// Permits `bytes` of payload take: all of the room when they are more.
+    fn wanted(&self, bytes: usize) -> u32 {
+        u32::try_from(bytes).unwrap_or(u32::MAX).min(self.max_bytes)
+    }
+
     /// Waits for a slot and for `bytes` of room (all of the room when `bytes` is more).
     async fn admit(&self, bytes: usize) -> Option<Admitted> {
         let append = Arc::clone(&self.appends).acquire_owned().await.ok()?;
-        let wanted = u32::try_from(bytes).unwrap_or(u32::MAX).min(self.max_bytes);
+        let wanted = self.wanted(bytes);
         let bytes = Arc::clone(&self.bytes)
             .acquire_many_owned(wanted)
             .await
@@ -317,7 +322,7 @@ impl Room {
     /// A slot and `bytes` of room if they are free now and no append waits before.
     fn try_admit(&self, bytes: usize) -> Option<Admitted> {
         let append = Arc::clone(&self.appends).try_acquire_owned().ok()?;
-        let wanted = u32::try_from(bytes).unwrap_or(u32::MAX).min(self.max_bytes);
+        let wanted = self.wanted(bytes);
         let bytes = Arc::clone(&self.bytes)
             .try_acquire_many_owned(wanted)
             .ok()?;
