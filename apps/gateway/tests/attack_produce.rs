@@ -519,6 +519,72 @@ fn the_same_idempotent_batch_on_two_connections_lands_once() {
     assert_healthy(&mut gw, probe_on(prober));
 }
 
+/// Different producers' idempotent batches on one partition are checked and appended
+/// side by side (only one producer's own batches wait for each other). A flood of
+/// made-up producer ids from many connections at once, every batch sent on two
+/// connections together: each lands once, the real producer's batches land in order
+/// among them, and the gateway stays healthy.
+#[test]
+fn a_flood_of_made_up_producer_ids_on_one_partition_lands_each_batch_once() {
+    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+        return;
+    };
+    let t_ids = unique("ids");
+    create_topic(gw.addr, t_ids, 1);
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let mut victim = connect(gw.addr).unwrap();
+    let (_, id, epoch) = init_producer_id(&mut victim, -1, -1);
+    // The partition's producer state is recovered with the first batch.
+    let first = produced(
+        &mut victim,
+        produce(t_ids, vec![(0, idempotent(id, epoch, 0))]),
+    );
+    assert_eq!(first.unwrap()[0], (NONE, 0));
+    const PAIRS: i64 = 4;
+    const IDS: i64 = 150;
+    let barrier = Arc::new(Barrier::new(usize::try_from(2 * PAIRS).unwrap()));
+    let flooders: Vec<_> = (0..2 * PAIRS)
+        .map(|n| {
+            let (addr, barrier) = (gw.addr, barrier.clone());
+            std::thread::spawn(move || {
+                // Both connections of a pair send the same made-up ids.
+                let base = 1_000_000 + (n / 2) * IDS;
+                let mut s = connect(addr).unwrap();
+                barrier.wait();
+                let mut failed = 0;
+                for made_up in base..base + IDS {
+                    let answer =
+                        produced(&mut s, produce(t_ids, vec![(0, idempotent(made_up, 0, 0))]));
+                    if answer.is_none_or(|a| a[0].0 != NONE) {
+                        failed += 1;
+                    }
+                }
+                failed
+            })
+        })
+        .collect();
+    let mut real = Vec::new();
+    for seq in 1..=20 {
+        let answer = produced(
+            &mut victim,
+            produce(t_ids, vec![(0, idempotent(id, epoch, seq))]),
+        );
+        let answer = answer.unwrap()[0];
+        assert_eq!(answer.0, NONE, "{answer:?}");
+        real.push(answer.1);
+    }
+    for f in flooders {
+        assert_eq!(f.join().unwrap(), 0, "a flooding batch was refused");
+    }
+    assert!(real.windows(2).all(|w| w[0] < w[1]), "{real:?}");
+    assert_eq!(
+        latest(gw.addr, t_ids, 0),
+        21 + PAIRS * IDS,
+        "each made-up batch exactly once, the real ones too"
+    );
+    assert_healthy(&mut gw, probe_on(prober));
+}
+
 #[test]
 fn spoofed_producer_ids_and_epochs_do_not_hurt_the_real_producer() {
     let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
