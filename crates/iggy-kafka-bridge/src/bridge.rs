@@ -89,8 +89,8 @@ struct Inner {
     ahead: Mutex<HashMap<(IggyTopicRef, PartitionId), Ahead>>,
     /// Bytes reserved by `ahead`, bounded by `read_ahead_bytes`.
     ahead_bytes: AtomicUsize,
-    /// Payload bytes held by all send queues, bounded by `send_buffer_bytes`.
-    send_bytes: AtomicUsize,
+    /// Payload bytes all send queues may hold together: `send_buffer_bytes`.
+    send_budget: append::Budget,
     /// Bytes of messages mapped ahead of their appends and not yet taken by one
     /// (`IggyBridge::mapping_sink`), bounded by `send_buffer_bytes` too.
     prepared_bytes: Arc<AtomicUsize>,
@@ -178,6 +178,7 @@ impl IggyBridge {
                 .map_err(|e| BridgeError::Setup(e.to_string()))?,
             None => return Err(BridgeError::Config("sessions must be at least 1".into())),
         };
+        let send_budget = append::Budget::new(config.send_buffer_bytes);
         let bridge = IggyBridge {
             inner: Arc::new(Inner {
                 sends: Semaphore::new(config.max_in_flight_sends),
@@ -193,7 +194,7 @@ impl IggyBridge {
                 message_bytes: AtomicUsize::new(256),
                 ahead: Mutex::new(HashMap::new()),
                 ahead_bytes: AtomicUsize::new(0),
-                send_bytes: AtomicUsize::new(0),
+                send_budget,
                 prepared_bytes: Arc::new(AtomicUsize::new(0)),
                 dedup_producers: AtomicUsize::new(0),
                 id_prefix: random_u64(),

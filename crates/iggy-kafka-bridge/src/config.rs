@@ -94,6 +94,8 @@ pub struct BridgeConfig {
     pub send_queue_wait: Duration,
     /// Most payload bytes held for Iggy over all partitions together (waiting, in
     /// flight or awaiting confirmation), so many partitions cannot add up past it.
+    /// Like `send_queue_bytes`: waited for (an append takes its partition's room
+    /// first), then refused.
     pub send_buffer_bytes: usize,
     /// Byte limit a read sizes its Iggy polls for: a Fetch asking for more than this
     /// (per partition) is read as if it asked for this much. Together with

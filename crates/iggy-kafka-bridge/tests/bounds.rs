@@ -219,6 +219,67 @@ async fn an_append_waits_for_room_in_a_full_send_queue_and_lands_in_order() {
     bridge.close().await;
 }
 
+/// An append that finds the budget over all partitions (`send_buffer_bytes`) taken by
+/// another partition's stalled send waits for it instead of being refused, and lands
+/// once that send is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_waits_for_the_budget_another_partition_holds() {
+    let Some(bin) = support::server_bin("an_append_waits_for_the_budget") else {
+        return;
+    };
+    let mut server = Server::start(&bin);
+    let bridge = connect(
+        &server,
+        BridgeConfig {
+            // One append fills its partition's queue and the budget of all of them.
+            send_queue_bytes: 1,
+            send_buffer_bytes: 1,
+            send_queue_wait: Duration::from_secs(30),
+            sessions: 1,
+            metadata_max_age: Duration::from_secs(60),
+            ..config(&server)
+        },
+    )
+    .await;
+    let topic = format!("budget-{}", support::run_id());
+    support::create(&bridge, &topic, 2).await;
+    bridge.append(&topic, 0, batch(-1, 0, 1), 0).await.unwrap();
+    bridge.append(&topic, 1, batch(-1, 0, 1), 0).await.unwrap();
+
+    server.pause();
+    let first = bridge.submit(&topic, 0, batch(-1, 0, 2), 0).await.unwrap();
+    // Partition 1's queue is empty, the budget is not.
+    let other = tokio::spawn({
+        let (bridge, topic) = (bridge.clone(), topic.clone());
+        async move { bridge.submit(&topic, 1, batch(-1, 0, 3), 0).await }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        !other.is_finished(),
+        "the append did not wait for the budget"
+    );
+    server.resume();
+    let first = tokio::time::timeout(Duration::from_secs(30), first)
+        .await
+        .expect("the first append is answered once Iggy is back")
+        .unwrap();
+    let other = tokio::time::timeout(Duration::from_secs(30), other)
+        .await
+        .expect("the other append gets its place")
+        .unwrap()
+        .expect("the other append is not refused");
+    let other = tokio::time::timeout(Duration::from_secs(30), other)
+        .await
+        .expect("the other append is answered")
+        .unwrap();
+    assert_eq!((first.base_offset, other.base_offset), (1, 1));
+    for (partition, end) in [(0, 3), (1, 4)] {
+        let w = bridge.watermarks(&topic, partition).await.unwrap();
+        assert_eq!(w.high_watermark, end);
+    }
+    bridge.close().await;
+}
+
 fn committed(offset: i64) -> CommittedOffset {
     CommittedOffset {
         offset,

@@ -9,11 +9,11 @@
 //!
 //! What a queue holds is counted until Iggy confirms it or it is known not to have
 //! landed: `send_queue_appends` and `send_queue_bytes` per partition, `send_buffer_bytes`
-//! over all. An append that does not fit its partition's queue waits for room, in
-//! arrival order ([`Room`]), up to `send_queue_wait`, so a producer that outpaces Iggy is
-//! slowed down the way a Kafka broker slows it, instead of having its requests read,
-//! checked and mapped only to be refused and sent again; past the wait, or past
-//! `send_buffer_bytes`, it is refused (`Unavailable`, nothing written). A send
+//! over all ([`Budget`]). An append that does not fit waits for room, in arrival order
+//! ([`Room`]), up to `send_queue_wait`, so a producer that outpaces Iggy is slowed down
+//! the way a Kafka broker slows it, instead of having its requests read, checked and
+//! mapped only to be refused and sent again; past the wait it is refused
+//! (`Unavailable`, nothing written). A send
 //! whose outcome is unknown (a timeout, a connection lost after the request left) is
 //! never reported failed while it could still land: the task asks Iggy whether the
 //! send's first message id is there ([`IggyBridge::settle_unknown`]) and answers from
@@ -272,63 +272,101 @@ impl Landed {
     }
 }
 
-/// Admission to one partition's send queue, first come first served: an append takes
-/// one of `send_queue_appends` slots and as many of `send_queue_bytes` as its payload
-/// (all of them when it is larger: it then goes alone), and gives them back when Iggy
-/// has answered its send. Waiting appends queue in arrival order ([`Semaphore`] is
-/// fair), so a large append is not overtaken for ever by small ones, and an append
-/// whose caller gives up leaves the line.
-pub(super) struct Room {
-    appends: Arc<Semaphore>,
+/// Room for payload over all partitions together (`send_buffer_bytes`), shared by
+/// every partition's [`Room`], first come first served like them.
+#[derive(Clone)]
+pub(super) struct Budget {
     bytes: Arc<Semaphore>,
     max_bytes: u32,
 }
 
-/// An append's place in its partition's queue, held until its send is answered.
-pub(super) struct Admitted {
-    _append: OwnedSemaphorePermit,
-    _bytes: OwnedSemaphorePermit,
-}
-
-impl Room {
-    pub(super) fn new(max_appends: usize, max_bytes: usize) -> Room {
+impl Budget {
+    pub(super) fn new(max_bytes: usize) -> Budget {
         let max_bytes = u32::try_from(max_bytes).unwrap_or(u32::MAX).max(1);
-        Room {
-            appends: Arc::new(Semaphore::new(max_appends.max(1))),
+        Budget {
             bytes: Arc::new(Semaphore::new(max_bytes as usize)),
             max_bytes,
         }
     }
 
-    /// Permits `bytes` of payload take: all of the room when they are more.
-    fn wanted(&self, bytes: usize) -> u32 {
-        u32::try_from(bytes).unwrap_or(u32::MAX).min(self.max_bytes)
+    /// Bytes free now.
+    fn free(&self) -> usize {
+        self.bytes.available_permits()
+    }
+}
+
+/// Permits `bytes` of payload take out of `max`: all of them when they are more.
+fn wanted(bytes: usize, max: u32) -> u32 {
+    u32::try_from(bytes).unwrap_or(u32::MAX).min(max)
+}
+
+/// Admission to one partition's send queue, first come first served: an append takes
+/// one of `send_queue_appends` slots and as many of `send_queue_bytes` as its payload
+/// (all of them when it is larger: it then goes alone), then as many bytes of the
+/// [`Budget`] over all partitions, and gives them back when Iggy has answered its
+/// send. Waiting appends queue in arrival order ([`Semaphore`] is fair), so a large
+/// append is not overtaken for ever by small ones, and an append whose caller gives up
+/// leaves the line. Each append takes its partition's room before the budget's, so no
+/// append holds budget while it waits for its partition.
+pub(super) struct Room {
+    appends: Arc<Semaphore>,
+    bytes: Arc<Semaphore>,
+    max_bytes: u32,
+    all: Budget,
+}
+
+/// An append's place in its partition's queue and in the budget over all partitions,
+/// held until its send is answered.
+pub(super) struct Admitted {
+    _append: OwnedSemaphorePermit,
+    _bytes: OwnedSemaphorePermit,
+    _all: OwnedSemaphorePermit,
+}
+
+impl Room {
+    pub(super) fn new(max_appends: usize, max_bytes: usize, all: Budget) -> Room {
+        let max_bytes = u32::try_from(max_bytes).unwrap_or(u32::MAX).max(1);
+        Room {
+            appends: Arc::new(Semaphore::new(max_appends.max(1))),
+            bytes: Arc::new(Semaphore::new(max_bytes as usize)),
+            max_bytes,
+            all,
+        }
     }
 
-    /// Waits for a slot and for `bytes` of room (all of the room when `bytes` is more).
+    /// Waits for a slot, for `bytes` of the partition's room and for `bytes` of the
+    /// budget (each capped at its whole size).
     async fn admit(&self, bytes: usize) -> Option<Admitted> {
         let append = Arc::clone(&self.appends).acquire_owned().await.ok()?;
-        let wanted = self.wanted(bytes);
-        let bytes = Arc::clone(&self.bytes)
-            .acquire_many_owned(wanted)
+        let part = Arc::clone(&self.bytes)
+            .acquire_many_owned(wanted(bytes, self.max_bytes))
+            .await
+            .ok()?;
+        let all = Arc::clone(&self.all.bytes)
+            .acquire_many_owned(wanted(bytes, self.all.max_bytes))
             .await
             .ok()?;
         Some(Admitted {
             _append: append,
-            _bytes: bytes,
+            _bytes: part,
+            _all: all,
         })
     }
 
-    /// A slot and `bytes` of room if they are free now and no append waits before.
+    /// A slot and `bytes` of room in the partition and the budget if they are free now
+    /// and no append waits before.
     fn try_admit(&self, bytes: usize) -> Option<Admitted> {
         let append = Arc::clone(&self.appends).try_acquire_owned().ok()?;
-        let wanted = self.wanted(bytes);
-        let bytes = Arc::clone(&self.bytes)
-            .try_acquire_many_owned(wanted)
+        let part = Arc::clone(&self.bytes)
+            .try_acquire_many_owned(wanted(bytes, self.max_bytes))
+            .ok()?;
+        let all = Arc::clone(&self.all.bytes)
+            .try_acquire_many_owned(wanted(bytes, self.all.max_bytes))
             .ok()?;
         Some(Admitted {
             _append: append,
-            _bytes: bytes,
+            _bytes: part,
+            _all: all,
         })
     }
 }
@@ -347,9 +385,9 @@ pub(super) struct SendQueue {
 }
 
 impl SendQueue {
-    fn new(max_appends: usize, max_bytes: usize) -> SendQueue {
+    fn new(max_appends: usize, max_bytes: usize, all: Budget) -> SendQueue {
         SendQueue {
-            room: Arc::new(Room::new(max_appends, max_bytes)),
+            room: Arc::new(Room::new(max_appends, max_bytes, all)),
             waiting: VecDeque::new(),
             sending: false,
             bytes: 0,
@@ -417,7 +455,6 @@ enum Queued {
 /// held is released.
 struct Draining<'a> {
     queue: &'a SharedSendQueue,
-    held: &'a AtomicUsize,
     finished: bool,
 }
 
@@ -430,7 +467,6 @@ impl Drop for Draining<'_> {
             Ok(q) => q,
             Err(poisoned) => poisoned.into_inner(),
         };
-        self.held.fetch_sub(q.bytes, Ordering::Relaxed);
         q.bytes = 0;
         q.appends = 0;
         q.sending = false;
@@ -453,6 +489,7 @@ impl IggyBridge {
                 Arc::new(Mutex::new(SendQueue::new(
                     config.send_queue_appends,
                     config.send_queue_bytes,
+                    self.inner.send_budget.clone(),
                 )))
             })
             .clone())
@@ -538,11 +575,14 @@ impl IggyBridge {
         let Some(place) = admitted.take() else {
             return Placed::Full(format!(
                 "{topic}/{partition}: the send queue to Iggy is full ({} appends, {} bytes; \
-                 send_queue_appends {}, send_queue_bytes {}, waited {:?})",
+                 send_queue_appends {}, send_queue_bytes {}; {} of send_buffer_bytes {} \
+                 free over all partitions; waited {:?})",
                 q.appends,
                 q.bytes,
                 config.send_queue_appends,
                 config.send_queue_bytes,
+                self.inner.send_budget.free(),
+                config.send_buffer_bytes,
                 config.send_queue_wait
             ));
         };
@@ -550,14 +590,6 @@ impl IggyBridge {
             return Placed::Done(Err(StoreError::Internal("append placed twice".into())));
         };
         let bytes = messages.data_bytes();
-        let held = self.inner.send_bytes.fetch_add(bytes, Ordering::Relaxed);
-        if held > 0 && held.saturating_add(bytes) > config.send_buffer_bytes {
-            self.inner.send_bytes.fetch_sub(bytes, Ordering::Relaxed);
-            return Placed::Done(Err(StoreError::Unavailable(format!(
-                "{topic}/{partition}: {held} bytes wait for Iggy already (send_buffer_bytes {})",
-                config.send_buffer_bytes
-            ))));
-        }
         q.bytes = q.bytes.saturating_add(bytes);
         q.appends += 1;
         if let Some(k) = key {
@@ -739,7 +771,6 @@ impl IggyBridge {
     ) {
         let mut guard = Draining {
             queue,
-            held: &self.inner.send_bytes,
             finished: false,
         };
         loop {
@@ -787,7 +818,6 @@ impl IggyBridge {
             drop(places);
             q.bytes = q.bytes.saturating_sub(bytes);
             q.appends = q.appends.saturating_sub(answers.len());
-            self.inner.send_bytes.fetch_sub(bytes, Ordering::Relaxed);
             let mut next = result.as_ref().map_or(0, |s| s.base_offset);
             for ((key, done), count) in answers.into_iter().zip(counts) {
                 let answer = match &result {
@@ -1010,7 +1040,7 @@ mod tests {
 
     #[test]
     fn a_send_groups_waiting_appends_up_to_the_limit() {
-        let mut q = SendQueue::new(100, 1 << 20);
+        let mut q = SendQueue::new(100, 1 << 20, Budget::new(1 << 20));
         let mut answers = Vec::new();
         for bytes in [400, 300, 300, 1, 5000, 200, 700, 100] {
             let (done, answer) = tokio::sync::oneshot::channel();
@@ -1235,7 +1265,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_queue_takes_one_append_of_any_size_then_keeps_its_bounds() {
-        let room = Room::new(2, 100);
+        let room = Room::new(2, 100, Budget::new(1000));
         // Larger than the queue: taken when it is empty, and then it goes alone.
         let big = room.try_admit(10_000).unwrap();
         assert!(room.try_admit(1).is_none());
@@ -1252,7 +1282,7 @@ mod tests {
     #[tokio::test]
     async fn appends_wait_for_room_in_arrival_order_and_may_give_up() {
         use std::time::Duration;
-        let room = Arc::new(Room::new(10, 100));
+        let room = Arc::new(Room::new(10, 100, Budget::new(1000)));
         let first = room.try_admit(80).unwrap();
         // A large append waits; a small one that arrives after it waits behind it,
         // although it would fit now.
@@ -1278,5 +1308,36 @@ mod tests {
         assert_eq!(small.await.unwrap(), Some("small"));
         // Everything given back.
         assert!(room.try_admit(100).is_some());
+    }
+
+    #[tokio::test]
+    async fn partitions_share_the_budget_and_wait_for_it_in_arrival_order() {
+        use std::time::Duration;
+        let all = Budget::new(150);
+        let (p0, p1) = (
+            Arc::new(Room::new(10, 100, all.clone())),
+            Arc::new(Room::new(10, 100, all.clone())),
+        );
+        let a = p0.try_admit(100).unwrap();
+        // Room in its own partition, not in the budget: waits for the budget.
+        assert!(p1.try_admit(60).is_none());
+        let waiting = tokio::spawn({
+            let p1 = Arc::clone(&p1);
+            async move { p1.admit(60).await.is_some() }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // A smaller one behind it does not overtake it, in either partition.
+        assert!(p1.try_admit(10).is_none(), "overtook a waiting append");
+        assert!(p0.try_admit(1).is_none(), "overtook a waiting append");
+        assert!(!waiting.is_finished());
+        drop(a);
+        assert!(waiting.await.unwrap());
+        // Larger than the budget: taken when it is all free, and then it goes alone.
+        let all_of_it = Room::new(10, 1000, all.clone());
+        let big = all_of_it.try_admit(10_000).unwrap();
+        assert_eq!(all.free(), 0);
+        assert!(p0.try_admit(1).is_none());
+        drop(big);
+        assert_eq!(all.free(), 150);
     }
 }
