@@ -299,6 +299,11 @@ pub trait LogStore: Send + Sync + 'static {
     /// returned future gives what `append` would have returned. An error from this call
     /// means nothing was appended and no place was taken.
     ///
+    /// When the returned future fails, the later submits of the same idempotent
+    /// producer (producer id and epoch) to the partition that are still waiting fail
+    /// too: the broker has a producer's next batches in flight behind one that may have
+    /// failed, and none of them may land after a gap.
+    ///
     /// This lets the broker overlap a connection's consecutive Produce requests with a
     /// backend that answers over the network, without reordering them. The default
     /// appends at once, which keeps the order trivially.

@@ -19,7 +19,10 @@
 //! send's first message id is there ([`IggyBridge::settle_unknown`]) and answers from
 //! that. Retries of an idempotent producer's batch (same producer id, epoch, sequence
 //! and record count) join the held batch or are answered from the last batches that
-//! landed ([`Landed`]), so they are not written twice.
+//! landed ([`Landed`]), so they are not written twice. A send that fails takes the
+//! waiting appends of its idempotent producers with it ([`SendQueue::fail_behind`]): the
+//! broker has the producer's next batches in flight behind a failed one, and none of
+//! them may land after the gap.
 
 use super::session::send_messages_raw;
 use super::topics::Resolved;
@@ -394,6 +397,34 @@ impl SendQueue {
             appends: 0,
             joined: HashMap::new(),
             landed: Landed::default(),
+        }
+    }
+
+    /// Fails every waiting append of the idempotent producers (id and epoch) in `failed`
+    /// with `error`, and the retries that joined them: a producer's batch that failed
+    /// leaves a gap its later batches must not land behind. The producer resends them,
+    /// in order, after the failed one.
+    fn fail_behind(&mut self, failed: &[(i64, i16)], error: &StoreError) {
+        if failed.is_empty() {
+            return;
+        }
+        let waiting = std::mem::take(&mut self.waiting);
+        for w in waiting {
+            let behind = w
+                .key
+                .is_some_and(|k| failed.contains(&(k.producer_id, k.epoch)));
+            if !behind {
+                self.waiting.push_back(w);
+                continue;
+            }
+            self.bytes = self.bytes.saturating_sub(w.bytes);
+            self.appends = self.appends.saturating_sub(1);
+            if let Some(k) = w.key {
+                for joined in self.joined.remove(&k).unwrap_or_default() {
+                    let _ = joined.send(Err(error.clone()));
+                }
+            }
+            let _ = w.done.send(Err(error.clone()));
         }
     }
 
@@ -818,6 +849,13 @@ impl IggyBridge {
             drop(places);
             q.bytes = q.bytes.saturating_sub(bytes);
             q.appends = q.appends.saturating_sub(answers.len());
+            if let Err(e) = &result {
+                let failed: Vec<(i64, i16)> = answers
+                    .iter()
+                    .filter_map(|(key, _)| key.map(|k| (k.producer_id, k.epoch)))
+                    .collect();
+                q.fail_behind(&failed, e);
+            }
             let mut next = result.as_ref().map_or(0, |s| s.base_offset);
             for ((key, done), count) in answers.into_iter().zip(counts) {
                 let answer = match &result {
@@ -1073,6 +1111,56 @@ mod tests {
             ]
         );
         assert!(q.waiting.is_empty());
+    }
+
+    #[test]
+    fn a_failed_send_fails_the_waiting_appends_of_its_producers() {
+        let mut q = SendQueue::new(100, 1 << 20, Budget::new(1 << 20));
+        let key = |producer_id, epoch, base_sequence| BatchKey {
+            producer_id,
+            epoch,
+            base_sequence,
+            records: 1,
+        };
+        let mut answers = Vec::new();
+        for k in [
+            Some(key(7, 0, 1)),
+            Some(key(8, 0, 5)),
+            None,
+            Some(key(7, 0, 2)),
+            Some(key(7, 1, 0)),
+        ] {
+            let (done, answer) = tokio::sync::oneshot::channel();
+            answers.push(answer);
+            let admitted = q.room.try_admit(10).unwrap();
+            q.bytes += 10;
+            q.appends += 1;
+            if let Some(k) = k {
+                q.joined.insert(k, Vec::new());
+            }
+            q.waiting.push_back(Waiting {
+                messages: WireMessages::new(0, 0, 0),
+                bytes: 10,
+                key: k,
+                done,
+                admitted,
+            });
+        }
+        let (retry, retried) = tokio::sync::oneshot::channel();
+        q.joined.get_mut(&key(7, 0, 2)).unwrap().push(retry);
+        // Producer 7 at epoch 0 had a batch fail ahead of these.
+        q.fail_behind(&[(7, 0)], &StoreError::Unavailable("lost".into()));
+        let failed: Vec<bool> = answers
+            .iter_mut()
+            .map(|a| matches!(a.try_recv(), Ok(Err(_))))
+            .collect();
+        assert_eq!(failed, [true, false, false, true, false]);
+        assert!(matches!(retried.blocking_recv(), Ok(Err(_))));
+        assert_eq!((q.waiting.len(), q.appends, q.bytes), (3, 3, 30));
+        assert!(!q.joined.contains_key(&key(7, 0, 1)));
+        assert!(q.joined.contains_key(&key(7, 1, 0)));
+        // Their places in the queue are given back.
+        assert_eq!(q.room.appends.available_permits(), 97);
     }
 
     /// The body of a send of `messages` alone, ids from 1.
