@@ -11,16 +11,27 @@
 //! The check and the append must be one step, or the same batch sent on two connections
 //! at once passes the check twice and lands twice. The produce handler therefore holds
 //! the producer's lock on the partition ([`Producers::lock_producers`]) from the check
-//! until the append is recorded. A check reads only its own producer's state, so
+//! until the batch holds its place in the store, and then puts it in flight
+//! ([`Producers::begin`]) before the lock goes. The producer's next batch is checked
+//! against the batches in flight (its sequence follows the last of them; a retry of
+//! one waits for that one's outcome, [`Verdict::InFlight`]), so an idempotent
+//! producer's requests overlap like anyone's, as Kafka's `max.in.flight` of five
+//! allows. A batch in flight is recorded once it and every batch before it are
+//! confirmed ([`Ticket::landed`]), whatever order the confirmations come in. One that
+//! fails ([`Ticket::failed`], or its request dropped) takes the batches behind it out of
+//! flight, since the store fails them too (`LogStore::submit`), and marks the partition
+//! for recovery: the producer resends them in order, and a failed append that landed
+//! after all is found in the log. A check reads only its own producer's state, so
 //! different producers' batches need not wait for each other: the partition's own lock
-//! ([`Producers::lock_shared`]) is held shared by their appends, and exclusively
-//! ([`Producers::lock`]) by whatever replaces or depends on the whole partition's state:
-//! a recovery, a transactional batch, a transaction marker. A recovery thus never runs
-//! while an append it could miss is in flight, and batches of different producers on one
-//! partition are appended concurrently (the store can then send them together). Both
-//! kinds of lock are fixed sets of stripes (by topic, partition and producer id; by topic
-//! and partition), taken producers' first, each kind in index order, so a request
-//! naming many partitions cannot deadlock with another.
+//! ([`Producers::lock_shared`]) is held shared by their appends until they are settled,
+//! and exclusively ([`Producers::lock`]) by whatever replaces or depends on the whole
+//! partition's state: a recovery, a transactional batch, a transaction marker. A
+//! recovery thus never runs while an append it could miss is in flight, and batches of
+//! different producers on one partition are appended concurrently (the store can then
+//! send them together). Both kinds of lock are fixed sets of stripes (by topic,
+//! partition and producer id; by topic and partition), taken producers' first, each
+//! kind in index order, so a request naming many partitions cannot deadlock with
+//! another.
 //!
 //! Producer ids are random 48-bit numbers below the gateway's instance id (the high 16
 //! bits, so gateways sharing a store never collide): a client cannot guess another
@@ -134,7 +145,120 @@ struct Entry {
     epoch: i16,
     /// (first sequence, last sequence, base offset) of recent batches, oldest first.
     recent: VecDeque<(i32, i32, i64)>,
+    /// Batches handed to the store and not yet confirmed, in the order they took their
+    /// place; each moves to `recent` once it and every batch before it is confirmed.
+    inflight: VecDeque<Inflight>,
     last_used_ms: i64,
+}
+
+impl Entry {
+    fn new(epoch: i16, now_ms: i64) -> Entry {
+        Entry {
+            epoch,
+            recent: VecDeque::with_capacity(CACHED_BATCHES),
+            inflight: VecDeque::new(),
+            last_used_ms: now_ms,
+        }
+    }
+
+    /// Remembers a landed batch of `epoch` among the recent ones.
+    fn push_recent(&mut self, epoch: i16, first: i32, last: i32, base_offset: i64) {
+        if epoch < self.epoch {
+            // Fenced or bumped past meanwhile.
+            return;
+        }
+        if epoch > self.epoch {
+            self.epoch = epoch;
+            self.recent.clear();
+        }
+        if self.recent.len() == CACHED_BATCHES {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((first, last, base_offset));
+    }
+}
+
+/// What the waiters on a batch in flight see: `None` until it is settled, then its base
+/// offset or the error its append failed with.
+type Outcome = Option<Result<i64, ErrorCode>>;
+
+/// An idempotent batch handed to the store and not yet confirmed ([`Producers::begin`]).
+#[derive(Debug)]
+struct Inflight {
+    ticket: u64,
+    epoch: i16,
+    first: i32,
+    last: i32,
+    /// Its base offset, once confirmed while an earlier batch still is not.
+    landed: Option<i64>,
+    outcome: tokio::sync::watch::Sender<Outcome>,
+}
+
+/// A batch that is a retry of one still in flight (the same producer, epoch and
+/// sequences, sent again on another connection before the first was answered): it is
+/// answered with that batch's outcome, never appended a second time.
+#[derive(Debug, Clone)]
+pub(crate) struct InFlight {
+    ticket: u64,
+    outcome: tokio::sync::watch::Receiver<Outcome>,
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, other: &Self) -> bool {
+        self.ticket == other.ticket
+    }
+}
+
+impl Eq for InFlight {}
+
+impl InFlight {
+    /// The original's base offset once it is confirmed, or the error it failed with.
+    /// If it is dropped unsettled (its partition's state rebuilt or forgotten
+    /// meanwhile) whether it landed is unknown: `REQUEST_TIMED_OUT`.
+    pub(crate) async fn outcome(mut self) -> Result<i64, ErrorCode> {
+        match self.outcome.wait_for(Option::is_some).await {
+            Ok(settled) => (*settled).unwrap_or(Err(ErrorCode::UNKNOWN_SERVER_ERROR)),
+            Err(_) => Err(ErrorCode::REQUEST_TIMED_OUT),
+        }
+    }
+}
+
+/// An idempotent batch's place among its producer's batches in flight on a partition,
+/// from [`Producers::begin`] until it is settled with [`Ticket::landed`] or
+/// [`Ticket::failed`]. Dropped unsettled (the request was cancelled) it counts as failed
+/// with an unknown outcome, so the producer's next batches are never checked against a
+/// batch nobody will settle.
+#[derive(Debug)]
+pub(crate) struct Ticket<'a> {
+    producers: &'a Producers,
+    key: Key,
+    ticket: u64,
+    settled: bool,
+}
+
+impl Ticket<'_> {
+    /// The store confirmed the batch at `base_offset`.
+    pub(crate) fn landed(mut self, base_offset: i64, now_ms: i64) {
+        self.settled = true;
+        self.producers
+            .settle(&self.key, self.ticket, Ok(base_offset), now_ms);
+    }
+
+    /// The append failed, or its outcome is unknown (`code` is what retries of it are
+    /// answered with).
+    pub(crate) fn failed(mut self, code: ErrorCode) {
+        self.settled = true;
+        self.producers.settle(&self.key, self.ticket, Err(code), 0);
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.producers
+                .settle(&self.key, self.ticket, Err(ErrorCode::REQUEST_TIMED_OUT), 0);
+        }
+    }
 }
 
 /// A producer id this gateway handed out.
@@ -145,12 +269,14 @@ struct Issued {
 }
 
 /// What to do with a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
     /// Append it.
     Append,
     /// Already appended at this base offset: answer success without appending.
     Duplicate(i64),
+    /// A retry of a batch still in flight: answer with its outcome, append nothing.
+    InFlight(InFlight),
 }
 
 type Key = (String, i32, i64);
@@ -231,6 +357,8 @@ pub(crate) struct Producers {
     pub(crate) stats: RecoveryStats,
     /// Permits for recoveries running at once.
     recoveries: tokio::sync::Semaphore,
+    /// The next [`Ticket`]'s number.
+    tickets: AtomicU64,
 }
 
 impl Producers {
@@ -247,6 +375,7 @@ impl Producers {
             max_entries: max_entries.max(1),
             stats: RecoveryStats::default(),
             recoveries: tokio::sync::Semaphore::new(DEFAULT_RECOVERIES),
+            tickets: AtomicU64::new(0),
         }
     }
 
@@ -355,56 +484,69 @@ impl Producers {
         else {
             return Ok(Verdict::Append);
         };
-        if b.epoch < e.epoch {
+        // Batches in flight come after the recorded ones, and may have bumped the epoch.
+        let (epoch, last) = match e.inflight.back() {
+            Some(f) => (f.epoch, Some(f.last)),
+            None => (e.epoch, e.recent.back().map(|(_, last, _)| *last)),
+        };
+        if b.epoch < epoch {
             return Err(ErrorCode::INVALID_PRODUCER_EPOCH);
         }
-        if b.epoch > e.epoch {
+        if b.epoch > epoch {
             return if b.first_seq == 0 {
                 Ok(Verdict::Append)
             } else {
                 Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
             };
         }
-        if let Some(&(_, _, offset)) = e
-            .recent
-            .iter()
-            .find(|(first, last, _)| *first == b.first_seq && *last == b.last_seq())
+        if b.epoch == e.epoch
+            && let Some(&(_, _, offset)) = e
+                .recent
+                .iter()
+                .find(|(first, last, _)| *first == b.first_seq && *last == b.last_seq())
         {
             return Ok(Verdict::Duplicate(offset));
         }
-        let expected =
-            e.recent.back().map_or(
-                b.first_seq,
-                |(_, last, _)| if *last == i32::MAX { 0 } else { last + 1 },
-            );
+        if let Some(f) = e
+            .inflight
+            .iter()
+            .find(|f| f.epoch == b.epoch && f.first == b.first_seq && f.last == b.last_seq())
+        {
+            return Ok(match f.landed {
+                Some(offset) => Verdict::Duplicate(offset),
+                None => Verdict::InFlight(InFlight {
+                    ticket: f.ticket,
+                    outcome: f.outcome.subscribe(),
+                }),
+            });
+        }
+        let expected = last.map_or(
+            b.first_seq,
+            |last| if last == i32::MAX { 0 } else { last + 1 },
+        );
         if b.first_seq != expected {
             return Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER);
         }
         Ok(Verdict::Append)
     }
 
-    /// Records an appended batch.
-    pub(crate) fn record(
+    /// Puts a batch that [`Producers::check`] let through, and that now holds its place
+    /// in the store, in flight: the producer's next batches are checked against it, a
+    /// retry of it waits for its outcome, and it is recorded once it and the batches
+    /// before it are confirmed. `None` for a batch of no idempotent producer. Called
+    /// under the producer's lock on the partition, like the check.
+    pub(crate) fn begin(
         &self,
         topic: &str,
         partition: i32,
         b: BatchId,
-        base_offset: i64,
         now_ms: i64,
-    ) {
+    ) -> Option<Ticket<'_>> {
         if !b.idempotent() {
-            return;
+            return None;
         }
-        let Ok(mut guard) = self.state.lock() else {
-            return;
-        };
+        let mut guard = self.state.lock().ok()?;
         let state = &mut *guard;
-        if let Some(issued) = state.issued.get_mut(&b.producer_id) {
-            issued.last_used_ms = now_ms;
-            // The producer bumped its own epoch (librdkafka does after a timeout): a
-            // later InitProducerId bumps from there.
-            issued.epoch = issued.epoch.max(b.epoch);
-        }
         let key = (topic.to_string(), partition, b.producer_id);
         if !state.partitions.contains_key(&key) {
             make_room(
@@ -414,20 +556,91 @@ impl Producers {
                 |t| self.expired(t, now_ms),
             );
         }
-        let e = state.partitions.entry(key).or_insert_with(|| Entry {
+        let e = state
+            .partitions
+            .entry(key.clone())
+            .or_insert_with(|| Entry::new(b.epoch, now_ms));
+        if self.expired(e.last_used_ms, now_ms) && e.inflight.is_empty() {
+            *e = Entry::new(b.epoch, now_ms);
+        }
+        let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
+        e.inflight.push_back(Inflight {
+            ticket,
             epoch: b.epoch,
-            recent: VecDeque::with_capacity(CACHED_BATCHES),
-            last_used_ms: now_ms,
+            first: b.first_seq,
+            last: b.last_seq(),
+            landed: None,
+            outcome: tokio::sync::watch::Sender::new(None),
         });
-        if b.epoch != e.epoch || self.expired(e.last_used_ms, now_ms) {
-            e.epoch = b.epoch;
-            e.recent.clear();
-        }
-        if e.recent.len() == CACHED_BATCHES {
-            e.recent.pop_front();
-        }
-        e.recent.push_back((b.first_seq, b.last_seq(), base_offset));
         e.last_used_ms = now_ms;
+        Some(Ticket {
+            producers: self,
+            key,
+            ticket,
+            settled: false,
+        })
+    }
+
+    /// Settles the batch in flight `ticket` of `key`. Landed: its waiters get its offset,
+    /// and the leading batches that have landed move to the recent ones, in order.
+    /// Failed: it and every batch after it leave the batches in flight (the store lands
+    /// nothing of a producer after a batch of its that failed, and the producer resends
+    /// them in order), their waiters get the error, and the partition is read from the
+    /// log before its next idempotent batch is checked, since a failed append may still
+    /// have landed.
+    fn settle(&self, key: &Key, ticket: u64, outcome: Result<i64, ErrorCode>, now_ms: i64) {
+        let Ok(mut guard) = self.state.lock() else {
+            return;
+        };
+        let state = &mut *guard;
+        let Some(e) = state.partitions.get_mut(key) else {
+            return;
+        };
+        let Some(at) = e.inflight.iter().position(|f| f.ticket == ticket) else {
+            return;
+        };
+        match outcome {
+            Ok(base_offset) => {
+                e.inflight[at].landed = Some(base_offset);
+                e.inflight[at].outcome.send_replace(Some(Ok(base_offset)));
+                let mut epoch = None;
+                while let Some(f) = e.inflight.front() {
+                    let Some(offset) = f.landed else { break };
+                    let (fe, first, last) = (f.epoch, f.first, f.last);
+                    e.inflight.pop_front();
+                    e.push_recent(fe, first, last, offset);
+                    epoch = Some(fe);
+                }
+                e.last_used_ms = e.last_used_ms.max(now_ms);
+                if let Some(epoch) = epoch
+                    && let Some(issued) = state.issued.get_mut(&key.2)
+                {
+                    issued.last_used_ms = issued.last_used_ms.max(now_ms);
+                    issued.epoch = issued.epoch.max(epoch);
+                }
+            }
+            Err(code) => {
+                for f in e.inflight.drain(at..) {
+                    f.outcome.send_replace(Some(Err(code)));
+                }
+                state.leadership.recovered.remove(&(key.0.clone(), key.1));
+            }
+        }
+    }
+
+    /// Records an appended batch: [`Producers::begin`] and [`Ticket::landed`] at once.
+    #[cfg(test)]
+    pub(crate) fn record(
+        &self,
+        topic: &str,
+        partition: i32,
+        b: BatchId,
+        base_offset: i64,
+        now_ms: i64,
+    ) {
+        if let Some(ticket) = self.begin(topic, partition, b, now_ms) {
+            ticket.landed(base_offset, now_ms);
+        }
     }
 
     /// The epoch the partition's state holds for `producer_id`, if any.
@@ -463,11 +676,10 @@ impl Producers {
                 |t| self.expired(t, now_ms),
             );
         }
-        let e = state.partitions.entry(key).or_insert_with(|| Entry {
-            epoch,
-            recent: VecDeque::with_capacity(CACHED_BATCHES),
-            last_used_ms: now_ms,
-        });
+        let e = state
+            .partitions
+            .entry(key)
+            .or_insert_with(|| Entry::new(epoch, now_ms));
         if epoch > e.epoch {
             e.epoch = epoch;
             e.recent.clear();
@@ -552,16 +764,9 @@ impl Producers {
         // Per producer: its state and the position of its last batch in the tail.
         let mut rebuilt: HashMap<i64, (Entry, usize)> = HashMap::new();
         for (at, b) in tail.iter().enumerate() {
-            let (e, last) = rebuilt.entry(b.id.producer_id).or_insert_with(|| {
-                (
-                    Entry {
-                        epoch: b.id.epoch,
-                        recent: VecDeque::with_capacity(CACHED_BATCHES),
-                        last_used_ms: now_ms,
-                    },
-                    at,
-                )
-            });
+            let (e, last) = rebuilt
+                .entry(b.id.producer_id)
+                .or_insert_with(|| (Entry::new(b.id.epoch, now_ms), at));
             if b.id.epoch < e.epoch {
                 // An older epoch after a newer one: the producer was fenced meanwhile.
                 continue;
@@ -777,6 +982,95 @@ mod tests {
             ..b(9, 1, 0)
         };
         assert_eq!(p.check("t", 0, plain, 0), Ok(Verdict::Append));
+    }
+
+    fn in_flight(v: Result<Verdict, ErrorCode>) -> InFlight {
+        match v {
+            Ok(Verdict::InFlight(w)) => w,
+            other => panic!("expected a batch in flight, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn batches_in_flight_are_checked_against_and_recorded_in_order() {
+        let p = producers();
+        p.record("t", 0, b(0, 2, 0), 10, 0);
+        let first = p.begin("t", 0, b(2, 3, 0), 0).unwrap();
+        // The next batch follows the one in flight, not the last recorded one.
+        assert_eq!(
+            p.check("t", 0, b(2, 1, 0), 0),
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        );
+        assert_eq!(p.check("t", 0, b(5, 1, 0), 0), Ok(Verdict::Append));
+        let second = p.begin("t", 0, b(5, 1, 0), 0).unwrap();
+        // A retry of a batch in flight waits for it; recorded ones are still answered.
+        let retry = in_flight(p.check("t", 0, b(2, 3, 0), 0));
+        assert_eq!(p.check("t", 0, b(0, 2, 0), 0), Ok(Verdict::Duplicate(10)));
+        // Confirmed out of order: the later one waits for the earlier to be recorded,
+        // and is answered meanwhile from its place in flight.
+        second.landed(15, 0);
+        assert_eq!(p.check("t", 0, b(5, 1, 0), 0), Ok(Verdict::Duplicate(15)));
+        assert_eq!(p.check("t", 0, b(6, 1, 0), 0), Ok(Verdict::Append));
+        first.landed(12, 0);
+        assert_eq!(retry.outcome().await, Ok(12));
+        assert_eq!(p.check("t", 0, b(2, 3, 0), 0), Ok(Verdict::Duplicate(12)));
+        assert_eq!(p.check("t", 0, b(5, 1, 0), 0), Ok(Verdict::Duplicate(15)));
+        assert_eq!(p.check("t", 0, b(6, 1, 0), 0), Ok(Verdict::Append));
+    }
+
+    #[tokio::test]
+    async fn a_failed_batch_in_flight_takes_the_later_ones_with_it() {
+        let p = producers();
+        let membership =
+            kafka_store::cluster::ManualMembership::new(members(&[1])[0].clone(), members(&[1]));
+        recover(&p, &membership, &[(7, 0, 0, 1, 0)]);
+        let first = p.begin("t", 0, b(1, 1, 0), 0).unwrap();
+        let second = p.begin("t", 0, b(2, 1, 0), 0).unwrap();
+        let retry = in_flight(p.check("t", 0, b(2, 1, 0), 0));
+        first.failed(ErrorCode::NOT_ENOUGH_REPLICAS);
+        assert_eq!(retry.outcome().await, Err(ErrorCode::NOT_ENOUGH_REPLICAS));
+        // The producer resends both, in order, from the failed one.
+        assert_eq!(
+            p.check("t", 0, b(2, 1, 0), 0),
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        );
+        assert_eq!(p.check("t", 0, b(1, 1, 0), 0), Ok(Verdict::Append));
+        // A failed append may still land: the partition is read from the log next.
+        assert!(matches!(
+            p.readiness(&membership, "t", 0),
+            Ok(Readiness::Recover(_))
+        ));
+        // The later one's own outcome changes nothing any more.
+        second.landed(2, 0);
+        assert_eq!(p.check("t", 0, b(1, 1, 0), 0), Ok(Verdict::Append));
+        // Dropped unsettled (its request cancelled): failed, outcome unknown.
+        let dropped = p.begin("t", 0, b(1, 1, 0), 0).unwrap();
+        let retry = in_flight(p.check("t", 0, b(1, 1, 0), 0));
+        drop(dropped);
+        assert_eq!(retry.outcome().await, Err(ErrorCode::REQUEST_TIMED_OUT));
+        assert_eq!(p.check("t", 0, b(1, 1, 0), 0), Ok(Verdict::Append));
+    }
+
+    #[test]
+    fn an_epoch_bumped_in_flight_is_the_one_checked_against() {
+        let p = producers();
+        let old = p.begin("t", 0, b(0, 5, 0), 0).unwrap();
+        // librdkafka bumps its own epoch after a timeout and starts again from 0.
+        assert_eq!(p.check("t", 0, b(0, 1, 1), 0), Ok(Verdict::Append));
+        let new = p.begin("t", 0, b(0, 1, 1), 0).unwrap();
+        assert_eq!(p.check("t", 0, b(1, 1, 1), 0), Ok(Verdict::Append));
+        assert_eq!(
+            p.check("t", 0, b(5, 1, 0), 0),
+            Err(ErrorCode::INVALID_PRODUCER_EPOCH)
+        );
+        old.landed(0, 0);
+        new.landed(5, 0);
+        assert_eq!(p.check("t", 0, b(0, 1, 1), 0), Ok(Verdict::Duplicate(5)));
+        assert_eq!(
+            p.check("t", 0, b(0, 5, 0), 0),
+            Err(ErrorCode::INVALID_PRODUCER_EPOCH)
+        );
+        assert_eq!(p.check("t", 0, b(1, 1, 1), 0), Ok(Verdict::Append));
     }
 
     #[test]

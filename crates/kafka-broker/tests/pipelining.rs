@@ -1,9 +1,10 @@
 //! A connection's consecutive Produce requests overlap: each holds its place in its
 //! partitions (`LogStore::submit`) before the next is read, the store confirms them when
 //! it can, and the responses still go out in request order. Anything else waits for
-//! them, and an idempotent producer's requests do not overlap at all, while different
-//! idempotent producers' requests to one partition do. The same idempotent batch sent on
-//! two connections at once lands once.
+//! them. An idempotent producer's requests overlap too (each checked against the ones in
+//! flight), and so do different idempotent producers' requests to one partition. The
+//! same idempotent batch sent on two connections at once lands once, and a failure in
+//! the middle of a producer's pipeline writes nothing twice.
 //!
 //! The store here is the embedded one behind a wrapper whose confirmations are held back:
 //! until a number of appends have been submitted (a connection that handled its requests
@@ -16,7 +17,8 @@ use bytes::{Bytes, BytesMut};
 use kafka_broker::store::memory::{MemoryStore, MemoryStoreConfig};
 use kafka_broker::store::{
     AppendOutcome, CommittedOffset, LogStore, NewTopic, OffsetStore, PendingAppend, PendingOffsets,
-    ReadOutcome, StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch, Watermarks,
+    ReadOutcome, StoreError, StoreResult, TimestampHit, TopicConfig, TopicInfo, ValidBatch,
+    Watermarks,
 };
 use kafka_broker::{BrokerConfig, Stores};
 use kafka_protocol::api::{decode_response, encode_request};
@@ -41,8 +43,13 @@ use tokio::sync::watch;
 enum Hold {
     /// Until this many appends have been submitted; then the later ones confirm first.
     UntilSubmitted(usize),
+    /// The first append at once, the others as `UntilSubmitted`.
+    FirstThenUntilSubmitted(usize),
     /// For this long each.
     For(Duration),
+    /// For this long each, and the append with this index (counted from 0) reports a
+    /// failure although it landed, as a send whose answer was lost does.
+    FailOne(Duration, usize),
 }
 
 /// The embedded store, with confirmations held back as `hold` says.
@@ -124,13 +131,21 @@ impl LogStore for Held {
         let release = Arc::clone(&self.open);
         Ok(Box::pin(async move {
             match hold {
-                Hold::UntilSubmitted(n) => {
+                Hold::FirstThenUntilSubmitted(_) if index == 0 => {}
+                Hold::UntilSubmitted(n) | Hold::FirstThenUntilSubmitted(n) => {
                     let _ = submitted.wait_for(|s| *s >= n).await;
                     // Later appends confirm first.
                     let later = u64::try_from(n.saturating_sub(index)).unwrap_or(0);
                     tokio::time::sleep(Duration::from_millis(5 * later)).await;
                 }
                 Hold::For(d) => tokio::time::sleep(d).await,
+                Hold::FailOne(d, failing) => {
+                    tokio::time::sleep(d).await;
+                    if index == failing {
+                        release.fetch_sub(1, Ordering::SeqCst);
+                        return Err(StoreError::Unavailable("the answer was lost".into()));
+                    }
+                }
             }
             release.fetch_sub(1, Ordering::SeqCst);
             Ok(outcome)
@@ -414,36 +429,95 @@ async fn consecutive_produce_requests_overlap_and_answer_in_order() {
     assert!(response(&mut socket).await.is_none(), "connection closed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idempotent_producers_requests_do_not_overlap() {
-    let store = Arc::new(Held::new(Hold::For(Duration::from_millis(20))));
-    let mut socket = serve(Arc::clone(&store)).await;
-    let options = |base_sequence| BatchOptions {
+fn idempotent(base_sequence: i32) -> BatchOptions {
+    BatchOptions {
         producer_id: 7,
         producer_epoch: 0,
         base_sequence,
         ..Default::default()
-    };
-    // The first batch makes the producer known; the next ones are checked against it.
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_producers_requests_overlap_and_land_in_order() {
+    // After the first (which makes the partition's producer state known), nothing is
+    // confirmed until six more appends are submitted, and the later ones confirm first:
+    // the producer's requests complete only if each is checked against the ones still
+    // in flight, and are recorded in order whatever order they are confirmed in.
+    let store = Arc::new(Held::new(Hold::FirstThenUntilSubmitted(6)));
+    let mut socket = serve(Arc::clone(&store)).await;
     socket
-        .write_all(&produce(1, -1, options(0), 2))
+        .write_all(&produce(1, -1, idempotent(0), 2))
         .await
         .unwrap();
     assert_eq!(produced(&response(&mut socket).await.unwrap()), (1, 0, 0));
     let mut out = BytesMut::new();
     for id in 2..=6 {
-        out.extend_from_slice(&produce(id, -1, options((id - 1) * 2), 2));
+        out.extend_from_slice(&produce(id, -1, idempotent((id - 1) * 2), 2));
     }
     socket.write_all(&out).await.unwrap();
     for id in 2..=6 {
-        let answer = produced(&response(&mut socket).await.unwrap());
+        let answer = tokio::time::timeout(Duration::from_secs(10), response(&mut socket))
+            .await
+            .expect("the requests overlap")
+            .unwrap();
         assert_eq!(
-            answer,
+            produced(&answer),
             (id, 0, i64::from(id - 1) * 2),
             "produce response {id}"
         );
     }
-    assert_eq!(store.most_open.load(Ordering::SeqCst), 1);
+    assert_eq!(store.most_open.load(Ordering::SeqCst), 5);
+    // Retries of any of them are answered from the producer state, and a gap refused.
+    socket
+        .write_all(&produce(7, -1, idempotent(4), 2))
+        .await
+        .unwrap();
+    assert_eq!(produced(&response(&mut socket).await.unwrap()), (7, 0, 4));
+    socket
+        .write_all(&produce(8, -1, idempotent(14), 1))
+        .await
+        .unwrap();
+    let (_, code, _) = produced(&response(&mut socket).await.unwrap());
+    assert_eq!(code, 45, "OUT_OF_ORDER_SEQUENCE_NUMBER");
+    socket.write_all(&list_latest(9)).await.unwrap();
+    assert_eq!(listed(&response(&mut socket).await.unwrap()), (9, 12));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_in_an_idempotent_pipeline_writes_nothing_twice() {
+    // The third append reports a failure although it landed, with the fourth in flight
+    // behind it: the producer's retries of both are answered from the log, not written
+    // again, and its next batch follows them.
+    let store = Arc::new(Held::new(Hold::FailOne(Duration::from_millis(30), 2)));
+    let mut socket = serve(Arc::clone(&store)).await;
+    let mut out = BytesMut::new();
+    for id in 1..=4 {
+        out.extend_from_slice(&produce(id, -1, idempotent((id - 1) * 2), 2));
+    }
+    socket.write_all(&out).await.unwrap();
+    let mut answers = Vec::new();
+    for _ in 1..=4 {
+        answers.push(produced(&response(&mut socket).await.unwrap()));
+    }
+    assert_eq!(answers[0], (1, 0, 0));
+    assert_eq!(answers[1], (2, 0, 2));
+    assert_eq!(answers[2].1, 5, "LEADER_NOT_AVAILABLE: {:?}", answers[2]);
+    assert_eq!(answers[3], (4, 0, 6));
+    // The producer resends from the failed batch, in order.
+    for (id, sequence, offset) in [(5, 4, 4), (6, 6, 6), (7, 8, 8)] {
+        socket
+            .write_all(&produce(id, -1, idempotent(sequence), 2))
+            .await
+            .unwrap();
+        assert_eq!(
+            produced(&response(&mut socket).await.unwrap()),
+            (id, 0, offset),
+            "batch from sequence {sequence}"
+        );
+    }
+    socket.write_all(&list_latest(8)).await.unwrap();
+    assert_eq!(listed(&response(&mut socket).await.unwrap()), (8, 10));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

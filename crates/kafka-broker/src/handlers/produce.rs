@@ -59,13 +59,17 @@
 //! validation; nothing stored), [`submit`] (idempotence checks, then every partition's
 //! batch handed to the store with `LogStore::submit`, in request order, which fixes
 //! its place) and [`complete`] (wait for the store, record idempotent producers' batches,
-//! build the response). For idempotent batches the check and the append are one step:
-//! [`submit`] holds each producer's lock on its partitions from the check until the
-//! append is confirmed and recorded, so the same batch sent on two connections lands
-//! once and the other is answered as its duplicate, with the same offset. The
-//! partitions' own locks are held shared meanwhile, so other producers' batches on the
-//! same partitions are checked and appended alongside; a partition whose producer state
-//! must be recovered first, or a transactional batch, takes them exclusively. Under that lock, an
+//! build the response). An idempotent batch is checked and handed to the store under
+//! its producer's lock on the partition, and then put in flight in the producer state
+//! ([`crate::producers::Producers::begin`]): the producer's next batch, on this
+//! connection or another, is checked against it, so the producer's requests overlap as
+//! anyone's do, and the same batch sent twice waits for the first one's outcome instead
+//! of landing twice. The partitions' own locks are held shared until the request's
+//! appends are settled, so other producers' batches on the same partitions are checked
+//! and appended alongside, and no recovery reads the log while an append is in flight. A
+//! partition whose producer state must be recovered first, or a transactional batch,
+//! takes them exclusively, and such a request is confirmed and recorded before the
+//! connection's next one is read. Under that lock, an
 //! idempotent batch's partition is first confirmed as led by this gateway in the current
 //! view (the view may have changed since [`prepare`]) and, the first time since this
 //! gateway began leading it, its producer state is rebuilt from the log
@@ -75,7 +79,7 @@ use super::metadata::{hinted_endpoints, leader_hint};
 use super::{Ctx, Reply, Step, bs};
 use crate::broker::now_ms;
 use crate::config::Limits;
-use crate::producers::{BatchId, Verdict};
+use crate::producers::{BatchId, InFlight, Ticket, Verdict};
 use crate::store::{
     AppendOutcome, CompressionType, LogStore, MessageTimestampType, PendingAppend, SinkFor,
     TopicConfig, TopicInfo, ValidBatch, check_batches_with,
@@ -128,8 +132,8 @@ pub(crate) struct Prepared {
     acks: i16,
     timeout: Duration,
     now: i64,
-    /// Whether some batch comes from an idempotent producer.
-    idempotent: bool,
+    /// Whether some batch is transactional.
+    transactional: bool,
     topics: Vec<PerTopic<Result<Batch, Failure>>>,
 }
 
@@ -162,32 +166,43 @@ struct TxnBatch {
 
 impl Prepared {
     /// Whether the request must be complete before the connection's next one is read:
-    /// an idempotent producer's next batch is checked against this one's outcome.
+    /// a transactional batch's next batch is checked against this one's outcome. An
+    /// idempotent producer's next batch is checked against the ones in flight instead
+    /// ([`crate::producers::Producers::begin`]), so its requests overlap.
     pub(crate) fn exclusive(&self) -> bool {
-        self.idempotent
+        self.transactional
     }
 }
 
 /// A Produce request whose appends hold their place in their partitions.
-pub(crate) struct Submitted {
+pub(crate) struct Submitted<'a> {
     acks: i16,
     timeout: Duration,
-    topics: Vec<PerTopic<Pending>>,
+    topics: Vec<PerTopic<Pending<'a>>>,
+    /// The partitions' locks, held shared until the request's idempotent appends are
+    /// settled, so no recovery reads the log while one is in flight.
+    _partitions: Vec<tokio::sync::RwLockReadGuard<'a, ()>>,
 }
 
 /// Where one partition's write stands.
-enum Pending {
+enum Pending<'a> {
     Failed(Failure),
     /// Confirmed (or a retry of a write that already landed).
     Done(AppendOutcome),
     Appending {
         topic: String,
         id: BatchId,
-        now: i64,
         append_time: i64,
         /// Offset delta of the last record, for a transactional batch.
         txn: Option<i32>,
+        /// An idempotent batch's place among its producer's batches in flight.
+        ticket: Option<Ticket<'a>>,
         append: PendingAppend,
+    },
+    /// A retry of an idempotent batch still in flight: answered with its outcome.
+    Retry {
+        topic: String,
+        original: InFlight,
     },
 }
 
@@ -389,7 +404,7 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
         validate_all(jobs, checks, budget, ctx.broker.stores.log.as_ref())
     };
     let mut results = results.into_iter();
-    let mut idempotent = false;
+    let mut transactional = false;
     let mut out: Vec<PerTopic<Result<Batch, Failure>>> = Vec::with_capacity(topics.len());
     // Results come in job order, which is the order of the partitions that passed.
     for topic in topics {
@@ -399,8 +414,8 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
                 Err(f) => Err(f),
                 Ok(name) => match results.next() {
                     Some(Ok((batch, id))) => {
-                        idempotent |= id.idempotent();
                         let h = batch.header();
+                        transactional |= h.attributes.is_transactional();
                         let append_time =
                             if h.attributes.timestamp_type() == TimestampType::LogAppendTime {
                                 h.max_timestamp
@@ -440,7 +455,7 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
         acks,
         timeout,
         now,
-        idempotent,
+        transactional,
         topics: out,
     }
 }
@@ -951,7 +966,7 @@ fn check_records(batch: &ValidBatch, job: &Job, now: i64) -> Result<(), Failure>
 /// request's batches land after them. Idempotent batches are checked, appended and
 /// recorded under their partitions' producer locks, so they are confirmed before this
 /// returns.
-pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
+pub(crate) async fn submit<'a>(ctx: &Ctx<'a>, prepared: Prepared) -> Submitted<'a> {
     let idempotent: Vec<(&str, i32, i64, bool)> = prepared
         .topics
         .iter()
@@ -1009,15 +1024,27 @@ pub(crate) async fn submit(ctx: &Ctx<'_>, prepared: Prepared) -> Submitted {
             partitions,
         });
     }
-    if matches!(guards, Some(Locks::Exclusive { .. } | Locks::Shared { .. })) {
-        // Confirm and record everything while the locks are held.
-        topics = settle_all(ctx, topics, prepared.timeout).await;
-    }
-    drop(guards);
+    // Under shared locks the batches are in flight in the producer state and the next
+    // ones are checked against them: the producers' locks go now, the partitions' stay
+    // until the appends are settled. Under exclusive locks (a recovery, a transactional
+    // batch) everything is confirmed and recorded before they go.
+    let partitions = match guards {
+        Some(Locks::Shared { own, partitions }) => {
+            drop(own);
+            partitions
+        }
+        Some(Locks::Exclusive { own, partitions }) => {
+            topics = settle_all(ctx, topics, prepared.timeout).await;
+            drop((own, partitions));
+            Vec::new()
+        }
+        Some(Locks::None) | None => Vec::new(),
+    };
     Submitted {
         acks: prepared.acks,
         timeout: prepared.timeout,
         topics,
+        _partitions: partitions,
     }
 }
 
@@ -1029,21 +1056,21 @@ enum Locks<'a> {
     /// appends: every partition was ready (led here, producer state recovered) and no
     /// batch is transactional.
     Shared {
-        _own: Vec<tokio::sync::MutexGuard<'a, ()>>,
-        _partitions: Vec<tokio::sync::RwLockReadGuard<'a, ()>>,
+        own: Vec<tokio::sync::MutexGuard<'a, ()>>,
+        partitions: Vec<tokio::sync::RwLockReadGuard<'a, ()>>,
     },
     /// The producers' locks and their partitions' locks alone, for a recovery or a
     /// transactional batch.
     Exclusive {
-        _own: Vec<tokio::sync::MutexGuard<'a, ()>>,
-        _partitions: Vec<tokio::sync::RwLockWriteGuard<'a, ()>>,
+        own: Vec<tokio::sync::MutexGuard<'a, ()>>,
+        partitions: Vec<tokio::sync::RwLockWriteGuard<'a, ()>>,
     },
 }
 
 /// Takes the locks of `idempotent` (topic, partition, producer id, transactional): the
 /// producers' first, then their partitions' shared if that is enough, else exclusive.
-async fn lock_idempotent<'a>(ctx: &'a Ctx<'_>, idempotent: &[(&str, i32, i64, bool)]) -> Locks<'a> {
-    let producers = &ctx.broker.producers;
+async fn lock_idempotent<'a>(ctx: &Ctx<'a>, idempotent: &[(&str, i32, i64, bool)]) -> Locks<'a> {
+    let producers: &'a crate::producers::Producers = &ctx.broker.producers;
     let partitions: Vec<usize> = idempotent
         .iter()
         .map(|(topic, partition, ..)| producers.stripe(topic, *partition))
@@ -1067,14 +1094,14 @@ async fn lock_idempotent<'a>(ctx: &'a Ctx<'_>, idempotent: &[(&str, i32, i64, bo
         });
         if ready {
             return Locks::Shared {
-                _own: own,
-                _partitions: shared,
+                own,
+                partitions: shared,
             };
         }
     }
     Locks::Exclusive {
-        _own: own,
-        _partitions: producers.lock(partitions).await,
+        own,
+        partitions: producers.lock(partitions).await,
     }
 }
 
@@ -1127,14 +1154,14 @@ async fn recover_all(
         .await
 }
 
-async fn submit_partition(
-    ctx: &Ctx<'_>,
+async fn submit_partition<'a>(
+    ctx: &Ctx<'a>,
     b: Batch,
     partition: i32,
     now: i64,
     timeout: Duration,
-) -> Pending {
-    let producers = &ctx.broker.producers;
+) -> Pending<'a> {
+    let producers: &'a crate::producers::Producers = &ctx.broker.producers;
     let log = &ctx.broker.stores.log;
     if b.txn.is_some()
         && let Err(f) = ready_for_txn(ctx, &b.topic, partition).await
@@ -1144,6 +1171,13 @@ async fn submit_partition(
     match producers.check(&b.topic, partition, b.id, now) {
         Ok(Verdict::Append) => {}
         // A retry of a write that already landed: answer with its offset.
+        // A retry of a batch still in flight: answered with that batch's outcome.
+        Ok(Verdict::InFlight(original)) => {
+            return Pending::Retry {
+                topic: b.topic,
+                original,
+            };
+        }
         Ok(Verdict::Duplicate(base_offset)) => {
             return match log.watermarks(&b.topic, partition).await {
                 Ok(w) => Pending::Done(AppendOutcome {
@@ -1184,9 +1218,9 @@ async fn submit_partition(
     }
     match submitted {
         Ok(Ok(append)) => Pending::Appending {
+            ticket: producers.begin(&b.topic, partition, b.id, now),
             topic: b.topic,
             id: b.id,
-            now,
             append_time: b.append_time,
             txn: b.txn.map(|t| t.last_offset_delta),
             append,
@@ -1228,16 +1262,40 @@ fn timed_out() -> Failure {
 }
 
 /// Waits for one partition's append and records it in the producer state.
-async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Duration) -> Pending {
-    let (topic, id, now, append_time, txn, append) = match pending {
+async fn settle<'a>(
+    ctx: &Ctx<'_>,
+    partition: i32,
+    pending: Pending<'a>,
+    timeout: Duration,
+) -> Pending<'a> {
+    let (topic, id, append_time, txn, ticket, append) = match pending {
         Pending::Appending {
             topic,
             id,
-            now,
             append_time,
             txn,
+            ticket,
             append,
-        } => (topic, id, now, append_time, txn, append),
+        } => (topic, id, append_time, txn, ticket, append),
+        Pending::Retry { topic, original } => {
+            return match tokio::time::timeout(timeout, original.outcome()).await {
+                Ok(Ok(base_offset)) => {
+                    match ctx.broker.stores.log.watermarks(&topic, partition).await {
+                        Ok(w) => Pending::Done(AppendOutcome {
+                            base_offset,
+                            log_append_time: -1,
+                            log_start_offset: w.log_start_offset,
+                        }),
+                        Err(e) => Pending::Failed(fail(e.error_code(), e.to_string())),
+                    }
+                }
+                Ok(Err(code)) => Pending::Failed(fail(
+                    code,
+                    "the same batch, sent before, failed with this error",
+                )),
+                Err(_) => Pending::Failed(timed_out()),
+            };
+        }
         done => return done,
     };
     let outcome = match tokio::time::timeout(timeout, append).await {
@@ -1248,24 +1306,28 @@ async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Durati
         },
         Ok(Ok(a)) => a,
         failed => {
+            let failure = match failed {
+                Ok(Err(e)) => fail(e.error_code(), e.to_string()),
+                _ => timed_out(),
+            };
             if id.idempotent() {
                 // Whether the batch landed is unknown (a store may still write it after
                 // an error or a timeout): the next batch of the partition reads the log
                 // again rather than trust the state held here.
                 ctx.broker.producers.unrecover(&topic, partition);
             }
+            if let Some(ticket) = ticket {
+                ticket.failed(failure.code);
+            }
             if txn.is_some() {
                 ctx.broker.txn_partitions.append_unknown(&topic, partition);
             }
-            return Pending::Failed(match failed {
-                Ok(Err(e)) => fail(e.error_code(), e.to_string()),
-                _ => timed_out(),
-            });
+            return Pending::Failed(failure);
         }
     };
-    ctx.broker
-        .producers
-        .record(&topic, partition, id, outcome.base_offset, now);
+    if let Some(ticket) = ticket {
+        ticket.landed(outcome.base_offset, crate::broker::now_ms());
+    }
     if id.idempotent() {
         let last_delta = txn.unwrap_or(id.records.saturating_sub(1));
         ctx.broker.txn_partitions.appended(
@@ -1285,11 +1347,11 @@ async fn settle(ctx: &Ctx<'_>, partition: i32, pending: Pending, timeout: Durati
 }
 
 /// Settles every partition of a request at once, keeping the shape.
-async fn settle_all(
+async fn settle_all<'a>(
     ctx: &Ctx<'_>,
-    topics: Vec<PerTopic<Pending>>,
+    topics: Vec<PerTopic<Pending<'a>>>,
     timeout: Duration,
-) -> Vec<PerTopic<Pending>> {
+) -> Vec<PerTopic<Pending<'a>>> {
     let mut waits = Vec::new();
     let mut shapes = Vec::with_capacity(topics.len());
     for PerTopic {
@@ -1326,8 +1388,16 @@ async fn settle_all(
 
 /// Waits for the store to confirm every append and builds the response (not sent for
 /// acks=0).
-pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
-    let topics = settle_all(ctx, submitted.topics, submitted.timeout).await;
+pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted<'_>) -> Reply {
+    let Submitted {
+        acks,
+        timeout,
+        topics,
+        _partitions: partitions,
+    } = submitted;
+    let topics = settle_all(ctx, topics, timeout).await;
+    // Every append settled: a recovery may read the partitions now.
+    drop(partitions);
     // Partitions refused as led elsewhere name their leader (v10+, KIP-951).
     let route = (ctx.version >= 10).then(|| ctx.broker.route());
     let mut hinted: BTreeSet<i32> = BTreeSet::new();
@@ -1344,7 +1414,7 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
             let outcome = match pending {
                 Pending::Done(a) => Ok(a),
                 Pending::Failed(f) => Err(f),
-                Pending::Appending { .. } => {
+                Pending::Appending { .. } | Pending::Retry { .. } => {
                     Err(fail(ErrorCode::UNKNOWN_SERVER_ERROR, "no outcome"))
                 }
             };
@@ -1439,7 +1509,7 @@ pub(crate) async fn complete(ctx: &Ctx<'_>, submitted: Submitted) -> Reply {
         ..ProduceResponse::default()
     }
     .into();
-    if submitted.acks == 0 {
+    if acks == 0 {
         Reply::Unsent(response)
     } else {
         Reply::Body(response)
