@@ -643,10 +643,14 @@ async fn process(
         );
         let before = (session.client_id.clone(), session.principal.clone());
         // Boxed: awaited inline, the largest handler's state would be part of every
-        // connection's task, idle or not (about 20 KiB per connection).
-        let step =
-            Box::pin(dispatch::start(&broker, &mut session, request).instrument(span.clone()))
-                .await;
+        // connection's task, idle or not (about 20 KiB per connection). Earlier requests
+        // go on meanwhile: a start may wait for what one of them holds (an idempotent
+        // append's partition lock until it is confirmed).
+        let start =
+            Box::pin(dispatch::start(&broker, &mut session, request).instrument(span.clone()));
+        let Some(step) = alongside(start, &mut waiting, responses).await else {
+            break;
+        };
         if !Arc::ptr_eq(&before.0, &session.client_id) {
             conn.record("client_id", tracing::field::display(&*session.client_id));
         }
@@ -692,6 +696,27 @@ fn raw_frame(token: Vec<u8>) -> EncodedFrame {
     framed.extend_from_slice(&token);
     EncodedFrame {
         segments: vec![Bytes::from(framed)],
+    }
+}
+
+/// Awaits `start` while the requests started before it complete and their outcomes are
+/// delivered, in order; `None` when the connection must close.
+async fn alongside<T>(
+    start: impl Future<Output = T>,
+    waiting: &mut Waiting<'_>,
+    responses: &Responses,
+) -> Option<T> {
+    tokio::pin!(start);
+    loop {
+        tokio::select! {
+            biased;
+            step = &mut start => return Some(step),
+            Some(outcome) = waiting.next(), if !waiting.is_empty() => {
+                if !deliver(outcome, responses).await {
+                    return None;
+                }
+            }
+        }
     }
 }
 

@@ -50,6 +50,9 @@ enum Hold {
     /// For this long each, and the append with this index (counted from 0) reports a
     /// failure although it landed, as a send whose answer was lost does.
     FailOne(Duration, usize),
+    /// Each append as its index says (how long, and whether it then reports a failure
+    /// although it landed); the ones past the end at once.
+    Script(&'static [(u64, bool)]),
 }
 
 /// The embedded store, with confirmations held back as `hold` says.
@@ -139,6 +142,15 @@ impl LogStore for Held {
                     tokio::time::sleep(Duration::from_millis(5 * later)).await;
                 }
                 Hold::For(d) => tokio::time::sleep(d).await,
+                Hold::Script(steps) => {
+                    if let Some(&(ms, fails)) = steps.get(index) {
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        if fails {
+                            release.fetch_sub(1, Ordering::SeqCst);
+                            return Err(StoreError::Unavailable("the answer was lost".into()));
+                        }
+                    }
+                }
                 Hold::FailOne(d, failing) => {
                     tokio::time::sleep(d).await;
                     if index == failing {
@@ -518,6 +530,40 @@ async fn a_failure_in_an_idempotent_pipeline_writes_nothing_twice() {
     }
     socket.write_all(&list_latest(8)).await.unwrap();
     assert_eq!(listed(&response(&mut socket).await.unwrap()), (8, 10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_waits_for_an_earlier_ones_append_does_not_stall_it() {
+    // Producer 7's second batch is in flight for a second when another producer's
+    // append fails, so the partition is to be read from the log again. Producer 7's
+    // next request must wait for its own batch in flight before that read: the
+    // connection has to see that batch confirmed while the next request waits.
+    static STEPS: [(u64, bool); 3] = [(0, false), (1000, false), (50, true)];
+    let store = Arc::new(Held::new(Hold::Script(&STEPS)));
+    let addr = serve_at(Arc::clone(&store)).await;
+    let mut a = TcpStream::connect(addr).await.unwrap();
+    let mut b = TcpStream::connect(addr).await.unwrap();
+    a.write_all(&produce(1, -1, idempotent(0), 2))
+        .await
+        .unwrap();
+    assert_eq!(produced(&response(&mut a).await.unwrap()), (1, 0, 0));
+    a.write_all(&produce(2, -1, idempotent(2), 2))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let other = BatchOptions {
+        producer_id: 8,
+        ..idempotent(0)
+    };
+    b.write_all(&produce(1, -1, other, 2)).await.unwrap();
+    let (_, code, _) = produced(&response(&mut b).await.unwrap());
+    assert_eq!(code, 5, "LEADER_NOT_AVAILABLE");
+    a.write_all(&produce(3, -1, idempotent(4), 2))
+        .await
+        .unwrap();
+    assert_eq!(produced(&response(&mut a).await.unwrap()), (2, 0, 2));
+    // After the failed append, which landed: found in the log, not overwritten.
+    assert_eq!(produced(&response(&mut a).await.unwrap()), (3, 0, 6));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
