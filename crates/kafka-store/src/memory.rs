@@ -494,6 +494,14 @@ impl MemoryStore {
         }
     }
 
+    /// Counts `bytes` more held, past `max_total_bytes` if need be (a compacted batch
+    /// re-encoded a few bytes larger than the one it replaced).
+    fn grow(&self, bytes: usize) {
+        if bytes > 0 {
+            self.total_bytes.fetch_add(bytes, Ordering::AcqRel);
+        }
+    }
+
     fn reserve(&self, bytes: usize) -> StoreResult<()> {
         let max = self.config.max_total_bytes;
         self.total_bytes

@@ -35,8 +35,11 @@
 //! - **Swap**: rewritten batches replace the old ones under the partition lock, a window
 //!   of at most [`SWAP_WINDOW_BYTES`] at a time, so a read sees every batch either old or
 //!   new. A batch that retention or `DeleteRecords` removed meanwhile is left alone. The
-//!   store's byte accounting follows; a re-encoded batch larger than the original (a
-//!   codec's whim) is not swapped in.
+//!   store's byte accounting follows. A re-encoded batch a few bytes larger than the
+//!   original (a codec's whim, up to [`GROWTH_SLACK_BYTES`]) is swapped in and counted
+//!   (the store may then hold that much past `max_total_bytes`, which bounds appends);
+//!   one larger still is not, and keeps its superseded records until a pass whose key
+//!   map holds their keys rewrites it smaller.
 //!
 //! # Budget
 //! The background task ([`MemoryStore::start_cleaner`]) runs one pass every
@@ -61,6 +64,12 @@ use tokio::time::MissedTickBehavior;
 
 /// Rewritten batch bytes a pass holds before swapping them in.
 pub const SWAP_WINDOW_BYTES: usize = 8 << 20;
+
+/// How much larger than the batch it replaces a re-encoding may be and still be swapped
+/// in. A codec can encode fewer records in a few more bytes; keeping such a batch as it
+/// was would leave its superseded records in the clean section for good, where a later
+/// pass whose key map lacks their keys takes them for the latest of their keys.
+pub const GROWTH_SLACK_BYTES: usize = 64;
 
 /// The cleaner's budget (Kafka's `log.cleaner.*` broker settings).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,9 +272,11 @@ impl PartitionLog {
         })
     }
 
-    /// Swaps in what is still current; returns (bytes freed, records removed).
-    fn swap(&mut self, mut window: HashMap<i64, Replacement>) -> (usize, u64) {
+    /// Swaps in what is still current; returns (bytes freed, bytes grown, records
+    /// removed).
+    fn swap(&mut self, mut window: HashMap<i64, Replacement>) -> (usize, usize, u64) {
         let mut freed = 0usize;
+        let mut grown = 0usize;
         let mut removed = 0u64;
         self.batches.retain_mut(|b| {
             let Some(r) = window.remove(&b.base_offset) else {
@@ -277,7 +288,9 @@ impl PartitionLog {
             removed += r.removed as u64;
             match r.new {
                 Some(new) => {
-                    freed += b.bytes.len() - new.bytes.len();
+                    let (old, now) = (b.bytes.len(), new.bytes.len());
+                    freed += old.saturating_sub(now);
+                    grown += now.saturating_sub(old);
                     *b = new;
                     true
                 }
@@ -287,8 +300,8 @@ impl PartitionLog {
                 }
             }
         });
-        self.size -= freed;
-        (freed, removed)
+        self.size = self.size - freed + grown;
+        (freed, grown, removed)
     }
 }
 
@@ -525,7 +538,7 @@ impl MemoryStore {
             let new = if outcome.kept == 0 {
                 None
             } else {
-                if out.len() > b.bytes.len() {
+                if out.len() > b.bytes.len() + GROWTH_SLACK_BYTES {
                     continue;
                 }
                 let bytes = out.freeze();
@@ -580,9 +593,10 @@ impl MemoryStore {
         if log.deleted {
             return None;
         }
-        let (freed, removed) = log.swap(window);
+        let (freed, grown, removed) = log.swap(window);
         drop(log);
         self.release(freed);
+        self.grow(grown);
         Some(removed)
     }
 
