@@ -519,6 +519,104 @@ fn the_same_idempotent_batch_on_two_connections_lands_once() {
     assert_healthy(&mut gw, probe_on(prober));
 }
 
+/// One idempotent producer's batches pipelined on many connections at once, every batch
+/// sent on each (retries of batches still in flight, and batches that run ahead of
+/// their predecessors): each lands once and all its answers carry its one offset. Then
+/// the same from connections that close without reading their answers, dropping
+/// requests in flight: nothing lands twice, and the producer goes on after an epoch
+/// bump.
+#[test]
+fn one_idempotent_producers_pipelined_batches_on_many_connections_land_once() {
+    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+        return;
+    };
+    let t_pipe = unique("pipe");
+    create_topic(gw.addr, t_pipe, 1);
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let mut s = connect(gw.addr).unwrap();
+    let (code, id, epoch) = init_producer_id(&mut s, -1, -1);
+    assert_eq!(code, NONE);
+    const CONNECTIONS: usize = 8;
+    // The gateway's default pipelining depth per connection.
+    const BATCHES: i32 = 16;
+    let pipeline = |first: i32| -> Vec<u8> {
+        let mut out = Vec::new();
+        for seq in first..first + BATCHES {
+            let records = idempotent(id, epoch, seq);
+            out.extend_from_slice(&request(seq, 9, produce(t_pipe, vec![(0, records)])));
+        }
+        out
+    };
+    let flood = |first: i32, read: bool| -> Vec<Vec<(i16, i64)>> {
+        let barrier = Arc::new(Barrier::new(CONNECTIONS));
+        let senders: Vec<_> = (0..CONNECTIONS)
+            .map(|_| {
+                let (addr, barrier, frames) = (gw.addr, barrier.clone(), pipeline(first));
+                std::thread::spawn(move || {
+                    let mut s = connect(addr).unwrap();
+                    barrier.wait();
+                    s.write_all(&frames).unwrap();
+                    let mut answers = Vec::new();
+                    while read && answers.len() < BATCHES as usize {
+                        let body = read_frame(&mut s, 1 << 20).unwrap();
+                        let (_, r) =
+                            decode_response(ApiKey::Produce, 9, &Bytes::from(body)).unwrap();
+                        let ResponseBody::Produce(p) = r else {
+                            panic!("not a produce answer")
+                        };
+                        let part = &p.responses[0].partition_responses[0];
+                        answers.push((part.error_code, part.base_offset));
+                    }
+                    answers
+                })
+            })
+            .collect();
+        senders.into_iter().map(|h| h.join().unwrap()).collect()
+    };
+    let answers = flood(0, true);
+    // The first to check a batch appends it; a copy checked while it is in flight or
+    // among the producer's last five recorded batches is answered with its offset; a
+    // copy from a connection that fell further behind is `OUT_OF_ORDER_SEQUENCE_NUMBER`,
+    // as Kafka answers a retry older than the batches it caches.
+    for seq in 0..BATCHES as usize {
+        let of: Vec<(i16, i64)> = answers.iter().map(|a| a[seq]).collect();
+        let landed: Vec<i64> = of.iter().filter(|a| a.0 == NONE).map(|a| a.1).collect();
+        assert!(!landed.is_empty(), "batch {seq}: {of:?}");
+        assert!(
+            landed.windows(2).all(|w| w[0] == w[1]),
+            "batch {seq}: one offset for every copy: {of:?}"
+        );
+        assert!(
+            of.iter()
+                .all(|a| a.0 == NONE || a.0 == OUT_OF_ORDER_SEQUENCE_NUMBER),
+            "batch {seq}: {of:?}"
+        );
+    }
+    assert_eq!(
+        latest(gw.addr, t_pipe, 0),
+        i64::from(BATCHES),
+        "each batch once"
+    );
+    // The next 16 from connections that close at once.
+    flood(BATCHES, false);
+    std::thread::sleep(Duration::from_millis(500));
+    let stored = latest(gw.addr, t_pipe, 0);
+    assert!(
+        (i64::from(BATCHES)..=2 * i64::from(BATCHES)).contains(&stored),
+        "no batch twice: {stored} records for {} batches",
+        2 * BATCHES
+    );
+    // The producer is not wedged behind batches nobody waits for.
+    let (code, same, bumped) = init_producer_id(&mut s, id, epoch);
+    assert_eq!((code, same, bumped), (NONE, id, epoch + 1));
+    let answer = produced(
+        &mut s,
+        produce(t_pipe, vec![(0, idempotent(id, bumped, 0))]),
+    );
+    assert_eq!(answer.unwrap()[0], (NONE, stored));
+    assert_healthy(&mut gw, probe_on(prober));
+}
+
 /// Different producers' idempotent batches on one partition are checked and appended
 /// side by side (only one producer's own batches wait for each other). A flood of
 /// made-up producer ids from many connections at once, every batch sent on two
