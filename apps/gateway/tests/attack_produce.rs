@@ -167,6 +167,17 @@ fn produced(s: &mut TcpStream, body: RequestBody) -> Option<Vec<(i16, i64)>> {
     }
 }
 
+/// (error code, base offset) of the first partition of the next Produce v9 answer on `s`.
+fn produce_answer(s: &mut TcpStream) -> (i16, i64) {
+    let body = read_frame(s, 1 << 20).unwrap();
+    let (_, r) = decode_response(ApiKey::Produce, 9, &Bytes::from(body)).unwrap();
+    let ResponseBody::Produce(p) = r else {
+        panic!("not a produce answer")
+    };
+    let part = &p.responses[0].partition_responses[0];
+    (part.error_code, part.base_offset)
+}
+
 /// The high watermark of `topic`/`partition`.
 fn latest(addr: SocketAddr, topic: &str, partition: i32) -> i64 {
     list_offset(addr, topic, partition, -1)
@@ -493,13 +504,7 @@ fn the_same_idempotent_batch_on_two_connections_lands_once() {
                     let frame = request(seq, 9, produce(t_twice, vec![(0, records)]));
                     barrier.wait();
                     s.write_all(&frame).unwrap();
-                    let body = read_frame(&mut s, 1 << 20).unwrap();
-                    let (_, r) = decode_response(ApiKey::Produce, 9, &Bytes::from(body)).unwrap();
-                    let ResponseBody::Produce(p) = r else {
-                        panic!("not a produce answer")
-                    };
-                    let part = &p.responses[0].partition_responses[0];
-                    answers.push((part.error_code, part.base_offset));
+                    answers.push(produce_answer(&mut s));
                 }
                 answers
             })
@@ -558,14 +563,7 @@ fn one_idempotent_producers_pipelined_batches_on_many_connections_land_once() {
                     s.write_all(&frames).unwrap();
                     let mut answers = Vec::new();
                     while read && answers.len() < BATCHES as usize {
-                        let body = read_frame(&mut s, 1 << 20).unwrap();
-                        let (_, r) =
-                            decode_response(ApiKey::Produce, 9, &Bytes::from(body)).unwrap();
-                        let ResponseBody::Produce(p) = r else {
-                            panic!("not a produce answer")
-                        };
-                        let part = &p.responses[0].partition_responses[0];
-                        answers.push((part.error_code, part.base_offset));
+                        answers.push(produce_answer(&mut s));
                     }
                     answers
                 })

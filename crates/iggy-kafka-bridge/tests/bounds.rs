@@ -167,56 +167,8 @@ async fn a_full_send_queue_refuses_appends_and_a_stalled_send_lands_once() {
 /// refused, and lands after the appends queued before it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_append_waits_for_room_in_a_full_send_queue_and_lands_in_order() {
-    let Some(bin) = support::server_bin("an_append_waits_for_room") else {
-        return;
-    };
-    let mut server = Server::start(&bin);
-    let bridge = connect(
-        &server,
-        BridgeConfig {
-            send_queue_appends: 1,
-            send_queue_wait: Duration::from_secs(30),
-            sessions: 1,
-            metadata_max_age: Duration::from_secs(60),
-            ..config(&server)
-        },
-    )
-    .await;
-    let topic = format!("wait-{}", support::run_id());
-    support::create(&bridge, &topic, 1).await;
-    bridge.append(&topic, 0, batch(-1, 0, 1), 0).await.unwrap();
-
-    server.pause();
-    // The first fills the queue (one append) and stalls in its send.
-    let first = bridge.submit(&topic, 0, batch(-1, 0, 2), 0).await.unwrap();
-    // The second waits for room: no answer, neither a refusal nor a place.
-    let second = tokio::spawn({
-        let (bridge, topic) = (bridge.clone(), topic.clone());
-        async move { bridge.submit(&topic, 0, batch(-1, 0, 3), 0).await }
-    });
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    assert!(
-        !second.is_finished(),
-        "the second append did not wait for room"
-    );
-    server.resume();
-    let first = tokio::time::timeout(Duration::from_secs(30), first)
-        .await
-        .expect("the first append is answered once Iggy is back")
-        .unwrap();
-    let second = tokio::time::timeout(Duration::from_secs(30), second)
-        .await
-        .expect("the second append gets its place")
-        .unwrap()
-        .expect("the second append is not refused");
-    let second = tokio::time::timeout(Duration::from_secs(30), second)
-        .await
-        .expect("the second append is answered")
-        .unwrap();
-    assert_eq!(first.base_offset, 1);
-    assert_eq!(second.base_offset, 3);
-    assert_eq!(high_watermark(&bridge, &topic).await, 6);
-    bridge.close().await;
+    // One append fills the partition's queue; the second, to the same partition, waits.
+    waits_for_room("an_append_waits_for_room", |c| c.send_queue_appends = 1, 0).await;
 }
 
 /// An append that finds the budget over all partitions (`send_buffer_bytes`) taken by
@@ -224,39 +176,51 @@ async fn an_append_waits_for_room_in_a_full_send_queue_and_lands_in_order() {
 /// once that send is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_append_waits_for_the_budget_another_partition_holds() {
-    let Some(bin) = support::server_bin("an_append_waits_for_the_budget") else {
+    // One append fills its partition's queue and the budget of all of them; the second,
+    // to the other partition, finds its own queue empty and waits for the budget.
+    let bounds = |c: &mut BridgeConfig| {
+        c.send_queue_bytes = 1;
+        c.send_buffer_bytes = 1;
+    };
+    waits_for_room("an_append_waits_for_the_budget", bounds, 1).await;
+}
+
+/// With Iggy paused, a first append of 2 records to partition 0 stalls in its send
+/// holding what `bounds` allows; a second, of 3 records to `second`, must wait (neither
+/// refused nor placed), then both land once Iggy is back.
+async fn waits_for_room(name: &str, bounds: fn(&mut BridgeConfig), second: i32) {
+    let Some(bin) = support::server_bin(name) else {
         return;
     };
     let mut server = Server::start(&bin);
-    let bridge = connect(
-        &server,
-        BridgeConfig {
-            // One append fills its partition's queue and the budget of all of them.
-            send_queue_bytes: 1,
-            send_buffer_bytes: 1,
-            send_queue_wait: Duration::from_secs(30),
-            sessions: 1,
-            metadata_max_age: Duration::from_secs(60),
-            ..config(&server)
-        },
-    )
-    .await;
-    let topic = format!("budget-{}", support::run_id());
+    let mut config = BridgeConfig {
+        send_queue_wait: Duration::from_secs(30),
+        sessions: 1,
+        // Appends during the stall use the description cached before it.
+        metadata_max_age: Duration::from_secs(60),
+        ..config(&server)
+    };
+    bounds(&mut config);
+    let bridge = connect(&server, config).await;
+    let topic = format!("wait-{}", support::run_id());
     support::create(&bridge, &topic, 2).await;
-    bridge.append(&topic, 0, batch(-1, 0, 1), 0).await.unwrap();
-    bridge.append(&topic, 1, batch(-1, 0, 1), 0).await.unwrap();
+    for partition in 0..2 {
+        bridge
+            .append(&topic, partition, batch(-1, 0, 1), 0)
+            .await
+            .unwrap();
+    }
 
     server.pause();
     let first = bridge.submit(&topic, 0, batch(-1, 0, 2), 0).await.unwrap();
-    // Partition 1's queue is empty, the budget is not.
     let other = tokio::spawn({
         let (bridge, topic) = (bridge.clone(), topic.clone());
-        async move { bridge.submit(&topic, 1, batch(-1, 0, 3), 0).await }
+        async move { bridge.submit(&topic, second, batch(-1, 0, 3), 0).await }
     });
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(
         !other.is_finished(),
-        "the append did not wait for the budget"
+        "the second append did not wait for room"
     );
     server.resume();
     let first = tokio::time::timeout(Duration::from_secs(30), first)
@@ -265,18 +229,19 @@ async fn an_append_waits_for_the_budget_another_partition_holds() {
         .unwrap();
     let other = tokio::time::timeout(Duration::from_secs(30), other)
         .await
-        .expect("the other append gets its place")
+        .expect("the second append gets its place")
         .unwrap()
-        .expect("the other append is not refused");
+        .expect("the second append is not refused");
     let other = tokio::time::timeout(Duration::from_secs(30), other)
         .await
-        .expect("the other append is answered")
+        .expect("the second append is answered")
         .unwrap();
-    assert_eq!((first.base_offset, other.base_offset), (1, 1));
-    for (partition, end) in [(0, 3), (1, 4)] {
-        let w = bridge.watermarks(&topic, partition).await.unwrap();
-        assert_eq!(w.high_watermark, end);
-    }
+    assert_eq!(first.base_offset, 1);
+    // Behind the first in the same partition, or first in its own.
+    let (offset, end) = if second == 0 { (3, 6) } else { (1, 4) };
+    assert_eq!(other.base_offset, offset);
+    let w = bridge.watermarks(&topic, second).await.unwrap();
+    assert_eq!(w.high_watermark, end);
     bridge.close().await;
 }
 
