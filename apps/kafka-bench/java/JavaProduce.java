@@ -2,11 +2,14 @@
 // (it sends partition leader epoch -1; librdkafka, which kafka-bench drives, sends 0).
 // Creates the topic (one partition), sends values of the given size with no key as fast
 // as the producer takes them (acks=all, linger.ms 5, batch.size 1000000, no compression),
-// and prints the bytes acknowledged as one JSON line. With the clients installed by
-// scripts/install-clients.sh:
+// and prints the bytes acknowledged as one JSON line. After the four arguments,
+// `defaults` drops these settings (the client's own defaults then apply: idempotent,
+// batch.size 16384, linger.ms 0 in 3.9), and KEY=VALUE sets any producer property, last.
+// With the clients installed by scripts/install-clients.sh:
 //
 //   javac -d /tmp/jp -cp ".clients/java/jars/*" apps/kafka-bench/java/JavaProduce.java
 //   java -cp "/tmp/jp:.clients/java/jars/*" JavaProduce 127.0.0.1:9093 topic 1024 10
+//   java -cp "/tmp/jp:.clients/java/jars/*" JavaProduce 127.0.0.1:9093 topic 1024 10 defaults
 import java.util.*;
 import java.util.concurrent.atomic.*;
 import org.apache.kafka.clients.admin.*;
@@ -25,12 +28,19 @@ public class JavaProduce {
         }
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
-        p.put("acks", "all");
-        p.put("linger.ms", "5");
-        p.put("batch.size", "1000000");
-        p.put("max.request.size", "2000000");
-        p.put("buffer.memory", "268435456");
-        p.put("compression.type", "none");
+        List<String> extra = Arrays.asList(a).subList(4, a.length);
+        if (!extra.contains("defaults")) {
+            p.put("acks", "all");
+            p.put("linger.ms", "5");
+            p.put("batch.size", "1000000");
+            p.put("max.request.size", "2000000");
+            p.put("buffer.memory", "268435456");
+            p.put("compression.type", "none");
+        }
+        for (String kv : extra) {
+            int eq = kv.indexOf('=');
+            if (eq > 0) p.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
         p.put("key.serializer", ByteArraySerializer.class.getName());
         p.put("value.serializer", ByteArraySerializer.class.getName());
         byte[] value = new byte[size];
