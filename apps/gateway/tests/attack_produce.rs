@@ -221,6 +221,34 @@ fn init_producer_id(s: &mut TcpStream, id: i64, epoch: i16) -> (i16, i64, i16) {
     (r.error_code, r.producer_id, r.producer_epoch)
 }
 
+/// An attack around one idempotent producer: a gateway, a one-partition topic, a prober
+/// and the producer's connection with what its InitProducerId answered.
+struct ProducerAttack {
+    gw: Gateway,
+    topic: &'static str,
+    prober: Prober,
+    conn: TcpStream,
+    /// (error code, producer id, epoch).
+    init: (i16, i64, i16),
+}
+
+/// [`ProducerAttack`] on a topic named after `name`; `None` when the attacks are skipped.
+fn producer_attack(name: &str) -> Option<ProducerAttack> {
+    let gw = Gateway::attack("attack_produce", &[])?;
+    let topic = unique(name);
+    create_topic(gw.addr, topic, 1);
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    let mut conn = connect(gw.addr).unwrap();
+    let init = init_producer_id(&mut conn, -1, -1);
+    Some(ProducerAttack {
+        gw,
+        topic,
+        prober,
+        conn,
+        init,
+    })
+}
+
 fn idempotent(id: i64, epoch: i16, seq: i32) -> Bytes {
     batch(
         &BatchOptions {
@@ -482,14 +510,16 @@ fn many_batches_for_one_partition_are_refused() {
 
 #[test]
 fn the_same_idempotent_batch_on_two_connections_lands_once() {
-    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+    let Some(ProducerAttack {
+        mut gw,
+        topic: t_twice,
+        prober,
+        conn: _,
+        init: (code, id, epoch),
+    }) = producer_attack("twice")
+    else {
         return;
     };
-    let t_twice = unique("twice");
-    create_topic(gw.addr, t_twice, 1);
-    let prober = Prober::start(gw.addr, Duration::from_millis(20));
-    let mut s = connect(gw.addr).unwrap();
-    let (code, id, epoch) = init_producer_id(&mut s, -1, -1);
     assert_eq!(code, NONE);
     const ROUNDS: i32 = 40;
     let barrier = Arc::new(Barrier::new(2));
@@ -532,14 +562,16 @@ fn the_same_idempotent_batch_on_two_connections_lands_once() {
 /// bump.
 #[test]
 fn one_idempotent_producers_pipelined_batches_on_many_connections_land_once() {
-    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+    let Some(ProducerAttack {
+        mut gw,
+        topic: t_pipe,
+        prober,
+        conn: mut s,
+        init: (code, id, epoch),
+    }) = producer_attack("pipe")
+    else {
         return;
     };
-    let t_pipe = unique("pipe");
-    create_topic(gw.addr, t_pipe, 1);
-    let prober = Prober::start(gw.addr, Duration::from_millis(20));
-    let mut s = connect(gw.addr).unwrap();
-    let (code, id, epoch) = init_producer_id(&mut s, -1, -1);
     assert_eq!(code, NONE);
     const CONNECTIONS: usize = 8;
     // The gateway's default pipelining depth per connection.
@@ -622,14 +654,16 @@ fn one_idempotent_producers_pipelined_batches_on_many_connections_land_once() {
 /// among them, and the gateway stays healthy.
 #[test]
 fn a_flood_of_made_up_producer_ids_on_one_partition_lands_each_batch_once() {
-    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+    let Some(ProducerAttack {
+        mut gw,
+        topic: t_ids,
+        prober,
+        conn: mut victim,
+        init: (_, id, epoch),
+    }) = producer_attack("ids")
+    else {
         return;
     };
-    let t_ids = unique("ids");
-    create_topic(gw.addr, t_ids, 1);
-    let prober = Prober::start(gw.addr, Duration::from_millis(20));
-    let mut victim = connect(gw.addr).unwrap();
-    let (_, id, epoch) = init_producer_id(&mut victim, -1, -1);
     // The partition's producer state is recovered with the first batch.
     let first = produced(
         &mut victim,
@@ -683,15 +717,17 @@ fn a_flood_of_made_up_producer_ids_on_one_partition_lands_each_batch_once() {
 
 #[test]
 fn spoofed_producer_ids_and_epochs_do_not_hurt_the_real_producer() {
-    let Some(mut gw) = Gateway::attack("attack_produce", &[]) else {
+    let Some(ProducerAttack {
+        mut gw,
+        topic: t_spoof,
+        prober,
+        conn: mut victim,
+        init: (_, id, epoch),
+    }) = producer_attack("spoof")
+    else {
         return;
     };
-    let t_spoof = unique("spoof");
-    create_topic(gw.addr, t_spoof, 1);
-    let prober = Prober::start(gw.addr, Duration::from_millis(20));
-    let mut victim = connect(gw.addr).unwrap();
     let mut attacker = connect(gw.addr).unwrap();
-    let (_, id, epoch) = init_producer_id(&mut victim, -1, -1);
     let (_, own, _) = init_producer_id(&mut attacker, -1, -1);
     assert_ne!(own, id);
     assert!(

@@ -204,6 +204,22 @@ fn bench(args: &[&str], json: &Path) -> serde_json::Value {
     result
 }
 
+/// Reads `topic` back whole with one consumer (`kafka-bench consume`).
+fn read_back(addr: &str, topic: &str, json: &Path) -> serde_json::Value {
+    bench(
+        &[
+            "consume",
+            "--bootstrap",
+            addr,
+            "--topic",
+            topic,
+            "--timeout",
+            "90",
+        ],
+        json,
+    )
+}
+
 /// Runs `kafka-bench` with `args`, extra environment and `--json FILE`, bounded; returns
 /// how it ended and the JSON result.
 fn bench_with(
@@ -379,20 +395,7 @@ fn blast_requests_are_acknowledged_and_read_back() {
     let acked = blasted["records"].as_u64().unwrap();
     assert_eq!(acked, per_request * requests, "{blasted:#}");
 
-    let consumed = bench(
-        &[
-            "consume",
-            "--bootstrap",
-            &addr,
-            "--topic",
-            "blast",
-            "--consumers",
-            "1",
-            "--timeout",
-            "90",
-        ],
-        &gw.dir.join("consume.json"),
-    );
+    let consumed = read_back(&addr, "blast", &gw.dir.join("consume.json"));
     assert_eq!(consumed["expected"], acked, "{consumed:#}");
     assert_eq!(consumed["records"], acked, "{consumed:#}");
     assert_eq!(consumed["duplicates"], 0, "{consumed:#}");
@@ -428,16 +431,9 @@ fn blast_requests_are_acknowledged_and_read_back() {
     assert_eq!(idempotent["errors"], 0, "{idempotent:#}");
     let acked = idempotent["records"].as_u64().unwrap();
     assert!(acked > 0, "{idempotent:#}");
-    let consumed = bench(
-        &[
-            "consume",
-            "--bootstrap",
-            &addr,
-            "--topic",
-            "blast-idempotent",
-            "--timeout",
-            "90",
-        ],
+    let consumed = read_back(
+        &addr,
+        "blast-idempotent",
         &gw.dir.join("consume-idempotent.json"),
     );
     assert_eq!(consumed["records"], acked, "{consumed:#}");

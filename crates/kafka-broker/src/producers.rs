@@ -548,18 +548,7 @@ impl Producers {
         let mut guard = self.state.lock().ok()?;
         let state = &mut *guard;
         let key = (topic.to_string(), partition, b.producer_id);
-        if !state.partitions.contains_key(&key) {
-            make_room(
-                &mut state.partitions,
-                self.max_entries,
-                |e| e.last_used_ms,
-                |t| self.expired(t, now_ms),
-            );
-        }
-        let e = state
-            .partitions
-            .entry(key.clone())
-            .or_insert_with(|| Entry::new(b.epoch, now_ms));
+        let e = self.entry(&mut state.partitions, key.clone(), b.epoch, now_ms);
         if self.expired(e.last_used_ms, now_ms) && e.inflight.is_empty() {
             *e = Entry::new(b.epoch, now_ms);
         }
@@ -668,23 +657,34 @@ impl Producers {
         };
         let state = &mut *guard;
         let key = (topic.to_string(), partition, producer_id);
-        if !state.partitions.contains_key(&key) {
-            make_room(
-                &mut state.partitions,
-                self.max_entries,
-                |e| e.last_used_ms,
-                |t| self.expired(t, now_ms),
-            );
-        }
-        let e = state
-            .partitions
-            .entry(key)
-            .or_insert_with(|| Entry::new(epoch, now_ms));
+        let e = self.entry(&mut state.partitions, key, epoch, now_ms);
         if epoch > e.epoch {
             e.epoch = epoch;
             e.recent.clear();
         }
         e.last_used_ms = now_ms;
+    }
+
+    /// The entry of `key`, made (at `epoch`, room made for it in the capped table) if
+    /// there is none.
+    fn entry<'s>(
+        &self,
+        partitions: &'s mut HashMap<Key, Entry>,
+        key: Key,
+        epoch: i16,
+        now_ms: i64,
+    ) -> &'s mut Entry {
+        if !partitions.contains_key(&key) {
+            make_room(
+                partitions,
+                self.max_entries,
+                |e| e.last_used_ms,
+                |t| self.expired(t, now_ms),
+            );
+        }
+        partitions
+            .entry(key)
+            .or_insert_with(|| Entry::new(epoch, now_ms))
     }
 
     fn make_room_issued(&self, issued: &mut HashMap<i64, Issued>, now_ms: i64) {

@@ -275,8 +275,10 @@ impl Landed {
     }
 }
 
-/// Room for payload over all partitions together (`send_buffer_bytes`), shared by
-/// every partition's [`Room`], first come first served like them.
+/// Room for payload bytes, first come first served: a partition's `send_queue_bytes`,
+/// or `send_buffer_bytes` over all partitions (shared by every partition's [`Room`]).
+/// An append takes as many bytes as its payload, all of them when it is larger (it then
+/// goes alone).
 #[derive(Clone)]
 pub(super) struct Budget {
     bytes: Arc<Semaphore>,
@@ -296,25 +298,39 @@ impl Budget {
     fn free(&self) -> usize {
         self.bytes.available_permits()
     }
-}
 
-/// Permits `bytes` of payload take out of `max`: all of them when they are more.
-fn wanted(bytes: usize, max: u32) -> u32 {
-    u32::try_from(bytes).unwrap_or(u32::MAX).min(max)
+    /// Permits `bytes` of payload take: all of the room when they are more.
+    fn wanted(&self, bytes: usize) -> u32 {
+        u32::try_from(bytes).unwrap_or(u32::MAX).min(self.max_bytes)
+    }
+
+    /// Waits for room for `bytes`.
+    async fn take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.bytes)
+            .acquire_many_owned(self.wanted(bytes))
+            .await
+            .ok()
+    }
+
+    /// Room for `bytes` if it is free now and nobody waits before.
+    fn try_take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.bytes)
+            .try_acquire_many_owned(self.wanted(bytes))
+            .ok()
+    }
 }
 
 /// Admission to one partition's send queue, first come first served: an append takes
-/// one of `send_queue_appends` slots and as many of `send_queue_bytes` as its payload
-/// (all of them when it is larger: it then goes alone), then as many bytes of the
-/// [`Budget`] over all partitions, and gives them back when Iggy has answered its
-/// send. Waiting appends queue in arrival order ([`Semaphore`] is fair), so a large
-/// append is not overtaken for ever by small ones, and an append whose caller gives up
-/// leaves the line. Each append takes its partition's room before the budget's, so no
-/// append holds budget while it waits for its partition.
+/// one of `send_queue_appends` slots, its bytes of the partition's [`Budget`]
+/// (`send_queue_bytes`), then its bytes of the [`Budget`] over all partitions, and
+/// gives them back when Iggy has answered its send. Waiting appends queue in arrival
+/// order ([`Semaphore`] is fair), so a large append is not overtaken for ever by small
+/// ones, and an append whose caller gives up leaves the line. Each append takes its
+/// partition's room before the budget's, so no append holds budget while it waits for
+/// its partition.
 pub(super) struct Room {
     appends: Arc<Semaphore>,
-    bytes: Arc<Semaphore>,
-    max_bytes: u32,
+    bytes: Budget,
     all: Budget,
 }
 
@@ -328,27 +344,19 @@ pub(super) struct Admitted {
 
 impl Room {
     pub(super) fn new(max_appends: usize, max_bytes: usize, all: Budget) -> Room {
-        let max_bytes = u32::try_from(max_bytes).unwrap_or(u32::MAX).max(1);
         Room {
             appends: Arc::new(Semaphore::new(max_appends.max(1))),
-            bytes: Arc::new(Semaphore::new(max_bytes as usize)),
-            max_bytes,
+            bytes: Budget::new(max_bytes),
             all,
         }
     }
 
     /// Waits for a slot, for `bytes` of the partition's room and for `bytes` of the
-    /// budget (each capped at its whole size).
+    /// budget.
     async fn admit(&self, bytes: usize) -> Option<Admitted> {
         let append = Arc::clone(&self.appends).acquire_owned().await.ok()?;
-        let part = Arc::clone(&self.bytes)
-            .acquire_many_owned(wanted(bytes, self.max_bytes))
-            .await
-            .ok()?;
-        let all = Arc::clone(&self.all.bytes)
-            .acquire_many_owned(wanted(bytes, self.all.max_bytes))
-            .await
-            .ok()?;
+        let part = self.bytes.take(bytes).await?;
+        let all = self.all.take(bytes).await?;
         Some(Admitted {
             _append: append,
             _bytes: part,
@@ -360,12 +368,8 @@ impl Room {
     /// and no append waits before.
     fn try_admit(&self, bytes: usize) -> Option<Admitted> {
         let append = Arc::clone(&self.appends).try_acquire_owned().ok()?;
-        let part = Arc::clone(&self.bytes)
-            .try_acquire_many_owned(wanted(bytes, self.max_bytes))
-            .ok()?;
-        let all = Arc::clone(&self.all.bytes)
-            .try_acquire_many_owned(wanted(bytes, self.all.max_bytes))
-            .ok()?;
+        let part = self.bytes.try_take(bytes)?;
+        let all = self.all.try_take(bytes)?;
         Some(Admitted {
             _append: append,
             _bytes: part,

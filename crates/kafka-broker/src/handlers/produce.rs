@@ -1310,14 +1310,13 @@ async fn settle<'a>(
                 Ok(Err(e)) => fail(e.error_code(), e.to_string()),
                 _ => timed_out(),
             };
-            if id.idempotent() {
-                // Whether the batch landed is unknown (a store may still write it after
-                // an error or a timeout): the next batch of the partition reads the log
-                // again rather than trust the state held here.
-                ctx.broker.producers.unrecover(&topic, partition);
-            }
-            if let Some(ticket) = ticket {
-                ticket.failed(failure.code);
+            // Whether the batch landed is unknown (a store may still write it after an
+            // error or a timeout): the next batch of the partition reads the log again
+            // rather than trust the state held here (the ticket's failure marks it so).
+            match ticket {
+                Some(ticket) => ticket.failed(failure.code),
+                None if id.idempotent() => ctx.broker.producers.unrecover(&topic, partition),
+                None => {}
             }
             if txn.is_some() {
                 ctx.broker.txn_partitions.append_unknown(&topic, partition);
