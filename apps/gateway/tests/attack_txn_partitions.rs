@@ -1,8 +1,9 @@
 //! Attacks on the partition side of transactions against the gateway binary over raw
 //! TCP (embedded store): control batches written by a client, markers for transactions
 //! that are not open, transactional batches never added to a transaction, one producer
-//! holding transactions open in many partitions, and a partition with many aborted
-//! transactions read back with a small fetch.
+//! holding transactions open in many partitions, a partition with many aborted
+//! transactions read back with a small fetch, and one transactional producer's batches
+//! pipelined on many connections at once, some of them dropped mid-flight.
 //!
 //! Each test runs while a well-behaved client probes with ApiVersions, then checks that
 //! the gateway still runs, answered the probes within [`ANSWER_BOUND`] and stayed under
@@ -35,6 +36,7 @@ use kafka_protocol::{ByteString, RequestBody, ResponseBody};
 use kafka_records::{BatchOptions, NewRecord, encode_batch};
 use std::io::Write;
 use std::net::TcpStream;
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use support::Gateway;
 use support::attack::{Prober, connect, peak_rss_bound_kib, peak_rss_kib, read_frame};
@@ -49,6 +51,7 @@ const INVALID_RECORD: i16 = 87;
 const INVALID_TXN_STATE: i16 = 48;
 const TRANSACTION_ABORTABLE: i16 = 120;
 const CONCURRENT_TRANSACTIONS: i16 = 51;
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -61,21 +64,29 @@ fn s(v: &str) -> ByteString {
     ByteString::from(v.to_string())
 }
 
-fn call(c: &mut TcpStream, version: i16, body: RequestBody) -> ResponseBody {
-    let key = body.api_key();
+/// `body` at `version` as a request frame.
+fn frame(version: i16, body: &RequestBody) -> Bytes {
     let header = RequestHeader {
-        request_api_key: key.as_i16(),
+        request_api_key: body.api_key().as_i16(),
         request_api_version: version,
         correlation_id: 7,
         client_id: Some(ByteString::from_static("attack-txn-partitions")),
         ..Default::default()
     };
-    c.write_all(&encode_request(&header, &body).unwrap())
-        .unwrap();
+    encode_request(&header, body).unwrap()
+}
+
+/// Reads the next answer, to a request of `key` at `version`.
+fn answer(c: &mut TcpStream, key: kafka_protocol::ApiKey, version: i16) -> ResponseBody {
     let frame = read_frame(c, 256 << 20).expect("an answer");
     decode_response(key, version, &Bytes::from(frame))
         .unwrap()
         .1
+}
+
+fn call(c: &mut TcpStream, version: i16, body: RequestBody) -> ResponseBody {
+    c.write_all(&frame(version, &body)).unwrap();
+    answer(c, body.api_key(), version)
 }
 
 /// A topic name no other test or round uses.
@@ -216,7 +227,24 @@ fn produce(
     topic: &str,
     parts: Vec<(i32, Bytes)>,
 ) -> Vec<i16> {
-    let body = ProduceRequest {
+    let body = produce_request(transactional_id, topic, parts);
+    let ResponseBody::Produce(r) = call(c, version, body) else {
+        panic!("no Produce answer")
+    };
+    r.responses[0]
+        .partition_responses
+        .iter()
+        .map(|p| p.error_code)
+        .collect()
+}
+
+/// A Produce request (acks=all) of `(partition, records)` to `topic`.
+fn produce_request(
+    transactional_id: Option<&str>,
+    topic: &str,
+    parts: Vec<(i32, Bytes)>,
+) -> RequestBody {
+    ProduceRequest {
         transactional_id: transactional_id.map(s),
         acks: -1,
         timeout_ms: 10_000,
@@ -233,15 +261,8 @@ fn produce(
             ..Default::default()
         }],
         ..Default::default()
-    };
-    let ResponseBody::Produce(r) = call(c, version, body.into()) else {
-        panic!("no Produce answer")
-    };
-    r.responses[0]
-        .partition_responses
-        .iter()
-        .map(|p| p.error_code)
-        .collect()
+    }
+    .into()
 }
 
 /// ListOffsets v5 latest of `topic`/`partition` at `isolation`.
@@ -463,6 +484,149 @@ fn one_producer_open_in_many_partitions_and_many_aborts_stay_bounded() {
     let deadline = Instant::now() + Duration::from_secs(30);
     while latest(&mut c, &wide, PARTITIONS - 1, 1) < 2 {
         assert!(Instant::now() < deadline, "the wide abort never completed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_healthy(&mut gw, prober.finish());
+}
+
+/// One transactional producer's batches on one partition, pipelined on eight connections
+/// at once (the same 16 batches on each: its requests overlap, and a retry of a batch in
+/// flight waits for it), then 16 more from connections that close without reading their
+/// answers, so some requests go away with their appends in flight. Each batch lands
+/// once, read_committed consumers never reach the open transaction, the abort lists it
+/// from its first batch, and the producer goes on after a new InitProducerId.
+#[test]
+fn one_transactional_producers_pipelined_batches_on_many_connections_land_once() {
+    let Some(mut gw) = Gateway::attack("attack_txn_partitions", &[]) else {
+        return;
+    };
+    let mut c = connect(gw.addr).unwrap();
+    let topic = unique("pipelined");
+    create_topic(&mut c, &topic, 1);
+    let mut t = init(&mut c, &unique("pipeliner"));
+    assert_eq!(add(&mut c, &t, &topic, &[0]), [NONE]);
+    let prober = Prober::start(gw.addr, Duration::from_millis(20));
+    const CONNECTIONS: usize = 8;
+    const BATCHES: i32 = 16;
+    let pipeline = |t: &Txn, first: i32| -> Vec<u8> {
+        let mut out = Vec::new();
+        for seq in first..first + BATCHES {
+            let one = Txn {
+                id: t.id.clone(),
+                seq,
+                ..*t
+            };
+            let body = produce_request(Some(&t.id), &topic, vec![(0, txn_batch(&one, 1))]);
+            out.extend_from_slice(&frame(11, &body));
+        }
+        out
+    };
+    let flood = |frames: Vec<u8>, read: bool| -> Vec<Vec<(i16, i64)>> {
+        let barrier = Arc::new(Barrier::new(CONNECTIONS));
+        let senders: Vec<_> = (0..CONNECTIONS)
+            .map(|_| {
+                let (addr, barrier, frames) = (gw.addr, barrier.clone(), frames.clone());
+                std::thread::spawn(move || {
+                    let mut s = connect(addr).unwrap();
+                    barrier.wait();
+                    s.write_all(&frames).unwrap();
+                    let mut answers = Vec::new();
+                    while read && answers.len() < BATCHES as usize {
+                        let ResponseBody::Produce(r) =
+                            answer(&mut s, kafka_protocol::ApiKey::Produce, 11)
+                        else {
+                            panic!("no Produce answer")
+                        };
+                        let p = &r.responses[0].partition_responses[0];
+                        answers.push((p.error_code, p.base_offset));
+                    }
+                    answers
+                })
+            })
+            .collect();
+        senders.into_iter().map(|h| h.join().unwrap()).collect()
+    };
+    let answers = flood(pipeline(&t, 0), true);
+    for seq in 0..BATCHES as usize {
+        let of: Vec<(i16, i64)> = answers.iter().map(|a| a[seq]).collect();
+        let landed: Vec<i64> = of.iter().filter(|a| a.0 == NONE).map(|a| a.1).collect();
+        assert!(!landed.is_empty(), "batch {seq}: {of:?}");
+        assert!(
+            landed.iter().all(|o| *o == landed[0]),
+            "batch {seq}: one offset for every copy: {of:?}"
+        );
+        // A copy from a connection more than five batches behind is refused, as Kafka
+        // refuses a retry older than the batches it caches.
+        assert!(
+            of.iter()
+                .all(|a| a.0 == NONE || a.0 == OUT_OF_ORDER_SEQUENCE_NUMBER),
+            "batch {seq}: {of:?}"
+        );
+    }
+    assert_eq!(
+        latest(&mut c, &topic, 0, 0),
+        i64::from(BATCHES),
+        "each once"
+    );
+    assert_eq!(latest(&mut c, &topic, 0, 1), 0, "the transaction is open");
+    flood(pipeline(&t, BATCHES), false);
+    std::thread::sleep(Duration::from_millis(500));
+    let stored = latest(&mut c, &topic, 0, 0);
+    assert!(
+        (i64::from(BATCHES)..=2 * i64::from(BATCHES)).contains(&stored),
+        "no batch twice: {stored} records for {} batches",
+        2 * BATCHES
+    );
+    assert_eq!(latest(&mut c, &topic, 0, 1), 0, "still open");
+    // Aborted: the marker lands after everything stored, and the aborted transaction
+    // is listed from its first batch.
+    assert_eq!(end(&mut c, &t, false), NONE);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while latest(&mut c, &topic, 0, 1) < stored + 1 {
+        assert!(Instant::now() < deadline, "the abort marker never landed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let body = FetchRequest {
+        replica_id: -1,
+        max_wait_ms: 0,
+        min_bytes: 1,
+        max_bytes: 1 << 20,
+        isolation_level: 1,
+        topics: vec![FetchTopic {
+            topic: s(&topic),
+            partitions: vec![FetchPartition {
+                partition: 0,
+                fetch_offset: 0,
+                partition_max_bytes: 1 << 20,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let ResponseBody::Fetch(r) = call(&mut c, 11, body.into()) else {
+        panic!("no Fetch answer")
+    };
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, NONE);
+    let aborted: Vec<(i64, i64)> = p
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|a| (a.producer_id, a.first_offset))
+        .collect();
+    assert_eq!(aborted, [(t.pid, 0)]);
+    // The producer goes on: a new epoch, a committed transaction after the abort.
+    t = init(&mut c, &t.id);
+    assert_eq!(add(&mut c, &t, &topic, &[0]), [NONE]);
+    assert_eq!(
+        produce(&mut c, 11, Some(&t.id), &topic, vec![(0, txn_batch(&t, 1))]),
+        [NONE]
+    );
+    assert_eq!(end(&mut c, &t, true), NONE);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while latest(&mut c, &topic, 0, 1) < stored + 3 {
+        assert!(Instant::now() < deadline, "the commit marker never landed");
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_healthy(&mut gw, prober.finish());

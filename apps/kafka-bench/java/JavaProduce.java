@@ -4,7 +4,9 @@
 // as the producer takes them (acks=all, linger.ms 5, batch.size 1000000, no compression),
 // and prints the bytes acknowledged as one JSON line. After the four arguments,
 // `defaults` drops these settings (the client's own defaults then apply: idempotent,
-// batch.size 16384, linger.ms 0 in 3.9), and KEY=VALUE sets any producer property, last.
+// batch.size 16384, linger.ms 0 in 3.9), KEY=VALUE sets any producer property, last, and
+// txn=N sends in transactions of N records each (transactional.id JavaProduce-<topic>
+// unless set), committing each.
 // With the clients installed by scripts/install-clients.sh:
 //
 //   javac -d /tmp/jp -cp ".clients/java/jars/*" apps/kafka-bench/java/JavaProduce.java
@@ -37,29 +39,40 @@ public class JavaProduce {
             p.put("buffer.memory", "268435456");
             p.put("compression.type", "none");
         }
+        int perTxn = 0;
         for (String kv : extra) {
             int eq = kv.indexOf('=');
-            if (eq > 0) p.put(kv.substring(0, eq), kv.substring(eq + 1));
+            if (kv.startsWith("txn=")) perTxn = Integer.parseInt(kv.substring(4));
+            else if (eq > 0) p.put(kv.substring(0, eq), kv.substring(eq + 1));
         }
+        if (perTxn > 0) p.putIfAbsent("transactional.id", "JavaProduce-" + topic);
         p.put("key.serializer", ByteArraySerializer.class.getName());
         p.put("value.serializer", ByteArraySerializer.class.getName());
         byte[] value = new byte[size];
         new Random(1).nextBytes(value);
         AtomicLong acked = new AtomicLong(), errors = new AtomicLong();
         long start = System.nanoTime(), end = start + (long) (secs * 1e9);
+        long txns = 0;
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            if (perTxn > 0) producer.initTransactions();
+            int step = perTxn > 0 ? perTxn : 1000;
             while (System.nanoTime() < end) {
-                for (int i = 0; i < 1000; i++) {
+                if (perTxn > 0) producer.beginTransaction();
+                for (int i = 0; i < step; i++) {
                     producer.send(new ProducerRecord<>(topic, null, value), (m, e) -> {
                         if (e != null) errors.incrementAndGet(); else acked.incrementAndGet();
                     });
+                }
+                if (perTxn > 0) {
+                    producer.commitTransaction();
+                    txns++;
                 }
             }
             producer.flush();
         }
         double took = (System.nanoTime() - start) / 1e9;
         long bytes = acked.get() * size;
-        System.out.printf("{\"bytes\": %d, \"records\": %d, \"errors\": %d, \"mb_per_sec\": %.1f}%n",
-            bytes, acked.get(), errors.get(), bytes / took / 1e6);
+        System.out.printf("{\"bytes\": %d, \"records\": %d, \"errors\": %d, \"transactions\": %d, \"mb_per_sec\": %.1f}%n",
+            bytes, acked.get(), errors.get(), txns, bytes / took / 1e6);
     }
 }

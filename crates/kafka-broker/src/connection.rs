@@ -17,10 +17,10 @@
 //! waits for the store's confirmation while the next Produce is started. So a producer's
 //! pipelined batches land in the order sent, as with Kafka, and a backend that answers
 //! over the network confirms several requests per round trip. At most
-//! `max_in_flight_per_connection` Produce requests wait at once. Any other request first
-//! waits until every earlier one is complete, so it sees their effects; so does the
-//! request after one carrying an idempotent producer's batches, whose sequence checks
-//! need the previous outcome.
+//! `max_in_flight_per_connection` Produce requests wait at once. This holds for
+//! idempotent and transactional producers too: their next batches are checked against
+//! the ones in flight ([`crate::producers`]). Any other request first waits until every
+//! earlier one is complete, so it sees their effects.
 //!
 //! Timeouts: `idle` between frames, `read` from the first byte of a frame to its last
 //! (one deadline for the whole frame, so a trickle of bytes cannot hold it open),
@@ -669,7 +669,7 @@ async fn process(
                     break;
                 }
             }
-            Step::Later { outcome, exclusive } => {
+            Step::Later { outcome } => {
                 waiting.push_back(Box::pin(
                     async move {
                         let outcome = outcome.await;
@@ -678,9 +678,6 @@ async fn process(
                     }
                     .instrument(span),
                 ));
-                if exclusive && !finish(&mut waiting, responses).await {
-                    break;
-                }
             }
         }
     }

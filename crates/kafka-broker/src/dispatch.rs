@@ -44,8 +44,6 @@ pub(crate) enum Step<'a> {
     /// wait for the store's confirmation).
     Later {
         outcome: Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>,
-        /// The request must be complete before the connection's next one starts.
-        exclusive: bool,
     },
 }
 
@@ -264,12 +262,11 @@ pub(crate) async fn start<'a>(
                 handlers::Step::Done(reply) => {
                     Step::Done(finish(broker, &session, seen, info, reply, None))
                 }
-                handlers::Step::Later { reply, exclusive } => Step::Later {
+                handlers::Step::Later { reply } => Step::Later {
                     outcome: Box::pin(async move {
                         let reply = reply.await;
                         finish(broker, &session, seen, info, reply, None)
                     }),
-                    exclusive,
                 },
             }
         }

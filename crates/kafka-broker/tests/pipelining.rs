@@ -2,9 +2,11 @@
 //! partitions (`LogStore::submit`) before the next is read, the store confirms them when
 //! it can, and the responses still go out in request order. Anything else waits for
 //! them. An idempotent producer's requests overlap too (each checked against the ones in
-//! flight), and so do different idempotent producers' requests to one partition. The
-//! same idempotent batch sent on two connections at once lands once, and a failure in
-//! the middle of a producer's pipeline writes nothing twice.
+//! flight), and so do different idempotent producers' requests to one partition, and a
+//! transactional producer's (its transaction stays unstable until the batch that opened
+//! it is confirmed, whatever order the store confirms them in). The same idempotent
+//! batch sent on two connections at once lands once, and a failure in the middle of a
+//! producer's pipeline writes nothing twice.
 //!
 //! The store here is the embedded one behind a wrapper whose confirmations are held back:
 //! until a number of appends have been submitted (a connection that handled its requests
@@ -22,6 +24,11 @@ use kafka_broker::store::{
 };
 use kafka_broker::{BrokerConfig, Stores};
 use kafka_protocol::api::{decode_response, encode_request};
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnTopic,
+};
+use kafka_protocol::messages::end_txn_request::EndTxnRequest;
+use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::list_offsets_request::{
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
 };
@@ -326,7 +333,18 @@ fn produce(correlation_id: i32, acks: i16, options: BatchOptions, records: usize
 
 /// A Produce v9 request of `batch` to `t`/0.
 fn produce_batch(correlation_id: i32, acks: i16, batch: Bytes) -> Bytes {
+    produce_as(correlation_id, acks, None, batch)
+}
+
+/// A Produce v9 request of `batch` to `t`/0 under `transactional_id`.
+fn produce_as(
+    correlation_id: i32,
+    acks: i16,
+    transactional_id: Option<&'static str>,
+    batch: Bytes,
+) -> Bytes {
     let body = ProduceRequest {
+        transactional_id: transactional_id.map(ByteString::from_static),
         acks,
         timeout_ms: 30_000,
         topic_data: vec![TopicProduceData {
@@ -344,8 +362,15 @@ fn produce_batch(correlation_id: i32, acks: i16, batch: Bytes) -> Bytes {
 }
 
 fn list_latest(correlation_id: i32) -> Bytes {
+    list_latest_at(correlation_id, 0)
+}
+
+/// ListOffsets v7 of `t`/0's latest offset at `isolation_level` (1: read_committed, the
+/// last stable offset).
+fn list_latest_at(correlation_id: i32, isolation_level: i8) -> Bytes {
     let body = ListOffsetsRequest {
         replica_id: -1,
+        isolation_level,
         topics: vec![ListOffsetsTopic {
             name: ByteString::from_static("t"),
             partitions: vec![ListOffsetsPartition {
@@ -738,4 +763,197 @@ async fn large_requests_arrive_whole_with_and_without_pooled_read_buffers() {
             );
         }
     }
+}
+
+/// Sends `request` (API `key` at `version`) and returns the decoded response body.
+async fn call(socket: &mut TcpStream, key: ApiKey, version: i16, request: Bytes) -> ResponseBody {
+    socket.write_all(&request).await.unwrap();
+    decode_response(key, version, &response(socket).await.unwrap())
+        .unwrap()
+        .1
+}
+
+/// A transactional producer on one connection, with a second connection reading `t`/0's
+/// offsets as a consumer would.
+struct TxnProducer {
+    socket: TcpStream,
+    consumer: TcpStream,
+    pid: i64,
+    epoch: i16,
+    correlation_id: i32,
+}
+
+impl TxnProducer {
+    /// InitProducerId v4 for transactional id `tx`.
+    async fn init(addr: std::net::SocketAddr) -> TxnProducer {
+        let mut socket = TcpStream::connect(addr).await.unwrap();
+        let consumer = TcpStream::connect(addr).await.unwrap();
+        let init = InitProducerIdRequest {
+            transactional_id: Some(ByteString::from_static("tx")),
+            transaction_timeout_ms: 60_000,
+            producer_id: -1,
+            producer_epoch: -1,
+            ..Default::default()
+        };
+        let request = frame(1, 4, init.into());
+        let ResponseBody::InitProducerId(init) =
+            call(&mut socket, ApiKey::InitProducerId, 4, request).await
+        else {
+            panic!("not an InitProducerId response")
+        };
+        assert_eq!(init.error_code, 0);
+        TxnProducer {
+            socket,
+            consumer,
+            pid: init.producer_id,
+            epoch: init.producer_epoch,
+            correlation_id: 1,
+        }
+    }
+
+    fn next_id(&mut self) -> i32 {
+        self.correlation_id += 1;
+        self.correlation_id
+    }
+
+    /// AddPartitionsToTxn v3 of `t`/0.
+    async fn add_partition(&mut self) {
+        let add = AddPartitionsToTxnRequest {
+            v3_and_below_transactional_id: ByteString::from_static("tx"),
+            v3_and_below_producer_id: self.pid,
+            v3_and_below_producer_epoch: self.epoch,
+            v3_and_below_topics: vec![AddPartitionsToTxnTopic {
+                name: ByteString::from_static("t"),
+                partitions: vec![0],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let request = frame(self.next_id(), 3, add.into());
+        let ResponseBody::AddPartitionsToTxn(add) =
+            call(&mut self.socket, ApiKey::AddPartitionsToTxn, 3, request).await
+        else {
+            panic!("not an AddPartitionsToTxn response")
+        };
+        let result = &add.results_by_topic_v3_and_below[0].results_by_partition[0];
+        assert_eq!(result.partition_error_code, 0);
+    }
+
+    /// A Produce v9 request of one transactional batch of two records from `sequence`,
+    /// and its correlation id.
+    fn produce(&mut self, sequence: i32) -> (i32, Bytes) {
+        let id = self.next_id();
+        let options = BatchOptions {
+            transactional: true,
+            producer_id: self.pid,
+            producer_epoch: self.epoch,
+            base_sequence: sequence,
+            ..Default::default()
+        };
+        let records: Vec<NewRecord> = (0..2)
+            .map(|i| NewRecord {
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(Bytes::from(format!("{id}-{i}"))),
+                headers: vec![],
+            })
+            .collect();
+        let mut batch = BytesMut::new();
+        encode_batch(&options, &records, &mut batch).unwrap();
+        (id, produce_as(id, -1, Some("tx"), batch.freeze()))
+    }
+
+    /// EndTxn v3, committing.
+    async fn commit(&mut self) {
+        let end = EndTxnRequest {
+            transactional_id: ByteString::from_static("tx"),
+            producer_id: self.pid,
+            producer_epoch: self.epoch,
+            committed: true,
+            ..Default::default()
+        };
+        let request = frame(self.next_id(), 3, end.into());
+        let ResponseBody::EndTxn(end) = call(&mut self.socket, ApiKey::EndTxn, 3, request).await
+        else {
+            panic!("not an EndTxn response")
+        };
+        assert_eq!(end.error_code, 0);
+    }
+
+    /// The consumer's ListOffsets of the latest offset at `isolation_level`.
+    async fn latest(&mut self, isolation_level: i8) -> i64 {
+        let id = self.next_id();
+        self.consumer
+            .write_all(&list_latest_at(id, isolation_level))
+            .await
+            .unwrap();
+        let (answered, offset) = listed(&response(&mut self.consumer).await.unwrap());
+        assert_eq!(answered, id);
+        offset
+    }
+
+    /// Waits until the last stable offset is `offset` (the coordinator writes markers
+    /// after it answers EndTxn).
+    async fn until_stable_at(&mut self, offset: i64) {
+        let mut stable = -1;
+        for _ in 0..250 {
+            stable = self.latest(1).await;
+            if stable == offset {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the last stable offset stayed at {stable}, not {offset}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactional_producers_requests_overlap_and_stay_unstable_until_committed() {
+    // A first transaction (one batch, then its marker, both confirmed at once) loads the
+    // partition's transaction state. The second transaction's first batch is confirmed
+    // last (400 ms), its next two at once: the three complete together only if the
+    // producer's requests overlap, and while the first is unconfirmed its records,
+    // already in the store, must stay out of reach of read_committed consumers.
+    const STEPS: [(u64, bool); 5] = [(0, false), (0, false), (400, false), (0, false), (0, false)];
+    let store = Arc::new(Held::new(Hold::Script(&STEPS)));
+    let mut p = TxnProducer::init(serve_at(Arc::clone(&store)).await).await;
+    p.add_partition().await;
+    let (id, request) = p.produce(0);
+    p.socket.write_all(&request).await.unwrap();
+    assert_eq!(
+        produced(&response(&mut p.socket).await.unwrap()),
+        (id, 0, 0)
+    );
+    p.commit().await;
+    p.until_stable_at(3).await;
+
+    p.add_partition().await;
+    let mut out = BytesMut::new();
+    let mut expected = Vec::new();
+    for (sequence, offset) in [(2, 3), (4, 5), (6, 7)] {
+        let (id, request) = p.produce(sequence);
+        out.extend_from_slice(&request);
+        expected.push((id, 0, offset));
+    }
+    p.socket.write_all(&out).await.unwrap();
+    // The later two are confirmed; the first is in the store, not confirmed.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        p.latest(1).await,
+        3,
+        "read_committed stops before the transaction's first batch"
+    );
+    for answer in expected {
+        assert_eq!(produced(&response(&mut p.socket).await.unwrap()), answer);
+    }
+    assert_eq!(
+        store.most_open.load(Ordering::SeqCst),
+        3,
+        "the transaction's three appends were in flight at once"
+    );
+    assert_eq!(p.latest(1).await, 3);
+    assert_eq!(p.latest(0).await, 9);
+    // Committed: the marker (offset 9) makes every record stable.
+    p.commit().await;
+    p.until_stable_at(10).await;
 }

@@ -138,9 +138,6 @@ pub(crate) enum Step<'a> {
     /// Started: the request's effects hold their place, and the future completes it.
     Later {
         reply: Pin<Box<dyn Future<Output = Reply> + Send + 'a>>,
-        /// Whether the connection's next request must wait for this one to complete
-        /// (its outcome decides how the next is checked).
-        exclusive: bool,
     },
 }
 

@@ -34,9 +34,10 @@
 //! `INVALID_TXN_STATE` below; a coordinator that is busy, loading or elsewhere makes it
 //! `NOT_ENOUGH_REPLICAS` (retriable); a fenced producer `INVALID_PRODUCER_EPOCH`. Before
 //! the first transactional batch of a topic the store's transactional flag is set. Under
-//! the partition's producer lock the transaction index is made current and the batch
-//! counted ([`crate::txns::partitions`]) before it is handed to the store; sequence checks
-//! are the idempotent ones.
+//! the producer's lock on the partition the transaction index is found current (or
+//! rebuilt, under the partition's exclusive lock) and the batch counted
+//! ([`crate::txns::partitions`]) before it is handed to the store; sequence checks are
+//! the idempotent ones, against the producer's batches in flight too.
 //!
 //! A partition another gateway leads is answered `NOT_LEADER_OR_FOLLOWER` before its
 //! records are looked at; from v10 the answer names that gateway in `current_leader`
@@ -66,10 +67,13 @@
 //! anyone's do, and the same batch sent twice waits for the first one's outcome instead
 //! of landing twice. The partitions' own locks are held shared until the request's
 //! appends are settled, so other producers' batches on the same partitions are checked
-//! and appended alongside, and no recovery reads the log while an append is in flight. A
-//! partition whose producer state must be recovered first, or a transactional batch,
-//! takes them exclusively, and such a request is confirmed and recorded before the
-//! connection's next one is read. Under that lock, an
+//! and appended alongside, and no recovery reads the log while an append is in flight.
+//! Transactional batches go the same way (a transaction's later batch, confirmed before
+//! the one that opened it, leaves the transaction's pending bound in place:
+//! [`crate::txns::partitions::TxnPartitions::appended`]). A partition whose producer
+//! state or transaction index must be recovered first takes them exclusively, and such
+//! a request is confirmed and recorded before the connection's next one is read. Under
+//! that lock, an
 //! idempotent batch's partition is first confirmed as led by this gateway in the current
 //! view (the view may have changed since [`prepare`]) and, the first time since this
 //! gateway began leading it, its producer state is rebuilt from the log
@@ -85,7 +89,7 @@ use crate::store::{
     TopicConfig, TopicInfo, ValidBatch, check_batches_with,
 };
 use crate::txns::TxnRouter;
-use crate::txns::partitions::Guard;
+use crate::txns::partitions::{Guard, TxnTicket};
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
@@ -132,8 +136,6 @@ pub(crate) struct Prepared {
     acks: i16,
     timeout: Duration,
     now: i64,
-    /// Whether some batch is transactional.
-    transactional: bool,
     topics: Vec<PerTopic<Result<Batch, Failure>>>,
 }
 
@@ -164,16 +166,6 @@ struct TxnBatch {
     guard: Option<Guard>,
 }
 
-impl Prepared {
-    /// Whether the request must be complete before the connection's next one is read:
-    /// a transactional batch's next batch is checked against this one's outcome. An
-    /// idempotent producer's next batch is checked against the ones in flight instead
-    /// ([`crate::producers::Producers::begin`]), so its requests overlap.
-    pub(crate) fn exclusive(&self) -> bool {
-        self.transactional
-    }
-}
-
 /// A Produce request whose appends hold their place in their partitions.
 pub(crate) struct Submitted<'a> {
     acks: i16,
@@ -193,8 +185,9 @@ enum Pending<'a> {
         topic: String,
         id: BatchId,
         append_time: i64,
-        /// Offset delta of the last record, for a transactional batch.
-        txn: Option<i32>,
+        /// For a transactional batch: its last offset delta, and its place in the
+        /// partition's transaction index until its outcome is known.
+        txn: Option<(i32, TxnTicket<'a>)>,
         /// An idempotent batch's place among its producer's batches in flight.
         ticket: Option<Ticket<'a>>,
         append: PendingAppend,
@@ -210,11 +203,9 @@ enum Pending<'a> {
 /// completes it later.
 pub(crate) async fn start(ctx: Ctx<'_>, req: ProduceRequest) -> Step<'_> {
     let prepared = prepare(&ctx, req).await;
-    let exclusive = prepared.exclusive();
     let submitted = submit(&ctx, prepared).await;
     Step::Later {
         reply: Box::pin(async move { complete(&ctx, submitted).await }),
-        exclusive,
     }
 }
 
@@ -404,7 +395,6 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
         validate_all(jobs, checks, budget, ctx.broker.stores.log.as_ref())
     };
     let mut results = results.into_iter();
-    let mut transactional = false;
     let mut out: Vec<PerTopic<Result<Batch, Failure>>> = Vec::with_capacity(topics.len());
     // Results come in job order, which is the order of the partitions that passed.
     for topic in topics {
@@ -415,7 +405,6 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
                 Ok(name) => match results.next() {
                     Some(Ok((batch, id))) => {
                         let h = batch.header();
-                        transactional |= h.attributes.is_transactional();
                         let append_time =
                             if h.attributes.timestamp_type() == TimestampType::LogAppendTime {
                                 h.max_timestamp
@@ -455,7 +444,6 @@ pub(crate) async fn prepare(ctx: &Ctx<'_>, req: ProduceRequest) -> Prepared {
         acks,
         timeout,
         now,
-        transactional,
         topics: out,
     }
 }
@@ -994,6 +982,8 @@ pub(crate) async fn submit<'a>(ctx: &Ctx<'a>, prepared: Prepared) -> Submitted<'
             .collect(),
         _ => HashMap::new(),
     };
+    // Under shared locks nothing may be rebuilt from the log (appends are in flight).
+    let may_recover = matches!(guards, Some(Locks::Exclusive { .. }));
     let mut topics = Vec::with_capacity(prepared.topics.len());
     for topic in prepared.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
@@ -1009,12 +999,15 @@ pub(crate) async fn submit<'a>(ctx: &Ctx<'a>, prepared: Prepared) -> Submitted<'
                         Err(fail(ErrorCode::UNKNOWN_SERVER_ERROR, "no recovery outcome"))
                     }) {
                         Ok(()) => {
-                            submit_partition(ctx, b, index, prepared.now, prepared.timeout).await
+                            let (now, timeout) = (prepared.now, prepared.timeout);
+                            submit_partition(ctx, b, index, now, timeout, may_recover).await
                         }
                         Err(f) => Pending::Failed(f),
                     }
                 }
-                Ok(b) => submit_partition(ctx, b, index, prepared.now, prepared.timeout).await,
+                Ok(b) => {
+                    submit_partition(ctx, b, index, prepared.now, prepared.timeout, false).await
+                }
             };
             partitions.push((index, pending));
         }
@@ -1026,8 +1019,8 @@ pub(crate) async fn submit<'a>(ctx: &Ctx<'a>, prepared: Prepared) -> Submitted<'
     }
     // Under shared locks the batches are in flight in the producer state and the next
     // ones are checked against them: the producers' locks go now, the partitions' stay
-    // until the appends are settled. Under exclusive locks (a recovery, a transactional
-    // batch) everything is confirmed and recorded before they go.
+    // until the appends are settled. Under exclusive locks (a recovery) everything is
+    // confirmed and recorded before they go.
     let partitions = match guards {
         Some(Locks::Shared { own, partitions }) => {
             drop(own);
@@ -1053,14 +1046,14 @@ enum Locks<'a> {
     /// No idempotent batch.
     None,
     /// The producers' locks, and their partitions' locks shared with other producers'
-    /// appends: every partition was ready (led here, producer state recovered) and no
-    /// batch is transactional.
+    /// appends: every partition was ready (led here, producer state recovered and, for
+    /// a transactional batch, the transaction index current and the topic flagged
+    /// transactional in the store).
     Shared {
         own: Vec<tokio::sync::MutexGuard<'a, ()>>,
         partitions: Vec<tokio::sync::RwLockReadGuard<'a, ()>>,
     },
-    /// The producers' locks and their partitions' locks alone, for a recovery or a
-    /// transactional batch.
+    /// The producers' locks and their partitions' locks alone, for a recovery.
     Exclusive {
         own: Vec<tokio::sync::MutexGuard<'a, ()>>,
         partitions: Vec<tokio::sync::RwLockWriteGuard<'a, ()>>,
@@ -1068,7 +1061,8 @@ enum Locks<'a> {
 }
 
 /// Takes the locks of `idempotent` (topic, partition, producer id, transactional): the
-/// producers' first, then their partitions' shared if that is enough, else exclusive.
+/// producers' first, then their partitions' shared if every partition is ready for its
+/// batch, else exclusive.
 async fn lock_idempotent<'a>(ctx: &Ctx<'a>, idempotent: &[(&str, i32, i64, bool)]) -> Locks<'a> {
     let producers: &'a crate::producers::Producers = &ctx.broker.producers;
     let partitions: Vec<usize> = idempotent
@@ -1083,22 +1077,22 @@ async fn lock_idempotent<'a>(ctx: &Ctx<'a>, idempotent: &[(&str, i32, i64, bool)
                 .collect(),
         )
         .await;
-    if !idempotent.iter().any(|(.., txn)| *txn) {
-        let shared = producers.lock_shared(partitions.clone()).await;
-        let membership = ctx.broker.membership.as_ref();
-        let ready = idempotent.iter().all(|(topic, partition, ..)| {
-            matches!(
-                producers.readiness(membership, topic, *partition),
-                Ok(crate::producers::Readiness::Ready)
-            )
-        });
-        if ready {
-            return Locks::Shared {
-                own,
-                partitions: shared,
-            };
-        }
+    let shared = producers.lock_shared(partitions.clone()).await;
+    let membership = ctx.broker.membership.as_ref();
+    let txns = &ctx.broker.txn_partitions;
+    let ready = idempotent.iter().all(|(topic, partition, _, txn)| {
+        matches!(
+            producers.readiness(membership, topic, *partition),
+            Ok(crate::producers::Readiness::Ready)
+        ) && (!*txn || (txns.is_ready(membership, topic, *partition) && txns.is_flagged(topic)))
+    });
+    if ready {
+        return Locks::Shared {
+            own,
+            partitions: shared,
+        };
     }
+    drop(shared);
     Locks::Exclusive {
         own,
         partitions: producers.lock(partitions).await,
@@ -1154,17 +1148,21 @@ async fn recover_all(
         .await
 }
 
+/// Checks one partition's batch against its producer's state and hands it to the store.
+/// `may_recover`: the caller holds the partition's lock exclusively, so a transaction
+/// index may be rebuilt from the log here.
 async fn submit_partition<'a>(
     ctx: &Ctx<'a>,
     b: Batch,
     partition: i32,
     now: i64,
     timeout: Duration,
+    may_recover: bool,
 ) -> Pending<'a> {
     let producers: &'a crate::producers::Producers = &ctx.broker.producers;
     let log = &ctx.broker.stores.log;
     if b.txn.is_some()
-        && let Err(f) = ready_for_txn(ctx, &b.topic, partition).await
+        && let Err(f) = ready_for_txn(ctx, &b.topic, partition, may_recover).await
     {
         return Pending::Failed(f);
     }
@@ -1190,31 +1188,34 @@ async fn submit_partition<'a>(
         }
         Err(code) => return Pending::Failed(Failure::code(code)),
     }
-    if let Some(txn) = b.txn
-        && let Err(code) = ctx.broker.txn_partitions.begin_append(
-            &b.topic,
-            partition,
-            b.id.producer_id,
-            b.id.epoch,
-            txn.guard,
-        )
-    {
-        return Pending::Failed(if code == ErrorCode::INVALID_TXN_STATE {
-            not_in_transaction(ctx.version)
-        } else {
-            Failure::code(code)
-        });
-    }
+    let parts: &'a crate::txns::partitions::TxnPartitions = &ctx.broker.txn_partitions;
+    // From here an append whose outcome is not folded in (the store refuses it, the
+    // request goes away) has the transaction index rebuilt from the log (the ticket's
+    // drop).
+    let txn = match b.txn {
+        None => None,
+        Some(txn) => {
+            match parts.begin_append(&b.topic, partition, b.id.producer_id, b.id.epoch, txn.guard) {
+                Ok(opens) => Some((
+                    txn.last_offset_delta,
+                    TxnTicket::new(parts, &b.topic, partition, opens),
+                )),
+                Err(code) => {
+                    return Pending::Failed(if code == ErrorCode::INVALID_TXN_STATE {
+                        not_in_transaction(ctx.version)
+                    } else {
+                        Failure::code(code)
+                    });
+                }
+            }
+        }
+    };
     let submitted =
         tokio::time::timeout(timeout, log.submit(&b.topic, partition, vec![b.batch], now)).await;
     if !matches!(submitted, Ok(Ok(_))) && b.id.idempotent() {
-        // The batch may still land: only the log can tell, so read it again next time.
+        // The batch may still land: only the log can tell, so read it again next time
+        // (the transaction index too: `txn` is dropped unsettled).
         producers.unrecover(&b.topic, partition);
-        if b.txn.is_some() {
-            ctx.broker
-                .txn_partitions
-                .append_unknown(&b.topic, partition);
-        }
     }
     match submitted {
         Ok(Ok(append)) => Pending::Appending {
@@ -1222,7 +1223,7 @@ async fn submit_partition<'a>(
             topic: b.topic,
             id: b.id,
             append_time: b.append_time,
-            txn: b.txn.map(|t| t.last_offset_delta),
+            txn,
             append,
         },
         Ok(Err(e)) => Pending::Failed(fail(e.error_code(), e.to_string())),
@@ -1231,20 +1232,33 @@ async fn submit_partition<'a>(
 }
 
 /// Makes a partition ready for a transactional batch (under its producer lock): its
-/// transaction index current, and its topic flagged transactional in the store.
-async fn ready_for_txn(ctx: &Ctx<'_>, topic: &str, partition: i32) -> Result<(), Failure> {
+/// transaction index current (rebuilt from the log only if `may_recover`), and its topic
+/// flagged transactional in the store.
+async fn ready_for_txn(
+    ctx: &Ctx<'_>,
+    topic: &str,
+    partition: i32,
+    may_recover: bool,
+) -> Result<(), Failure> {
     let broker = ctx.broker;
     let parts = &broker.txn_partitions;
     let log = broker.stores.log.as_ref();
-    parts
-        .ensure_recovered(log, broker.membership.as_ref(), topic, partition)
-        .await
-        .map_err(|code| {
-            fail(
-                code,
-                "the partition's transaction state is not loaded; retry",
-            )
-        })?;
+    let not_loaded = |code| {
+        fail(
+            code,
+            "the partition's transaction state is not loaded; retry",
+        )
+    };
+    if may_recover {
+        parts
+            .ensure_recovered(log, broker.membership.as_ref(), topic, partition)
+            .await
+            .map_err(not_loaded)?;
+    } else if !parts.is_ready(broker.membership.as_ref(), topic, partition) {
+        // Dropped since the request's locks were taken (another partition's index took
+        // its place): the retry rebuilds it.
+        return Err(not_loaded(ErrorCode::NOT_LEADER_OR_FOLLOWER));
+    }
     if !parts.is_flagged(topic) {
         log.mark_transactional(topic)
             .await
@@ -1312,15 +1326,14 @@ async fn settle<'a>(
             };
             // Whether the batch landed is unknown (a store may still write it after an
             // error or a timeout): the next batch of the partition reads the log again
-            // rather than trust the state held here (the ticket's failure marks it so).
+            // rather than trust the state held here (the ticket's failure marks it so,
+            // and the transaction ticket's drop marks the transaction index).
             match ticket {
                 Some(ticket) => ticket.failed(failure.code),
                 None if id.idempotent() => ctx.broker.producers.unrecover(&topic, partition),
                 None => {}
             }
-            if txn.is_some() {
-                ctx.broker.txn_partitions.append_unknown(&topic, partition);
-            }
+            drop(txn);
             return Pending::Failed(failure);
         }
     };
@@ -1328,19 +1341,25 @@ async fn settle<'a>(
         ticket.landed(outcome.base_offset, crate::broker::now_ms());
     }
     if id.idempotent() {
-        let last_delta = txn.unwrap_or(id.records.saturating_sub(1));
-        ctx.broker.txn_partitions.appended(
-            &topic,
-            partition,
-            &BatchSummary {
-                base_offset: outcome.base_offset,
-                last_offset: outcome.base_offset.saturating_add(i64::from(last_delta)),
-                producer_id: id.producer_id,
-                producer_epoch: id.epoch,
-                transactional: txn.is_some(),
-                marker: None,
-            },
-        );
+        let last_delta = txn
+            .as_ref()
+            .map_or(id.records.saturating_sub(1), |(delta, _)| *delta);
+        let summary = BatchSummary {
+            base_offset: outcome.base_offset,
+            last_offset: outcome.base_offset.saturating_add(i64::from(last_delta)),
+            producer_id: id.producer_id,
+            producer_epoch: id.epoch,
+            transactional: txn.is_some(),
+            marker: None,
+        };
+        match txn {
+            Some((_, txn)) => txn.landed(&summary),
+            // Moves the partition's end only.
+            None => ctx
+                .broker
+                .txn_partitions
+                .appended(&topic, partition, &summary, false),
+        }
     }
     Pending::Done(outcome)
 }

@@ -8,18 +8,22 @@
 //!
 //! ## Appends and the LSO
 //!
-//! A transactional batch is idempotent, so the produce handler holds the partition's
-//! producer lock (see [`crate::producers`]) from its checks until the store confirmed the
-//! append. Transactional appends and markers of one partition are therefore observed one
-//! at a time, in offset order. A batch that opens a transaction is counted before it is
-//! handed to the store: [`TxnPartitions::begin_append`] records a *pending* lower bound
-//! for the producer (every offset the append can land at is at or above it), and
-//! [`TxnPartitions::appended`] replaces it with the real first offset. The LSO is the
-//! smallest of the high watermark, the first offset of every open transaction and every
-//! pending bound, so a consumer never sees data that is already in the store but not yet
-//! counted as part of an open transaction. An append whose outcome is unknown (error,
-//! timeout) keeps its bound and marks the partition for a new recovery: only the log can
-//! tell whether it landed.
+//! A transactional batch is idempotent: the produce handler checks it and hands it to the
+//! store under its producer's lock on the partition, and holds the partition's own lock
+//! shared until the store confirmed it (see [`crate::producers`]). So a producer's
+//! batches are begun ([`TxnPartitions::begin_append`]) in offset order, several
+//! producers' appends (and one producer's pipelined ones) are in flight at once, and a
+//! marker, a recovery or a rebuild, which take the partition's lock exclusively, see none
+//! in flight. A batch that opens a transaction is counted before it is handed to the
+//! store: [`TxnPartitions::begin_append`] records a *pending* lower bound for the
+//! producer (every offset the append can land at is at or above it), and
+//! [`TxnPartitions::appended`] replaces it with the real first offset once that batch
+//! is confirmed, whatever order the producer's later batches are confirmed in. The LSO
+//! is the smallest of the high watermark, the first offset of every open transaction
+//! and every pending bound, so a consumer never sees data that is already in the store
+//! but not yet counted as part of an open transaction. An append whose outcome is
+//! unknown (error, timeout) keeps its bound and marks the partition for a new recovery:
+//! only the log can tell whether it landed.
 //!
 //! ## Verification (KIP-890 part 1)
 //!
@@ -209,6 +213,53 @@ impl State {
     }
 }
 
+/// A transactional batch handed to the store (after [`TxnPartitions::begin_append`]),
+/// until its outcome is folded in. Dropped unsettled (its request went away with the
+/// append in flight) it counts as an unknown outcome: the partition's index is rebuilt
+/// from the log before it is used again, so a transaction whose first batch was never
+/// folded in is not opened at a later batch's offset.
+pub(crate) struct TxnTicket<'a> {
+    parts: &'a TxnPartitions,
+    topic: String,
+    partition: i32,
+    /// The batch opened its producer's transaction.
+    opens: bool,
+    settled: bool,
+}
+
+impl<'a> TxnTicket<'a> {
+    /// A ticket for a batch `begin_append` accepted (`opens`: its answer).
+    pub(crate) fn new(
+        parts: &'a TxnPartitions,
+        topic: &str,
+        partition: i32,
+        opens: bool,
+    ) -> TxnTicket<'a> {
+        TxnTicket {
+            parts,
+            topic: topic.to_owned(),
+            partition,
+            opens,
+            settled: false,
+        }
+    }
+
+    /// The store confirmed the batch: [`TxnPartitions::appended`].
+    pub(crate) fn landed(mut self, batch: &BatchSummary) {
+        self.settled = true;
+        self.parts
+            .appended(&self.topic, self.partition, batch, self.opens);
+    }
+}
+
+impl Drop for TxnTicket<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.parts.append_unknown(&self.topic, self.partition);
+        }
+    }
+}
+
 /// Per led partition: its transaction index and what is being appended.
 #[derive(Debug)]
 pub(crate) struct TxnPartitions {
@@ -257,7 +308,6 @@ impl TxnPartitions {
     }
 
     /// Whether `topic`'s `partition` index is current (led and rebuilt since).
-    #[cfg(test)]
     pub(crate) fn is_ready(
         &self,
         membership: &dyn Membership,
@@ -435,13 +485,23 @@ impl TxnPartitions {
         .unwrap_or(true)
     }
 
-    /// Records a positive verification of `producer_id` in the partition.
+    /// Records a positive verification of `producer_id` in the partition. Verifications
+    /// until the transaction ends share one guard (as Kafka's verification entry is
+    /// created only if absent): the same batch verified on two connections, or two
+    /// batches verified before either is appended, may each open the transaction. A
+    /// marker, written or found with nothing to write, removes the guard, so a
+    /// verification answered before the transaction ended opens nothing after it.
     pub(crate) fn set_guard(&self, topic: &str, partition: i32, producer_id: i64) -> Guard {
-        let guard = self.next_guard.fetch_add(1, Ordering::Relaxed);
         let max = self.limits.max_guards.max(1);
         self.with_state(|s| {
             let key = (topic.to_string(), partition, producer_id);
-            if !s.guards.contains_key(&key) && s.guards.len() >= max {
+            let tick = s.next_tick();
+            if let Some((guard, _)) = s.guards.get(&key) {
+                let guard = *guard;
+                s.guards.insert(key, (guard, tick));
+                return Guard(guard);
+            }
+            if s.guards.len() >= max {
                 // The oldest hundredth goes.
                 let mut ages: Vec<u64> = s.guards.values().map(|(_, t)| *t).collect();
                 let cut = (max / 100).max(1).min(ages.len()) - 1;
@@ -449,10 +509,11 @@ impl TxnPartitions {
                 let cutoff = *cutoff;
                 s.guards.retain(|_, (_, t)| *t > cutoff);
             }
-            let tick = s.next_tick();
+            let guard = self.next_guard.fetch_add(1, Ordering::Relaxed);
             s.guards.insert(key, (guard, tick));
-        });
-        Guard(guard)
+            Guard(guard)
+        })
+        .unwrap_or(Guard(0))
     }
 
     /// Checks a transactional batch of `producer_id` at `producer_epoch` before it is
@@ -461,7 +522,8 @@ impl TxnPartitions {
     /// `INVALID_PRODUCER_EPOCH`; a batch that opens a transaction needs the `guard` of a
     /// verification still current, else `INVALID_TXN_STATE` (the caller answers
     /// `TRANSACTION_ABORTABLE` from Produce v11). A batch that opens one is counted as
-    /// pending from here.
+    /// pending from here, and `Ok(true)` says so: [`TxnPartitions::appended`] needs to
+    /// know which batch opened the transaction.
     pub(crate) fn begin_append(
         &self,
         topic: &str,
@@ -469,7 +531,7 @@ impl TxnPartitions {
         producer_id: i64,
         producer_epoch: i16,
         guard: Option<Guard>,
-    ) -> Result<(), ErrorCode> {
+    ) -> Result<bool, ErrorCode> {
         self.with_state(|s| {
             let tick = s.next_tick();
             let key = (topic.to_string(), partition);
@@ -487,21 +549,26 @@ impl TxnPartitions {
                 return Err(ErrorCode::INVALID_PRODUCER_EPOCH);
             }
             if part.open(producer_id) {
-                return Ok(());
+                return Ok(false);
             }
             if guard.is_none() || guard != current {
                 return Err(ErrorCode::INVALID_TXN_STATE);
             }
             let bound = part.end.max(part.index.end());
             part.pending.insert(producer_id, bound);
-            Ok(())
+            Ok(true)
         })
         .unwrap_or(Err(ErrorCode::UNKNOWN_SERVER_ERROR))
     }
 
-    /// Folds in a batch the store confirmed (under the partition's producer lock).
-    /// Non-transactional batches only move the partition's end.
-    pub(crate) fn appended(&self, topic: &str, partition: i32, batch: &BatchSummary) {
+    /// Folds in a batch the store confirmed; `opens` says whether it is the batch that
+    /// opened its producer's transaction ([`TxnPartitions::begin_append`]'s answer).
+    /// Non-transactional batches only move the partition's end. A producer's batches
+    /// may be confirmed out of order: a later batch of a transaction confirmed before the
+    /// one that opened it leaves the pending bound in place (the opener lands below it,
+    /// and may already be readable in the store), and the opener opens the transaction
+    /// at its own offset.
+    pub(crate) fn appended(&self, topic: &str, partition: i32, batch: &BatchSummary, opens: bool) {
         self.with_state(|s| {
             let Some(part) = s.parts.get_mut(&(topic.to_string(), partition)) else {
                 return;
@@ -509,7 +576,11 @@ impl TxnPartitions {
             if part.stale {
                 return;
             }
-            if batch.transactional || batch.marker.is_some() {
+            let opener_in_flight = batch.transactional
+                && batch.marker.is_none()
+                && !opens
+                && part.pending.contains_key(&batch.producer_id);
+            if (batch.transactional || batch.marker.is_some()) && !opener_in_flight {
                 part.index.observe(batch);
                 part.pending.remove(&batch.producer_id);
             }
@@ -705,6 +776,7 @@ impl TxnPartitions {
                 transactional: true,
                 marker: Some(marker),
             },
+            false,
         );
         self.with_state(|s| {
             s.guards

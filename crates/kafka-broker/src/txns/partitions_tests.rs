@@ -97,7 +97,7 @@ async fn txn_append(b: &Broker, producer_id: i64, epoch: i16, n: usize) -> Resul
     let guard = parts
         .needs_verification("t", 0, producer_id)
         .then(|| parts.set_guard("t", 0, producer_id));
-    parts.begin_append("t", 0, producer_id, epoch, guard)?;
+    let opens = parts.begin_append("t", 0, producer_id, epoch, guard)?;
     let out = log
         .append("t", 0, vec![batch(producer_id, epoch, 0, true, n)], 0)
         .await
@@ -125,6 +125,7 @@ async fn txn_append(b: &Broker, producer_id: i64, epoch: i16, n: usize) -> Resul
             transactional: true,
             marker: None,
         },
+        opens,
     );
     Ok(out.base_offset)
 }
@@ -181,6 +182,103 @@ async fn the_lso_stops_at_open_and_pending_transactions() {
     assert!(parts.aborted("t", 0, 0, i64::MAX).is_empty());
 }
 
+/// A summary of a transactional data batch of `PID` at `base`..=`last`.
+fn data(base: i64, last: i64) -> BatchSummary {
+    BatchSummary {
+        base_offset: base,
+        last_offset: last,
+        producer_id: PID,
+        producer_epoch: 0,
+        transactional: true,
+        marker: None,
+    }
+}
+
+#[tokio::test]
+async fn a_later_batch_confirmed_before_the_opener_keeps_the_transaction_unstable() {
+    let b = broker().await;
+    let parts = &b.txn_partitions;
+    plain_append(&b, 2).await;
+    parts.ensure_ready(&b, "t", 0).await.unwrap();
+    // Three pipelined batches of one transaction, begun in order: only the first opens.
+    let guard = parts.set_guard("t", 0, PID);
+    assert_eq!(parts.begin_append("t", 0, PID, 0, Some(guard)), Ok(true));
+    assert_eq!(parts.begin_append("t", 0, PID, 0, Some(guard)), Ok(false));
+    assert_eq!(parts.begin_append("t", 0, PID, 0, Some(guard)), Ok(false));
+    // All three are in the store (offsets 2-3, 4-5, 6); the third is confirmed first,
+    // then the second: the opener's records at 2-3 are readable in the store, so the
+    // LSO must stay at or below 2.
+    for _ in 0..2 {
+        b.stores
+            .log
+            .append("t", 0, vec![batch(PID, 0, 0, true, 2)], 0)
+            .await
+            .unwrap();
+    }
+    b.stores
+        .log
+        .append("t", 0, vec![batch(PID, 0, 0, true, 1)], 0)
+        .await
+        .unwrap();
+    let hw = hw(&b).await;
+    parts.appended("t", 0, &data(6, 6), false);
+    assert_eq!(parts.lso("t", 0, hw), 2);
+    parts.appended("t", 0, &data(4, 5), false);
+    assert_eq!(parts.lso("t", 0, hw), 2);
+    // The opener opens the transaction at its own offset.
+    parts.appended("t", 0, &data(2, 3), true);
+    assert_eq!(parts.lso("t", 0, hw), 2);
+    assert_eq!(
+        parts.write_marker(&b, &marker(PID, 0, 0, true)).await,
+        ErrorCode::NONE
+    );
+    assert_eq!(parts.lso("t", 0, hw + 1), hw + 1);
+}
+
+#[tokio::test]
+async fn an_opener_dropped_before_its_outcome_has_the_index_rebuilt_from_the_log() {
+    let b = broker().await;
+    let parts = &b.txn_partitions;
+    plain_append(&b, 2).await;
+    parts.ensure_ready(&b, "t", 0).await.unwrap();
+    b.stores.log.mark_transactional("t").await.unwrap();
+    let guard = parts.set_guard("t", 0, PID);
+    let opener = TxnTicket::new(
+        parts,
+        "t",
+        0,
+        parts.begin_append("t", 0, PID, 0, Some(guard)).unwrap(),
+    );
+    let later = TxnTicket::new(
+        parts,
+        "t",
+        0,
+        parts.begin_append("t", 0, PID, 0, Some(guard)).unwrap(),
+    );
+    for n in [2, 1] {
+        b.stores
+            .log
+            .append("t", 0, vec![batch(PID, 0, 0, true, n)], 0)
+            .await
+            .unwrap();
+    }
+    let hw = hw(&b).await;
+    // The opener's request goes away; the later batch is confirmed.
+    drop(opener);
+    later.landed(&data(4, 4));
+    assert_eq!(parts.lso("t", 0, hw), 2);
+    // Read from the log: the transaction opens at the opener's offset.
+    parts.ensure_ready(&b, "t", 0).await.unwrap();
+    assert_eq!(parts.lso("t", 0, hw), 2);
+    assert_eq!(
+        parts.write_marker(&b, &marker(PID, 0, 0, false)).await,
+        ErrorCode::NONE
+    );
+    let aborted = parts.aborted("t", 0, 0, i64::MAX);
+    assert_eq!(aborted.len(), 1);
+    assert_eq!((aborted[0].first_offset, aborted[0].last_offset), (2, 5));
+}
+
 #[tokio::test]
 async fn opening_a_transaction_needs_a_current_guard() {
     let b = broker().await;
@@ -190,13 +288,12 @@ async fn opening_a_transaction_needs_a_current_guard() {
         parts.begin_append("t", 0, PID, 0, None),
         Err(ErrorCode::INVALID_TXN_STATE)
     );
-    // A guard from before a marker is stale after it.
-    let old = parts.set_guard("t", 0, PID);
+    // Verifications before the transaction opens share one guard (the same batch
+    // verified on two connections).
+    let first = parts.set_guard("t", 0, PID);
     let newer = parts.set_guard("t", 0, PID);
-    assert_eq!(
-        parts.begin_append("t", 0, PID, 0, Some(old)),
-        Err(ErrorCode::INVALID_TXN_STATE)
-    );
+    assert_eq!(first, newer);
+    // A guard from before a marker is stale after it.
     let stale = parts.set_guard("t", 0, 7);
     txn_append(&b, 7, 0, 1).await.unwrap();
     assert_eq!(
@@ -207,6 +304,20 @@ async fn opening_a_transaction_needs_a_current_guard() {
         parts.begin_append("t", 0, 7, 0, Some(stale)),
         Err(ErrorCode::INVALID_TXN_STATE)
     );
+    // The next transaction's verification does not revive it.
+    let next = parts.set_guard("t", 0, 7);
+    assert_ne!(next, stale);
+    assert_eq!(
+        parts.begin_append("t", 0, 7, 0, Some(stale)),
+        Err(ErrorCode::INVALID_TXN_STATE)
+    );
+    // Nor does a marker that finds nothing open keep one.
+    let unused = parts.set_guard("t", 0, 99);
+    assert_eq!(
+        parts.write_marker(&b, &marker(99, 0, 0, true)).await,
+        ErrorCode::NONE
+    );
+    assert_ne!(parts.set_guard("t", 0, 99), unused);
     parts.begin_append("t", 0, PID, 0, Some(newer)).unwrap();
 }
 
