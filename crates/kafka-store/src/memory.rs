@@ -494,8 +494,16 @@ impl MemoryStore {
         }
     }
 
+    /// Whether `bytes` more fit under `max_total_bytes` now.
+    fn has_room(&self, bytes: usize) -> bool {
+        self.total_bytes
+            .load(Ordering::Acquire)
+            .checked_add(bytes)
+            .is_some_and(|total| total <= self.config.max_total_bytes)
+    }
+
     /// Counts `bytes` more held, past `max_total_bytes` if need be (a compacted batch
-    /// re-encoded a few bytes larger than the one it replaced).
+    /// re-encoded larger than the one it replaced).
     fn grow(&self, bytes: usize) {
         if bytes > 0 {
             self.total_bytes.fetch_add(bytes, Ordering::AcqRel);

@@ -35,11 +35,16 @@
 //! - **Swap**: rewritten batches replace the old ones under the partition lock, a window
 //!   of at most [`SWAP_WINDOW_BYTES`] at a time, so a read sees every batch either old or
 //!   new. A batch that retention or `DeleteRecords` removed meanwhile is left alone. The
-//!   store's byte accounting follows. A re-encoded batch a few bytes larger than the
-//!   original (a codec's whim, up to [`GROWTH_SLACK_BYTES`]) is swapped in and counted
-//!   (the store may then hold that much past `max_total_bytes`, which bounds appends);
-//!   one larger still is not, and keeps its superseded records until a pass whose key
-//!   map holds their keys rewrites it smaller.
+//!   store's byte accounting follows. A re-encoding can come out larger than the batch it
+//!   replaces (fewer records, but the producer compressed at a higher level than the
+//!   store does). Up to [`GROWTH_SLACK_BYTES`] larger it is swapped in and counted
+//!   always (the store may then hold that much past `max_total_bytes`, which bounds
+//!   appends); larger still, only while the store has room for the growth under
+//!   `max_total_bytes`. Without room the batch is kept whole, and the clean offset does
+//!   not move past it: the records that supersede its records stay in the dirty
+//!   section, so every later pass has their keys in its key map and tries again, and no
+//!   pass takes the superseded records for the latest of their keys (or removes a
+//!   tombstone that still has to hide them).
 //!
 //! # Budget
 //! The background task ([`MemoryStore::start_cleaner`]) runs one pass every
@@ -66,9 +71,9 @@ use tokio::time::MissedTickBehavior;
 pub const SWAP_WINDOW_BYTES: usize = 8 << 20;
 
 /// How much larger than the batch it replaces a re-encoding may be and still be swapped
-/// in. A codec can encode fewer records in a few more bytes; keeping such a batch as it
-/// was would leave its superseded records in the clean section for good, where a later
-/// pass whose key map lacks their keys takes them for the latest of their keys.
+/// in when the store is full. A codec can encode fewer records in a few more bytes;
+/// keeping such a batch as it was would hold the partition's clean offset below it until
+/// the store has room.
 pub const GROWTH_SLACK_BYTES: usize = 64;
 
 /// The cleaner's budget (Kafka's `log.cleaner.*` broker settings).
@@ -484,6 +489,10 @@ impl MemoryStore {
         // Phase 2: rewrite everything before `end`, a window at a time.
         let mut window: HashMap<i64, Replacement> = HashMap::new();
         let mut window_bytes = 0usize;
+        // Growth past the slack the window's re-encodings take from the store's room.
+        let mut window_growth = 0usize;
+        // The first batch kept whole for want of room: the clean offset stays below it.
+        let mut deferred: Option<i64> = None;
         let mut removed_total = 0u64;
         for b in plan.batches.iter().filter(|b| b.base_offset < end) {
             if abort.load(Ordering::Acquire) {
@@ -538,8 +547,15 @@ impl MemoryStore {
             let new = if outcome.kept == 0 {
                 None
             } else {
-                if out.len() > b.bytes.len() + GROWTH_SLACK_BYTES {
-                    continue;
+                let growth = out.len().saturating_sub(b.bytes.len());
+                if growth > GROWTH_SLACK_BYTES {
+                    if !self.has_room(window_growth + growth) {
+                        // Kept whole for now; its superseded records must not become
+                        // the clean section's, so what supersedes them stays dirty.
+                        deferred.get_or_insert(b.base_offset);
+                        continue;
+                    }
+                    window_growth += growth;
                 }
                 let bytes = out.freeze();
                 let header = RecordBatch::decode(&bytes, &limits())?;
@@ -560,6 +576,7 @@ impl MemoryStore {
             );
             if window_bytes >= SWAP_WINDOW_BYTES {
                 window_bytes = 0;
+                window_growth = 0;
                 match self.swap(partition, std::mem::take(&mut window)) {
                     Some(removed) => removed_total += removed,
                     None => return Ok(false),
@@ -570,6 +587,7 @@ impl MemoryStore {
             return Ok(false);
         };
         removed_total += removed;
+        let end = deferred.map_or(end, |at| end.min(at));
         if let Ok(mut log) = partition.lock() {
             log.clean_offset = log.clean_offset.max(end);
         }
@@ -683,7 +701,7 @@ mod tests {
     use super::*;
     use crate::compaction::KEY_MAP_ENTRY_BYTES;
     use crate::{CleanupPolicy, LogStore, NewTopic, ValidBatch};
-    use kafka_records::{BatchOptions, Compression, NewRecord, encode_batch};
+    use kafka_records::{BATCH_HEADER_LEN, BatchOptions, Compression, NewRecord, encode_batch};
     use proptest::prelude::*;
 
     const T0: i64 = 1_700_000_000_000;
@@ -850,6 +868,115 @@ mod tests {
         // Nothing left to do: the clean section holds one record per key.
         assert_eq!(store.apply_compaction(T0 + 2), 0);
         assert_eq!(store.cleaner_stats(10).passes, 1);
+    }
+
+    /// A zstd batch of `records` compressed at level 19, as a producer configured with a
+    /// high `compression.zstd.level` sends it (the store re-encodes at level 3).
+    fn dense_zstd(records: &[(Option<String>, Option<String>)]) -> ValidBatch {
+        let plain = batch(records, Compression::None);
+        let zstd = batch(records, Compression::Zstd);
+        let section = &plain.as_bytes()[BATCH_HEADER_LEN..];
+        let packed = zstd::bulk::compress(section, 19).unwrap();
+        let mut out = BytesMut::from(&zstd.as_bytes()[..BATCH_HEADER_LEN]);
+        out.extend_from_slice(&packed);
+        let batch_length = i32::try_from(out.len() - 12).unwrap();
+        out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+        let crc = kafka_records::crc32c(&out[21..]);
+        out[17..21].copy_from_slice(&crc.to_be_bytes());
+        ValidBatch::from_bytes(&out.freeze(), &DecodeLimits::default()).unwrap()
+    }
+
+    /// Log-like text: words from a small vocabulary picked by a xorshift generator.
+    fn text(seed: u64, words: usize) -> String {
+        const VOCABULARY: [&str; 12] = [
+            "request",
+            "partition",
+            "offset",
+            "GET",
+            "/api/v1/orders",
+            "200",
+            "latency",
+            "ms",
+            "user",
+            "session",
+            "cache",
+            "miss",
+        ];
+        let mut x = seed.max(1);
+        let mut out = String::new();
+        for _ in 0..words {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            out.push_str(VOCABULARY[(x % 12) as usize]);
+            out.push_str(if x.is_multiple_of(7) { "\n" } else { " " });
+            out.push_str(&(x % 1000).to_string());
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_reencoding_larger_than_its_batch_waits_for_room_below_the_clean_offset() {
+        let records: Vec<_> = (0..100)
+            .map(|i| kv(&format!("k{i}"), Some(&text(i + 1, 300))))
+            .collect();
+        let dense = dense_zstd(&records);
+        // The same records but the first at the store's level: what a rewrite gives.
+        let rewritten = batch(&records[1..], Compression::Zstd).as_bytes().len();
+        let growth = rewritten - dense.as_bytes().len();
+        assert!(growth > 1000, "the rewrite grows by {growth} bytes");
+        for room in [true, false] {
+            let appended = dense.as_bytes().len() + 2_000;
+            let store = MemoryStore::new(super::super::MemoryStoreConfig {
+                // Without room: what is appended below, plus a filler freed later.
+                max_total_bytes: if room { usize::MAX } else { appended + 10_000 },
+                ..super::super::MemoryStoreConfig::default()
+            });
+            create(&store, "t", compacted(0, 0, 0.0)).await;
+            create(&store, "filler", TopicConfig::KAFKA_DEFAULT).await;
+            store.append("t", 0, vec![dense.clone()], T0).await.unwrap();
+            // Supersedes k0; the last batch is never cleaned.
+            put(&store, "t", &[kv("k0", Some("new"))], Compression::None, T0).await;
+            put(&store, "t", &[kv("z", Some("z"))], Compression::None, T0).await;
+            if !room {
+                let free = 10_000 + appended - store.total_bytes();
+                let filler = "f".repeat(free - 200);
+                put(
+                    &store,
+                    "filler",
+                    &[kv("f", Some(&filler))],
+                    Compression::None,
+                    T0,
+                )
+                .await;
+            }
+            let before = store.total_bytes();
+            store.apply_compaction(T0 + 1);
+            let old_k0 =
+                |seen: &[(i64, Option<String>, Option<String>)]| seen.iter().any(|r| r.0 == 0);
+            if room {
+                // Swapped in, and the growth counted.
+                assert!(!old_k0(&view(&store, "t").await));
+                assert!(
+                    store.total_bytes() > before,
+                    "{} > {before}",
+                    store.total_bytes()
+                );
+                continue;
+            }
+            // No room: kept whole, and k0's new record stays dirty, so the passes that
+            // follow still have k0 in their key map.
+            assert!(old_k0(&view(&store, "t").await));
+            assert_eq!(store.total_bytes(), before);
+            store.apply_compaction(T0 + 2);
+            assert!(old_k0(&view(&store, "t").await));
+            // Room again: the next pass rewrites it.
+            store.delete_topic("filler").await.unwrap();
+            store.apply_compaction(T0 + 3);
+            let seen = view(&store, "t").await;
+            assert!(!old_k0(&seen), "the superseded record is gone");
+            assert_eq!(seen.len(), 101);
+        }
     }
 
     #[tokio::test]
