@@ -811,6 +811,17 @@ impl TxnProducer {
         }
     }
 
+    /// Another connection of the same producer (no InitProducerId, which would fence it).
+    async fn attach(addr: std::net::SocketAddr, pid: i64, epoch: i16) -> TxnProducer {
+        TxnProducer {
+            socket: TcpStream::connect(addr).await.unwrap(),
+            consumer: TcpStream::connect(addr).await.unwrap(),
+            pid,
+            epoch,
+            correlation_id: 1,
+        }
+    }
+
     fn next_id(&mut self) -> i32 {
         self.correlation_id += 1;
         self.correlation_id
@@ -818,6 +829,11 @@ impl TxnProducer {
 
     /// AddPartitionsToTxn v3 of `t`/0.
     async fn add_partition(&mut self) {
+        assert_eq!(self.add_code().await, 0);
+    }
+
+    /// AddPartitionsToTxn v3 of `t`/0: its code.
+    async fn add_code(&mut self) -> i16 {
         let add = AddPartitionsToTxnRequest {
             v3_and_below_transactional_id: ByteString::from_static("tx"),
             v3_and_below_producer_id: self.pid,
@@ -835,8 +851,7 @@ impl TxnProducer {
         else {
             panic!("not an AddPartitionsToTxn response")
         };
-        let result = &add.results_by_topic_v3_and_below[0].results_by_partition[0];
-        assert_eq!(result.partition_error_code, 0);
+        add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
     }
 
     /// A Produce v9 request of one transactional batch of two records from `sequence`,
@@ -956,4 +971,107 @@ async fn a_transactional_producers_requests_overlap_and_stay_unstable_until_comm
     // Committed: the marker (offset 9) makes every record stable.
     p.commit().await;
     p.until_stable_at(10).await;
+}
+
+/// A transaction whose commit marker the store holds for `marker_ms`: the producer's
+/// first batch (at once), its commit, then the next transaction's AddPartitionsToTxn
+/// sent at once. Returns the add's code and how long it took to be answered.
+async fn add_while_committing(wait: Duration, marker_ms: u64) -> (i16, Duration) {
+    let steps: &'static [(u64, bool)] = Box::leak(Box::new([(0, false), (marker_ms, false)]));
+    let store = Arc::new(Held::new(Hold::Script(steps)));
+    let mut config = BrokerConfig::default();
+    config.transactions.add_partitions_wait = wait;
+    let mut p = TxnProducer::init(serve_with(Arc::clone(&store), config).await).await;
+    p.add_partition().await;
+    let (id, request) = p.produce(0);
+    p.socket.write_all(&request).await.unwrap();
+    assert_eq!(
+        produced(&response(&mut p.socket).await.unwrap()),
+        (id, 0, 0)
+    );
+    p.commit().await;
+    let asked = std::time::Instant::now();
+    let code = p.add_code().await;
+    (code, asked.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_waits_for_the_previous_transaction_to_complete() {
+    // The commit marker takes 300 ms to land; the next transaction's add waits for it
+    // (and the Complete state) instead of sending the producer into a retry.
+    let (code, took) = add_while_committing(Duration::from_millis(2_000), 300).await;
+    assert_eq!(code, 0, "answered once the previous transaction completed");
+    assert!(took >= Duration::from_millis(200), "it waited: {took:?}");
+    // Without the wait: CONCURRENT_TRANSACTIONS at once, as Kafka's coordinator answers.
+    let (code, took) = add_while_committing(Duration::ZERO, 300).await;
+    assert_eq!(code, 51, "CONCURRENT_TRANSACTIONS");
+    assert!(took < Duration::from_millis(200), "{took:?}");
+    // A wait shorter than the completion: CONCURRENT_TRANSACTIONS after it.
+    let (code, took) = add_while_committing(Duration::from_millis(100), 1_000).await;
+    assert_eq!(code, 51, "CONCURRENT_TRANSACTIONS");
+    assert!(
+        (Duration::from_millis(100)..Duration::from_millis(900)).contains(&took),
+        "{took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adds_flooding_a_completing_transaction_are_answered_at_their_deadline() {
+    // The commit marker is held for 2 s; 64 connections keep asking to add a partition
+    // to the id's next transaction meanwhile. Each add waits at most its 200 ms and is
+    // answered CONCURRENT_TRANSACTIONS; a request of another kind is not held up; and
+    // once the transaction completes an add goes through at once.
+    const STEPS: [(u64, bool); 2] = [(0, false), (2_000, false)];
+    let store = Arc::new(Held::new(Hold::Script(&STEPS)));
+    let mut config = BrokerConfig::default();
+    config.transactions.add_partitions_wait = Duration::from_millis(200);
+    let addr = serve_with(Arc::clone(&store), config).await;
+    let mut p = TxnProducer::init(addr).await;
+    p.add_partition().await;
+    let (id, request) = p.produce(0);
+    p.socket.write_all(&request).await.unwrap();
+    assert_eq!(
+        produced(&response(&mut p.socket).await.unwrap()),
+        (id, 0, 0)
+    );
+    p.commit().await;
+    let started = std::time::Instant::now();
+    let (pid, epoch) = (p.pid, p.epoch);
+    let flood: Vec<_> = (0..64)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut q = TxnProducer::attach(addr, pid, epoch).await;
+                let mut slowest = Duration::ZERO;
+                let mut answers = 0;
+                while started.elapsed() < Duration::from_millis(1_500) {
+                    let asked = std::time::Instant::now();
+                    assert_eq!(q.add_code().await, 51, "CONCURRENT_TRANSACTIONS");
+                    slowest = slowest.max(asked.elapsed());
+                    answers += 1;
+                }
+                (answers, slowest)
+            })
+        })
+        .collect();
+    // Meanwhile the consumer's requests are answered at once.
+    for _ in 0..10 {
+        let asked = std::time::Instant::now();
+        p.latest(0).await;
+        assert!(
+            asked.elapsed() < Duration::from_millis(150),
+            "{:?}",
+            asked.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for f in flood {
+        let (answers, slowest) = f.await.unwrap();
+        assert!(answers >= 3, "{answers} answers in 1.5 s");
+        assert!(
+            slowest < Duration::from_millis(700),
+            "an add waited {slowest:?}"
+        );
+    }
+    p.until_stable_at(3).await;
+    assert_eq!(p.add_code().await, 0);
 }

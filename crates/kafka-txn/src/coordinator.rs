@@ -864,6 +864,20 @@ impl TxnCoordinator {
         effects
     }
 
+    /// Whether `id` is moving on by itself: a state write in flight, or a transaction
+    /// ending (PrepareCommit/PrepareAbort: its markers, then the Complete state). A
+    /// request it answers CONCURRENT_TRANSACTIONS meanwhile may succeed once that is
+    /// over, which [`TxnCoordinator::written`] and [`TxnCoordinator::markers_done`] for
+    /// the id tell.
+    pub fn completing(&self, id: &str) -> bool {
+        self.ids.get(id).is_some_and(|e| {
+            e.pending.is_some()
+                || e.meta.as_ref().is_some_and(|m| {
+                    matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+                })
+        })
+    }
+
     /// The durable state of `id`: NOT_COORDINATOR when its shard is not loaded,
     /// TRANSACTIONAL_ID_NOT_FOUND when it has none.
     pub fn describe(&self, id: &str) -> Result<&TxnMetadata, ErrorCode> {

@@ -189,7 +189,7 @@ pub struct TxnMetadata {
 }
 
 /// Identifies a request waiting for its reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestId(pub u64);
 /// Identifies a state write in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -509,9 +509,11 @@ fn end_txn_codes() {
     }
     for commit in [true, false] {
         assert_eq!(h.add("a", pid, e, &[tp("t", 0)], 3), E::NONE);
+        assert!(!h.c.completing("a"));
         let req = h.end_req("a", pid, e, commit, 3);
         let fx = h.c.end_txn(h.now, req);
         assert!(replies(&fx).is_empty(), "answered before the write");
+        assert!(h.c.completing("a"), "a write in flight");
         let p = persists(&fx);
         let want = if commit {
             TxnState::PrepareCommit
@@ -529,6 +531,7 @@ fn end_txn_codes() {
             }
         ));
         assert!(matches!(fx[1], Effect::WriteMarkers(ref j) if j.commit == commit));
+        assert!(h.c.completing("a"), "markers to write");
         let job = jobs(&fx)[0].job;
         // Retries while Prepare: same -> CONCURRENT_TRANSACTIONS, other -> INVALID_TXN_STATE.
         assert_eq!(h.end("a", pid, e, commit, 3), E::CONCURRENT_TRANSACTIONS);
@@ -538,7 +541,10 @@ fn end_txn_codes() {
         let p = persists(&fx);
         assert_eq!(p.len(), 1);
         assert!(replies(&fx).is_empty());
+        assert!(h.c.completing("a"), "the Complete state to write");
         assert!(h.settle(fx).is_empty());
+        assert!(!h.c.completing("a"));
+        assert!(!h.c.completing("nobody"));
         let m = h.state("a");
         let want = if commit {
             TxnState::CompleteCommit

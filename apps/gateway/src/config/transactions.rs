@@ -1,6 +1,7 @@
 //! Transactions: the coordinator's bounds and timers (Kafka's `transaction.*` and
-//! `transactional.id.*` settings), the partition side's rebuild bound, and the backoff
-//! of marker writes. Keys `transaction_*`.
+//! `transactional.id.*` settings), the partition side's rebuild bound, the backoff of
+//! marker writes, and how long an add waits for its id's previous transaction to
+//! complete. Keys `transaction_*`.
 //!
 //! The rules are the broker's own
 //! ([`TransactionSettings::check`](kafka_broker::TransactionSettings::check)).
@@ -39,6 +40,8 @@ pub(super) struct Raw {
     transaction_max_verification_guards: usize,
     #[serde(deserialize_with = "parsed")]
     transaction_max_flagged_topics: usize,
+    #[serde(deserialize_with = "parsed")]
+    transaction_add_partitions_wait_ms: u64,
 }
 
 impl Default for Raw {
@@ -57,6 +60,7 @@ impl Default for Raw {
             transaction_index_max_partitions: t.txn_index_max_partitions,
             transaction_max_verification_guards: t.txn_max_verification_guards,
             transaction_max_flagged_topics: t.txn_max_flagged_topics,
+            transaction_add_partitions_wait_ms: duration_ms(t.add_partitions_wait),
         }
     }
 }
@@ -111,6 +115,10 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "transactions.txn_max_flagged_topics",
         "transaction_max_flagged_topics",
     ),
+    (
+        "transactions.add_partitions_wait",
+        "transaction_add_partitions_wait_ms",
+    ),
 ];
 
 impl Raw {
@@ -128,5 +136,6 @@ impl Raw {
         t.txn_index_max_partitions = self.transaction_index_max_partitions;
         t.txn_max_verification_guards = self.transaction_max_verification_guards;
         t.txn_max_flagged_topics = self.transaction_max_flagged_topics;
+        t.add_partitions_wait = Duration::from_millis(self.transaction_add_partitions_wait_ms);
     }
 }

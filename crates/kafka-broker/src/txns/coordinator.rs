@@ -26,6 +26,17 @@
 //!   machine hears `markers_done` and completes the transaction.
 //! - **CancelMarkers**: the job's task is stopped (its shard was unloaded).
 //!
+//! An AddPartitionsToTxn or AddOffsetsToTxn the machine answers CONCURRENT_TRANSACTIONS
+//! while its id is completing ([`TxnCoordinator::completing`]: the previous
+//! transaction's markers, or a state write, in flight) is held back instead, up to
+//! `add_partitions_wait`, and fed in again as soon as a write or marker job of that id
+//! settles and the id is no longer completing. A producer that commits and at once
+//! starts its next transaction is then answered when the commit is complete, instead
+//! of retrying after its own backoff (the Java client waits 20 ms, for markers that
+//! take a few). Past the wait it is answered CONCURRENT_TRANSACTIONS, as at once before.
+//! Held adds are one per connection at most (a connection's next request waits for
+//! this one) and are dropped with their connection.
+//!
 //! Shards are loaded and unloaded by the groups' follower (`crate::groups`), which holds
 //! the store's view of the shard: [`Txns::load_shard`] claims a new coordinator epoch,
 //! reads and decodes the stored states and hands them to the machine;
@@ -42,11 +53,12 @@ use kafka_txn::{
     AddPartitions, Effect, EndTxn, InitProducerId, JobId, MarkerJob, Millis, Reply, RequestId,
     TxnCoordinator, TxnMetadata, TxnState, WriteId,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
 /// Commands waiting for the coordinator task at most; senders wait for room beyond.
 const COMMAND_QUEUE: usize = 1024;
@@ -253,10 +265,101 @@ fn retried(state: Option<&TxnMetadata>) -> bool {
 /// What runs in the background for one shard, stopped when it is unloaded.
 #[derive(Default)]
 struct Background {
-    /// Marker jobs: job -> (shard, task).
-    jobs: HashMap<JobId, (u32, AbortHandle)>,
-    /// State writes: write -> (shard, task).
-    writes: HashMap<WriteId, (u32, AbortHandle)>,
+    /// Marker jobs: job -> (shard, transactional id, task).
+    jobs: HashMap<JobId, (u32, String, AbortHandle)>,
+    /// State writes: write -> (shard, transactional id, task).
+    writes: HashMap<WriteId, (u32, String, AbortHandle)>,
+}
+
+/// AddPartitionsToTxn / AddOffsetsToTxn requests that wait for their id's transaction to
+/// complete instead of being answered CONCURRENT_TRANSACTIONS at once
+/// (`add_partitions_wait`).
+#[derive(Default)]
+struct Adds {
+    /// Every add not answered yet: the request as fed in, and until when it may wait.
+    open: HashMap<RequestId, (AddPartitions, Instant)>,
+    /// Adds answered CONCURRENT_TRANSACTIONS while their id was completing, by id.
+    parked: HashMap<String, Vec<RequestId>>,
+    /// The same, by deadline.
+    deadlines: BTreeSet<(Instant, RequestId)>,
+}
+
+impl Adds {
+    /// Whether the machine's `reply` to `request` is held back: an add answered
+    /// CONCURRENT_TRANSACTIONS while its id is completing, before its deadline.
+    fn park(&mut self, machine: &TxnCoordinator, request: RequestId, reply: &Reply) -> bool {
+        let Some((add, deadline)) = self.open.get(&request) else {
+            return false;
+        };
+        let busy = matches!(reply, Reply::Code(c) if *c == ErrorCode::CONCURRENT_TRANSACTIONS)
+            && Instant::now() < *deadline
+            && machine.completing(&add.transactional_id);
+        if !busy {
+            self.open.remove(&request);
+            return false;
+        }
+        self.parked
+            .entry(add.transactional_id.clone())
+            .or_default()
+            .push(request);
+        self.deadlines.insert((*deadline, request));
+        true
+    }
+
+    /// The parked adds of `id` to feed in again, once it is no longer completing.
+    fn ready(&mut self, machine: &TxnCoordinator, id: &str) -> Vec<AddPartitions> {
+        if machine.completing(id) {
+            return Vec::new();
+        }
+        let Some(requests) = self.parked.remove(id) else {
+            return Vec::new();
+        };
+        requests
+            .into_iter()
+            .filter_map(|r| {
+                let (add, deadline) = self.open.get(&r)?;
+                self.deadlines.remove(&(*deadline, r));
+                Some(add.clone())
+            })
+            .collect()
+    }
+
+    /// Parked adds past their deadline, removed: they are answered
+    /// CONCURRENT_TRANSACTIONS.
+    fn expired(&mut self, now: Instant) -> Vec<RequestId> {
+        let mut out = Vec::new();
+        while let Some(&(deadline, request)) = self.deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            if let Some((add, _)) = self.open.remove(&request)
+                && let Some(parked) = self.parked.get_mut(&add.transactional_id)
+            {
+                parked.retain(|r| *r != request);
+                if parked.is_empty() {
+                    self.parked.remove(&add.transactional_id);
+                }
+            }
+            out.push(request);
+        }
+        out
+    }
+
+    /// The first deadline of a parked add.
+    fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.first().map(|(d, _)| *d)
+    }
+
+    /// Forgets the adds nobody waits for any more (their connection is gone).
+    fn retain(&mut self, waiting: &HashMap<RequestId, oneshot::Sender<Reply>>) {
+        self.open.retain(|r, _| waiting.contains_key(r));
+        self.deadlines.retain(|(_, r)| waiting.contains_key(r));
+        self.parked.retain(|_, rs| {
+            rs.retain(|r| waiting.contains_key(r));
+            !rs.is_empty()
+        });
+    }
 }
 
 async fn run(
@@ -270,11 +373,16 @@ async fn run(
     let mut next_id = 0u64;
     let mut waiting: HashMap<RequestId, oneshot::Sender<Reply>> = HashMap::new();
     let mut background = Background::default();
+    let mut adds = Adds::default();
     loop {
         let sleep = machine.next_deadline().map(|at| {
             let wait = at.saturating_sub(now_ms()).max(0);
             Duration::from_millis(u64::try_from(wait).unwrap_or(0))
         });
+        let sleep = match (sleep, adds.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b.saturating_duration_since(Instant::now()))),
+            (a, b) => a.or_else(|| b.map(|b| b.saturating_duration_since(Instant::now()))),
+        };
         let command = tokio::select! {
             c = rx.recv() => match c {
                 Some(c) => Some(c),
@@ -289,7 +397,9 @@ async fn run(
             waiting.insert(id, tx);
             id
         };
-        let effects = match command {
+        // The id whose state or marker job just settled: its parked adds go in again.
+        let mut settled: Option<String> = None;
+        let mut effects = match command {
             None => machine.tick(now),
             Some(Command::Init(mut r, tx)) => {
                 r.request = request(tx);
@@ -297,6 +407,10 @@ async fn run(
             }
             Some(Command::Add(mut r, tx)) => {
                 r.request = request(tx);
+                if !settings.add_partitions_wait.is_zero() {
+                    let deadline = Instant::now() + settings.add_partitions_wait;
+                    adds.open.insert(r.request, (r.clone(), deadline));
+                }
                 machine.add_partitions(now, r)
             }
             Some(Command::End(mut r, tx)) => {
@@ -314,7 +428,7 @@ async fn run(
             }
             Some(Command::Unload(shard, done)) => {
                 let effects = machine.unload(shard);
-                background.writes.retain(|_, (s, task)| {
+                background.writes.retain(|_, (s, _, task)| {
                     let keep = *s != shard;
                     if !keep {
                         task.abort();
@@ -325,69 +439,92 @@ async fn run(
                 effects
             }
             Some(Command::Written(write, ok)) => {
-                background.writes.remove(&write);
+                settled = background.writes.remove(&write).map(|(_, id, _)| id);
                 machine.written(now, write, ok)
             }
             Some(Command::MarkersDone(job)) => {
-                background.jobs.remove(&job);
+                settled = background.jobs.remove(&job).map(|(_, id, _)| id);
                 machine.markers_done(now, job)
             }
         };
-        for effect in effects {
-            match effect {
-                Effect::Reply { request, reply } => {
-                    if let Some(tx) = waiting.remove(&request) {
-                        // The connection may be gone; the machine's state is what matters.
-                        let _ = tx.send(reply);
+        for request in adds.expired(Instant::now()) {
+            if let Some(tx) = waiting.remove(&request) {
+                let _ = tx.send(Reply::Code(ErrorCode::CONCURRENT_TRANSACTIONS));
+            }
+        }
+        loop {
+            for effect in std::mem::take(&mut effects) {
+                match effect {
+                    Effect::Reply { request, reply } => {
+                        if adds.park(&machine, request, &reply) {
+                            continue;
+                        }
+                        if let Some(tx) = waiting.remove(&request) {
+                            // The connection may be gone; the machine's state is what matters.
+                            let _ = tx.send(reply);
+                        }
                     }
-                }
-                Effect::Persist {
-                    write,
-                    transactional_id,
-                    state,
-                } => {
-                    let shard = group_shard(&transactional_id);
-                    let task = tokio::spawn(persist(
+                    Effect::Persist {
                         write,
                         transactional_id,
                         state,
-                        Arc::clone(&store),
-                        me.clone(),
-                        settings.clone(),
-                    ));
-                    background
-                        .writes
-                        .insert(write, (shard, task.abort_handle()));
-                }
-                Effect::WriteMarkers(job) => {
-                    let shard = group_shard(&job.transactional_id);
-                    let id = job.job;
-                    let task = tokio::spawn(write_markers(
-                        job,
-                        Arc::clone(&router),
-                        me.clone(),
-                        settings.clone(),
-                    ));
-                    if let Some((_, old)) = background.jobs.insert(id, (shard, task.abort_handle()))
-                    {
-                        old.abort();
+                    } => {
+                        let shard = group_shard(&transactional_id);
+                        let task = tokio::spawn(persist(
+                            write,
+                            transactional_id.clone(),
+                            state,
+                            Arc::clone(&store),
+                            me.clone(),
+                            settings.clone(),
+                        ));
+                        background
+                            .writes
+                            .insert(write, (shard, transactional_id, task.abort_handle()));
+                    }
+                    Effect::WriteMarkers(job) => {
+                        let shard = group_shard(&job.transactional_id);
+                        let id = job.job;
+                        let txn_id = job.transactional_id.clone();
+                        let task = tokio::spawn(write_markers(
+                            job,
+                            Arc::clone(&router),
+                            me.clone(),
+                            settings.clone(),
+                        ));
+                        if let Some((_, _, old)) = background
+                            .jobs
+                            .insert(id, (shard, txn_id, task.abort_handle()))
+                        {
+                            old.abort();
+                        }
+                    }
+                    Effect::CancelMarkers(job) => {
+                        if let Some((_, _, task)) = background.jobs.remove(&job) {
+                            task.abort();
+                        }
                     }
                 }
-                Effect::CancelMarkers(job) => {
-                    if let Some((_, task)) = background.jobs.remove(&job) {
-                        task.abort();
-                    }
-                }
+            }
+            // Once the id is no longer completing, its parked adds are fed in again
+            // (their answers may park them again, or open the next transaction).
+            let Some(id) = settled.take() else { break };
+            for add in adds.ready(&machine, &id) {
+                effects.extend(machine.add_partitions(now, add));
+            }
+            if effects.is_empty() {
+                break;
             }
         }
         // Replies whose request the machine dropped (its connection is gone or the
         // machine answered through another path) are not kept.
         waiting.retain(|_, tx| !tx.is_closed());
+        adds.retain(&waiting);
     }
-    for (_, task) in background.jobs.into_values() {
+    for (_, _, task) in background.jobs.into_values() {
         task.abort();
     }
-    for (_, task) in background.writes.into_values() {
+    for (_, _, task) in background.writes.into_values() {
         task.abort();
     }
 }
