@@ -374,6 +374,8 @@ async fn run(
     let mut waiting: HashMap<RequestId, oneshot::Sender<Reply>> = HashMap::new();
     let mut background = Background::default();
     let mut adds = Adds::default();
+    // Commands since the last sweep of replies nobody waits for.
+    let mut unswept = 0usize;
     loop {
         let sleep = machine.next_deadline().map(|at| {
             let wait = at.saturating_sub(now_ms()).max(0);
@@ -517,9 +519,17 @@ async fn run(
             }
         }
         // Replies whose request the machine dropped (its connection is gone or the
-        // machine answered through another path) are not kept.
-        waiting.retain(|_, tx| !tx.is_closed());
-        adds.retain(&waiting);
+        // machine answered through another path) are not kept. Swept once per as many
+        // commands as there are replies waiting, so held adds cost each command O(1).
+        unswept += 1;
+        if unswept >= waiting.len().max(64) {
+            unswept = 0;
+            let before = waiting.len();
+            waiting.retain(|_, tx| !tx.is_closed());
+            if waiting.len() < before {
+                adds.retain(&waiting);
+            }
+        }
     }
     for (_, _, task) in background.jobs.into_values() {
         task.abort();
