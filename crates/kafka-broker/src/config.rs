@@ -70,11 +70,11 @@ pub struct TransactionSettings {
     /// Topics remembered as already flagged transactional in the store; forgotten all at
     /// once past it (the flag is set again, idempotently).
     pub txn_max_flagged_topics: usize,
-    /// How long an AddPartitionsToTxn / AddOffsetsToTxn that finds its transactional id
-    /// completing (its previous transaction's markers or a state write in flight) waits
-    /// for it before it is answered CONCURRENT_TRANSACTIONS; zero answers at once, as
-    /// Kafka's coordinator does.
-    pub add_partitions_wait: Duration,
+    /// How long an AddPartitionsToTxn, AddOffsetsToTxn or InitProducerId that finds its
+    /// transactional id completing (its previous transaction's markers or a state write
+    /// in flight) waits for it before it is answered CONCURRENT_TRANSACTIONS; zero
+    /// answers at once, as Kafka's coordinator does.
+    pub completion_wait: Duration,
 }
 
 impl TransactionSettings {
@@ -144,11 +144,8 @@ impl TransactionSettings {
                 "must be at least 1 ms and at most marker_retry_max",
             );
         }
-        if self.add_partitions_wait > Duration::from_secs(60) {
-            return bad(
-                "transactions.add_partitions_wait",
-                "must be at most 60 seconds",
-            );
+        if self.completion_wait > Duration::from_secs(60) {
+            return bad("transactions.completion_wait", "must be at most 60 seconds");
         }
         if self.marker_retry_max > Duration::from_secs(600) {
             return bad(
@@ -170,7 +167,7 @@ impl Default for TransactionSettings {
             txn_index_max_partitions: 100_000,
             txn_max_verification_guards: 100_000,
             txn_max_flagged_topics: 100_000,
-            add_partitions_wait: Duration::from_millis(500),
+            completion_wait: Duration::from_millis(500),
         }
     }
 }

@@ -786,6 +786,14 @@ struct TxnProducer {
 impl TxnProducer {
     /// InitProducerId v4 for transactional id `tx`.
     async fn init(addr: std::net::SocketAddr) -> TxnProducer {
+        let (code, p) = TxnProducer::try_init(addr).await;
+        assert_eq!(code, 0);
+        p
+    }
+
+    /// InitProducerId v4 for transactional id `tx` on a new connection: its code, and
+    /// the producer as answered.
+    async fn try_init(addr: std::net::SocketAddr) -> (i16, TxnProducer) {
         let mut socket = TcpStream::connect(addr).await.unwrap();
         let consumer = TcpStream::connect(addr).await.unwrap();
         let init = InitProducerIdRequest {
@@ -801,14 +809,14 @@ impl TxnProducer {
         else {
             panic!("not an InitProducerId response")
         };
-        assert_eq!(init.error_code, 0);
-        TxnProducer {
+        let p = TxnProducer {
             socket,
             consumer,
             pid: init.producer_id,
             epoch: init.producer_epoch,
             correlation_id: 1,
-        }
+        };
+        (init.error_code, p)
     }
 
     /// Another connection of the same producer (no InitProducerId, which would fence it).
@@ -980,7 +988,7 @@ async fn add_while_committing(wait: Duration, marker_ms: u64) -> (i16, Duration)
     let steps: &'static [(u64, bool)] = Box::leak(Box::new([(0, false), (marker_ms, false)]));
     let store = Arc::new(Held::new(Hold::Script(steps)));
     let mut config = BrokerConfig::default();
-    config.transactions.add_partitions_wait = wait;
+    config.transactions.completion_wait = wait;
     let mut p = TxnProducer::init(serve_with(Arc::clone(&store), config).await).await;
     p.add_partition().await;
     let (id, request) = p.produce(0);
@@ -1024,7 +1032,7 @@ async fn adds_flooding_a_completing_transaction_are_answered_at_their_deadline()
     const STEPS: [(u64, bool); 2] = [(0, false), (2_000, false)];
     let store = Arc::new(Held::new(Hold::Script(&STEPS)));
     let mut config = BrokerConfig::default();
-    config.transactions.add_partitions_wait = Duration::from_millis(200);
+    config.transactions.completion_wait = Duration::from_millis(200);
     let addr = serve_with(Arc::clone(&store), config).await;
     let mut p = TxnProducer::init(addr).await;
     p.add_partition().await;
@@ -1074,4 +1082,41 @@ async fn adds_flooding_a_completing_transaction_are_answered_at_their_deadline()
     }
     p.until_stable_at(3).await;
     assert_eq!(p.add_code().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_producer_instance_waits_for_the_fence_of_the_open_transaction() {
+    // A transaction is open (one batch) when a new instance of the producer asks for
+    // the id: the open transaction is aborted with a bumped epoch, its abort marker held
+    // 300 ms by the store. With the wait, the new instance is answered the epoch after
+    // that once the abort is complete; without it, CONCURRENT_TRANSACTIONS at once.
+    for (wait, marker_ms) in [(Duration::from_millis(2_000), 300), (Duration::ZERO, 300)] {
+        let steps: &'static [(u64, bool)] = Box::leak(Box::new([(0, false), (marker_ms, false)]));
+        let store = Arc::new(Held::new(Hold::Script(steps)));
+        let mut config = BrokerConfig::default();
+        config.transactions.completion_wait = wait;
+        let addr = serve_with(Arc::clone(&store), config).await;
+        let mut old = TxnProducer::init(addr).await;
+        old.add_partition().await;
+        let (id, request) = old.produce(0);
+        old.socket.write_all(&request).await.unwrap();
+        assert_eq!(
+            produced(&response(&mut old.socket).await.unwrap()),
+            (id, 0, 0)
+        );
+        let asked = std::time::Instant::now();
+        let (code, new) = TxnProducer::try_init(addr).await;
+        let took = asked.elapsed();
+        if wait.is_zero() {
+            assert_eq!(code, 51, "CONCURRENT_TRANSACTIONS");
+            assert!(took < Duration::from_millis(200), "{took:?}");
+            continue;
+        }
+        assert_eq!(code, 0, "answered once the abort completed");
+        assert!(took >= Duration::from_millis(200), "it waited: {took:?}");
+        // The fence took one epoch, the new instance the next.
+        assert_eq!((new.pid, new.epoch), (old.pid, old.epoch + 2));
+        // The old instance is fenced.
+        assert_eq!(old.add_code().await, 90, "PRODUCER_FENCED");
+    }
 }

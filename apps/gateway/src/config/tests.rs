@@ -1465,7 +1465,7 @@ fn transaction_settings_are_read_and_checked() {
             ("IGGY_KAFKA_TRANSACTION_INDEX_MAX_PARTITIONS", "11"),
             ("IGGY_KAFKA_TRANSACTION_MAX_VERIFICATION_GUARDS", "12"),
             ("IGGY_KAFKA_TRANSACTION_MAX_FLAGGED_TOPICS", "13"),
-            ("IGGY_KAFKA_TRANSACTION_ADD_PARTITIONS_WAIT_MS", "40"),
+            ("IGGY_KAFKA_TRANSACTION_COMPLETION_WAIT_MS", "40"),
         ]),
     )
     .unwrap();
@@ -1495,14 +1495,14 @@ fn transaction_settings_are_read_and_checked() {
         (t.marker_retry_min, t.marker_retry_max),
         (Duration::from_millis(20), Duration::from_millis(300))
     );
-    assert_eq!(t.add_partitions_wait, Duration::from_millis(40));
+    assert_eq!(t.completion_wait, Duration::from_millis(40));
     for (key, value) in [
         ("IGGY_KAFKA_TRANSACTION_MAX_TIMEOUT_MS", "0"),
         ("IGGY_KAFKA_TRANSACTION_MAX_OPEN_TXNS", "0"),
         ("IGGY_KAFKA_TRANSACTION_INDEX_MAX_PARTITIONS", "0"),
         ("IGGY_KAFKA_TRANSACTION_MARKER_RETRY_MIN_MS", "0"),
         ("IGGY_KAFKA_TRANSACTION_MARKER_RETRY_MAX_MS", "600001"),
-        ("IGGY_KAFKA_TRANSACTION_ADD_PARTITIONS_WAIT_MS", "60001"),
+        ("IGGY_KAFKA_TRANSACTION_COMPLETION_WAIT_MS", "60001"),
         ("IGGY_KAFKA_TRANSACTION_ID_EXPIRATION_MS", "3000000000"),
     ] {
         let message = load_err(None, &[(key, value)]);

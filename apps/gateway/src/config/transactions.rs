@@ -41,7 +41,7 @@ pub(super) struct Raw {
     #[serde(deserialize_with = "parsed")]
     transaction_max_flagged_topics: usize,
     #[serde(deserialize_with = "parsed")]
-    transaction_add_partitions_wait_ms: u64,
+    transaction_completion_wait_ms: u64,
 }
 
 impl Default for Raw {
@@ -60,7 +60,7 @@ impl Default for Raw {
             transaction_index_max_partitions: t.txn_index_max_partitions,
             transaction_max_verification_guards: t.txn_max_verification_guards,
             transaction_max_flagged_topics: t.txn_max_flagged_topics,
-            transaction_add_partitions_wait_ms: duration_ms(t.add_partitions_wait),
+            transaction_completion_wait_ms: duration_ms(t.completion_wait),
         }
     }
 }
@@ -116,8 +116,8 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "transaction_max_flagged_topics",
     ),
     (
-        "transactions.add_partitions_wait",
-        "transaction_add_partitions_wait_ms",
+        "transactions.completion_wait",
+        "transaction_completion_wait_ms",
     ),
 ];
 
@@ -136,6 +136,6 @@ impl Raw {
         t.txn_index_max_partitions = self.transaction_index_max_partitions;
         t.txn_max_verification_guards = self.transaction_max_verification_guards;
         t.txn_max_flagged_topics = self.transaction_max_flagged_topics;
-        t.add_partitions_wait = Duration::from_millis(self.transaction_add_partitions_wait_ms);
+        t.completion_wait = Duration::from_millis(self.transaction_completion_wait_ms);
     }
 }

@@ -26,15 +26,17 @@
 //!   machine hears `markers_done` and completes the transaction.
 //! - **CancelMarkers**: the job's task is stopped (its shard was unloaded).
 //!
-//! An AddPartitionsToTxn or AddOffsetsToTxn the machine answers CONCURRENT_TRANSACTIONS
-//! while its id is completing ([`TxnCoordinator::completing`]: the previous
-//! transaction's markers, or a state write, in flight) is held back instead, up to
-//! `add_partitions_wait`, and fed in again as soon as a write or marker job of that id
-//! settles and the id is no longer completing. A producer that commits and at once
-//! starts its next transaction is then answered when the commit is complete, instead
-//! of retrying after its own backoff (the Java client waits 20 ms, for markers that
-//! take a few). Past the wait it is answered CONCURRENT_TRANSACTIONS, as at once before.
-//! Held adds are one per connection at most (a connection's next request waits for
+//! An AddPartitionsToTxn, AddOffsetsToTxn or InitProducerId the machine answers
+//! CONCURRENT_TRANSACTIONS while its id is completing ([`TxnCoordinator::completing`]:
+//! the previous transaction's markers, or a state write, in flight) is held back
+//! instead, up to `completion_wait`, and fed in again, as the client's retry would be,
+//! as soon as a write or marker job of that id settles and the id is no longer
+//! completing. A producer that commits and at once starts its next transaction is then
+//! answered when the commit is complete, instead of retrying after its own backoff (the
+//! Java client waits 20 ms for an add, 100 ms for an InitProducerId, for markers that
+//! take a few); so is a new producer whose InitProducerId fences the id's open
+//! transaction. Past the wait it is answered CONCURRENT_TRANSACTIONS, as at once before.
+//! Held requests are one per connection at most (a connection's next request waits for
 //! this one) and are dropped with their connection.
 //!
 //! Shards are loaded and unloaded by the groups' follower (`crate::groups`), which holds
@@ -271,43 +273,85 @@ struct Background {
     writes: HashMap<WriteId, (u32, String, AbortHandle)>,
 }
 
-/// AddPartitionsToTxn / AddOffsetsToTxn requests that wait for their id's transaction to
-/// complete instead of being answered CONCURRENT_TRANSACTIONS at once
-/// (`add_partitions_wait`).
+/// A request that may be held while its transactional id completes, as the machine got
+/// it: fed in again, it is what the client's own retry would send.
+#[derive(Clone)]
+enum Retry {
+    /// AddPartitionsToTxn / AddOffsetsToTxn.
+    Add(AddPartitions),
+    /// InitProducerId (a new producer fencing the id's open transaction, or one that
+    /// finds it ending).
+    Init(InitProducerId),
+}
+
+impl Retry {
+    fn id(&self) -> &str {
+        match self {
+            Retry::Add(a) => &a.transactional_id,
+            Retry::Init(i) => &i.transactional_id,
+        }
+    }
+
+    fn feed(self, machine: &mut TxnCoordinator, now: Millis) -> Vec<Effect> {
+        match self {
+            Retry::Add(a) => machine.add_partitions(now, a),
+            Retry::Init(i) => machine.init_producer_id(now, i),
+        }
+    }
+
+    /// CONCURRENT_TRANSACTIONS as this request is answered it.
+    fn concurrent(&self) -> Reply {
+        match self {
+            Retry::Add(_) => Reply::Code(ErrorCode::CONCURRENT_TRANSACTIONS),
+            Retry::Init(_) => Reply::ProducerId(Err(ErrorCode::CONCURRENT_TRANSACTIONS)),
+        }
+    }
+}
+
+/// Requests that wait for their transactional id to complete instead of being answered
+/// CONCURRENT_TRANSACTIONS at once (`completion_wait`).
 #[derive(Default)]
-struct Adds {
-    /// Every add not answered yet: the request as fed in, and until when it may wait.
-    open: HashMap<RequestId, (AddPartitions, Instant)>,
-    /// Adds answered CONCURRENT_TRANSACTIONS while their id was completing, by id.
+struct Held {
+    /// Every such request not answered yet: as fed in, and until when it may wait.
+    open: HashMap<RequestId, (Retry, Instant)>,
+    /// Requests answered CONCURRENT_TRANSACTIONS while their id was completing, by id.
     parked: HashMap<String, Vec<RequestId>>,
     /// The same, by deadline.
     deadlines: BTreeSet<(Instant, RequestId)>,
 }
 
-impl Adds {
-    /// Whether the machine's `reply` to `request` is held back: an add answered
-    /// CONCURRENT_TRANSACTIONS while its id is completing, before its deadline.
+impl Held {
+    /// Keeps `request` (fed in as `retry`) so that it can be held, when waiting is on.
+    fn track(&mut self, request: RequestId, retry: Retry, wait: Duration) {
+        if !wait.is_zero() {
+            self.open.insert(request, (retry, Instant::now() + wait));
+        }
+    }
+
+    /// Whether the machine's `reply` to `request` is held back: CONCURRENT_TRANSACTIONS
+    /// while its id is completing, before its deadline.
     fn park(&mut self, machine: &TxnCoordinator, request: RequestId, reply: &Reply) -> bool {
-        let Some((add, deadline)) = self.open.get(&request) else {
+        let Some((retry, deadline)) = self.open.get(&request) else {
             return false;
         };
-        let busy = matches!(reply, Reply::Code(c) if *c == ErrorCode::CONCURRENT_TRANSACTIONS)
-            && Instant::now() < *deadline
-            && machine.completing(&add.transactional_id);
-        if !busy {
+        let concurrent = match reply {
+            Reply::Code(c) | Reply::ProducerId(Err(c)) => *c == ErrorCode::CONCURRENT_TRANSACTIONS,
+            Reply::ProducerId(Ok(_)) => false,
+        };
+        if !(concurrent && Instant::now() < *deadline && machine.completing(retry.id())) {
             self.open.remove(&request);
             return false;
         }
         self.parked
-            .entry(add.transactional_id.clone())
+            .entry(retry.id().to_owned())
             .or_default()
             .push(request);
         self.deadlines.insert((*deadline, request));
         true
     }
 
-    /// The parked adds of `id` to feed in again, once it is no longer completing.
-    fn ready(&mut self, machine: &TxnCoordinator, id: &str) -> Vec<AddPartitions> {
+    /// The parked requests of `id` to feed in again, once it is no longer completing.
+    fn ready(&mut self, machine: &TxnCoordinator, id: &str) -> Vec<Retry> {
         if machine.completing(id) {
             return Vec::new();
         }
@@ -317,41 +361,42 @@ impl Adds {
         requests
             .into_iter()
             .filter_map(|r| {
-                let (add, deadline) = self.open.get(&r)?;
+                let (retry, deadline) = self.open.get(&r)?;
                 self.deadlines.remove(&(*deadline, r));
-                Some(add.clone())
+                Some(retry.clone())
             })
             .collect()
     }
 
-    /// Parked adds past their deadline, removed: they are answered
-    /// CONCURRENT_TRANSACTIONS.
-    fn expired(&mut self, now: Instant) -> Vec<RequestId> {
+    /// Parked requests past their deadline, removed, with the CONCURRENT_TRANSACTIONS
+    /// they are answered.
+    fn expired(&mut self, now: Instant) -> Vec<(RequestId, Reply)> {
         let mut out = Vec::new();
         while let Some(&(deadline, request)) = self.deadlines.first() {
             if deadline > now {
                 break;
             }
             self.deadlines.pop_first();
-            if let Some((add, _)) = self.open.remove(&request)
-                && let Some(parked) = self.parked.get_mut(&add.transactional_id)
-            {
+            let Some((retry, _)) = self.open.remove(&request) else {
+                continue;
+            };
+            if let Some(parked) = self.parked.get_mut(retry.id()) {
                 parked.retain(|r| *r != request);
                 if parked.is_empty() {
-                    self.parked.remove(&add.transactional_id);
+                    self.parked.remove(retry.id());
                 }
             }
-            out.push(request);
+            out.push((request, retry.concurrent()));
         }
         out
     }
 
-    /// The first deadline of a parked add.
+    /// The first deadline of a parked request.
     fn next_deadline(&self) -> Option<Instant> {
         self.deadlines.first().map(|(d, _)| *d)
     }
 
-    /// Forgets the adds nobody waits for any more (their connection is gone).
+    /// Forgets the requests nobody waits for any more (their connection is gone).
     fn retain(&mut self, waiting: &HashMap<RequestId, oneshot::Sender<Reply>>) {
         self.open.retain(|r, _| waiting.contains_key(r));
         self.deadlines.retain(|(_, r)| waiting.contains_key(r));
@@ -373,7 +418,7 @@ async fn run(
     let mut next_id = 0u64;
     let mut waiting: HashMap<RequestId, oneshot::Sender<Reply>> = HashMap::new();
     let mut background = Background::default();
-    let mut adds = Adds::default();
+    let mut held = Held::default();
     // Commands since the last sweep of replies nobody waits for.
     let mut unswept = 0usize;
     loop {
@@ -381,7 +426,7 @@ async fn run(
             let wait = at.saturating_sub(now_ms()).max(0);
             Duration::from_millis(u64::try_from(wait).unwrap_or(0))
         });
-        let sleep = match (sleep, adds.next_deadline()) {
+        let sleep = match (sleep, held.next_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b.saturating_duration_since(Instant::now()))),
             (a, b) => a.or_else(|| b.map(|b| b.saturating_duration_since(Instant::now()))),
         };
@@ -399,20 +444,18 @@ async fn run(
             waiting.insert(id, tx);
             id
         };
-        // The id whose state or marker job just settled: its parked adds go in again.
+        // The id whose state or marker job just settled: its parked requests go in again.
         let mut settled: Option<String> = None;
         let mut effects = match command {
             None => machine.tick(now),
             Some(Command::Init(mut r, tx)) => {
                 r.request = request(tx);
+                held.track(r.request, Retry::Init(r.clone()), settings.completion_wait);
                 machine.init_producer_id(now, r)
             }
             Some(Command::Add(mut r, tx)) => {
                 r.request = request(tx);
-                if !settings.add_partitions_wait.is_zero() {
-                    let deadline = Instant::now() + settings.add_partitions_wait;
-                    adds.open.insert(r.request, (r.clone(), deadline));
-                }
+                held.track(r.request, Retry::Add(r.clone()), settings.completion_wait);
                 machine.add_partitions(now, r)
             }
             Some(Command::End(mut r, tx)) => {
@@ -449,16 +492,16 @@ async fn run(
                 machine.markers_done(now, job)
             }
         };
-        for request in adds.expired(Instant::now()) {
+        for (request, reply) in held.expired(Instant::now()) {
             if let Some(tx) = waiting.remove(&request) {
-                let _ = tx.send(Reply::Code(ErrorCode::CONCURRENT_TRANSACTIONS));
+                let _ = tx.send(reply);
             }
         }
         loop {
             for effect in std::mem::take(&mut effects) {
                 match effect {
                     Effect::Reply { request, reply } => {
-                        if adds.park(&machine, request, &reply) {
+                        if held.park(&machine, request, &reply) {
                             continue;
                         }
                         if let Some(tx) = waiting.remove(&request) {
@@ -508,11 +551,11 @@ async fn run(
                     }
                 }
             }
-            // Once the id is no longer completing, its parked adds are fed in again
+            // Once the id is no longer completing, its parked requests are fed in again
             // (their answers may park them again, or open the next transaction).
             let Some(id) = settled.take() else { break };
-            for add in adds.ready(&machine, &id) {
-                effects.extend(machine.add_partitions(now, add));
+            for retry in held.ready(&machine, &id) {
+                effects.extend(retry.feed(&mut machine, now));
             }
             if effects.is_empty() {
                 break;
@@ -520,14 +563,14 @@ async fn run(
         }
         // Replies whose request the machine dropped (its connection is gone or the
         // machine answered through another path) are not kept. Swept once per as many
-        // commands as there are replies waiting, so held adds cost each command O(1).
+        // commands as there are replies waiting, so held requests cost each command O(1).
         unswept += 1;
         if unswept >= waiting.len().max(64) {
             unswept = 0;
             let before = waiting.len();
             waiting.retain(|_, tx| !tx.is_closed());
             if waiting.len() < before {
-                adds.retain(&waiting);
+                held.retain(&waiting);
             }
         }
     }
