@@ -289,6 +289,39 @@ fn latest(c: &mut TcpStream, topic: &str, partition: i32, isolation: i8) -> i64 
     r.topics[0].partitions[0].offset
 }
 
+/// Fetch v11 read_committed of `topic`/0 from offset 0, at most `max_bytes`: the
+/// partition's answer (its error code checked).
+fn fetch_committed(
+    c: &mut TcpStream,
+    topic: &str,
+    max_bytes: i32,
+) -> kafka_protocol::messages::fetch_response::PartitionData {
+    let body = FetchRequest {
+        replica_id: -1,
+        max_wait_ms: 0,
+        min_bytes: 1,
+        max_bytes,
+        isolation_level: 1,
+        topics: vec![FetchTopic {
+            topic: s(topic),
+            partitions: vec![FetchPartition {
+                partition: 0,
+                fetch_offset: 0,
+                partition_max_bytes: max_bytes,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let ResponseBody::Fetch(mut r) = call(c, 11, body.into()) else {
+        panic!("no Fetch answer")
+    };
+    let p = r.responses.swap_remove(0).partitions.swap_remove(0);
+    assert_eq!(p.error_code, NONE);
+    p
+}
+
 fn assert_healthy(gw: &mut Gateway, report: support::attack::ProbeReport) {
     assert!(gw.is_running(), "the gateway died\n{}", gw.output(40));
     report.assert_answered_within(ANSWER_BOUND, gw);
@@ -452,29 +485,7 @@ fn one_producer_open_in_many_partitions_and_many_aborts_stay_bounded() {
         std::thread::sleep(Duration::from_millis(20));
     }
     // A small read_committed fetch lists only the aborted transactions it overlaps.
-    let body = FetchRequest {
-        replica_id: -1,
-        max_wait_ms: 0,
-        min_bytes: 1,
-        max_bytes: 1,
-        isolation_level: 1,
-        topics: vec![FetchTopic {
-            topic: s(&aborts),
-            partitions: vec![FetchPartition {
-                partition: 0,
-                fetch_offset: 0,
-                partition_max_bytes: 1,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let ResponseBody::Fetch(r) = call(&mut c, 11, body.into()) else {
-        panic!("no Fetch answer")
-    };
-    let p = &r.responses[0].partitions[0];
-    assert_eq!(p.error_code, NONE);
+    let p = fetch_committed(&mut c, &aborts, 1);
     let listed = p.aborted_transactions.as_ref().map_or(0, Vec::len);
     assert!(
         (1..=2).contains(&listed),
@@ -586,29 +597,7 @@ fn one_transactional_producers_pipelined_batches_on_many_connections_land_once()
         assert!(Instant::now() < deadline, "the abort marker never landed");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let body = FetchRequest {
-        replica_id: -1,
-        max_wait_ms: 0,
-        min_bytes: 1,
-        max_bytes: 1 << 20,
-        isolation_level: 1,
-        topics: vec![FetchTopic {
-            topic: s(&topic),
-            partitions: vec![FetchPartition {
-                partition: 0,
-                fetch_offset: 0,
-                partition_max_bytes: 1 << 20,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let ResponseBody::Fetch(r) = call(&mut c, 11, body.into()) else {
-        panic!("no Fetch answer")
-    };
-    let p = &r.responses[0].partitions[0];
-    assert_eq!(p.error_code, NONE);
+    let p = fetch_committed(&mut c, &topic, 1 << 20);
     let aborted: Vec<(i64, i64)> = p
         .aborted_transactions
         .iter()

@@ -318,17 +318,26 @@ fn frame(correlation_id: i32, version: i16, body: RequestBody) -> Bytes {
 
 /// A Produce v9 request of one batch of `records` records to `t`/0.
 fn produce(correlation_id: i32, acks: i16, options: BatchOptions, records: usize) -> Bytes {
+    produce_batch(
+        correlation_id,
+        acks,
+        encoded(options, records, correlation_id),
+    )
+}
+
+/// One batch of `records` records, valued `{tag}-{index}`.
+fn encoded(options: BatchOptions, records: usize, tag: i32) -> Bytes {
     let records: Vec<NewRecord> = (0..records)
         .map(|i| NewRecord {
             timestamp: 1_700_000_000_000,
             key: None,
-            value: Some(Bytes::from(format!("{correlation_id}-{i}"))),
+            value: Some(Bytes::from(format!("{tag}-{i}"))),
             headers: vec![],
         })
         .collect();
     let mut batch = BytesMut::new();
     encode_batch(&options, &records, &mut batch).unwrap();
-    produce_batch(correlation_id, acks, batch.freeze())
+    batch.freeze()
 }
 
 /// A Produce v9 request of `batch` to `t`/0.
@@ -873,17 +882,7 @@ impl TxnProducer {
             base_sequence: sequence,
             ..Default::default()
         };
-        let records: Vec<NewRecord> = (0..2)
-            .map(|i| NewRecord {
-                timestamp: 1_700_000_000_000,
-                key: None,
-                value: Some(Bytes::from(format!("{id}-{i}"))),
-                headers: vec![],
-            })
-            .collect();
-        let mut batch = BytesMut::new();
-        encode_batch(&options, &records, &mut batch).unwrap();
-        (id, produce_as(id, -1, Some("tx"), batch.freeze()))
+        (id, produce_as(id, -1, Some("tx"), encoded(options, 2, id)))
     }
 
     /// EndTxn v3, committing.
