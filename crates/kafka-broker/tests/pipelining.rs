@@ -980,15 +980,16 @@ async fn a_transactional_producers_requests_overlap_and_stay_unstable_until_comm
     p.until_stable_at(10).await;
 }
 
-/// A transaction whose commit marker the store holds for `marker_ms`: the producer's
-/// first batch (at once), its commit, then the next transaction's AddPartitionsToTxn
-/// sent at once. Returns the add's code and how long it took to be answered.
-async fn add_while_committing(wait: Duration, marker_ms: u64) -> (i16, Duration) {
+/// A gateway whose coordinator holds requests up to `wait` (`completion_wait`) and whose
+/// store holds the second append (the transaction's marker) for `marker_ms`, and a
+/// transactional producer with a transaction open there: one batch, at offsets 0-1.
+async fn open_transaction(wait: Duration, marker_ms: u64) -> (std::net::SocketAddr, TxnProducer) {
     let steps: &'static [(u64, bool)] = Box::leak(Box::new([(0, false), (marker_ms, false)]));
     let store = Arc::new(Held::new(Hold::Script(steps)));
     let mut config = BrokerConfig::default();
     config.transactions.completion_wait = wait;
-    let mut p = TxnProducer::init(serve_with(Arc::clone(&store), config).await).await;
+    let addr = serve_with(store, config).await;
+    let mut p = TxnProducer::init(addr).await;
     p.add_partition().await;
     let (id, request) = p.produce(0);
     p.socket.write_all(&request).await.unwrap();
@@ -996,6 +997,14 @@ async fn add_while_committing(wait: Duration, marker_ms: u64) -> (i16, Duration)
         produced(&response(&mut p.socket).await.unwrap()),
         (id, 0, 0)
     );
+    (addr, p)
+}
+
+/// A transaction whose commit marker the store holds for `marker_ms`: the producer's
+/// first batch (at once), its commit, then the next transaction's AddPartitionsToTxn
+/// sent at once. Returns the add's code and how long it took to be answered.
+async fn add_while_committing(wait: Duration, marker_ms: u64) -> (i16, Duration) {
+    let (_, mut p) = open_transaction(wait, marker_ms).await;
     p.commit().await;
     let asked = std::time::Instant::now();
     let code = p.add_code().await;
@@ -1028,19 +1037,7 @@ async fn adds_flooding_a_completing_transaction_are_answered_at_their_deadline()
     // to the id's next transaction meanwhile. Each add waits at most its 200 ms and is
     // answered CONCURRENT_TRANSACTIONS; a request of another kind is not held up; and
     // once the transaction completes an add goes through at once.
-    const STEPS: [(u64, bool); 2] = [(0, false), (2_000, false)];
-    let store = Arc::new(Held::new(Hold::Script(&STEPS)));
-    let mut config = BrokerConfig::default();
-    config.transactions.completion_wait = Duration::from_millis(200);
-    let addr = serve_with(Arc::clone(&store), config).await;
-    let mut p = TxnProducer::init(addr).await;
-    p.add_partition().await;
-    let (id, request) = p.produce(0);
-    p.socket.write_all(&request).await.unwrap();
-    assert_eq!(
-        produced(&response(&mut p.socket).await.unwrap()),
-        (id, 0, 0)
-    );
+    let (addr, mut p) = open_transaction(Duration::from_millis(200), 2_000).await;
     p.commit().await;
     let started = std::time::Instant::now();
     let (pid, epoch) = (p.pid, p.epoch);
@@ -1090,19 +1087,7 @@ async fn a_new_producer_instance_waits_for_the_fence_of_the_open_transaction() {
     // 300 ms by the store. With the wait, the new instance is answered the epoch after
     // that once the abort is complete; without it, CONCURRENT_TRANSACTIONS at once.
     for (wait, marker_ms) in [(Duration::from_millis(2_000), 300), (Duration::ZERO, 300)] {
-        let steps: &'static [(u64, bool)] = Box::leak(Box::new([(0, false), (marker_ms, false)]));
-        let store = Arc::new(Held::new(Hold::Script(steps)));
-        let mut config = BrokerConfig::default();
-        config.transactions.completion_wait = wait;
-        let addr = serve_with(Arc::clone(&store), config).await;
-        let mut old = TxnProducer::init(addr).await;
-        old.add_partition().await;
-        let (id, request) = old.produce(0);
-        old.socket.write_all(&request).await.unwrap();
-        assert_eq!(
-            produced(&response(&mut old.socket).await.unwrap()),
-            (id, 0, 0)
-        );
+        let (addr, mut old) = open_transaction(wait, marker_ms).await;
         let asked = std::time::Instant::now();
         let (code, new) = TxnProducer::try_init(addr).await;
         let took = asked.elapsed();
