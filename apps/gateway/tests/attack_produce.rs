@@ -33,7 +33,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use support::Gateway;
-use support::attack::{Prober, connect, peak_rss_bound_kib, peak_rss_kib, read_frame};
+use support::attack::{
+    Prober, assert_each_batch_landed_once, connect, peak_rss_bound_kib, peak_rss_kib, read_frame,
+};
 
 /// Longest a well-behaved client may wait for an answer during an attack.
 const ANSWER_BOUND: Duration = Duration::from_secs(2);
@@ -608,20 +610,7 @@ fn one_idempotent_producers_pipelined_batches_on_many_connections_land_once() {
     // among the producer's last five recorded batches is answered with its offset; a
     // copy from a connection that fell further behind is `OUT_OF_ORDER_SEQUENCE_NUMBER`,
     // as Kafka answers a retry older than the batches it caches.
-    for seq in 0..BATCHES as usize {
-        let of: Vec<(i16, i64)> = answers.iter().map(|a| a[seq]).collect();
-        let landed: Vec<i64> = of.iter().filter(|a| a.0 == NONE).map(|a| a.1).collect();
-        assert!(!landed.is_empty(), "batch {seq}: {of:?}");
-        assert!(
-            landed.windows(2).all(|w| w[0] == w[1]),
-            "batch {seq}: one offset for every copy: {of:?}"
-        );
-        assert!(
-            of.iter()
-                .all(|a| a.0 == NONE || a.0 == OUT_OF_ORDER_SEQUENCE_NUMBER),
-            "batch {seq}: {of:?}"
-        );
-    }
+    assert_each_batch_landed_once(&answers, BATCHES as usize);
     assert_eq!(
         latest(gw.addr, t_pipe, 0),
         i64::from(BATCHES),

@@ -39,7 +39,9 @@ use std::net::TcpStream;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use support::Gateway;
-use support::attack::{Prober, connect, peak_rss_bound_kib, peak_rss_kib, read_frame};
+use support::attack::{
+    Prober, assert_each_batch_landed_once, connect, peak_rss_bound_kib, peak_rss_kib, read_frame,
+};
 
 /// Longest a well-behaved client may wait for an answer during an attack.
 const ANSWER_BOUND: Duration = Duration::from_secs(2);
@@ -51,7 +53,6 @@ const INVALID_RECORD: i16 = 87;
 const INVALID_TXN_STATE: i16 = 48;
 const TRANSACTION_ABORTABLE: i16 = 120;
 const CONCURRENT_TRANSACTIONS: i16 = 51;
-const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -558,22 +559,7 @@ fn one_transactional_producers_pipelined_batches_on_many_connections_land_once()
         senders.into_iter().map(|h| h.join().unwrap()).collect()
     };
     let answers = flood(pipeline(&t, 0), true);
-    for seq in 0..BATCHES as usize {
-        let of: Vec<(i16, i64)> = answers.iter().map(|a| a[seq]).collect();
-        let landed: Vec<i64> = of.iter().filter(|a| a.0 == NONE).map(|a| a.1).collect();
-        assert!(!landed.is_empty(), "batch {seq}: {of:?}");
-        assert!(
-            landed.iter().all(|o| *o == landed[0]),
-            "batch {seq}: one offset for every copy: {of:?}"
-        );
-        // A copy from a connection more than five batches behind is refused, as Kafka
-        // refuses a retry older than the batches it caches.
-        assert!(
-            of.iter()
-                .all(|a| a.0 == NONE || a.0 == OUT_OF_ORDER_SEQUENCE_NUMBER),
-            "batch {seq}: {of:?}"
-        );
-    }
+    assert_each_batch_landed_once(&answers, BATCHES as usize);
     assert_eq!(
         latest(&mut c, &topic, 0, 0),
         i64::from(BATCHES),

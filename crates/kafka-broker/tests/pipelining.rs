@@ -937,15 +937,7 @@ async fn a_transactional_producers_requests_overlap_and_stay_unstable_until_comm
     // producer's requests overlap, and while the first is unconfirmed its records,
     // already in the store, must stay out of reach of read_committed consumers.
     const STEPS: [(u64, bool); 5] = [(0, false), (0, false), (400, false), (0, false), (0, false)];
-    let store = Arc::new(Held::new(Hold::Script(&STEPS)));
-    let mut p = TxnProducer::init(serve_at(Arc::clone(&store)).await).await;
-    p.add_partition().await;
-    let (id, request) = p.produce(0);
-    p.socket.write_all(&request).await.unwrap();
-    assert_eq!(
-        produced(&response(&mut p.socket).await.unwrap()),
-        (id, 0, 0)
-    );
+    let (store, _, mut p) = open_transaction(&STEPS, BrokerConfig::default()).await;
     p.commit().await;
     p.until_stable_at(3).await;
 
@@ -980,15 +972,15 @@ async fn a_transactional_producers_requests_overlap_and_stay_unstable_until_comm
     p.until_stable_at(10).await;
 }
 
-/// A gateway whose coordinator holds requests up to `wait` (`completion_wait`) and whose
-/// store holds the second append (the transaction's marker) for `marker_ms`, and a
-/// transactional producer with a transaction open there: one batch, at offsets 0-1.
-async fn open_transaction(wait: Duration, marker_ms: u64) -> (std::net::SocketAddr, TxnProducer) {
-    let steps: &'static [(u64, bool)] = Box::leak(Box::new([(0, false), (marker_ms, false)]));
+/// A gateway with `config` over a store that holds its appends as `steps` say, and a
+/// transactional producer with a transaction open there: one batch, at offsets 0-1
+/// (the store's first append).
+async fn open_transaction(
+    steps: &'static [(u64, bool)],
+    config: BrokerConfig,
+) -> (Arc<Held>, std::net::SocketAddr, TxnProducer) {
     let store = Arc::new(Held::new(Hold::Script(steps)));
-    let mut config = BrokerConfig::default();
-    config.transactions.completion_wait = wait;
-    let addr = serve_with(store, config).await;
+    let addr = serve_with(Arc::clone(&store), config).await;
     let mut p = TxnProducer::init(addr).await;
     p.add_partition().await;
     let (id, request) = p.produce(0);
@@ -997,6 +989,20 @@ async fn open_transaction(wait: Duration, marker_ms: u64) -> (std::net::SocketAd
         produced(&response(&mut p.socket).await.unwrap()),
         (id, 0, 0)
     );
+    (store, addr, p)
+}
+
+/// [`open_transaction`] on a gateway whose coordinator holds requests up to `wait`
+/// (`completion_wait`), over a store that holds the second append (the transaction's
+/// marker) for `marker_ms`.
+async fn open_transaction_held(
+    wait: Duration,
+    marker_ms: u64,
+) -> (std::net::SocketAddr, TxnProducer) {
+    let steps: &'static [(u64, bool)] = Box::leak(Box::new([(0, false), (marker_ms, false)]));
+    let mut config = BrokerConfig::default();
+    config.transactions.completion_wait = wait;
+    let (_, addr, p) = open_transaction(steps, config).await;
     (addr, p)
 }
 
@@ -1004,7 +1010,7 @@ async fn open_transaction(wait: Duration, marker_ms: u64) -> (std::net::SocketAd
 /// first batch (at once), its commit, then the next transaction's AddPartitionsToTxn
 /// sent at once. Returns the add's code and how long it took to be answered.
 async fn add_while_committing(wait: Duration, marker_ms: u64) -> (i16, Duration) {
-    let (_, mut p) = open_transaction(wait, marker_ms).await;
+    let (_, mut p) = open_transaction_held(wait, marker_ms).await;
     p.commit().await;
     let asked = std::time::Instant::now();
     let code = p.add_code().await;
@@ -1037,7 +1043,7 @@ async fn adds_flooding_a_completing_transaction_are_answered_at_their_deadline()
     // to the id's next transaction meanwhile. Each add waits at most its 200 ms and is
     // answered CONCURRENT_TRANSACTIONS; a request of another kind is not held up; and
     // once the transaction completes an add goes through at once.
-    let (addr, mut p) = open_transaction(Duration::from_millis(200), 2_000).await;
+    let (addr, mut p) = open_transaction_held(Duration::from_millis(200), 2_000).await;
     p.commit().await;
     let started = std::time::Instant::now();
     let (pid, epoch) = (p.pid, p.epoch);
@@ -1087,7 +1093,7 @@ async fn a_new_producer_instance_waits_for_the_fence_of_the_open_transaction() {
     // 300 ms by the store. With the wait, the new instance is answered the epoch after
     // that once the abort is complete; without it, CONCURRENT_TRANSACTIONS at once.
     for (wait, marker_ms) in [(Duration::from_millis(2_000), 300), (Duration::ZERO, 300)] {
-        let (addr, mut old) = open_transaction(wait, marker_ms).await;
+        let (addr, mut old) = open_transaction_held(wait, marker_ms).await;
         let asked = std::time::Instant::now();
         let (code, new) = TxnProducer::try_init(addr).await;
         let took = asked.elapsed();

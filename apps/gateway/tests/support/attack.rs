@@ -93,6 +93,30 @@ pub fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
     false
 }
 
+/// Checks the answers of one producer's batches pipelined on several connections
+/// (`answers[connection][batch]`: error code and base offset): every batch landed, every
+/// copy that landed reports the same offset, and the others were refused
+/// `OUT_OF_ORDER_SEQUENCE_NUMBER` (a copy from a connection more than five batches
+/// behind, as Kafka refuses a retry older than the batches it caches).
+#[allow(dead_code)]
+pub fn assert_each_batch_landed_once(answers: &[Vec<(i16, i64)>], batches: usize) {
+    const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    for batch in 0..batches {
+        let of: Vec<(i16, i64)> = answers.iter().map(|a| a[batch]).collect();
+        let landed: Vec<i64> = of.iter().filter(|a| a.0 == 0).map(|a| a.1).collect();
+        assert!(!landed.is_empty(), "batch {batch}: {of:?}");
+        assert!(
+            landed.windows(2).all(|w| w[0] == w[1]),
+            "batch {batch}: one offset for every copy: {of:?}"
+        );
+        assert!(
+            of.iter()
+                .all(|a| a.0 == 0 || a.0 == OUT_OF_ORDER_SEQUENCE_NUMBER),
+            "batch {batch}: {of:?}"
+        );
+    }
+}
+
 /// Peak resident set size of a process in KiB (`VmHWM` in `/proc/<pid>/status`).
 pub fn peak_rss_kib(pid: u32) -> Option<u64> {
     proc_status_kib(pid, "VmHWM:")
