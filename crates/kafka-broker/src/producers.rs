@@ -337,6 +337,10 @@ pub(crate) struct RecoveryStats {
     pub(crate) bytes: AtomicU64,
     /// Producer states rebuilt.
     pub(crate) producers: AtomicU64,
+    /// Recoveries whose log tail showed a producer behind a batch this gateway had
+    /// recorded as confirmed (a read of the log that lags what the store acknowledged;
+    /// installed all the same, and logged).
+    pub(crate) behind: AtomicU64,
 }
 
 /// Producer ids handed out and the producer state of every partition.
@@ -787,6 +791,43 @@ impl Producers {
                 .push_back((b.id.first_seq, b.id.last_seq(), b.base_offset));
             *last = at;
         }
+        // A producer this gateway recorded a confirmed batch of (its state is kept across
+        // `unrecover`) must show that batch in the tail; if not, the read lags the store.
+        let behind = state
+            .partitions
+            .iter()
+            .filter(|((t, p, _), _)| *p == partition && t == topic)
+            .filter_map(|((_, _, id), known)| {
+                let &(_, recorded, _) = known.recent.back()?;
+                let shown = rebuilt.get(id).map(|(e, _)| {
+                    (
+                        e.epoch,
+                        e.recent.back().map_or(i32::MIN, |&(_, last, _)| last),
+                    )
+                });
+                match shown {
+                    Some((epoch, last))
+                        if epoch < known.epoch || (epoch == known.epoch && last < recorded) =>
+                    {
+                        Some((*id, recorded, last))
+                    }
+                    _ => None,
+                }
+            })
+            .collect::<Vec<_>>();
+        if let Some(&(producer_id, recorded, shown)) = behind.first() {
+            self.stats.behind.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                topic,
+                partition,
+                producers = behind.len(),
+                producer_id,
+                recorded_last_sequence = recorded,
+                shown_last_sequence = shown,
+                "the log read to recover producer state is behind batches this gateway saw \
+                 confirmed"
+            );
+        }
         state
             .partitions
             .retain(|(t, p, _), _| !(*p == partition && t == topic));
@@ -1223,6 +1264,29 @@ mod tests {
         };
         assert!(p.install("t", 0, version, &tail(batches), 0).is_some());
         assert_eq!(p.readiness(m, "t", 0), Ok(Readiness::Ready));
+    }
+
+    #[test]
+    fn a_tail_behind_batches_seen_confirmed_is_counted() {
+        let p = producers();
+        let m =
+            kafka_store::cluster::ManualMembership::new(members(&[1])[0].clone(), members(&[1]));
+        recover(&p, &m, &[]);
+        // Producer 7's batches 0..=9 confirmed here, one record each.
+        for seq in 0..10 {
+            p.record("t", 0, b(seq, 1, 0), i64::from(seq), 0);
+        }
+        // A failure makes the partition read again; the read shows all of them.
+        p.unrecover("t", 0);
+        let all: Vec<_> = (0..10).map(|s| (7, 0, s, 1, i64::from(s))).collect();
+        recover(&p, &m, &all);
+        assert_eq!(p.stats.behind.load(Ordering::Relaxed), 0);
+        // Again, with a read that lags: it shows batch 5 as the last.
+        p.unrecover("t", 0);
+        recover(&p, &m, &all[..6]);
+        assert_eq!(p.stats.behind.load(Ordering::Relaxed), 1);
+        // Installed as read (the answer to a lagging store is not decided here).
+        assert_eq!(p.check("t", 0, b(6, 1, 0), 0), Ok(Verdict::Append));
     }
 
     #[test]

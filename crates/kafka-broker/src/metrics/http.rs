@@ -79,6 +79,7 @@ pub(crate) struct ScrapeGauges {
     producer_recovery_failures: Counter,
     producer_recovery_bytes: Counter,
     producers_recovered: Counter,
+    producer_recoveries_behind: Counter,
     memory_in_use: Gauge,
     memory_budget: Gauge,
     frame_pool_idle: Gauge,
@@ -110,6 +111,7 @@ impl ScrapeGauges {
             producer_recovery_failures: Counter::default(),
             producer_recovery_bytes: Counter::default(),
             producers_recovered: Counter::default(),
+            producer_recoveries_behind: Counter::default(),
             memory_in_use: Gauge::default(),
             memory_budget: Gauge::default(),
             frame_pool_idle: Gauge::default(),
@@ -180,6 +182,11 @@ impl ScrapeGauges {
                 "producer_states_recovered",
                 "Per-partition producer states rebuilt from the log since start",
                 &g.producers_recovered,
+            ),
+            (
+                "producer_state_recoveries_behind",
+                "Producer state recoveries whose log read lagged batches this gateway saw confirmed",
+                &g.producer_recoveries_behind,
             ),
         ] {
             reg.register(name, help, counter.clone());
@@ -360,6 +367,7 @@ pub(crate) async fn refresh(metrics: &Metrics, broker: &Broker) {
         (&g.producer_recovery_failures, &recovery.failures),
         (&g.producer_recovery_bytes, &recovery.bytes),
         (&g.producers_recovered, &recovery.producers),
+        (&g.producer_recoveries_behind, &recovery.behind),
     ] {
         counter
             .inner()
