@@ -34,7 +34,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use support::Gateway;
 use support::attack::{
-    Prober, assert_each_batch_landed_once, connect, peak_rss_bound_kib, peak_rss_kib, read_frame,
+    Prober, assert_each_batch_landed_once, connect, flood_same, peak_rss_bound_kib, peak_rss_kib,
+    read_frame,
 };
 
 /// Longest a well-behaved client may wait for an answer during an attack.
@@ -587,23 +588,14 @@ fn one_idempotent_producers_pipelined_batches_on_many_connections_land_once() {
         out
     };
     let flood = |first: i32, read: bool| -> Vec<Vec<(i16, i64)>> {
-        let barrier = Arc::new(Barrier::new(CONNECTIONS));
-        let senders: Vec<_> = (0..CONNECTIONS)
-            .map(|_| {
-                let (addr, barrier, frames) = (gw.addr, barrier.clone(), pipeline(first));
-                std::thread::spawn(move || {
-                    let mut s = connect(addr).unwrap();
-                    barrier.wait();
-                    s.write_all(&frames).unwrap();
-                    let mut answers = Vec::new();
-                    while read && answers.len() < BATCHES as usize {
-                        answers.push(produce_answer(&mut s));
-                    }
-                    answers
-                })
-            })
-            .collect();
-        senders.into_iter().map(|h| h.join().unwrap()).collect()
+        let answers = if read { BATCHES as usize } else { 0 };
+        flood_same(
+            gw.addr,
+            CONNECTIONS,
+            &pipeline(first),
+            answers,
+            produce_answer,
+        )
     };
     let answers = flood(0, true);
     // The first to check a batch appends it; a copy checked while it is in flight or

@@ -36,11 +36,11 @@ use kafka_protocol::{ByteString, RequestBody, ResponseBody};
 use kafka_records::{BatchOptions, NewRecord, encode_batch};
 use std::io::Write;
 use std::net::TcpStream;
-use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use support::Gateway;
 use support::attack::{
-    Prober, assert_each_batch_landed_once, connect, peak_rss_bound_kib, peak_rss_kib, read_frame,
+    Prober, assert_each_batch_landed_once, connect, flood_same, peak_rss_bound_kib, peak_rss_kib,
+    read_frame,
 };
 
 /// Longest a well-behaved client may wait for an answer during an attack.
@@ -533,30 +533,16 @@ fn one_transactional_producers_pipelined_batches_on_many_connections_land_once()
         }
         out
     };
-    let flood = |frames: Vec<u8>, read: bool| -> Vec<Vec<(i16, i64)>> {
-        let barrier = Arc::new(Barrier::new(CONNECTIONS));
-        let senders: Vec<_> = (0..CONNECTIONS)
-            .map(|_| {
-                let (addr, barrier, frames) = (gw.addr, barrier.clone(), frames.clone());
-                std::thread::spawn(move || {
-                    let mut s = connect(addr).unwrap();
-                    barrier.wait();
-                    s.write_all(&frames).unwrap();
-                    let mut answers = Vec::new();
-                    while read && answers.len() < BATCHES as usize {
-                        let ResponseBody::Produce(r) =
-                            answer(&mut s, kafka_protocol::ApiKey::Produce, 11)
-                        else {
-                            panic!("no Produce answer")
-                        };
-                        let p = &r.responses[0].partition_responses[0];
-                        answers.push((p.error_code, p.base_offset));
-                    }
-                    answers
-                })
-            })
-            .collect();
-        senders.into_iter().map(|h| h.join().unwrap()).collect()
+    let read = |s: &mut TcpStream| -> (i16, i64) {
+        let ResponseBody::Produce(r) = answer(s, kafka_protocol::ApiKey::Produce, 11) else {
+            panic!("no Produce answer")
+        };
+        let p = &r.responses[0].partition_responses[0];
+        (p.error_code, p.base_offset)
+    };
+    let flood = |frames: Vec<u8>, read_them: bool| -> Vec<Vec<(i16, i64)>> {
+        let answers = if read_them { BATCHES as usize } else { 0 };
+        flood_same(gw.addr, CONNECTIONS, &frames, answers, read)
     };
     let answers = flood(pipeline(&t, 0), true);
     assert_each_batch_landed_once(&answers, BATCHES as usize);

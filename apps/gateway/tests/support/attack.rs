@@ -93,6 +93,32 @@ pub fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
     false
 }
 
+/// Sends `frames` on `connections` new connections at once (a barrier lines them up)
+/// and reads `answers` answers on each with `read` (0: the connections close without
+/// reading); the answers per connection.
+#[allow(dead_code)]
+pub fn flood_same<T: Send + 'static>(
+    addr: SocketAddr,
+    connections: usize,
+    frames: &[u8],
+    answers: usize,
+    read: fn(&mut TcpStream) -> T,
+) -> Vec<Vec<T>> {
+    let barrier = Arc::new(std::sync::Barrier::new(connections));
+    let senders: Vec<_> = (0..connections)
+        .map(|_| {
+            let (barrier, frames) = (barrier.clone(), frames.to_vec());
+            std::thread::spawn(move || {
+                let mut s = connect(addr).unwrap();
+                barrier.wait();
+                s.write_all(&frames).unwrap();
+                (0..answers).map(|_| read(&mut s)).collect::<Vec<T>>()
+            })
+        })
+        .collect();
+    senders.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
 /// Checks the answers of one producer's batches pipelined on several connections
 /// (`answers[connection][batch]`: error code and base offset): every batch landed, every
 /// copy that landed reports the same offset, and the others were refused
