@@ -267,10 +267,11 @@ fn retried(state: Option<&TxnMetadata>) -> bool {
 /// What runs in the background for one shard, stopped when it is unloaded.
 #[derive(Default)]
 struct Background {
-    /// Marker jobs: job -> (shard, transactional id, task).
-    jobs: HashMap<JobId, (u32, String, AbortHandle)>,
-    /// State writes: write -> (shard, transactional id, task).
-    writes: HashMap<WriteId, (u32, String, AbortHandle)>,
+    /// Marker jobs: job -> (transactional id, task).
+    jobs: HashMap<JobId, (String, AbortHandle)>,
+    /// State writes: write -> (transactional id, task); the id's shard is
+    /// `group_shard(id)`.
+    writes: HashMap<WriteId, (String, AbortHandle)>,
 }
 
 /// A request that may be held while its transactional id completes, as the machine got
@@ -473,8 +474,8 @@ async fn run(
             }
             Some(Command::Unload(shard, done)) => {
                 let effects = machine.unload(shard);
-                background.writes.retain(|_, (s, _, task)| {
-                    let keep = *s != shard;
+                background.writes.retain(|_, (id, task)| {
+                    let keep = group_shard(id) != shard;
                     if !keep {
                         task.abort();
                     }
@@ -484,11 +485,11 @@ async fn run(
                 effects
             }
             Some(Command::Written(write, ok)) => {
-                settled = background.writes.remove(&write).map(|(_, id, _)| id);
+                settled = background.writes.remove(&write).map(|(id, _)| id);
                 machine.written(now, write, ok)
             }
             Some(Command::MarkersDone(job)) => {
-                settled = background.jobs.remove(&job).map(|(_, id, _)| id);
+                settled = background.jobs.remove(&job).map(|(id, _)| id);
                 machine.markers_done(now, job)
             }
         };
@@ -514,7 +515,6 @@ async fn run(
                         transactional_id,
                         state,
                     } => {
-                        let shard = group_shard(&transactional_id);
                         let task = tokio::spawn(persist(
                             write,
                             transactional_id.clone(),
@@ -525,10 +525,9 @@ async fn run(
                         ));
                         background
                             .writes
-                            .insert(write, (shard, transactional_id, task.abort_handle()));
+                            .insert(write, (transactional_id, task.abort_handle()));
                     }
                     Effect::WriteMarkers(job) => {
-                        let shard = group_shard(&job.transactional_id);
                         let id = job.job;
                         let txn_id = job.transactional_id.clone();
                         let task = tokio::spawn(write_markers(
@@ -537,15 +536,14 @@ async fn run(
                             me.clone(),
                             settings.clone(),
                         ));
-                        if let Some((_, _, old)) = background
-                            .jobs
-                            .insert(id, (shard, txn_id, task.abort_handle()))
+                        if let Some((_, old)) =
+                            background.jobs.insert(id, (txn_id, task.abort_handle()))
                         {
                             old.abort();
                         }
                     }
                     Effect::CancelMarkers(job) => {
-                        if let Some((_, _, task)) = background.jobs.remove(&job) {
+                        if let Some((_, task)) = background.jobs.remove(&job) {
                             task.abort();
                         }
                     }
@@ -574,10 +572,10 @@ async fn run(
             }
         }
     }
-    for (_, _, task) in background.jobs.into_values() {
+    for (_, task) in background.jobs.into_values() {
         task.abort();
     }
-    for (_, _, task) in background.writes.into_values() {
+    for (_, task) in background.writes.into_values() {
         task.abort();
     }
 }
