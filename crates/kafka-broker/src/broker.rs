@@ -97,7 +97,8 @@ impl Broker {
             config.limits.producer_id_expiration,
             config.limits.max_producer_states,
         )
-        .limit_recoveries(config.limits.max_concurrent_producer_recoveries);
+        .limit_recoveries(config.limits.max_concurrent_producer_recoveries)
+        .wait_for_lagging_reads(config.limits.producer_state_recovery_lag_wait);
         let cpu = CpuPool::new(config.limits.validation_threads);
         let groups = Groups::spawn(
             config.groups.clone(),

@@ -468,6 +468,11 @@ pub struct Limits {
     /// to `producer_state_recovery_bytes` of read batches while it runs); the others
     /// wait, within their request's timeout. Kafka has no such setting.
     pub max_concurrent_producer_recoveries: usize,
+    /// How long a partition's producer state recovery keeps reading the log again while
+    /// what it reads shows a producer behind a batch this gateway saw confirmed (a store
+    /// whose reads lag what it acknowledged, as a new Iggy primary can for a moment);
+    /// after that the log is taken as it is. Zero takes the first read as it is.
+    pub producer_state_recovery_lag_wait: Duration,
     /// Threads that decompress and check produced batches and scan partitions by
     /// timestamp, off the connections' workers.
     pub validation_threads: usize,
@@ -524,6 +529,7 @@ impl Default for Limits {
             max_producer_states: 100_000,
             producer_state_recovery_bytes: 4 * 1024 * 1024,
             max_concurrent_producer_recoveries: 8,
+            producer_state_recovery_lag_wait: Duration::from_secs(10),
             validation_threads: 2,
             inline_validation_bytes: 64 * 1024,
             frame_pool_bytes: 32 * 1024 * 1024,
@@ -854,6 +860,12 @@ impl BrokerConfig {
         }
         if limits.max_fetch_wait > MAX_DURATION {
             return bad("limits.max_fetch_wait", "must be at most 7 days");
+        }
+        if limits.producer_state_recovery_lag_wait > Duration::from_secs(300) {
+            return bad(
+                "limits.producer_state_recovery_lag_wait",
+                "must be at most 300 seconds",
+            );
         }
         for (field, value) in [
             ("limits.max_produce_timeout", limits.max_produce_timeout),

@@ -117,6 +117,12 @@ const STRIPES: usize = 256;
 const ID_BITS: u32 = 48;
 /// Recoveries at once unless [`Producers::limit_recoveries`] says otherwise.
 const DEFAULT_RECOVERIES: usize = 8;
+/// How long a recovery reads a lagging log again, unless configured.
+const DEFAULT_LAG_WAIT_MS: i64 = 10_000;
+/// The first pause before a lagging log is read again; each next one doubles, up to
+/// [`LAG_PAUSE_MAX`].
+const LAG_PAUSE_MIN: Duration = Duration::from_millis(10);
+const LAG_PAUSE_MAX: Duration = Duration::from_millis(500);
 
 /// The identity fields of one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,6 +292,10 @@ struct State {
     partitions: HashMap<Key, Entry>,
     issued: HashMap<i64, Issued>,
     leadership: Leadership,
+    /// Partitions whose last recovery read showed a producer behind a batch recorded
+    /// here as confirmed, and when such a read was first seen (ms): the log is read
+    /// again until it catches up or the lag wait has passed since then.
+    lagging: HashMap<(String, i32), i64>,
 }
 
 /// Which partitions' producer state is current: rebuilt from the log since this gateway
@@ -337,10 +347,26 @@ pub(crate) struct RecoveryStats {
     pub(crate) bytes: AtomicU64,
     /// Producer states rebuilt.
     pub(crate) producers: AtomicU64,
-    /// Recoveries whose log tail showed a producer behind a batch this gateway had
-    /// recorded as confirmed (a read of the log that lags what the store acknowledged;
-    /// installed all the same, and logged).
+    /// Recovery reads whose log tail showed a producer behind a batch this gateway had
+    /// recorded as confirmed (a read of the log that lags what the store acknowledged):
+    /// not installed, the log is read again.
     pub(crate) behind: AtomicU64,
+    /// Recoveries installed although their tail still showed a producer behind, once
+    /// the lag wait had passed (the store lost batches it had acknowledged, or its
+    /// reads lag for longer than the wait).
+    pub(crate) behind_accepted: AtomicU64,
+}
+
+/// What [`Producers::install`] did with a tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Installed {
+    /// Installed, with this many producer states.
+    Kept(usize),
+    /// The gateways' view changed since the recovery began: nothing kept.
+    ViewChanged,
+    /// The tail shows a producer behind a batch recorded here as confirmed, and the lag
+    /// wait has not passed: nothing kept, the log is to be read again.
+    Behind,
 }
 
 /// Producer ids handed out and the producer state of every partition.
@@ -361,6 +387,8 @@ pub(crate) struct Producers {
     pub(crate) stats: RecoveryStats,
     /// Permits for recoveries running at once.
     recoveries: tokio::sync::Semaphore,
+    /// How long a recovery reads again while its tail lags (ms).
+    lag_wait_ms: i64,
     /// The next [`Ticket`]'s number.
     tickets: AtomicU64,
 }
@@ -379,8 +407,16 @@ impl Producers {
             max_entries: max_entries.max(1),
             stats: RecoveryStats::default(),
             recoveries: tokio::sync::Semaphore::new(DEFAULT_RECOVERIES),
+            lag_wait_ms: DEFAULT_LAG_WAIT_MS,
             tickets: AtomicU64::new(0),
         }
+    }
+
+    /// Reads a partition's log again for up to `wait` while it shows a producer behind
+    /// a batch this gateway saw confirmed, before taking it as it is.
+    pub(crate) fn wait_for_lagging_reads(mut self, wait: Duration) -> Self {
+        self.lag_wait_ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+        self
     }
 
     /// Allows at most `at_once` recoveries to run at the same time (at least one).
@@ -705,6 +741,7 @@ impl Producers {
         if let Ok(mut state) = self.state.lock() {
             state.partitions.retain(|(t, _, _), _| t != topic);
             state.leadership.recovered.retain(|(t, _)| t != topic);
+            state.lagging.retain(|(t, _), _| t != topic);
         }
     }
 
@@ -748,10 +785,16 @@ impl Producers {
     }
 
     /// Replaces `topic`'s `partition` producer state by what `tail` (oldest first) shows
-    /// and marks it recovered, unless the view changed since `version` (then nothing is
-    /// kept and `None` returned); else the number of producer states kept. Per producer:
-    /// the highest epoch and its last batches at that epoch. The producers seen last are
-    /// kept when there are more than the table holds.
+    /// and marks it recovered, unless the view changed since `version` or the tail lags
+    /// (see [`Installed`]). Per producer: the highest epoch and its last batches at that
+    /// epoch. The producers seen last are kept when there are more than the table holds.
+    ///
+    /// A producer whose last batch this gateway recorded as confirmed (its state is kept
+    /// across [`Producers::unrecover`]) must show that batch in the tail. If it does not,
+    /// the read lags the store: installing it would put the producer back, and its next
+    /// batch would look like a gap (`OUT_OF_ORDER_SEQUENCE_NUMBER`, fatal to most
+    /// clients). Such a tail is refused until the lag wait has passed since the first
+    /// one, then taken as it is (the log is what consumers read).
     fn install(
         &self,
         topic: &str,
@@ -759,11 +802,13 @@ impl Producers {
         version: u64,
         tail: &[TailBatch],
         now_ms: i64,
-    ) -> Option<usize> {
-        let mut guard = self.state.lock().ok()?;
+    ) -> Installed {
+        let Ok(mut guard) = self.state.lock() else {
+            return Installed::ViewChanged;
+        };
         let state = &mut *guard;
         if state.leadership.version != version {
-            return None;
+            return Installed::ViewChanged;
         }
         // Per producer: its state and the position of its last batch in the tail.
         let mut rebuilt: HashMap<i64, (Entry, usize)> = HashMap::new();
@@ -791,8 +836,6 @@ impl Producers {
                 .push_back((b.id.first_seq, b.id.last_seq(), b.base_offset));
             *last = at;
         }
-        // A producer this gateway recorded a confirmed batch of (its state is kept across
-        // `unrecover`) must show that batch in the tail; if not, the read lags the store.
         let behind = state
             .partitions
             .iter()
@@ -815,8 +858,29 @@ impl Producers {
                 }
             })
             .collect::<Vec<_>>();
+        let key = (topic.to_string(), partition);
         if let Some(&(producer_id, recorded, shown)) = behind.first() {
             self.stats.behind.fetch_add(1, Ordering::Relaxed);
+            let first = !state.lagging.contains_key(&key);
+            let since = *state.lagging.entry(key.clone()).or_insert(now_ms);
+            let waited_ms = now_ms.saturating_sub(since);
+            if waited_ms < self.lag_wait_ms {
+                if first {
+                    tracing::warn!(
+                        topic,
+                        partition,
+                        producers = behind.len(),
+                        producer_id,
+                        recorded_last_sequence = recorded,
+                        shown_last_sequence = shown,
+                        wait_ms = self.lag_wait_ms,
+                        "the log read to recover producer state is behind batches this \
+                         gateway saw confirmed; reading it again"
+                    );
+                }
+                return Installed::Behind;
+            }
+            self.stats.behind_accepted.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 topic,
                 partition,
@@ -824,10 +888,20 @@ impl Producers {
                 producer_id,
                 recorded_last_sequence = recorded,
                 shown_last_sequence = shown,
-                "the log read to recover producer state is behind batches this gateway saw \
-                 confirmed"
+                waited_ms,
+                "the log still lacks batches this gateway saw confirmed; producer state \
+                 recovered from it as it is (its producers' next batches may be refused \
+                 as out of order)"
+            );
+        } else if let Some(since) = state.lagging.get(&key) {
+            tracing::info!(
+                topic,
+                partition,
+                waited_ms = now_ms.saturating_sub(*since),
+                "the log read to recover producer state caught up"
             );
         }
+        state.lagging.remove(&key);
         state
             .partitions
             .retain(|(t, p, _), _| !(*p == partition && t == topic));
@@ -849,17 +923,19 @@ impl Producers {
                 .partitions
                 .insert((topic.to_string(), partition, id), entry);
         }
-        state
-            .leadership
-            .recovered
-            .insert((topic.to_string(), partition));
-        Some(keep)
+        state.leadership.recovered.insert(key);
+        Installed::Kept(keep)
     }
 
     /// Makes `topic`'s `partition` ready for a check: confirms this gateway leads it and,
     /// the first time since it started leading it, rebuilds its producers' state from
     /// the last `window` bytes of the log (within `timeout`). The caller holds the
     /// partition's stripe lock, so no batch of the partition is checked meanwhile.
+    ///
+    /// A read that lags batches confirmed here is not installed: the log is read again
+    /// after a pause (10 ms, doubling up to 500 ms) within `timeout`, and on the next
+    /// batch after that, until it catches up or the lag wait has passed (then it is
+    /// installed as it is).
     ///
     /// Every failure is `NOT_LEADER_OR_FOLLOWER`: retriable, and it tells the producer
     /// that nothing was written (a timeout would be taken as "maybe written"), as Kafka
@@ -874,45 +950,65 @@ impl Producers {
         window: usize,
         timeout: Duration,
     ) -> Result<(), (ErrorCode, Option<String>)> {
-        let version = match self.readiness(membership, topic, partition) {
-            Ok(Readiness::Ready) => return Ok(()),
-            Ok(Readiness::Recover(version)) => version,
-            Err(code) => return Err((code, None)),
-        };
-        let read = tokio::time::timeout(timeout, async {
-            // The semaphore is never closed, so a permit always comes (Err is impossible).
-            let _permit = self.recoveries.acquire().await;
-            recovery::read_tail(log, topic, partition, window).await
-        })
-        .await;
+        let deadline = tokio::time::Instant::now() + timeout;
         let refused = |why: String| {
             self.stats.failures.fetch_add(1, Ordering::Relaxed);
             debug!(topic, partition, why = %why, "producer state not recovered");
             Err((ErrorCode::NOT_LEADER_OR_FOLLOWER, Some(why)))
         };
-        let tail = match read {
-            Ok(Ok(tail)) => tail,
-            Ok(Err(e)) => return refused(format!("reading the partition's tail failed: {e}")),
-            Err(_) => return refused("reading the partition's tail timed out".into()),
-        };
-        self.stats
-            .bytes
-            .fetch_add(tail.bytes as u64, Ordering::Relaxed);
-        match self.install(
-            topic,
-            partition,
-            version,
-            &tail.batches,
-            crate::broker::now_ms(),
-        ) {
-            Some(producers) => {
-                self.stats.recoveries.fetch_add(1, Ordering::Relaxed);
-                self.stats
-                    .producers
-                    .fetch_add(producers as u64, Ordering::Relaxed);
-                Ok(())
+        let mut pause = LAG_PAUSE_MIN;
+        loop {
+            let version = match self.readiness(membership, topic, partition) {
+                Ok(Readiness::Ready) => return Ok(()),
+                Ok(Readiness::Recover(version)) => version,
+                Err(code) => return Err((code, None)),
+            };
+            let read = tokio::time::timeout_at(deadline, async {
+                // The semaphore is never closed, so a permit always comes (Err is
+                // impossible).
+                let _permit = self.recoveries.acquire().await;
+                recovery::read_tail(log, topic, partition, window).await
+            })
+            .await;
+            let tail = match read {
+                Ok(Ok(tail)) => tail,
+                Ok(Err(e)) => {
+                    return refused(format!("reading the partition's tail failed: {e}"));
+                }
+                Err(_) => return refused("reading the partition's tail timed out".into()),
+            };
+            self.stats
+                .bytes
+                .fetch_add(tail.bytes as u64, Ordering::Relaxed);
+            match self.install(
+                topic,
+                partition,
+                version,
+                &tail.batches,
+                crate::broker::now_ms(),
+            ) {
+                Installed::Kept(producers) => {
+                    self.stats.recoveries.fetch_add(1, Ordering::Relaxed);
+                    self.stats
+                        .producers
+                        .fetch_add(producers as u64, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Installed::ViewChanged => {
+                    return refused("the gateways' view changed during the recovery".into());
+                }
+                Installed::Behind => {
+                    if tokio::time::Instant::now() + pause >= deadline {
+                        return refused(
+                            "the partition's log does not show batches confirmed before; \
+                             it is read again on the next batch"
+                                .into(),
+                        );
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(LAG_PAUSE_MAX);
+                }
             }
-            None => refused("the gateways' view changed during the recovery".into()),
         }
     }
 
@@ -1262,13 +1358,16 @@ mod tests {
         let Ok(Readiness::Recover(version)) = p.readiness(m, "t", 0) else {
             panic!("expected a recovery");
         };
-        assert!(p.install("t", 0, version, &tail(batches), 0).is_some());
+        assert!(matches!(
+            p.install("t", 0, version, &tail(batches), 0),
+            Installed::Kept(_)
+        ));
         assert_eq!(p.readiness(m, "t", 0), Ok(Readiness::Ready));
     }
 
     #[test]
-    fn a_tail_behind_batches_seen_confirmed_is_counted() {
-        let p = producers();
+    fn a_tail_behind_batches_seen_confirmed_is_read_again_until_the_lag_wait() {
+        let p = producers().wait_for_lagging_reads(Duration::from_millis(1000));
         let m =
             kafka_store::cluster::ManualMembership::new(members(&[1])[0].clone(), members(&[1]));
         recover(&p, &m, &[]);
@@ -1281,12 +1380,64 @@ mod tests {
         let all: Vec<_> = (0..10).map(|s| (7, 0, s, 1, i64::from(s))).collect();
         recover(&p, &m, &all);
         assert_eq!(p.stats.behind.load(Ordering::Relaxed), 0);
-        // Again, with a read that lags: it shows batch 5 as the last.
+        // Again, with reads that lag: they show batch 5 as the last. Refused while the
+        // wait lasts (counted from the first such read), and the state is kept.
         p.unrecover("t", 0);
-        recover(&p, &m, &all[..6]);
-        assert_eq!(p.stats.behind.load(Ordering::Relaxed), 1);
-        // Installed as read (the answer to a lagging store is not decided here).
-        assert_eq!(p.check("t", 0, b(6, 1, 0), 0), Ok(Verdict::Append));
+        let Ok(Readiness::Recover(version)) = p.readiness(&m, "t", 0) else {
+            panic!("expected a recovery");
+        };
+        let lagging = tail(&all[..6]);
+        for now in [5_000, 5_600, 5_999] {
+            assert_eq!(
+                p.install("t", 0, version, &lagging, now),
+                Installed::Behind,
+                "at {now} ms"
+            );
+        }
+        assert_eq!(p.stats.behind.load(Ordering::Relaxed), 3);
+        assert!(matches!(p.readiness(&m, "t", 0), Ok(Readiness::Recover(_))));
+        assert_eq!(p.check("t", 0, b(10, 1, 0), 6_000), Ok(Verdict::Append));
+        // A read that caught up is installed, and ends the wait.
+        assert_eq!(
+            p.install("t", 0, version, &tail(&all), 6_000),
+            Installed::Kept(1)
+        );
+        assert_eq!(p.check("t", 0, b(10, 1, 0), 6_000), Ok(Verdict::Append));
+        assert_eq!(
+            p.check("t", 0, b(6, 1, 0), 6_000),
+            Ok(Verdict::Duplicate(6))
+        );
+        // A lag that outlasts the wait: taken as it is after the wait, from its first
+        // read (a new wait, since the last one ended when the log caught up).
+        p.unrecover("t", 0);
+        let Ok(Readiness::Recover(version)) = p.readiness(&m, "t", 0) else {
+            panic!("expected a recovery");
+        };
+        assert_eq!(
+            p.install("t", 0, version, &lagging, 7_000),
+            Installed::Behind
+        );
+        assert_eq!(p.stats.behind_accepted.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            p.install("t", 0, version, &lagging, 8_000),
+            Installed::Kept(1)
+        );
+        assert_eq!(p.stats.behind_accepted.load(Ordering::Relaxed), 1);
+        assert_eq!(p.readiness(&m, "t", 0), Ok(Readiness::Ready));
+        // Put back to what the log shows: the producer's batch 10 is now a gap.
+        assert!(matches!(
+            p.check("t", 0, b(10, 1, 0), 8_000),
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        ));
+        assert_eq!(p.check("t", 0, b(6, 1, 0), 8_000), Ok(Verdict::Append));
+        // With no wait, the first read is taken as it is.
+        let p = producers().wait_for_lagging_reads(Duration::ZERO);
+        recover(&p, &m, &[]);
+        p.record("t", 0, b(0, 1, 0), 0, 0);
+        p.record("t", 0, b(1, 1, 0), 1, 0);
+        p.unrecover("t", 0);
+        recover(&p, &m, &all[..1]);
+        assert_eq!(p.stats.behind_accepted.load(Ordering::Relaxed), 1);
     }
 
     #[test]
@@ -1301,8 +1452,18 @@ mod tests {
             batches.push((8, 0, i, 1, 10 + i64::from(i)));
         }
         batches.push((7, 1, 1, 3, 20));
-        // Another gateway's entry for this partition, from before: replaced.
-        p.record("t", 0, b(40, 1, 1), 99, 0);
+        // An entry of this partition from before, of a producer the tail does not show:
+        // dropped (`p.len()` below).
+        p.record(
+            "t",
+            0,
+            BatchId {
+                producer_id: 9,
+                ..b(40, 1, 1)
+            },
+            99,
+            0,
+        );
         recover(&p, &m, &batches);
         assert_eq!(p.check("t", 0, b(1, 3, 1), 0), Ok(Verdict::Duplicate(20)));
         assert_eq!(p.check("t", 0, b(0, 1, 1), 0), Ok(Verdict::Duplicate(2)));
@@ -1361,7 +1522,7 @@ mod tests {
         };
         m.set_members(members(&[1]));
         assert!(matches!(p.readiness(&m, "t", 0), Ok(Readiness::Recover(_))));
-        assert!(p.install("t", 0, version, &[], 0).is_none());
+        assert_eq!(p.install("t", 0, version, &[], 0), Installed::ViewChanged);
         assert!(matches!(p.readiness(&m, "t", 0), Ok(Readiness::Recover(_))));
         // A deleted topic is recovered afresh.
         recover(&p, &m, &[]);

@@ -71,6 +71,43 @@ struct Held {
     open: Arc<AtomicUsize>,
     /// The most there ever were at once.
     most_open: AtomicUsize,
+    /// Reads that lag: see [`Held::lagging`].
+    lag: Lag,
+}
+
+/// How long reads lag after an append reports a failure (none: they never do), and the
+/// state that tracks it.
+#[derive(Default, Clone)]
+struct Lag {
+    after_failure: Option<Duration>,
+    /// Each append's base offset, by index.
+    bases: Arc<std::sync::Mutex<Vec<i64>>>,
+    /// Until when the high watermark shown is at most this.
+    stale: Arc<std::sync::Mutex<Option<(std::time::Instant, i64)>>>,
+}
+
+impl Lag {
+    /// The append with `index` reported a failure: for the lag's duration, reads end
+    /// before the append before it (one confirmed earlier), as a new primary's reads
+    /// can lag what it acknowledged.
+    fn failed(&self, index: usize) {
+        let Some(lasting) = self.after_failure else {
+            return;
+        };
+        let bases = self.bases.lock().unwrap();
+        if let Some(&hw) = index.checked_sub(1).and_then(|i| bases.get(i)) {
+            *self.stale.lock().unwrap() = Some((std::time::Instant::now() + lasting, hw));
+        }
+    }
+
+    fn shown(&self, mut w: Watermarks) -> Watermarks {
+        if let Some((until, hw)) = *self.stale.lock().unwrap()
+            && std::time::Instant::now() < until
+        {
+            w.high_watermark = w.high_watermark.min(hw);
+        }
+        w
+    }
 }
 
 impl Held {
@@ -81,7 +118,15 @@ impl Held {
             submitted: watch::channel(0).0,
             open: Arc::new(AtomicUsize::new(0)),
             most_open: AtomicUsize::new(0),
+            lag: Lag::default(),
         }
+    }
+
+    /// After an append reports a failure, the partition's reads lag for `lasting`: they
+    /// end before the append confirmed just before the failing one.
+    fn lagging(mut self, lasting: Duration) -> Self {
+        self.lag.after_failure = Some(lasting);
+        self
     }
 }
 
@@ -136,8 +181,12 @@ impl LogStore for Held {
         self.submitted.send_modify(|n| {
             index = *n;
             *n += 1;
+            let mut bases = self.lag.bases.lock().unwrap();
+            bases.resize(index + 1, i64::MAX);
+            bases[index] = outcome.base_offset;
         });
         let hold = self.hold;
+        let lag = self.lag.clone();
         let release = Arc::clone(&self.open);
         Ok(Box::pin(async move {
             match hold {
@@ -153,6 +202,7 @@ impl LogStore for Held {
                     if let Some(&(ms, fails)) = steps.get(index) {
                         tokio::time::sleep(Duration::from_millis(ms)).await;
                         if fails {
+                            lag.failed(index);
                             release.fetch_sub(1, Ordering::SeqCst);
                             return Err(StoreError::Unavailable("the answer was lost".into()));
                         }
@@ -161,6 +211,7 @@ impl LogStore for Held {
                 Hold::FailOne(d, failing) => {
                     tokio::time::sleep(d).await;
                     if index == failing {
+                        lag.failed(index);
                         release.fetch_sub(1, Ordering::SeqCst);
                         return Err(StoreError::Unavailable("the answer was lost".into()));
                     }
@@ -174,7 +225,7 @@ impl LogStore for Held {
         self.inner.read(t, p, o, max).await
     }
     async fn watermarks(&self, t: &str, p: i32) -> StoreResult<Watermarks> {
-        self.inner.watermarks(t, p).await
+        Ok(self.lag.shown(self.inner.watermarks(t, p).await?))
     }
     async fn offset_for_timestamp(
         &self,
@@ -564,6 +615,62 @@ async fn a_failure_in_an_idempotent_pipeline_writes_nothing_twice() {
     }
     socket.write_all(&list_latest(8)).await.unwrap();
     assert_eq!(listed(&response(&mut socket).await.unwrap()), (8, 10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovery_read_that_lags_an_acknowledged_batch_is_read_again() {
+    // Producer 7's third batch reports a failure although it landed, and for a while
+    // after that the partition's reads end before its second batch, which was
+    // acknowledged (as a new Iggy primary's reads can). A recovery that took such a read
+    // would put the producer back a batch, and its retry of the third would be refused
+    // as out of order, which librdkafka and the Java client take as fatal.
+    static STEPS: [(u64, bool); 3] = [(0, false), (0, false), (0, true)];
+    let ms = Duration::from_millis;
+    for (wait, lasting, retry_code) in [
+        // Read again until the reads catch up: the retry is found in the log.
+        (ms(10_000), ms(300), 0),
+        // No wait: the lagging read is taken as it is.
+        (Duration::ZERO, ms(300), 45),
+        // A lag that outlasts the wait: taken as it is once the wait has passed.
+        (ms(200), ms(60_000), 45),
+    ] {
+        let store = Arc::new(Held::new(Hold::Script(&STEPS)).lagging(lasting));
+        let mut config = BrokerConfig::default();
+        config.limits.producer_state_recovery_lag_wait = wait;
+        let addr = serve_with(Arc::clone(&store), config).await;
+        let mut socket = TcpStream::connect(addr).await.unwrap();
+        for (id, sequence, answer) in [(1, 0, (0, 0)), (2, 2, (0, 2)), (3, 4, (5, -1))] {
+            socket
+                .write_all(&produce(id, -1, idempotent(sequence), 2))
+                .await
+                .unwrap();
+            let (_, code, offset) = produced(&response(&mut socket).await.unwrap());
+            assert_eq!((code, offset), answer, "batch from sequence {sequence}");
+        }
+        // The producer resends its third batch at once.
+        let sent = std::time::Instant::now();
+        socket
+            .write_all(&produce(4, -1, idempotent(4), 2))
+            .await
+            .unwrap();
+        let (_, code, offset) = produced(&response(&mut socket).await.unwrap());
+        let took = sent.elapsed();
+        let case = format!("wait {wait:?}, lag {lasting:?}: answered {code} in {took:?}");
+        assert_eq!(code, retry_code, "{case}");
+        if retry_code == 0 {
+            assert_eq!(offset, 4, "{case}");
+            assert!(took >= ms(250), "{case}");
+            socket
+                .write_all(&produce(5, -1, idempotent(6), 2))
+                .await
+                .unwrap();
+            assert_eq!(produced(&response(&mut socket).await.unwrap()), (5, 0, 6));
+            socket.write_all(&list_latest(6)).await.unwrap();
+            assert_eq!(listed(&response(&mut socket).await.unwrap()), (6, 8));
+        } else {
+            assert!(took >= wait && took < ms(5_000), "{case}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -81,6 +81,8 @@ pub(super) struct Raw {
     #[serde(deserialize_with = "parsed")]
     max_concurrent_producer_recoveries: usize,
     #[serde(deserialize_with = "parsed")]
+    producer_state_recovery_lag_wait_ms: u64,
+    #[serde(deserialize_with = "parsed")]
     validation_threads: usize,
     #[serde(deserialize_with = "parsed")]
     inline_validation_bytes: usize,
@@ -127,6 +129,7 @@ impl Default for Raw {
             max_producer_states,
             producer_state_recovery_bytes,
             max_concurrent_producer_recoveries,
+            producer_state_recovery_lag_wait,
             validation_threads,
             inline_validation_bytes,
             frame_pool_bytes,
@@ -165,6 +168,7 @@ impl Default for Raw {
             max_producer_states,
             producer_state_recovery_bytes,
             max_concurrent_producer_recoveries,
+            producer_state_recovery_lag_wait_ms: duration_ms(producer_state_recovery_lag_wait),
             validation_threads,
             inline_validation_bytes,
             frame_pool_bytes,
@@ -255,6 +259,10 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
         "limits.max_concurrent_producer_recoveries",
         "max_concurrent_producer_recoveries",
     ),
+    (
+        "limits.producer_state_recovery_lag_wait",
+        "producer_state_recovery_lag_wait_ms",
+    ),
     ("limits.validation_threads", "validation_threads"),
     ("limits.inline_validation_bytes", "inline_validation_bytes"),
     ("limits.frame_pool_bytes", "frame_pool_bytes"),
@@ -304,6 +312,9 @@ impl Raw {
             max_producer_states: self.max_producer_states,
             producer_state_recovery_bytes: self.producer_state_recovery_bytes,
             max_concurrent_producer_recoveries: self.max_concurrent_producer_recoveries,
+            producer_state_recovery_lag_wait: Duration::from_millis(
+                self.producer_state_recovery_lag_wait_ms,
+            ),
             validation_threads: self.validation_threads,
             inline_validation_bytes: self.inline_validation_bytes,
             frame_pool_bytes: self.frame_pool_bytes,

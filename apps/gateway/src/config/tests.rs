@@ -709,15 +709,22 @@ fn the_producer_state_recovery_window_reaches_the_broker() {
     }
     let config = load(
         None,
-        env(&[("IGGY_KAFKA_MAX_CONCURRENT_PRODUCER_RECOVERIES", "3")]),
+        env(&[
+            ("IGGY_KAFKA_MAX_CONCURRENT_PRODUCER_RECOVERIES", "3"),
+            ("IGGY_KAFKA_PRODUCER_STATE_RECOVERY_LAG_WAIT_MS", "0"),
+        ]),
     )
     .unwrap();
-    assert_eq!(
-        config
-            .broker_config(1)
-            .limits
-            .max_concurrent_producer_recoveries,
-        3
+    let limits = config.broker_config(1).limits;
+    assert_eq!(limits.max_concurrent_producer_recoveries, 3);
+    assert_eq!(limits.producer_state_recovery_lag_wait, Duration::ZERO);
+    let message = load_err(
+        None,
+        &[("IGGY_KAFKA_PRODUCER_STATE_RECOVERY_LAG_WAIT_MS", "300001")],
+    );
+    assert!(
+        message.ends_with("must be at most 300 seconds"),
+        "{message}"
     );
     let message = load_err(
         None,

@@ -79,7 +79,8 @@ pub(crate) struct ScrapeGauges {
     producer_recovery_failures: Counter,
     producer_recovery_bytes: Counter,
     producers_recovered: Counter,
-    producer_recoveries_behind: Counter,
+    producer_recovery_reads_behind: Counter,
+    producer_recoveries_behind_accepted: Counter,
     memory_in_use: Gauge,
     memory_budget: Gauge,
     frame_pool_idle: Gauge,
@@ -111,7 +112,8 @@ impl ScrapeGauges {
             producer_recovery_failures: Counter::default(),
             producer_recovery_bytes: Counter::default(),
             producers_recovered: Counter::default(),
-            producer_recoveries_behind: Counter::default(),
+            producer_recovery_reads_behind: Counter::default(),
+            producer_recoveries_behind_accepted: Counter::default(),
             memory_in_use: Gauge::default(),
             memory_budget: Gauge::default(),
             frame_pool_idle: Gauge::default(),
@@ -184,9 +186,16 @@ impl ScrapeGauges {
                 &g.producers_recovered,
             ),
             (
-                "producer_state_recoveries_behind",
-                "Producer state recoveries whose log read lagged batches this gateway saw confirmed",
-                &g.producer_recoveries_behind,
+                "producer_state_recovery_reads_behind",
+                "Producer state recovery reads that lacked batches this gateway saw confirmed \
+                 (not installed; the log is read again)",
+                &g.producer_recovery_reads_behind,
+            ),
+            (
+                "producer_state_recoveries_behind_accepted",
+                "Producer state recoveries installed from a log still lacking batches this \
+                 gateway saw confirmed, after the lag wait",
+                &g.producer_recoveries_behind_accepted,
             ),
         ] {
             reg.register(name, help, counter.clone());
@@ -367,7 +376,11 @@ pub(crate) async fn refresh(metrics: &Metrics, broker: &Broker) {
         (&g.producer_recovery_failures, &recovery.failures),
         (&g.producer_recovery_bytes, &recovery.bytes),
         (&g.producers_recovered, &recovery.producers),
-        (&g.producer_recoveries_behind, &recovery.behind),
+        (&g.producer_recovery_reads_behind, &recovery.behind),
+        (
+            &g.producer_recoveries_behind_accepted,
+            &recovery.behind_accepted,
+        ),
     ] {
         counter
             .inner()

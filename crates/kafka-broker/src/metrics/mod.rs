@@ -579,6 +579,8 @@ mod tests {
             "kafka_gateway_producer_state_recovery_failures_total",
             "kafka_gateway_producer_state_recovery_read_bytes_total",
             "kafka_gateway_producer_states_recovered_total",
+            "kafka_gateway_producer_state_recovery_reads_behind_total",
+            "kafka_gateway_producer_state_recoveries_behind_accepted_total",
         ] {
             assert_eq!(sample(&text, name), Some(0.0), "{name} in {text}");
             assert!(docs.contains(&format!("`{name}`")), "{name} not documented");
