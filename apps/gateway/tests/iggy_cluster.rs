@@ -8,13 +8,22 @@
 //! pause between two acknowledgements (the failover as the producer sees it) is
 //! printed.
 //!
+//! When no record is acknowledged at first, the cluster is asked to take a write from
+//! Iggy's own SDK: if it takes none either (an Iggy start-up fault, see
+//! [`native_write`]), the test starts over on a fresh cluster, at most [`ATTEMPTS`]
+//! times; if it does, the gateway is at fault and the test fails.
+//!
 //! Skipped (with a `SKIPPED:` line) without `IGGY_SERVER_BIN` or the client.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
-use iggy::prelude::{Client, ClusterClient, ClusterNodeRole, IggyClient, UserClient};
+use bytes::Bytes;
+use iggy::prelude::{
+    Client, ClusterClient, ClusterNodeRole, Identifier, IggyClient, IggyError, IggyMessage,
+    MessageClient, Partitioning, StreamClient, TopicClient, TopicCreateOptions, UserClient,
+};
 use std::time::{Duration, Instant};
 use support::background::BackgroundScript;
 use support::{Client as KafkaClient, Gateway};
@@ -177,6 +186,65 @@ const HEARTBEAT_TIMEOUT: &str = "5s";
 const PRODUCE_FOR: Duration = Duration::from_secs(16);
 const KILL_AFTER: Duration = Duration::from_secs(4);
 
+/// Fresh clusters started before the test gives up, when the cluster itself takes no
+/// writes (see [`native_write`]).
+const ATTEMPTS: usize = 3;
+
+/// How long the script may take to get its first acknowledgement before the cluster is
+/// checked with Iggy's own SDK.
+const FIRST_ACK_WITHIN: Duration = Duration::from_secs(90);
+
+/// Whether the cluster takes writes from Iggy's own SDK: one message to each of the
+/// two partitions of a fresh topic, all within 30 s. With the Iggy server this is
+/// tested against, a view change of the metadata plane that no failure caused (a
+/// loaded machine at start-up) can leave the partitions' primaries where they were. The
+/// SDK sends to the metadata primary, which drops writes to partitions it does not lead
+/// ("rejecting client request on non-primary partition replica" in its log), so no write
+/// is answered until the next view change: no gateway can write then either.
+fn native_write(cluster: &IggyCluster, stream: &str) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = IggyClient::builder()
+            .with_tcp()
+            .with_server_address(cluster.addresses()[0].clone())
+            .build()
+            .map_err(|e| e.to_string())?;
+        let steps = async {
+            client.connect().await?;
+            client
+                .login_user(test_support::IGGY_USER, test_support::IGGY_PASSWORD)
+                .await?;
+            client.create_stream(stream).await?;
+            let s = Identifier::named(stream)?;
+            let options = TopicCreateOptions {
+                partitions_count: Some(2),
+                ..TopicCreateOptions::default()
+            };
+            client.create_topic(&s, "probe", &options).await?;
+            let t = Identifier::named("probe")?;
+            for partition in 0..2 {
+                let mut message = [IggyMessage::builder()
+                    .payload(Bytes::from_static(b"probe"))
+                    .build()?];
+                client
+                    .send_messages(&s, &t, &Partitioning::partition_id(partition), &mut message)
+                    .await?;
+            }
+            Ok::<(), IggyError>(())
+        };
+        let outcome = tokio::time::timeout(Duration::from_secs(30), steps).await;
+        let _ = client.shutdown().await;
+        match outcome {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("no answer within 30s".into()),
+        }
+    })
+}
+
 /// Asks the live nodes which one is the primary; waits for an election to finish.
 fn primary(cluster: &IggyCluster, skip: Option<usize>) -> usize {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -226,6 +294,49 @@ fn primary(cluster: &IggyCluster, skip: Option<usize>) -> usize {
     }
 }
 
+/// A fresh cluster with a stable primary that takes writes from Iggy's own SDK, a
+/// gateway on it, and the script started; why not, when the cluster takes no writes.
+fn start_producing(
+    bin: &std::path::Path,
+    name: &str,
+    attempt: usize,
+) -> Result<(IggyCluster, Gateway, BackgroundScript), String> {
+    let cluster = IggyCluster::start(
+        bin,
+        &[("IGGY_CLUSTER_HEARTBEAT_TIMEOUT", HEARTBEAT_TIMEOUT)],
+    );
+    // Right after the start the nodes may still move the primary while they find each
+    // other; a stable one first.
+    let mut current = primary(&cluster, None);
+    let mut since = Instant::now();
+    while since.elapsed() < Duration::from_secs(4) {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = primary(&cluster, None);
+        if now != current {
+            (current, since) = (now, Instant::now());
+        }
+    }
+    native_write(&cluster, &format!("write-probe-{attempt}"))
+        .map_err(|e| format!("before the gateway started, primary node {current}: {e}"))?;
+    let addresses = cluster.address_list();
+    let gateway = Gateway::start(&[
+        ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+        ("IGGY_KAFKA_IGGY_ADDR", &addresses),
+        ("IGGY_KAFKA_IGGY_USERNAME", test_support::IGGY_USER),
+        ("IGGY_KAFKA_IGGY_PASSWORD", test_support::IGGY_PASSWORD),
+        ("IGGY_KAFKA_IGGY_CALL_TIMEOUT_MS", "5000"),
+    ]);
+    let env = [
+        ("BOOTSTRAP", gateway.addr.to_string()),
+        ("TOPIC_PREFIX", support::topic_prefix(name)),
+        ("SECONDS", PRODUCE_FOR.as_secs().to_string()),
+        ("RATE", "100".to_owned()),
+        ("IN_FLIGHT", IN_FLIGHT.to_string()),
+    ];
+    let script = BackgroundScript::start("failover_producer", SCRIPT, &env);
+    Ok((cluster, gateway, script))
+}
+
 #[test]
 fn a_gateway_on_an_iggy_cluster_keeps_every_record_when_the_primary_is_killed() {
     let name = "a_gateway_on_an_iggy_cluster_keeps_every_record_when_the_primary_is_killed";
@@ -240,41 +351,48 @@ fn a_gateway_on_an_iggy_cluster_keeps_every_record_when_the_primary_is_killed() 
     let Some(bin) = support::iggy_server_bin(name) else {
         return;
     };
-    let mut cluster = IggyCluster::start(
-        &bin,
-        &[("IGGY_CLUSTER_HEARTBEAT_TIMEOUT", HEARTBEAT_TIMEOUT)],
-    );
-    // Right after the start the nodes may still move the primary while they find each
-    // other; a stable one first.
-    let mut current = primary(&cluster, None);
-    let mut since = Instant::now();
-    while since.elapsed() < Duration::from_secs(4) {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = primary(&cluster, None);
-        if now != current {
-            (current, since) = (now, Instant::now());
+    let mut attempt = 1;
+    let (mut cluster, gateway, mut script) = loop {
+        let (cluster, gateway, mut script) = match start_producing(&bin, name, attempt) {
+            Ok(started) => started,
+            Err(native) if attempt < ATTEMPTS => {
+                eprintln!(
+                    "{name}: attempt {attempt}: the Iggy cluster takes no writes from its own \
+                     SDK ({native}); starting a fresh one"
+                );
+                attempt += 1;
+                continue;
+            }
+            Err(native) => {
+                panic!("the Iggy cluster took no writes in {ATTEMPTS} fresh starts: {native}")
+            }
+        };
+        let Err(why) = script.printed("PRODUCING", FIRST_ACK_WITHIN) else {
+            break (cluster, gateway, script);
+        };
+        // The gateway got no write through: fine only when Iggy's own SDK gets none
+        // through either, and then on a fresh cluster.
+        let context = || format!("{why}\n{}\n{}", gateway.output(40), cluster.log_tails());
+        match native_write(&cluster, &format!("write-probe-{attempt}-later")) {
+            Err(native) if attempt < ATTEMPTS => {
+                eprintln!(
+                    "{name}: attempt {attempt}: the Iggy cluster takes no writes from its own \
+                     SDK either ({native}); starting a fresh one"
+                );
+                attempt += 1;
+            }
+            Err(native) => panic!(
+                "the Iggy cluster took no writes in {ATTEMPTS} fresh starts (its own SDK: \
+                 {native}):\n{}",
+                context()
+            ),
+            Ok(()) => panic!(
+                "the cluster takes writes from Iggy's SDK, but none came through the \
+                 gateway:\n{}",
+                context()
+            ),
         }
-    }
-    let addresses = cluster.address_list();
-    let gateway = Gateway::start(&[
-        ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
-        ("IGGY_KAFKA_IGGY_ADDR", &addresses),
-        ("IGGY_KAFKA_IGGY_USERNAME", test_support::IGGY_USER),
-        ("IGGY_KAFKA_IGGY_PASSWORD", test_support::IGGY_PASSWORD),
-        ("IGGY_KAFKA_IGGY_CALL_TIMEOUT_MS", "5000"),
-    ]);
-
-    let env = [
-        ("BOOTSTRAP", gateway.addr.to_string()),
-        ("TOPIC_PREFIX", support::topic_prefix(name)),
-        ("SECONDS", PRODUCE_FOR.as_secs().to_string()),
-        ("RATE", "100".to_owned()),
-        ("IN_FLIGHT", IN_FLIGHT.to_string()),
-    ];
-    let mut script = BackgroundScript::start("failover_producer", SCRIPT, &env);
-    script.wait_for_line_or("PRODUCING", Duration::from_secs(200), || {
-        format!("{}\n{}", gateway.output(40), cluster.log_tails())
-    });
+    };
     std::thread::sleep(KILL_AFTER);
     let killed = primary(&cluster, None);
     cluster.nodes[killed].kill();

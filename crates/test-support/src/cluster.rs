@@ -65,9 +65,11 @@ impl IggyCluster {
             shared.push((key("PORTS_TCP_REPLICA"), replica.to_string()));
         }
         shared.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
-        let nodes = (0..CLUSTER_NODES)
+        // All nodes at once, then a wait for each: none waits for the others longer
+        // than they take to start.
+        let mut nodes: Vec<IggyServer> = (0..CLUSTER_NODES)
             .map(|i| {
-                IggyServer::start_at(
+                IggyServer::spawned_at(
                     bin,
                     format!("{}:{tcp}", node_ip(i)),
                     shared.clone(),
@@ -75,6 +77,9 @@ impl IggyCluster {
                 )
             })
             .collect();
+        for node in &mut nodes {
+            node.wait_ready();
+        }
         IggyCluster { nodes }
     }
 

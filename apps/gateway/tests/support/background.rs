@@ -62,23 +62,31 @@ impl BackgroundScript {
         timeout: Duration,
         context: impl Fn() -> String,
     ) {
+        if let Err(why) = self.printed(line, timeout) {
+            panic!("{why}\n{}", context());
+        }
+    }
+
+    /// Waits until the script printed `line`: Err (saying what happened, with the
+    /// script's output) when it exits first or `timeout` passes.
+    pub fn printed(&mut self, line: &str, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         while !self.log().contains(line) {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "the script ended early ({status}):\n{}\n{}",
-                    self.log(),
-                    context()
-                );
+                return Err(format!(
+                    "the script ended early ({status}):\n{}",
+                    self.log()
+                ));
             }
-            assert!(
-                Instant::now() < deadline,
-                "the script did not print {line:?} within {timeout:?}:\n{}\n{}",
-                self.log(),
-                context()
-            );
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "the script did not print {line:?} within {timeout:?}:\n{}",
+                    self.log()
+                ));
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
+        Ok(())
     }
 
     /// Waits for the script to exit; kills it and panics with its output when it has
