@@ -98,6 +98,13 @@ impl IggyCluster {
         self.nodes.iter().position(|n| n.address == address)
     }
 
+    /// The nodes whose log holds `needle`.
+    pub fn nodes_logging(&self, needle: &str) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].log_contains(needle))
+            .collect()
+    }
+
     /// The end of every node's log, each under a heading.
     pub fn log_tails(&self) -> String {
         self.nodes

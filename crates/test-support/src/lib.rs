@@ -268,6 +268,11 @@ impl IggyServer {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Whether the server's stdout or stderr (the whole of it) holds `needle`.
+    pub fn log_contains(&self, needle: &str) -> bool {
+        read_lossy(&self.dir.join("server.log")).contains(needle)
+    }
+
     /// The last lines of the server's stdout and stderr.
     pub fn log_tail(&self) -> String {
         tail(&read_lossy(&self.dir.join("server.log")), LOG_LINES)

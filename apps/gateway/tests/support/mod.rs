@@ -255,6 +255,15 @@ impl Gateway {
             tail(&read_lossy(&self.stderr), lines)
         )
     }
+
+    /// The lines of the gateway's log (stderr) that contain `needle`.
+    pub fn log_matching(&self, needle: &str) -> Vec<String> {
+        read_lossy(&self.stderr)
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
 }
 
 impl Drop for Gateway {
