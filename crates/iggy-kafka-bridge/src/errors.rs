@@ -12,6 +12,8 @@
 //! InvalidCredentials/Username/Password              Internal (operator must fix the
 //!                                                   bridge account; not the client's ACL)
 //! Unauthenticated (session lost, SDK re-logs in)    Unavailable
+//! AlreadyAuthenticated (two sign-ins of one         Unavailable       Unavailable (the
+//!   session racing on a reconnect)                                    request never left)
 //! CannotEstablishConnection, NotConnected           Unavailable       Unavailable
 //! Disconnected, ConnectionClosed, TcpError,         Unavailable       Timeout (the write
 //!   StaleClient, EmptyResponse, WebSocket error                        may have landed)
@@ -65,7 +67,10 @@ pub fn map_iggy_error(err: &IggyError, op: Op, topic: &str, partition: i32) -> S
         E::InvalidCredentials | E::InvalidUsername | E::InvalidPassword => StoreError::Internal(
             format!("the bridge's Iggy credentials were refused: {}", text()),
         ),
+        // A sign-in on a reconnect that another sign-in of the same session beat: raised
+        // in the SDK's connect, before the request is sent again.
         E::Unauthenticated
+        | E::AlreadyAuthenticated
         | E::CannotEstablishConnection
         | E::NotConnected
         | E::TransientNotAccepted => StoreError::Unavailable(text()),
@@ -178,6 +183,9 @@ mod tests {
                 matches!(e, StoreError::Timeout(_))
             }),
             (IggyError::CannotEstablishConnection, Op::Write, |e| {
+                matches!(e, StoreError::Unavailable(_))
+            }),
+            (IggyError::AlreadyAuthenticated, Op::Write, |e| {
                 matches!(e, StoreError::Unavailable(_))
             }),
             (IggyError::TransientNotCommitted, Op::Write, |e| {
