@@ -65,11 +65,14 @@ impl IggyCluster {
             shared.push((key("PORTS_TCP_REPLICA"), replica.to_string()));
         }
         shared.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
-        // All nodes at once, then a wait for each: none waits for the others longer
-        // than they take to start.
-        let mut nodes: Vec<IggyServer> = (0..CLUSTER_NODES)
+        // One node after the other, each listening before the next starts. Started all
+        // at once (then waited for), server-0.9.0-edge.5 nodes failed the bridge's
+        // `iggy_cluster.rs` in 2 of 2 runs: after the primary was killed a survivor
+        // logged its election, but no live node named a primary within 60 s. Started
+        // this way the same test passed 3 of 3 runs.
+        let nodes = (0..CLUSTER_NODES)
             .map(|i| {
-                IggyServer::spawned_at(
+                IggyServer::start_at(
                     bin,
                     format!("{}:{tcp}", node_ip(i)),
                     shared.clone(),
@@ -77,9 +80,6 @@ impl IggyCluster {
                 )
             })
             .collect();
-        for node in &mut nodes {
-            node.wait_ready();
-        }
         IggyCluster { nodes }
     }
 

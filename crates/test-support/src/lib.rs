@@ -231,19 +231,6 @@ impl IggyServer {
         env: Vec<(String, String)>,
         args: Vec<String>,
     ) -> IggyServer {
-        let mut server = IggyServer::spawned_at(bin, address, env, args);
-        server.wait_ready();
-        server
-    }
-
-    /// [`IggyServer::start_at`] without waiting until it listens (a cluster starts its
-    /// nodes together, then waits for each).
-    fn spawned_at(
-        bin: &Path,
-        address: String,
-        env: Vec<(String, String)>,
-        args: Vec<String>,
-    ) -> IggyServer {
         let mut server = IggyServer {
             bin: bin.to_path_buf(),
             dir: scratch_dir("iggy"),
@@ -255,6 +242,7 @@ impl IggyServer {
             paused: false,
         };
         server.spawn();
+        server.wait_ready();
         server
     }
 
