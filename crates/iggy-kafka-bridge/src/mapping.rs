@@ -461,6 +461,44 @@ fn put_entry(out: &mut impl BufMut, name: &[u8], kind: u8, value: &[u8]) {
     out.put_slice(value);
 }
 
+/// The bytes of a user header entry named `name` before its value's length: kind
+/// String, the name's length and bytes, the value's kind. `N` is `6 + name.len()`.
+const fn entry_head<const N: usize>(name: &str, kind: u8) -> [u8; N] {
+    let name = name.as_bytes();
+    assert!(N == 6 + name.len(), "an entry head is 6 bytes and the name");
+    let mut out = [0u8; N];
+    out[0] = KIND_STRING;
+    let len = (name.len() as u32).to_le_bytes();
+    let mut i = 0;
+    while i < 4 {
+        out[1 + i] = len[i];
+        i += 1;
+    }
+    let mut i = 0;
+    while i < name.len() {
+        out[5 + i] = name[i];
+        i += 1;
+    }
+    out[N - 1] = kind;
+    out
+}
+
+/// [`entry_head`] of the entries every message the bridge writes may carry.
+const RECORD_ENTRY_HEAD: [u8; 6 + RECORD_HEADER.len()] = entry_head(RECORD_HEADER, KIND_RAW);
+const TIMESTAMP_ENTRY_HEAD: [u8; 6 + TIMESTAMP_HEADER.len()] =
+    entry_head(TIMESTAMP_HEADER, KIND_INT64);
+const KEY_ENTRY_HEAD: [u8; 6 + KEY_HEADER.len()] = entry_head(KEY_HEADER, KIND_RAW);
+const TXN_ENTRY_HEAD: [u8; 6 + TXN_HEADER.len()] = entry_head(TXN_HEADER, KIND_INT64);
+
+/// One user header entry whose name and kind are `head` ([`entry_head`]): the same
+/// bytes as [`put_entry`], the fixed part in one write.
+#[inline]
+fn put_known_entry(out: &mut impl BufMut, head: &[u8], value: &[u8]) {
+    out.put_slice(head);
+    out.put_u32_le(value.len() as u32);
+    out.put_slice(value);
+}
+
 fn entry_len(name: &[u8], value: &[u8]) -> usize {
     10 + name.len() + value.len()
 }
@@ -1175,22 +1213,16 @@ impl WireMessages {
         self.buf.put_slice(value);
         let headers_at = self.buf.len();
         if let Some(k) = key {
-            put_entry(&mut self.buf, KEY_HEADER.as_bytes(), KIND_RAW, k);
+            put_known_entry(&mut self.buf, &KEY_ENTRY_HEAD, k);
         }
-        put_entry(&mut self.buf, RECORD_HEADER.as_bytes(), KIND_RAW, frame);
-        put_entry(
+        put_known_entry(&mut self.buf, &RECORD_ENTRY_HEAD, frame);
+        put_known_entry(
             &mut self.buf,
-            TIMESTAMP_HEADER.as_bytes(),
-            KIND_INT64,
+            &TIMESTAMP_ENTRY_HEAD,
             &timestamp.to_le_bytes(),
         );
         if let Some(p) = txn {
-            put_entry(
-                &mut self.buf,
-                TXN_HEADER.as_bytes(),
-                KIND_INT64,
-                &p.to_le_bytes(),
-            );
+            put_known_entry(&mut self.buf, &TXN_ENTRY_HEAD, &p.to_le_bytes());
         }
         let headers_len = self.buf.len() - headers_at;
         // A few hundred bytes: the key is a short one, the rest bounded.
