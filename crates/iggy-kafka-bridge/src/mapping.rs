@@ -1202,14 +1202,15 @@ impl WireMessages {
         self.buf
             .reserve(BATCH_MESSAGE_HEADER_SIZE + value.len() + KEY_ENTRY_MAX + TAIL_MAX);
         let start = self.buf.len();
-        self.buf.put_u64_le(0); // checksum
-        self.buf.put_u128_le(id);
-        self.buf.put_u32_le(offset_delta);
-        self.buf.put_u32_le(0); // timestamp delta
-        self.buf.put_u32_le(0); // user headers' length, below
+        // One write of the header: the checksum, timestamp delta, user headers' length
+        // (below) and reserved field zero.
+        let mut header = [0u8; BATCH_MESSAGE_HEADER_SIZE];
+        header[AT_ID..AT_ID + 16].copy_from_slice(&id.to_le_bytes());
+        header[AT_OFFSET_DELTA..AT_OFFSET_DELTA + 4].copy_from_slice(&offset_delta.to_le_bytes());
         // Bounded by the caller: a payload Iggy takes.
-        self.buf.put_u32_le(value.len() as u32);
-        self.buf.put_u64_le(0); // reserved
+        header[AT_PAYLOAD_LEN..AT_PAYLOAD_LEN + 4]
+            .copy_from_slice(&(value.len() as u32).to_le_bytes());
+        self.buf.put_slice(&header);
         self.buf.put_slice(value);
         let headers_at = self.buf.len();
         if let Some(k) = key {
@@ -1912,6 +1913,24 @@ mod tests {
     use super::*;
     use kafka_records::encode_batch;
     use proptest::prelude::*;
+
+    #[test]
+    fn known_entries_are_written_as_any_entry() {
+        for (head, name, kind) in [
+            (&RECORD_ENTRY_HEAD[..], RECORD_HEADER, KIND_RAW),
+            (&TIMESTAMP_ENTRY_HEAD[..], TIMESTAMP_HEADER, KIND_INT64),
+            (&KEY_ENTRY_HEAD[..], KEY_HEADER, KIND_RAW),
+            (&TXN_ENTRY_HEAD[..], TXN_HEADER, KIND_INT64),
+        ] {
+            for value in [&b"k"[..], &[7u8; 8], &[1u8; 255]] {
+                let (mut known, mut any) = (BytesMut::new(), BytesMut::new());
+                put_known_entry(&mut known, head, value);
+                put_entry(&mut any, name.as_bytes(), kind, value);
+                assert_eq!(known, any, "{name}");
+                assert_eq!(known.len(), entry_len(name.as_bytes(), value));
+            }
+        }
+    }
 
     fn with_offset(mut message: IggyMessage, offset: u64) -> IggyMessage {
         message.header.offset = offset;
