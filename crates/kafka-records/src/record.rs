@@ -354,6 +354,7 @@ impl Walk {
     }
 
     /// The next record of `data`, or the error that ends the walk.
+    #[inline(always)]
     fn next(&mut self, data: &[u8]) -> Option<Result<Parsed>> {
         if self.done {
             return None;
@@ -392,6 +393,7 @@ impl Walk {
 }
 
 /// Reads the record starting at `data[start]`; every field inside its declared length.
+#[inline(always)]
 fn parse(data: &[u8], start: usize, control: bool) -> Result<Parsed> {
     let mut pos = start;
     let length = varint(data, &mut pos, "record length")?;
@@ -512,13 +514,13 @@ fn varint_error(_e: VarintError, what: &'static str, offset: usize) -> RecordsEr
     RecordsError::InvalidVarint { what, offset }
 }
 
-#[inline]
+#[inline(always)]
 fn varint(body: &[u8], pos: &mut usize, what: &'static str) -> Result<i32> {
     let at = *pos;
     read_varint(body, pos).map_err(|e| varint_error(e, what, at))
 }
 
-#[inline]
+#[inline(always)]
 fn skip(
     body: &[u8],
     pos: &mut usize,
@@ -542,7 +544,7 @@ fn skip(
 }
 
 /// Reads a nullable byte field, returning its range, or `None` for length -1.
-#[inline]
+#[inline(always)]
 fn nullable(body: &[u8], pos: &mut usize, what: &'static str) -> Result<Option<(usize, usize)>> {
     let at = *pos;
     let len = varint(body, pos, what)?;
@@ -620,6 +622,7 @@ impl<'a> RecordRefs<'a> {
 impl<'a> Iterator for RecordRefs<'a> {
     type Item = Result<RecordRef<'a>>;
 
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         let data = self.data;
         let p = match self.walk.next(data)? {

@@ -41,7 +41,7 @@ fn read_raw(buf: &[u8], pos: &mut usize, max_bytes: u32) -> Result<u64, VarintEr
 }
 
 /// Reads a zigzag varint (i32) at `*pos`, advancing it.
-#[inline]
+#[inline(always)]
 pub(crate) fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32, VarintError> {
     // One-byte values (-64..=63) are the common case for lengths, deltas and counts.
     if let Some(&byte) = buf.get(*pos)
@@ -118,6 +118,18 @@ pub(crate) fn put_varlong(out: &mut impl BufMut, v: i64) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn lengths_at_every_group_boundary() {
+        for shift in 0..64 {
+            for raw in [(1u64 << shift) - 1, 1u64 << shift, (1u64 << shift) + 1] {
+                let mut out = Vec::new();
+                put_raw(&mut out, raw);
+                assert_eq!(raw_len(raw), out.len(), "{raw:#x}");
+            }
+        }
+        assert_eq!(raw_len(u64::MAX), 10);
+    }
 
     #[test]
     fn known_encodings() {
