@@ -483,7 +483,8 @@ const fn entry_head<const N: usize>(name: &str, kind: u8) -> [u8; N] {
     out
 }
 
-/// [`entry_head`] of the entries every message the bridge writes may carry.
+/// [`entry_head`] of the entries every message the bridge writes may carry (both
+/// writers use them: `put_plain` and `put_headers`).
 const RECORD_ENTRY_HEAD: [u8; 6 + RECORD_HEADER.len()] = entry_head(RECORD_HEADER, KIND_RAW);
 const TIMESTAMP_ENTRY_HEAD: [u8; 6 + TIMESTAMP_HEADER.len()] =
     entry_head(TIMESTAMP_HEADER, KIND_INT64);
@@ -671,25 +672,15 @@ impl<'a> WireParts<'a> {
         };
         put_user(out, &self.user[..self.below]);
         if let Some(k) = self.key {
-            put_entry(out, KEY_HEADER.as_bytes(), KIND_RAW, k);
+            put_known_entry(out, &KEY_ENTRY_HEAD, k);
         }
         if let Some(m) = self.marker {
             put_entry(out, MARKER_HEADER.as_bytes(), KIND_RAW, m.as_bytes());
         }
-        put_entry(
-            out,
-            RECORD_HEADER.as_bytes(),
-            KIND_RAW,
-            &self.frame[..self.frame_len],
-        );
-        put_entry(
-            out,
-            TIMESTAMP_HEADER.as_bytes(),
-            KIND_INT64,
-            &self.timestamp,
-        );
+        put_known_entry(out, &RECORD_ENTRY_HEAD, &self.frame[..self.frame_len]);
+        put_known_entry(out, &TIMESTAMP_ENTRY_HEAD, &self.timestamp);
         if let Some(p) = &self.producer {
-            put_entry(out, TXN_HEADER.as_bytes(), KIND_INT64, p);
+            put_known_entry(out, &TXN_ENTRY_HEAD, p);
         }
         put_user(out, &self.user[self.below..]);
     }
