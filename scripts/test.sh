@@ -11,8 +11,16 @@
 #    the real-client suites and the fixture tests must run, not be skipped
 # 5. cargo deny check (when deny.toml exists; cargo-deny is installed once, pinned)
 #
-# With IGGY_SERVER_BIN set to an iggy-server binary (not built here), the Iggy suites run
-# too: the bridge's storage suite and every real-client suite against a bridged gateway.
+# The Iggy suites (the bridge's storage suite and every real-client suite against a bridged
+# gateway) run against the iggy-server binary named by IGGY_SERVER_BIN. Unset, the script
+# takes ../shared/iggy/iggy-server beside the project when it exists (CI's machines have it;
+# it needs the Debian package libhwloc15, installed here when missing). Point it at your own
+# server build to run them elsewhere:
+#
+#   IGGY_SERVER_BIN=/path/to/iggy-server bash scripts/test.sh
+#
+# With CI=true the Iggy suites are mandatory (IGGY_REQUIRED=1): a suite that needs Iggy and
+# cannot run fails instead of printing SKIPPED. Set IGGY_REQUIRED=0 to run without them.
 #
 # Runs as root or as a user with sudo on a fresh Debian 12 machine; every step is idempotent,
 # so a second run only re-checks. Set SKIP_CARGO_DENY=1 to leave out step 5.
@@ -56,6 +64,34 @@ if ((${#need[@]})); then
   "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 else
   echo "build tools, python3-venv, node, npm, unzip, curl, git: present"
+fi
+
+# The Iggy server for the bridge's suites: IGGY_SERVER_BIN, else the shared build.
+if [[ -z "${IGGY_SERVER_BIN:-}" && -x "$ROOT/../shared/iggy/iggy-server" ]]; then
+  IGGY_SERVER_BIN="$(cd "$ROOT/../shared/iggy" && pwd)/iggy-server"
+fi
+if [[ "${CI:-}" == true && -z "${IGGY_REQUIRED:-}" ]]; then
+  export IGGY_REQUIRED=1
+fi
+if [[ -n "${IGGY_SERVER_BIN:-}" ]]; then
+  export IGGY_SERVER_BIN
+  [[ -x "$IGGY_SERVER_BIN" ]] || die "IGGY_SERVER_BIN=$IGGY_SERVER_BIN is not an executable file"
+  # The shared build links libhwloc.so.15 (Debian: libhwloc15).
+  if have_cmd ldd && ldd "$IGGY_SERVER_BIN" 2>/dev/null | grep -q 'libhwloc.so.15 => not found'; then
+    have_cmd apt-get || die "$IGGY_SERVER_BIN needs libhwloc.so.15 and there is no apt-get to install libhwloc15"
+    echo "apt: installing libhwloc15 (needed by $IGGY_SERVER_BIN)"
+    export DEBIAN_FRONTEND=noninteractive
+    "${SUDO[@]}" apt-get update -qq
+    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends libhwloc15 >/dev/null
+  fi
+  if missing=$(ldd "$IGGY_SERVER_BIN" 2>/dev/null | grep 'not found'); then
+    die "$IGGY_SERVER_BIN cannot be loaded: $missing"
+  fi
+  echo "Iggy suites: against $IGGY_SERVER_BIN${IGGY_REQUIRED:+ (IGGY_REQUIRED=$IGGY_REQUIRED)}"
+elif [[ "${IGGY_REQUIRED:-}" == 1 ]]; then
+  die "IGGY_REQUIRED=1 but no iggy-server: set IGGY_SERVER_BIN (or provide ../shared/iggy/iggy-server)"
+else
+  echo "Iggy suites: SKIPPED (set IGGY_SERVER_BIN=/path/to/iggy-server to run them)"
 fi
 
 if ! have_cmd cargo && [[ -f "$HOME/.cargo/env" ]]; then

@@ -3,7 +3,8 @@
 //! directories, log tails).
 //!
 //! [`iggy_server_bin`] reads `IGGY_SERVER_BIN`. Unset or empty, the caller skips and a
-//! `SKIPPED: <what>: IGGY_SERVER_BIN not set` line is printed. Set, the server is
+//! `SKIPPED: <what>: IGGY_SERVER_BIN not set` line is printed, unless `IGGY_REQUIRED=1`
+//! (the test command sets it in CI), which makes that a failure. Set, the server is
 //! expected: every failure to start it is a test failure that shows the end of the
 //! server's log, never a skip. [`IggyServer`] runs the binary on loopback with free
 //! ports, a fresh data directory and the root credentials [`IGGY_USER`] /
@@ -33,6 +34,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// The environment variable naming the `iggy-server` binary.
 pub const IGGY_SERVER_BIN: &str = "IGGY_SERVER_BIN";
 
+/// The environment variable that makes the Iggy suites mandatory: set to `1` (as the test
+/// command does in CI), a test that needs Iggy fails instead of skipping when
+/// [`IGGY_SERVER_BIN`] is unset.
+pub const IGGY_REQUIRED: &str = "IGGY_REQUIRED";
+
+/// Whether [`IGGY_REQUIRED`] is `1`.
+pub fn iggy_required() -> bool {
+    std::env::var_os(IGGY_REQUIRED).is_some_and(|v| v == "1")
+}
+
 /// Root user of every server started here.
 pub const IGGY_USER: &str = "iggy";
 
@@ -56,6 +67,10 @@ const LOG_LINES: usize = 40;
 pub fn iggy_server_bin(what: &str) -> Option<PathBuf> {
     match std::env::var_os(IGGY_SERVER_BIN).filter(|v| !v.is_empty()) {
         Some(bin) => Some(PathBuf::from(bin)),
+        None if iggy_required() => panic!(
+            "{what}: {IGGY_SERVER_BIN} not set and {IGGY_REQUIRED}=1: \
+             the Iggy suites must run (point {IGGY_SERVER_BIN} at an iggy-server binary)"
+        ),
         None => {
             let _ = writeln!(
                 std::io::stderr(),
