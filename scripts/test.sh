@@ -145,7 +145,17 @@ disk
 # ---- 4. tests ------------------------------------------------------------------------------
 section "cargo test --workspace --no-fail-fast (KAFKA_CLIENTS_REQUIRED=1 KAFKA_FIXTURES_REQUIRED=1)"
 export KAFKA_CLIENTS_REQUIRED=1 KAFKA_FIXTURES_REQUIRED=1
-cargo test --workspace --no-fail-fast
+# The output is kept to count the tests that ran against Iggy (test-support prints one
+# `ON IGGY: <test>` line for each) and the ones that were skipped.
+TEST_LOG="$ROOT/target/test-output.log"
+mkdir -p "$ROOT/target"
+cargo test --workspace --no-fail-fast 2>&1 | tee "$TEST_LOG"
+on_iggy=$(grep -c '^ON IGGY: ' "$TEST_LOG" || true)
+not_set=$(grep -c 'IGGY_SERVER_BIN not set' "$TEST_LOG" || true)
+echo "tests that ran against Iggy: $on_iggy; skipped for want of IGGY_SERVER_BIN: $not_set"
+if [[ "${IGGY_REQUIRED:-}" == 1 ]] && ((on_iggy == 0 || not_set > 0)); then
+  die "IGGY_REQUIRED=1 but $on_iggy tests ran against Iggy and $not_set were skipped"
+fi
 
 section "kafka-bench smoke test against the gateway (cargo test -p kafka-bench --features librdkafka)"
 cargo test -p kafka-bench --features librdkafka --no-fail-fast

@@ -603,18 +603,29 @@ fn announce_authorization(on: bool, broker: &kafka_broker::BrokerConfig, source:
             allow_everyone_if_no_acl_found = settings.allow_everyone_if_no_acl_found,
             super_users = broker.sasl.super_users.len(),
             acl_refresh_ms = u64::try_from(settings.acl_refresh_interval.as_millis()).unwrap_or(u64::MAX),
-            "authorization on ({how}): every request is checked; a resource no ACL binding names is {}",
+            "authorization on ({how}): every request is checked; super users may do everything; \
+             others may do what ACL bindings allow{}; a topic or group no binding names is {}; \
+             managing ACLs, SCRAM credentials, quotas and broker configs and sending \
+             transaction markers need an explicit grant",
+            if iggy { " and their Iggy permissions allow" } else { "" },
             match (settings.allow_everyone_if_no_acl_found, iggy) {
-                (true, true) => "open to every principal its Iggy permissions allow",
-                (true, false) => "open to every principal (ACLs alone decide with the embedded store)",
-                (false, _) => "refused to everyone but super users",
+                (true, true) => "open to every principal as far as its Iggy permissions allow",
+                (true, false) => "open to every authenticated principal",
+                (false, true) => "open only as far as the principal's Iggy permissions allow (topics); \
+                                  groups and transactional ids need a binding",
+                (false, false) => "refused",
             }
         );
-        if settings.allow_everyone_if_no_acl_found && !iggy {
+        if broker.sasl.super_users.is_empty() && !iggy && !settings.allow_everyone_if_no_acl_found {
             warn!(
-                "while no ACL binding names the cluster (kafka-cluster), every authenticated \
-                 principal may also manage ACLs (CreateAcls, DeleteAcls); bind the cluster, e.g. \
-                 ALLOW User:<admin> ALL on CLUSTER kafka-cluster (super users pass anyway)"
+                "IGGY_KAFKA_SUPER_USERS is empty: only the bindings of IGGY_KAFKA_ACL_FILE grant \
+                 anything, and no principal may create more through CreateAcls"
+            );
+        }
+        if settings.allow_everyone_if_no_acl_found {
+            warn!(
+                "IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND=true: a topic, group or transactional id \
+                 that no ACL binding names is open to every authenticated principal"
             );
         }
     } else {

@@ -1,6 +1,7 @@
 //! Hostile use of the gateway-to-gateway transaction APIs against the gateway binary:
 //! WriteTxnMarkers and the batched AddPartitionsToTxn (v4+) from a client principal
-//! without CLUSTER_ACTION, and a flood of markers with made-up producers and spoofed
+//! without CLUSTER_ACTION (with the default settings, and with allow-everyone-if-no-ACL-found
+//! on, which never opens CLUSTER_ACTION), and a flood of markers with made-up producers and spoofed
 //! coordinator epochs from a principal that may send them.
 //!
 //! Each test states and checks: the refusals carry `CLUSTER_AUTHORIZATION_FAILED` (31) on
@@ -114,17 +115,33 @@ async fn end_offset(c: &mut SaslClient<TcpStream>) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_actions_from_clients_are_refused_and_spoofed_markers_write_nothing() {
+    cluster_actions(None).await;
+}
+
+/// The same with allow-everyone-if-no-ACL-found on: it opens topics and groups no binding
+/// names, never CLUSTER_ACTION (a client would abort or fence other producers'
+/// transactions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_everyone_does_not_open_cluster_actions_to_clients() {
+    cluster_actions(Some("true")).await;
+}
+
+/// With the default `allow_everyone_if_no_acl_found` (`None`) or the one given.
+async fn cluster_actions(allow_everyone: Option<&str>) {
     let setup = SecureSetup::new();
     let users_file = setup.users_file.display().to_string();
     let super_users = format!("User:{ADMIN_USER}");
-    let gw = Gateway::start(&[
+    let mut env = vec![
         ("IGGY_KAFKA_SASL_ENABLED", "true"),
         ("IGGY_KAFKA_SASL_MECHANISMS", "PLAIN"),
         ("IGGY_KAFKA_SASL_USERS_FILE", users_file.as_str()),
         ("IGGY_KAFKA_SUPER_USERS", super_users.as_str()),
         ("IGGY_KAFKA_AUTHORIZATION_ENABLED", "true"),
-        ("IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "false"),
-    ]);
+    ];
+    if let Some(v) = allow_everyone {
+        env.push(("IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", v));
+    }
+    let gw = Gateway::start(&env);
     let mut admin = login(&gw, ADMIN_USER, &setup.admin_password).await;
     let create = CreateTopicsRequest {
         topics: vec![CreatableTopic {

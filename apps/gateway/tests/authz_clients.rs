@@ -3,14 +3,13 @@
 //! Each test writes a users file with the gateway's own `users set-password` (`admin`, a
 //! super user through `IGGY_KAFKA_SUPER_USERS`; `alice` and `bob`, ordinary users; see
 //! `support/security.rs`), starts the gateway with one `SASL_PLAINTEXT` listener on
-//! loopback, the embedded store and `IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND=false`,
-//! and runs one script of `tests/clients/authz/` (timeout 120 s) with the credentials in
-//! its environment.
+//! loopback and the embedded store, and runs one script of `tests/clients/authz/` (timeout
+//! 120 s) with the credentials in its environment.
 //!
-//! Allow-everyone is off because the suites are about tenants: with it on (the gateway's
-//! default, so that Iggy permissions alone decide where no ACL names a resource), a topic
-//! no binding covers would be open to every principal, and a tenant's isolation would
-//! depend on every other tenant's names being covered by some binding.
+//! Allow-everyone-if-no-ACL-found is off (the gateway's default, set explicitly where a
+//! suite depends on it) because the suites are about tenants: with it on, a topic no
+//! binding covers would be open to every principal, and a tenant's isolation would depend
+//! on every other tenant's names being covered by some binding.
 //!
 //! - `*_tenants`: the admin grants `User:alice` everything on PREFIXED `a.` topics and
 //!   groups and `User:bob` the same on `b.`; alice's own work succeeds (a new `a.` topic
@@ -19,6 +18,13 @@
 //!   OffsetFetch, DescribeConfigs, ListOffsets, DescribeAcls).
 //! - `*_acl_admin`: ACLs created, described with filters and deleted with filters through
 //!   the client's admin API, each change in force for the very next request.
+//! - `*_escalation_*`: an ordinary user tries to grant itself access, delete a DENY, set
+//!   a SCRAM credential for the admin, throttle everyone and alter the broker's configs,
+//!   with the defaults and with allow-everyone on: all refused with
+//!   CLUSTER_AUTHORIZATION_FAILED (31).
+//! - `*_host_acl_on_a_dual_stack_listener`: the listener binds `[::]`, the client comes in
+//!   over IPv4 (`::ffff:127.0.0.1` on the socket); DENY bindings for host `127.0.0.1`
+//!   refuse it, and one for another host does not.
 //!
 //! A client that is not installed is skipped with a `SKIPPED:` line, unless
 //! `KAFKA_CLIENTS_REQUIRED=1` (see `support/mod.rs`).
@@ -35,6 +41,17 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Starts a gateway with a SASL_PLAINTEXT listener and authorization on (ACLs alone
 /// decide, nothing allowed without a binding) and runs `script` of `tests/clients/authz/`.
 fn run(name: &str, client: Client, script: &str) {
+    run_with(
+        name,
+        client,
+        script,
+        &[("IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "false")],
+    );
+}
+
+/// [`run`] with `extra` settings in place of allow-everyone off, and, when `extra` binds
+/// `[::]`, the clients sent to the listener's IPv4 loopback address.
+fn run_with(name: &str, client: Client, script: &str, extra: &[(&str, &str)]) {
     if !require(name, client) {
         return;
     }
@@ -43,17 +60,26 @@ fn run(name: &str, client: Client, script: &str) {
     let setup = SecureSetup::new();
     let users_file = setup.users_file.display().to_string();
     let super_users = format!("User:{ADMIN_USER}");
-    let gateway = Gateway::start(&[
+    let mut settings = vec![
         ("IGGY_KAFKA_SASL_ENABLED", "true"),
         ("IGGY_KAFKA_SASL_MECHANISMS", "PLAIN"),
         ("IGGY_KAFKA_SASL_USERS_FILE", users_file.as_str()),
         ("IGGY_KAFKA_SUPER_USERS", super_users.as_str()),
         ("IGGY_KAFKA_AUTHORIZATION_ENABLED", "true"),
-        ("IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "false"),
         // automatic creation stays off: a denied Metadata must not create anything
         ("IGGY_KAFKA_AUTO_CREATE_TOPICS_ENABLED", "false"),
-    ]);
+    ];
+    settings.extend_from_slice(extra);
+    let mut gateway = Gateway::start(&settings);
+    if gateway.addr.ip().is_unspecified() {
+        gateway.addr = std::net::SocketAddr::from(([127, 0, 0, 1], gateway.addr.port()));
+    }
+    let allow_everyone = extra
+        .iter()
+        .find(|(k, _)| *k == "IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND")
+        .map_or("false", |(_, v)| *v);
     let env = [
+        ("ALLOW_EVERYONE", allow_everyone),
         ("ADMIN_USER", ADMIN_USER),
         ("ADMIN_PASSWORD", setup.admin_password.as_str()),
         ("ALICE_USER", PLAIN_USER),
@@ -95,4 +121,75 @@ fn confluent_kafka_acl_admin() {
 #[test]
 fn java_kafka_clients_acl_admin() {
     run("java kafka-clients", Client::Java, "JavaAcls.java");
+}
+
+/// A host-scoped DENY for `127.0.0.1` holds for an IPv4 client of a dual-stack `[::]`
+/// listener, which the socket reports as `::ffff:127.0.0.1`.
+#[test]
+fn confluent_kafka_host_acl_on_a_dual_stack_listener() {
+    run_with(
+        "confluent-kafka",
+        CONFLUENT,
+        "confluent_kafka_host_acl.py",
+        &[
+            ("IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "false"),
+            ("IGGY_KAFKA_BIND_ADDR", "[::]:0"),
+            ("IGGY_KAFKA_ADVERTISED_HOST", "127.0.0.1"),
+        ],
+    );
+}
+
+/// SCRAM offered beside PLAIN, for the escalation scripts to try a login with the
+/// credential they tried to set.
+const SCRAM_TOO: (&str, &str) = ("IGGY_KAFKA_SASL_MECHANISMS", "PLAIN,SCRAM-SHA-256");
+
+/// An ordinary user's escalation attempts through confluent-kafka's AdminClient, with the
+/// gateway's default settings: CreateAcls, DeleteAcls, AlterUserScramCredentials and broker
+/// configs are refused, and a topic or group no binding names is closed.
+#[test]
+fn confluent_kafka_escalation_with_the_defaults() {
+    run_with(
+        "confluent-kafka",
+        CONFLUENT,
+        "confluent_kafka_escalation.py",
+        &[SCRAM_TOO],
+    );
+}
+
+/// The same with allow-everyone-if-no-ACL-found on: topics no binding names open up, the
+/// cluster's management does not.
+#[test]
+fn confluent_kafka_escalation_with_allow_everyone() {
+    run_with(
+        "confluent-kafka",
+        CONFLUENT,
+        "confluent_kafka_escalation.py",
+        &[
+            SCRAM_TOO,
+            ("IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "true"),
+        ],
+    );
+}
+
+/// An ordinary user's escalation attempts through the Java AdminClient (ACLs, client
+/// quotas, SCRAM credentials, broker configs), with the defaults.
+#[test]
+fn java_kafka_clients_escalation_with_the_defaults() {
+    run_with(
+        "java kafka-clients",
+        Client::Java,
+        "JavaEscalation.java",
+        &[],
+    );
+}
+
+/// The same with allow-everyone-if-no-ACL-found on.
+#[test]
+fn java_kafka_clients_escalation_with_allow_everyone() {
+    run_with(
+        "java kafka-clients",
+        Client::Java,
+        "JavaEscalation.java",
+        &[("IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "true")],
+    );
 }

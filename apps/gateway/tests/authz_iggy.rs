@@ -2,7 +2,8 @@
 //!
 //! A bridged gateway with a SASL_PLAINTEXT listener (PLAIN checked by logging in to Iggy)
 //! and a short `IGGY_KAFKA_IGGY_PERMISSIONS_REFRESH_MS`; an Iggy user made with the Iggy
-//! SDK that may send to and poll one topic. confluent-kafka
+//! SDK that may send to and poll one topic, with no ACL binding on its topics (its Iggy
+//! permissions are the grant) and one on its consumer group. confluent-kafka
 //! (`tests/clients/authz/iggy_permissions_confluent.py`) produces and consumes; this
 //! harness revokes `poll_messages` with the SDK while the consumer runs (its fetches then
 //! fail with TOPIC_AUTHORIZATION_FAILED within the interval) and grants it back (the
@@ -167,6 +168,8 @@ fn confluent_kafka_under_changing_iggy_permissions() {
         &[
             ("TOPIC", topic.as_str()),
             ("OTHER_TOPIC", other.as_str()),
+            ("ADMIN_USER", test_support::IGGY_USER),
+            ("ADMIN_PASSWORD", test_support::IGGY_PASSWORD),
             ("USER_NAME", USER),
             ("USER_PASSWORD", PASSWORD),
             ("STATE_DIR", state_dir.as_str()),

@@ -902,8 +902,24 @@ fn an_acl_file_is_loaded_and_authorization_stated_at_start() {
         .lines()
         .find(|l| l.contains("authorization on"))
         .unwrap_or_else(|| panic!("no authorization line: {stderr}"));
-    assert!(line.contains("ACLs alone decide"), "{line}");
+    assert!(
+        line.contains("others may do what ACL bindings allow;"),
+        "{line}"
+    );
+    assert!(
+        line.contains("a topic or group no binding names is refused"),
+        "{line}"
+    );
+    assert!(
+        line.contains("allow_everyone_if_no_acl_found=false"),
+        "{line}"
+    );
     assert!(line.contains(acls), "{line}");
+    // No super user and allow-everyone off: said, since nobody can add bindings.
+    assert!(
+        stderr.contains("IGGY_KAFKA_SUPER_USERS is empty"),
+        "{stderr}"
+    );
 
     // Without an authenticating listener and not forced on: off, and said so.
     let mut gw = Running::start(&[], &[("IGGY_KAFKA_BIND_ADDR", "127.0.0.1:0")]);

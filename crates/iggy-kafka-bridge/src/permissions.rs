@@ -333,9 +333,11 @@ impl Grants {
         let g = &self.global;
         match op {
             Operation::Describe | Operation::DescribeConfigs => g.read_servers || g.manage_servers,
-            Operation::Alter | Operation::AlterConfigs | Operation::ClusterAction => {
-                g.manage_servers
-            }
+            Operation::Alter | Operation::AlterConfigs => g.manage_servers,
+            // What gateways send each other (WriteTxnMarkers, AddPartitionsToTxn v4+): no
+            // Iggy permission of an ordinary user stands for it; only root (above), a
+            // super user or an ACL binding.
+            Operation::ClusterAction => false,
             // Auto-creation and CreateTopics without a per-topic grant: topics in the
             // default stream.
             Operation::Create => self
@@ -726,6 +728,12 @@ impl Authorizer for IggyPermissions {
             // Not an Iggy user: nothing to read, everything Iggy governs refused.
             None => Ok(()),
         }
+    }
+
+    /// Iggy permissions are a grant of their own for topics and the cluster: where no ACL
+    /// binding covers one, what the principal's Iggy user may do decides.
+    fn grants(&self, resource_type: ResourceType) -> bool {
+        matches!(resource_type, ResourceType::Topic | ResourceType::Cluster)
     }
 
     fn authorize(

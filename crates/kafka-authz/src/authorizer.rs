@@ -41,6 +41,15 @@ pub trait Authorizer: Send + Sync + fmt::Debug + 'static {
         Ok(())
     }
 
+    /// Whether this source's permissions can grant access to resources of
+    /// `resource_type` on their own, where no ACL binding covers the resource (the Iggy
+    /// permissions do for topics and the cluster). A source that only restricts, or that
+    /// has no say about the type, answers `false` (the default): there, a resource no
+    /// binding covers is open only by `allow_everyone_if_no_acl_found`.
+    fn grants(&self, _resource_type: ResourceType) -> bool {
+        false
+    }
+
     /// Whether `caller` may perform `operation` on the resource `name` of
     /// `resource_type`.
     fn authorize(

@@ -621,6 +621,32 @@ impl AclBindingFilter {
     }
 }
 
+/// What the ACL bindings alone say about one request of an operation on a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// An ALLOW binding applies (and no DENY does), or the principal is a super user.
+    Allowed,
+    /// A DENY binding applies, or bindings cover the resource and none allows.
+    Denied,
+    /// No binding covers the resource at all, for anyone: the answer is left to
+    /// `allow_everyone_if_no_acl_found` and the other sources of decisions.
+    NoBinding,
+}
+
+/// Whether `operation` on resources of `resource_type` is one that nothing but an explicit
+/// grant opens: ALTER, ALTER_CONFIGS and CLUSTER_ACTION on the cluster (CreateAcls,
+/// DeleteAcls, AlterUserScramCredentials, AlterClientQuotas, broker AlterConfigs,
+/// WriteTxnMarkers, AddPartitionsToTxn v4+). For these `allow_everyone_if_no_acl_found`
+/// never applies: with it Kafka would let every principal grant itself anything, fence
+/// any producer and throttle everyone until somebody binds the cluster.
+pub fn needs_explicit_grant(resource_type: ResourceType, operation: Operation) -> bool {
+    resource_type == ResourceType::Cluster
+        && matches!(
+            operation,
+            Operation::Alter | Operation::AlterConfigs | Operation::ClusterAction | Operation::All
+        )
+}
+
 /// A set of bindings and the decision procedure over them.
 ///
 /// Bindings are indexed by resource type and name, so a check visits only the bindings
@@ -704,14 +730,10 @@ impl Acls {
     }
 
     /// Whether `principal` (`Type:name`) connecting from `host` may perform `operation` on
-    /// the resource `name` of type `resource_type`.
-    ///
-    /// In order: a super user is allowed; a DENY binding that covers the resource and
-    /// applies to the principal and host, for this operation or ALL, refuses; with no
-    /// binding covering the resource at all (for anyone), the answer is
-    /// `allow_everyone_if_no_acl_found`; otherwise an ALLOW binding for this operation,
-    /// ALL, or an operation implying it, allows; anything else is refused. Filter-only
-    /// values (`Any` type or operation) are never allowed except to super users.
+    /// the resource `name` of type `resource_type`, the bindings and
+    /// `allow_everyone_if_no_acl_found` alone deciding ([`Acls::decide`]; a resource no
+    /// binding covers is open when the setting is on, except for the operations that
+    /// [`needs_explicit_grant`]).
     pub fn authorize(
         &self,
         principal: &str,
@@ -720,11 +742,42 @@ impl Acls {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
+        match self.decide(principal, host, operation, resource_type, name) {
+            Decision::Allowed => true,
+            Decision::Denied => false,
+            Decision::NoBinding => self.open_without_binding(resource_type, operation),
+        }
+    }
+
+    /// Whether a resource no binding covers is open for `operation` by
+    /// `allow_everyone_if_no_acl_found` (never for the operations that
+    /// [`needs_explicit_grant`]).
+    pub fn open_without_binding(&self, resource_type: ResourceType, operation: Operation) -> bool {
+        self.allow_everyone_if_no_acl_found && !needs_explicit_grant(resource_type, operation)
+    }
+
+    /// What the bindings say about `principal` from `host` performing `operation` on the
+    /// resource `name` of type `resource_type`.
+    ///
+    /// In order: a super user is allowed; a DENY binding that covers the resource and
+    /// applies to the principal and host, for this operation or ALL, refuses; with no
+    /// binding covering the resource at all (for anyone), [`Decision::NoBinding`];
+    /// otherwise an ALLOW binding for this operation, ALL, or an operation implying it,
+    /// allows; anything else is refused. Filter-only values (`Any` type or operation) are
+    /// never allowed except to super users.
+    pub fn decide(
+        &self,
+        principal: &str,
+        host: &str,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> Decision {
         if self.is_super_user(principal) {
-            return true;
+            return Decision::Allowed;
         }
         if operation == Operation::Any || resource_type == ResourceType::Any {
-            return false;
+            return Decision::Denied;
         }
         let mut any_binding = false;
         let mut allowed = false;
@@ -735,27 +788,22 @@ impl Acls {
                 continue;
             }
             match b.permission {
-                Permission::Deny if b.operation.denies(operation) => return false,
+                Permission::Deny if b.operation.denies(operation) => return Decision::Denied,
                 Permission::Allow if b.operation.allows(operation) => allowed = true,
                 _ => {}
             }
         }
-        if !any_binding {
-            return self.allow_everyone_if_no_acl_found;
+        match (any_binding, allowed) {
+            (false, _) => Decision::NoBinding,
+            (true, true) => Decision::Allowed,
+            (true, false) => Decision::Denied,
         }
-        allowed
     }
 
     /// Whether `principal` may perform `operation` on at least one resource of
     /// `resource_type` (Kafka's check "by resource type", used where any topic will do,
-    /// as for InitProducerId without a transactional id).
-    ///
-    /// A super user may. With `allow_everyone_if_no_acl_found`, so may everyone as long
-    /// as some name is left that no binding covers (no LITERAL `*` binding of the type
-    /// for anyone). Otherwise a DENY on the literal `*` name refuses; an ALLOW on a
-    /// literal name not itself denied (literally or by a denied prefix), or on a prefix
-    /// not covered by a denied prefix, allows. Only bindings for the operation itself or
-    /// ALL count here (no implied operations), as in Kafka.
+    /// as for InitProducerId without a transactional id), the bindings and
+    /// `allow_everyone_if_no_acl_found` alone deciding ([`Acls::decide_any`]).
     pub fn authorize_any(
         &self,
         principal: &str,
@@ -763,11 +811,34 @@ impl Acls {
         operation: Operation,
         resource_type: ResourceType,
     ) -> bool {
+        match self.decide_any(principal, host, operation, resource_type) {
+            Decision::Allowed => true,
+            Decision::Denied => false,
+            Decision::NoBinding => self.open_without_binding(resource_type, operation),
+        }
+    }
+
+    /// What the bindings say about `principal` performing `operation` on at least one
+    /// resource of `resource_type`.
+    ///
+    /// A super user may. A DENY on the literal `*` name refuses; an ALLOW on a literal
+    /// name not itself denied (literally or by a denied prefix), or on a prefix not
+    /// covered by a denied prefix, allows. Otherwise, when some name is left that no
+    /// binding covers (no LITERAL `*` binding of the type for anyone), the answer is
+    /// [`Decision::NoBinding`]; else it is refused. Only bindings for the operation itself
+    /// or ALL count here (no implied operations), as in Kafka.
+    pub fn decide_any(
+        &self,
+        principal: &str,
+        host: &str,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> Decision {
         if self.is_super_user(principal) {
-            return true;
+            return Decision::Allowed;
         }
         if operation == Operation::Any || resource_type == ResourceType::Any {
-            return false;
+            return Decision::Denied;
         }
         let relevant: Vec<&AclBinding> = self
             .bindings
@@ -777,8 +848,11 @@ impl Acls {
         let some_name_uncovered = !relevant
             .iter()
             .any(|b| b.pattern == PatternType::Literal && b.name == WILDCARD_RESOURCE);
-        if self.allow_everyone_if_no_acl_found && some_name_uncovered {
-            return true;
+        if self.allow_everyone_if_no_acl_found
+            && some_name_uncovered
+            && !needs_explicit_grant(resource_type, operation)
+        {
+            return Decision::NoBinding;
         }
         let mine = |b: &&AclBinding| b.applies_to(principal, host);
         let denies: Vec<&AclBinding> = relevant
@@ -791,7 +865,7 @@ impl Acls {
             .iter()
             .any(|d| d.pattern == PatternType::Literal && d.name == WILDCARD_RESOURCE)
         {
-            return false;
+            return Decision::Denied;
         }
         let denied = |pattern: PatternType, name: &str| {
             denies.iter().any(|d| match (d.pattern, pattern) {
@@ -800,11 +874,18 @@ impl Acls {
                 _ => false,
             })
         };
-        relevant
+        let allowed = relevant
             .iter()
             .copied()
             .filter(mine)
             .filter(|b| b.permission == Permission::Allow && b.operation.denies(operation))
-            .any(|a| !denied(a.pattern, &a.name))
+            .any(|a| !denied(a.pattern, &a.name));
+        if allowed {
+            Decision::Allowed
+        } else if some_name_uncovered {
+            Decision::NoBinding
+        } else {
+            Decision::Denied
+        }
     }
 }

@@ -266,6 +266,97 @@ fn allow_everyone_if_no_acl_found() {
 }
 
 #[test]
+fn allow_everyone_never_opens_the_clusters_management() {
+    let open = Acls::new(Vec::<String>::new(), true);
+    let cluster = |op| open.authorize(ALICE, HOST, op, ResourceType::Cluster, CLUSTER_NAME);
+    for op in [
+        Operation::Alter,
+        Operation::AlterConfigs,
+        Operation::ClusterAction,
+        Operation::All,
+    ] {
+        assert!(!cluster(op), "{op:?} opened by allow-everyone");
+        assert!(!open.authorize_any(ALICE, HOST, op, ResourceType::Cluster));
+        assert_eq!(
+            open.decide(ALICE, HOST, op, ResourceType::Cluster, CLUSTER_NAME),
+            Decision::NoBinding
+        );
+    }
+    for op in [
+        Operation::Describe,
+        Operation::Create,
+        Operation::IdempotentWrite,
+        Operation::DescribeConfigs,
+    ] {
+        assert!(cluster(op), "{op:?} not opened by allow-everyone");
+    }
+    // An explicit grant still opens it, and a super user passes.
+    let mut granted = Acls::new(["User:root"], true);
+    granted.add(binding(
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+        PatternType::Literal,
+        ALICE,
+        "*",
+        Operation::Alter,
+        Permission::Allow,
+    ));
+    assert!(granted.authorize(
+        ALICE,
+        HOST,
+        Operation::Alter,
+        ResourceType::Cluster,
+        CLUSTER_NAME
+    ));
+    assert!(!granted.authorize(
+        BOB,
+        HOST,
+        Operation::Alter,
+        ResourceType::Cluster,
+        CLUSTER_NAME
+    ));
+    assert!(granted.authorize(
+        "User:root",
+        HOST,
+        Operation::ClusterAction,
+        ResourceType::Cluster,
+        CLUSTER_NAME
+    ));
+}
+
+#[test]
+fn decisions_tell_no_binding_from_a_refusal() {
+    let mut a = Acls::new(Vec::<String>::new(), false);
+    assert_eq!(
+        a.decide(ALICE, HOST, Operation::Read, ResourceType::Topic, "t"),
+        Decision::NoBinding
+    );
+    a.add(topic_allow("t", PatternType::Literal, BOB, Operation::Read));
+    assert_eq!(
+        a.decide(ALICE, HOST, Operation::Read, ResourceType::Topic, "t"),
+        Decision::Denied
+    );
+    assert_eq!(
+        a.decide(BOB, HOST, Operation::Read, ResourceType::Topic, "t"),
+        Decision::Allowed
+    );
+    assert_eq!(
+        a.decide_any(ALICE, HOST, Operation::Write, ResourceType::Topic),
+        Decision::NoBinding
+    );
+    a.add(topic_deny(
+        "*",
+        PatternType::Literal,
+        ALICE,
+        Operation::Write,
+    ));
+    assert_eq!(
+        a.decide_any(ALICE, HOST, Operation::Write, ResourceType::Topic),
+        Decision::Denied
+    );
+}
+
+#[test]
 fn filter_only_values_are_never_authorized() {
     let a = Acls::new(Vec::<String>::new(), true);
     assert!(!a.authorize(ALICE, HOST, Operation::Any, ResourceType::Topic, "t"));

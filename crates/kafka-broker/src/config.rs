@@ -289,7 +289,7 @@ impl Default for AuthorizationSettings {
     fn default() -> Self {
         AuthorizationSettings {
             enabled: None,
-            allow_everyone_if_no_acl_found: true,
+            allow_everyone_if_no_acl_found: false,
             acl_refresh_interval: Duration::from_secs(10),
             max_acl_field_bytes: 4096,
             max_described_acl_bindings: 200_000,

@@ -391,7 +391,7 @@ impl Server {
                 (index, accepted) = accept_any(&listeners, first), if bucket.ready() => {
                     first = (index + 1) % listeners.len();
                     let (socket, peer) = match accepted {
-                        Ok(a) => a,
+                        Ok((socket, peer)) => (socket, crate::session::canonical_peer(peer)),
                         Err(e) => {
                             // Out of file descriptors and similar: back off briefly rather
                             // than spinning on a listener that keeps failing.

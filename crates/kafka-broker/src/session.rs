@@ -235,9 +235,25 @@ pub struct Session {
     pub sasl: SaslState,
 }
 
+/// `addr` with an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, how a dual-stack `[::]`
+/// listener sees an IPv4 client) turned into the IPv4 address it stands for, so that ACL
+/// hosts, per-address caps, the SASL backoff, logs and metrics see one address per
+/// client whichever listener it came in on. Any other address is returned unchanged.
+pub fn canonical_peer(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::from((v4, v6.port())),
+            None => addr,
+        },
+        SocketAddr::V4(_) => addr,
+    }
+}
+
 impl Session {
-    /// A fresh session for a connection accepted on `listener` from `peer`.
+    /// A fresh session for a connection accepted on `listener` from `peer` (kept in its
+    /// [canonical](canonical_peer) form).
     pub fn new(id: u64, listener: Listener, peer: SocketAddr) -> Session {
+        let peer = canonical_peer(peer);
         let auth = if listener.protocol.uses_sasl() {
             AuthState::Pending
         } else {
@@ -282,6 +298,23 @@ mod tests {
 
     fn peer() -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], 5000))
+    }
+
+    #[test]
+    fn ipv4_mapped_peers_are_kept_as_ipv4() {
+        let mapped: SocketAddr = "[::ffff:192.0.2.7]:4000".parse().unwrap();
+        assert_eq!(canonical_peer(mapped), "192.0.2.7:4000".parse().unwrap());
+        let s = Session::new(1, Listener::plaintext(), mapped);
+        assert_eq!(s.peer.ip().to_string(), "192.0.2.7");
+        for unchanged in [
+            "[::1]:4000",
+            "[2001:db8::1]:4000",
+            "192.0.2.7:4000",
+            "[::192.0.2.7]:1",
+        ] {
+            let a: SocketAddr = unchanged.parse().unwrap();
+            assert_eq!(canonical_peer(a), a, "{unchanged}");
+        }
     }
 
     #[test]

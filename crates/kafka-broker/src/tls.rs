@@ -292,7 +292,7 @@ impl TlsAcceptor {
         protocol: SecurityProtocol,
     ) -> Option<Accepted> {
         let timeout = self.shared.settings.handshake_timeout;
-        let peer = tcp.peer_addr().ok();
+        let peer = tcp.peer_addr().ok().map(crate::session::canonical_peer);
         match tokio::time::timeout(timeout, self.handshake(tcp, protocol)).await {
             Ok(Ok(accepted)) => Some(accepted),
             Ok(Err(why)) => {

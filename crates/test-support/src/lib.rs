@@ -39,6 +39,10 @@ pub const IGGY_SERVER_BIN: &str = "IGGY_SERVER_BIN";
 /// [`IGGY_SERVER_BIN`] is unset.
 pub const IGGY_REQUIRED: &str = "IGGY_REQUIRED";
 
+/// The start of the line [`iggy_server_bin`] writes to the process's stderr for each test
+/// that gets a server: the test command counts them.
+pub const ON_IGGY_MARK: &str = "ON IGGY:";
+
 /// Whether [`IGGY_REQUIRED`] is `1`.
 pub fn iggy_required() -> bool {
     std::env::var_os(IGGY_REQUIRED).is_some_and(|v| v == "1")
@@ -59,14 +63,19 @@ pub const IGGY_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Lines of the server log shown when something fails.
 const LOG_LINES: usize = 40;
 
-/// The `iggy-server` binary named by `IGGY_SERVER_BIN`, or `None` when the variable is
-/// unset or empty, after printing `SKIPPED: <what>: IGGY_SERVER_BIN not set`.
+/// The `iggy-server` binary named by `IGGY_SERVER_BIN` (after printing `ON IGGY: <what>`),
+/// or `None` when the variable is unset or empty, after printing `SKIPPED: <what>:
+/// IGGY_SERVER_BIN not set`; with [`IGGY_REQUIRED`] the latter panics instead.
 ///
 /// The notice goes straight to the process's stderr so that it shows even when the test
 /// harness captures output.
 pub fn iggy_server_bin(what: &str) -> Option<PathBuf> {
     match std::env::var_os(IGGY_SERVER_BIN).filter(|v| !v.is_empty()) {
-        Some(bin) => Some(PathBuf::from(bin)),
+        Some(bin) => {
+            // Counted by the test command (one line per test that runs against Iggy).
+            let _ = writeln!(std::io::stderr(), "{ON_IGGY_MARK} {what}");
+            Some(PathBuf::from(bin))
+        }
         None if iggy_required() => panic!(
             "{what}: {IGGY_SERVER_BIN} not set and {IGGY_REQUIRED}=1: \
              the Iggy suites must run (point {IGGY_SERVER_BIN} at an iggy-server binary)"

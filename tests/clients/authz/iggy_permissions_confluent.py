@@ -1,7 +1,9 @@
 """A Kafka client under its Iggy user's permissions, changed in Iggy while it runs.
 
 Run by apps/gateway/tests/authz_iggy.rs against a bridged gateway with a SASL_PLAINTEXT
-listener (PLAIN checked by Iggy). The Iggy user USER may send to and poll TOPIC only.
+listener (PLAIN checked by Iggy). The Iggy user USER may send to and poll TOPIC only; its
+topics need no ACL binding (its Iggy permissions decide), its consumer group does (the
+super user ADMIN_USER grants it).
 The harness changes the user's permissions with the Iggy SDK when this script asks for
 it through marker files in STATE_DIR:
 
@@ -18,6 +20,8 @@ import sys
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                   ResourceType)
 
 BOOTSTRAP = os.environ["BOOTSTRAP"]
 TOPIC = os.environ["TOPIC"]
@@ -107,10 +111,22 @@ if [e.code() for e in errors] != [KafkaError.TOPIC_AUTHORIZATION_FAILED]:
     fail(f"produce to {OTHER_TOPIC}: expected TOPIC_AUTHORIZATION_FAILED, got {errors}")
 log("produce to a topic without permission: TOPIC_AUTHORIZATION_FAILED")
 
+# A consumer group is no Iggy resource: out of the box it needs an ACL binding, which the
+# super user (Iggy's root) grants.
+GROUP = "unused-no-commits"
+admin = AdminClient({**SASL, "sasl.username": os.environ["ADMIN_USER"], "sasl.password": os.environ["ADMIN_PASSWORD"]})
+grant = AclBinding(ResourceType.GROUP, GROUP, ResourcePatternType.LITERAL, f"User:{USER}", "*", AclOperation.READ,
+                   AclPermissionType.ALLOW)
+try:
+    admin.create_acls([grant], request_timeout=30)[grant].result(30)
+except KafkaException as e:
+    fail(f"the super user grants READ on group {GROUP}: {e}")
+log(f"the super user granted READ on group {GROUP}")
+
 consumer = Consumer(
     {
         **SASL,
-        "group.id": "unused-no-commits",
+        "group.id": GROUP,
         "enable.auto.commit": False,
         "fetch.wait.max.ms": 200,
         "fetch.error.backoff.ms": 200,

@@ -124,7 +124,8 @@ type GlobalFlag = fn(&mut GlobalPermissions);
 
 const GLOBAL_FLAGS: [(&str, GlobalFlag, &str, &str); 10] = [
     // (flag, setter, topic ops on any topic, cluster ops)
-    ("manage_servers", |g| g.manage_servers = true, "", "ADKda"),
+    // CLUSTER_ACTION (K) is what gateways send each other: never from an Iggy permission.
+    ("manage_servers", |g| g.manage_servers = true, "", "ADda"),
     ("read_servers", |g| g.read_servers = true, "", "Dd"),
     ("manage_users", |g| g.manage_users = true, "", ""),
     ("read_users", |g| g.read_users = true, "", ""),

@@ -488,7 +488,7 @@ pub(crate) async fn serve(
     loop {
         let (socket, peer) = tokio::select! {
             a = listener.accept() => match a {
-                Ok(a) => a,
+                Ok((socket, peer)) => (socket, crate::session::canonical_peer(peer)),
                 Err(e) => {
                     warn!(error = %e, "metrics endpoint: accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;

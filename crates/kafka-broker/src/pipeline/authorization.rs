@@ -41,7 +41,8 @@
 
 use crate::authz::api::{self, Alternative, Check, Target, When};
 use crate::authz::{
-    AclAuthorizer, Acls, Authorizer, CLUSTER_NAME, Caller, Operation, ResourceType,
+    AclAuthorizer, Acls, Authorizer, CLUSTER_NAME, Caller, Decision, Operation, ResourceType,
+    needs_explicit_grant,
 };
 use crate::handlers::caps;
 use crate::pipeline::{Layer, Request, RequestInfo, Verdict};
@@ -221,45 +222,81 @@ pub(crate) struct Decider<'a> {
 }
 
 impl Decider<'_> {
-    /// Whether every source allows `operation` on the resource.
+    /// Whether `operation` on the resource is allowed: an ALLOW binding (or a super user)
+    /// and every other source; or, where no binding covers the resource, every other
+    /// source, when `allow_everyone_if_no_acl_found` opens it or some source grants on
+    /// its own for the type (the Iggy permissions). A DENY, or bindings none of which
+    /// allows, refuse.
     pub(crate) fn allows(
         &self,
         operation: Operation,
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        self.acls.authorize(
+        let acls = self.acls.decide(
             self.caller.principal,
             self.caller.host,
             operation,
             resource_type,
             name,
-        ) && self
-            .sources
-            .iter()
-            .all(|s| s.authorize(&self.caller, operation, resource_type, name))
+        );
+        self.settle(acls, operation, resource_type)
+            && self
+                .sources
+                .iter()
+                .all(|s| s.authorize(&self.caller, operation, resource_type, name))
     }
 
-    /// Whether every source allows `operation` on some resource of the type.
+    /// Whether every source allows `operation` on some resource of the type (as
+    /// [`Decider::allows`] combines them).
     fn allows_any(&self, operation: Operation, resource_type: ResourceType) -> bool {
-        self.acls.authorize_any(
+        let acls = self.acls.decide_any(
             self.caller.principal,
             self.caller.host,
             operation,
             resource_type,
-        ) && self
-            .sources
-            .iter()
-            .all(|s| s.authorize_any(&self.caller, operation, resource_type))
+        );
+        self.settle(acls, operation, resource_type)
+            && self
+                .sources
+                .iter()
+                .all(|s| s.authorize_any(&self.caller, operation, resource_type))
+    }
+
+    /// Whether the ACLs' `decision` lets the other sources decide.
+    fn settle(
+        &self,
+        decision: Decision,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        match decision {
+            Decision::Allowed => true,
+            Decision::Denied => false,
+            Decision::NoBinding => {
+                self.acls.open_without_binding(resource_type, operation)
+                    || self.sources.iter().any(|s| s.grants(resource_type))
+            }
+        }
     }
 
     /// Whether `check` passes for the resource `name` of `resource_type`.
+    ///
+    /// The cluster alternative of a topic check (CREATE on the cluster for CreateTopics
+    /// and auto-creation) stands in for a binding on the topic, not for the other
+    /// sources' judgement of the topic itself: with the Iggy permissions, a principal who
+    /// may create topics in the default stream still needs the right to create in the
+    /// stream the topic map routes this topic to.
     fn passes(&self, check: &Check<'_>, resource_type: ResourceType, name: &str) -> bool {
         self.allows(check.operation, resource_type, name)
             || match check.alternative {
                 Alternative::None => false,
                 Alternative::Cluster => {
                     self.allows(check.operation, ResourceType::Cluster, CLUSTER_NAME)
+                        && (resource_type != ResourceType::Topic
+                            || self.sources.iter().all(|s| {
+                                s.authorize(&self.caller, check.operation, resource_type, name)
+                            }))
                 }
                 Alternative::AnyOf(rt, op) => self.allows_any(op, rt),
             }
@@ -283,6 +320,21 @@ impl Decider<'_> {
             0
         }
     }
+}
+
+/// Whether `check` (or its alternative) asks for an operation that only an explicit grant
+/// opens ([`needs_explicit_grant`]).
+fn guarded(check: &Check<'_>) -> bool {
+    let named = match &check.target {
+        Target::Named(rt, _) => needs_explicit_grant(*rt, check.operation),
+        _ => false,
+    };
+    named
+        || match check.alternative {
+            Alternative::None => false,
+            Alternative::Cluster => needs_explicit_grant(ResourceType::Cluster, check.operation),
+            Alternative::AnyOf(rt, op) => needs_explicit_grant(rt, op),
+        }
 }
 
 /// The KIP-430 bitfields the request asks for.
@@ -1338,10 +1390,14 @@ impl Layer for Authorization {
         if caps::entries(&request.body).is_some_and(|n| n > self.max_entries) {
             return Verdict::Pass;
         }
-        // No binding, everyone allowed where none is found, no other source: every check
-        // passes (and every bitfield is the handlers' "everything").
+        // No binding, everyone allowed where none is found, no other source, and no check
+        // that only an explicit grant passes: every check passes (and every bitfield is
+        // the handlers' "everything").
         let acls = self.acls.acls();
-        if acls.is_empty() && self.sources.is_empty() && self.acls.allow_everyone_if_no_acl_found()
+        if acls.is_empty()
+            && self.sources.is_empty()
+            && self.acls.allow_everyone_if_no_acl_found()
+            && !checks.iter().any(guarded)
         {
             return Verdict::Pass;
         }

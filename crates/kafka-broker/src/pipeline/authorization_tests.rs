@@ -1586,3 +1586,148 @@ async fn list_transactions_hides_unauthorized_ids() {
         .collect();
     assert_eq!(ids, ["app-1", "app-2"]);
 }
+
+/// A source shaped like the Iggy permissions of a user who may create topics in the
+/// default stream only: it grants on its own for topics and the cluster, allows CREATE on
+/// the cluster (the default stream), and any operation on topics named `default.*` (the
+/// ones a topic map would route to the default stream); it has no say on groups.
+#[derive(Debug)]
+struct DefaultStreamOnly;
+
+#[async_trait]
+impl Authorizer for DefaultStreamOnly {
+    fn name(&self) -> &'static str {
+        "default-stream-only"
+    }
+
+    fn grants(&self, resource_type: ResourceType) -> bool {
+        matches!(resource_type, ResourceType::Topic | ResourceType::Cluster)
+    }
+
+    fn authorize(
+        &self,
+        _caller: &Caller<'_>,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        match resource_type {
+            ResourceType::Cluster => operation == Operation::Create,
+            ResourceType::Topic => name.starts_with("default."),
+            _ => true,
+        }
+    }
+
+    fn authorize_any(
+        &self,
+        _caller: &Caller<'_>,
+        _operation: Operation,
+        _resource_type: ResourceType,
+    ) -> bool {
+        true
+    }
+}
+
+/// An authorization layer over `bindings` with [`DefaultStreamOnly`] as its other source.
+async fn with_default_stream_source(bindings: &str, allow_everyone: bool) -> Authorization {
+    let acl_store = Arc::new(
+        MemoryAclStore::with_bindings(parse_bindings(bindings).expect("bindings")).expect("store"),
+    );
+    let acls = Arc::new(AclAuthorizer::new(acl_store, allow_everyone));
+    acls.reload().await.expect("reload");
+    let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default()));
+    Authorization::new(
+        acls,
+        vec![Arc::new(DefaultStreamOnly)],
+        vec!["User:admin".into()],
+        store,
+        false,
+        1000,
+    )
+}
+
+#[tokio::test]
+async fn a_source_that_grants_decides_where_no_binding_names_the_resource() {
+    let layer = with_default_stream_source(r#"{"bindings":[]}"#, false).await;
+    let principal = format!("User:{ALICE}");
+    let session = session(ALICE);
+    let mut host = HostText::default();
+    let d = layer.decider(layer.acls.acls(), &principal, host.of(&session));
+    // Topics and the cluster: the source's permissions are a grant of their own.
+    assert!(d.allows(Operation::Read, ResourceType::Topic, "default.orders"));
+    assert!(!d.allows(Operation::Read, ResourceType::Topic, "other.orders"));
+    assert!(d.allows(Operation::Create, ResourceType::Cluster, CLUSTER_NAME));
+    assert!(!d.allows(Operation::Alter, ResourceType::Cluster, CLUSTER_NAME));
+    // Groups and transactional ids: the source has no say, nothing opens them.
+    assert!(!d.allows(Operation::Read, ResourceType::Group, "g"));
+    assert!(!d.allows(Operation::Write, ResourceType::TransactionalId, "x"));
+
+    // A binding on the topic takes it out of the source's sole say: the binding must
+    // allow too (and the source still restricts).
+    let layer = with_default_stream_source(
+        r#"{"bindings": [
+          {"resource_type": "TOPIC", "name": "default.orders", "principal": "User:bob", "operation": "READ"},
+          {"resource_type": "TOPIC", "name": "other.", "pattern": "PREFIXED", "principal": "User:alice", "operation": "READ"}
+        ]}"#,
+        false,
+    )
+    .await;
+    let d = layer.decider(layer.acls.acls(), &principal, host.of(&session));
+    assert!(!d.allows(Operation::Read, ResourceType::Topic, "default.orders"));
+    assert!(!d.allows(Operation::Read, ResourceType::Topic, "other.orders"));
+}
+
+#[tokio::test]
+async fn creating_a_topic_through_the_cluster_grant_is_judged_by_the_topics_own_place() {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+    let layer = with_default_stream_source(r#"{"bindings":[]}"#, false).await;
+    let principal = format!("User:{ALICE}");
+    let session = session(ALICE);
+    let mut host = HostText::default();
+    let d = layer.decider(layer.acls.acls(), &principal, host.of(&session));
+    let body: RequestBody = CreateTopicsRequest {
+        topics: ["default.new", "other.new"]
+            .into_iter()
+            .map(|n| CreatableTopic {
+                name: ByteString::from_static(n),
+                num_partitions: 1,
+                replication_factor: -1,
+                ..Default::default()
+            })
+            .collect(),
+        timeout_ms: 1000,
+        ..Default::default()
+    }
+    .into();
+    let checks = api::required(&body).expect("CreateTopics has a rule");
+    let verdicts: Vec<bool> = checks
+        .iter()
+        .zip(["default.new", "other.new"])
+        .map(|(c, name)| d.passes(c, ResourceType::Topic, name))
+        .collect();
+    // CREATE on the cluster is granted (the default stream), but `other.new` would be
+    // created in a place the source refuses.
+    assert_eq!(verdicts, [true, false]);
+}
+
+#[tokio::test]
+async fn allow_everyone_does_not_open_acl_management_or_cluster_actions() {
+    let s = setup(Some(r#"{"bindings":[]}"#), true).await;
+    let principal = format!("User:{ALICE}");
+    let session = session(ALICE);
+    let mut host = HostText::default();
+    let layer = s.layer.as_ref().expect("layer");
+    let d = layer.decider(s.acls.acls(), &principal, host.of(&session));
+    assert!(d.allows(Operation::Write, ResourceType::Topic, "t"));
+    assert!(d.allows(Operation::Read, ResourceType::Group, "g"));
+    for op in [
+        Operation::Alter,
+        Operation::AlterConfigs,
+        Operation::ClusterAction,
+    ] {
+        assert!(
+            !d.allows(op, ResourceType::Cluster, CLUSTER_NAME),
+            "{op:?} on the cluster opened by allow-everyone"
+        );
+    }
+}
