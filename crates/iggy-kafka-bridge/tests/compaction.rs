@@ -113,8 +113,12 @@ async fn read_all(bridge: &IggyBridge, topic: &str) -> Vec<(i64, Bytes, Option<B
             // Nothing survives from here to the end, as after Kafka's cleaner.
             break;
         }
+        // Where a consumer goes next: past the last batch (a compacted batch keeps its
+        // last offset when its last records are gone).
+        let mut batches_end = offset;
         for b in &read.batches {
             let batch = RecordBatch::decode(b, &DecodeLimits::default()).unwrap();
+            batches_end = batches_end.max(batch.header().last_offset() + 1);
             for r in batch.records().unwrap() {
                 let r = r.unwrap();
                 let at = batch.header().base_offset + i64::from(r.offset_delta);
@@ -124,7 +128,11 @@ async fn read_all(bridge: &IggyBridge, topic: &str) -> Vec<(i64, Bytes, Option<B
                 }
             }
         }
-        offset = out.last().map_or(offset, |l| l.0 + 1);
+        let next = out.last().map_or(offset, |l| l.0 + 1).max(batches_end);
+        // A read that returns batches must move the consumer on (a wrong offset in the
+        // answer must fail the test, not spin it).
+        assert!(next > offset, "a read at {offset} made no progress");
+        offset = next;
     }
     out
 }

@@ -271,10 +271,13 @@ async fn read_ahead_serves_what_iggy_would() {
                 let read = store.read(&topic, 0, offset, max_bytes).await.unwrap();
                 assert_eq!(read.watermarks.high_watermark, total);
                 assert!(!read.batches.is_empty(), "no progress at {offset}");
+                let before = offset;
                 for b in &read.batches {
                     let records = records_of(b);
                     offset = records.last().unwrap().offset + 1;
                 }
+                // A wrong offset in the answer fails here instead of spinning.
+                assert!(offset > before, "a read at {before} made no progress");
                 batches.extend(read.batches);
             }
             assert_eq!(offset, total);
