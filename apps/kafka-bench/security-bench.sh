@@ -77,11 +77,14 @@ P_PLAIN=$(free_port)
 P_SSL=$(free_port)
 P_SASL=$(free_port)
 echo "== gateway: PLAINTEXT :$P_PLAIN, SSL :$P_SSL, SASL_SSL :$P_SASL"
-# The store cap above what the two topics may hold (RETAIN per partition each).
+# The store cap above what the two topics may hold (RETAIN per partition each). The SASL
+# listener turns authorization on; this bench measures TLS and SASL, so topics are opened
+# to every authenticated user (allow-everyone; the default is off).
 env IGGY_KAFKA_DEFAULT_RETENTION_BYTES="$RETAIN" IGGY_KAFKA_MAX_CONNECTION_CREATION_RATE="$CONN_RATE" \
   IGGY_KAFKA_LISTENERS="PLAINTEXT://127.0.0.1:$P_PLAIN,SSL://127.0.0.1:$P_SSL,SASL_SSL://127.0.0.1:$P_SASL" \
   IGGY_KAFKA_TLS_CERT_FILE="$CERTS/server.pem" IGGY_KAFKA_TLS_KEY_FILE="$CERTS/server-pkcs8.key" \
   IGGY_KAFKA_SASL_USERS_FILE="$USERS" IGGY_KAFKA_MEMORY_MAX_TOTAL_BYTES=$((3 * RETAIN * PARTITIONS + (1 << 30))) \
+  IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND=true \
   RUST_LOG=warn "$GATEWAY" >"$OUT/gateway.stdout" 2>"$OUT/gateway.stderr" &
 GPID=$!
 for port in "$P_PLAIN" "$P_SSL" "$P_SASL"; do

@@ -497,8 +497,8 @@ fn transactional_produce_then_read_committed() {
     }
 }
 
-/// A SASL_PLAINTEXT gateway whose users file holds `bench` with a PLAIN password and both
-/// SCRAM credentials: `auth` logs in with every mechanism and is refused with a wrong
+/// A SASL_PLAINTEXT gateway whose users file holds `bench` (a super user) with a PLAIN
+/// password and both SCRAM credentials: `auth` logs in with every mechanism and is refused with a wrong
 /// password; produce and consume work through librdkafka with PLAIN.
 #[test]
 fn authenticates_with_every_mechanism_and_loads_over_sasl() {
@@ -530,6 +530,9 @@ fn authenticates_with_every_mechanism_and_loads_over_sasl() {
                 "IGGY_KAFKA_SASL_USERS_FILE",
                 users_path.display().to_string(),
             ),
+            // Authorization is on with SASL and nothing is open by default: the bench
+            // user is the super user, as an operator's load-test account would be.
+            ("IGGY_KAFKA_SUPER_USERS", "User:bench".into()),
         ],
     );
     let addr = gw.addr.to_string();

@@ -13,6 +13,11 @@ topic and denies alice READ on it. Then alice, whom nothing grants anything on t
 with the default also: her produce to a topic no binding names is TOPIC_AUTHORIZATION_FAILED,
 and her consume in a group no binding names is refused; with allow-everyone on, that produce succeeds (the setting still
 opens topics, never the cluster's management).
+
+DescribeUserScramCredentials is not tried here: librdkafka 2.16 aborts the process
+(`munmap_chunk(): invalid pointer`) on any answer with a request-level error, as its parser
+keeps `rd_kafka_err2str`'s static string (or an alloca'd copy of the message) as the result's
+error string and frees it later; a Kafka broker's refusal does the same to it.
 """
 import os
 import time
