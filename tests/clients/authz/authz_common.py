@@ -58,3 +58,23 @@ def same_records(label, got, want):
 def foreign(names, tenant="b."):
     """The names in `names` that belong to the other tenant."""
     return sorted(n for n in names if n.startswith(tenant))
+
+
+def result(label, future):
+    """A confluent-kafka admin future's value; a failure of the suite if it raised."""
+    from confluent_kafka import KafkaException
+    try:
+        return future.result(TIMEOUT)
+    except KafkaException as e:
+        fail(f"{label}: {e}")
+
+
+def refused(label, future, code):
+    """A confluent-kafka admin future that must fail with Kafka error `code`."""
+    from confluent_kafka import KafkaException
+    try:
+        value = future.result(TIMEOUT)
+    except KafkaException as e:
+        check(e.args[0].code() == code, f"{label}: {e.args[0]}, expected error {code}")
+        return
+    fail(f"{label}: succeeded ({value!r}), expected error {code}")

@@ -23,7 +23,7 @@ import os
 import time
 
 from authz_common import (CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, PARTITIONS, TIMEOUT,
-                          TOPIC_AUTHORIZATION_FAILED, Settings, check, fail, finish, step)
+                          TOPIC_AUTHORIZATION_FAILED, Settings, check, fail, finish, refused, result, step)
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourcePatternType,
@@ -47,22 +47,6 @@ def conf(user, mechanism="PLAIN"):
     name, password = user
     return {"bootstrap.servers": S.bootstrap, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": mechanism, "sasl.username": name, "sasl.password": password}
-
-
-def result(label, future):
-    try:
-        return future.result(TIMEOUT)
-    except KafkaException as e:
-        fail(f"{label}: {e}")
-
-
-def refused(label, future, code):
-    try:
-        value = future.result(TIMEOUT)
-    except KafkaException as e:
-        check(e.args[0].code() == code, f"{label}: {e.args[0]}, expected error {code}")
-        return
-    fail(f"{label}: succeeded ({value!r}), expected error {code}")
 
 
 def key(b):

@@ -9,7 +9,7 @@ reports the client as `::ffff:127.0.0.1`, and the gateway must match it as `127.
 """
 import time
 
-from authz_common import (PARTITIONS, TIMEOUT, TOPIC_AUTHORIZATION_FAILED, Settings, check, fail, finish, step)
+from authz_common import (PARTITIONS, TIMEOUT, TOPIC_AUTHORIZATION_FAILED, Settings, check, fail, finish, result, step)
 from confluent_kafka import Consumer, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType)
@@ -32,13 +32,6 @@ def conf(user):
     name, password = user
     return {"bootstrap.servers": S.bootstrap, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "PLAIN", "sasl.username": name, "sasl.password": password}
-
-
-def result(label, future):
-    try:
-        return future.result(TIMEOUT)
-    except KafkaException as e:
-        fail(f"{label}: {e}")
 
 
 def create(admin, bindings):
