@@ -62,9 +62,6 @@ fn gateway_restart_between_produce_and_consume_loses_nothing() {
 }
 
 #[test]
-#[ignore = "known bug: 1 record in 2104 was stored twice across an Iggy restart in 1 of 4 CI \
-            runs on 7 December (idempotent producer, producer-state recovery); run with \
-            --ignored until it is fixed"]
 fn iggy_restart_under_a_producer_and_a_consumer_loses_no_acknowledged_record() {
     let name = "iggy restart";
     if !require("confluent-kafka", CONFLUENT) {

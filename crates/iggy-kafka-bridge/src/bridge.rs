@@ -1,8 +1,9 @@
 //! [`IggyBridge`]: `LogStore` and `OffsetStore` over the Iggy SDK.
 //!
 //! Every SDK call runs under `call_timeout`, so no Kafka request waits on Iggy forever.
-//! The bridge opens `sessions` Iggy connections; appends to one partition always go
-//! through the same session and that partition's send queue, so one append's messages
+//! The bridge opens `sessions` Iggy connections for reads and administration and as many
+//! for appends; appends to one partition always go through the same append session and
+//! that partition's send queue, so one append's messages
 //! land contiguously and appends land in call order, while other partitions proceed at
 //! the same time. Appends that queue up behind a send in flight go out together in the
 //! next one (group commit). A semaphore bounds the sends in flight.
@@ -38,6 +39,7 @@ mod topics;
 mod watches;
 
 use crate::config::{BridgeConfig, IggyTopicRef, TopicMap};
+use crate::connection::Reconnect;
 use crate::errors::BridgeError;
 use crate::meta::Meta;
 use crate::metrics::IggyMetrics;
@@ -71,8 +73,14 @@ impl std::fmt::Debug for IggyBridge {
 struct Inner {
     config: BridgeConfig,
     map: TopicMap,
+    /// Reads, administration and the metadata logs; the SDK may resend a request whose
+    /// answer was lost on these.
     sessions: Vec<IggyClient>,
-    /// Move sessions off a lost Iggy node (several addresses); stop with the bridge.
+    /// Appends only (one per partition, see [`IggyBridge::session_for`]); never
+    /// resent by the SDK (`crate::connection`'s "Appends are never resent").
+    appends: Vec<IggyClient>,
+    /// Reconnect lost sessions (to another node first, with several addresses); stop
+    /// with the bridge.
     watchers: crate::connection::Watchers,
     next_session: AtomicUsize,
     sends: Semaphore,
@@ -168,8 +176,10 @@ impl IggyBridge {
         crate::connection::check_tls_files(&config)?;
         let watchers = crate::connection::Watchers::default();
         let mut sessions = Vec::with_capacity(config.sessions);
+        let mut appends = Vec::with_capacity(config.sessions);
         for _ in 0..config.sessions {
-            sessions.push(session::open_session(&config, &watchers).await?);
+            sessions.push(session::open_session(&config, &watchers, Reconnect::Sdk).await?);
+            appends.push(session::open_session(&config, &watchers, Reconnect::Watcher).await?);
         }
         let metrics = IggyMetrics::default();
         let meta = match sessions.first() {
@@ -185,6 +195,7 @@ impl IggyBridge {
                 config,
                 map,
                 sessions,
+                appends,
                 watchers,
                 next_session: AtomicUsize::new(0),
                 send_queues: Mutex::new(HashMap::new()),
@@ -253,7 +264,7 @@ impl IggyBridge {
     /// A new Iggy connection of its own (not one of the data sessions), signed in like
     /// them: for background work that must not queue behind data traffic.
     pub(crate) async fn open_own_session(&self) -> Result<IggyClient, BridgeError> {
-        session::open_session(&self.inner.config, &self.inner.watchers).await
+        session::open_session(&self.inner.config, &self.inner.watchers, Reconnect::Sdk).await
     }
 
     /// The bridge's durable metadata.

@@ -37,8 +37,23 @@
 //! A call that fails while this happens gets the usual retriable errors; a send whose
 //! outcome is unknown is settled by the append path (it looks for the send's first
 //! message id once Iggy answers again), so an idempotent producer's retry is not
-//! written twice. With one address nothing of this applies: the SDK reconnects to it,
-//! `connect_retries` times `retry_interval` apart, as before.
+//! written twice. With one address the SDK reconnects the shared sessions to it,
+//! `connect_retries` times `retry_interval` apart, and the watcher revives a session
+//! the SDK left `Disconnected`.
+//!
+//! ## Appends are never resent by the SDK
+//!
+//! When a connection drops while a request waits for its answer, the SDK reconnects,
+//! signs in again and sends the same request once more. For a read that is harmless;
+//! for a `SendMessages` whose answer alone was lost (Iggy stopped or restarted after
+//! writing it, a network cut) it stores the messages twice and reports one success,
+//! which no later check can undo. The sessions that carry appends
+//! ([`Reconnect::Watcher`]) therefore have the SDK's reconnection switched off: the
+//! lost answer surfaces as `Disconnected`, which the append path takes as an unknown
+//! outcome and settles by the messages' ids, and the watcher reconnects the session
+//! (to its one address, or to the next node that answers). `lost_replies.rs` in the
+//! tests cuts a connection after Iggy answered a send and checks the record is stored
+//! once.
 
 use crate::config::BridgeConfig;
 use crate::errors::BridgeError;
@@ -77,7 +92,16 @@ pub(crate) async fn signed_in_request(
             return Err(IggyError::Disconnected);
         }
     }
-    tcp.send_raw_with_response(code, body).await
+    let answer = tcp.send_raw_with_response(code, body).await;
+    if matches!(answer, Err(IggyError::Disconnected))
+        && tcp.get_state().await != ClientState::Disconnected
+    {
+        // The SDK gave up on the connection (a write that failed, an empty answer, a
+        // session Iggy no longer knows) without marking it: marked, the watcher
+        // replaces it.
+        let _ = tcp.disconnect().await;
+    }
+    answer
 }
 
 /// Longest wait for the diagnostic handshake of [`tls_failure`] (at most `call_timeout`).
@@ -89,6 +113,18 @@ pub const WATCH_INTERVAL: Duration = Duration::from_millis(200);
 /// The pause between failover rounds doubles from `retry_interval` up to this many
 /// times `retry_interval`.
 pub const MAX_FAILOVER_PAUSE_FACTOR: u32 = 16;
+
+/// Who reconnects a signed-in session after its connection drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reconnect {
+    /// The SDK, which also sends the request that was waiting again: reads and
+    /// administration (with several addresses, one immediate attempt; the watcher does
+    /// the rest).
+    Sdk,
+    /// Only the watcher; the SDK never resends a request whose answer was lost: the
+    /// sessions that carry appends (see the module docs).
+    Watcher,
+}
 
 /// How a client signs in and reconnects.
 #[derive(Clone)]
@@ -106,10 +142,11 @@ fn transport_config(
     config: &BridgeConfig,
     address: &str,
     login: &Login,
+    reconnect: Reconnect,
 ) -> Result<TcpClientConfig, IggyError> {
     let several = config.addresses().len() > 1;
     let reconnection = TcpClientReconnectionConfig {
-        enabled: true,
+        enabled: reconnect == Reconnect::Sdk,
         // Bounded: the SDK's default retries forever, which would hang a Kafka request
         // (the per-call timeout still caps each call). With several nodes the watcher
         // retries, over all of them, so the SDK gives up on a lost node at once.
@@ -165,8 +202,9 @@ fn transport(
     config: &BridgeConfig,
     address: &str,
     login: &Login,
+    reconnect: Reconnect,
 ) -> Result<TcpClient, BridgeError> {
-    transport_config(config, address, login)
+    transport_config(config, address, login, reconnect)
         .and_then(|c| TcpClient::create(Arc::new(c)))
         .map_err(|e| BridgeError::Config(format!("iggy client: {e}")))
 }
@@ -176,8 +214,9 @@ fn build_client_at(
     config: &BridgeConfig,
     address: &str,
     login: &Login,
+    reconnect: Reconnect,
 ) -> Result<IggyClient, BridgeError> {
-    let tcp = transport(config, address, login)?;
+    let tcp = transport(config, address, login, reconnect)?;
     Ok(IggyClient::create(ClientWrapper::Tcp(tcp), None, None))
 }
 
@@ -187,7 +226,7 @@ fn build_client_at(
 pub(crate) async fn connect_manual(config: &BridgeConfig) -> Result<IggyClient, IggyError> {
     let mut last = IggyError::CannotEstablishConnection;
     for address in config.addresses() {
-        let client = build_client_at(config, &address, &Login::Manual)
+        let client = build_client_at(config, &address, &Login::Manual, Reconnect::Sdk)
             .map_err(|_| IggyError::InvalidConfiguration)?;
         match client.connect().await {
             Ok(()) => return Ok(client),
@@ -199,11 +238,13 @@ pub(crate) async fn connect_manual(config: &BridgeConfig) -> Result<IggyClient, 
 
 /// Opens a signed-in session: every address in order, the whole list up to
 /// `connect_retries` times `retry_interval` apart; credentials Iggy refuses fail at
-/// once. With several addresses the session is then watched by `watchers` (moved to
-/// another node when its node is lost).
+/// once. The session is then watched by `watchers` (reconnected when it is lost, to
+/// another node first when there are several); `reconnect` says whether the SDK may
+/// reconnect it too.
 pub(crate) async fn open_session(
     config: &BridgeConfig,
     watchers: &Watchers,
+    reconnect: Reconnect,
 ) -> Result<IggyClient, BridgeError> {
     let login = Login::Auto {
         username: config.username.clone(),
@@ -213,12 +254,10 @@ pub(crate) async fn open_session(
     let mut last = String::new();
     for attempt in 1..=config.connect_retries {
         for address in &addresses {
-            let client = build_client_at(config, address, &login)?;
+            let client = build_client_at(config, address, &login, reconnect)?;
             match tokio::time::timeout(config.call_timeout, client.connect()).await {
                 Ok(Ok(())) => {
-                    if addresses.len() > 1 {
-                        watchers.watch(&client, config, login);
-                    }
+                    watchers.watch(&client, config, login, reconnect);
                     return Ok(client);
                 }
                 Ok(Err(
@@ -269,22 +308,31 @@ impl Default for Watchers {
 
 impl Watchers {
     /// Watches `client` until the bridge is dropped or the client is shut down.
-    fn watch(&self, client: &IggyClient, config: &BridgeConfig, login: Login) {
+    fn watch(
+        &self,
+        client: &IggyClient,
+        config: &BridgeConfig,
+        login: Login,
+        reconnect: Reconnect,
+    ) {
         let watcher = Watcher {
             transport: client.client(),
             config: config.clone(),
             login,
+            reconnect,
             stop: self.stop.subscribe(),
         };
         tokio::spawn(watcher.run());
     }
 }
 
-/// Moves one connection to another node when its node is lost.
+/// Reconnects one connection when it is lost: to another node first when there are
+/// several.
 struct Watcher {
     transport: IggyRwLock<ClientWrapper>,
     config: BridgeConfig,
     login: Login,
+    reconnect: Reconnect,
     stop: watch::Receiver<()>,
 }
 
@@ -335,7 +383,7 @@ impl Watcher {
         loop {
             let mut last = String::new();
             for address in &order {
-                let tcp = match transport(&self.config, address, &self.login) {
+                let tcp = match transport(&self.config, address, &self.login, self.reconnect) {
                     Ok(tcp) => tcp,
                     Err(e) => {
                         last = e.to_string();
@@ -349,12 +397,16 @@ impl Watcher {
                         *slot = ClientWrapper::Tcp(tcp);
                         let reached = slot.get_connection_info().await.server_address;
                         drop(slot);
-                        tracing::info!(
-                            lost = %lost,
-                            reached = %reached,
-                            rounds,
-                            "moved an Iggy connection to another node"
-                        );
+                        if reached == lost {
+                            tracing::info!(address = %lost, rounds, "reconnected to Iggy");
+                        } else {
+                            tracing::info!(
+                                lost = %lost,
+                                reached = %reached,
+                                rounds,
+                                "moved an Iggy connection to another node"
+                            );
+                        }
                         return true;
                     }
                     Ok(Err(e)) => last = e.to_string(),
@@ -521,41 +573,57 @@ mod tests {
         };
         let mut config = BridgeConfig::new("iggy", "secret");
         config.connect_retries = 7;
-        let one = transport_config(&config, "127.0.0.1:8090", &auto).unwrap();
+        let one = transport_config(&config, "127.0.0.1:8090", &auto, Reconnect::Sdk).unwrap();
         assert_eq!(one.reconnection.max_retries, Some(7));
         assert_eq!(
             one.reconnection.reestablish_after,
             TcpClientReconnectionConfig::default().reestablish_after
         );
-        let manual = transport_config(&config, "127.0.0.1:8090", &Login::Manual).unwrap();
+        let manual =
+            transport_config(&config, "127.0.0.1:8090", &Login::Manual, Reconnect::Sdk).unwrap();
         assert_eq!(manual.reconnection.max_retries, Some(0));
         assert!(matches!(manual.auto_login, AutoLogin::Disabled));
 
         config.address = "127.0.0.1:8090, 127.0.0.2:8090".into();
         config.validate().unwrap();
-        let several = transport_config(&config, "127.0.0.2:8090", &auto).unwrap();
+        let several = transport_config(&config, "127.0.0.2:8090", &auto, Reconnect::Sdk).unwrap();
         assert_eq!(several.server_address, "127.0.0.2:8090");
         assert_eq!(several.reconnection.max_retries, Some(0));
         assert!(several.reconnection.reestablish_after.is_zero());
         assert!(matches!(several.auto_login, AutoLogin::Enabled(_)));
         assert!(several.nodelay);
+        assert!(several.reconnection.enabled);
+        // Append sessions: the SDK never reconnects (so never resends), one address or
+        // several.
+        let appends =
+            transport_config(&config, "127.0.0.2:8090", &auto, Reconnect::Watcher).unwrap();
+        assert!(!appends.reconnection.enabled);
+        config.address = "127.0.0.1:8090".into();
+        let appends =
+            transport_config(&config, "127.0.0.1:8090", &auto, Reconnect::Watcher).unwrap();
+        assert!(!appends.reconnection.enabled);
+        assert!(matches!(appends.auto_login, AutoLogin::Enabled(_)));
+        config.address = "127.0.0.1:8090, 127.0.0.2:8090".into();
         // An address the SDK cannot use is refused when the transport is built.
-        assert!(transport_config(&config, "no port", &auto).is_err());
+        assert!(transport_config(&config, "no port", &auto, Reconnect::Sdk).is_err());
     }
 
     #[test]
     fn the_certificate_name_follows_the_node_unless_set() {
         let mut config = BridgeConfig::new("iggy", "secret");
         config.tls_enabled = true;
-        let one = transport_config(&config, "127.0.0.1:8090", &Login::Manual).unwrap();
+        let one =
+            transport_config(&config, "127.0.0.1:8090", &Login::Manual, Reconnect::Sdk).unwrap();
         assert_eq!(one.tls_domain, "127.0.0.1");
         config.address = "127.0.0.1:8090,127.0.0.2:8090".into();
         // Empty: the SDK checks each node against the host it is connected to.
-        let several = transport_config(&config, "127.0.0.2:8090", &Login::Manual).unwrap();
+        let several =
+            transport_config(&config, "127.0.0.2:8090", &Login::Manual, Reconnect::Sdk).unwrap();
         assert_eq!(several.tls_domain, "");
         assert_eq!(config.tls_host_for("127.0.0.2:8090"), "127.0.0.2");
         config.tls_domain = Some("iggy.example".into());
-        let named = transport_config(&config, "127.0.0.2:8090", &Login::Manual).unwrap();
+        let named =
+            transport_config(&config, "127.0.0.2:8090", &Login::Manual, Reconnect::Sdk).unwrap();
         assert_eq!(named.tls_domain, "iggy.example");
     }
 

@@ -17,7 +17,7 @@
 //! whose outcome is unknown (a timeout, a connection lost after the request left) is
 //! never reported failed while it could still land: the task asks Iggy whether the
 //! send's first message id is there ([`IggyBridge::settle_unknown`]) and answers from
-//! that. Retries of an idempotent producer's batch (same producer id, epoch, sequence
+//! that; one found not to have landed is sent once more before it is reported failed. Retries of an idempotent producer's batch (same producer id, epoch, sequence
 //! and record count) join the held batch or are answered from the last batches that
 //! landed ([`Landed`]), so they are not written twice. A send that fails takes the
 //! waiting appends of its idempotent producers with it ([`SendQueue::fail_behind`]): the
@@ -168,6 +168,11 @@ fn sink_within(
         hold,
     })
 }
+
+/// How often a send whose outcome was unknown, and which [`IggyBridge::settle_unknown`]
+/// then found not to have landed, is sent again before its appends are answered
+/// `Unavailable`.
+const UNSETTLED_RESENDS: u32 = 1;
 
 /// Messages beyond a send's own that [`IggyBridge::settle_unknown`] looks through for
 /// it: room for what other writers (native Iggy producers) added after it.
@@ -840,12 +845,27 @@ impl IggyBridge {
                     // The id the bridge looks for when it must find out whether the send
                     // landed.
                     let first_id = body.first_id;
-                    match self.send_group(r, topic, partition, body.body, count).await {
-                        Err(StoreError::Timeout(why)) => {
-                            self.settle_unknown(r, topic, partition, first_id, count, &why)
-                                .await
+                    let mut resends = 0;
+                    loop {
+                        let sent = self
+                            .send_group(r, topic, partition, body.body.clone(), count)
+                            .await;
+                        let Err(StoreError::Timeout(why)) = sent else {
+                            break sent;
+                        };
+                        let settled = self
+                            .settle_unknown(r, topic, partition, first_id, count, &why)
+                            .await;
+                        // Known not to have landed (most often a send written into a
+                        // connection Iggy had already closed, a restart): sent again,
+                        // under the same ids, as the producer would resend it.
+                        if matches!(settled, Err(StoreError::Unavailable(_)))
+                            && resends < UNSETTLED_RESENDS
+                        {
+                            resends += 1;
+                            continue;
                         }
-                        other => other,
+                        break settled;
                     }
                 }
             };

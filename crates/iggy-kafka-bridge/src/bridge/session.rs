@@ -4,14 +4,16 @@
 //! choosing one per call, closing them, and the `call_timeout` every SDK call runs
 //! under.
 //!
-//! Appends to one partition always use the same session ([`IggyBridge::session_for`]),
-//! so their sends reach Iggy in the order the partition's send queue made them; every
-//! other call takes the next session in turn.
+//! Appends have sessions of their own, which the SDK never reconnects (so it never
+//! resends a send whose answer was lost; `crate::connection` says why): appends to one
+//! partition always use the same one ([`IggyBridge::session_for`]), so their sends
+//! reach Iggy in the order the partition's send queue made them. Every other call
+//! takes the next of the shared sessions in turn.
 
 use super::IggyBridge;
 use crate::config::{BridgeConfig, IggyTopicRef};
-use crate::connection::Watchers;
 use crate::connection::signed_in_request;
+use crate::connection::{Reconnect, Watchers};
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
 use crate::partition::PartitionId;
 use bytes::Bytes;
@@ -25,7 +27,7 @@ impl IggyBridge {
     /// Closes every session.
     pub async fn close(&self) {
         self.inner.closed.store(true, Ordering::Relaxed);
-        for client in &self.inner.sessions {
+        for client in self.inner.sessions.iter().chain(&self.inner.appends) {
             let _ = tokio::time::timeout(self.inner.config.call_timeout, client.shutdown()).await;
         }
     }
@@ -36,14 +38,15 @@ impl IggyBridge {
         &self.inner.sessions[i.min(n.saturating_sub(1))]
     }
 
+    /// The append session of one partition.
     pub(super) fn session_for(&self, target: &IggyTopicRef, partition: PartitionId) -> &IggyClient {
-        let n = self.inner.sessions.len().max(1);
+        let n = self.inner.appends.len().max(1);
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in target.stream.bytes().chain(target.topic.bytes()) {
             h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
         }
         let i = (h ^ u64::from(partition.iggy())) as usize % n;
-        &self.inner.sessions[i.min(self.inner.sessions.len().saturating_sub(1))]
+        &self.inner.appends[i.min(self.inner.appends.len().saturating_sub(1))]
     }
 
     pub(super) async fn call<T>(
@@ -98,7 +101,8 @@ fn lost_write(e: &IggyError, op: Op, config: &BridgeConfig) -> bool {
 /// Sends a `SendMessages` request body written by the bridge
 /// ([`crate::mapping::send_body`]) over `session`, as the SDK's `send_messages` sends
 /// the one it encodes: refused unless the session is signed in, the same request code
-/// and transport path (lockstep, its replays and reconnects), the confirmations read
+/// and transport path (lockstep; on the append sessions no reconnect and no resend by
+/// the SDK), the confirmations read
 /// the same lenient way (a committed write whose answer cannot be read confirms
 /// nothing rather than failing).
 pub(super) async fn send_messages_raw(
@@ -116,6 +120,7 @@ pub(super) async fn send_messages_raw(
 pub(super) async fn open_session(
     config: &BridgeConfig,
     watchers: &Watchers,
+    reconnect: Reconnect,
 ) -> Result<IggyClient, BridgeError> {
-    crate::connection::open_session(config, watchers).await
+    crate::connection::open_session(config, watchers, reconnect).await
 }
