@@ -352,6 +352,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             let addr = bridge.address.clone();
             let stream = bridge.stream.clone();
             let bridge_meta_stream = bridge.meta_stream.clone();
+            let proven = bridge.meta_secret.is_some();
             if config.sasl.is_some() {
                 // PLAIN logs into Iggy with the client's own username and password.
                 let plain = IggyPlainAuthenticator::new(&bridge).map_err(Fatal::Sasl)?;
@@ -368,6 +369,7 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
                     source,
                 })?;
             info!(iggy = %addr, stream = %stream, "storing records and committed offsets in Apache Iggy");
+            warn_about_meta_writers(&bridge, &bridge_meta_stream, proven).await;
             if let Some(metrics) = metrics.as_mut() {
                 bridge.register_metrics(metrics.registry_mut());
             }
@@ -591,6 +593,42 @@ async fn memory_acl_store(
 
 /// The one start-up line about authorization: on or off, where ACLs come from, and what
 /// happens on a resource no binding names.
+/// Iggy users looked at by [`warn_about_meta_writers`].
+const META_WRITERS_LOOKED_AT: usize = 1_000;
+
+/// Names, at start, every Iggy user other than the bridge's account that can append to
+/// the meta stream: with a meta secret their records are ignored (and counted), without
+/// one they can grant and route.
+async fn warn_about_meta_writers(bridge: &IggyBridge, meta_stream: &str, proven: bool) {
+    match bridge.meta_stream_writers(META_WRITERS_LOOKED_AT).await {
+        Ok(writers) => {
+            for user in &writers {
+                if proven {
+                    warn!(
+                        iggy_user = %user,
+                        meta_stream,
+                        "this Iggy user can append to the meta stream; its records carry no \
+                         gateway's proof and are ignored, but it should not hold that grant"
+                    );
+                } else {
+                    warn!(
+                        iggy_user = %user,
+                        meta_stream,
+                        "this Iggy user can append to the meta stream, and without \
+                         iggy_meta_secret its records are trusted: it can write SCRAM \
+                         credentials, ACL bindings and where clients connect"
+                    );
+                }
+            }
+        }
+        Err(e) => warn!(
+            error = %e,
+            meta_stream,
+            "cannot tell which Iggy users can write the meta stream"
+        ),
+    }
+}
+
 fn announce_authorization(on: bool, broker: &kafka_broker::BrokerConfig, source: &str, iggy: bool) {
     let settings = &broker.authorization;
     let how = match settings.enabled {

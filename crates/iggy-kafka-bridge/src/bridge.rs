@@ -40,7 +40,7 @@ mod watches;
 
 use crate::config::{BridgeConfig, IggyTopicRef, TopicMap};
 use crate::connection::Reconnect;
-use crate::errors::BridgeError;
+use crate::errors::{BridgeError, Op};
 use crate::meta::Meta;
 use crate::metrics::IggyMetrics;
 use crate::partition::PartitionId;
@@ -259,6 +259,70 @@ impl IggyBridge {
     /// The round-trip metrics.
     pub(crate) fn metrics(&self) -> &IggyMetrics {
         &self.inner.metrics
+    }
+
+    /// The Iggy users other than the bridge's own account that can append to the meta
+    /// stream (or grant themselves that: `manage_users`), looking at no more than
+    /// `max_users` users; `Err` when Iggy does not say (the bridge's account may not
+    /// read users). With a meta secret their records are ignored; without one they can
+    /// write SCRAM credentials, ACL bindings and where clients connect.
+    pub async fn meta_stream_writers(&self, max_users: usize) -> StoreResult<Vec<String>> {
+        use iggy::prelude::{StreamClient, UserClient};
+        let config = &self.inner.config;
+        let session = self.any_session();
+        let stream = self
+            .call(
+                Op::Admin,
+                &config.meta_stream,
+                -1,
+                session.get_stream(&named(&config.meta_stream, &config.meta_stream)?),
+            )
+            .await?
+            .map(|s| s.id as usize);
+        let users = self
+            .call(Op::Admin, &config.meta_stream, -1, session.get_users())
+            .await?;
+        let mut writers = Vec::new();
+        for user in users.into_iter().take(max_users) {
+            if user.username == config.username {
+                continue;
+            }
+            let details = self
+                .call(
+                    Op::Admin,
+                    &config.meta_stream,
+                    -1,
+                    session.get_user(&Identifier::numeric(user.id).map_err(|e| {
+                        StoreError::Internal(format!("user id {}: {e}", user.id))
+                    })?),
+                )
+                .await?;
+            let Some(permissions) = details.and_then(|d| d.permissions) else {
+                continue;
+            };
+            let g = &permissions.global;
+            let global = g.manage_users || g.manage_streams || g.manage_topics || g.send_messages;
+            let on_stream = stream
+                .and_then(|id| permissions.streams.as_ref()?.get(&id).cloned())
+                .is_some_and(|p| {
+                    p.manage_stream
+                        || p.manage_topics
+                        || p.send_messages
+                        || p.topics.as_ref().is_some_and(|topics| {
+                            topics.values().any(|t| t.manage_topic || t.send_messages)
+                        })
+                });
+            if global || on_stream {
+                writers.push(user.username);
+            }
+        }
+        Ok(writers)
+    }
+
+    /// Records of the meta stream ignored so far because they carry no valid proof
+    /// that a gateway wrote them (see [`crate::proof`]).
+    pub fn meta_records_refused(&self) -> u64 {
+        self.inner.metrics.meta_refused()
     }
 
     /// A new Iggy connection of its own (not one of the data sessions), signed in like

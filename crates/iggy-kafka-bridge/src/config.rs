@@ -120,6 +120,22 @@ pub struct BridgeConfig {
     /// one found in a log is skipped. Like Kafka's `max.message.bytes` of
     /// `__consumer_offsets` (1 MiB there).
     pub meta_record_max_bytes: usize,
+    /// The cluster's meta secret: every record this bridge writes to the meta stream
+    /// carries an HMAC under it, and records without a valid one are ignored (see
+    /// [`crate::proof`]). Every gateway sharing the meta stream needs the same one, and
+    /// nobody else may hold it. `None`: records are neither signed nor checked. At
+    /// least [`crate::proof::MIN_SECRET_BYTES`] bytes.
+    pub meta_secret: Option<String>,
+    /// A secret being rotated out: records proven under it are still taken, none is
+    /// signed with it.
+    pub meta_previous_secret: Option<String>,
+    /// Longest distance between the time a proof was signed and the time Iggy
+    /// appended the record (clock skew between gateway and Iggy included); a proven
+    /// record further apart is a replay and is ignored.
+    pub meta_max_skew: Duration,
+    /// Records Iggy appended before this time (Unix ms) are taken without a proof: to
+    /// turn proofs on over a meta stream written without them.
+    pub meta_unsigned_before_ms: Option<u64>,
     /// Speaks TLS to Iggy on every connection the bridge makes (its sessions, the
     /// metadata log, polls and the PLAIN checks). Iggy's TCP listener must have TLS on.
     pub tls_enabled: bool,
@@ -177,6 +193,13 @@ impl std::fmt::Debug for BridgeConfig {
             .field("meta_snapshot_records", &self.meta_snapshot_records)
             .field("meta_refresh_interval", &self.meta_refresh_interval)
             .field("meta_record_max_bytes", &self.meta_record_max_bytes)
+            .field("meta_secret", &self.meta_secret.as_ref().map(|_| "<redacted>"))
+            .field(
+                "meta_previous_secret",
+                &self.meta_previous_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("meta_max_skew", &self.meta_max_skew)
+            .field("meta_unsigned_before_ms", &self.meta_unsigned_before_ms)
             .field("tls_enabled", &self.tls_enabled)
             .field("tls_domain", &self.tls_domain)
             .field("tls_ca_file", &self.tls_ca_file)
@@ -220,6 +243,10 @@ impl Default for BridgeConfig {
             meta_snapshot_records: 10_000,
             meta_refresh_interval: Duration::from_secs(1),
             meta_record_max_bytes: 1 << 20,
+            meta_secret: None,
+            meta_previous_secret: None,
+            meta_max_skew: Duration::from_secs(300),
+            meta_unsigned_before_ms: None,
             tls_enabled: false,
             tls_domain: None,
             tls_ca_file: None,
@@ -342,6 +369,26 @@ impl BridgeConfig {
         if !(MIN_META_RECORD_BYTES..=MAX_META_RECORD_BYTES).contains(&self.meta_record_max_bytes) {
             return bad("meta_record_max_bytes must be within 4096..=67108864 (64 MiB)");
         }
+        for (what, secret) in [
+            ("meta_secret", &self.meta_secret),
+            ("meta_previous_secret", &self.meta_previous_secret),
+        ] {
+            if secret
+                .as_ref()
+                .is_some_and(|s| s.len() < crate::proof::MIN_SECRET_BYTES)
+            {
+                return Err(BridgeError::Config(format!(
+                    "{what} must be at least {} bytes",
+                    crate::proof::MIN_SECRET_BYTES
+                )));
+            }
+        }
+        if self.meta_previous_secret.is_some() && self.meta_secret.is_none() {
+            return bad("meta_previous_secret needs meta_secret");
+        }
+        if self.meta_max_skew < MIN_META_SKEW || self.meta_max_skew > MAX_META_SKEW {
+            return bad("meta_max_skew must be within [1s, 1 day]");
+        }
         self.cleaner.validate().map_err(BridgeError::Config)?;
         if !self.tls_enabled && (self.tls_domain.is_some() || self.tls_ca_file.is_some()) {
             // Settings for TLS without TLS would send the password in the clear while
@@ -407,6 +454,12 @@ impl BridgeConfig {
 
 /// Longest [`BridgeConfig::send_queue_wait`] accepted.
 const MAX_SEND_QUEUE_WAIT: Duration = Duration::from_secs(600);
+
+/// Shortest [`BridgeConfig::meta_max_skew`] accepted.
+pub const MIN_META_SKEW: Duration = Duration::from_secs(1);
+
+/// Longest [`BridgeConfig::meta_max_skew`] accepted.
+pub const MAX_META_SKEW: Duration = Duration::from_secs(86_400);
 
 /// Shortest [`BridgeConfig::meta_refresh_interval`] accepted.
 const MIN_META_REFRESH: Duration = Duration::from_millis(10);
@@ -626,9 +679,11 @@ mod tests {
     fn defaults_need_a_password() {
         let mut config = BridgeConfig::default();
         assert!(config.validate().is_err());
-        config.password = "secret".into();
+        config.password = "pw-hunter2".into();
+        config.meta_secret = Some("meta-secret-value-0123456789abcdef".into());
         config.validate().unwrap();
-        assert!(!format!("{config:?}").contains("secret"));
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("pw-hunter2") && !shown.contains("meta-secret-value"));
         config.connect_retries = 0;
         assert!(config.validate().is_err());
     }
@@ -652,7 +707,7 @@ mod tests {
         let ok = BridgeConfig::new("iggy", "secret");
         ok.validate().unwrap();
         type Spoil = fn(&mut BridgeConfig);
-        let cases: [(&str, Spoil); 12] = [
+        let cases: [(&str, Spoil); 16] = [
             ("meta_refresh_interval", |c| {
                 c.meta_refresh_interval = Duration::from_millis(9)
             }),
@@ -674,6 +729,13 @@ mod tests {
             ("poll_max_bytes", |c| c.poll_max_bytes = 0),
             ("dedup_producers", |c| c.dedup_producers = 0),
             ("meta_snapshot_records", |c| c.meta_snapshot_records = 99),
+            ("meta_secret", |c| c.meta_secret = Some("short".into())),
+            ("meta_previous_secret", |c| {
+                c.meta_secret = Some("x".repeat(32));
+                c.meta_previous_secret = Some("y".repeat(31));
+            }),
+            ("meta_previous_secret", |c| c.meta_previous_secret = Some("y".repeat(32))),
+            ("meta_max_skew", |c| c.meta_max_skew = Duration::from_millis(999)),
             ("send_queue_bytes", |c| c.send_queue_bytes = (4 << 30) + 1),
         ];
         for (name, spoil) in cases {

@@ -72,6 +72,7 @@ pub mod members;
 mod meta;
 mod metrics;
 mod partition;
+pub mod proof;
 pub mod permissions;
 pub mod polled;
 

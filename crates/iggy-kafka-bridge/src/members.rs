@@ -92,6 +92,7 @@ use crate::IggyBridge;
 use crate::errors::{BridgeError, Op, map_iggy_error, timeout};
 use crate::metrics::IggyMetrics;
 use crate::polled;
+use crate::proof::{MetaProof, Verdict};
 use bytes::Bytes;
 use iggy::prelude::{
     Identifier, IggyByteSize, IggyClient, IggyDuration, IggyError, IggyExpiry, IggyMessage,
@@ -460,6 +461,9 @@ struct Shared {
     stream: String,
     call_timeout: Duration,
     metrics: IggyMetrics,
+    /// Signs heartbeats and checks every record read (see [`crate::proof`]): a forged
+    /// heartbeat would advertise its writer's host to every client.
+    proof: MetaProof,
     view: watch::Sender<Arc<LiveView>>,
     state: Mutex<ViewState>,
     /// Send start of the last acknowledged heartbeat.
@@ -526,6 +530,21 @@ async fn call<T>(
     metrics.observe(op, round_trip).await
 }
 
+/// Whether a record of the members log carries a valid proof (always, without a
+/// secret); a refused one is counted.
+fn proven(proof: &MetaProof, metrics: &IggyMetrics, m: &IggyMessage) -> bool {
+    if !proof.enabled() {
+        return true;
+    }
+    let header = crate::proof::header_of(m);
+    let verdict = proof.check(MEMBERS_TOPIC, &m.payload, header.as_deref(), m.header.timestamp);
+    if verdict == Verdict::Accepted {
+        return true;
+    }
+    metrics.record_meta_refused(MEMBERS_TOPIC, verdict.reason());
+    false
+}
+
 fn setup(e: StoreError) -> BridgeError {
     BridgeError::Setup(format!("members log: {e}"))
 }
@@ -548,6 +567,7 @@ impl IggyBridge {
         let config = self.config();
         let stream = config.meta_stream.clone();
         let call_timeout = config.call_timeout;
+        let proof = crate::meta::proof_of(config);
         let metrics = self.metrics().clone();
         let writer = Arc::new(self.open_own_session().await?);
         let reader = self.open_own_session().await?;
@@ -606,7 +626,11 @@ impl IggyBridge {
             settings.max_record_bytes,
         );
         let now = Instant::now();
-        for m in &recent.messages {
+        for m in recent
+            .messages
+            .iter()
+            .filter(|m| proven(&proof, &metrics, m))
+        {
             state.observe(&m.payload, now);
         }
         let next = recent.messages.last().map_or(0, |m| m.header.offset + 1);
@@ -620,6 +644,7 @@ impl IggyBridge {
             stream,
             call_timeout,
             metrics,
+            proof,
             state: Mutex::new(state),
             last_ack_sent: Mutex::new(None),
             joined: Mutex::new(None),
@@ -737,8 +762,14 @@ async fn append(
     limit: Duration,
 ) -> StoreResult<()> {
     let (s, t) = (named(&shared.stream)?, named(MEMBERS_TOPIC)?);
+    let headers = shared
+        .proof
+        .sign(MEMBERS_TOPIC, payload, crate::proof::unix_ms())
+        .map(|proof| crate::proof::headers(&proof))
+        .transpose()?;
     let message = IggyMessage::builder()
         .payload(Bytes::copy_from_slice(payload))
+        .maybe_user_headers(headers)
         .build()
         .map_err(|e| StoreError::Internal(format!("member record: {e}")))?;
     call(
@@ -790,6 +821,7 @@ async fn tail_loop(shared: Arc<Shared>, client: IggyClient, mut next: u64) {
     let pause = (shared.settings.heartbeat_interval / 4).max(Duration::from_millis(10));
     let mut unknown = RateLimited::default();
     let mut unreadable = RateLimited::default();
+    let mut unproven = RateLimited::default();
     let mut failures = RateLimited::default();
     let (Ok(s), Ok(t)) = (named(&shared.stream), named(MEMBERS_TOPIC)) else {
         return;
@@ -814,6 +846,18 @@ async fn tail_loop(shared: Arc<Shared>, client: IggyClient, mut next: u64) {
                 if let Ok(mut state) = shared.state.lock() {
                     for m in &polled.messages {
                         next = m.header.offset + 1;
+                        if !proven(&shared.proof, &shared.metrics, m) {
+                            if let Some(suppressed) = unproven.tick(now) {
+                                tracing::warn!(
+                                    suppressed,
+                                    offset = m.header.offset,
+                                    "members log: ignored a record without a valid proof that \
+                                     a gateway wrote it (another Iggy user can write the meta \
+                                     stream, or the gateways' meta secrets differ)"
+                                );
+                            }
+                            continue;
+                        }
                         match state.observe(&m.payload, now) {
                             Observed::UnknownNode => {
                                 if let Some(suppressed) = unknown.tick(now) {

@@ -678,6 +678,17 @@ fn named(name: &str) -> StoreResult<Identifier> {
 
 /// How long a generation left behind is kept for gateways still reading or writing it:
 /// ten refresh intervals. Nothing is lost when it goes sooner for one of them (it reads
+/// The proofs of the meta stream's records, as `config` sets them.
+pub(crate) fn proof_of(config: &BridgeConfig) -> crate::proof::MetaProof {
+    crate::proof::MetaProof::new(
+        &config.meta_stream,
+        config.meta_secret.as_deref(),
+        config.meta_previous_secret.as_deref(),
+        u64::try_from(config.meta_max_skew.as_millis()).unwrap_or(u64::MAX),
+        config.meta_unsigned_before_ms,
+    )
+}
+
 /// the log again, see the module docs); the grace only spares that.
 fn generation_grace(config: &BridgeConfig) -> Duration {
     config.meta_refresh_interval * 10
@@ -702,7 +713,8 @@ impl Meta {
             config.meta_record_max_bytes,
             generation_grace(config),
             random,
-        );
+        )
+        .with_proof(proof_of(config));
         ensure_stream(client, &config.meta_stream, config.call_timeout, metrics).await?;
         let meta = Self {
             ctx,

@@ -33,6 +33,13 @@ fn label(op: Op) -> OpLabel {
     }
 }
 
+/// The labels of a refused meta record.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RefusedLabel {
+    log: String,
+    reason: &'static str,
+}
+
 /// The round-trip families; clones share them.
 #[derive(Clone, Debug)]
 pub(crate) struct IggyMetrics {
@@ -45,6 +52,10 @@ pub(crate) struct IggyMetrics {
     polled_bytes: Counter,
     /// The compaction cleaner's figures.
     pub(crate) compaction: CompactionMetrics,
+    /// Meta records ignored for want of a valid proof, by log and reason.
+    meta_refused: Family<RefusedLabel, Counter>,
+    /// Their total (not exported; the family is).
+    meta_refused_total: Counter,
 }
 
 /// What the compaction cleaner did (`kafka_gateway_iggy_compaction_*`).
@@ -129,6 +140,8 @@ impl Default for IggyMetrics {
             polled_messages: Counter::default(),
             polled_bytes: Counter::default(),
             compaction: CompactionMetrics::default(),
+            meta_refused: Family::default(),
+            meta_refused_total: Counter::default(),
         }
     }
 }
@@ -165,6 +178,29 @@ impl IggyMetrics {
             self.polled_bytes.clone(),
         );
         self.compaction.register(reg);
+        reg.register(
+            "meta_records_refused",
+            "Records of the meta stream ignored because they carry no valid proof that a \
+             gateway wrote them (reason: unsigned, forged, stale), by log",
+            self.meta_refused.clone(),
+        );
+    }
+
+    /// Counts one meta record ignored for want of a valid proof.
+    pub(crate) fn record_meta_refused(&self, log: &str, reason: &'static str) {
+        // Log names are the bridge's own (a bounded set), never a client's.
+        self.meta_refused
+            .get_or_create(&RefusedLabel {
+                log: log.to_owned(),
+                reason,
+            })
+            .inc();
+        self.meta_refused_total.inc();
+    }
+
+    /// Meta records ignored so far for want of a valid proof, over every log.
+    pub(crate) fn meta_refused(&self) -> u64 {
+        self.meta_refused_total.get()
     }
 
     /// Counts one poll answer of a read or scan.

@@ -60,6 +60,14 @@ pub(super) struct Raw {
     iggy_meta_refresh_interval_ms: u64,
     #[serde(deserialize_with = "parsed")]
     iggy_meta_record_max_bytes: usize,
+    #[serde(deserialize_with = "verbatim_opt")]
+    iggy_meta_secret: Option<String>,
+    #[serde(deserialize_with = "verbatim_opt")]
+    iggy_meta_previous_secret: Option<String>,
+    #[serde(deserialize_with = "parsed")]
+    iggy_meta_max_skew_ms: u64,
+    #[serde(deserialize_with = "parsed_opt")]
+    iggy_meta_unsigned_before_ms: Option<u64>,
     #[serde(deserialize_with = "parsed")]
     iggy_tls_enabled: bool,
     #[serde(deserialize_with = "parsed_opt")]
@@ -101,6 +109,10 @@ impl Default for Raw {
             iggy_meta_snapshot_records: bridge.meta_snapshot_records,
             iggy_meta_refresh_interval_ms: duration_ms(bridge.meta_refresh_interval),
             iggy_meta_record_max_bytes: bridge.meta_record_max_bytes,
+            iggy_meta_secret: None,
+            iggy_meta_previous_secret: None,
+            iggy_meta_max_skew_ms: duration_ms(bridge.meta_max_skew),
+            iggy_meta_unsigned_before_ms: None,
             iggy_tls_enabled: bridge.tls_enabled,
             iggy_tls_domain: bridge.tls_domain,
             iggy_tls_ca_file: bridge.tls_ca_file,
@@ -113,7 +125,7 @@ impl Default for Raw {
 }
 
 /// The settings that only matter with the bridge on.
-const BRIDGE_ONLY: [&str; 27] = [
+const BRIDGE_ONLY: [&str; 31] = [
     "iggy_addr",
     "iggy_username",
     "iggy_password",
@@ -134,6 +146,10 @@ const BRIDGE_ONLY: [&str; 27] = [
     "iggy_meta_snapshot_records",
     "iggy_meta_refresh_interval_ms",
     "iggy_meta_record_max_bytes",
+    "iggy_meta_secret",
+    "iggy_meta_previous_secret",
+    "iggy_meta_max_skew_ms",
+    "iggy_meta_unsigned_before_ms",
     "iggy_tls_enabled",
     "iggy_tls_domain",
     "iggy_tls_ca_file",
@@ -145,7 +161,7 @@ const BRIDGE_ONLY: [&str; 27] = [
 
 /// [`BridgeConfig`] fields as its validation messages begin with them, and the key each
 /// comes from. A message about any other field names `bridge_enabled`.
-const BRIDGE_FIELDS: [(&str, &str); 25] = [
+const BRIDGE_FIELDS: [(&str, &str); 29] = [
     ("address", "iggy_addr"),
     ("username", "iggy_username"),
     ("password", "iggy_password"),
@@ -164,6 +180,10 @@ const BRIDGE_FIELDS: [(&str, &str); 25] = [
     ("meta_snapshot_records", "iggy_meta_snapshot_records"),
     ("meta_refresh_interval", "iggy_meta_refresh_interval_ms"),
     ("meta_record_max_bytes", "iggy_meta_record_max_bytes"),
+    ("meta_secret", "iggy_meta_secret"),
+    ("meta_previous_secret", "iggy_meta_previous_secret"),
+    ("meta_max_skew", "iggy_meta_max_skew_ms"),
+    ("meta_unsigned_before_ms", "iggy_meta_unsigned_before_ms"),
     ("tls_enabled", "iggy_tls_enabled"),
     ("tls_domain", "iggy_tls_domain"),
     ("tls_ca_file", "iggy_tls_ca_file"),
@@ -227,6 +247,10 @@ impl Raw {
         bridge.meta_snapshot_records = self.iggy_meta_snapshot_records;
         bridge.meta_refresh_interval = Duration::from_millis(self.iggy_meta_refresh_interval_ms);
         bridge.meta_record_max_bytes = self.iggy_meta_record_max_bytes;
+        bridge.meta_secret = self.iggy_meta_secret;
+        bridge.meta_previous_secret = self.iggy_meta_previous_secret;
+        bridge.meta_max_skew = Duration::from_millis(self.iggy_meta_max_skew_ms);
+        bridge.meta_unsigned_before_ms = self.iggy_meta_unsigned_before_ms;
         bridge.tls_enabled = self.iggy_tls_enabled;
         bridge.tls_domain = self.iggy_tls_domain;
         bridge.tls_ca_file = self.iggy_tls_ca_file;

@@ -423,13 +423,31 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
         advertised_host_set: names.is_set("advertised_host"),
     };
     let mut security = security.validate(names, single, bridge.config.is_some(), &mut broker)?;
+    let authenticates = authorization::authenticates(&security.listeners, security.tls.as_ref());
     let acls = authorization.validate(
         names,
         bridge.config.is_some(),
-        authorization::authenticates(&security.listeners, security.tls.as_ref()),
+        authenticates,
         &mut broker.authorization,
         &mut security.warnings,
     )?;
+    // Who may write the meta stream may grant and route: with clients told apart, only
+    // records the gateways prove count (see iggy_kafka_bridge::proof).
+    if authenticates
+        && bridge
+            .config
+            .as_ref()
+            .is_some_and(|b| b.meta_secret.is_none())
+    {
+        return Err(names.invalid(
+            "iggy_meta_secret",
+            "is required with the Iggy bridge when a listener authenticates its clients: \
+             the meta stream holds SCRAM credentials, ACL bindings and where clients \
+             connect, and any Iggy user allowed to send to it could write them; give every \
+             gateway of the cluster the same secret of at least 32 bytes (see \
+             docs/security.md)",
+        ));
+    }
     broker
         .check()
         .map_err(|e| broker_setting_error(&e, names))?;

@@ -305,10 +305,15 @@ pub fn iggy_server_bin(name: &str) -> Option<PathBuf> {
     test_support::iggy_server_bin(&format!("{name} on Iggy"))
 }
 
-/// The gateway settings that point the bridge at `iggy`.
+/// The meta secret of the test gateways (every gateway on one Iggy shares it).
+pub const TEST_META_SECRET: &str = "test-gateways-meta-secret-0123456789abcdef";
+
+/// The gateway settings that point the bridge at `iggy`, with the meta secret that
+/// gateways with authentication must have.
 pub fn bridge_env(iggy: &IggyServer) -> Vec<(&'static str, String)> {
     vec![
         ("IGGY_KAFKA_BRIDGE_ENABLED", "true".into()),
+        ("IGGY_KAFKA_IGGY_META_SECRET", TEST_META_SECRET.into()),
         ("IGGY_KAFKA_IGGY_ADDR", iggy.address.clone()),
         ("IGGY_KAFKA_IGGY_USERNAME", test_support::IGGY_USER.into()),
         (

@@ -7,6 +7,7 @@ use super::{call, named, poisoned};
 use crate::errors::Op;
 use crate::metrics::IggyMetrics;
 use crate::polled;
+use crate::proof::{MetaProof, Verdict};
 use bytes::Bytes;
 use iggy::prelude::{
     IggyClient, IggyMessage, MessageClient, Partitioning, PollingStrategy, TopicClient,
@@ -128,6 +129,10 @@ pub(super) struct Ctx {
     id_high: u64,
     ids: AtomicU64,
     doomed: Mutex<Vec<(String, Instant)>>,
+    /// Signs what is written and checks what is read (see [`crate::proof`]).
+    proof: MetaProof,
+    /// When refused records were last reported, and how many since.
+    refused: Mutex<(Option<Instant>, u64)>,
 }
 
 impl Ctx {
@@ -154,7 +159,49 @@ impl Ctx {
             },
             ids: AtomicU64::new(1),
             doomed: Mutex::new(Vec::new()),
+            proof: MetaProof::off(stream),
+            refused: Mutex::new((None, 0)),
         }
+    }
+
+    /// Signs and checks records with `proof`.
+    pub(super) fn with_proof(mut self, proof: MetaProof) -> Ctx {
+        self.proof = proof;
+        self
+    }
+
+    /// Whether a record read from `log` may be used; a refused one is counted and
+    /// reported (one warning per [`SKIP_WARN_INTERVAL`] at most over every log).
+    fn proven(&self, log: &str, m: &IggyMessage) -> bool {
+        if !self.proof.enabled() {
+            return true;
+        }
+        let verdict = self.proof.check(
+            log,
+            &m.payload,
+            crate::proof::header_of(m).as_deref(),
+            m.header.timestamp,
+        );
+        if verdict == Verdict::Accepted {
+            return true;
+        }
+        self.metrics.record_meta_refused(log, verdict.reason());
+        if let Ok(mut r) = self.refused.lock() {
+            r.1 = r.1.saturating_add(1);
+            if r.0.is_none_or(|t| t.elapsed() >= SKIP_WARN_INTERVAL) {
+                tracing::warn!(
+                    log,
+                    offset = m.header.offset,
+                    reason = verdict.reason(),
+                    refused = r.1,
+                    "ignored metadata records without a valid proof that a gateway wrote \
+                     them (an Iggy user other than the gateways can write the meta stream, \
+                     or the gateways' meta secrets differ)"
+                );
+                *r = (Some(Instant::now()), 0);
+            }
+        }
+        false
     }
 
     /// `n` consecutive fresh ids of ordinary records; the first is returned.
@@ -263,21 +310,26 @@ impl Ctx {
         }
     }
 
-    /// Sends records with consecutive ids from `first_id`, in one `send_messages`.
+    /// Sends records of log `log` (its base name) with consecutive ids from
+    /// `first_id`, in one `send_messages`, each with its proof when a secret is set.
     async fn append(
         &self,
         client: &IggyClient,
+        log: &str,
         topic: &str,
         first_id: u128,
         payloads: Vec<Vec<u8>>,
     ) -> StoreResult<()> {
         let (s, t) = (named(&self.stream)?, named(topic)?);
+        let now_ms = crate::proof::unix_ms();
         let mut messages = payloads
             .into_iter()
             .zip(first_id..)
             .map(|(p, id)| {
+                let headers = self.proof.sign(log, &p, now_ms).map(|proof| crate::proof::headers(&proof));
                 let mut m = IggyMessage::builder()
                     .payload(Bytes::from(p))
+                    .maybe_user_headers(headers.transpose()?)
                     .build()
                     .map_err(|e| StoreError::Internal(format!("metadata record: {e}")))?;
                 m.header.id = id;
@@ -423,6 +475,12 @@ impl<S: Fold> Log<S> {
                 break;
             }
             for m in &messages {
+                if !ctx.proven(&self.base, m) {
+                    // Not a gateway's: as if it were not there (not even a seal or a
+                    // marker).
+                    scan.next = m.header.offset + 1;
+                    continue;
+                }
                 match control(&m.payload) {
                     Control::End(n) => {
                         if n == generation && !marked {
@@ -703,11 +761,13 @@ impl<S: Fold> Log<S> {
         let page = usize::try_from(META_PAGE).unwrap_or(1000);
         for chunk in records.chunks(page) {
             let first = ctx.snapshot_ids(chunk.len());
-            ctx.append(client, &topic, first, chunk.to_vec()).await?;
+            ctx.append(client, &self.base, &topic, first, chunk.to_vec())
+                .await?;
         }
         let end = serde_json::to_vec(&SnapshotEnd { snapshot_end: to })
             .map_err(|e| StoreError::Internal(e.to_string()))?;
-        ctx.append(client, &topic, ctx.ids(1), vec![end]).await?;
+        ctx.append(client, &self.base, &topic, ctx.ids(1), vec![end])
+            .await?;
         tracing::info!(log = %self.base, generation = to, records = live, "metadata log snapshotted");
         Ok(())
     }
@@ -751,7 +811,8 @@ impl<S: Fold> Log<S> {
         })
         .map_err(|e| StoreError::Internal(e.to_string()))?;
         let topic = generation_name(&self.base, cur.generation);
-        ctx.append(client, &topic, ctx.ids(1), vec![seal]).await?;
+        ctx.append(client, &self.base, &topic, ctx.ids(1), vec![seal])
+            .await?;
         self.catch_up(ctx, client, cur, true, None).await?;
         Ok(())
     }
@@ -789,7 +850,10 @@ impl<S: Fold> Log<S> {
             let generation = cur.generation;
             let first = ctx.ids(payloads.len());
             let topic = generation_name(&self.base, generation);
-            match ctx.append(client, &topic, first, payloads.clone()).await {
+            match ctx
+                .append(client, &self.base, &topic, first, payloads.clone())
+                .await
+            {
                 Ok(()) => {}
                 Err(e) if gone(&e) => {
                     self.load(ctx, client, cur).await?;
@@ -838,7 +902,10 @@ impl<S: Fold> Log<S> {
         for attempt in 0..2 {
             let topic = generation_name(&self.base, cur.generation);
             let first = ctx.ids(payloads.len());
-            match ctx.append(client, &topic, first, payloads.clone()).await {
+            match ctx
+                .append(client, &self.base, &topic, first, payloads.clone())
+                .await
+            {
                 Ok(()) => {
                     let n = u64::try_from(payloads.len()).unwrap_or(u64::MAX);
                     {
