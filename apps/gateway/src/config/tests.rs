@@ -1235,6 +1235,10 @@ fn iggy_tls_and_the_plain_cache_reach_the_bridge() {
             ("IGGY_KAFKA_IGGY_PLAIN_CACHE_TTL_MS", "1500"),
             ("IGGY_KAFKA_IGGY_PLAIN_CACHE_ENTRIES", "7"),
             ("IGGY_KAFKA_SASL_ENABLED", "true"),
+            (
+                "IGGY_KAFKA_IGGY_META_SECRET",
+                "a-meta-secret-of-at-least-32-bytes!!",
+            ),
         ]),
     )
     .unwrap();
@@ -1572,4 +1576,48 @@ fn inter_gateway_settings_fill_the_client_and_keep_the_password_out_of_errors() 
         &[("IGGY_KAFKA_INTER_GATEWAY_REQUEST_TIMEOUT_MS", "0")],
     );
     assert!(e.contains("1 to 300000"), "{e}");
+}
+
+#[test]
+fn the_bridge_with_authentication_needs_a_meta_secret() {
+    let on = [
+        ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+        ("IGGY_KAFKA_IGGY_PASSWORD", "p"),
+        ("IGGY_KAFKA_SASL_ENABLED", "true"),
+        ("IGGY_KAFKA_SASL_MECHANISMS", "PLAIN"),
+    ];
+    let message = load_err(None, &on);
+    assert!(
+        message.starts_with("IGGY_KAFKA_IGGY_META_SECRET (default): is required"),
+        "{message}"
+    );
+    let short = [on.as_slice(), &[("IGGY_KAFKA_IGGY_META_SECRET", "too-short")]].concat();
+    let message = load_err(None, &short);
+    assert!(
+        message.starts_with("IGGY_KAFKA_IGGY_META_SECRET") && message.contains("32 bytes"),
+        "{message}"
+    );
+    let secret = "a-meta-secret-of-at-least-32-bytes!!";
+    let given = [
+        on.as_slice(),
+        &[
+            ("IGGY_KAFKA_IGGY_META_SECRET", secret),
+            ("IGGY_KAFKA_IGGY_META_MAX_SKEW_MS", "60000"),
+            ("IGGY_KAFKA_IGGY_META_UNSIGNED_BEFORE_MS", "1700000000000"),
+        ],
+    ]
+    .concat();
+    let config = load(None, env(&given)).unwrap();
+    let Backend::Iggy(bridge) = &config.backend else {
+        panic!("bridge expected")
+    };
+    assert_eq!(bridge.meta_secret.as_deref(), Some(secret));
+    assert_eq!(bridge.meta_max_skew, Duration::from_secs(60));
+    assert_eq!(bridge.meta_unsigned_before_ms, Some(1_700_000_000_000));
+    // Without authentication the secret is optional.
+    let open = [
+        ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+        ("IGGY_KAFKA_IGGY_PASSWORD", "p"),
+    ];
+    load(None, env(&open)).unwrap();
 }
