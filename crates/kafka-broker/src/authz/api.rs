@@ -480,17 +480,27 @@ pub fn required(body: &RequestBody) -> Option<Vec<Check<'_>>> {
             v.extend(r.topics.iter().map(|t| Check::topic(&t.name, Op::Read)));
             v
         }
-        RequestBody::DescribeTransactions(r) => r
-            .transactional_ids
-            .iter()
-            .map(|t| {
-                Check::new(
-                    Target::Named(ResourceType::TransactionalId, t),
-                    Op::Describe,
-                    ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                )
-            })
-            .collect(),
+        RequestBody::DescribeTransactions(r) => {
+            let mut v: Vec<Check<'_>> = r
+                .transactional_ids
+                .iter()
+                .map(|t| {
+                    Check::new(
+                        Target::Named(ResourceType::TransactionalId, t),
+                        Op::Describe,
+                        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    )
+                })
+                .collect();
+            // The topics of each transaction: shown only where the caller may
+            // DESCRIBE them, as Kafka filters them.
+            v.push(Check::hidden(
+                ResourceType::Topic,
+                Op::Describe,
+                ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+            ));
+            v
+        }
         RequestBody::ListTransactions(_) => vec![Check::hidden(
             ResourceType::TransactionalId,
             Op::Describe,

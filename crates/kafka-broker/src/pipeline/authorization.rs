@@ -19,9 +19,10 @@
 //!   their error entries back into the response on its way out; when nothing is left,
 //!   the layer answers alone. A Produce with `acks=0` has no answer to carry an error:
 //!   the connection is closed before anything is written, as Kafka closes it;
-//! - listings (Metadata for all topics, ListGroups, OffsetFetch for every topic of a
-//!   group) are filtered on the way out: what the principal may not describe is left
-//!   out as if it did not exist.
+//! - listings (Metadata for all topics, ListGroups, ListTransactions, OffsetFetch for
+//!   every topic of a group, the topics of each transaction DescribeTransactions
+//!   describes) are filtered on the way out: what the principal may not describe is
+//!   left out as if it did not exist.
 //!
 //! Topics named by id are resolved through the log store first. An id the store does
 //! not know is left to the handler, which answers `UNKNOWN_TOPIC_ID` whatever the ACLs
@@ -1557,6 +1558,11 @@ fn hide(d: &Decider<'_>, body: &mut ResponseBody) {
                 &t.transactional_id,
             )
         }),
+        ResponseBody::DescribeTransactions(b) => {
+            for state in &mut b.transaction_states {
+                state.topics.retain(|t| topic(&t.topic));
+            }
+        }
         ResponseBody::OffsetFetch(b) => {
             b.topics.retain(|t| topic(&t.name));
             for g in &mut b.groups {

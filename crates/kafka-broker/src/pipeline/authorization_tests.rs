@@ -1731,3 +1731,59 @@ async fn allow_everyone_does_not_open_acl_management_or_cluster_actions() {
         );
     }
 }
+
+#[tokio::test]
+async fn describe_transactions_shows_only_topics_the_caller_may_describe() {
+    use describe_transactions_response as dt;
+    // The request asks for its transactions' topics to be filtered on the way out.
+    let request: RequestBody = describe_transactions_request::DescribeTransactionsRequest {
+        transactional_ids: vec![ByteString::from_static("app-1")],
+        ..Default::default()
+    }
+    .into();
+    let checks = api::required(&request).expect("a known API");
+    assert!(
+        checks
+            .iter()
+            .any(|c| matches!(c.target, Target::EachListed(ResourceType::Topic))),
+        "{checks:?}"
+    );
+
+    let bindings = r#"{"bindings": [
+      {"resource_type": "TRANSACTIONAL_ID", "name": "app-1", "pattern": "LITERAL",
+       "principal": "User:alice", "operation": "DESCRIBE"},
+      {"resource_type": "TOPIC", "name": "mine-", "pattern": "PREFIXED",
+       "principal": "User:alice", "operation": "DESCRIBE"}
+    ]}"#;
+    let s = setup(Some(bindings), false).await;
+    let principal = format!("User:{ALICE}");
+    let session = session(ALICE);
+    let mut host = HostText::default();
+    let layer = s.layer.as_ref().expect("layer");
+    let d = layer.decider(s.acls.acls(), &principal, host.of(&session));
+    let topic = |name: &'static str| dt::TopicData {
+        topic: ByteString::from_static(name),
+        partitions: vec![0, 1],
+        ..Default::default()
+    };
+    let mut body: ResponseBody = dt::DescribeTransactionsResponse {
+        transaction_states: vec![dt::TransactionState {
+            transactional_id: ByteString::from_static("app-1"),
+            transaction_state: ByteString::from_static("Ongoing"),
+            topics: vec![topic("mine-a"), topic("payroll"), topic("mine-b")],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+    .into();
+    hide(&d, &mut body);
+    let ResponseBody::DescribeTransactions(b) = body else {
+        panic!("not DescribeTransactions")
+    };
+    let topics: Vec<&str> = b.transaction_states[0]
+        .topics
+        .iter()
+        .map(|t| &*t.topic)
+        .collect();
+    assert_eq!(topics, ["mine-a", "mine-b"]);
+}
