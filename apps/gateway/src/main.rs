@@ -496,6 +496,9 @@ async fn serve(config: GatewayConfig) -> Result<(), Fatal> {
             Err(e) => warn!(error = %e, "observability endpoint address unknown"),
         }
         server = server.http(http);
+        if let Some(token) = &config.metrics_token {
+            server = server.metrics_token(token.clone());
+        }
     }
     if let Some(metrics) = metrics {
         server = server.metrics(Arc::new(metrics));

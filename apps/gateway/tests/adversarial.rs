@@ -623,6 +623,74 @@ fn the_metrics_endpoint_refuses_what_it_does_not_serve() {
     gw.assert_still_serving("abuse of the metrics endpoint");
 }
 
+/// `GET /metrics` with `authorization` (a whole header value, if any): the status code
+/// and the body, `None` when the connection ended without an answer.
+fn scrape_with(addr: std::net::SocketAddr, authorization: Option<&str>) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, PATIENCE).ok()?;
+    s.set_read_timeout(Some(PATIENCE)).ok()?;
+    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n{auth}\r\n").ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let status = raw.split(' ').nth(1)?.parse().ok()?;
+    Some((status, raw))
+}
+
+#[test]
+fn the_metrics_token_holds_against_guessing() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = support::scratch_dir("metrics-token");
+    let file = dir.join("token");
+    let token = "metrics-token-0123456789abcdef";
+    std::fs::write(&file, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let http = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut gw = Gateway::start(&[
+        ("IGGY_KAFKA_METRICS_ADDR", &http.to_string()),
+        (
+            "IGGY_KAFKA_METRICS_BEARER_TOKEN_FILE",
+            &file.to_string_lossy(),
+        ),
+    ]);
+    let deadline = Instant::now() + PATIENCE;
+    while http_status(http, "/health") != Some(200) {
+        assert!(Instant::now() < deadline, "/health never answered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // No token, a wrong one, the right one in the wrong scheme: 401, no metric shown.
+    for auth in [None, Some("Bearer wrong"), Some(&*format!("Basic {token}"))] {
+        let (status, body) = scrape_with(http, auth).expect("an answer");
+        assert_eq!(status, 401, "{body}");
+        assert!(!body.contains("kafka_gateway_"), "{body}");
+    }
+    // Guesses in parallel, beyond the endpoint's connection bound: refused or dropped,
+    // never served.
+    let guesses: Vec<_> = (0..48)
+        .map(|i| {
+            std::thread::spawn(move || {
+                scrape_with(
+                    http,
+                    Some(&format!("Bearer metrics-token-0123456789abcd{i:02}")),
+                )
+            })
+        })
+        .collect();
+    for g in guesses {
+        if let Some((status, body)) = g.join().unwrap() {
+            assert_eq!(status, 401, "{body}");
+        }
+    }
+    // The right token is served, and probes need none.
+    let (status, body) = scrape_with(http, Some(&format!("Bearer {token}"))).expect("an answer");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("kafka_gateway_"), "{body}");
+    assert_eq!(http_status(http, "/health"), Some(200));
+    gw.assert_still_serving("guessing the metrics token");
+}
+
 #[test]
 fn a_scrape_flood_does_not_stop_kafka_clients() {
     let (mut gw, http) = metrics_gateway();

@@ -292,9 +292,11 @@ impl IggyBridge {
                     Op::Admin,
                     &config.meta_stream,
                     -1,
-                    session.get_user(&Identifier::numeric(user.id).map_err(|e| {
-                        StoreError::Internal(format!("user id {}: {e}", user.id))
-                    })?),
+                    session.get_user(
+                        &Identifier::numeric(user.id).map_err(|e| {
+                            StoreError::Internal(format!("user id {}: {e}", user.id))
+                        })?,
+                    ),
                 )
                 .await?;
             let Some(permissions) = details.and_then(|d| d.permissions) else {

@@ -193,7 +193,10 @@ impl std::fmt::Debug for BridgeConfig {
             .field("meta_snapshot_records", &self.meta_snapshot_records)
             .field("meta_refresh_interval", &self.meta_refresh_interval)
             .field("meta_record_max_bytes", &self.meta_record_max_bytes)
-            .field("meta_secret", &self.meta_secret.as_ref().map(|_| "<redacted>"))
+            .field(
+                "meta_secret",
+                &self.meta_secret.as_ref().map(|_| "<redacted>"),
+            )
             .field(
                 "meta_previous_secret",
                 &self.meta_previous_secret.as_ref().map(|_| "<redacted>"),
@@ -734,8 +737,12 @@ mod tests {
                 c.meta_secret = Some("x".repeat(32));
                 c.meta_previous_secret = Some("y".repeat(31));
             }),
-            ("meta_previous_secret", |c| c.meta_previous_secret = Some("y".repeat(32))),
-            ("meta_max_skew", |c| c.meta_max_skew = Duration::from_millis(999)),
+            ("meta_previous_secret", |c| {
+                c.meta_previous_secret = Some("y".repeat(32))
+            }),
+            ("meta_max_skew", |c| {
+                c.meta_max_skew = Duration::from_millis(999)
+            }),
             ("send_queue_bytes", |c| c.send_queue_bytes = (4 << 30) + 1),
         ];
         for (name, spoil) in cases {

@@ -72,9 +72,9 @@ pub mod members;
 mod meta;
 mod metrics;
 mod partition;
-pub mod proof;
 pub mod permissions;
 pub mod polled;
+pub mod proof;
 
 pub use acls::IggyAclStore;
 pub use bridge::{IggyBridge, LeaderFn};

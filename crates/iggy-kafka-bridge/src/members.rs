@@ -537,7 +537,12 @@ fn proven(proof: &MetaProof, metrics: &IggyMetrics, m: &IggyMessage) -> bool {
         return true;
     }
     let header = crate::proof::header_of(m);
-    let verdict = proof.check(MEMBERS_TOPIC, &m.payload, header.as_deref(), m.header.timestamp);
+    let verdict = proof.check(
+        MEMBERS_TOPIC,
+        &m.payload,
+        header.as_deref(),
+        m.header.timestamp,
+    );
     if verdict == Verdict::Accepted {
         return true;
     }

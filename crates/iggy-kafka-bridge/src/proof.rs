@@ -134,7 +134,8 @@ impl MetaProof {
 
     /// What the tag covers (see the module docs).
     fn message(&self, log: &str, signed_at: u64, payload: &[u8]) -> Vec<u8> {
-        let mut m = Vec::with_capacity(CONTEXT.len() + self.stream.len() + log.len() + 11 + payload.len());
+        let mut m =
+            Vec::with_capacity(CONTEXT.len() + self.stream.len() + log.len() + 11 + payload.len());
         m.extend_from_slice(CONTEXT);
         m.push(0);
         m.extend_from_slice(self.stream.as_bytes());
@@ -262,7 +263,10 @@ mod tests {
         let p = proof(Some(SECRET));
         assert_eq!(p.check("acls", b"{}", None, 5), Verdict::Unsigned);
         let mut sig = p.sign("acls", b"{}", 7).unwrap();
-        assert_eq!(p.check("acls", b"{}", Some(&sig[..40]), 7_000), Verdict::Forged);
+        assert_eq!(
+            p.check("acls", b"{}", Some(&sig[..40]), 7_000),
+            Verdict::Forged
+        );
         assert_eq!(p.check("acls", b"{}", Some(&[]), 7_000), Verdict::Forged);
         // The signed-at time is covered by the tag.
         sig[8] ^= 1;
@@ -287,7 +291,12 @@ mod tests {
             );
         }
         assert_eq!(
-            p.check("members", b"beat", Some(&sig), (10_000_000 + SKEW + 1) * 1_000),
+            p.check(
+                "members",
+                b"beat",
+                Some(&sig),
+                (10_000_000 + SKEW + 1) * 1_000
+            ),
             Verdict::Stale
         );
     }
@@ -302,7 +311,10 @@ mod tests {
             Verdict::Accepted
         );
         let by_new = rotating.sign("topics", b"r", 1).unwrap();
-        assert_eq!(old.check("topics", b"r", Some(&by_new), 1_000), Verdict::Forged);
+        assert_eq!(
+            old.check("topics", b"r", Some(&by_new), 1_000),
+            Verdict::Forged
+        );
         // A previous secret alone turns nothing on.
         assert!(!MetaProof::new("s", None, Some(SECRET), SKEW, None).enabled());
     }

@@ -17,8 +17,7 @@ mod support;
 use bytes::Bytes;
 use iggy::prelude::{
     Client, GlobalPermissions, HeaderKey, HeaderKind, HeaderValue, Identifier, IggyClient,
-    IggyMessage, MessageClient, Partitioning, Permissions, PollingStrategy, UserClient,
-    UserStatus,
+    IggyMessage, MessageClient, Partitioning, Permissions, PollingStrategy, UserClient, UserStatus,
 };
 use iggy_kafka_bridge::{BridgeConfig, IggyAclStore, IggyBridge, IggyScramStore};
 use kafka_authz::store::AclStore;
@@ -190,7 +189,10 @@ async fn without_a_secret_forged_meta_records_are_applied() {
     })
     .await;
     wait_until("the DENY binding is gone", async || {
-        acls.list(&AclBindingFilter::any()).await.unwrap().is_empty()
+        acls.list(&AclBindingFilter::any())
+            .await
+            .unwrap()
+            .is_empty()
     })
     .await;
     bridge.close().await;
@@ -198,7 +200,8 @@ async fn without_a_secret_forged_meta_records_are_applied() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_secret_forged_replayed_and_bulk_meta_records_are_ignored() {
-    let Some(bin) = support::server_bin("with_a_secret_forged_replayed_and_bulk_meta_records_are_ignored")
+    let Some(bin) =
+        support::server_bin("with_a_secret_forged_replayed_and_bulk_meta_records_are_ignored")
     else {
         return;
     };
@@ -274,17 +277,33 @@ async fn with_a_secret_forged_replayed_and_bulk_meta_records_are_ignored() {
         .unwrap()
         .messages
         .remove(0);
-    let proof = iggy_kafka_bridge::proof::header_of(&genuine).expect("the gateway's record has a proof");
+    let proof =
+        iggy_kafka_bridge::proof::header_of(&genuine).expect("the gateway's record has a proof");
     acls.delete(&AclBindingFilter::any()).await.unwrap();
-    assert!(acls.list(&AclBindingFilter::any()).await.unwrap().is_empty());
+    assert!(
+        acls.list(&AclBindingFilter::any())
+            .await
+            .unwrap()
+            .is_empty()
+    );
     tokio::time::sleep(Duration::from_millis(2_500)).await;
-    forge(&attacker, &meta, "acls", vec![genuine.payload.to_vec()], Some(proof)).await;
+    forge(
+        &attacker,
+        &meta,
+        "acls",
+        vec![genuine.payload.to_vec()],
+        Some(proof),
+    )
+    .await;
     wait_until("the replay is counted", async || {
         bridge.meta_records_refused() > forged
     })
     .await;
     assert!(
-        acls.list(&AclBindingFilter::any()).await.unwrap().is_empty(),
+        acls.list(&AclBindingFilter::any())
+            .await
+            .unwrap()
+            .is_empty(),
         "a replayed record brought a deleted binding back"
     );
 

@@ -123,6 +123,7 @@ pub struct Server {
     layers: Vec<Arc<dyn Layer>>,
     metrics: Option<Arc<Metrics>>,
     http: Option<TcpListener>,
+    metrics_token: Option<Arc<http::MetricsToken>>,
     quota_store: Arc<dyn QuotaStore>,
     authenticator: Option<Arc<kafka_sasl::Authenticator>>,
     acl_store: Arc<dyn AclStore>,
@@ -141,6 +142,7 @@ impl Server {
             layers: Vec::new(),
             metrics: None,
             http: None,
+            metrics_token: None,
             quota_store: Arc::new(MemoryQuotaStore::default()),
             authenticator: None,
             acl_store: Arc::new(MemoryAclStore::new()),
@@ -208,6 +210,12 @@ impl Server {
     /// Serves `/health`, `/ready` and (with [`Server::metrics`]) `/metrics` on `listener`.
     pub fn http(mut self, listener: TcpListener) -> Server {
         self.http = Some(listener);
+        self
+    }
+
+    /// `/metrics` answers only requests that carry this bearer token.
+    pub fn metrics_token(mut self, token: Arc<http::MetricsToken>) -> Server {
+        self.metrics_token = Some(token);
         self
     }
 
@@ -339,6 +347,7 @@ impl Server {
                 broker: broker.clone(),
                 listening: listening.clone(),
                 scrape_lock: Arc::default(),
+                token: self.metrics_token.clone(),
             };
             tokio::spawn(http::serve(http, endpoint, stop_rx.clone()))
         });

@@ -8,8 +8,14 @@
 use super::values::{parsed, parsed_opt};
 use super::{ConfigError, Names};
 use kafka_broker::BrokerConfig;
+use kafka_broker::metrics::http::MetricsToken;
 use serde::Deserialize;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Shortest bearer token taken for the metrics endpoint (bytes).
+pub const MIN_METRICS_TOKEN_BYTES: usize = 16;
 
 /// The listener settings as read from the layers.
 #[derive(Debug, Clone, Deserialize)]
@@ -20,6 +26,8 @@ pub(super) struct Raw {
     bind_addr: String,
     #[serde(deserialize_with = "parsed_opt")]
     metrics_addr: Option<String>,
+    #[serde(deserialize_with = "parsed_opt")]
+    metrics_bearer_token_file: Option<PathBuf>,
     #[serde(deserialize_with = "parsed_opt")]
     advertised_host: Option<String>,
     #[serde(deserialize_with = "parsed_opt")]
@@ -38,6 +46,7 @@ impl Default for Raw {
         Raw {
             bind_addr: "127.0.0.1:9093".into(),
             metrics_addr: None,
+            metrics_bearer_token_file: None,
             advertised_host: None,
             advertised_port: None,
             node_id: broker.node_id,
@@ -57,10 +66,12 @@ pub(super) const BROKER_FIELDS: &[(&str, &str)] = &[
 ];
 
 /// The addresses the gateway binds.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Listener {
     pub bind_addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
+    /// The bearer token `/metrics` requires (read from `metrics_bearer_token_file`).
+    pub metrics_token: Option<Arc<MetricsToken>>,
     /// `None` announces the port actually bound.
     pub advertised_port: Option<u16>,
 }
@@ -121,12 +132,57 @@ impl Raw {
             0 => 9093,
             port => port,
         });
+        let metrics_token = match &self.metrics_bearer_token_file {
+            None => None,
+            Some(path) => Some(Arc::new(MetricsToken::new(
+                &read_token(path)
+                    .map_err(|why| names.invalid("metrics_bearer_token_file", &why))?,
+            ))),
+        };
         Ok(Listener {
             bind_addr,
             metrics_addr,
+            metrics_token,
             advertised_port: self.advertised_port,
         })
     }
+}
+
+/// The token in `path` (surrounding whitespace dropped): at least
+/// [`MIN_METRICS_TOKEN_BYTES`], printable ASCII, in a file only its owner may read.
+fn read_token(path: &std::path::Path) -> Result<String, String> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "{} may be read by others (mode {:o}); chmod 600 it",
+                path.display(),
+                mode & 0o777
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = meta;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.len() < MIN_METRICS_TOKEN_BYTES {
+        return Err(format!(
+            "the token in {} is shorter than {MIN_METRICS_TOKEN_BYTES} bytes",
+            path.display()
+        ));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "the token in {} must be printable ASCII without spaces",
+            path.display()
+        ));
+    }
+    Ok(token.to_owned())
 }
 
 /// `IP:PORT`; host names are not resolved here.
@@ -204,5 +260,56 @@ mod tests {
             .unwrap();
             assert_eq!(config.metrics_addr, Some(metrics.parse().unwrap()));
         }
+    }
+
+    #[test]
+    fn the_metrics_token_file_must_be_private_and_long_enough() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("metrics-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        let path = file.to_string_lossy().into_owned();
+        let with = |text: &str, mode: u32| {
+            std::fs::write(&file, text).unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let var = "IGGY_KAFKA_METRICS_BEARER_TOKEN_FILE";
+        let metrics = ("IGGY_KAFKA_METRICS_ADDR", "127.0.0.1:0");
+
+        with("a-long-enough-token-0123\n", 0o600);
+        let config = load(None, env(&[metrics, (var, &path)])).unwrap();
+        assert!(config.metrics_token.is_some());
+        assert!(!format!("{config:?}").contains("a-long-enough-token"));
+
+        with("a-long-enough-token-0123\n", 0o644);
+        let message = load_err(None, &[metrics, (var, &path)]);
+        assert!(
+            message.starts_with(var) && message.contains("chmod 600"),
+            "{message}"
+        );
+
+        with("short\n", 0o600);
+        let message = load_err(None, &[metrics, (var, &path)]);
+        assert!(message.contains("shorter than 16 bytes"), "{message}");
+
+        with("has a space in it 0123456789", 0o600);
+        let message = load_err(None, &[metrics, (var, &path)]);
+        assert!(message.contains("printable ASCII"), "{message}");
+
+        let message = load_err(None, &[metrics, (var, "/nonexistent/token")]);
+        assert!(message.contains("cannot read"), "{message}");
+
+        // Without the endpoint it only warns.
+        with("a-long-enough-token-0123", 0o600);
+        let config = load(None, env(&[(var, &path)])).unwrap();
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|w| w.starts_with(&format!("{var} has no effect"))),
+            "{:?}",
+            config.warnings
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -119,6 +119,8 @@ pub struct GatewayConfig {
     pub tls: Option<TlsSettings>,
     /// Address of the HTTP endpoint for metrics and health checks; `None` serves none.
     pub metrics_addr: Option<SocketAddr>,
+    /// The bearer token `/metrics` requires.
+    pub metrics_token: Option<std::sync::Arc<kafka_broker::metrics::http::MetricsToken>>,
     /// Port announced to clients; `None` announces the port actually bound, which makes
     /// `IGGY_KAFKA_BIND_ADDR=127.0.0.1:0` usable.
     pub advertised_port: Option<u16>,
@@ -483,6 +485,12 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
         .map_err(|why| names.invalid("brokers", &why))?;
     let mut warnings = std::mem::take(&mut bridge.warnings);
     warnings.append(&mut security.warnings);
+    if listener.metrics_token.is_some() && listener.metrics_addr.is_none() {
+        warnings.push(format!(
+            "{} has no effect: the metrics endpoint is off (no metrics_addr)",
+            names.ignored_name("metrics_bearer_token_file")
+        ));
+    }
 
     Ok(GatewayConfig {
         listeners: security.listeners,
@@ -490,6 +498,7 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
         sasl: security.sasl,
         tls: security.tls,
         metrics_addr: listener.metrics_addr,
+        metrics_token: listener.metrics_token.clone(),
         advertised_port: first.advertise.port,
         broker,
         backend: match bridge.config {

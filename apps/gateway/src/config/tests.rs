@@ -1591,7 +1591,11 @@ fn the_bridge_with_authentication_needs_a_meta_secret() {
         message.starts_with("IGGY_KAFKA_IGGY_META_SECRET (default): is required"),
         "{message}"
     );
-    let short = [on.as_slice(), &[("IGGY_KAFKA_IGGY_META_SECRET", "too-short")]].concat();
+    let short = [
+        on.as_slice(),
+        &[("IGGY_KAFKA_IGGY_META_SECRET", "too-short")],
+    ]
+    .concat();
     let message = load_err(None, &short);
     assert!(
         message.starts_with("IGGY_KAFKA_IGGY_META_SECRET") && message.contains("32 bytes"),

@@ -326,7 +326,10 @@ impl Ctx {
             .into_iter()
             .zip(first_id..)
             .map(|(p, id)| {
-                let headers = self.proof.sign(log, &p, now_ms).map(|proof| crate::proof::headers(&proof));
+                let headers = self
+                    .proof
+                    .sign(log, &p, now_ms)
+                    .map(|proof| crate::proof::headers(&proof));
                 let mut m = IggyMessage::builder()
                     .payload(Bytes::from(p))
                     .maybe_user_headers(headers.transpose()?)

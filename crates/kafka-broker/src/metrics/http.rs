@@ -1,9 +1,12 @@
 //! The observability endpoint: `GET /metrics`, `GET /health`, `GET /ready` over HTTP/1.1.
 //!
-//! A deliberately small server: one request per connection (`Connection: close`), the
-//! request head read within [`HEAD_TIMEOUT`] and at most [`MAX_HEAD`] bytes, at most
-//! [`MAX_CONNECTIONS`] scrapes at once (further connections are closed at once). Only
-//! `GET` and `HEAD` are served.
+//! HTTP/1.1 by hyper, bounded: one request per connection (no keep-alive), the request
+//! head read within [`HEAD_TIMEOUT`] and at most [`MAX_HEAD`] bytes, a connection open
+//! at most [`CONNECTION_TIMEOUT`], at most [`MAX_CONNECTIONS`] connections at once
+//! (further ones are closed at once). Only `GET` and `HEAD` are served. With a token
+//! ([`MetricsToken`]) `/metrics` answers only `Authorization: Bearer <token>`; a wrong
+//! or missing one waits [`TOKEN_FAILURE_DELAY`] for its 401, so guessing runs at most
+//! [`MAX_CONNECTIONS`] tries per delay.
 //!
 //! - `/health`: 200 while the process serves at all.
 //! - `/ready`: 200 when the Kafka listener accepts connections and the store answers a
@@ -14,17 +17,24 @@
 
 use super::Metrics;
 use crate::broker::Broker;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode, header};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tracing::{debug, warn};
 
@@ -476,9 +486,63 @@ pub(crate) struct Endpoint {
     pub(crate) listening: Arc<AtomicBool>,
     /// Scrapes run one at a time (they clear and refill the scrape-time families).
     pub(crate) scrape_lock: Arc<tokio::sync::Mutex<()>>,
+    /// The bearer token `/metrics` requires, if any (`/health` and `/ready` tell
+    /// nothing about tenants and stay open for probes).
+    pub(crate) token: Option<Arc<MetricsToken>>,
 }
 
-/// Serves the endpoint on `listener` until `stop` turns true.
+/// A bearer token and the pause after each wrong one.
+pub struct MetricsToken {
+    token: Vec<u8>,
+    /// Wrong tokens so far (a metric-free count for tests and logs).
+    refused: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for MetricsToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsToken").finish_non_exhaustive()
+    }
+}
+
+impl MetricsToken {
+    /// A token `/metrics` will require (`Authorization: Bearer <token>`).
+    pub fn new(token: &str) -> MetricsToken {
+        MetricsToken {
+            token: token.as_bytes().to_vec(),
+            refused: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Whether `header` (the whole `Authorization` value) carries the token; compared
+    /// without an early exit, so the time says nothing about how much of it matched.
+    fn accepts(&self, header: Option<&[u8]>) -> bool {
+        let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else {
+            return false;
+        };
+        let mut diff = u8::from(given.len() != self.token.len());
+        for (i, b) in self.token.iter().enumerate() {
+            diff |= b ^ given.get(i).copied().unwrap_or(0);
+        }
+        diff == 0
+    }
+
+    /// Wrong or missing tokens so far.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+}
+
+/// How long a request with a wrong or missing token waits for its 401: with
+/// [`MAX_CONNECTIONS`] at once, at most that many guesses per this long.
+pub const TOKEN_FAILURE_DELAY: Duration = Duration::from_millis(500);
+
+/// Longest a connection may stay open (one request, then closed).
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves the endpoint on `listener` until `stop` turns true: HTTP/1.1 by hyper, one
+/// request per connection, the request head within [`HEAD_TIMEOUT`] and [`MAX_HEAD`]
+/// bytes (hyper answers 431 past it), at most [`MAX_CONNECTIONS`] connections at once
+/// (further ones are closed at once).
 pub(crate) async fn serve(
     listener: TcpListener,
     endpoint: Endpoint,
@@ -503,8 +567,20 @@ pub(crate) async fn serve(
         };
         let endpoint = endpoint.clone();
         tokio::spawn(async move {
-            if let Err(e) = handle(socket, &endpoint).await {
-                debug!(%peer, error = %e, "metrics endpoint: connection failed");
+            let service = service_fn(move |request: Request<Incoming>| {
+                let endpoint = endpoint.clone();
+                async move { Ok::<_, Infallible>(answer(&endpoint, &request, peer).await) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT)
+                .max_buf_size(MAX_HEAD)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(socket), service);
+            match tokio::time::timeout(CONNECTION_TIMEOUT, connection).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => debug!(%peer, error = %e, "metrics endpoint: connection failed"),
+                Err(_) => debug!(%peer, "metrics endpoint: connection timed out"),
             }
             drop(permit);
         });
@@ -515,70 +591,86 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-async fn handle(mut socket: TcpStream, endpoint: &Endpoint) -> std::io::Result<()> {
-    let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut socket)).await {
-        Ok(Ok(Some(head))) => head,
-        Ok(Ok(None)) => {
-            return respond(
-                &mut socket,
-                431,
-                "text/plain",
-                "request head too large\n",
-                false,
-            )
-            .await;
-        }
-        Ok(Err(e)) => return Err(e),
-        Err(_) => {
-            return respond(
-                &mut socket,
-                408,
-                "text/plain",
-                "request head not received in time\n",
-                false,
-            )
-            .await;
-        }
+/// A response with `body`, or only its head for `HEAD`.
+fn reply(
+    status: StatusCode,
+    content_type: &str,
+    body: String,
+    head_only: bool,
+) -> Response<Full<Bytes>> {
+    let length = body.len();
+    let body = if head_only {
+        Bytes::new()
+    } else {
+        Bytes::from(body)
     };
-    let line = head.lines().next().unwrap_or_default();
-    let mut parts = line.split(' ');
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let head_only = method == "HEAD";
-    if method != "GET" && !head_only {
-        return respond(
-            &mut socket,
-            405,
-            "text/plain",
-            "only GET and HEAD\n",
-            head_only,
-        )
-        .await;
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    if let Ok(v) = header::HeaderValue::from_str(content_type) {
+        headers.insert(header::CONTENT_TYPE, v);
     }
-    let path = target.split('?').next().unwrap_or("");
-    match path {
-        "/health" => respond(&mut socket, 200, "text/plain", "ok\n", head_only).await,
+    headers.insert(header::CONTENT_LENGTH, header::HeaderValue::from(length));
+    response
+}
+
+async fn answer(
+    endpoint: &Endpoint,
+    request: &Request<Incoming>,
+    peer: std::net::SocketAddr,
+) -> Response<Full<Bytes>> {
+    let head_only = request.method() == Method::HEAD;
+    if request.method() != Method::GET && !head_only {
+        return reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "only GET and HEAD\n".into(),
+            head_only,
+        );
+    }
+    match request.uri().path() {
+        "/health" => reply(StatusCode::OK, "text/plain", "ok\n".into(), head_only),
         "/ready" => {
             let (ok, why) = readiness(endpoint).await;
-            let status = if ok { 200 } else { 503 };
-            respond(
-                &mut socket,
-                status,
-                "text/plain",
-                &format!("{why}\n"),
-                head_only,
-            )
-            .await
+            let status = if ok {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            reply(status, "text/plain", format!("{why}\n"), head_only)
         }
         "/metrics" => {
+            if let Some(token) = &endpoint.token {
+                let given = request
+                    .headers()
+                    .get(header::AUTHORIZATION)
+                    .map(header::HeaderValue::as_bytes);
+                if !token.accepts(given) {
+                    let n = token.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n.is_power_of_two() {
+                        warn!(%peer, refused = n, "metrics endpoint: wrong or missing bearer token");
+                    }
+                    tokio::time::sleep(TOKEN_FAILURE_DELAY).await;
+                    let mut r = reply(
+                        StatusCode::UNAUTHORIZED,
+                        "text/plain",
+                        "a bearer token is required\n".into(),
+                        head_only,
+                    );
+                    r.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        header::HeaderValue::from_static("Bearer"),
+                    );
+                    return r;
+                }
+            }
             let Some(metrics) = &endpoint.metrics else {
-                return respond(
-                    &mut socket,
-                    404,
+                return reply(
+                    StatusCode::NOT_FOUND,
                     "text/plain",
-                    "metrics are off\n",
+                    "metrics are off\n".into(),
                     head_only,
-                )
-                .await;
+                );
             };
             let body = {
                 let _one = endpoint.scrape_lock.lock().await;
@@ -588,29 +680,26 @@ async fn handle(mut socket: TcpStream, endpoint: &Endpoint) -> std::io::Result<(
                 metrics.encode()
             };
             match body {
-                Ok(text) => {
-                    respond(
-                        &mut socket,
-                        200,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        &text,
-                        head_only,
-                    )
-                    .await
-                }
-                Err(_) => {
-                    respond(
-                        &mut socket,
-                        500,
-                        "text/plain",
-                        "encoding failed\n",
-                        head_only,
-                    )
-                    .await
-                }
+                Ok(text) => reply(
+                    StatusCode::OK,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    text,
+                    head_only,
+                ),
+                Err(_) => reply(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    "encoding failed\n".into(),
+                    head_only,
+                ),
             }
         }
-        _ => respond(&mut socket, 404, "text/plain", "not found\n", head_only).await,
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".into(),
+            head_only,
+        ),
     }
 }
 
@@ -647,50 +736,30 @@ async fn readiness(endpoint: &Endpoint) -> (bool, String) {
     }
 }
 
-/// Reads up to the blank line ending the head; `None` when it is longer than
-/// [`MAX_HEAD`].
-async fn read_head(socket: &mut TcpStream) -> std::io::Result<Option<String>> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    loop {
-        let n = socket.read(&mut chunk).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            buf.truncate(end);
-            return Ok(Some(String::from_utf8_lossy(&buf).into_owned()));
-        }
-        if buf.len() > MAX_HEAD {
-            return Ok(None);
-        }
-    }
-}
+#[cfg(test)]
+mod token_tests {
+    use super::MetricsToken;
 
-async fn respond(
-    socket: &mut TcpStream,
-    status: u16,
-    content_type: &str,
-    body: &str,
-    head_only: bool,
-) -> std::io::Result<()> {
-    let reason = match status {
-        200 => "OK",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        _ => "Internal Server Error",
-    };
-    let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    socket.write_all(head.as_bytes()).await?;
-    if !head_only {
-        socket.write_all(body.as_bytes()).await?;
+    #[test]
+    fn only_the_exact_bearer_token_passes() {
+        let t = MetricsToken::new("s3cret-token");
+        assert!(t.accepts(Some(b"Bearer s3cret-token")));
+        for wrong in [
+            &b"Bearer s3cret-toke"[..],
+            b"Bearer s3cret-token!",
+            b"Bearer S3cret-token",
+            b"bearer s3cret-token",
+            b"Basic s3cret-token",
+            b"s3cret-token",
+            b"Bearer ",
+            b"",
+        ] {
+            assert!(
+                !t.accepts(Some(wrong)),
+                "{}",
+                String::from_utf8_lossy(wrong)
+            );
+        }
+        assert!(!t.accepts(None));
     }
-    socket.shutdown().await
 }
