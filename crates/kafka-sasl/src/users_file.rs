@@ -15,7 +15,9 @@
 //!
 //! Every value is checked when the file is read (base64, lengths, iteration ranges), so a
 //! bad file fails at start-up rather than at a client's login. The file is written with mode
-//! 0600. A PLAIN check of an unknown user, or of one without a PLAIN hash, runs the same
+//! 0600, and a file group or others may read or write is refused. Changes from the
+//! gateway and from the `users` command are made under an exclusive lock on
+//! `.<name>.lock` beside the file, so neither writes over the other's. A PLAIN check of an unknown user, or of one without a PLAIN hash, runs the same
 //! PBKDF2 work against a dummy salt before failing, so the answer time does not tell
 //! whether the user exists.
 
@@ -266,6 +268,13 @@ impl UsersFile {
         f: impl FnOnce(&mut BTreeMap<String, User>) -> bool,
     ) -> Result<bool, SaslError> {
         let mut guard = self.lock();
+        // Across processes too: the `users` command and the gateway each read, change
+        // and write the file under this lock, so neither writes over a change the other
+        // made in between (a revocation undone).
+        let _across = match &self.path {
+            Some(path) => Some(lock_across_processes(path)?),
+            None => None,
+        };
         let mut users = match &self.path {
             Some(path) => read_file(path)?,
             None => guard.clone(),
@@ -290,7 +299,41 @@ impl UsersFile {
     }
 }
 
-/// The users in `path`; a missing file has none.
+/// The lock file beside `path` (`.<name>.lock`, mode 0600), held exclusively until the
+/// returned file is dropped.
+fn lock_across_processes(path: &Path) -> Result<std::fs::File, SaslError> {
+    let file_error = |reason: String| SaslError::UsersFile {
+        path: path.display().to_string(),
+        reason,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "users".into());
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let lock = options
+        .open(dir.join(format!(".{name}.lock")))
+        .map_err(|e| file_error(format!("lock file: {e}")))?;
+    lock.lock()
+        .map_err(|e| file_error(format!("lock file: {e}")))?;
+    Ok(lock)
+}
+
+/// Permission bits a users file may not have: any for group or others.
+const SHARED_BITS: u32 = 0o077;
+
+/// The users in `path`; a missing file has none. A file group or others may read or
+/// write is refused: it holds password hashes and SCRAM keys.
 fn read_file(path: &Path) -> Result<BTreeMap<String, User>, SaslError> {
     let file_error = |reason: String| SaslError::UsersFile {
         path: path.display().to_string(),
@@ -301,6 +344,16 @@ fn read_file(path: &Path) -> Result<BTreeMap<String, User>, SaslError> {
         Err(e) => Err(file_error(e.to_string())),
         Ok(meta) if meta.len() > MAX_FILE_BYTES => {
             Err(file_error(format!("larger than {MAX_FILE_BYTES} bytes")))
+        }
+        #[cfg(unix)]
+        Ok(meta)
+            if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & SHARED_BITS != 0 =>
+        {
+            let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777;
+            Err(file_error(format!(
+                "group or others may read or write it (mode {mode:o}); it holds password \
+                 hashes and SCRAM keys: chmod 600 it"
+            )))
         }
         Ok(_) => {
             let bytes = std::fs::read(path).map_err(|e| file_error(e.to_string()))?;
@@ -636,6 +689,59 @@ mod tests {
         assert_eq!(wrong.kind, FailureKind::BadCredentials);
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_file_others_may_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("users.json");
+        std::fs::write(&path, b"{\"users\": {}}").expect("write");
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            let Err(SaslError::UsersFile { reason, .. }) = UsersFile::load(&path) else {
+                panic!("mode {mode:o} was accepted");
+            };
+            assert!(reason.contains("chmod 600"), "{reason}");
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let users = UsersFile::load(&path).expect("0600 is fine");
+        // A reload that meets a shared file keeps the users it has.
+        users.set_password("alice", "pw").expect("set");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(users.reload().is_err());
+        assert_eq!(users.users(), ["alice"]);
+    }
+
+    #[test]
+    fn a_change_waits_for_the_lock_another_process_holds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("users.json");
+        let users = std::sync::Arc::new(
+            UsersFile::load(&path)
+                .expect("load")
+                .with_plain_iterations(10),
+        );
+        users.set_password("alice", "pw").expect("set");
+        // Another holder of the lock (the `users` command): the change waits for it, and
+        // then sees what the holder wrote instead of writing over it.
+        let held = lock_across_processes(&path).expect("lock");
+        let writer = {
+            let users = users.clone();
+            std::thread::spawn(move || users.set_password("bob", "pw").expect("set"))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!writer.is_finished(), "the change did not wait for the lock");
+        let other = UsersFile::load(&path).expect("load").with_plain_iterations(10);
+        // What the other process does while it holds the lock: remove alice.
+        let mut doc = other.lock().clone();
+        doc.remove("alice");
+        write_atomically(&path, &serialize(&doc).expect("json")).expect("write");
+        drop(held);
+        writer.join().expect("writer");
+        let now = UsersFile::load(&path).expect("load");
+        assert_eq!(now.users(), ["bob"], "the revocation was undone");
+    }
+
     #[test]
     fn file_round_trip_with_0600_and_atomic_rewrite() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -658,7 +764,7 @@ mod tests {
         let leftovers: Vec<_> = std::fs::read_dir(dir.path())
             .expect("dir")
             .filter_map(Result::ok)
-            .filter(|e| e.file_name() != "users.json")
+            .filter(|e| e.file_name() != "users.json" && e.file_name() != ".users.json.lock")
             .collect();
         assert!(leftovers.is_empty(), "no temporary file left behind");
 
