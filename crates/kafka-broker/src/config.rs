@@ -199,6 +199,12 @@ pub struct InterGatewayConfig {
     /// the wire at a time per gateway); a call past it fails at once as a transport
     /// error, which callers retry.
     pub max_pending_calls: usize,
+    /// Lets the client send a PLAIN password without TLS (`tls_ca_file` unset), where
+    /// anyone on the path reads it. Off: such a login is refused.
+    pub allow_plain_without_tls: bool,
+    /// Most SCRAM iterations a peer may ask this client to compute (each one is work on
+    /// this gateway); the bound the gateway itself puts on stored credentials.
+    pub max_scram_iterations: u32,
 }
 
 impl std::fmt::Debug for InterGatewayConfig {
@@ -212,6 +218,8 @@ impl std::fmt::Debug for InterGatewayConfig {
             .field("tls_ca_file", &self.tls_ca_file)
             .field("tls_server_name", &self.tls_server_name)
             .field("max_pending_calls", &self.max_pending_calls)
+            .field("allow_plain_without_tls", &self.allow_plain_without_tls)
+            .field("max_scram_iterations", &self.max_scram_iterations)
             .finish()
     }
 }
@@ -227,6 +235,8 @@ impl Default for InterGatewayConfig {
             tls_ca_file: None,
             tls_server_name: None,
             max_pending_calls: 256,
+            allow_plain_without_tls: false,
+            max_scram_iterations: kafka_sasl::ScramBounds::default().max_iterations,
         }
     }
 }

@@ -5,7 +5,9 @@
 //! One connection per node id, opened on first use to the address the member advertises
 //! for the configured listener ([`cluster::address`]). Opening it connects (over TLS
 //! when a CA file is configured), asks ApiVersions, and logs in with SASL (PLAIN or
-//! SCRAM-SHA-256/512) when a mechanism is configured. Requests are encoded with the
+//! SCRAM-SHA-256/512) when a mechanism is configured. PLAIN without TLS is refused unless
+//! allowed (`allow_plain_without_tls`), and a peer's SCRAM iteration count is bounded by
+//! `max_scram_iterations`. Requests are encoded with the
 //! protocol crate at the newest version both sides serve.
 //!
 //! One request is on the wire at a time per connection: the callers of one gateway wait
@@ -269,6 +271,15 @@ impl PeerClient {
             return Ok(None);
         };
         Ok(Some(match m.to_ascii_uppercase().as_str() {
+            "PLAIN"
+                if self.config.tls_ca_file.is_none() && !self.config.allow_plain_without_tls =>
+            {
+                return Err(PeerError::Transport(
+                    "PLAIN without TLS would send the password in clear; set a CA file \
+                     (TLS) or allow it explicitly"
+                        .into(),
+                ));
+            }
             "PLAIN" => Sasl::Plain,
             "SCRAM-SHA-256" => Sasl::Scram(ScramMechanism::Sha256),
             "SCRAM-SHA-512" => Sasl::Scram(ScramMechanism::Sha512),
@@ -339,8 +350,14 @@ impl PeerClient {
                 let server_first = self
                     .authenticate(link, format!("n,,{first_bare}").into_bytes())
                     .await?;
-                let (final_message, expected) =
-                    scram_final(m, password, &nonce, &first_bare, &server_first)?;
+                let (final_message, expected) = scram_final(
+                    m,
+                    password,
+                    &nonce,
+                    &first_bare,
+                    &server_first,
+                    self.config.max_scram_iterations,
+                )?;
                 let server_final = self.authenticate(link, final_message).await?;
                 let text = std::str::from_utf8(&server_final).unwrap_or("");
                 let got = text.strip_prefix("v=").and_then(|v| B64.decode(v).ok());
@@ -456,6 +473,7 @@ fn scram_final(
     nonce: &str,
     first_bare: &str,
     server_first: &[u8],
+    max_iterations: u32,
 ) -> Result<(Vec<u8>, Vec<u8>), PeerError> {
     let bad = || PeerError::Transport("malformed SCRAM server-first message".into());
     let text = std::str::from_utf8(server_first).map_err(|_| bad())?;
@@ -474,12 +492,15 @@ fn scram_final(
         return Err(bad());
     };
     // The server's nonce extends ours; a server that would make us prove a nonce of its
-    // choosing is refused. Iterations are bounded so a hostile peer cannot stall us.
+    // choosing is refused. Iterations are bounded (by what this gateway accepts for its
+    // own credentials) so a hostile peer cannot make us spend seconds of a worker.
     if !server_nonce.starts_with(nonce) || server_nonce.len() == nonce.len() {
         return Err(bad());
     }
-    if !(4096..=1_000_000).contains(&iterations) {
-        return Err(bad());
+    if !(4096..=max_iterations.max(4096)).contains(&iterations) {
+        return Err(PeerError::Transport(format!(
+            "the peer asks for {iterations} SCRAM iterations, outside 4096..={max_iterations}"
+        )));
     }
     let salted = m.salted_password(password.as_bytes(), &salt, iterations);
     let without_proof = format!("c=biws,r={server_nonce}");

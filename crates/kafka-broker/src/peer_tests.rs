@@ -120,6 +120,8 @@ fn sasl_config(mechanism: &str, password: &str) -> InterGatewayConfig {
         sasl_mechanism: Some(mechanism.into()),
         username: Some("gw".into()),
         password: Some(password.into()),
+        // These tests speak plaintext on loopback on purpose.
+        allow_plain_without_tls: true,
         ..InterGatewayConfig::default()
     }
 }
@@ -170,6 +172,46 @@ async fn sasl_plain_and_scram_log_in() {
         addr,
     );
     assert!(anonymous.call(2, metadata(), WAIT).await.is_err());
+}
+
+#[tokio::test]
+async fn plain_in_clear_is_refused_unless_allowed() {
+    let sasl = Listener::new("SASL", SecurityProtocol::SaslPlaintext);
+    let (addr, _stop) = serve("127.0.0.1:0".parse().unwrap(), sasl, None).await;
+    let (c, _m) = client(
+        InterGatewayConfig {
+            allow_plain_without_tls: false,
+            ..sasl_config("PLAIN", PASSWORD)
+        },
+        addr,
+    );
+    let err = c.call(2, metadata(), WAIT).await.unwrap_err().to_string();
+    assert!(err.contains("in clear"), "{err}");
+    assert!(!err.contains(PASSWORD), "{err}");
+}
+
+#[test]
+fn a_peer_asking_for_more_scram_iterations_than_allowed_is_refused() {
+    let nonce = "clientnonce0123456789";
+    let first_bare = format!("n=gw,r={nonce}");
+    let server_first = |iterations: u32| format!("r={nonce}server,s=c2FsdHNhbHQ=,i={iterations}");
+    for (iterations, ok) in [
+        (4096, true),
+        (16384, true),
+        (16385, false),
+        (1_000_000, false),
+        (4095, false),
+    ] {
+        let got = scram_final(
+            ScramMechanism::Sha256,
+            PASSWORD,
+            nonce,
+            &first_bare,
+            server_first(iterations).as_bytes(),
+            16384,
+        );
+        assert_eq!(got.is_ok(), ok, "{iterations}");
+    }
 }
 
 #[tokio::test]

@@ -730,8 +730,13 @@ mod tests {
             std::thread::spawn(move || users.set_password("bob", "pw").expect("set"))
         };
         std::thread::sleep(std::time::Duration::from_millis(200));
-        assert!(!writer.is_finished(), "the change did not wait for the lock");
-        let other = UsersFile::load(&path).expect("load").with_plain_iterations(10);
+        assert!(
+            !writer.is_finished(),
+            "the change did not wait for the lock"
+        );
+        let other = UsersFile::load(&path)
+            .expect("load")
+            .with_plain_iterations(10);
         // What the other process does while it holds the lock: remove alice.
         let mut doc = other.lock().clone();
         doc.remove("alice");

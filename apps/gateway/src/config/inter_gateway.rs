@@ -33,6 +33,8 @@ pub(super) struct Raw {
     inter_gateway_tls_server_name: Option<String>,
     #[serde(deserialize_with = "parsed")]
     inter_gateway_max_pending_calls: usize,
+    #[serde(deserialize_with = "parsed")]
+    inter_gateway_allow_plain_without_tls: bool,
 }
 
 impl Default for Raw {
@@ -47,6 +49,7 @@ impl Default for Raw {
             inter_gateway_tls_ca_file: c.tls_ca_file,
             inter_gateway_tls_server_name: c.tls_server_name,
             inter_gateway_max_pending_calls: c.max_pending_calls,
+            inter_gateway_allow_plain_without_tls: c.allow_plain_without_tls,
         }
     }
 }
@@ -85,6 +88,17 @@ impl Raw {
                 "needs inter_gateway_username and inter_gateway_password",
             ));
         }
+        if mechanism.as_deref() == Some("PLAIN")
+            && self.inter_gateway_tls_ca_file.is_none()
+            && !self.inter_gateway_allow_plain_without_tls
+        {
+            return Err(names.invalid(
+                "inter_gateway_sasl_mechanism",
+                "PLAIN without inter_gateway_tls_ca_file sends the password in clear to the \
+                 other gateways; use SCRAM, give a CA file (TLS), or set \
+                 inter_gateway_allow_plain_without_tls=true to accept that",
+            ));
+        }
         if !(1..=300_000).contains(&self.inter_gateway_request_timeout_ms) {
             return Err(names.invalid("inter_gateway_request_timeout_ms", "must be 1 to 300000"));
         }
@@ -105,6 +119,9 @@ impl Raw {
             tls_ca_file: self.inter_gateway_tls_ca_file,
             tls_server_name: self.inter_gateway_tls_server_name,
             max_pending_calls: self.inter_gateway_max_pending_calls,
+            allow_plain_without_tls: self.inter_gateway_allow_plain_without_tls,
+            // Set from the SCRAM bounds once the security settings are read.
+            max_scram_iterations: into.max_scram_iterations,
         };
         Ok(())
     }

@@ -425,6 +425,11 @@ fn validate(figment: &Figment, names: &Names<'_>) -> Result<GatewayConfig, Confi
         advertised_host_set: names.is_set("advertised_host"),
     };
     let mut security = security.validate(names, single, bridge.config.is_some(), &mut broker)?;
+    if let Some(sasl) = &security.sasl {
+        // The peer client asks no more of this gateway than it accepts from its own
+        // credentials.
+        broker.inter_gateway.max_scram_iterations = sasl.config.scram.max_iterations;
+    }
     let authenticates = authorization::authenticates(&security.listeners, security.tls.as_ref());
     let acls = authorization.validate(
         names,

@@ -1562,6 +1562,42 @@ fn inter_gateway_settings_fill_the_client_and_keep_the_password_out_of_errors() 
         ],
     );
     assert!(e.contains("inter_gateway_username"), "{e}");
+    // PLAIN in clear only when asked for.
+    let plain = [
+        ("IGGY_KAFKA_INTER_GATEWAY_SASL_MECHANISM", "PLAIN"),
+        ("IGGY_KAFKA_INTER_GATEWAY_USERNAME", "gateway"),
+        ("IGGY_KAFKA_INTER_GATEWAY_PASSWORD", "hunter2-secret"),
+    ];
+    let e = load_err(None, &plain);
+    assert!(
+        e.starts_with("IGGY_KAFKA_INTER_GATEWAY_SASL_MECHANISM") && e.contains("in clear"),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2-secret"), "{e}");
+    let allowed = [
+        plain.as_slice(),
+        &[("IGGY_KAFKA_INTER_GATEWAY_ALLOW_PLAIN_WITHOUT_TLS", "true")],
+    ]
+    .concat();
+    let config = load(None, env(&allowed)).unwrap();
+    assert!(config.broker.inter_gateway.allow_plain_without_tls);
+    assert_eq!(config.broker.inter_gateway.max_scram_iterations, 16384);
+    let bounded = [
+        allowed.as_slice(),
+        &[
+            ("IGGY_KAFKA_SASL_SCRAM_MAX_ITERATIONS", "8192"),
+            ("IGGY_KAFKA_SASL_ENABLED", "true"),
+            ("IGGY_KAFKA_BRIDGE_ENABLED", "true"),
+            ("IGGY_KAFKA_IGGY_PASSWORD", "p"),
+            (
+                "IGGY_KAFKA_IGGY_META_SECRET",
+                "a-meta-secret-of-at-least-32-bytes!!",
+            ),
+        ],
+    ]
+    .concat();
+    let config = load(None, env(&bounded)).unwrap();
+    assert_eq!(config.broker.inter_gateway.max_scram_iterations, 8192);
     assert!(!e.contains("hunter2-secret"), "{e}");
     let e = load_err(
         None,
