@@ -718,3 +718,106 @@ fn a_scrape_flood_does_not_stop_kafka_clients() {
     assert!(scrapes > 0);
     assert_eq!(http_status(http, "/metrics"), Some(200));
 }
+
+// ---- refused TLS handshakes ---------------------------------------------------------------
+
+#[test]
+fn a_refused_client_certificate_is_logged_with_the_peer_and_the_reason() {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+    let ca = test_support::certs::TestCa::default();
+    let dir = support::scratch_dir("refused-cert");
+    let files = ca.write_server_files(&dir);
+    let mut gw = Gateway::start(&[
+        ("IGGY_KAFKA_TLS_ENABLED", "true"),
+        ("IGGY_KAFKA_TLS_CERT_FILE", files.cert.to_str().unwrap()),
+        ("IGGY_KAFKA_TLS_KEY_FILE", files.key.to_str().unwrap()),
+        ("IGGY_KAFKA_TLS_CLIENT_CA_FILE", files.ca.to_str().unwrap()),
+        ("IGGY_KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "true"),
+    ]);
+    // A client whose certificate another CA signed: the TLS stack refuses it.
+    let stranger = test_support::certs::TestCa::new("a CA the gateway does not know");
+    let cert = stranger.client_cert("mallory");
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(ca.cert_der().to_vec()))
+        .unwrap();
+    let config = std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(
+            vec![CertificateDer::from(cert.cert_der.clone())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_der.clone())),
+        )
+        .unwrap(),
+    );
+    let addr = gw.addr;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // A flood of them: one warning (with the count), not one per attempt.
+    let local = runtime.block_on(async {
+        let mut local = None;
+        for _ in 0..30 {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            local.get_or_insert(tcp.local_addr().unwrap());
+            let tls = tokio_rustls::TlsConnector::from(config.clone())
+                .connect(ServerName::IpAddress(addr.ip().into()), tcp)
+                .await;
+            // TLS 1.3: the client may finish its side before the server's alert; reading
+            // then gets it.
+            if let Ok(mut s) = tls {
+                use tokio::io::AsyncReadExt;
+                let mut b = [0u8; 1];
+                let _ = tokio::time::timeout(PATIENCE, s.read(&mut b)).await;
+            }
+        }
+        local.unwrap()
+    });
+    let deadline = Instant::now() + PATIENCE;
+    let lines = loop {
+        let lines = gw.log_matching("TLS handshake refused");
+        if !lines.is_empty() || Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let warned: Vec<&String> = lines.iter().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warned.len(), 1, "{lines:#?}");
+    assert!(
+        warned[0].contains(&local.ip().to_string()) && warned[0].contains("reason=\"handshake\""),
+        "{}",
+        warned[0]
+    );
+    // Still serving TLS: a client with the right certificate completes its handshake.
+    let good = ca.client_cert("alice");
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(ca.cert_der().to_vec()))
+        .unwrap();
+    let config = std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(
+            vec![CertificateDer::from(good.cert_der.clone())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(good.key_der.clone())),
+        )
+        .unwrap(),
+    );
+    runtime.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tokio_rustls::TlsConnector::from(config)
+            .connect(ServerName::IpAddress(addr.ip().into()), tcp)
+            .await
+            .expect("a known client certificate is taken");
+    });
+    assert!(gw.is_running());
+}

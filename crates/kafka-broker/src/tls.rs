@@ -23,8 +23,10 @@
 //! completes a handshake costs one slot for at most that long. A client that speaks
 //! plaintext Kafka to a TLS port is recognised by its first byte (every TLS connection
 //! starts with a handshake record, type 22) and closed at once. Failed handshakes are
-//! logged at debug level only and counted in `kafka_gateway_tls_handshake_failures_total`
-//! by reason, since any client can cause them in bulk.
+//! counted in `kafka_gateway_tls_handshake_failures_total` by reason. One the TLS stack
+//! or the principal mapping refused (a client certificate it does not accept) is logged
+//! with the peer and the reason at warn level at most once per [`REFUSED_WARN_EVERY`]
+//! (any client can cause them in bulk); the others (not TLS, timeouts, I/O) at debug.
 
 use crate::error::BrokerError;
 use crate::metrics::ReasonLabel;
@@ -96,6 +98,9 @@ impl TlsSettings {
 
 /// Default of [`TlsSettings::reload_interval`].
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+/// Least time between two warnings about refused handshakes.
+pub const REFUSED_WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// Default of [`TlsSettings::handshake_timeout`].
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -124,6 +129,8 @@ struct Shared {
     files: Mutex<FileState>,
     failures: Family<ReasonLabel, Counter>,
     reloads: Family<ReasonLabel, Counter>,
+    /// When a refused handshake was last logged at warn level, and how many since.
+    refused: Mutex<(Option<std::time::Instant>, u64)>,
 }
 
 /// One loaded set of files.
@@ -174,6 +181,7 @@ impl TlsAcceptor {
                     rejected: None,
                 }),
                 failures: Family::default(),
+                refused: Mutex::new((None, 0)),
                 reloads: Family::default(),
             }),
         })
@@ -297,7 +305,11 @@ impl TlsAcceptor {
             Ok(Ok(accepted)) => Some(accepted),
             Ok(Err(why)) => {
                 self.failed(why.reason());
-                debug!(peer = ?peer, reason = why.reason(), detail = %why, "TLS handshake failed");
+                if matches!(why, HandshakeError::Tls(_) | HandshakeError::NoPrincipal(_)) {
+                    self.warn_refused(peer, &why);
+                } else {
+                    debug!(peer = ?peer, reason = why.reason(), detail = %why, "TLS handshake failed");
+                }
                 None
             }
             Err(_) => {
@@ -305,6 +317,32 @@ impl TlsAcceptor {
                 debug!(peer = ?peer, ?timeout, "TLS handshake not completed in time");
                 None
             }
+        }
+    }
+
+    /// A handshake the TLS stack or the principal mapping refused (a client certificate
+    /// it does not accept, say): the operator needs the peer and the reason, but any
+    /// client can cause it in bulk, so at warn level at most once per
+    /// [`REFUSED_WARN_EVERY`], with the count since; the rest at debug.
+    fn warn_refused(&self, peer: Option<std::net::SocketAddr>, why: &HandshakeError) {
+        let mut last = self
+            .shared
+            .refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        last.1 += 1;
+        if last.0.is_none_or(|t| t.elapsed() >= REFUSED_WARN_EVERY) {
+            warn!(
+                peer = ?peer,
+                reason = why.reason(),
+                detail = %why,
+                refused = last.1,
+                "TLS handshake refused (see docs/security.md for the certificates accepted); \
+                 refused ones since the last such line counted"
+            );
+            *last = (Some(std::time::Instant::now()), 0);
+        } else {
+            debug!(peer = ?peer, reason = why.reason(), detail = %why, "TLS handshake refused");
         }
     }
 
