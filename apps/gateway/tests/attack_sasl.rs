@@ -306,7 +306,20 @@ fn tls_handshakes_that_never_finish_are_closed_at_the_timeout() {
         "kafka_gateway_tls_handshake_failures_total",
         "reason=\"timeout\"",
     );
-    assert!(timeouts >= 200.0, "{timeouts} handshake timeouts counted");
+    let by_reason: Vec<(&str, f64)> = ["timeout", "io", "handshake", "not_tls", "no_principal"]
+        .into_iter()
+        .map(|r| {
+            let label = format!("reason=\"{r}\"");
+            (
+                r,
+                t.counter("kafka_gateway_tls_handshake_failures_total", &label),
+            )
+        })
+        .collect();
+    assert!(
+        timeouts >= 200.0,
+        "{timeouts} handshake timeouts counted; all failures by reason: {by_reason:?}"
+    );
     // A plaintext Kafka client on the TLS port is closed at once, not at the timeout.
     let mut s = connect(t.ssl).unwrap();
     s.write_all(&api_versions(1)).unwrap();

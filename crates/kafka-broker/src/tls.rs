@@ -301,7 +301,11 @@ impl TlsAcceptor {
     ) -> Option<Accepted> {
         let timeout = self.shared.settings.handshake_timeout;
         let peer = tcp.peer_addr().ok().map(crate::session::canonical_peer);
-        match tokio::time::timeout(timeout, self.handshake(tcp, protocol)).await {
+        // Held here (not dropped inside the timeout) so that a failure is counted before
+        // the connection closes: whoever sees it closed then finds it counted.
+        let handshake = self.handshake(tcp, protocol);
+        tokio::pin!(handshake);
+        match tokio::time::timeout(timeout, &mut handshake).await {
             Ok(Ok(accepted)) => Some(accepted),
             Ok(Err(why)) => {
                 self.failed(why.reason());
