@@ -58,6 +58,11 @@ const ROOT_USER_ID: u32 = 0;
 /// principal (the first ones by Iggy's listing order).
 pub const MAX_DESCRIBED_USERS: usize = 1_000;
 
+/// Most Iggy users one DescribeAcls may read from Iggy (users not in the cache): past
+/// it the request is refused with a hint to name a principal, so one request costs at
+/// most this many Iggy calls (plus the listing).
+pub const MAX_DESCRIBE_LOOKUPS: usize = 100;
+
 /// At most one warning about failed permission reads per this interval.
 const WARN_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -784,6 +789,17 @@ impl Authorizer for IggyPermissions {
             },
             None => self.all_users().await?,
         };
+        let uncached = users
+            .iter()
+            .filter(|u| self.cached(u).is_none_or(|(_, fresh)| !fresh))
+            .count();
+        if uncached > MAX_DESCRIBE_LOOKUPS {
+            return Err(AuthzError::TooBroad(format!(
+                "listing the permissions of {uncached} Iggy users would take as many Iggy \
+                 calls (at most {MAX_DESCRIBE_LOOKUPS} per request); name a principal in \
+                 the filter"
+            )));
+        }
         let map = self.bridge.topic_map();
         let mut out = Vec::new();
         for user in users {

@@ -65,6 +65,9 @@ pub enum AuthzError {
     /// A permission source cannot answer now (Iggy unreachable and nothing cached).
     #[error("permission source unavailable: {0}")]
     Unavailable(String),
+    /// Answering would cost a permission source more lookups than one request may.
+    #[error("{0}")]
+    TooBroad(String),
 }
 
 /// A durable set of ACL bindings.

@@ -17,9 +17,13 @@
 //!   source derives from elsewhere (Iggy permissions) are never stored, so never deleted.
 //! - DescribeAcls answers with the stored bindings the filter selects plus those every
 //!   other source derives ([`Authorizer::derived_bindings`](kafka_authz::Authorizer),
-//!   marked with host [`READ_ONLY_HOST`]), grouped by resource pattern. A filter with an
-//!   unknown code gets `INVALID_REQUEST`; a source that cannot answer makes the whole
-//!   answer `UNKNOWN_SERVER_ERROR` (a partial list would read as complete).
+//!   marked with host [`READ_ONLY_HOST`]), grouped by resource pattern. The derived ones
+//!   (every Iggy user's permissions) are shown only to a caller who may change ACLs (a
+//!   super user, or ALTER on the cluster); a source that would need more lookups than
+//!   one request may (`MAX_DESCRIBE_LOOKUPS` Iggy users not in its cache) answers
+//!   `POLICY_VIOLATION` asking for a principal in the filter. A filter with an unknown
+//!   code gets `INVALID_REQUEST`; a source that cannot answer makes the whole answer
+//!   `UNKNOWN_SERVER_ERROR` (a partial list would read as complete).
 //!
 //! With authorization off (no listener authenticates and it is not forced on) the three
 //! APIs answer `SECURITY_DISABLED` on every entry, as a Kafka broker without an
@@ -38,6 +42,8 @@
 //! rather than building an answer of unbounded size.
 
 use super::{Ctx, bs};
+use crate::authz::CLUSTER_NAME;
+use crate::pipeline::authorization::{Decider, HostText};
 use kafka_authz::{
     AclBinding, AclBindingFilter, AuthzError, Operation, PatternType, Permission, READ_ONLY_HOST,
     ResourceType,
@@ -389,7 +395,10 @@ pub(crate) async fn describe(ctx: &Ctx<'_>, req: DescribeAclsRequest) -> Describ
         }
     };
     let max = ctx.broker.config.authorization.max_described_acl_bindings;
-    for source in &ctx.broker.authorizers {
+    // What the other sources derive (every Iggy user's permissions) is shown only to
+    // whoever may change ACLs; they cost the source lookups too.
+    let derived = may_alter_cluster(ctx);
+    for source in ctx.broker.authorizers.iter().filter(|_| derived) {
         if bindings.len() > max {
             break;
         }
@@ -403,6 +412,9 @@ pub(crate) async fn describe(ctx: &Ctx<'_>, req: DescribeAclsRequest) -> Describ
                         b
                     }),
             ),
+            Err(AuthzError::TooBroad(why)) => {
+                return describe_error(ErrorCode::POLICY_VIOLATION, why);
+            }
             Err(e) => {
                 warn!(source = source.name(), error = %e, "DescribeAcls: a permission source cannot list its bindings");
                 return describe_error(
@@ -422,6 +434,31 @@ pub(crate) async fn describe(ctx: &Ctx<'_>, req: DescribeAclsRequest) -> Describ
         resources: group(bindings),
         ..DescribeAclsResponse::default()
     }
+}
+
+/// Whether the caller may change ACLs: a super user, or ALTER on the cluster from every
+/// source of decisions (the rule Kafka applies to CreateAcls and DeleteAcls).
+fn may_alter_cluster(ctx: &Ctx<'_>) -> bool {
+    let principal = ctx.session.principal.to_string();
+    if ctx
+        .broker
+        .config
+        .sasl
+        .super_users
+        .iter()
+        .any(|u| u.trim() == principal)
+    {
+        return true;
+    }
+    let mut host = HostText::default();
+    let host = host.of(&ctx.session);
+    Decider::for_caller(
+        ctx.broker.acls.acls(),
+        &ctx.broker.authorizers,
+        &principal,
+        host,
+    )
+    .allows(Operation::Alter, ResourceType::Cluster, CLUSTER_NAME)
 }
 
 /// Groups bindings by resource pattern (type, name, pattern type), in a stable order.

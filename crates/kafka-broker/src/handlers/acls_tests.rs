@@ -28,6 +28,12 @@ fn broker_with(store: MemoryAclStore, sources: Vec<Arc<dyn Authorizer>>) -> Brok
     broker
 }
 
+/// The test's caller (`User:ANONYMOUS`) made a super user, who sees derived bindings.
+fn as_super_user(mut broker: Broker) -> Broker {
+    broker.config.sasl.super_users = vec!["User:ANONYMOUS".into()];
+    broker
+}
+
 fn ctx(broker: &Broker) -> Ctx<'_> {
     Ctx {
         broker,
@@ -371,10 +377,10 @@ impl Authorizer for Derived {
 
 #[tokio::test]
 async fn derived_bindings_are_shown_read_only_and_never_deleted() {
-    let broker = broker_with(
+    let broker = as_super_user(broker_with(
         MemoryAclStore::new(),
         vec![Arc::new(Derived { fail: false })],
-    );
+    ));
     seed(&broker).await;
     let c = ctx(&broker);
     let all = describe(&c, describe_req(ANY, None, ANY, None)).await;
@@ -414,11 +420,52 @@ async fn derived_bindings_are_shown_read_only_and_never_deleted() {
 }
 
 #[tokio::test]
-async fn a_source_that_cannot_answer_fails_the_description() {
+async fn derived_bindings_need_alter_on_the_cluster() {
+    // Without a grant (allow-everyone never opens ALTER on the cluster): the stored
+    // bindings only, and the source is not asked.
     let broker = broker_with(
         MemoryAclStore::new(),
         vec![Arc::new(Derived { fail: true })],
     );
+    seed(&broker).await;
+    let r = describe(&ctx(&broker), describe_req(ANY, None, ANY, None)).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let rows = listed(&r);
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|row| row.3 != READ_ONLY_HOST));
+    // ALTER on the cluster granted to the caller: the derived ones too.
+    let broker = broker_with(
+        MemoryAclStore::new(),
+        vec![Arc::new(Derived { fail: false })],
+    );
+    seed(&broker).await;
+    let c = ctx(&broker);
+    let granted = create(
+        &c,
+        CreateAclsRequest {
+            creations: vec![creation(
+                4,
+                "kafka-cluster",
+                LITERAL,
+                "User:ANONYMOUS",
+                7,
+                ALLOW,
+            )],
+            ..CreateAclsRequest::default()
+        },
+    )
+    .await;
+    assert_eq!(granted.results[0].error_code, 0);
+    let r = describe(&c, describe_req(ANY, None, ANY, None)).await;
+    assert!(listed(&r).iter().any(|row| row.3 == READ_ONLY_HOST));
+}
+
+#[tokio::test]
+async fn a_source_that_cannot_answer_fails_the_description() {
+    let broker = as_super_user(broker_with(
+        MemoryAclStore::new(),
+        vec![Arc::new(Derived { fail: true })],
+    ));
     seed(&broker).await;
     let r = describe(&ctx(&broker), describe_req(ANY, None, ANY, None)).await;
     assert_eq!(r.error_code, ErrorCode::UNKNOWN_SERVER_ERROR.code());
@@ -474,6 +521,7 @@ async fn describe_and_create_bounds_come_from_the_settings() {
     );
     broker.config.authorization.max_described_acl_bindings = 4;
     broker.config.authorization.max_acl_field_bytes = 8;
+    broker.config.sasl.super_users = vec!["User:ANONYMOUS".into()];
     let c = ctx(&broker);
     let long = create(
         &c,

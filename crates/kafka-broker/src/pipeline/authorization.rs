@@ -195,7 +195,7 @@ impl Authorization {
 
 /// The peer's IP address as text, written on the stack (the longest IPv6 text is 45
 /// bytes), so a request's decisions allocate nothing for it.
-struct HostText([u8; 48]);
+pub(crate) struct HostText([u8; 48]);
 
 impl Default for HostText {
     fn default() -> Self {
@@ -204,7 +204,7 @@ impl Default for HostText {
 }
 
 impl HostText {
-    fn of(&mut self, session: &Session) -> &str {
+    pub(crate) fn of(&mut self, session: &Session) -> &str {
         use std::io::Write;
         let mut cursor = std::io::Cursor::new(&mut self.0[..]);
         // Cannot fail: an address's text fits the buffer.
@@ -220,6 +220,23 @@ pub(crate) struct Decider<'a> {
     acls: Arc<Acls>,
     sources: &'a [Arc<dyn Authorizer>],
     caller: Caller<'a>,
+}
+
+impl<'a> Decider<'a> {
+    /// Decisions for `principal` at `host` with the ACL snapshot `acls` and `sources`
+    /// (each already prepared for the principal, as the layer does for every request).
+    pub(crate) fn for_caller(
+        acls: Arc<Acls>,
+        sources: &'a [Arc<dyn Authorizer>],
+        principal: &'a str,
+        host: &'a str,
+    ) -> Decider<'a> {
+        Decider {
+            acls,
+            sources,
+            caller: Caller { principal, host },
+        }
+    }
 }
 
 impl Decider<'_> {
