@@ -183,3 +183,99 @@ fn confluent_kafka_under_changing_iggy_permissions() {
     drop(gateway);
     drop(iggy);
 }
+
+/// A user who may manage topics in the default stream only, and a topic map routing one
+/// topic into another stream: CREATE of that topic is refused, and Iggy's other stream
+/// stays without it (hole 4 of issue 53: the cluster grant used to let the gateway create
+/// it there with its own account).
+#[test]
+fn create_is_judged_on_the_stream_a_topic_map_routes_to() {
+    let name = "create_is_judged_on_the_stream_a_topic_map_routes_to";
+    if !support::require(name, CONFLUENT) {
+        return;
+    }
+    let Some(bin) = support::iggy_server_bin(name) else {
+        return;
+    };
+    let iggy = IggyServer::start(&bin);
+    let prefix = topic_prefix(name);
+    let own = format!("{prefix}-own");
+    let routed = format!("{prefix}-routed");
+    let other_stream = "other-tenant";
+    let default_stream = iggy_runtime().block_on(async {
+        let root = iggy_root(&iggy.address).await;
+        let default = root.create_stream("kafka").await.expect("stream").id;
+        root.create_stream(other_stream).await.expect("stream");
+        let manage_default = Permissions {
+            global: Default::default(),
+            streams: Some(BTreeMap::from([(
+                default as usize,
+                StreamPermissions {
+                    manage_topics: true,
+                    read_topics: true,
+                    ..StreamPermissions::default()
+                },
+            )])),
+        };
+        root.create_user(USER, PASSWORD, UserStatus::Active, Some(manage_default))
+            .await
+            .expect("create the Iggy user");
+        default
+    });
+    let dir = test_support::scratch_dir("stream-scope");
+    let map = dir.join("topics.toml");
+    std::fs::write(
+        &map,
+        format!(
+            "default_stream = \"kafka\"\n[topics.\"{routed}\"]\nstream = \"{other_stream}\"\ntopic = \"{routed}\"\n"
+        ),
+    )
+    .unwrap();
+    let bridge = support::bridge_env(&iggy);
+    let mut env: Vec<(&str, &str)> = bridge.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let map_path = map.display().to_string();
+    env.extend_from_slice(&[
+        ("IGGY_KAFKA_SASL_ENABLED", "true"),
+        ("IGGY_KAFKA_SASL_MECHANISMS", "PLAIN"),
+        ("IGGY_KAFKA_TOPIC_MAP_PATH", map_path.as_str()),
+        ("IGGY_KAFKA_IGGY_PERMISSIONS_REFRESH_MS", REFRESH_MS),
+    ]);
+    let gateway = Gateway::start(&env);
+    run_against(
+        &gateway,
+        name,
+        CONFLUENT,
+        "tests/clients/authz/iggy_stream_scope_confluent.py",
+        &[
+            ("USER_NAME", USER),
+            ("USER_PASSWORD", PASSWORD),
+            ("OWN_TOPIC", own.as_str()),
+            ("ROUTED_TOPIC", routed.as_str()),
+        ],
+        &prefix,
+        Duration::from_secs(120),
+    );
+    // Iggy agrees: the own topic in the default stream, nothing in the other one.
+    iggy_runtime().block_on(async {
+        let root = iggy_root(&iggy.address).await;
+        let own_found = root
+            .get_topic(
+                &Identifier::numeric(default_stream).unwrap(),
+                &Identifier::named(&own).unwrap(),
+            )
+            .await
+            .expect("get topic");
+        assert!(own_found.is_some(), "{own} is not in the default stream");
+        let stray = root
+            .get_topic(
+                &Identifier::named(other_stream).unwrap(),
+                &Identifier::named(&routed).unwrap(),
+            )
+            .await
+            .expect("get topic");
+        assert!(stray.is_none(), "{routed} was created in {other_stream}");
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(gateway);
+    drop(iggy);
+}
