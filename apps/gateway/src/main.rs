@@ -125,7 +125,7 @@ enum UsersCommand {
         #[arg(long, default_value = "SCRAM-SHA-256")]
         mechanism: String,
         /// PBKDF2 iterations (the gateway accepts 4096 to 16384 by default).
-        #[arg(long, default_value_t = 8192)]
+        #[arg(long, default_value_t = kafka_sasl::scram::DEFAULT_ITERATIONS)]
         iterations: u32,
         /// The user name.
         user: String,

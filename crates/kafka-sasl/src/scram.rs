@@ -316,8 +316,14 @@ pub const MAX_USERNAME_BYTES: usize = 255;
 pub const MAX_CLIENT_NONCE_BYTES: usize = 512;
 /// Random bytes in the server's part of the nonce (base64-encoded in the message).
 pub const SERVER_NONCE_BYTES: usize = 32;
-/// Salt bytes of the stand-in credential of an unknown user.
-const FAKE_SALT_BYTES: usize = 32;
+/// Salt bytes of the stand-in credential of an unknown user: those of a credential the
+/// gateway makes ([`GENERATED_SALT_BYTES`]).
+const FAKE_SALT_BYTES: usize = GENERATED_SALT_BYTES;
+
+/// PBKDF2 iterations of the credentials the gateway's `users set-scram` command makes by
+/// default, and of the stand-in credential of an unknown user (within the bounds), so
+/// that a challenge does not tell a made-up user from a real one made the usual way.
+pub const DEFAULT_ITERATIONS: u32 = 8192;
 
 /// The state kept between the server-first and the client-final message.
 #[derive(Clone)]
@@ -489,7 +495,7 @@ fn fake_credential(
     ScramCredential {
         mechanism,
         salt,
-        iterations: 4096u32.clamp(
+        iterations: DEFAULT_ITERATIONS.clamp(
             bounds.min_iterations,
             bounds.max_iterations.max(bounds.min_iterations),
         ),

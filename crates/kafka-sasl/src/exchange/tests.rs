@@ -28,8 +28,14 @@ fn fresh_users() -> Arc<UsersFile> {
         (ScramMechanism::Sha256, "we,ird=name", "odd"),
         (ScramMechanism::Sha512, "we,ird=name", "odd"),
     ] {
-        let credential =
-            ScramCredential::from_password(mechanism, password, 4096).expect("credential");
+        // The users command's default iteration count: the stand-in of an unknown user
+        // must look like these.
+        let credential = ScramCredential::from_password(
+            mechanism,
+            password,
+            crate::scram::DEFAULT_ITERATIONS,
+        )
+        .expect("credential");
         users.set_scram(user, credential).expect("set");
     }
     Arc::new(users)
@@ -542,8 +548,9 @@ fn store_credentials_outside_the_bounds_are_not_used() {
     let users = users();
     let auth = Authenticator::new(
         SaslConfig {
+            // The stored credentials have DEFAULT_ITERATIONS (8192): below this floor.
             scram: ScramBounds {
-                min_iterations: 8192,
+                min_iterations: crate::scram::DEFAULT_ITERATIONS + 1,
                 max_iterations: 16384,
             },
             ..SaslConfig::default()
