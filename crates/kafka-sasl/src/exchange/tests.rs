@@ -30,12 +30,9 @@ fn fresh_users() -> Arc<UsersFile> {
     ] {
         // The users command's default iteration count: the stand-in of an unknown user
         // must look like these.
-        let credential = ScramCredential::from_password(
-            mechanism,
-            password,
-            crate::scram::DEFAULT_ITERATIONS,
-        )
-        .expect("credential");
+        let credential =
+            ScramCredential::from_password(mechanism, password, crate::scram::DEFAULT_ITERATIONS)
+                .expect("credential");
         users.set_scram(user, credential).expect("set");
     }
     Arc::new(users)
